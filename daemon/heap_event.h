@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Heap events as the correlator sees them: produced by the tracer's
+ * live-allocation table from raw BPF events, already paired (a free carries
+ * the allocation it releases).
+ */
+#ifndef MP_HEAP_EVENT_H
+#define MP_HEAP_EVENT_H
+
+#include <stdint.h>
+
+enum mp_heap_kind {
+	MP_HEAP_ALLOC = 1,        /* a new live block */
+	MP_HEAP_FREE = 2,         /* a block allocated while attached is released */
+	MP_HEAP_UNKNOWN_FREE = 3, /* free of a block allocated before attach */
+};
+
+/* Which function produced the event. Custom --alloc/--free functions are
+ * numbered from MP_FN_CUSTOM in command-line order. */
+enum mp_alloc_fn {
+	MP_FN_MALLOC = 0,
+	MP_FN_CALLOC,
+	MP_FN_REALLOC,
+	MP_FN_REALLOCARRAY,
+	MP_FN_FREE,
+	MP_FN_POSIX_MEMALIGN,
+	MP_FN_ALIGNED_ALLOC,
+	MP_FN_MEMALIGN,
+	MP_FN_VALLOC,
+	MP_FN_PVALLOC,
+	MP_FN_MMAP,
+	MP_FN_MUNMAP,
+	MP_FN_MREMAP,
+	MP_FN_BUILTIN_COUNT,
+	MP_FN_CUSTOM = 32,
+};
+
+struct mp_heap_event {
+	uint32_t kind; /* enum mp_heap_kind */
+	uint32_t fn;   /* enum mp_alloc_fn of this event */
+	uint32_t tid;
+	uint32_t alloc_tid; /* FREE: thread that allocated the block */
+	uint64_t ts_ns;     /* CLOCK_MONOTONIC, same clock as the markers */
+	uint64_t addr;
+	uint64_t size;          /* ALLOC/FREE: requested size; UNKNOWN_FREE: 0 */
+	uint64_t caller;        /* return address into the caller of @fn */
+	uint64_t alloc_ts_ns;   /* FREE: when the block was allocated */
+	uint64_t alloc_caller;  /* FREE: caller of the allocation */
+	/* FREE: the value the consumer stored for this block when it saw the
+	 * ALLOC (see mp_heap_cb); 0 otherwise. */
+	uint64_t user;
+};
+
+/* Called for every heap event in order. For MP_HEAP_ALLOC the return value
+ * is stored with the block and handed back in ->user when it is freed (the
+ * correlator keeps its attribution there); ignored for other kinds. */
+typedef uint64_t (*mp_heap_cb)(void *ctx, const struct mp_heap_event *ev);
+
+#endif /* MP_HEAP_EVENT_H */

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libmemprof: kernel markers for the memprofd memory profiler.
+ *
+ * Mark regions ("kernels": an op of an inference runtime, a request handler)
+ * and memprofd, attached to this process by pid, attributes every allocation
+ * made inside them. The library initialises itself on first use.
+ *
+ * The marker functions never block, never take a lock, never allocate, make
+ * no syscall after a thread's first marker, and never abort. They return 0 on
+ * success or a negative errno (-ENOSPC: ring full, record dropped and counted;
+ * -EINVAL: bad argument; -ENOMEM/-EMFILE...: the ring could not be created,
+ * markers are then no-ops). Ignoring the return value is fine.
+ */
+#ifndef MEMPROF_H
+#define MEMPROF_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define MEMPROF_API __attribute__((visibility("default")))
+#else
+#define MEMPROF_API
+#endif
+
+#define MEMPROF_VERSION_MAJOR 0
+#define MEMPROF_VERSION_MINOR 1
+#define MEMPROF_VERSION_PATCH 0
+
+/* Maximum rank recorded for a shape; larger ranks are rejected with -E2BIG. */
+#define MEMPROF_MAX_RANK 8
+
+/* Begin a kernel named @name on the calling thread. Kernels nest. */
+MEMPROF_API int memprof_kernel_begin(const char *name);
+/* End the calling thread's innermost open kernel. */
+MEMPROF_API int memprof_kernel_end(void);
+/* Attach an input / output shape to the calling thread's innermost open
+ * kernel. Call once per input (output), in order. */
+MEMPROF_API int memprof_kernel_input_shape(const int64_t *dims, int rank);
+MEMPROF_API int memprof_kernel_output_shape(const int64_t *dims, int rank);
+/* Set the process-wide phase ("load", "inference", ...). */
+MEMPROF_API int memprof_phase(const char *name);
+/* Allocations made on the calling thread while a tag is open carry it
+ * ("weights", "activations"). Tags nest; the innermost wins. */
+MEMPROF_API int memprof_tag_begin(const char *tag);
+MEMPROF_API int memprof_tag_end(void);
+/* Records dropped because the ring was full, since the process started. */
+MEMPROF_API uint64_t memprof_dropped(void);
+/* "MAJOR.MINOR.PATCH" of the library actually loaded. */
+MEMPROF_API const char *memprof_version(void);
+/* Text for a negative errno returned by this library. */
+MEMPROF_API const char *memprof_strerror(int err);
+
+#if defined(__GNUC__) && !defined(__cplusplus)
+static inline void memprof__scope_end(int *unused)
+{
+	(void)unused;
+	memprof_kernel_end();
+}
+#define MEMPROF__CAT2(a, b) a##b
+#define MEMPROF__CAT(a, b) MEMPROF__CAT2(a, b)
+/* MEMPROF_KERNEL("matmul"); marks the rest of the enclosing block. */
+#define MEMPROF_KERNEL(name)                                                             \
+	int MEMPROF__CAT(memprof__scope_, __LINE__)                                      \
+		__attribute__((cleanup(memprof__scope_end), unused)) =                   \
+			memprof_kernel_begin(name)
+#elif defined(__cplusplus)
+} /* extern "C" */
+namespace memprof_detail {
+struct scope {
+	explicit scope(const char *n) { memprof_kernel_begin(n); }
+	~scope() { memprof_kernel_end(); }
+	scope(const scope &) = delete;
+	scope &operator=(const scope &) = delete;
+};
+} // namespace memprof_detail
+#define MEMPROF__CAT2(a, b) a##b
+#define MEMPROF__CAT(a, b) MEMPROF__CAT2(a, b)
+#define MEMPROF_KERNEL(name) memprof_detail::scope MEMPROF__CAT(memprof__scope_, __LINE__)(name)
+extern "C" {
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MEMPROF_H */

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Consumer side of the libmemprof marker ring, used by memprofd.
+ *
+ * The ring lives in memory the profiled process can write: everything read
+ * from it is hostile input. Every offset, length, index and string is
+ * bounds-checked; a corrupted ring yields -EBADMSG (or -EPROTO for an ABI
+ * mismatch), never a crash and never an endless loop.
+ */
+#ifndef MEMPROF_CONSUMER_H
+#define MEMPROF_CONSUMER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define MP_MAX_RANK 8
+
+enum mp_record_type {
+	MP_REC_KERNEL_BEGIN = 1,
+	MP_REC_KERNEL_END = 2,
+	MP_REC_INPUT_SHAPE = 3,
+	MP_REC_OUTPUT_SHAPE = 4,
+	MP_REC_PHASE = 5,
+	MP_REC_TAG_BEGIN = 6,
+	MP_REC_TAG_END = 7,
+};
+
+/* The record was synthesised from a thread's open-kernel (or open-tag) stack
+ * when the consumer attached: the kernel was already open. */
+#define MP_REC_F_OPEN_AT_ATTACH 0x1u
+
+/* A decoded, validated record. */
+struct mp_record {
+	uint32_t type;  /* enum mp_record_type */
+	uint32_t flags; /* MP_REC_F_* */
+	uint32_t tid;   /* kernel thread id of the writer */
+	uint32_t rank;  /* shapes: number of valid dims */
+	uint64_t ts_ns; /* CLOCK_MONOTONIC */
+	/* KERNEL_BEGIN, PHASE, TAG_BEGIN: NUL-terminated name, sanitised to
+	 * printable ASCII, owned by the consumer and valid until
+	 * mp_consumer_free(). NULL for other types. */
+	const char *name;
+	int64_t dims[MP_MAX_RANK];
+};
+
+struct mp_consumer;
+
+/* Finds and maps the ring of process @pid (through /proc/PID/fd, works
+ * across mount namespaces). -ENOENT: the process has no ring (libmemprof not
+ * loaded or no marker yet); -ESRCH: no such process; -EPROTO: ABI mismatch;
+ * -EBADMSG: corrupted header. After a successful open, the first records
+ * read are the kernels and tags open at attach time (MP_REC_F_OPEN_AT_ATTACH,
+ * outermost first, with their original timestamps), then live records. */
+int mp_consumer_open_pid(pid_t pid, struct mp_consumer **ret);
+/* Same, from a file descriptor of the ring (dup'ed; caller keeps @fd). */
+int mp_consumer_open_fd(int fd, struct mp_consumer **ret);
+/* Same, over a caller-owned memory image (tests, fuzzing). @mem must stay
+ * valid and may change concurrently. */
+int mp_consumer_open_mem(void *mem, size_t len, struct mp_consumer **ret);
+void mp_consumer_free(struct mp_consumer *c);
+
+/* Reads the next record: 1 when @ret was filled, 0 when nothing is ready,
+ * negative errno when the ring is corrupted (the consumer is then unusable). */
+int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret);
+/* Records the producers dropped because the ring was full. */
+uint64_t mp_consumer_drops(const struct mp_consumer *c);
+/* pid that created the ring (from the header, validated against the
+ * opened process when opened by pid). */
+pid_t mp_consumer_pid(const struct mp_consumer *c);
+
+const char *mp_record_type_name(uint32_t type);
+
+#endif /* MEMPROF_CONSUMER_H */
