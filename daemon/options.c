@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "options.h"
+#include "profile_pb.h"
+#include "rss.h"
+
+enum {
+	OPT_ALLOC = 0x100,
+	OPT_FREE,
+	OPT_OWNER,
+	OPT_RSS_HZ,
+	OPT_PSS_EVERY,
+	OPT_RSS_EXACT,
+	OPT_DUMP,
+	OPT_PRINT,
+	OPT_REGION,
+	OPT_LAG,
+};
+
+void mp_options_init(struct mp_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->session.rss_hz = MP_RSS_DEFAULT_HZ;
+	o->session.pss_every = MP_RSS_DEFAULT_PSS_EVERY;
+	o->print = MP_REPORT_TABLE;
+}
+
+void mp_options_help(FILE *f, bool with_pid)
+{
+	if (with_pid)
+		fputs("  -p, --pid PID           process to profile (required)\n", f);
+	fputs("  -d, --duration SECONDS  stop after SECONDS (default: when the target exits,\n"
+	      "                          or on SIGINT/SIGTERM)\n"
+	      "  -o, --output FILE       write the profile to FILE (memprof.proto; read it\n"
+	      "                          with `memprof report FILE`)\n"
+	      "      --print FORMAT      print the profile at the end as table (default),\n"
+	      "                          json, tfjs (tf.profile's ProfileInfo) or none\n"
+	      "      --region NAME[#N]   tfjs view of the N-th (default 1st) invocation of\n"
+	      "                          kernel NAME instead of the whole profile\n"
+	      "      --alloc SYM[@OBJ]:size=argN\n"
+	      "                          also trace allocator function SYM (in object OBJ,\n"
+	      "                          default: first definition in lookup order) whose\n"
+	      "                          size is argument N (from 0); repeatable\n"
+	      "      --free SYM[@OBJ]:ptr=argN\n"
+	      "                          also trace a free function; repeatable\n"
+	      "      --owner GLOB=NAME   report allocations whose caller is in an object\n"
+	      "                          whose file name matches GLOB as owner NAME\n"
+	      "                          (e.g. 'libxnnpack*=xnnpack'); repeatable\n"
+	      "      --rss-hz N          sample /proc/PID/status N times a second\n"
+	      "                          (default 100, 0 = off, max 10000)\n"
+	      "      --pss-every N       read smaps_rollup (Pss) every Nth sample\n"
+	      "                          (default 10, 0 = never)\n"
+	      "      --rss-exact         attribute every RSS change to its kernel with the\n"
+	      "                          kernel's rss_stat tracepoint\n"
+	      "      --dump-events       print every event as it is correlated\n"
+	      "  -v, --verbose           log what is attached and libbpf's messages\n"
+	      "  -h, --help              show this help\n",
+	      f);
+}
+
+static int bad(const char *what, const char *arg)
+{
+	fprintf(stderr, "memprof: invalid %s '%s' (see --help)\n", what, arg);
+	return -EINVAL;
+}
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *ret)
+{
+	char *end;
+	unsigned long v;
+
+	if (!s[0] || s[0] == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*ret = v;
+	return 0;
+}
+
+int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
+{
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "print", required_argument, NULL, OPT_PRINT },
+		{ "region", required_argument, NULL, OPT_REGION },
+		{ "alloc", required_argument, NULL, OPT_ALLOC },
+		{ "free", required_argument, NULL, OPT_FREE },
+		{ "owner", required_argument, NULL, OPT_OWNER },
+		{ "rss-hz", required_argument, NULL, OPT_RSS_HZ },
+		{ "pss-every", required_argument, NULL, OPT_PSS_EVERY },
+		{ "rss-exact", no_argument, NULL, OPT_RSS_EXACT },
+		{ "dump-events", no_argument, NULL, OPT_DUMP },
+		{ "merge-lag-ms", required_argument, NULL, OPT_LAG },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	struct mp_session_opts *s = &o->session;
+	unsigned long v;
+	char *end;
+	double d;
+	int c;
+
+	/* "+": stop at the first operand, it is the command of `memprof run`. */
+	while ((c = getopt_long(argc, argv, with_pid ? "+p:d:o:vh" : "+d:o:vh", longopts,
+				NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (!with_pid)
+				return bad("option", "--pid");
+			if (parse_uint(optarg, INT_MAX, &v) < 0 || v == 0)
+				return bad("pid", optarg);
+			s->pid = (pid_t)v;
+			break;
+		case 'd':
+			errno = 0;
+			d = strtod(optarg, &end);
+			if (errno || *end || !(d > 0) || d > 1e9 || !isfinite(d))
+				return bad("duration", optarg);
+			s->duration_ns = (uint64_t)(d * 1e9);
+			if (!s->duration_ns)
+				s->duration_ns = 1;
+			break;
+		case 'o':
+			o->output = optarg;
+			break;
+		case OPT_PRINT:
+			if (!strcmp(optarg, "none")) {
+				o->print_none = true;
+				break;
+			}
+			o->print_none = false;
+			if (mp_report_format_parse(optarg, &o->print) < 0)
+				return bad("--print format", optarg);
+			break;
+		case OPT_REGION:
+			o->region = optarg;
+			break;
+		case OPT_ALLOC:
+		case OPT_FREE:
+			if (s->n_extra >= MP_TRACER_MAX_EXTRA)
+				return bad("(too many) function", optarg);
+			if (mp_tracer_parse_func(optarg, c == OPT_FREE, &s->extra[s->n_extra]) < 0)
+				return bad(c == OPT_FREE ? "--free" : "--alloc", optarg);
+			s->n_extra++;
+			break;
+		case OPT_OWNER:
+			if (s->n_owner_rules >= MP_SESSION_MAX_OWNER_RULES)
+				return bad("(too many) owner rule", optarg);
+			if (!strchr(optarg, '=') || optarg[0] == '=')
+				return bad("--owner", optarg);
+			s->owner_rules[s->n_owner_rules++] = optarg;
+			break;
+		case OPT_RSS_HZ:
+			if (parse_uint(optarg, MP_RSS_MAX_HZ, &v) < 0)
+				return bad("--rss-hz", optarg);
+			s->rss_hz = (unsigned)v;
+			break;
+		case OPT_PSS_EVERY:
+			if (parse_uint(optarg, 1000000, &v) < 0)
+				return bad("--pss-every", optarg);
+			s->pss_every = (unsigned)v;
+			break;
+		case OPT_RSS_EXACT:
+			s->rss_exact = true;
+			break;
+		case OPT_DUMP:
+			s->dump = stdout;
+			break;
+		case OPT_LAG:
+			if (parse_uint(optarg, 10000, &v) < 0)
+				return bad("--merge-lag-ms", optarg);
+			s->lag_ns = (uint64_t)v * 1000000ull;
+			break;
+		case 'v':
+			s->verbose = true;
+			break;
+		case 'h':
+			return 1;
+		default:
+			return -EINVAL;
+		}
+	}
+	if (with_pid && !s->pid) {
+		fprintf(stderr, "memprofd: --pid PID is required (see --help)\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int mp_options_emit(const struct mp_options *o, const struct mp_profile *p)
+{
+	int r;
+
+	if (o->output) {
+		r = mp_profile_save(p, o->output);
+		if (r < 0) {
+			fprintf(stderr, "memprof: writing %s: %s\n", o->output, strerror(-r));
+			return r;
+		}
+	}
+	if (!o->print_none) {
+		r = mp_report_write(p, o->print, o->region, stdout);
+		if (r == -ENOENT) {
+			fprintf(stderr, "memprof: no invocation '%s' in the profile (--region)\n",
+				o->region);
+			return r;
+		}
+		if (r < 0) {
+			fprintf(stderr, "memprof: printing the profile: %s\n", strerror(-r));
+			return r;
+		}
+		fflush(stdout);
+	}
+	return 0;
+}

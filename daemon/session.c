@@ -1,0 +1,604 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "correlator.h"
+#include "live.h"
+#include "memprof_consumer.h"
+#include "merge.h"
+#include "procmaps.h"
+#include "rss.h"
+#include "session.h"
+
+#define DEFAULT_LAG_NS (10 * 1000 * 1000ull)
+/* Ring drain and watermark release period. */
+#define TICK_NS (5 * 1000 * 1000ull)
+/* How often to look for the target's marker ring until it has one. */
+#define RING_RETRY_NS (50 * 1000 * 1000ull)
+/* Bounded work per ring drain so one flooding producer can't starve the
+ * rest of the loop. */
+#define RING_BATCH 65536
+/* How often a caller address that is in no known mapping may trigger a
+ * re-read of /proc/PID/maps (libraries loaded after attach). */
+#define MAPS_REREAD_NS (100 * 1000 * 1000ull)
+
+enum item_kind {
+	ITEM_MARKER = 1,
+	ITEM_BPF = 2,
+	ITEM_RSS = 3,
+};
+
+enum { EP_TRACER = 1, EP_TICK, EP_RSS, EP_SIGNAL, EP_DEADLINE };
+
+struct session {
+	const struct mp_session_opts *o;
+	struct mp_tracer *tracer;
+	struct mp_live *live;
+	struct mp_consumer *ring;
+	struct mp_rss_sampler *rss;
+	struct mp_merge *merge;
+	struct mp_correlator *corr;
+	struct mp_procmaps *maps;
+	uint64_t maps_read_ns;
+	uint64_t ring_retry_ns;
+	uint64_t ring_drops_closed; /* drops of rings closed at exec */
+	uint64_t last_ts;
+	int epfd, tickfd, sigfd, deadlinefd;
+	char exe[PATH_MAX];
+	char *cmdline;
+	bool exited;
+	bool stop;
+	int err;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int log_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int log_errno(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("memprofd: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, ": %s\n", strerror(err < 0 ? -err : err));
+	return err < 0 ? err : -err;
+}
+
+static const char *resolve_owner(void *ctx, uint64_t addr)
+{
+	struct session *s = ctx;
+	const struct mp_mapping *m = NULL;
+
+	if (s->maps)
+		m = mp_procmaps_find(s->maps, addr);
+	if (!m && !s->exited && now_ns() - s->maps_read_ns >= MAPS_REREAD_NS) {
+		struct mp_procmaps *fresh;
+
+		s->maps_read_ns = now_ns();
+		if (mp_procmaps_read(s->o->pid, &fresh) == 0) {
+			mp_procmaps_free(s->maps);
+			s->maps = fresh;
+			m = mp_procmaps_find(s->maps, addr);
+		}
+	}
+	if (!m || !m->path[0] || m->path[0] == '[')
+		return NULL;
+	return m->path;
+}
+
+static int timer_arm(int fd, uint64_t first_ns, uint64_t period_ns)
+{
+	struct itimerspec it = {
+		.it_value = { .tv_sec = first_ns / 1000000000ull, .tv_nsec = first_ns % 1000000000ull },
+		.it_interval = { .tv_sec = period_ns / 1000000000ull,
+				 .tv_nsec = period_ns % 1000000000ull },
+	};
+
+	return timerfd_settime(fd, 0, &it, NULL) < 0 ? -errno : 0;
+}
+
+static int ep_add(struct session *s, int fd, uint32_t tag)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u32 = tag };
+
+	return epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
+}
+
+static void dump_record(FILE *f, const struct mp_record *r)
+{
+	fprintf(f, "marker %s tid=%" PRIu32 " ts=%" PRIu64, mp_record_type_name(r->type), r->tid,
+		r->ts_ns);
+	if (r->name)
+		fprintf(f, " name=\"%s\"", r->name);
+	if (r->type == MP_REC_INPUT_SHAPE || r->type == MP_REC_OUTPUT_SHAPE) {
+		fputs(" shape=[", f);
+		for (uint32_t i = 0; i < r->rank && i < MP_MAX_RANK; i++)
+			fprintf(f, "%s%" PRId64, i ? "," : "", r->dims[i]);
+		fputc(']', f);
+	}
+	if (r->flags & MP_REC_F_OPEN_AT_ATTACH)
+		fputs(" open-at-attach", f);
+	fputc('\n', f);
+}
+
+static const char *fn_name(const struct session *s, uint32_t fn)
+{
+	if (fn >= MP_FN_CUSTOM && fn - MP_FN_CUSTOM < s->o->n_extra)
+		return s->o->extra[fn - MP_FN_CUSTOM].name;
+	return mp_alloc_fn_name(fn);
+}
+
+static uint64_t on_heap(void *ctx, const struct mp_heap_event *e)
+{
+	struct session *s = ctx;
+	static const char *const kinds[] = { "?", "alloc", "free", "unknown-free" };
+
+	if (s->o->dump)
+		fprintf(s->o->dump,
+			"%s fn=%s tid=%" PRIu32 " ts=%" PRIu64 " addr=0x%" PRIx64 " size=%" PRIu64
+			" caller=0x%" PRIx64 "\n",
+			kinds[e->kind <= 3 ? e->kind : 0], fn_name(s, e->fn), e->tid, e->ts_ns,
+			e->addr, e->size, e->caller);
+	return mp_correlator_on_heap(s->corr, e);
+}
+
+static int handle_bpf(struct session *s, const struct mp_raw_event *ev)
+{
+	struct mp_rss_stat_event rs;
+	int r;
+
+	switch (ev->type) {
+	case MP_RAW_RSS_STAT:
+		rs = (struct mp_rss_stat_event){ .ts_ns = ev->ts_ns,
+						 .tid = ev->tid,
+						 .member = ev->fn,
+						 .value = (int64_t)ev->size };
+		if (s->o->dump)
+			fprintf(s->o->dump,
+				"rss_stat member=%" PRIu32 " tid=%" PRIu32 " ts=%" PRIu64
+				" bytes=%" PRId64 "\n",
+				rs.member, rs.tid, rs.ts_ns, rs.value);
+		return mp_correlator_on_rss_stat(s->corr, &rs);
+	case MP_RAW_EXEC:
+		if (s->o->dump)
+			fprintf(s->o->dump, "exec tid=%" PRIu32 " ts=%" PRIu64 "\n", ev->tid,
+				(uint64_t)ev->ts_ns);
+		/* The new image gets a new ring and a new address space. */
+		if (s->ring) {
+			s->ring_drops_closed += mp_consumer_drops(s->ring);
+			mp_consumer_free(s->ring);
+			s->ring = NULL;
+		}
+		s->ring_retry_ns = 0;
+		mp_procmaps_free(s->maps);
+		s->maps = NULL;
+		s->maps_read_ns = 0;
+		break;
+	case MP_RAW_EXIT:
+		if (s->o->dump)
+			fprintf(s->o->dump, "exit ts=%" PRIu64 "\n", (uint64_t)ev->ts_ns);
+		return 0;
+	default:
+		break;
+	}
+	r = mp_live_apply(s->live, ev, on_heap, s);
+	if (r < 0)
+		return log_errno(r, "pid %d: live-allocation table", (int)s->o->pid);
+	return 0;
+}
+
+static int dispatch(struct session *s, const struct mp_merge_item *it)
+{
+	if (it->ts > s->last_ts)
+		s->last_ts = it->ts;
+	switch (it->kind) {
+	case ITEM_MARKER: {
+		struct mp_record rec;
+
+		memcpy(&rec, it->payload.bytes, sizeof(rec));
+		if (s->o->dump)
+			dump_record(s->o->dump, &rec);
+		return mp_correlator_on_record(s->corr, &rec);
+	}
+	case ITEM_BPF: {
+		struct mp_raw_event ev;
+
+		memcpy(&ev, it->payload.bytes, sizeof(ev));
+		return handle_bpf(s, &ev);
+	}
+	case ITEM_RSS: {
+		struct mp_rss_sample rs;
+
+		memcpy(&rs, it->payload.bytes, sizeof(rs));
+		if (s->o->dump)
+			fprintf(s->o->dump,
+				"rss ts=%" PRIu64 " vm_rss=%" PRIu64 " anon=%" PRIu64
+				" file=%" PRIu64 " shmem=%" PRIu64 "\n",
+				rs.ts_ns, rs.vm_rss, rs.rss_anon, rs.rss_file, rs.rss_shmem);
+		return mp_correlator_on_rss(s->corr, &rs);
+	}
+	}
+	return 0;
+}
+
+static int release(struct session *s, uint64_t watermark)
+{
+	const struct mp_merge_item *it;
+	int r;
+
+	while (mp_merge_pop(s->merge, watermark, &it) == 1) {
+		r = dispatch(s, it);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int on_raw(void *ctx, const struct mp_raw_event *ev)
+{
+	struct session *s = ctx;
+
+	if (ev->type == MP_RAW_EXIT)
+		s->exited = true;
+	return mp_merge_push(s->merge, ITEM_BPF, ev->ts_ns, ev, sizeof(*ev));
+}
+
+static int drain_tracer(struct session *s)
+{
+	int r = mp_tracer_consume(s->tracer, on_raw, s);
+
+	if (r == -ESRCH) {
+		s->exited = true;
+		return 0;
+	}
+	if (r < 0)
+		return log_errno(r, "pid %d: reading BPF events", (int)s->o->pid);
+	if (mp_tracer_exited(s->tracer))
+		s->exited = true;
+	return 0;
+}
+
+static int drain_ring(struct session *s)
+{
+	struct mp_record rec;
+	int r;
+
+	if (!s->ring) {
+		uint64_t now = now_ns();
+
+		if (s->exited || now < s->ring_retry_ns)
+			return 0;
+		s->ring_retry_ns = now + RING_RETRY_NS;
+		r = mp_consumer_open_pid(s->o->pid, &s->ring);
+		if (r == -ENOENT || r == -ESRCH)
+			return 0;
+		if (r < 0) {
+			/* A broken or foreign ring costs us the markers, not the
+			 * allocation profile. */
+			log_errno(r, "pid %d: marker ring unusable, profiling without markers",
+				  (int)s->o->pid);
+			s->ring_retry_ns = UINT64_MAX;
+			return 0;
+		}
+		if (s->o->verbose)
+			fprintf(stderr, "memprofd: pid %d: marker ring attached\n", (int)s->o->pid);
+	}
+	for (int i = 0; i < RING_BATCH; i++) {
+		r = mp_consumer_read(s->ring, &rec);
+		if (r == 0)
+			return 0;
+		if (r < 0) {
+			log_errno(r, "pid %d: marker ring corrupted, markers stop here",
+				  (int)s->o->pid);
+			s->ring_drops_closed += mp_consumer_drops(s->ring);
+			mp_consumer_free(s->ring);
+			s->ring = NULL;
+			s->ring_retry_ns = UINT64_MAX;
+			return 0;
+		}
+		r = mp_merge_push(s->merge, ITEM_MARKER, rec.ts_ns, &rec, sizeof(rec));
+		if (r < 0)
+			return log_errno(r, "pid %d: merging markers", (int)s->o->pid);
+	}
+	return 0;
+}
+
+static int sample_rss(struct session *s)
+{
+	struct mp_rss_sample rs;
+	int r;
+
+	r = mp_rss_sampler_sample(s->rss, &rs);
+	if (r == -ESRCH || r == -EAGAIN)
+		return 0;
+	if (r < 0) {
+		/* The process may be gone between its exit and our noticing. */
+		if (!s->exited)
+			log_errno(r, "pid %d: RSS sample", (int)s->o->pid);
+		return 0;
+	}
+	return mp_merge_push(s->merge, ITEM_RSS, rs.ts_ns, &rs, sizeof(rs));
+}
+
+/* One pass over every source, then release what is older than the
+ * watermark: the clock is read before the drains, so anything published
+ * after them is (up to the lag) newer. */
+static int cycle(struct session *s)
+{
+	uint64_t t0 = now_ns(), lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS;
+	int r;
+
+	r = drain_tracer(s);
+	if (r < 0)
+		return r;
+	r = drain_ring(s);
+	if (r < 0)
+		return r;
+	return release(s, t0 > lag ? t0 - lag : 0);
+}
+
+static char *read_text(const char *path, size_t max, bool nul_to_space)
+{
+	char *buf = malloc(max + 1);
+	FILE *f;
+	size_t n;
+
+	if (!buf)
+		return NULL;
+	f = fopen(path, "re");
+	if (!f) {
+		free(buf);
+		return NULL;
+	}
+	n = fread(buf, 1, max, f);
+	fclose(f);
+	while (n && (buf[n - 1] == '\0' || buf[n - 1] == '\n'))
+		n--;
+	buf[n] = '\0';
+	if (nul_to_space)
+		for (size_t i = 0; i < n; i++)
+			if (buf[i] == '\0')
+				buf[i] = ' ';
+	return buf;
+}
+
+/* Read while the target is alive: a zombie has neither. */
+static void describe_process(struct session *s)
+{
+	char path[64];
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)s->o->pid);
+	n = readlink(path, s->exe, sizeof(s->exe) - 1);
+	s->exe[n > 0 ? n : 0] = '\0';
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)s->o->pid);
+	s->cmdline = read_text(path, 4096, true);
+}
+
+static int setup(struct session *s, sigset_t *blocked)
+{
+	const struct mp_session_opts *o = s->o;
+	struct mp_tracer_opts topts = {
+		.pid = o->pid,
+		.extra = o->extra,
+		.n_extra = o->n_extra,
+		.rss_exact = o->rss_exact,
+	};
+	struct mp_correlator_opts copts = {
+		.resolve_owner = resolve_owner,
+		.resolve_ctx = s,
+	};
+	int r;
+
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	s->deadlinefd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	s->sigfd = signalfd(-1, blocked, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (s->epfd < 0 || s->tickfd < 0 || s->deadlinefd < 0 || s->sigfd < 0)
+		return log_errno(-errno, "pid %d: event loop setup", (int)o->pid);
+
+	r = mp_merge_new(4096, &s->merge);
+	if (r < 0)
+		return log_errno(r, "pid %d: merge", (int)o->pid);
+	r = mp_live_new(&s->live);
+	if (r < 0)
+		return log_errno(r, "pid %d: live-allocation table", (int)o->pid);
+
+	/* The address space as it is now: the owners of allocations made by
+	 * a process that exits before we process them are still known. */
+	s->maps_read_ns = now_ns();
+	r = mp_procmaps_read(o->pid, &s->maps);
+	if (r < 0)
+		return log_errno(r, "pid %d: reading /proc/%d/maps", (int)o->pid, (int)o->pid);
+
+	describe_process(s);
+	r = mp_tracer_new(&topts, &s->tracer);
+	if (r < 0)
+		return log_errno(r, "pid %d: attaching the allocator tracer", (int)o->pid);
+
+	copts.begin_ns = now_ns();
+	r = mp_correlator_new(&copts, &s->corr);
+	if (r < 0)
+		return log_errno(r, "pid %d: correlator", (int)o->pid);
+	for (size_t i = 0; i < o->n_owner_rules; i++) {
+		r = mp_correlator_add_owner_rule(s->corr, o->owner_rules[i]);
+		if (r < 0)
+			return log_errno(r, "invalid --owner '%s' (expected GLOB=NAME)",
+					 o->owner_rules[i]);
+	}
+
+	if (o->rss_hz) {
+		r = mp_rss_sampler_new(o->pid, o->rss_hz, o->pss_every, &s->rss);
+		if (r < 0)
+			return log_errno(r, "pid %d: RSS sampler", (int)o->pid);
+		r = ep_add(s, mp_rss_sampler_fd(s->rss), EP_RSS);
+		if (r < 0)
+			return log_errno(r, "pid %d: epoll", (int)o->pid);
+	}
+
+	r = timer_arm(s->tickfd, TICK_NS, TICK_NS);
+	if (r < 0)
+		return log_errno(r, "timerfd");
+	if (o->duration_ns) {
+		r = timer_arm(s->deadlinefd, o->duration_ns, 0);
+		if (r < 0)
+			return log_errno(r, "timerfd");
+	}
+	r = ep_add(s, mp_tracer_fd(s->tracer), EP_TRACER);
+	if (r == 0)
+		r = ep_add(s, s->tickfd, EP_TICK);
+	if (r == 0)
+		r = ep_add(s, s->sigfd, EP_SIGNAL);
+	if (r == 0)
+		r = ep_add(s, s->deadlinefd, EP_DEADLINE);
+	if (r < 0)
+		return log_errno(r, "pid %d: epoll", (int)o->pid);
+
+	/* The ring may already exist (memprof run stops the target after
+	 * libmemprof's constructor): open it before the target runs on. */
+	r = drain_ring(s);
+	if (r < 0)
+		return r;
+	if (o->on_attached) {
+		r = o->on_attached(o->on_attached_ctx);
+		if (r < 0)
+			return log_errno(r, "pid %d: resuming the target", (int)o->pid);
+	}
+	return 0;
+}
+
+static int loop(struct session *s)
+{
+	struct epoll_event evs[8];
+	uint64_t expirations;
+	int n, r;
+
+	while (!s->stop && !s->exited) {
+		n = epoll_wait(s->epfd, evs, 8, -1);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return log_errno(-errno, "epoll_wait");
+		}
+		for (int i = 0; i < n; i++) {
+			switch (evs[i].data.u32) {
+			case EP_TICK:
+				if (read(s->tickfd, &expirations, sizeof(expirations)) < 0 &&
+				    errno != EAGAIN)
+					return log_errno(-errno, "timerfd");
+				break;
+			case EP_RSS:
+				r = sample_rss(s);
+				if (r < 0)
+					return r;
+				break;
+			case EP_SIGNAL: {
+				struct signalfd_siginfo si;
+
+				if (read(s->sigfd, &si, sizeof(si)) == sizeof(si))
+					s->stop = true;
+				break;
+			}
+			case EP_DEADLINE:
+				s->stop = true;
+				break;
+			default:
+				break;
+			}
+		}
+		r = cycle(s);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static void teardown(struct session *s)
+{
+	mp_tracer_free(s->tracer);
+	mp_consumer_free(s->ring);
+	mp_rss_sampler_free(s->rss);
+	mp_correlator_free(s->corr);
+	mp_live_free(s->live);
+	mp_merge_free(s->merge);
+	mp_procmaps_free(s->maps);
+	free(s->cmdline);
+	if (s->epfd >= 0)
+		close(s->epfd);
+	if (s->tickfd >= 0)
+		close(s->tickfd);
+	if (s->sigfd >= 0)
+		close(s->sigfd);
+	if (s->deadlinefd >= 0)
+		close(s->deadlinefd);
+}
+
+int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
+{
+	struct session s = { .o = opts, .epfd = -1, .tickfd = -1, .sigfd = -1, .deadlinefd = -1 };
+	struct mp_profile *p = NULL;
+	sigset_t blocked, old;
+	uint64_t end;
+	int r;
+
+	sigemptyset(&blocked);
+	sigaddset(&blocked, SIGINT);
+	sigaddset(&blocked, SIGTERM);
+	sigprocmask(SIG_BLOCK, &blocked, &old);
+
+	r = setup(&s, &blocked);
+	if (r == 0)
+		r = loop(&s);
+	if (r == 0) {
+		/* Final flush: the tracer drains its ring once more at exit. */
+		r = drain_tracer(&s);
+		if (r == 0)
+			r = drain_ring(&s);
+		if (r == 0)
+			r = release(&s, UINT64_MAX);
+	}
+	if (r == 0) {
+		end = now_ns();
+		r = mp_correlator_finish(s.corr, end > s.last_ts ? end : s.last_ts, &p);
+		if (r < 0)
+			log_errno(r, "pid %d: building the profile", (int)opts->pid);
+	}
+	if (r == 0) {
+		r = mp_profile_set_process(p, (int32_t)opts->pid, s.exe[0] ? s.exe : NULL, NULL,
+					   s.cmdline);
+	}
+	if (r == 0) {
+		p->rss_interval_ns = opts->rss_hz ? 1000000000ull / opts->rss_hz : 0;
+		p->pss_interval_ns = opts->rss_hz && opts->pss_every ?
+					     p->rss_interval_ns * opts->pss_every :
+					     0;
+		p->rss_exact = opts->rss_exact;
+		p->drops_bpf = mp_tracer_drops(s.tracer);
+		p->drops_ring = s.ring_drops_closed + (s.ring ? mp_consumer_drops(s.ring) : 0);
+		*ret = p;
+		p = NULL;
+	}
+	mp_profile_free(p);
+	teardown(&s);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
