@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <bpf/libbpf.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -103,6 +104,15 @@ static const char *resolve_owner(void *ctx, uint64_t addr)
 	if (!m || !m->path[0] || m->path[0] == '[')
 		return NULL;
 	return m->path;
+}
+
+static bool libbpf_verbose;
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (!libbpf_verbose && level != LIBBPF_WARN)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
 }
 
 static int timer_arm(int fd, uint64_t first_ns, uint64_t period_ns)
@@ -408,6 +418,9 @@ static int setup(struct session *s, sigset_t *blocked)
 		.resolve_ctx = s,
 	};
 	int r;
+
+	libbpf_verbose = o->verbose;
+	libbpf_set_print(libbpf_print);
 
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
