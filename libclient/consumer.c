@@ -30,8 +30,8 @@
 /* Ring slots examined per mp_consumer_read() call at most. */
 #define READ_BUDGET 4096
 /* Attempts at a consistent copy of one thread slot. */
-#define SNAP_SPINS 256
-#define SNAP_YIELDS 64
+#define SNAP_SPINS 4096
+#define SNAP_YIELDS 256
 #define MAX_FD_SCAN 65536
 
 struct snap {
@@ -182,10 +182,22 @@ static const char *name_get(struct mp_consumer *c, uint32_t id)
 	return s;
 }
 
+/* Copies @n 8-byte words another process may be writing (fast enough to fit
+ * between two markers of a thread running them flat out). */
+static void copy_words(void *dst, const void *src, size_t n)
+{
+	const uint64_t *s = src;
+	uint64_t *d = dst;
+
+	for (size_t i = 0; i < n; i++)
+		d[i] = LOAD(&s[i], RELAXED);
+}
+
 /* Consistent copy of one thread slot (seqlock read), bounded. */
 static bool thread_snapshot(const struct mp_consumer *c, uint32_t i, struct mp_thread *ret)
 {
 	struct mp_thread *t = thread_at(c, i);
+	const size_t fw = sizeof(struct mp_frame) / 8;
 
 	for (int n = 0; n < SNAP_SPINS + SNAP_YIELDS; n++) {
 		uint64_t g1, g2;
@@ -196,11 +208,11 @@ static bool thread_snapshot(const struct mp_consumer *c, uint32_t i, struct mp_t
 		g1 = LOAD(&t->gen, ACQUIRE);
 		if (g1 & 1)
 			continue;
-		copy_racy(ret, t, offsetof(struct mp_thread, kernels));
+		copy_words(ret, t, offsetof(struct mp_thread, kernels) / 8);
 		d = ret->depth < MP_KSTACK_MAX ? ret->depth : MP_KSTACK_MAX;
 		td = ret->tag_depth < MP_TSTACK_MAX ? ret->tag_depth : MP_TSTACK_MAX;
-		copy_racy(ret->kernels, t->kernels, d * sizeof(struct mp_frame));
-		copy_racy(ret->tags, t->tags, td * sizeof(struct mp_frame));
+		copy_words(ret->kernels, t->kernels, d * fw);
+		copy_words(ret->tags, t->tags, td * fw);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		g2 = LOAD(&t->gen, RELAXED);
 		if (g1 == g2) {
