@@ -29,19 +29,30 @@ enum mp_record_type {
 /* The record was synthesised from a thread's open-kernel (or open-tag) stack
  * when the consumer attached: the kernel was already open. */
 #define MP_REC_F_OPEN_AT_ATTACH 0x1u
+/* KERNEL_END / TAG_END written by the library when the thread exited with
+ * the kernel (tag) still open; ts_ns is the thread's exit time. */
+#define MP_REC_F_THREAD_EXIT 0x2u
+/* With MP_REC_F_OPEN_AT_ATTACH: the kernel (tag) began while no consumer was
+ * attached, so the library did not read the clock; ts_ns is the attach time
+ * (an upper bound of the real begin). */
+#define MP_REC_F_TS_UNKNOWN 0x4u
 
 /* A decoded, validated record. */
 struct mp_record {
-	uint32_t type;  /* enum mp_record_type */
+	uint32_t type; /* enum mp_record_type */
 	uint32_t flags; /* MP_REC_F_* */
-	uint32_t tid;   /* kernel thread id of the writer */
-	uint32_t rank;  /* shapes: number of valid dims */
+	uint32_t tid; /* kernel thread id of the writer */
+	uint32_t rank; /* shapes: number of valid dims */
 	uint64_t ts_ns; /* CLOCK_MONOTONIC */
 	/* KERNEL_BEGIN, PHASE, TAG_BEGIN: NUL-terminated name, sanitised to
 	 * printable ASCII, owned by the consumer and valid until
 	 * mp_consumer_free(). NULL for other types. */
 	const char *name;
 	int64_t dims[MP_MAX_RANK];
+	/* Record number of the writer's thread slot: consecutive for one
+	 * thread while a consumer is attached (a gap there is a dropped
+	 * record). Continues across threads reusing the slot. */
+	uint32_t seq;
 };
 
 struct mp_consumer;

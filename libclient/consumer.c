@@ -1,0 +1,663 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Consumer of the libmemprof marker ring (memprofd side). The ring is written
+ * by the profiled process and read by a privileged daemon: it is hostile
+ * input. The static header fields are copied and validated once at open and
+ * never read again; every slot is copied out before it is validated; every
+ * loop has a fixed bound.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "memprof_consumer.h"
+#include "ring_abi.h"
+
+#define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
+#define STORE(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
+
+/* Ring slots examined per mp_consumer_read() call at most. */
+#define READ_BUDGET 4096
+/* Attempts at a consistent copy of one thread slot. */
+#define SNAP_SPINS 4096
+#define SNAP_YIELDS 256
+#define MAX_FD_SCAN 65536
+
+struct snap {
+	uint32_t tseq;
+	bool valid;
+};
+
+struct mp_consumer {
+	unsigned char *base;
+	size_t len;
+	void *map; /* ours to munmap, NULL for open_mem */
+	size_t map_len;
+	struct mp_ring_hdr *hdr;
+	/* validated copy of the static header */
+	uint32_t slot_count;
+	uint64_t mask;
+	uint32_t thread_count;
+	uint32_t str_max;
+	uint32_t blob_size;
+	uint64_t ring_off, threads_off, strent_off, blob_off;
+	pid_t pid;
+
+	uint64_t pos;
+	int err;
+	bool attached; /* we set the header's attached flag */
+	struct snap *snap; /* per thread slot */
+	struct mp_record *synth;
+	size_t nsynth, next_synth;
+	char **names; /* per string id, sanitised copies */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct mp_slot *slot_at(const struct mp_consumer *c, uint64_t pos)
+{
+	return (struct mp_slot *)(c->base + c->ring_off) + (pos & c->mask);
+}
+
+static struct mp_thread *thread_at(const struct mp_consumer *c, uint32_t i)
+{
+	return (struct mp_thread *)(c->base + c->threads_off) + i;
+}
+
+/* Copies @n bytes that another process may be writing. */
+static void copy_racy(void *dst, const void *src, size_t n)
+{
+	const volatile unsigned char *s = src;
+	unsigned char *d = dst;
+
+	for (size_t i = 0; i < n; i++)
+		d[i] = s[i];
+}
+
+static bool region_ok(uint64_t off, uint64_t size, uint64_t align, uint64_t lo, uint64_t hi)
+{
+	return off % align == 0 && off >= lo && off <= hi && size <= hi - off;
+}
+
+static int validate_header(struct mp_consumer *c)
+{
+	struct mp_ring_hdr h;
+	struct {
+		uint64_t off, size;
+	} reg[4];
+
+	if (c->len < sizeof(h))
+		return -EBADMSG;
+	copy_racy(&h, c->base, sizeof(h));
+	if (h.magic != MP_RING_MAGIC)
+		return -EBADMSG;
+	if (h.abi_version != MP_RING_ABI_VERSION)
+		return -EPROTO;
+	if (h.hdr_size != sizeof(h) || h.slot_size != sizeof(struct mp_slot) ||
+	    h.thread_size != sizeof(struct mp_thread))
+		return -EBADMSG;
+	if (h.total_size > c->len || h.slot_count < 2 || h.slot_count > MP_RING_MAX_SLOTS ||
+	    (h.slot_count & (h.slot_count - 1)) || !h.thread_count ||
+	    h.thread_count > MP_RING_MAX_THREADS || !h.str_max || h.str_max > MP_RING_MAX_STRINGS ||
+	    !h.blob_size || h.blob_size > MP_RING_MAX_BLOB)
+		return -EBADMSG;
+	reg[0].off = h.ring_off;
+	reg[0].size = (uint64_t)h.slot_count * sizeof(struct mp_slot);
+	reg[1].off = h.threads_off;
+	reg[1].size = (uint64_t)h.thread_count * sizeof(struct mp_thread);
+	reg[2].off = h.strent_off;
+	reg[2].size = (uint64_t)h.str_max * sizeof(mp_strent);
+	reg[3].off = h.blob_off;
+	reg[3].size = h.blob_size;
+	if (!region_ok(reg[0].off, reg[0].size, 64, sizeof(h), h.total_size) ||
+	    !region_ok(reg[1].off, reg[1].size, 64, sizeof(h), h.total_size) ||
+	    !region_ok(reg[2].off, reg[2].size, 8, sizeof(h), h.total_size) ||
+	    !region_ok(reg[3].off, reg[3].size, 1, sizeof(h), h.total_size))
+		return -EBADMSG;
+	/* Regions must not overlap: the daemon writes slot sequence numbers
+	 * and must never write into what it reads as strings or threads. */
+	for (int i = 0; i < 4; i++)
+		for (int j = i + 1; j < 4; j++)
+			if (reg[i].off < reg[j].off + reg[j].size &&
+			    reg[j].off < reg[i].off + reg[i].size)
+				return -EBADMSG;
+
+	c->hdr = (struct mp_ring_hdr *)c->base;
+	c->slot_count = h.slot_count;
+	c->mask = h.slot_count - 1;
+	c->thread_count = h.thread_count;
+	c->str_max = h.str_max;
+	c->blob_size = h.blob_size;
+	c->ring_off = h.ring_off;
+	c->threads_off = h.threads_off;
+	c->strent_off = h.strent_off;
+	c->blob_off = h.blob_off;
+	c->pid = (pid_t)h.creator_pid;
+	return 0;
+}
+
+/* Returns the sanitised name of string @id, NULL when the entry is invalid. */
+static const char *name_get(struct mp_consumer *c, uint32_t id)
+{
+	mp_strent e;
+	uint32_t off, len;
+	char *s;
+
+	if (id >= c->str_max)
+		return NULL;
+	if (c->names[id])
+		return c->names[id];
+	e = LOAD((mp_strent *)(c->base + c->strent_off) + id, ACQUIRE);
+	off = (uint32_t)(e >> 32);
+	len = (uint32_t)e;
+	if (!len || len - 1 > MP_NAME_MAX || off > c->blob_size || len - 1 > c->blob_size - off)
+		return NULL;
+	len--;
+	s = malloc(len + 1);
+	if (!s)
+		return NULL;
+	copy_racy(s, c->base + c->blob_off + off, len);
+	for (uint32_t i = 0; i < len; i++)
+		if (s[i] < 0x20 || s[i] > 0x7e)
+			s[i] = '?';
+	s[len] = '\0';
+	c->names[id] = s;
+	return s;
+}
+
+/* Copies @n 8-byte words another process may be writing (fast enough to fit
+ * between two markers of a thread running them flat out). */
+static void copy_words(void *dst, const void *src, size_t n)
+{
+	const uint64_t *s = src;
+	uint64_t *d = dst;
+
+	for (size_t i = 0; i < n; i++)
+		d[i] = LOAD(&s[i], RELAXED);
+}
+
+/* Consistent copy of one thread slot (seqlock read), bounded. */
+static bool thread_snapshot(const struct mp_consumer *c, uint32_t i, struct mp_thread *ret)
+{
+	struct mp_thread *t = thread_at(c, i);
+	const size_t fw = sizeof(struct mp_frame) / 8;
+
+	for (int n = 0; n < SNAP_SPINS + SNAP_YIELDS; n++) {
+		uint64_t g1, g2;
+		uint32_t d, td;
+
+		if (n >= SNAP_SPINS)
+			sched_yield();
+		g1 = LOAD(&t->gen, ACQUIRE);
+		if (g1 & 1)
+			continue;
+		copy_words(ret, t, offsetof(struct mp_thread, kernels) / 8);
+		d = ret->depth < MP_KSTACK_MAX ? ret->depth : MP_KSTACK_MAX;
+		td = ret->tag_depth < MP_TSTACK_MAX ? ret->tag_depth : MP_TSTACK_MAX;
+		copy_words(ret->kernels, t->kernels, d * fw);
+		copy_words(ret->tags, t->tags, td * fw);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		g2 = LOAD(&t->gen, RELAXED);
+		if (g1 == g2) {
+			ret->gen = g1;
+			ret->depth = d;
+			ret->tag_depth = td;
+			return true;
+		}
+	}
+	return false;
+}
+
+static int synth_add(struct mp_consumer *c, size_t *cap, uint32_t type, uint32_t tid, uint32_t tseq,
+		     uint32_t name_id, uint64_t ts, uint64_t attach_ts)
+{
+	struct mp_record *r;
+
+	if (c->nsynth == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 64;
+		struct mp_record *n = realloc(c->synth, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		c->synth = n;
+		*cap = ncap;
+	}
+	r = &c->synth[c->nsynth];
+	memset(r, 0, sizeof(*r));
+	r->type = type;
+	r->flags = MP_REC_F_OPEN_AT_ATTACH;
+	r->tid = tid;
+	r->seq = tseq;
+	r->ts_ns = ts;
+	if (!ts) {
+		r->ts_ns = attach_ts;
+		r->flags |= MP_REC_F_TS_UNKNOWN;
+	}
+	r->name = name_get(c, name_id);
+	if (!r->name)
+		return -EBADMSG;
+	c->nsynth++;
+	return 0;
+}
+
+/* Builds the open-at-attach records from every thread slot and remembers
+ * each slot's record number so ring records already reflected are skipped. */
+static int snapshot(struct mp_consumer *c)
+{
+	struct mp_thread t;
+	uint64_t attach_ts = now_ns(), best_order = 0;
+	uint32_t best = UINT32_MAX;
+	size_t cap = 0;
+	int r;
+
+	for (uint32_t i = 0; i < c->thread_count; i++) {
+		if (!thread_snapshot(c, i, &t))
+			continue; /* never stable: its ring records all pass */
+		c->snap[i].valid = true;
+		c->snap[i].tseq = (uint32_t)(t.gen >> 1);
+		if (t.phase_id && t.phase_order > best_order) {
+			best_order = t.phase_order;
+			best = i;
+		}
+		for (uint32_t k = 0; k < t.depth; k++) {
+			r = synth_add(c, &cap, MP_REC_KERNEL_BEGIN, t.tid, c->snap[i].tseq,
+				      t.kernels[k].name_id, t.kernels[k].ts_ns, attach_ts);
+			if (r < 0)
+				return r;
+		}
+		for (uint32_t k = 0; k < t.tag_depth; k++) {
+			r = synth_add(c, &cap, MP_REC_TAG_BEGIN, t.tid, c->snap[i].tseq,
+				      t.tags[k].name_id, t.tags[k].ts_ns, attach_ts);
+			if (r < 0)
+				return r;
+		}
+	}
+	if (best != UINT32_MAX) {
+		/* Re-read under the same rule; a change since is in the ring. */
+		if (thread_snapshot(c, best, &t) && t.phase_id) {
+			size_t n = c->nsynth;
+
+			r = synth_add(c, &cap, MP_REC_PHASE, t.tid, (uint32_t)(t.gen >> 1),
+				      t.phase_id, t.phase_ts, attach_ts);
+			if (r < 0)
+				return r;
+			/* the phase comes first */
+			if (n) {
+				struct mp_record p = c->synth[n];
+
+				memmove(c->synth + 1, c->synth, n * sizeof(p));
+				c->synth[0] = p;
+			}
+		}
+	}
+	return 0;
+}
+
+static void barrier_all(bool membarrier)
+{
+	/* Producers read the attached flag after publishing their stack
+	 * update, with no fence of their own (it would cost ~20 ns per
+	 * marker). MEMBARRIER_CMD_GLOBAL makes every running thread pass a
+	 * full barrier: afterwards each marker is either in our snapshot or
+	 * sees attached != 0 and goes to the ring. */
+	if (membarrier && syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0)
+		return;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (membarrier) {
+		/* Kernel without membarrier: give every producer ample time to
+		 * drain its store buffer (not a formal guarantee, see RING.md). */
+		struct timespec ts = { .tv_nsec = 20 * 1000 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int consumer_attach(struct mp_consumer *c, bool membarrier)
+{
+	uint64_t pos;
+	int r;
+
+	r = validate_header(c);
+	if (r < 0)
+		return r;
+	c->snap = calloc(c->thread_count, sizeof(*c->snap));
+	c->names = calloc(c->str_max, sizeof(*c->names));
+	if (!c->snap || !c->names)
+		return -ENOMEM;
+
+	STORE(&c->hdr->attached, 1, SEQ_CST);
+	c->attached = true;
+	barrier_all(membarrier);
+	r = snapshot(c);
+	if (r < 0)
+		return r;
+
+	/* Resume where the previous consumer stopped. If it died between
+	 * freeing a slot and storing tail, skip the slots it already freed. */
+	pos = LOAD(&c->hdr->tail, RELAXED);
+	for (uint32_t i = 0; i < c->slot_count; i++) {
+		uint64_t lap = pos & ~c->mask;
+
+		if (LOAD(&slot_at(c, pos)->seq, ACQUIRE) != lap + c->slot_count)
+			break;
+		pos++;
+	}
+	c->pos = pos;
+	return 0;
+}
+
+static struct mp_consumer *consumer_alloc(void)
+{
+	return calloc(1, sizeof(struct mp_consumer));
+}
+
+void mp_consumer_free(struct mp_consumer *c)
+{
+	if (!c)
+		return;
+	if (c->attached)
+		STORE(&c->hdr->attached, 0, RELEASE);
+	if (c->names) {
+		for (uint32_t i = 0; i < c->str_max; i++)
+			free(c->names[i]);
+		free(c->names);
+	}
+	free(c->snap);
+	free(c->synth);
+	if (c->map)
+		munmap(c->map, c->map_len);
+	free(c);
+}
+
+int mp_consumer_open_mem(void *mem, size_t len, struct mp_consumer **ret)
+{
+	struct mp_consumer *c;
+	int r;
+
+	if (!mem || !ret)
+		return -EINVAL;
+	c = consumer_alloc();
+	if (!c)
+		return -ENOMEM;
+	c->base = mem;
+	c->len = len;
+	r = consumer_attach(c, false);
+	if (r < 0) {
+		mp_consumer_free(c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+/* Maps the ring behind @fd; @pid > 0: the header must name that process. */
+static int open_fd_pid(int fd, const pid_t *pids, int npids, struct mp_consumer **ret)
+{
+	struct mp_consumer *c;
+	struct stat st;
+	void *p;
+	int seals, r;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_size < (off_t)sizeof(struct mp_ring_hdr))
+		return -EBADMSG;
+	/* Without a shrink seal the writer could truncate the file under our
+	 * mapping and make us fault. */
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !(seals & F_SEAL_SHRINK))
+		return -EBADMSG;
+	if ((uint64_t)st.st_size > (uint64_t)MP_RING_MAX_SLOTS * 256)
+		return -EBADMSG;
+	p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	c = consumer_alloc();
+	if (!c) {
+		munmap(p, (size_t)st.st_size);
+		return -ENOMEM;
+	}
+	c->map = c->base = p;
+	c->map_len = c->len = (size_t)st.st_size;
+	r = validate_header(c);
+	if (r == 0 && npids) {
+		r = -ESRCH;
+		for (int i = 0; i < npids; i++)
+			if (c->pid == pids[i])
+				r = 0;
+	}
+	if (r == 0)
+		r = consumer_attach(c, true);
+	if (r < 0) {
+		mp_consumer_free(c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+int mp_consumer_open_fd(int fd, struct mp_consumer **ret)
+{
+	if (fd < 0 || !ret)
+		return -EINVAL;
+	return open_fd_pid(fd, NULL, 0, ret);
+}
+
+/* The pid the target sees for itself: the last NSpid entry (pid namespaces). */
+static pid_t inner_pid(pid_t pid)
+{
+	char path[64], buf[4096], *s;
+	ssize_t n;
+	pid_t last = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	s = strstr(buf, "\nNSpid:");
+	if (!s)
+		return 0;
+	s += 7;
+	while (*s && *s != '\n') {
+		char *end;
+		long v = strtol(s, &end, 10);
+
+		if (end == s)
+			break;
+		if (v > 0 && v < (1L << 30))
+			last = (pid_t)v;
+		s = end;
+	}
+	return last;
+}
+
+int mp_consumer_open_pid(pid_t pid, struct mp_consumer **ret)
+{
+	static const char target[] = "/memfd:" MP_RING_MEMFD_NAME " (deleted)";
+	char path[64], link[sizeof(target) + 1];
+	pid_t pids[2];
+	struct dirent *de;
+	int r = -ENOENT, dfd, n = 0;
+	DIR *d;
+
+	if (pid <= 0 || !ret)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	if (!d) {
+		r = -errno;
+		snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+		return access(path, F_OK) < 0 ? -ESRCH : r;
+	}
+	pids[0] = pid;
+	pids[1] = inner_pid(pid);
+	dfd = dirfd(d);
+	while ((de = readdir(d)) && n++ < MAX_FD_SCAN) {
+		struct mp_consumer *c;
+		ssize_t len;
+		int fd, q;
+
+		if (de->d_name[0] == '.')
+			continue;
+		len = readlinkat(dfd, de->d_name, link, sizeof(link));
+		if (len != (ssize_t)sizeof(target) - 1 || memcmp(link, target, (size_t)len))
+			continue;
+		/* Opening the link reopens the target's own memfd: only a
+		 * process allowed to ptrace-read it gets here, and no other
+		 * process can put a file into its fd table. */
+		fd = openat(dfd, de->d_name, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		q = open_fd_pid(fd, pids, pids[1] ? 2 : 1, &c);
+		close(fd);
+		if (q == 0) {
+			closedir(d);
+			c->pid = pid;
+			*ret = c;
+			return 0;
+		}
+		/* -ESRCH: another process's ring, e.g. inherited across a
+		 * fork that bypassed pthread_atfork; keep looking. */
+		if (q != -ESRCH && r == -ENOENT)
+			r = q;
+	}
+	closedir(d);
+	return r;
+}
+
+uint64_t mp_consumer_drops(const struct mp_consumer *c)
+{
+	return c && c->hdr ? LOAD(&c->hdr->drops, RELAXED) : 0;
+}
+
+pid_t mp_consumer_pid(const struct mp_consumer *c)
+{
+	return c ? c->pid : 0;
+}
+
+const char *mp_record_type_name(uint32_t type)
+{
+	switch (type) {
+	case MP_REC_KERNEL_BEGIN:
+		return "kernel_begin";
+	case MP_REC_KERNEL_END:
+		return "kernel_end";
+	case MP_REC_INPUT_SHAPE:
+		return "input_shape";
+	case MP_REC_OUTPUT_SHAPE:
+		return "output_shape";
+	case MP_REC_PHASE:
+		return "phase";
+	case MP_REC_TAG_BEGIN:
+		return "tag_begin";
+	case MP_REC_TAG_END:
+		return "tag_end";
+	default:
+		return "unknown";
+	}
+}
+
+static int fail(struct mp_consumer *c, int err)
+{
+	c->err = err;
+	return err;
+}
+
+int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret)
+{
+	if (!c || !ret)
+		return -EINVAL;
+	if (c->err)
+		return c->err;
+	if (c->next_synth < c->nsynth) {
+		*ret = c->synth[c->next_synth++];
+		return 1;
+	}
+	for (int n = 0; n < READ_BUDGET; n++) {
+		struct mp_slot *s = slot_at(c, c->pos);
+		uint64_t lap = c->pos & ~c->mask;
+		uint64_t seq = LOAD(&s->seq, ACQUIRE);
+		struct mp_slot copy;
+		struct mp_record r;
+
+		if (seq != lap + 1) {
+			/* Not published yet (a producer between claim and
+			 * publish, or nothing written): try again later. A
+			 * value ahead of us cannot come from a well-formed
+			 * ring with one consumer. */
+			if ((int64_t)(seq - (lap + 1)) > 0 && seq != lap + c->slot_count)
+				return fail(c, -EBADMSG);
+			return 0;
+		}
+		copy_racy(&copy, s, sizeof(copy));
+		STORE(&s->seq, lap + c->slot_count, RELEASE);
+		c->pos++;
+		STORE(&c->hdr->tail, c->pos, RELAXED);
+
+		if (copy.thread_idx >= c->thread_count)
+			return fail(c, -EBADMSG);
+		if (c->snap[copy.thread_idx].valid &&
+		    (int32_t)(copy.tseq - c->snap[copy.thread_idx].tseq) <= 0)
+			continue; /* already reflected in the attach snapshot */
+
+		memset(&r, 0, sizeof(r));
+		r.type = copy.type;
+		r.flags = copy.flags;
+		r.tid = copy.tid;
+		r.ts_ns = copy.ts_ns;
+		r.seq = copy.tseq;
+		if (copy.flags & ~MP_REC_F_THREAD_EXIT)
+			return fail(c, -EBADMSG);
+		switch (copy.type) {
+		case MP_REC_KERNEL_BEGIN:
+		case MP_REC_PHASE:
+		case MP_REC_TAG_BEGIN:
+			if (copy.flags || copy.rank)
+				return fail(c, -EBADMSG);
+			r.name = name_get(c, copy.name_id);
+			if (!r.name)
+				return fail(c, -EBADMSG);
+			break;
+		case MP_REC_INPUT_SHAPE:
+		case MP_REC_OUTPUT_SHAPE:
+			if (copy.flags || copy.rank > MP_MAX_RANK)
+				return fail(c, -EBADMSG);
+			r.rank = copy.rank;
+			memcpy(r.dims, copy.dims, copy.rank * sizeof(r.dims[0]));
+			break;
+		case MP_REC_KERNEL_END:
+		case MP_REC_TAG_END:
+			if (copy.rank)
+				return fail(c, -EBADMSG);
+			break;
+		default:
+			return fail(c, -EBADMSG);
+		}
+		*ret = r;
+		return 1;
+	}
+	return 0;
+}

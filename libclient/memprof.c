@@ -1,0 +1,725 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libmemprof producer: kernel markers written into a shared-memory ring that
+ * memprofd reads. docs/RING.md explains the layout and the memory ordering;
+ * comments here only say why a line is the way it is.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "memprof.h"
+#include "memprof_consumer.h"
+#include "ring_abi.h"
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+#define DEFAULT_SLOTS (1u << 16)
+#define DEFAULT_THREADS 512u
+#define DEFAULT_STRINGS 8192u
+#define DEFAULT_BLOB (512u << 10)
+#define CACHE_SIZE 64u
+/* A producer gives up (and counts a drop) after this many failed claims, so
+ * that even a corrupted head or slot never makes it spin. */
+#define CLAIM_TRIES 4096
+
+#define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
+#define STORE(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
+
+enum { ST_NONE, ST_INIT, ST_READY, ST_FAILED };
+
+struct cache_ent {
+	const char *ptr;
+	uint32_t id;
+	uint32_t len; /* MP_NAME_MAX + 1: the name was truncated */
+	const char *str;
+};
+
+/* Process-private per-thread-slot data, never shared with the consumer. */
+struct thread_priv {
+	struct cache_ent cache[CACHE_SIZE];
+};
+
+struct ring {
+	int fd;
+	struct mp_ring_hdr *hdr;
+	size_t size;
+	struct mp_slot *slots;
+	uint64_t mask;
+	struct mp_thread *threads;
+	uint32_t nthreads;
+	mp_strent *strent;
+	char *blob;
+	uint32_t str_max;
+	uint32_t blob_size;
+	void *priv_map;
+	size_t priv_size;
+	struct thread_priv *priv;
+	uint32_t *hash; /* string hash -> id, open addressing */
+	uint32_t hash_mask;
+};
+
+static struct ring g;
+static int g_state;
+static int g_err;
+static pthread_key_t g_key;
+static bool g_key_ok;
+static bool g_atfork_done;
+
+/* initial-exec: no __tls_get_addr (which may allocate for dlopened
+ * libraries) on the marker path. Small on purpose: static TLS surplus is
+ * limited when the library is dlopened. */
+struct tls {
+	struct mp_thread *thr;
+	struct thread_priv *priv;
+	uint64_t gen;
+	uint32_t depth;
+	uint32_t tag_depth;
+	uint32_t tid;
+	uint16_t idx;
+	uint8_t dead; /* slot released at thread exit */
+	uint8_t noslot;
+};
+static __thread struct tls tls __attribute__((tls_model("initial-exec")));
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t env_pow2(const char *name, uint32_t def, uint32_t min, uint32_t max)
+{
+	const char *s = getenv(name);
+	unsigned long v;
+	char *end;
+
+	if (!s || !*s)
+		return def;
+	errno = 0;
+	v = strtoul(s, &end, 0);
+	if (errno || *end || v < min || v > max || (v & (v - 1)))
+		return def;
+	return (uint32_t)v;
+}
+
+static size_t align_up(size_t v, size_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+static void ring_unmap(struct ring *r)
+{
+	if (r->hdr)
+		munmap(r->hdr, r->size);
+	if (r->priv_map)
+		munmap(r->priv_map, r->priv_size);
+	if (r->fd >= 0)
+		close(r->fd);
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+}
+
+/* Stores string @s (@len bytes, no NUL inside) as a new table entry. Returns
+ * its id, 0 when the table is full. */
+static uint32_t string_add(const char *s, uint32_t len)
+{
+	struct mp_ring_hdr *h = g.hdr;
+	uint32_t id, off;
+
+	if (LOAD(&h->str_count, RELAXED) >= g.str_max)
+		return 0;
+	id = __atomic_fetch_add(&h->str_count, 1, __ATOMIC_RELAXED);
+	if (id >= g.str_max)
+		return 0;
+	off = __atomic_fetch_add(&h->blob_used, len + 1, __ATOMIC_RELAXED);
+	if (off > g.blob_size || len + 1 > g.blob_size - off)
+		return 0;
+	memcpy(g.blob + off, s, len);
+	g.blob[off + len] = '\0';
+	STORE(&g.strent[id], ((uint64_t)off << 32) | (len + 1), RELEASE);
+	return id;
+}
+
+static const char *string_get(uint32_t id, uint32_t *ret_len)
+{
+	mp_strent e = LOAD(&g.strent[id], ACQUIRE);
+
+	*ret_len = (uint32_t)e - 1;
+	return g.blob + (e >> 32);
+}
+
+static int ring_create(void)
+{
+	struct ring r = { .fd = -1 };
+	struct mp_ring_hdr *h;
+	uint32_t slots, hash_size;
+	size_t off, threads_off, strent_off, blob_off, hash_off;
+	void *p;
+	int err;
+
+	slots = env_pow2("MEMPROF_RING_SLOTS", DEFAULT_SLOTS, 64, MP_RING_MAX_SLOTS);
+	r.nthreads = DEFAULT_THREADS;
+	r.str_max = DEFAULT_STRINGS;
+	r.blob_size = DEFAULT_BLOB;
+	r.mask = slots - 1;
+
+	off = align_up(sizeof(struct mp_ring_hdr), 128);
+	threads_off = off + (size_t)slots * sizeof(struct mp_slot);
+	strent_off = threads_off + (size_t)r.nthreads * sizeof(struct mp_thread);
+	blob_off = strent_off + (size_t)r.str_max * sizeof(mp_strent);
+	r.size = align_up(blob_off + r.blob_size, 4096);
+
+	r.fd = memfd_create(MP_RING_MEMFD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (r.fd < 0)
+		return -errno;
+	if (ftruncate(r.fd, (off_t)r.size) < 0)
+		goto fail_errno;
+	/* The consumer maps this memory: a shrink would make it fault. */
+	if (fcntl(r.fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+		goto fail_errno;
+	p = mmap(NULL, r.size, PROT_READ | PROT_WRITE, MAP_SHARED, r.fd, 0);
+	if (p == MAP_FAILED)
+		goto fail_errno;
+	r.hdr = h = p;
+	r.slots = (struct mp_slot *)((char *)p + off);
+	r.threads = (struct mp_thread *)((char *)p + threads_off);
+	r.strent = (mp_strent *)((char *)p + strent_off);
+	r.blob = (char *)p + blob_off;
+
+	hash_size = r.str_max * 2;
+	hash_off = align_up((size_t)r.nthreads * sizeof(struct thread_priv), 64);
+	r.priv_size = align_up(hash_off + (size_t)hash_size * sizeof(uint32_t), 4096);
+	p = mmap(NULL, r.priv_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		p = NULL;
+		goto fail_errno;
+	}
+	r.priv_map = p;
+	r.priv = p;
+	r.hash = (uint32_t *)((char *)p + hash_off);
+	r.hash_mask = hash_size - 1;
+
+	/* Fresh memfd pages are zero: every slot is free for lap 0, every
+	 * thread slot is free, every string entry unpublished. */
+	h->abi_version = MP_RING_ABI_VERSION;
+	h->hdr_size = sizeof(*h);
+	h->total_size = r.size;
+	h->creator_pid = (uint32_t)getpid();
+	h->slot_size = sizeof(struct mp_slot);
+	h->slot_count = slots;
+	h->thread_size = sizeof(struct mp_thread);
+	h->thread_count = r.nthreads;
+	h->str_max = r.str_max;
+	h->blob_size = r.blob_size;
+	h->ring_off = off;
+	h->threads_off = threads_off;
+	h->strent_off = strent_off;
+	h->blob_off = blob_off;
+	/* id 0 names whatever could not be interned */
+	memcpy(r.blob, "?", 2);
+	h->blob_used = 2;
+	h->str_count = 1;
+	r.strent[0] = 2;
+	STORE(&h->magic, MP_RING_MAGIC, RELEASE);
+	g = r;
+	return 0;
+
+fail_errno:
+	err = -errno;
+	ring_unmap(&r);
+	return err;
+}
+
+static void atfork_child(void)
+{
+	/* Only the forking thread exists here. The parent's ring is still
+	 * mapped MAP_SHARED: drop it without touching it, the parent owns it. */
+	if (g_state == ST_READY)
+		ring_unmap(&g);
+	memset(&tls, 0, sizeof(tls));
+	g_err = 0;
+	STORE(&g_state, ST_NONE, RELEASE);
+}
+
+static void thread_exit(void *arg);
+
+static int ensure_ring(void)
+{
+	int s = LOAD(&g_state, ACQUIRE);
+	int r;
+
+	if (likely(s == ST_READY))
+		return 0;
+	if (s == ST_NONE && __atomic_compare_exchange_n(&g_state, &s, ST_INIT, false,
+							__ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE)) {
+		if (!g_atfork_done) {
+			if (pthread_atfork(NULL, NULL, atfork_child) == 0)
+				g_atfork_done = true;
+			g_key_ok = pthread_key_create(&g_key, thread_exit) == 0;
+		}
+		r = g_atfork_done ? ring_create() : -ENOMEM;
+		if (r < 0) {
+			g_err = r;
+			STORE(&g_state, ST_FAILED, RELEASE);
+			return r;
+		}
+		STORE(&g_state, ST_READY, RELEASE);
+		return 0;
+	}
+	/* Another thread is creating the ring (a first marker only): wait a
+	 * bounded time, never forever. */
+	for (int i = 0; i < 200000; i++) {
+		s = LOAD(&g_state, ACQUIRE);
+		if (s == ST_READY)
+			return 0;
+		if (s == ST_FAILED)
+			return g_err;
+		__builtin_ia32_pause();
+	}
+	return -EAGAIN;
+}
+
+static int thread_init(struct tls *t)
+{
+	struct mp_thread *thr = NULL;
+	uint32_t i;
+	uint64_t gen;
+	int r;
+
+	if (t->dead)
+		return -ESRCH;
+	r = ensure_ring();
+	if (r < 0)
+		return r;
+	if (t->noslot)
+		goto noslot;
+	for (i = 0; i < g.nthreads; i++) {
+		uint32_t free_state = 0;
+
+		if (LOAD(&g.threads[i].state, RELAXED))
+			continue;
+		if (__atomic_compare_exchange_n(&g.threads[i].state, &free_state, 1, false,
+						__ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+			thr = &g.threads[i];
+			break;
+		}
+	}
+	if (!thr) {
+		t->noslot = 1;
+		goto noslot;
+	}
+	/* gen continues from the previous owner so that (slot, tseq) never
+	 * repeats and a late consumer's de-duplication stays exact. */
+	gen = (LOAD(&thr->gen, RELAXED) + 1) & ~1ull;
+	STORE(&thr->gen, gen + 1, RELAXED);
+	atomic_thread_fence(memory_order_release);
+	STORE(&thr->tid, (uint32_t)gettid(), RELAXED);
+	STORE(&thr->depth, 0, RELAXED);
+	STORE(&thr->tag_depth, 0, RELAXED);
+	gen += 2;
+	STORE(&thr->gen, gen, RELEASE);
+
+	t->tid = thr->tid;
+	t->idx = (uint16_t)i;
+	t->gen = gen;
+	t->depth = 0;
+	t->tag_depth = 0;
+	t->priv = &g.priv[i];
+	t->thr = thr;
+	if (g_key_ok)
+		pthread_setspecific(g_key, t);
+	return 0;
+
+noslot:
+	/* Every marker of a thread that got no slot is a lost record. */
+	if (LOAD(&g.hdr->attached, RELAXED))
+		__atomic_fetch_add(&g.hdr->drops, 1, __ATOMIC_RELAXED);
+	return -ENOSPC;
+}
+
+/* Claims a ring position and publishes one record. */
+static int ring_put(const struct tls *t, uint8_t type, uint8_t flags, uint32_t name_id, uint64_t ts,
+		    const int64_t *dims, int rank)
+{
+	struct mp_ring_hdr *h = g.hdr;
+	uint64_t pos = LOAD(&h->head, RELAXED);
+	uint64_t lap;
+	struct mp_slot *s;
+
+	for (int i = 0;; i++) {
+		int64_t dif;
+
+		if (unlikely(i == CLAIM_TRIES))
+			goto drop;
+		s = &g.slots[pos & g.mask];
+		lap = pos & ~g.mask;
+		dif = (int64_t)(LOAD(&s->seq, ACQUIRE) - lap);
+		if (likely(dif == 0)) {
+			if (likely(__atomic_compare_exchange_n(&h->head, &pos, pos + 1, true,
+							       __ATOMIC_RELAXED, __ATOMIC_RELAXED)))
+				break;
+		} else if (dif < 0) {
+			goto drop;
+		} else {
+			pos = LOAD(&h->head, RELAXED);
+		}
+	}
+	s->ts_ns = ts;
+	s->type = type;
+	s->flags = flags;
+	s->rank = (uint8_t)rank;
+	s->tid = t->tid;
+	s->tseq = (uint32_t)(t->gen >> 1);
+	s->thread_idx = t->idx;
+	s->name_id = name_id;
+	if (rank > 0)
+		memcpy(s->dims, dims, (size_t)rank * sizeof(*dims));
+	STORE(&s->seq, lap + 1, RELEASE);
+	return 0;
+
+drop:
+	__atomic_fetch_add(&h->drops, 1, __ATOMIC_RELAXED);
+	return -ENOSPC;
+}
+
+static inline bool name_matches(const char *name, const struct cache_ent *e)
+{
+	uint32_t n = e->len > MP_NAME_MAX ? MP_NAME_MAX : e->len;
+
+	/* Byte by byte, stopping at the first difference: never reads past
+	 * the caller's NUL. */
+	for (uint32_t i = 0; i < n; i++)
+		if (name[i] != e->str[i])
+			return false;
+	return e->len > MP_NAME_MAX || name[n] == '\0';
+}
+
+static uint32_t fnv1a(const char *s, uint32_t len)
+{
+	uint32_t h = 2166136261u;
+
+	for (uint32_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)s[i]) * 16777619u;
+	return h;
+}
+
+static uint32_t intern_slow(const char *name, struct cache_ent *e)
+{
+	uint32_t len = (uint32_t)strnlen(name, MP_NAME_MAX);
+	bool trunc = len == MP_NAME_MAX && name[len] != '\0';
+	uint32_t h = fnv1a(name, len);
+	uint32_t new_id = 0, id = 0;
+
+	for (uint32_t probe = 0; probe <= g.hash_mask; probe++) {
+		uint32_t *b = &g.hash[(h + probe) & g.hash_mask];
+		uint32_t v = LOAD(b, ACQUIRE);
+		uint32_t slen;
+		const char *s;
+
+		if (!v) {
+			if (!new_id)
+				new_id = string_add(name, len);
+			if (!new_id)
+				return 0;
+			if (__atomic_compare_exchange_n(b, &v, new_id, false, __ATOMIC_ACQ_REL,
+							__ATOMIC_ACQUIRE)) {
+				id = new_id;
+				break;
+			}
+		}
+		s = string_get(v, &slen);
+		if (slen == len && !memcmp(s, name, len)) {
+			/* a racing thread interned it first; new_id is wasted */
+			id = v;
+			break;
+		}
+	}
+	if (!id)
+		return 0;
+	e->ptr = name;
+	e->id = id;
+	e->len = trunc ? MP_NAME_MAX + 1 : len;
+	e->str = string_get(id, &len);
+	return id;
+}
+
+/* Pointer-keyed cache, confirmed by comparing the bytes: a name buffer that
+ * is reused for another string at the same address is detected (it just
+ * takes the slow path). */
+static inline uint32_t intern(const struct tls *t, const char *name)
+{
+	uintptr_t p = (uintptr_t)name;
+	struct cache_ent *e = &t->priv->cache[(p ^ (p >> 7)) & (CACHE_SIZE - 1)];
+
+	if (likely(e->ptr == name) && likely(name_matches(name, e)))
+		return e->id;
+	return intern_slow(name, e);
+}
+
+static inline struct tls *tls_get(int *ret_err)
+{
+	struct tls *t = &tls;
+
+	if (unlikely(!t->thr)) {
+		*ret_err = thread_init(t);
+		if (*ret_err < 0)
+			return NULL;
+	}
+	return t;
+}
+
+static inline void gen_begin(struct tls *t)
+{
+	STORE(&t->thr->gen, t->gen + 1, RELAXED);
+	atomic_thread_fence(memory_order_release);
+}
+
+static inline void gen_end(struct tls *t)
+{
+	t->gen += 2;
+	STORE(&t->thr->gen, t->gen, RELEASE);
+	/* The attached flag must be read after the new gen is stored (the
+	 * consumer's membarrier pairs with this program order): keep the
+	 * compiler from hoisting the load. */
+	atomic_signal_fence(memory_order_seq_cst);
+}
+
+static inline bool attached(void)
+{
+	return LOAD(&g.hdr->attached, RELAXED) != 0;
+}
+
+static inline int push(struct tls *t, bool tag, uint8_t type, const char *name)
+{
+	struct mp_frame *f;
+	uint32_t id, d;
+	uint64_t ts;
+	bool att;
+
+	id = intern(t, name);
+	att = attached();
+	ts = att ? now_ns() : 0;
+	d = tag ? t->tag_depth : t->depth;
+	gen_begin(t);
+	if (likely(d < (tag ? MP_TSTACK_MAX : MP_KSTACK_MAX))) {
+		f = tag ? &t->thr->tags[d] : &t->thr->kernels[d];
+		STORE(&f->name_id, id, RELAXED);
+		STORE(&f->ts_ns, ts, RELAXED);
+	}
+	if (tag) {
+		t->tag_depth = d + 1;
+		STORE(&t->thr->tag_depth, d + 1, RELAXED);
+	} else {
+		t->depth = d + 1;
+		STORE(&t->thr->depth, d + 1, RELAXED);
+	}
+	gen_end(t);
+	if (likely(!attached()))
+		return 0;
+	return ring_put(t, type, 0, id, ts ? ts : now_ns(), NULL, 0);
+}
+
+static inline int pop(struct tls *t, bool tag, uint8_t type, uint8_t flags)
+{
+	uint32_t d = tag ? t->tag_depth : t->depth;
+	uint32_t id = 0;
+	uint64_t ts;
+
+	if (unlikely(!d))
+		return -EINVAL;
+	ts = attached() ? now_ns() : 0;
+	d--;
+	if (d < (tag ? MP_TSTACK_MAX : MP_KSTACK_MAX))
+		id = tag ? t->thr->tags[d].name_id : t->thr->kernels[d].name_id;
+	gen_begin(t);
+	if (tag) {
+		t->tag_depth = d;
+		STORE(&t->thr->tag_depth, d, RELAXED);
+	} else {
+		t->depth = d;
+		STORE(&t->thr->depth, d, RELAXED);
+	}
+	gen_end(t);
+	if (likely(!attached()))
+		return 0;
+	return ring_put(t, type, flags, id, ts ? ts : now_ns(), NULL, 0);
+}
+
+/* Thread exit: close what the thread left open (the consumer sees END
+ * records flagged MP_REC_F_THREAD_EXIT) and give the slot back. */
+static void thread_exit(void *arg)
+{
+	struct tls *t = &tls;
+
+	(void)arg;
+	if (!t->thr || t->dead)
+		return;
+	while (t->tag_depth)
+		pop(t, true, MP_REC_TAG_END, MP_REC_F_THREAD_EXIT);
+	while (t->depth)
+		pop(t, false, MP_REC_KERNEL_END, MP_REC_F_THREAD_EXIT);
+	STORE(&t->thr->state, 0, RELEASE);
+	t->thr = NULL;
+	t->dead = 1;
+}
+
+MEMPROF_API int memprof_kernel_begin(const char *name)
+{
+	struct tls *t;
+	int r;
+
+	if (unlikely(!name))
+		return -EINVAL;
+	t = tls_get(&r);
+	if (unlikely(!t))
+		return r;
+	return push(t, false, MP_REC_KERNEL_BEGIN, name);
+}
+
+MEMPROF_API int memprof_kernel_end(void)
+{
+	struct tls *t;
+	int r;
+
+	t = tls_get(&r);
+	if (unlikely(!t))
+		return r;
+	return pop(t, false, MP_REC_KERNEL_END, 0);
+}
+
+MEMPROF_API int memprof_tag_begin(const char *tag)
+{
+	struct tls *t;
+	int r;
+
+	if (unlikely(!tag))
+		return -EINVAL;
+	t = tls_get(&r);
+	if (unlikely(!t))
+		return r;
+	return push(t, true, MP_REC_TAG_BEGIN, tag);
+}
+
+MEMPROF_API int memprof_tag_end(void)
+{
+	struct tls *t;
+	int r;
+
+	t = tls_get(&r);
+	if (unlikely(!t))
+		return r;
+	return pop(t, true, MP_REC_TAG_END, 0);
+}
+
+static int shape(uint8_t type, const int64_t *dims, int rank)
+{
+	struct tls *t;
+	int r;
+
+	if (rank < 0 || (rank > 0 && !dims))
+		return -EINVAL;
+	if (rank > MEMPROF_MAX_RANK)
+		return -E2BIG;
+	t = tls_get(&r);
+	if (unlikely(!t))
+		return r;
+	if (!t->depth)
+		return -EINVAL;
+	/* No stack change, but the record still needs its own tseq so a late
+	 * consumer drops shapes of kernels that ended before it attached. */
+	gen_begin(t);
+	gen_end(t);
+	if (!attached())
+		return 0;
+	return ring_put(t, type, 0, 0, now_ns(), dims, rank);
+}
+
+MEMPROF_API int memprof_kernel_input_shape(const int64_t *dims, int rank)
+{
+	return shape(MP_REC_INPUT_SHAPE, dims, rank);
+}
+
+MEMPROF_API int memprof_kernel_output_shape(const int64_t *dims, int rank)
+{
+	return shape(MP_REC_OUTPUT_SHAPE, dims, rank);
+}
+
+MEMPROF_API int memprof_phase(const char *name)
+{
+	struct tls *t;
+	uint64_t ts, order;
+	uint32_t id;
+	int r;
+
+	if (!name)
+		return -EINVAL;
+	t = tls_get(&r);
+	if (unlikely(!t))
+		return r;
+	id = intern(t, name);
+	/* Phases are rare: always timestamp them so a late consumer gets the
+	 * real start of the current phase. */
+	ts = now_ns();
+	order = __atomic_add_fetch(&g.hdr->phase_order, 1, __ATOMIC_RELAXED);
+	gen_begin(t);
+	STORE(&t->thr->phase_id, id, RELAXED);
+	STORE(&t->thr->phase_ts, ts, RELAXED);
+	STORE(&t->thr->phase_order, order, RELAXED);
+	gen_end(t);
+	if (!attached())
+		return 0;
+	return ring_put(t, MP_REC_PHASE, 0, id, ts, NULL, 0);
+}
+
+MEMPROF_API uint64_t memprof_dropped(void)
+{
+	if (LOAD(&g_state, ACQUIRE) != ST_READY)
+		return 0;
+	return LOAD(&g.hdr->drops, RELAXED);
+}
+
+MEMPROF_API const char *memprof_version(void)
+{
+#define STR2(x) #x
+#define STR(x) STR2(x)
+	return STR(MEMPROF_VERSION_MAJOR) "." STR(MEMPROF_VERSION_MINOR) "." STR(
+		MEMPROF_VERSION_PATCH);
+}
+
+MEMPROF_API const char *memprof_strerror(int err)
+{
+	switch (err < 0 ? -err : err) {
+	case 0:
+		return "success";
+	case ENOSPC:
+		return "ring full, record dropped and counted";
+	case EINVAL:
+		return "invalid argument or no open kernel/tag";
+	case E2BIG:
+		return "shape rank larger than MEMPROF_MAX_RANK";
+	case ENOMEM:
+		return "out of memory creating the ring";
+	case EMFILE:
+	case ENFILE:
+		return "too many open files to create the ring";
+	case EAGAIN:
+		return "ring still being created by another thread";
+	case ESRCH:
+		return "marker after the thread released its slot";
+	case ENOSYS:
+		return "memfd_create not supported";
+	default:
+		return "unknown error";
+	}
+}

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Layout of the libmemprof marker ring: a memfd shared between the profiled
+ * process (producers) and memprofd (the single consumer). This header is the
+ * ABI between the two and holds nothing else; docs/RING.md explains it.
+ *
+ * All integers are native-endian; the consumer only ever talks to processes
+ * on the same machine. Every field is fixed-size and naturally aligned so the
+ * layout is the same for every compiler and both sides of the boundary.
+ */
+#ifndef MEMPROF_RING_ABI_H
+#define MEMPROF_RING_ABI_H
+
+#include <stdint.h>
+
+/* memfd name; the consumer looks for "/memfd:" MP_RING_MEMFD_NAME in
+ * /proc/PID/fd. */
+#define MP_RING_MEMFD_NAME "memprof-ring"
+#define MP_RING_MAGIC 0x3130474e4952504dULL /* "MPRING01" little-endian */
+#define MP_RING_ABI_VERSION 1u
+
+/* Limits the consumer enforces on a header (anything larger is corrupt). */
+#define MP_RING_MAX_SLOTS (1u << 24)
+#define MP_RING_MAX_THREADS 4096u
+#define MP_RING_MAX_STRINGS (1u << 20)
+#define MP_RING_MAX_BLOB (64u << 20)
+#define MP_NAME_MAX 255u
+
+#define MP_KSTACK_MAX 32u
+#define MP_TSTACK_MAX 16u
+
+/* Ring record types are enum mp_record_type of memprof_consumer.h. */
+
+struct mp_ring_hdr {
+	/* Written once by the creator before the memfd is visible. */
+	uint64_t magic;
+	uint32_t abi_version;
+	uint32_t hdr_size;
+	uint64_t total_size;
+	uint32_t creator_pid;
+	uint32_t slot_size;
+	uint32_t slot_count; /* power of two */
+	uint32_t thread_size;
+	uint32_t thread_count;
+	uint32_t str_max; /* entries in the string table, id 0 reserved */
+	uint32_t blob_size; /* bytes of string storage */
+	uint32_t reserved0;
+	uint64_t ring_off;
+	uint64_t threads_off;
+	uint64_t strent_off;
+	uint64_t blob_off;
+	/* Read by every producer on every marker: keep it away from the
+	 * written words. Nonzero while a consumer is attached. */
+	uint32_t attached;
+	uint32_t reserved1;
+	uint64_t reserved2[5];
+	/* Producers' claim position (Vyukov MPMC enqueue index). */
+	uint64_t head __attribute__((aligned(64)));
+	uint64_t reserved3[7];
+	/* Records dropped because the ring was full. */
+	uint64_t drops __attribute__((aligned(64)));
+	/* Global order of memprof_phase() calls, for the attach snapshot. */
+	uint64_t phase_order;
+	/* String table allocation. */
+	uint32_t str_count;
+	uint32_t blob_used;
+	uint64_t reserved4[5];
+	/* Consumer position, kept here so a later consumer resumes where the
+	 * previous one stopped. Producers never read it. */
+	uint64_t tail __attribute__((aligned(64)));
+	uint64_t reserved5[7];
+};
+
+/* One ring slot. seq follows Vyukov's bounded queue, stored relative to the
+ * slot's index so that zero-filled memory is a valid empty ring: for
+ * position pos (slot pos & mask, lap = pos & ~mask) seq == lap means free
+ * for the producer claiming pos, lap + 1 means published for the consumer
+ * reading pos, and the consumer frees it for the next lap with lap + slots. */
+struct mp_slot {
+	uint64_t seq;
+	uint64_t ts_ns;
+	uint8_t type;
+	uint8_t flags;
+	uint8_t rank;
+	uint8_t reserved0;
+	uint32_t tid;
+	uint32_t tseq; /* per thread-slot record number */
+	uint16_t thread_idx; /* index of the writer's thread slot */
+	uint16_t reserved1;
+	uint32_t name_id;
+	uint32_t reserved2;
+	int64_t dims[8];
+	uint64_t reserved3[2];
+} __attribute__((aligned(128)));
+
+struct mp_frame {
+	uint32_t name_id;
+	uint32_t reserved;
+	uint64_t ts_ns; /* 0: begun while no consumer was attached */
+};
+
+/* Per-thread state a late consumer snapshots. gen is a seqlock written only
+ * by the owning thread: odd while the stacks change; every record the thread
+ * writes carries tseq = gen / 2 after its update, so the snapshot taken at an
+ * even gen G reflects exactly the records with tseq <= G / 2. */
+struct mp_thread {
+	uint32_t state; /* 0 free, 1 owned */
+	uint32_t tid;
+	uint64_t gen;
+	uint32_t depth; /* open kernels; may exceed MP_KSTACK_MAX */
+	uint32_t tag_depth; /* open tags; may exceed MP_TSTACK_MAX */
+	uint32_t phase_id; /* last phase set by this thread (0: none) */
+	uint32_t reserved0;
+	uint64_t phase_ts;
+	uint64_t phase_order;
+	uint64_t reserved1[2];
+	struct mp_frame kernels[MP_KSTACK_MAX];
+	struct mp_frame tags[MP_TSTACK_MAX];
+} __attribute__((aligned(64)));
+
+/* String table entry: (offset << 32) | (len + 1); 0 until published. */
+typedef uint64_t mp_strent;
+
+_Static_assert(sizeof(struct mp_ring_hdr) == 384, "ring header ABI");
+_Static_assert(sizeof(struct mp_slot) == 128, "ring slot ABI");
+_Static_assert(sizeof(struct mp_thread) == 832, "thread slot ABI");
+
+#endif /* MEMPROF_RING_ABI_H */

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/* Builds ring images by hand (corruption tests and the fuzz target). */
+#ifndef RING_IMAGE_H
+#define RING_IMAGE_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ring_abi.h"
+
+struct img {
+	unsigned char *mem;
+	size_t len;
+	struct mp_ring_hdr *h;
+	struct mp_slot *slots;
+	struct mp_thread *thr;
+	mp_strent *ent;
+	char *blob;
+	uint32_t nslots;
+};
+
+static inline size_t img_align(size_t v, size_t a)
+{
+	return (v + a - 1) & ~(a - 1);
+}
+
+/* A valid, empty ring with the given sizes. */
+static inline void img_init(struct img *m, uint32_t slots, uint32_t threads, uint32_t strs,
+			    uint32_t blob)
+{
+	size_t off = img_align(sizeof(struct mp_ring_hdr), 128);
+	size_t toff = off + (size_t)slots * sizeof(struct mp_slot);
+	size_t eoff = toff + (size_t)threads * sizeof(struct mp_thread);
+	size_t boff = eoff + (size_t)strs * sizeof(mp_strent);
+
+	m->nslots = slots;
+	m->len = boff + blob;
+	m->mem = aligned_alloc(128, img_align(m->len, 128));
+	memset(m->mem, 0, m->len);
+	m->h = (struct mp_ring_hdr *)m->mem;
+	m->slots = (struct mp_slot *)(m->mem + off);
+	m->thr = (struct mp_thread *)(m->mem + toff);
+	m->ent = (mp_strent *)(m->mem + eoff);
+	m->blob = (char *)m->mem + boff;
+	*m->h = (struct mp_ring_hdr){
+		.magic = MP_RING_MAGIC,
+		.abi_version = MP_RING_ABI_VERSION,
+		.hdr_size = sizeof(struct mp_ring_hdr),
+		.total_size = m->len,
+		.creator_pid = 4242,
+		.slot_size = sizeof(struct mp_slot),
+		.slot_count = slots,
+		.thread_size = sizeof(struct mp_thread),
+		.thread_count = threads,
+		.str_max = strs,
+		.blob_size = blob,
+		.ring_off = off,
+		.threads_off = toff,
+		.strent_off = eoff,
+		.blob_off = boff,
+	};
+}
+
+/* Sets string @id to @s at blob offset @off. */
+static inline void img_str(struct img *m, uint32_t id, uint32_t off, const char *s)
+{
+	size_t n = strlen(s);
+
+	memcpy(m->blob + off, s, n + 1);
+	m->ent[id] = ((uint64_t)off << 32) | (n + 1);
+}
+
+/* Publishes a record at ring position @pos. */
+static inline struct mp_slot *img_put(struct img *m, uint64_t pos, uint8_t type, uint32_t tid,
+				      uint32_t tseq, uint16_t thread_idx, uint32_t name_id)
+{
+	uint64_t mask = m->nslots - 1; /* not the header's: it may be scribbled on */
+	struct mp_slot *s = &m->slots[pos & mask];
+
+	memset(s, 0, sizeof(*s));
+	s->seq = (pos & ~mask) + 1;
+	s->type = type;
+	s->tid = tid;
+	s->ts_ns = 1000 + pos;
+	s->tseq = tseq;
+	s->thread_idx = thread_idx;
+	s->name_id = name_id;
+	return s;
+}
+
+#endif

@@ -1,0 +1,184 @@
+/* SPDX-License-Identifier: MIT */
+/* Late attach: kernels open before the consumer attaches are seen once. */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include "memprof.h"
+#include "ring_test.h"
+
+Test(attach, open_kernels_seen_once)
+{
+	struct mp_record recs[32];
+	struct mp_consumer *c;
+	uint32_t tid = (uint32_t)gettid();
+	uint64_t t_phase, t_attach, t_end;
+	size_t n;
+
+	t_phase = test_now_ns();
+	cr_assert_eq(memprof_phase("inference"), 0);
+	cr_assert_eq(memprof_kernel_begin("outer"), 0);
+	cr_assert_eq(memprof_tag_begin("activations"), 0);
+	cr_assert_eq(memprof_kernel_begin("inner"), 0);
+	/* a kernel that ended before attach must not appear */
+	cr_assert_eq(memprof_kernel_begin("gone"), 0);
+	cr_assert_eq(memprof_kernel_end(), 0);
+
+	t_attach = test_now_ns();
+	cr_assert_eq(mp_consumer_open_pid(getpid(), &c), 0);
+	cr_assert_eq(memprof_kernel_end(), 0);
+	cr_assert_eq(memprof_tag_end(), 0);
+	cr_assert_eq(memprof_kernel_end(), 0);
+	t_end = test_now_ns();
+
+	n = drain(c, recs, 32);
+	const struct exp_rec exp[] = {
+		REC(MP_REC_PHASE, MP_REC_F_OPEN_AT_ATTACH, "inference"),
+		REC(MP_REC_KERNEL_BEGIN, MP_REC_F_OPEN_AT_ATTACH | MP_REC_F_TS_UNKNOWN, "outer"),
+		REC(MP_REC_KERNEL_BEGIN, MP_REC_F_OPEN_AT_ATTACH | MP_REC_F_TS_UNKNOWN, "inner"),
+		REC(MP_REC_TAG_BEGIN, MP_REC_F_OPEN_AT_ATTACH | MP_REC_F_TS_UNKNOWN, "activations"),
+		REC(MP_REC_KERNEL_END, 0, NULL),
+		REC(MP_REC_TAG_END, 0, NULL),
+		REC(MP_REC_KERNEL_END, 0, NULL),
+	};
+	cr_assert_eq(n, 7, "got %zu records", n);
+	for (size_t i = 0; i < n; i++)
+		assert_rec(&recs[i], &exp[i], tid, i);
+	/* phases are always timestamped; detached kernels get the attach time */
+	cr_assert(recs[0].ts_ns >= t_phase && recs[0].ts_ns <= t_attach);
+	for (size_t i = 1; i < 4; i++)
+		cr_assert(recs[i].ts_ns >= t_attach && recs[i].ts_ns <= recs[4].ts_ns);
+	cr_assert(recs[6].ts_ns <= t_end);
+	/* the snapshot is at one record number; the ring continues from it */
+	for (size_t i = 1; i < 4; i++)
+		cr_assert_eq(recs[i].seq, recs[0].seq);
+	cr_assert_eq(recs[4].seq, recs[0].seq + 1);
+	cr_assert_eq(recs[6].seq, recs[0].seq + 3);
+	mp_consumer_free(c);
+}
+
+/* A second consumer sees the real begin time of a kernel begun while the
+ * first was attached, and not the first's unread ring copy of it. */
+Test(attach, reattach_no_duplicates)
+{
+	struct mp_record recs[32];
+	struct mp_consumer *c1, *c2;
+	uint32_t tid = (uint32_t)gettid();
+	uint64_t t0;
+	size_t n;
+
+	cr_assert_eq(memprof_kernel_begin("before"), 0);
+	cr_assert_eq(mp_consumer_open_pid(getpid(), &c1), 0);
+	t0 = test_now_ns();
+	cr_assert_eq(memprof_kernel_begin("timed"), 0);
+	mp_consumer_free(c1); /* leaves "timed" unread in the ring */
+	cr_assert_eq(memprof_kernel_begin("untimed"), 0);
+	cr_assert_eq(mp_consumer_open_pid(getpid(), &c2), 0);
+	cr_assert_eq(memprof_kernel_end(), 0);
+	n = drain(c2, recs, 32);
+	const struct exp_rec exp[] = {
+		REC(MP_REC_KERNEL_BEGIN, MP_REC_F_OPEN_AT_ATTACH | MP_REC_F_TS_UNKNOWN, "before"),
+		REC(MP_REC_KERNEL_BEGIN, MP_REC_F_OPEN_AT_ATTACH, "timed"),
+		REC(MP_REC_KERNEL_BEGIN, MP_REC_F_OPEN_AT_ATTACH | MP_REC_F_TS_UNKNOWN, "untimed"),
+		REC(MP_REC_KERNEL_END, 0, NULL),
+	};
+	cr_assert_eq(n, 4, "got %zu records", n);
+	for (size_t i = 0; i < n; i++)
+		assert_rec(&recs[i], &exp[i], tid, i);
+	cr_assert(recs[1].ts_ns >= t0 && recs[1].ts_ns < recs[3].ts_ns);
+	cr_assert_eq(mp_consumer_drops(c2), 0);
+	mp_consumer_free(c2);
+}
+
+static int hot_go, hot_stop;
+static uint32_t hot_tid;
+
+static void *hot(void *arg)
+{
+	(void)arg;
+	hot_tid = (uint32_t)gettid();
+	memprof_kernel_begin("session");
+	__atomic_store_n(&hot_go, 1, __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&hot_stop, __ATOMIC_ACQUIRE)) {
+		memprof_kernel_begin("op");
+		memprof_tag_begin("t");
+		memprof_tag_end();
+		memprof_kernel_end();
+		/* A few microseconds per round: attaching (membarrier) takes
+		 * milliseconds and the 64 Ki-slot ring must not overflow
+		 * meanwhile, or records would be dropped (counted). The
+		 * markers themselves still run back to back. */
+		for (int i = 0; i < 300; i++)
+			__builtin_ia32_pause();
+	}
+	memprof_kernel_end();
+	return NULL;
+}
+
+/* Attach while another thread runs markers flat out: the stream of that
+ * thread must be a consistent nesting, record numbers without gap. */
+Test(attach, concurrent_with_busy_thread)
+{
+	struct mp_consumer *c;
+	struct mp_record rec;
+	pthread_t th;
+	int open[2] = { 0, 0 }, r; /* kernels, tags */
+	uint32_t last_seq = 0;
+	uint64_t n = 0;
+	bool seen_session = false, synth_done = false;
+
+	memprof_phase("x");
+	cr_assert_eq(pthread_create(&th, NULL, hot, NULL), 0);
+	while (!__atomic_load_n(&hot_go, __ATOMIC_ACQUIRE))
+		sched_yield();
+	usleep(10000);
+	cr_assert_eq(mp_consumer_open_pid(getpid(), &c), 0);
+	while (n < 200000) {
+		r = mp_consumer_read(c, &rec);
+		cr_assert_geq(r, 0);
+		if (!r) {
+			sched_yield();
+			continue;
+		}
+		if (rec.tid != hot_tid)
+			continue;
+		if (rec.flags & MP_REC_F_OPEN_AT_ATTACH) {
+			cr_assert_not(synth_done, "open-at-attach record after live records");
+			if (!seen_session)
+				cr_assert_str_eq(rec.name, "session");
+			seen_session = true;
+			last_seq = rec.seq;
+		} else {
+			synth_done = true;
+			cr_assert_eq(rec.seq, last_seq + 1, "seq %u after %u", rec.seq, last_seq);
+			last_seq = rec.seq;
+		}
+		switch (rec.type) {
+		case MP_REC_KERNEL_BEGIN:
+			open[0]++;
+			break;
+		case MP_REC_KERNEL_END:
+			cr_assert_gt(open[0], 1, "end without begin (session never ends here)");
+			open[0]--;
+			break;
+		case MP_REC_TAG_BEGIN:
+			open[1]++;
+			break;
+		case MP_REC_TAG_END:
+			cr_assert_gt(open[1], 0, "tag end without begin");
+			open[1]--;
+			break;
+		default:
+			cr_assert_fail("unexpected %s", mp_record_type_name(rec.type));
+		}
+		cr_assert_leq(open[0], 2);
+		cr_assert_leq(open[1], 1);
+		n++;
+	}
+	cr_assert(seen_session);
+	__atomic_store_n(&hot_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	cr_assert_eq(mp_consumer_drops(c), 0);
+	mp_consumer_free(c);
+}

@@ -1,0 +1,342 @@
+/* SPDX-License-Identifier: MIT */
+/* The consumer treats the ring as hostile: errors, never crashes or hangs. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "ring_image.h"
+#include "ring_test.h"
+
+static struct img m;
+
+static void setup(void)
+{
+	img_init(&m, 8, 4, 16, 256);
+	img_str(&m, 0, 0, "?");
+	img_str(&m, 1, 2, "conv");
+	img_str(&m, 2, 7, "we\x7fi\tghts");
+}
+
+static void teardown(void)
+{
+	free(m.mem);
+}
+
+static int open_img(struct mp_consumer **c)
+{
+	return mp_consumer_open_mem(m.mem, m.len, c);
+}
+
+TestSuite(corrupt, .init = setup, .fini = teardown);
+
+Test(corrupt, valid_image_reads_whole_records)
+{
+	struct mp_consumer *c;
+	struct mp_record recs[8];
+	struct mp_slot *s;
+
+	img_put(&m, 0, MP_REC_KERNEL_BEGIN, 7, 5, 1, 1);
+	s = img_put(&m, 1, MP_REC_INPUT_SHAPE, 7, 6, 1, 0);
+	s->rank = 3;
+	s->dims[0] = 1;
+	s->dims[1] = -2;
+	s->dims[2] = INT64_MAX;
+	s->dims[3] = 99; /* beyond rank: not reported */
+	img_put(&m, 2, MP_REC_TAG_BEGIN, 7, 7, 1, 2);
+	img_put(&m, 3, MP_REC_KERNEL_END, 7, 8, 1, 0)->flags = MP_REC_F_THREAD_EXIT;
+	cr_assert_eq(open_img(&c), 0);
+	cr_assert_eq(mp_consumer_pid(c), 4242);
+	cr_assert_eq(drain(c, recs, 8), 4);
+	assert_rec(&recs[0], &(struct exp_rec)REC(MP_REC_KERNEL_BEGIN, 0, "conv"), 7, 0);
+	assert_rec(&recs[1],
+		   &(struct exp_rec)REC(MP_REC_INPUT_SHAPE, 0, NULL, .rank = 3,
+					.dims = { 1, -2, INT64_MAX }),
+		   7, 1);
+	assert_rec(&recs[2], &(struct exp_rec)REC(MP_REC_TAG_BEGIN, 0, "we?i?ghts"), 7, 2);
+	assert_rec(&recs[3], &(struct exp_rec)REC(MP_REC_KERNEL_END, MP_REC_F_THREAD_EXIT, NULL), 7,
+		   3);
+	for (int i = 0; i < 4; i++) {
+		cr_assert_eq(recs[i].ts_ns, 1000 + (uint64_t)i);
+		cr_assert_eq(recs[i].seq, 5 + (uint32_t)i);
+	}
+	/* the consumer freed the slots for the next lap and saved its place */
+	cr_assert_eq(m.slots[0].seq, 8);
+	cr_assert_eq(m.h->tail, 4);
+	cr_assert_eq(m.h->attached, 1);
+	mp_consumer_free(c);
+	cr_assert_eq(m.h->attached, 0);
+}
+
+Test(corrupt, snapshot_and_dedup_from_image)
+{
+	struct mp_consumer *c;
+	struct mp_record recs[8];
+
+	m.thr[2].state = 1;
+	m.thr[2].tid = 9;
+	m.thr[2].gen = 20; /* tseq 10 */
+	m.thr[2].depth = 1000000; /* more than the stack: only 32 frames exist */
+	for (int i = 0; i < 32; i++)
+		m.thr[2].kernels[i] = (struct mp_frame){ .name_id = 1, .ts_ns = 50 + i };
+	m.thr[2].kernels[0].ts_ns = 0; /* begun while detached */
+	m.thr[2].tag_depth = 1;
+	m.thr[2].tags[0] = (struct mp_frame){ .name_id = 2, .ts_ns = 60 };
+	m.thr[1].gen = 7; /* odd forever: never stable, skipped */
+	m.thr[1].depth = 1;
+	img_put(&m, 0, MP_REC_KERNEL_BEGIN, 9, 10, 2, 1); /* in the snapshot */
+	img_put(&m, 1, MP_REC_KERNEL_END, 9, 11, 2, 1); /* after it */
+	cr_assert_eq(open_img(&c), 0);
+	for (int i = 0; i < 32; i++) {
+		cr_assert_eq(mp_consumer_read(c, &recs[0]), 1);
+		assert_rec(&recs[0],
+			   &(struct exp_rec)REC(
+				   MP_REC_KERNEL_BEGIN,
+				   MP_REC_F_OPEN_AT_ATTACH | (i ? 0 : MP_REC_F_TS_UNKNOWN), "conv"),
+			   9, (size_t)i);
+		cr_assert_eq(recs[0].seq, 10);
+		if (i)
+			cr_assert_eq(recs[0].ts_ns, 50 + (uint64_t)i);
+	}
+	cr_assert_eq(drain(c, recs, 8), 2);
+	assert_rec(&recs[0],
+		   &(struct exp_rec)REC(MP_REC_TAG_BEGIN, MP_REC_F_OPEN_AT_ATTACH, "we?i?ghts"), 9,
+		   0);
+	cr_assert_eq(recs[0].ts_ns, 60);
+	assert_rec(&recs[1], &(struct exp_rec)REC(MP_REC_KERNEL_END, 0, NULL), 9, 1);
+	cr_assert_eq(recs[1].seq, 11);
+	mp_consumer_free(c);
+}
+
+Test(corrupt, wrapped_indices)
+{
+	struct mp_consumer *c;
+	struct mp_record recs[16];
+	uint64_t start = UINT64_MAX - 2;
+
+	m.h->tail = start;
+	/* the thread's record numbers wrap too */
+	m.thr[0].gen = 2ull * (UINT32_MAX - 2);
+	for (uint64_t i = 0; i < 6; i++)
+		img_put(&m, start + i, MP_REC_KERNEL_BEGIN, 1, (uint32_t)(UINT32_MAX - 1 + i), 0,
+			1);
+	cr_assert_eq(open_img(&c), 0);
+	cr_assert_eq(drain(c, recs, 16), 6);
+	for (int i = 0; i < 6; i++) {
+		assert_rec(&recs[i], &(struct exp_rec)REC(MP_REC_KERNEL_BEGIN, 0, "conv"), 1,
+			   (size_t)i);
+		cr_assert_eq(recs[i].seq, (uint32_t)(UINT32_MAX - 1 + (uint32_t)i));
+	}
+	cr_assert_eq(m.h->tail, start + 6);
+	mp_consumer_free(c);
+}
+
+/* Header corruption is refused at open with the right error. */
+Test(corrupt, bad_headers)
+{
+	struct {
+		const char *what;
+		void (*mutate)(struct mp_ring_hdr *h);
+		int err;
+	} cases[] = {
+#define CASE(e, body)                           \
+	{ #body, ({                             \
+		  void f(struct mp_ring_hdr *h) \
+		  {                             \
+			  body;                 \
+		  }                             \
+		  f;                            \
+	  }),                                   \
+	  e }
+		CASE(-EBADMSG, h->magic ^= 1),
+		CASE(-EPROTO, h->abi_version = 2),
+		CASE(-EPROTO, h->abi_version = 0),
+		CASE(-EBADMSG, h->hdr_size = 8),
+		CASE(-EBADMSG, h->slot_size = 64),
+		CASE(-EBADMSG, h->thread_size = 0),
+		CASE(-EBADMSG, h->slot_count = 6),
+		CASE(-EBADMSG, h->slot_count = 0),
+		CASE(-EBADMSG, h->slot_count = 1u << 31),
+		CASE(-EBADMSG, h->thread_count = 0),
+		CASE(-EBADMSG, h->thread_count = 1u << 30),
+		CASE(-EBADMSG, h->str_max = 0),
+		CASE(-EBADMSG, h->str_max = UINT32_MAX),
+		CASE(-EBADMSG, h->blob_size = UINT32_MAX),
+		CASE(-EBADMSG, h->total_size = UINT64_MAX),
+		CASE(-EBADMSG, h->ring_off = UINT64_MAX - 64),
+		CASE(-EBADMSG, h->ring_off = 8),
+		CASE(-EBADMSG, h->threads_off = h->ring_off),
+		CASE(-EBADMSG, h->blob_off = h->strent_off),
+		CASE(-EBADMSG, h->strent_off = h->total_size),
+		CASE(-EBADMSG, h->strent_off += 3),
+		CASE(-EBADMSG, h->blob_off = h->total_size - 1),
+#undef CASE
+	};
+	struct mp_consumer *c;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct mp_ring_hdr saved = *m.h;
+		int r;
+
+		cases[i].mutate(m.h);
+		c = NULL;
+		r = open_img(&c);
+		cr_assert_eq(r, cases[i].err, "%s: got %d, expected %d", cases[i].what, r,
+			     cases[i].err);
+		cr_assert_null(c);
+		*m.h = saved;
+	}
+	cr_assert_eq(mp_consumer_open_mem(m.mem, sizeof(struct mp_ring_hdr) - 1, &c), -EBADMSG);
+	cr_assert_eq(mp_consumer_open_mem(m.mem, m.len - 1, &c), -EBADMSG);
+}
+
+/* Corrupted records: -EBADMSG, and the consumer stays failed. */
+Test(corrupt, bad_records)
+{
+	struct {
+		const char *what;
+		void (*mutate)(struct mp_slot *s);
+		uint8_t type;
+	} cases[] = {
+#define CASE(t, body)                       \
+	{ #body, ({                         \
+		  void f(struct mp_slot *s) \
+		  {                         \
+			  body;             \
+		  }                         \
+		  f;                        \
+	  }),                               \
+	  t }
+		CASE(MP_REC_KERNEL_BEGIN, s->name_id = 16),
+		CASE(MP_REC_KERNEL_BEGIN, s->name_id = UINT32_MAX),
+		CASE(MP_REC_PHASE, s->name_id = 5), /* never published */
+		CASE(MP_REC_TAG_BEGIN, s->thread_idx = 4),
+		CASE(MP_REC_KERNEL_END, s->type = 0),
+		CASE(MP_REC_KERNEL_END, s->type = 200),
+		CASE(MP_REC_INPUT_SHAPE, s->rank = 9),
+		CASE(MP_REC_OUTPUT_SHAPE, s->rank = 255),
+		CASE(MP_REC_KERNEL_END, s->rank = 1),
+		CASE(MP_REC_KERNEL_BEGIN, s->flags = MP_REC_F_THREAD_EXIT),
+		CASE(MP_REC_KERNEL_END, s->flags = MP_REC_F_OPEN_AT_ATTACH),
+		CASE(MP_REC_KERNEL_END, s->flags = 0x80),
+		CASE(MP_REC_KERNEL_END, s->seq = 1 + 8 * 5), /* ahead of us */
+#undef CASE
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct mp_consumer *c;
+		struct mp_record rec;
+		int r;
+
+		memset(m.slots, 0, 8 * sizeof(struct mp_slot));
+		m.h->tail = 0;
+		img_put(&m, 0, MP_REC_KERNEL_BEGIN, 3, 1, 0, 1);
+		cases[i].mutate(img_put(&m, 1, cases[i].type, 3, 2, 0, 1));
+		cr_assert_eq(open_img(&c), 0);
+		cr_assert_eq(mp_consumer_read(c, &rec), 1, "%s", cases[i].what);
+		r = mp_consumer_read(c, &rec);
+		cr_assert_eq(r, -EBADMSG, "%s: got %d", cases[i].what, r);
+		cr_assert_eq(mp_consumer_read(c, &rec), -EBADMSG, "%s: not sticky", cases[i].what);
+		mp_consumer_free(c);
+	}
+}
+
+Test(corrupt, bad_string_entries)
+{
+	const mp_strent bad[] = {
+		((uint64_t)0 << 32) | 1000, /* longer than MP_NAME_MAX */
+		((uint64_t)250 << 32) | 10, /* past the blob end */
+		((uint64_t)UINT32_MAX << 32) | 2, /* offset far out */
+		((uint64_t)0 << 32) | 0, /* unpublished */
+		((uint64_t)0 << 32) | UINT32_MAX, /* len + 1 wraps */
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct mp_consumer *c;
+		struct mp_record rec;
+
+		m.h->tail = 0;
+		memset(m.slots, 0, 8 * sizeof(struct mp_slot));
+		m.ent[3] = bad[i];
+		img_put(&m, 0, MP_REC_KERNEL_BEGIN, 3, 1, 0, 3);
+		cr_assert_eq(open_img(&c), 0);
+		cr_assert_eq(mp_consumer_read(c, &rec), -EBADMSG, "entry %zu", i);
+		mp_consumer_free(c);
+
+		/* the same id in an attach snapshot fails the open */
+		memset(m.thr, 0, sizeof(struct mp_thread));
+		m.thr[0].depth = 1;
+		m.thr[0].kernels[0].name_id = 3;
+		cr_assert_eq(open_img(&c), -EBADMSG, "snapshot entry %zu", i);
+		m.thr[0].depth = 0;
+	}
+}
+
+/* Random bytes, with and without a valid header in front: never a crash,
+ * and every consumer finishes within its read budget. */
+Test(corrupt, random_images)
+{
+	unsigned seed = 12345;
+
+	for (int iter = 0; iter < 3000; iter++) {
+		struct mp_consumer *c;
+		struct mp_record rec;
+
+		for (size_t i = 0; i < m.len; i++)
+			m.mem[i] = (unsigned char)rand_r(&seed);
+		if (iter % 3) {
+			struct img fresh;
+
+			img_init(&fresh, 8, 4, 16, 256);
+			memcpy(m.mem, fresh.mem, iter % 2 ? sizeof(struct mp_ring_hdr) : 64);
+			free(fresh.mem);
+		}
+		if (open_img(&c) < 0)
+			continue;
+		for (int n = 0; n < 100; n++)
+			if (mp_consumer_read(c, &rec) <= 0)
+				break;
+		(void)mp_consumer_drops(c);
+		mp_consumer_free(c);
+	}
+}
+
+static volatile int scribbling;
+
+static void *scribbler(void *arg)
+{
+	unsigned seed = 99;
+
+	(void)arg;
+	while (scribbling) {
+		size_t i = (size_t)rand_r(&seed) % m.len;
+
+		if (i >= sizeof(struct mp_ring_hdr) || rand_r(&seed) % 8 == 0)
+			m.mem[i] = (unsigned char)rand_r(&seed);
+	}
+	return NULL;
+}
+
+/* The producer rewrites the memory while the consumer reads it. */
+Test(corrupt, concurrent_scribbling)
+{
+	pthread_t th;
+
+	scribbling = 1;
+	cr_assert_eq(pthread_create(&th, NULL, scribbler, NULL), 0);
+	for (int iter = 0; iter < 2000; iter++) {
+		struct mp_consumer *c;
+		struct mp_record rec;
+
+		for (uint64_t p = 0; p < 8; p++)
+			img_put(&m, (uint64_t)iter * 8 + p, MP_REC_KERNEL_BEGIN, 1, 1, 0, 1);
+		m.h->tail = (uint64_t)iter * 8;
+		if (open_img(&c) < 0)
+			continue;
+		for (int n = 0; n < 100; n++)
+			if (mp_consumer_read(c, &rec) <= 0)
+				break;
+		mp_consumer_free(c);
+	}
+	scribbling = 0;
+	pthread_join(th, NULL);
+}
