@@ -68,6 +68,20 @@ struct {
 	__type(value, struct sys_state);
 } syscalls SEC(".maps");
 
+/* Caller of a libc syscall wrapper that builds a stack frame before the
+ * syscall (mremap is variadic), recorded by a uprobe at its entry. */
+struct caller_hint {
+	__u64 caller;
+	__u64 sp;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct caller_hint);
+} hints SEC(".maps");
+
 /* rss_stat: the target's mm, learnt from the target's own threads. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -177,7 +191,7 @@ int mp_entry(struct pt_regs *ctx)
 	/* A deeper stack than the recorded call's means we are inside it; a
 	 * shallower or equal one means its return was never seen (longjmp,
 	 * probe detached mid-call): start over. */
-	if (st && sp < st->sp) {
+	if (st && sp <= st->sp) {
 		st->depth++;
 		return 0;
 	}
@@ -228,6 +242,10 @@ int mp_return(struct pt_regs *ctx)
 		if (!mul_overflow(st->b, st->c, &size))
 			emit(pid_tgid, MP_RAW_REALLOC, fn, ret, size, st->a, st->caller);
 		break;
+	case MP_KIND_FREE:
+		if (st->a)
+			emit(pid_tgid, MP_RAW_FREE, fn, st->a, 0, 0, st->caller);
+		break;
 	case MP_KIND_MEMALIGN_OUT:
 		if ((__u32)ret == 0 && !bpf_probe_read_user(&ptr, sizeof(ptr), (void *)st->a) &&
 		    ptr)
@@ -251,10 +269,23 @@ int mp_free(struct pt_regs *ctx)
 	st = bpf_map_lookup_elem(&calls, &pid_tgid);
 	/* Released by an allocator function in progress (realloc built on
 	 * free): that call's own event accounts for it. */
-	if (st && ctx->sp < st->sp)
+	if (st && ctx->sp <= st->sp)
 		return 0;
 	return emit(pid_tgid, MP_RAW_FREE, MP_COOKIE_FN(cookie), ptr, 0, 0,
 		    read_caller(ctx->sp, MP_COOKIE_SP_SLOTS(cookie)));
+}
+
+SEC("uprobe")
+int mp_caller_hint(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct caller_hint h = { .sp = ctx->sp };
+
+	if (!is_target(pid_tgid))
+		return 0;
+	h.caller = read_caller(h.sp, 0);
+	bpf_map_update_elem(&hints, &pid_tgid, &h, BPF_ANY);
+	return 0;
 }
 
 SEC("tp_btf/sys_enter")
@@ -263,6 +294,7 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct sys_state s = {};
 	struct call_state *st;
+	struct caller_hint *h;
 	__u64 usp;
 
 	if (id != NR_MMAP && id != NR_MUNMAP && id != NR_MREMAP)
@@ -272,7 +304,7 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 	usp = BPF_CORE_READ(regs, sp);
 	/* Mappings made by the allocator itself belong to its blocks. */
 	st = bpf_map_lookup_elem(&calls, &pid_tgid);
-	if (st && usp < st->sp)
+	if (st && usp <= st->sp)
 		return 0;
 	s.nr = id;
 	s.a = BPF_CORE_READ(regs, di);
@@ -280,9 +312,16 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 	s.c = BPF_CORE_READ(regs, dx);
 	if (id == NR_MMAP && !(BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS_FLAG))
 		return 0;
-	/* The libc wrappers make no stack frame before the syscall, so the top
-	 * of the stack is the wrapper's return address. */
-	bpf_probe_read_user(&s.caller, sizeof(s.caller), (void *)usp);
+	/* The mmap and munmap wrappers make no stack frame before the
+	 * syscall, so the top of the stack is their return address; mremap's
+	 * caller was recorded at its entry. */
+	h = bpf_map_lookup_elem(&hints, &pid_tgid);
+	if (h && h->sp >= usp && h->sp - usp < 4096) {
+		s.caller = h->caller;
+		bpf_map_delete_elem(&hints, &pid_tgid);
+	} else {
+		bpf_probe_read_user(&s.caller, sizeof(s.caller), (void *)usp);
+	}
 	bpf_map_update_elem(&syscalls, &pid_tgid, &s, BPF_ANY);
 	return 0;
 }

@@ -80,6 +80,7 @@ struct mp_tracer {
 	struct ring_buffer *rb;
 	struct bpf_link *sys_links[4];
 	struct probe probes[MP_MAX_PROBES];
+	struct bpf_link *hint_link;
 	struct mp_probe_info infos[MP_MAX_PROBES];
 	size_t n_probes;
 	int pidfd, epfd;
@@ -108,6 +109,8 @@ static void detach_probes(struct mp_tracer *t)
 	}
 	memset(t->probes, 0, sizeof(t->probes));
 	t->n_probes = 0;
+	bpf_link__destroy(t->hint_link);
+	t->hint_link = NULL;
 }
 
 void mp_tracer_free(struct mp_tracer *t)
@@ -206,7 +209,7 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 			return 0;
 		}
 	}
-	if (kind == MP_KIND_FREE && !t->opts.naive_placement) {
+	if (kind == MP_KIND_FREE && fn == MP_FN_FREE && !t->opts.naive_placement) {
 		uint8_t code[64];
 		size_t len;
 
@@ -215,7 +218,10 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 	}
 	p->info.probe_delta = delta;
 	uo.bpf_cookie = MP_COOKIE(fn, kind, a, b, c, 0);
-	if (kind == MP_KIND_FREE) {
+	/* Builtin free needs no return probe; a custom free may be built on
+	 * free, so it is tracked from entry to return like an allocation,
+	 * which makes the inner free a nested call. */
+	if (kind == MP_KIND_FREE && fn == MP_FN_FREE) {
 		p->entry = bpf_program__attach_uprobe_opts(t->skel->progs.mp_free, t->opts.pid,
 							   sym.root_path, sym.offset + delta, &uo);
 		if (!p->entry)
@@ -236,6 +242,7 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 
 static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 {
+	struct mp_symbol sym;
 	int r;
 
 	for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
@@ -260,6 +267,11 @@ static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 	}
 	for (size_t i = 0; i < t->n_probes; i++)
 		t->infos[i] = t->probes[i].info;
+	/* Best effort: without it mremap's caller is a word of its frame. */
+	if (mp_symbols_lookup(syms, "mremap", NULL, &sym) == 0)
+		t->hint_link =
+			bpf_program__attach_uprobe_opts(t->skel->progs.mp_caller_hint, t->opts.pid,
+							sym.root_path, sym.offset, NULL);
 	return 0;
 }
 
