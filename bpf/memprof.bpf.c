@@ -1,0 +1,395 @@
+// SPDX-License-Identifier: (MIT OR GPL-2.0)
+/*
+ * Allocator tracing for one target process: entry uprobes record the
+ * arguments and the caller, uretprobes emit the result; anonymous
+ * mmap/munmap/mremap come from the raw syscall tracepoints.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "memprof_events.h"
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";
+
+/* enum mp_alloc_fn values for the syscalls (checked in tracer.c). */
+#define FN_MMAP 10
+#define FN_MUNMAP 11
+#define FN_MREMAP 12
+
+#define NR_MMAP 9
+#define NR_MUNMAP 11
+#define NR_MREMAP 25
+#define MAP_ANONYMOUS_FLAG 0x20
+
+const volatile __u32 target_tgid = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 8 << 20);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+/* An allocator call in progress on a thread, from entry to return. */
+struct call_state {
+	__u64 cookie;
+	__u64 a, b, c;
+	__u64 caller;
+	__u64 sp; /* user stack pointer at entry: nesting check */
+	__u32 depth; /* nested probed calls inside this one (reallocarray ->
+		      * realloc, an allocator calling another entry point) */
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct call_state);
+} calls SEC(".maps");
+
+struct sys_state {
+	__u64 nr;
+	__u64 a, b, c;
+	__u64 caller;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64);
+	__type(value, struct sys_state);
+} syscalls SEC(".maps");
+
+/* Caller of a libc syscall wrapper that builds a stack frame before the
+ * syscall (mremap is variadic), recorded by a uprobe at its entry. */
+struct caller_hint {
+	__u64 caller;
+	__u64 sp;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct caller_hint);
+} hints SEC(".maps");
+
+/* rss_stat: the target's mm, learnt from the target's own threads. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} target_mm SEC(".maps");
+
+static __always_inline bool is_target(__u64 pid_tgid)
+{
+	return (__u32)(pid_tgid >> 32) == target_tgid;
+}
+
+static __always_inline void count_drop(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&drops, &zero);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr, __u64 size,
+				__u64 old_addr, __u64 caller)
+{
+	struct mp_raw_event *e;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop();
+		return 0;
+	}
+	e->type = type;
+	e->fn = fn;
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->ts_ns = bpf_ktime_get_ns();
+	e->addr = addr;
+	e->size = size;
+	e->old_addr = old_addr;
+	e->caller = caller;
+	bpf_ringbuf_submit(e, 0);
+	return 0;
+}
+
+static __always_inline __u64 arg(struct pt_regs *ctx, __u32 i)
+{
+	/* The verifier rejects a variable offset into ctx: load every argument
+	 * register at a fixed offset, then select. */
+	__u64 di = ctx->di, si = ctx->si, dx = ctx->dx, cx = ctx->cx, r8 = ctx->r8, r9 = ctx->r9;
+
+	barrier_var(di);
+	barrier_var(si);
+	barrier_var(dx);
+	barrier_var(cx);
+	barrier_var(r8);
+	barrier_var(r9);
+	switch (i) {
+	case 0:
+		return di;
+	case 1:
+		return si;
+	case 2:
+		return dx;
+	case 3:
+		return cx;
+	case 4:
+		return r8;
+	case 5:
+		return r9;
+	}
+	return 0;
+}
+
+/* clang cannot lower __builtin_mul_overflow to BPF. */
+static __always_inline bool mul_overflow(__u64 a, __u64 b, __u64 *ret)
+{
+	__u64 lim = ~0ULL;
+
+	/* Keep clang from turning the division back into a 128-bit multiply. */
+	barrier_var(lim);
+	if (a && b > lim / a)
+		return true;
+	*ret = a * b;
+	return false;
+}
+
+static __always_inline __u64 read_caller(__u64 sp, __u32 slots)
+{
+	__u64 ra = 0;
+
+	bpf_probe_read_user(&ra, sizeof(ra), (void *)(sp + 8ULL * slots));
+	return ra;
+}
+
+SEC("uprobe")
+int mp_entry(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 sp = ctx->sp;
+	struct call_state *st, n = {};
+
+	if (!is_target(pid_tgid))
+		return 0;
+	st = bpf_map_lookup_elem(&calls, &pid_tgid);
+	/* A deeper stack than the recorded call's means we are inside it; a
+	 * shallower or equal one means its return was never seen (longjmp,
+	 * probe detached mid-call): start over. */
+	if (st && sp <= st->sp) {
+		st->depth++;
+		return 0;
+	}
+	n.cookie = cookie;
+	n.a = arg(ctx, MP_COOKIE_A(cookie));
+	n.b = arg(ctx, MP_COOKIE_B(cookie));
+	n.c = arg(ctx, MP_COOKIE_C(cookie));
+	n.caller = read_caller(sp, MP_COOKIE_SP_SLOTS(cookie));
+	n.sp = sp + 8ULL * MP_COOKIE_SP_SLOTS(cookie);
+	bpf_map_update_elem(&calls, &pid_tgid, &n, BPF_ANY);
+	return 0;
+}
+
+SEC("uretprobe")
+int mp_return(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 ret = ctx->ax, size, ptr = 0;
+	struct call_state *st;
+	__u32 fn, kind;
+
+	if (!is_target(pid_tgid))
+		return 0;
+	st = bpf_map_lookup_elem(&calls, &pid_tgid);
+	if (!st)
+		return 0;
+	if (st->depth) {
+		st->depth--;
+		return 0;
+	}
+	fn = MP_COOKIE_FN(st->cookie);
+	kind = MP_COOKIE_KIND(st->cookie);
+	switch (kind) {
+	case MP_KIND_ALLOC:
+		if (ret)
+			emit(pid_tgid, MP_RAW_ALLOC, fn, ret, st->a, 0, st->caller);
+		break;
+	case MP_KIND_CALLOC:
+		/* An overflowing product fails in calloc itself. */
+		if (ret && !mul_overflow(st->a, st->b, &size))
+			emit(pid_tgid, MP_RAW_ALLOC, fn, ret, size, 0, st->caller);
+		break;
+	case MP_KIND_REALLOC:
+		emit(pid_tgid, MP_RAW_REALLOC, fn, ret, st->b, st->a, st->caller);
+		break;
+	case MP_KIND_REALLOCARRAY:
+		/* On overflow reallocarray fails without touching the block. */
+		if (!mul_overflow(st->b, st->c, &size))
+			emit(pid_tgid, MP_RAW_REALLOC, fn, ret, size, st->a, st->caller);
+		break;
+	case MP_KIND_FREE:
+		if (st->a)
+			emit(pid_tgid, MP_RAW_FREE, fn, st->a, 0, 0, st->caller);
+		break;
+	case MP_KIND_MEMALIGN_OUT:
+		if ((__u32)ret == 0 && !bpf_probe_read_user(&ptr, sizeof(ptr), (void *)st->a) &&
+		    ptr)
+			emit(pid_tgid, MP_RAW_ALLOC, fn, ptr, st->c, 0, st->caller);
+		break;
+	}
+	bpf_map_delete_elem(&calls, &pid_tgid);
+	return 0;
+}
+
+SEC("uprobe")
+int mp_free(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 ptr = arg(ctx, MP_COOKIE_A(cookie));
+	struct call_state *st;
+
+	if (!ptr || !is_target(pid_tgid))
+		return 0;
+	st = bpf_map_lookup_elem(&calls, &pid_tgid);
+	/* Released by an allocator function in progress (realloc built on
+	 * free): that call's own event accounts for it. */
+	if (st && ctx->sp <= st->sp)
+		return 0;
+	return emit(pid_tgid, MP_RAW_FREE, MP_COOKIE_FN(cookie), ptr, 0, 0,
+		    read_caller(ctx->sp, MP_COOKIE_SP_SLOTS(cookie)));
+}
+
+SEC("uprobe")
+int mp_caller_hint(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct caller_hint h = { .sp = ctx->sp };
+
+	if (!is_target(pid_tgid))
+		return 0;
+	h.caller = read_caller(h.sp, 0);
+	bpf_map_update_elem(&hints, &pid_tgid, &h, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct sys_state s = {};
+	struct call_state *st;
+	struct caller_hint *h;
+	__u64 usp;
+
+	if (id != NR_MMAP && id != NR_MUNMAP && id != NR_MREMAP)
+		return 0;
+	if (!is_target(pid_tgid))
+		return 0;
+	usp = BPF_CORE_READ(regs, sp);
+	/* Mappings made by the allocator itself belong to its blocks. */
+	st = bpf_map_lookup_elem(&calls, &pid_tgid);
+	if (st && usp <= st->sp)
+		return 0;
+	s.nr = id;
+	s.a = BPF_CORE_READ(regs, di);
+	s.b = BPF_CORE_READ(regs, si);
+	s.c = BPF_CORE_READ(regs, dx);
+	if (id == NR_MMAP && !(BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS_FLAG))
+		return 0;
+	/* The mmap and munmap wrappers make no stack frame before the
+	 * syscall, so the top of the stack is their return address; mremap's
+	 * caller was recorded at its entry. */
+	h = bpf_map_lookup_elem(&hints, &pid_tgid);
+	if (h && h->sp >= usp && h->sp - usp < 4096) {
+		s.caller = h->caller;
+		bpf_map_delete_elem(&hints, &pid_tgid);
+	} else {
+		bpf_probe_read_user(&s.caller, sizeof(s.caller), (void *)usp);
+	}
+	bpf_map_update_elem(&syscalls, &pid_tgid, &s, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(mp_sys_exit, struct pt_regs *regs, long ret)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct sys_state *s;
+
+	if (!is_target(pid_tgid))
+		return 0;
+	s = bpf_map_lookup_elem(&syscalls, &pid_tgid);
+	if (!s)
+		return 0;
+	if (ret < 0 && ret > -4096) {
+		bpf_map_delete_elem(&syscalls, &pid_tgid);
+		return 0;
+	}
+	switch (s->nr) {
+	case NR_MMAP:
+		emit(pid_tgid, MP_RAW_ALLOC, FN_MMAP, ret, s->b, 0, s->caller);
+		break;
+	case NR_MUNMAP:
+		emit(pid_tgid, MP_RAW_FREE, FN_MUNMAP, s->a, s->b, 0, s->caller);
+		break;
+	case NR_MREMAP:
+		emit(pid_tgid, MP_RAW_REALLOC, FN_MREMAP, ret, s->c, s->a, s->caller);
+		break;
+	}
+	bpf_map_delete_elem(&syscalls, &pid_tgid);
+	return 0;
+}
+
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	if (!is_target(pid_tgid))
+		return 0;
+	return emit(pid_tgid, MP_RAW_EXEC, 0, 0, 0, 0, 0);
+}
+
+/* Exact RSS changes of the target's mm (autoload off unless enabled). */
+SEC("tp_btf/rss_stat")
+int BPF_PROG(mp_rss_stat, struct mm_struct *mm, int member)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 zero = 0, tid = 0;
+	__u64 *tmm, value;
+	long count;
+
+	tmm = bpf_map_lookup_elem(&target_mm, &zero);
+	if (!tmm)
+		return 0;
+	if (is_target(pid_tgid)) {
+		struct task_struct *cur = bpf_get_current_task_btf();
+
+		*tmm = (__u64)BPF_CORE_READ(cur, mm);
+		tid = (__u32)pid_tgid;
+	}
+	if (!*tmm || *tmm != (__u64)mm || member < 0 || member >= 4)
+		return 0;
+	/* What the tracepoint itself reports: the counter's approximate
+	 * (non-summed) value, clamped at zero, in bytes. */
+	count = BPF_CORE_READ(mm, rss_stat[member].count);
+	value = count > 0 ? (__u64)count * 4096 : 0;
+	return emit((pid_tgid & 0xffffffff00000000ULL) | tid, MP_RAW_RSS_STAT, member, 0, value, 0,
+		    0);
+}

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: MIT
+#include "procmaps.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static bool parse_hex(const char **p, const char *end, char stop, uint64_t *ret)
+{
+	uint64_t v = 0;
+	int n = 0;
+
+	while (*p < end && **p != stop) {
+		char c = **p;
+		int d;
+
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else if (c >= 'A' && c <= 'F')
+			d = c - 'A' + 10;
+		else
+			return false;
+		if (++n > 16)
+			return false;
+		v = v << 4 | (uint64_t)d;
+		(*p)++;
+	}
+	if (!n || *p >= end)
+		return false;
+	(*p)++; /* the separator */
+	*ret = v;
+	return true;
+}
+
+static bool parse_dec(const char **p, const char *end, uint64_t *ret)
+{
+	uint64_t v = 0;
+	int n = 0;
+
+	while (*p < end && **p >= '0' && **p <= '9') {
+		if (++n > 19)
+			return false;
+		v = v * 10 + (uint64_t)(**p - '0');
+		(*p)++;
+	}
+	*ret = v;
+	return n > 0;
+}
+
+/* "start-end perms offset major:minor inode   path" */
+static int parse_line(const char *p, const char *end, struct mp_mapping *m, const char **ret_path,
+		      size_t *ret_path_len)
+{
+	uint64_t maj, min;
+
+	if (!parse_hex(&p, end, '-', &m->start) || !parse_hex(&p, end, ' ', &m->end) ||
+	    m->end <= m->start)
+		return -EINVAL;
+	if (end - p < 5 || p[4] != ' ')
+		return -EINVAL;
+	m->perms = (p[0] == 'r' ? MP_MAP_R : 0) | (p[1] == 'w' ? MP_MAP_W : 0) |
+		   (p[2] == 'x' ? MP_MAP_X : 0) | (p[3] == 's' ? MP_MAP_SHARED : 0);
+	p += 5;
+	if (!parse_hex(&p, end, ' ', &m->offset) || !parse_hex(&p, end, ':', &maj) ||
+	    !parse_hex(&p, end, ' ', &min) || maj > UINT32_MAX || min > UINT32_MAX ||
+	    !parse_dec(&p, end, &m->inode))
+		return -EINVAL;
+	m->dev_major = (uint32_t)maj;
+	m->dev_minor = (uint32_t)min;
+	if (p < end && *p != ' ')
+		return -EINVAL;
+	while (p < end && *p == ' ')
+		p++;
+	*ret_path = p;
+	*ret_path_len = (size_t)(end - p);
+	return 0;
+}
+
+int mp_procmaps_parse(const char *buf, size_t len, struct mp_procmaps **ret)
+{
+	struct mp_procmaps *pm;
+	size_t lines = 0, sp = 0;
+	const char *p, *end = buf + len;
+	int r = -EINVAL;
+
+	if (len > MP_PROCMAPS_MAX_SIZE)
+		return -EFBIG;
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] == '\n')
+			lines++;
+	if (len && buf[len - 1] != '\n')
+		lines++;
+	pm = calloc(1, sizeof(*pm));
+	if (!pm)
+		return -ENOMEM;
+	/* Paths are shorter than their lines, so len + lines bounds them. */
+	pm->maps = calloc(lines ? lines : 1, sizeof(*pm->maps));
+	pm->strings = malloc(len + lines + 1);
+	if (!pm->maps || !pm->strings) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	for (p = buf; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *le = nl ? nl : end;
+		struct mp_mapping *m = &pm->maps[pm->n];
+		const char *path;
+		size_t plen;
+
+		if (le - p > MP_PROCMAPS_MAX_LINE || memchr(p, '\0', (size_t)(le - p)))
+			goto fail;
+		if (parse_line(p, le, m, &path, &plen) < 0)
+			goto fail;
+		if (pm->n && m->start < pm->maps[pm->n - 1].end)
+			goto fail;
+		memcpy(pm->strings + sp, path, plen);
+		pm->strings[sp + plen] = '\0';
+		m->path = (const char *)(uintptr_t)sp; /* fixed up below */
+		sp += plen + 1;
+		pm->n++;
+		p = nl ? nl + 1 : end;
+	}
+	for (size_t i = 0; i < pm->n; i++)
+		pm->maps[i].path = pm->strings + (uintptr_t)pm->maps[i].path;
+	*ret = pm;
+	return 0;
+fail:
+	mp_procmaps_free(pm);
+	return r;
+}
+
+int mp_procmaps_read(pid_t pid, struct mp_procmaps **ret)
+{
+	char path[64], *buf = NULL;
+	size_t len = 0, cap = 0;
+	int fd, r;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n;
+
+		if (cap - len < 65536) {
+			char *nb;
+
+			if (cap >= MP_PROCMAPS_MAX_SIZE) {
+				r = -EFBIG;
+				goto out;
+			}
+			cap = cap ? cap * 2 : 262144;
+			nb = realloc(buf, cap);
+			if (!nb) {
+				r = -ENOMEM;
+				goto out;
+			}
+			buf = nb;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			r = -errno;
+			goto out;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	r = mp_procmaps_parse(buf ? buf : "", len, ret);
+out:
+	free(buf);
+	close(fd);
+	return r;
+}
+
+void mp_procmaps_free(struct mp_procmaps *m)
+{
+	if (!m)
+		return;
+	free(m->maps);
+	free(m->strings);
+	free(m);
+}
+
+const struct mp_mapping *mp_procmaps_find(const struct mp_procmaps *m, uint64_t addr)
+{
+	size_t lo = 0, hi = m->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (addr < m->maps[mid].start)
+			hi = mid;
+		else if (addr >= m->maps[mid].end)
+			lo = mid + 1;
+		else
+			return &m->maps[mid];
+	}
+	return NULL;
+}

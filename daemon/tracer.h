@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * BPF allocator tracer for one process: resolves the allocator the target
+ * really uses, attaches uprobes/uretprobes and syscall tracepoints, and
+ * delivers raw events (bpf/memprof_events.h) in ring-buffer order. Pairing
+ * allocations with frees is live.h's job, not this module's.
+ */
+#ifndef MP_TRACER_H
+#define MP_TRACER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "memprof_events.h"
+
+#define MP_TRACER_MAX_EXTRA 32
+
+/* An extra allocator (--alloc) or free (--free) function. */
+struct mp_tracer_func {
+	char name[128];
+	char object[256]; /* "" = first definition in lookup order */
+	bool is_free;
+	uint32_t arg; /* 0-based index of the size (alloc) or pointer (free) */
+};
+
+struct mp_tracer_opts {
+	pid_t pid;
+	const struct mp_tracer_func *extra; /* enum mp_alloc_fn MP_FN_CUSTOM + i */
+	size_t n_extra;
+	bool naive_placement; /* probe every function at its entry */
+	bool rss_exact; /* also deliver MP_RAW_RSS_STAT */
+};
+
+/* One attached allocator function. */
+struct mp_probe_info {
+	uint32_t fn; /* enum mp_alloc_fn */
+	const char *name; /* symbol */
+	const char *path; /* object, as the target sees it */
+	uint64_t offset; /* file offset of the function */
+	uint64_t probe_delta; /* entry probe placed this many bytes later */
+	int alias_of; /* index of the probe with the same address, or -1 */
+};
+
+struct mp_tracer;
+
+/* Raw event callback; a negative return stops mp_tracer_consume() and is
+ * returned by it. */
+typedef int (*mp_raw_cb)(void *ctx, const struct mp_raw_event *ev);
+
+/*
+ * Resolve, load and attach. Errors: -ESRCH no such process, -EPERM/-EACCES
+ * not permitted, -ENOENT no allocator (malloc and free) found, -EINVAL bad
+ * options, others from libbpf.
+ */
+int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret);
+/* Detaches every probe and unloads every program. */
+void mp_tracer_free(struct mp_tracer *t);
+
+/* Readable when mp_tracer_consume() has something to do. */
+int mp_tracer_fd(const struct mp_tracer *t);
+
+/*
+ * Deliver every pending raw event, without blocking. After an exec of the
+ * target (MP_RAW_EXEC delivered), the probes are re-resolved and re-attached
+ * before returning. When the target has exited, the ring is drained a last
+ * time and MP_RAW_EXIT is delivered; later calls return -ESRCH. Returns the
+ * number of events delivered.
+ */
+int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx);
+
+/* Events lost to a full ring buffer since attach (all CPUs). */
+uint64_t mp_tracer_drops(const struct mp_tracer *t);
+bool mp_tracer_exited(const struct mp_tracer *t);
+
+/* The attached allocator functions, valid until the next consume/free. */
+size_t mp_tracer_probes(const struct mp_tracer *t, const struct mp_probe_info **ret_probes);
+
+/* Parse "SYMBOL[@OBJECT]:size=argN" (@is_free false) or
+ * "SYMBOL[@OBJECT]:ptr=argN" (true), N counted from 0. */
+int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *ret);
+
+const char *mp_alloc_fn_name(uint32_t fn);
+
+#endif /* MP_TRACER_H */

@@ -1,0 +1,675 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Integration tests: the real tracer (BPF, uprobes) against the scripted
+ * fixture. Events are filtered to those whose caller lies in the fixture
+ * executable (libc and ld.so allocate for themselves, e.g. thread TLS) and
+ * fed to a live table whose whole statistics and live set are compared.
+ */
+#include <bpf/bpf.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "live.h"
+#include "procmaps.h"
+#include "tracer.h"
+
+#define MAX_BLOCKS 64
+
+struct blk {
+	uint64_t addr, size;
+	uint32_t fn;
+};
+
+struct events {
+	struct mp_raw_event *ev;
+	size_t n, cap;
+};
+
+struct fixture {
+	pid_t pid; /* the child we forked */
+	pid_t tpid; /* the traced process (reported by the fixture) */
+	int to, from;
+	char buf[8192];
+	size_t len;
+};
+
+struct result {
+	struct mp_live_stats st;
+	struct blk live[MAX_BLOCKS], expected[MAX_BLOCKS];
+	size_t n_live, n_expected;
+	size_t n_exec, n_exit;
+	uint64_t drops;
+	struct mp_probe_info probes[MP_FN_BUILTIN_COUNT + 4];
+	char probe_paths[MP_FN_BUILTIN_COUNT + 4][PATH_MAX];
+	size_t n_probes;
+};
+
+static bool privileged(void)
+{
+	return geteuid() == 0;
+}
+
+static int collect(void *ctx, const struct mp_raw_event *ev)
+{
+	struct events *e = ctx;
+
+	if (e->n == e->cap) {
+		e->cap = e->cap ? e->cap * 2 : 4096;
+		e->ev = realloc(e->ev, e->cap * sizeof(*e->ev));
+		cr_assert(e->ev);
+	}
+	e->ev[e->n++] = *ev;
+	return 0;
+}
+
+static void fx_start(struct fixture *f, char *const argv[])
+{
+	int in[2], out[2];
+
+	cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+	f->pid = fork();
+	cr_assert_geq(f->pid, 0);
+	if (f->pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	f->to = in[1];
+	f->from = out[0];
+	f->len = 0;
+}
+
+/* Next line from the fixture (10 s timeout); NULL on EOF. */
+static char *fx_line(struct fixture *f, char *line, size_t size)
+{
+	for (;;) {
+		char *nl = memchr(f->buf, '\n', f->len);
+		struct pollfd p = { .fd = f->from, .events = POLLIN };
+		ssize_t n;
+
+		if (nl) {
+			size_t l = (size_t)(nl - f->buf);
+
+			cr_assert_lt(l, size);
+			memcpy(line, f->buf, l);
+			line[l] = '\0';
+			memmove(f->buf, nl + 1, f->len - l - 1);
+			f->len -= l + 1;
+			return line;
+		}
+		cr_assert_eq(poll(&p, 1, 10000), 1, "fixture timed out");
+		n = read(f->from, f->buf + f->len, sizeof(f->buf) - f->len);
+		cr_assert_geq(n, 0);
+		if (n == 0)
+			return NULL;
+		f->len += (size_t)n;
+	}
+}
+
+static void fx_expect_ready(struct fixture *f)
+{
+	char line[256];
+	int pid;
+
+	cr_assert(fx_line(f, line, sizeof(line)), "fixture died");
+	cr_assert_eq(sscanf(line, "ready %d", &pid), 1, "got '%s'", line);
+	f->tpid = pid;
+}
+
+static void fx_go(struct fixture *f)
+{
+	cr_assert_eq(write(f->to, "g", 1), 1);
+}
+
+static uint32_t fn_by_name(const char *name)
+{
+	if (!strncmp(name, "custom", 6))
+		return MP_FN_CUSTOM + (uint32_t)atoi(name + 6);
+	for (uint32_t fn = 0; fn < MP_FN_BUILTIN_COUNT; fn++)
+		if (!strcmp(mp_alloc_fn_name(fn), name))
+			return fn;
+	cr_assert_fail("unknown function %s", name);
+	return 0;
+}
+
+/* Reads "live ..." lines up to "done" into @r->expected. */
+static void fx_read_done(struct fixture *f, struct result *r)
+{
+	char line[256], name[64];
+
+	for (;;) {
+		unsigned long long addr, size;
+
+		cr_assert(fx_line(f, line, sizeof(line)), "fixture died");
+		if (!strcmp(line, "done"))
+			return;
+		cr_assert_eq(sscanf(line, "live %63s %llx %llu", name, &addr, &size), 3, "got '%s'",
+			     line);
+		cr_assert_lt(r->n_expected, MAX_BLOCKS);
+		r->expected[r->n_expected++] =
+			(struct blk){ .addr = addr, .size = size, .fn = fn_by_name(name) };
+	}
+}
+
+/* Executable mappings of the target's executable: [lo, hi) ranges. */
+struct exe_ranges {
+	uint64_t lo[16], hi[16];
+	size_t n;
+};
+
+static void exe_ranges(pid_t pid, struct exe_ranges *ret)
+{
+	struct mp_procmaps *pm;
+	char link[64], exe[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	cr_assert_gt(n, 0);
+	exe[n] = '\0';
+	cr_assert_eq(mp_procmaps_read(pid, &pm), 0);
+	ret->n = 0;
+	for (size_t i = 0; i < pm->n; i++) {
+		if (strcmp(pm->maps[i].path, exe) || !(pm->maps[i].perms & MP_MAP_X) ||
+		    ret->n == 16)
+			continue;
+		ret->lo[ret->n] = pm->maps[i].start;
+		ret->hi[ret->n++] = pm->maps[i].end;
+	}
+	mp_procmaps_free(pm);
+	cr_assert_gt(ret->n, 0, "no executable mapping of %s", exe);
+}
+
+static bool in_exe(const struct exe_ranges *x, uint64_t a)
+{
+	for (size_t i = 0; i < x->n; i++)
+		if (a >= x->lo[i] && a < x->hi[i])
+			return true;
+	return false;
+}
+
+static void pump(struct mp_tracer *t, struct events *ev, int timeout_ms)
+{
+	struct epoll_event ee;
+	int r;
+
+	epoll_wait(mp_tracer_fd(t), &ee, 1, timeout_ms);
+	r = mp_tracer_consume(t, collect, ev);
+	cr_assert_geq(r, 0, "consume: %s", strerror(-r));
+}
+
+static int live_collect(void *ctx, const struct mp_live_block *b)
+{
+	struct result *r = ctx;
+
+	cr_assert_lt(r->n_live, MAX_BLOCKS);
+	r->live[r->n_live++] = (struct blk){ .addr = b->addr, .size = b->size, .fn = b->fn };
+	return 0;
+}
+
+static int blk_cmp(const void *a, const void *b)
+{
+	const struct blk *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+static void apply_range(struct mp_live *l, const struct events *ev, size_t from, size_t to,
+			const struct exe_ranges *x, struct result *r)
+{
+	for (size_t i = from; i < to; i++) {
+		const struct mp_raw_event *e = &ev->ev[i];
+
+		if (e->type == MP_RAW_EXEC)
+			r->n_exec++;
+		if (e->type == MP_RAW_EXIT)
+			r->n_exit++;
+		if ((e->type == MP_RAW_ALLOC || e->type == MP_RAW_FREE ||
+		     e->type == MP_RAW_REALLOC) &&
+		    !in_exe(x, e->caller))
+			continue;
+		cr_assert_eq(mp_live_apply(l, e, NULL, NULL), 0);
+	}
+}
+
+/*
+ * Run the fixture (@argv) under the tracer: attach after "ready", go, wait
+ * for "done", let it exit, and fill @r from the events.
+ */
+static void run(char *const argv[], bool exec_mode, const struct mp_tracer_opts *base,
+		struct result *r)
+{
+	struct mp_tracer_opts o = base ? *base : (struct mp_tracer_opts){ 0 };
+	struct fixture f;
+	struct events ev = { 0 };
+	struct exe_ranges before, after;
+	struct mp_tracer *t;
+	struct mp_live *l;
+	const struct mp_probe_info *pi;
+	size_t exec_at = 0;
+	int status, rc;
+
+	memset(r, 0, sizeof(*r));
+	fx_start(&f, argv);
+	fx_expect_ready(&f);
+	exe_ranges(f.tpid, &before);
+	o.pid = f.tpid;
+	rc = mp_tracer_new(&o, &t);
+	cr_assert_eq(rc, 0, "mp_tracer_new: %s", strerror(-rc));
+	r->n_probes = mp_tracer_probes(t, &pi);
+	cr_assert_leq(r->n_probes, sizeof(r->probes) / sizeof(r->probes[0]));
+	for (size_t i = 0; i < r->n_probes; i++) {
+		r->probes[i] = pi[i];
+		snprintf(r->probe_paths[i], PATH_MAX, "%s", pi[i].path);
+		r->probes[i].path = r->probe_paths[i];
+		r->probes[i].name = mp_alloc_fn_name(pi[i].fn);
+	}
+	fx_go(&f);
+	if (exec_mode) {
+		/* The new image says ready; go only once the tracer has seen
+		 * the exec and re-attached. */
+		fx_expect_ready(&f);
+		for (int i = 0; i < 100; i++) {
+			pump(t, &ev, 100);
+			for (; exec_at < ev.n; exec_at++)
+				if (ev.ev[exec_at].type == MP_RAW_EXEC)
+					break;
+			if (exec_at < ev.n)
+				break;
+		}
+		cr_assert_lt(exec_at, ev.n, "no exec event");
+		fx_go(&f);
+	}
+	fx_read_done(&f, r);
+	exe_ranges(f.tpid, &after);
+	pump(t, &ev, 0);
+	fx_go(&f);
+	for (int i = 0; i < 200 && !mp_tracer_exited(t); i++)
+		pump(t, &ev, 100);
+	cr_assert(mp_tracer_exited(t), "no exit seen");
+	cr_assert_eq(mp_tracer_consume(t, collect, &ev), -ESRCH);
+	r->drops = mp_tracer_drops(t);
+	mp_tracer_free(t);
+	cr_assert_eq(waitpid(f.pid, &status, 0), f.pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fixture status %d", status);
+	close(f.to);
+	close(f.from);
+
+	cr_assert_eq(mp_live_new(&l), 0);
+	if (exec_mode)
+		apply_range(l, &ev, 0, exec_at, &before, r);
+	apply_range(l, &ev, exec_at, ev.n, exec_mode ? &after : &before, r);
+	mp_live_stats(l, &r->st);
+	mp_live_foreach(l, live_collect, r);
+	mp_live_free(l);
+	free(ev.ev);
+	qsort(r->live, r->n_live, sizeof(r->live[0]), blk_cmp);
+	qsort(r->expected, r->n_expected, sizeof(r->expected[0]), blk_cmp);
+}
+
+static void set_fn(struct mp_live_stats *s, uint32_t fn, uint64_t allocs, uint64_t alloc_bytes,
+		   uint64_t frees, uint64_t freed_bytes)
+{
+	s->fn[fn] = (struct mp_live_fn_stats){
+		.allocs = allocs,
+		.alloc_bytes = alloc_bytes,
+		.frees = frees,
+		.freed_bytes = freed_bytes,
+	};
+}
+
+/* What the "seq" script must produce. glibc's memalign is aligned_alloc
+ * (one address, reported under the first name). */
+static void expect_seq(struct mp_live_stats *s, bool jemalloc)
+{
+	memset(s, 0, sizeof(*s));
+	s->live_bytes = 10 + 1000 + 8192;
+	s->live_blocks = 3;
+	s->failed = 1; /* realloc(p3, huge) */
+	s->ignored = 1; /* munmap of the file mapping */
+	set_fn(s, MP_FN_MALLOC, 3, 100 + 30 + (1 << 20), 0, 0);
+	set_fn(s, MP_FN_CALLOC, 1, 200, 0, 0);
+	set_fn(s, MP_FN_REALLOC, 3, 50 + 5000 + 10, 3, 50 + 5000 + 30);
+	set_fn(s, MP_FN_REALLOCARRAY, 2, 80 + 160, 1, 80);
+	set_fn(s, MP_FN_POSIX_MEMALIGN, 1, 256, 0, 0);
+	if (jemalloc) {
+		set_fn(s, MP_FN_ALIGNED_ALLOC, 1, 512, 0, 0);
+		set_fn(s, MP_FN_MEMALIGN, 1, 1000, 0, 0);
+		set_fn(s, MP_FN_FREE, 0, 0, 7, 100 + 200 + 160 + 256 + 512 + 300 + (1 << 20));
+	} else {
+		set_fn(s, MP_FN_ALIGNED_ALLOC, 2, 512 + 1000, 0, 0);
+		set_fn(s, MP_FN_PVALLOC, 1, 400, 0, 0);
+		set_fn(s, MP_FN_FREE, 0, 0, 8, 100 + 200 + 160 + 256 + 512 + 300 + 400 + (1 << 20));
+	}
+	set_fn(s, MP_FN_VALLOC, 1, 300, 0, 0);
+	set_fn(s, MP_FN_MMAP, 1 + 1, 65536 + 8192, 0, 0);
+	set_fn(s, MP_FN_MREMAP, 1, 131072, 1, 65536);
+	set_fn(s, MP_FN_MUNMAP, 0, 0, 1, 131072);
+}
+
+static void print_stats(const char *what, const struct mp_live_stats *s)
+{
+	fprintf(stderr,
+		"%s: live_bytes=%llu live_blocks=%llu unknown=%llu failed=%llu "
+		"ignored=%llu exec_dropped=%llu\n",
+		what, (unsigned long long)s->live_bytes, (unsigned long long)s->live_blocks,
+		(unsigned long long)s->unknown_frees, (unsigned long long)s->failed,
+		(unsigned long long)s->ignored, (unsigned long long)s->exec_dropped);
+	for (uint32_t fn = 0; fn < MP_LIVE_FN_MAX; fn++) {
+		const struct mp_live_fn_stats *f = &s->fn[fn];
+
+		if (f->allocs || f->frees || f->unknown_frees)
+			fprintf(stderr,
+				"  %s: allocs=%llu bytes=%llu frees=%llu "
+				"freed=%llu unknown=%llu\n",
+				mp_alloc_fn_name(fn), (unsigned long long)f->allocs,
+				(unsigned long long)f->alloc_bytes, (unsigned long long)f->frees,
+				(unsigned long long)f->freed_bytes,
+				(unsigned long long)f->unknown_frees);
+	}
+}
+
+static void assert_result(const struct result *r, const struct mp_live_stats *want, size_t n_exec)
+{
+	if (memcmp(&r->st, want, sizeof(*want))) {
+		print_stats("got", &r->st);
+		print_stats("want", want);
+		cr_assert_fail("statistics differ");
+	}
+	cr_assert_eq(r->n_live, r->n_expected, "live %zu, expected %zu", r->n_live, r->n_expected);
+	cr_assert_arr_eq(r->live, r->expected, r->n_live * sizeof(r->live[0]), "live set differs");
+	cr_assert_eq(r->drops, 0);
+	cr_assert_eq(r->n_exec, n_exec);
+	cr_assert_eq(r->n_exit, 1);
+}
+
+/* glibc's memalign is aligned_alloc: one address, reported under the
+ * first name. */
+static void glibc_aliases(struct result *r)
+{
+	for (size_t i = 0; i < r->n_expected; i++)
+		if (r->expected[i].fn == MP_FN_MEMALIGN)
+			r->expected[i].fn = MP_FN_ALIGNED_ALLOC;
+}
+
+static const char *probe_path(const struct result *r, uint32_t fn)
+{
+	for (size_t i = 0; i < r->n_probes; i++)
+		if (r->probes[i].fn == fn)
+			return r->probes[i].path;
+	return "";
+}
+
+static void require_root(void)
+{
+	if (!privileged())
+		cr_skip_test("needs root (CAP_BPF, CAP_PERFMON) for uprobes");
+}
+
+Test(tracer, glibc_sequence_exact, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "seq", NULL };
+	struct mp_live_stats want;
+	struct result r;
+
+	require_root();
+	run(argv, false, NULL, &r);
+	glibc_aliases(&r);
+	expect_seq(&want, false);
+	assert_result(&r, &want, 0);
+	cr_assert(strstr(probe_path(&r, MP_FN_MALLOC), "/libc.so"));
+	cr_assert(strstr(probe_path(&r, MP_FN_FREE), "/libc.so"));
+}
+
+Test(tracer, jemalloc_link_order, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_JEMALLOC, "seq", NULL };
+	struct mp_live_stats want;
+	struct result r;
+
+	require_root();
+	run(argv, false, NULL, &r);
+	expect_seq(&want, true);
+	assert_result(&r, &want, 0);
+	/* The executable links jemalloc before libc: every function jemalloc
+	 * defines is probed there, the rest in libc. */
+	for (uint32_t fn = MP_FN_MALLOC; fn <= MP_FN_VALLOC; fn++) {
+		const char *p = probe_path(&r, fn);
+
+		if (fn == MP_FN_REALLOCARRAY || fn == MP_FN_PVALLOC)
+			cr_assert(strstr(p, "/libc.so"), "%s in %s", mp_alloc_fn_name(fn), p);
+		else
+			cr_assert(strstr(p, "/libjemalloc.so"), "%s in %s", mp_alloc_fn_name(fn),
+				  p);
+	}
+}
+
+Test(tracer, mount_namespace, .timeout = 60)
+{
+	char dir[] = "/tmp/mp-ns-XXXXXX", cmd[PATH_MAX * 3], path[PATH_MAX];
+	char *argv[] = { "unshare", "-m", "--propagation", "private", "sh", "-c", cmd, NULL };
+	struct mp_live_stats want;
+	struct result r;
+	struct stat sb;
+
+	require_root();
+	cr_assert(mkdtemp(dir));
+	/* The binary exists only on a tmpfs mounted inside the target's
+	 * mount namespace: reachable only through /proc/PID/root. */
+	snprintf(cmd, sizeof(cmd), "mount -t tmpfs none %s && cp %s %s/fx && exec %s/fx seq", dir,
+		 FIXTURE_GLIBC, dir, dir);
+	run(argv, false, NULL, &r);
+	snprintf(path, sizeof(path), "%s/fx", dir);
+	cr_assert_neq(stat(path, &sb), 0, "%s visible outside the namespace", path);
+	rmdir(dir);
+	glibc_aliases(&r);
+	expect_seq(&want, false);
+	assert_result(&r, &want, 0);
+	cr_assert(strstr(probe_path(&r, MP_FN_MALLOC), "/libc.so"));
+}
+
+Test(tracer, preexisting_allocations, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "pre", NULL };
+	struct mp_live_stats want = { 0 };
+	struct result r;
+
+	require_root();
+	run(argv, false, NULL, &r);
+	want.live_bytes = 5 * 200;
+	want.live_blocks = 5;
+	want.unknown_frees = 50;
+	set_fn(&want, MP_FN_MALLOC, 10, 10 * 200, 0, 0);
+	set_fn(&want, MP_FN_FREE, 0, 0, 5, 5 * 200);
+	want.fn[MP_FN_FREE].unknown_frees = 50;
+	assert_result(&r, &want, 0);
+}
+
+Test(tracer, eight_threads, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "threads", NULL };
+	struct mp_live_stats want = { 0 };
+	uint64_t bytes = 0, freed = 0, live = 0;
+	struct result r;
+
+	require_root();
+	run(argv, false, NULL, &r);
+	for (int i = 0; i < 8; i++) {
+		bytes += 1000 * (uint64_t)(64 + i) + 1000 + (uint64_t)i;
+		freed += 1000 * (uint64_t)(64 + i);
+		live += 1000 + (uint64_t)i;
+	}
+	want.live_bytes = live;
+	want.live_blocks = 8;
+	set_fn(&want, MP_FN_MALLOC, 8 * 1001, bytes, 0, 0);
+	set_fn(&want, MP_FN_FREE, 0, 0, 8 * 1000, freed);
+	assert_result(&r, &want, 0);
+}
+
+Test(tracer, exec_and_exit, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "exec", NULL };
+	struct mp_live_stats want;
+	struct result r;
+
+	require_root();
+	run(argv, true, NULL, &r);
+	glibc_aliases(&r);
+	/* The new image runs the whole script, traced after re-attach; the
+	 * block of the old image is forgotten at exec, not freed. */
+	expect_seq(&want, false);
+	want.fn[MP_FN_MALLOC].allocs++;
+	want.fn[MP_FN_MALLOC].alloc_bytes += 111;
+	want.exec_dropped = 1;
+	assert_result(&r, &want, 1);
+}
+
+static void bpf_ids(bool links, uint32_t *ids, size_t *n, size_t max)
+{
+	uint32_t id = 0;
+
+	*n = 0;
+	while ((links ? bpf_link_get_next_id(id, &id) : bpf_prog_get_next_id(id, &id)) == 0 &&
+	       *n < max)
+		ids[(*n)++] = id;
+}
+
+/* Programs named mp_* are ours; other tools may load programs meanwhile. */
+static bool is_our_prog(uint32_t id)
+{
+	struct bpf_prog_info info = { 0 };
+	uint32_t len = sizeof(info);
+	int fd = bpf_prog_get_fd_by_id(id);
+	bool ours;
+
+	if (fd < 0)
+		return false;
+	ours = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && !strncmp(info.name, "mp_", 3);
+	close(fd);
+	return ours;
+}
+
+static bool has_id(const uint32_t *ids, size_t n, uint32_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] == id)
+			return true;
+	return false;
+}
+
+Test(tracer, detach_leaves_nothing, .timeout = 60)
+{
+	static uint32_t before[2][4096], during[2][4096], after[2][4096];
+	size_t nb[2], nd[2], na[2];
+	char *argv[] = { FIXTURE_GLIBC, "seq", NULL };
+	struct mp_tracer_opts o = { 0 };
+	struct mp_tracer *t;
+	struct fixture f;
+	size_t ours = 0;
+	int status;
+
+	require_root();
+	fx_start(&f, argv);
+	fx_expect_ready(&f);
+	for (int k = 0; k < 2; k++)
+		bpf_ids(k, before[k], &nb[k], 4096);
+	o.pid = f.tpid;
+	o.rss_exact = true;
+	cr_assert_eq(mp_tracer_new(&o, &t), 0);
+	for (int k = 0; k < 2; k++)
+		bpf_ids(k, during[k], &nd[k], 4096);
+	mp_tracer_free(t);
+	/* The kernel frees programs after an RCU grace period and perf
+	 * events from a work queue: allow it a moment. */
+	for (int tries = 0; tries < 50; tries++) {
+		bool left = false;
+
+		for (int k = 0; k < 2; k++)
+			bpf_ids(k, after[k], &na[k], 4096);
+		for (int k = 0; k < 2; k++)
+			for (size_t i = 0; i < nd[k]; i++)
+				if (!has_id(before[k], nb[k], during[k][i]) &&
+				    has_id(after[k], na[k], during[k][i]))
+					left = true;
+		if (!left)
+			break;
+		usleep(100000);
+	}
+	/* Check only ours: ids that appeared while we were attached (and, for
+	 * programs, carry our names). */
+	for (int k = 0; k < 2; k++) {
+		for (size_t i = 0; i < nd[k]; i++) {
+			if (has_id(before[k], nb[k], during[k][i]) ||
+			    (k == 0 && !is_our_prog(during[k][i])))
+				continue;
+			ours++;
+			cr_assert(!has_id(after[k], na[k], during[k][i]), "%s %u left behind",
+				  k ? "link" : "prog", during[k][i]);
+		}
+	}
+	/* mp_entry, mp_return, mp_free, mp_caller_hint, sys_enter, sys_exit,
+	 * exec, rss_stat programs; the 4 tracepoint links (uprobe links are
+	 * perf events, not BPF links). */
+	cr_assert_geq(ours, 8 + 4);
+	kill(f.pid, SIGKILL);
+	waitpid(f.pid, &status, 0);
+	close(f.to);
+	close(f.from);
+}
+
+Test(tracer, custom_functions, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "custom", NULL };
+	struct mp_tracer_func fx[2];
+	struct mp_tracer_opts o = { .extra = fx, .n_extra = 2 };
+	struct mp_live_stats want = { 0 };
+	struct result r;
+
+	require_root();
+	cr_assert_eq(mp_tracer_parse_func("fx_alloc@tracer-fixture:size=arg1", false, &fx[0]), 0);
+	cr_assert_eq(mp_tracer_parse_func("fx_free:ptr=arg0", true, &fx[1]), 0);
+	run(argv, false, &o, &r);
+	/* The malloc and free inside them are not counted again. */
+	want.live_bytes = 77;
+	want.live_blocks = 1;
+	set_fn(&want, MP_FN_CUSTOM, 2, 123 + 77, 0, 0);
+	set_fn(&want, MP_FN_CUSTOM + 1, 0, 0, 1, 123);
+	assert_result(&r, &want, 0);
+	cr_assert(strstr(probe_path(&r, MP_FN_CUSTOM), "/tracer-fixture"));
+}
+
+Test(tracer, parse_func)
+{
+	struct mp_tracer_func f, want = { .arg = 2 };
+
+	strcpy(want.name, "xnn_allocate_memory");
+	strcpy(want.object, "libXNNPACK.so");
+	cr_assert_eq(mp_tracer_parse_func("xnn_allocate_memory@libXNNPACK.so:size=arg2", false, &f),
+		     0);
+	cr_assert_arr_eq(&f, &want, sizeof(f));
+	memset(&want, 0, sizeof(want));
+	strcpy(want.name, "xfree");
+	want.is_free = true;
+	cr_assert_eq(mp_tracer_parse_func("xfree:ptr=arg0", true, &f), 0);
+	cr_assert_arr_eq(&f, &want, sizeof(f));
+	cr_assert_eq(mp_tracer_parse_func("xfree:size=arg0", true, &f), -EINVAL);
+	cr_assert_eq(mp_tracer_parse_func("xfree:ptr=arg6", true, &f), -EINVAL);
+	cr_assert_eq(mp_tracer_parse_func("@lib:size=arg0", false, &f), -EINVAL);
+	cr_assert_eq(mp_tracer_parse_func("f@:size=arg0", false, &f), -EINVAL);
+	cr_assert_eq(mp_tracer_parse_func("f", false, &f), -EINVAL);
+}
