@@ -43,10 +43,10 @@ struct thread;
 
 /* One open kernel. */
 struct frame {
-	struct frame *up;          /* enclosing open kernel, same thread */
+	struct frame *up; /* enclosing open kernel, same thread */
 	struct frame *prev, *next; /* all open kernels, in begin order */
 	struct thread *thr;
-	uint32_t inv;  /* record index, or MP_NONE beyond the cap */
+	uint32_t inv; /* record index, or MP_NONE beyond the cap */
 	uint32_t name; /* = kernel aggregate index */
 	struct mp_invocation scratch; /* the record when inv == MP_NONE */
 	struct rss_cand rss_b;
@@ -86,7 +86,7 @@ struct mp_correlator {
 	bool started, finished, finishing, oom;
 	uint64_t live_bytes, live_count;
 
-	uint32_t names_cap, invs_cap, phases_cap, owners_cap, tags_cap;
+	uint32_t names_cap, invs_cap, phases_cap, owners_cap, tags_cap, rss_cap;
 	uint32_t *name_ht; /* id + 1, 0 empty */
 	uint32_t name_ht_cap;
 
@@ -205,8 +205,7 @@ int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlato
 	c->p = mp_profile_new();
 	c->owner_cache = calloc(OWNER_CACHE_SIZE, sizeof(*c->owner_cache));
 	c->pending = calloc(MAX_PENDING, sizeof(*c->pending));
-	c->p->rss = c->p ? calloc(c->opts.max_rss_points, sizeof(*c->p->rss)) : NULL;
-	if (!c->p || !c->owner_cache || !c->pending || !c->p->rss ||
+	if (!c->p || !c->owner_cache || !c->pending ||
 	    pool_add(&c->p->owners, &c->p->n_owners, &c->owners_cap, "(unknown)") < 0 ||
 	    pool_add(&c->p->tags, &c->p->n_tags, &c->tags_cap, "(untagged)") < 0) {
 		mp_correlator_free(c);
@@ -566,7 +565,8 @@ static void charge(struct mp_correlator *c, struct frame *f, uint64_t size, bool
 		r = inv_rec(c, f);
 		if (alloc) {
 			mem_alloc(&r->incl, size);
-			if (r->incl.bytes_added > 0 && (uint64_t)r->incl.bytes_added > r->peak_added)
+			if (r->incl.bytes_added > 0 &&
+			    (uint64_t)r->incl.bytes_added > r->peak_added)
 				r->peak_added = r->incl.bytes_added;
 		} else {
 			mem_free(&r->incl, size);
@@ -747,6 +747,11 @@ int mp_correlator_on_rss(struct mp_correlator *c, const struct mp_rss_sample *s)
 				p->rss[i] = p->rss[2 * i];
 			p->n_rss /= 2;
 			p->rss_stride *= 2;
+		}
+		if (p->rss_samples % p->rss_stride == 0 &&
+		    grow((void **)&p->rss, &c->rss_cap, p->n_rss + 1, sizeof(*p->rss)) < 0) {
+			c->oom = true;
+			return -ENOMEM;
 		}
 		if (p->rss_samples % p->rss_stride == 0)
 			p->rss[p->n_rss++] = (struct mp_rss_point){
@@ -1082,13 +1087,14 @@ static int phase(struct mp_correlator *c, const struct mp_record *rec)
 			p->dropped_markers++;
 			return 0;
 		}
-		if (grow((void **)&p->phases, &c->phases_cap, p->n_phases + 1, sizeof(*p->phases)) < 0)
+		if (grow((void **)&p->phases, &c->phases_cap, p->n_phases + 1, sizeof(*p->phases)) <
+		    0)
 			return -ENOMEM;
 		d = strndup(name, MAX_NAME_LEN);
 		if (!d)
 			return -ENOMEM;
-		p->phases[i] = (struct mp_phase){ .name = d, .first_ns = rec->ts_ns,
-						  .rss_peak = 0 };
+		p->phases[i] =
+			(struct mp_phase){ .name = d, .first_ns = rec->ts_ns, .rss_peak = 0 };
 		p->n_phases++;
 	}
 	phase_leave(c, rec->ts_ns);

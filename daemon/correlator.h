@@ -31,7 +31,7 @@ struct mp_correlator_opts {
 	mp_resolve_owner_fn resolve_owner; /* NULL: every owner unknown */
 	void *resolve_ctx;
 	uint32_t max_invocations; /* per-invocation records kept; 0: 65536 */
-	uint32_t max_rss_points;  /* RSS timeline length; 0: 4096 */
+	uint32_t max_rss_points; /* RSS timeline length; 0: 4096 */
 };
 
 struct mp_correlator;

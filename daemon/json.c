@@ -94,7 +94,7 @@ void mp_json_write_string(FILE *f, const char *str)
 
 static void indent(struct mp_json *j)
 {
-	if (!j->pretty)
+	if (!j->pretty || (j->flat_from && j->depth >= j->flat_from))
 		return;
 	fputc('\n', j->f);
 	for (unsigned i = 0; i < j->depth; i++)
@@ -104,7 +104,7 @@ static void indent(struct mp_json *j)
 static void value_prefix(struct mp_json *j, const char *key)
 {
 	if (!j->first[j->depth])
-		fputc(',', j->f);
+		fputs(j->pretty && j->flat_from && j->depth >= j->flat_from ? ", " : ",", j->f);
 	j->first[j->depth] = false;
 	if (j->depth > 0)
 		indent(j);
@@ -128,16 +128,19 @@ static void open_(struct mp_json *j, const char *key, char ch)
 
 static void close_(struct mp_json *j, char ch)
 {
-	bool empty;
+	bool empty, flat;
 
 	if (j->depth == 0) {
 		j->err = -EINVAL;
 		return;
 	}
 	empty = j->first[j->depth];
+	flat = j->flat_from && j->depth >= j->flat_from;
 	j->depth--;
-	if (!empty)
+	if (!empty && !flat)
 		indent(j);
+	if (j->flat_from > j->depth)
+		j->flat_from = 0;
 	fputc(ch, j->f);
 }
 
@@ -154,6 +157,13 @@ void mp_json_object_end(struct mp_json *j)
 void mp_json_array_begin(struct mp_json *j, const char *key)
 {
 	open_(j, key, '[');
+}
+
+void mp_json_array_begin_flat(struct mp_json *j, const char *key)
+{
+	open_(j, key, '[');
+	if (!j->flat_from)
+		j->flat_from = j->depth;
 }
 
 void mp_json_array_end(struct mp_json *j)

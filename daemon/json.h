@@ -19,6 +19,7 @@ struct mp_json {
 	bool pretty;
 	unsigned depth;
 	bool first[MP_JSON_MAX_DEPTH];
+	unsigned flat_from; /* pretty: no line breaks at this depth and deeper; 0 none */
 	int err;
 };
 
@@ -28,6 +29,8 @@ void mp_json_object_begin(struct mp_json *j, const char *key);
 void mp_json_object_end(struct mp_json *j);
 void mp_json_array_begin(struct mp_json *j, const char *key);
 void mp_json_array_end(struct mp_json *j);
+/* An array written on one line even when pretty (shapes, short lists). */
+void mp_json_array_begin_flat(struct mp_json *j, const char *key);
 void mp_json_str(struct mp_json *j, const char *key, const char *v); /* NULL: null */
 void mp_json_u64(struct mp_json *j, const char *key, uint64_t v);
 void mp_json_i64(struct mp_json *j, const char *key, int64_t v);

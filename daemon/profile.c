@@ -71,8 +71,8 @@ static int dup_opt(const char *s, char **ret)
 	return 0;
 }
 
-int mp_profile_set_process(struct mp_profile *p, int32_t pid, const char *exe,
-			   const char *build_id, const char *cmdline)
+int mp_profile_set_process(struct mp_profile *p, int32_t pid, const char *exe, const char *build_id,
+			   const char *cmdline)
 {
 	int r;
 

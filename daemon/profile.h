@@ -28,7 +28,7 @@
 
 /* mp_invocation.flags */
 #define MP_INV_F_OPEN_AT_ATTACH 0x1u /* begun before the daemon attached */
-#define MP_INV_F_TRUNCATED 0x2u      /* never ended: closed at profile end */
+#define MP_INV_F_TRUNCATED 0x2u /* never ended: closed at profile end */
 
 enum mp_clock {
 	MP_CLOCK_MONOTONIC = 1,
@@ -41,7 +41,7 @@ struct mp_shape {
 
 /* Heap traffic charged to something during some interval. */
 struct mp_mem_stats {
-	int64_t bytes_added;   /* net change of live bytes */
+	int64_t bytes_added; /* net change of live bytes */
 	int64_t tensors_added; /* net change of live blocks */
 	uint64_t alloc_bytes;
 	uint64_t alloc_count;
@@ -60,17 +60,17 @@ struct mp_bucket {
 };
 
 struct mp_invocation {
-	uint32_t name;   /* index into mp_profile.names */
-	uint32_t tid;    /* thread that ran the kernel */
+	uint32_t name; /* index into mp_profile.names */
+	uint32_t tid; /* thread that ran the kernel */
 	uint32_t parent; /* enclosing invocation on the same thread, or MP_NONE */
-	uint32_t depth;  /* 0 for a top-level kernel */
-	uint32_t phase;  /* phase current at begin, or MP_NONE */
-	uint32_t flags;  /* MP_INV_F_* */
+	uint32_t depth; /* 0 for a top-level kernel */
+	uint32_t phase; /* phase current at begin, or MP_NONE */
+	uint32_t flags; /* MP_INV_F_* */
 	uint64_t begin_ns;
 	uint64_t end_ns;
 	struct mp_mem_stats incl; /* this kernel and the kernels it encloses */
 	struct mp_mem_stats excl; /* this kernel alone */
-	uint64_t total_bytes_snapshot;   /* process live bytes at end */
+	uint64_t total_bytes_snapshot; /* process live bytes at end */
 	uint64_t total_tensors_snapshot; /* process live blocks at end */
 	uint64_t peak_bytes; /* process live bytes peak during the invocation */
 	uint64_t peak_added; /* highest incl.bytes_added reached (>= 0) */
@@ -107,10 +107,10 @@ struct mp_kernel {
 	uint64_t retained_bytes, retained_count;
 	uint64_t cross_thread_allocs, cross_thread_bytes;
 	int64_t rss_delta_sum; /* sum of rss_end - rss_begin over rss_calls */
-	uint64_t rss_calls;    /* calls with both RSS readings */
+	uint64_t rss_calls; /* calls with both RSS readings */
 	int64_t rss_exact_incl, rss_exact_excl;
 	uint64_t open_at_attach; /* calls flagged MP_INV_F_OPEN_AT_ATTACH */
-	uint64_t truncated;      /* calls flagged MP_INV_F_TRUNCATED */
+	uint64_t truncated; /* calls flagged MP_INV_F_TRUNCATED */
 	uint32_t n_owners, n_tags;
 	struct mp_bucket *owners, *tags;
 };
@@ -118,12 +118,12 @@ struct mp_kernel {
 /* A process-wide phase; re-entering a phase accumulates into one entry. */
 struct mp_phase {
 	char *name;
-	uint64_t first_ns;    /* first time the phase was entered */
+	uint64_t first_ns; /* first time the phase was entered */
 	uint64_t duration_ns; /* total time spent in it */
 	uint64_t entries;
 	struct mp_mem_stats mem; /* all heap traffic while it was current */
-	uint64_t peak_bytes;     /* process live bytes peak while current */
-	uint64_t rss_peak;       /* max VmRSS sampled while current */
+	uint64_t peak_bytes; /* process live bytes peak while current */
+	uint64_t rss_peak; /* max VmRSS sampled while current */
 };
 
 /* An owner (object file of the allocation's caller) or a tag. */
@@ -131,7 +131,7 @@ struct mp_pool {
 	char *name;
 	struct mp_mem_stats mem;
 	uint64_t live_bytes, live_count; /* at profile end */
-	uint64_t peak_bytes;             /* peak of live_bytes */
+	uint64_t peak_bytes; /* peak of live_bytes */
 };
 
 struct mp_rss_point {
@@ -152,16 +152,16 @@ struct mp_profile {
 
 	/* Whole window. */
 	struct mp_mem_stats mem; /* bytes_added = newBytes, tensors_added = newTensors */
-	uint64_t peak_bytes;     /* peakBytes */
+	uint64_t peak_bytes; /* peakBytes */
 	uint64_t peak_tensors;
 	uint64_t unknown_frees; /* frees of blocks allocated before attach */
 	uint64_t unmatched_ends, unmatched_tag_ends, orphan_shapes;
-	uint64_t drops_ring, drops_bpf;    /* filled in by the daemon */
-	uint64_t invocations_dropped;      /* beyond the record cap */
-	uint64_t dropped_markers;          /* beyond stack/name/shape caps */
-	uint64_t accounting_errors;        /* inconsistent frees, clamped */
+	uint64_t drops_ring, drops_bpf; /* filled in by the daemon */
+	uint64_t invocations_dropped; /* beyond the record cap */
+	uint64_t dropped_markers; /* beyond stack/name/shape caps */
+	uint64_t accounting_errors; /* inconsistent frees, clamped */
 	bool truncated;
-	int64_t rss_exact_unattributed;    /* rss_stat changes not charged */
+	int64_t rss_exact_unattributed; /* rss_stat changes not charged */
 
 	uint32_t n_names;
 	char **names; /* kernel names */
@@ -178,17 +178,17 @@ struct mp_profile {
 
 	uint32_t n_rss;
 	struct mp_rss_point *rss; /* bounded timeline */
-	uint32_t rss_stride;      /* one point kept every rss_stride samples */
-	uint64_t rss_samples;     /* samples seen */
-	uint64_t rss_peak;        /* max VmRSS sampled */
-	uint64_t vm_hwm;          /* last VmHWM sampled, MP_UNKNOWN if none */
+	uint32_t rss_stride; /* one point kept every rss_stride samples */
+	uint64_t rss_samples; /* samples seen */
+	uint64_t rss_peak; /* max VmRSS sampled */
+	uint64_t vm_hwm; /* last VmHWM sampled, MP_UNKNOWN if none */
 };
 
 struct mp_profile *mp_profile_new(void);
 void mp_profile_free(struct mp_profile *p);
 /* Sets the process fields (copies the strings, NULL allowed). */
-int mp_profile_set_process(struct mp_profile *p, int32_t pid, const char *exe,
-			   const char *build_id, const char *cmdline);
+int mp_profile_set_process(struct mp_profile *p, int32_t pid, const char *exe, const char *build_id,
+			   const char *cmdline);
 
 /* Finds the kernel aggregate / phase / tag / owner by name; NULL if none. */
 const struct mp_kernel *mp_profile_kernel(const struct mp_profile *p, const char *name);

@@ -41,7 +41,7 @@ static const char *pool_name(const struct mp_pool *v, uint32_t n, uint32_t id)
 
 static void json_shapes(struct mp_json *j, const char *key, const struct mp_shape *s, uint32_t n)
 {
-	mp_json_array_begin(j, key);
+	mp_json_array_begin_flat(j, key);
 	for (uint32_t i = 0; i < n; i++) {
 		mp_json_array_begin(j, NULL);
 		for (uint32_t d = 0; d < s[i].rank && d < MP_MAX_RANK; d++)
@@ -342,8 +342,8 @@ static int write_table(const struct mp_profile *p, FILE *f)
 	fprintf(f, "\nwindow: %.3f s%s\n", win / 1e9, p->truncated ? " (truncated)" : "");
 	fprintf(f,
 		"heap: new %" PRId64 " B in %" PRId64 " blocks, peak %" PRIu64
-		" B, allocated %" PRIu64 " B in %" PRIu64 " blocks, freed %" PRIu64
-		" B in %" PRIu64 " blocks, unknown frees %" PRIu64 "\n",
+		" B, allocated %" PRIu64 " B in %" PRIu64 " blocks, freed %" PRIu64 " B in %" PRIu64
+		" blocks, unknown frees %" PRIu64 "\n",
 		p->mem.bytes_added, p->mem.tensors_added, p->peak_bytes, p->mem.alloc_bytes,
 		p->mem.alloc_count, p->mem.free_bytes, p->mem.free_count, p->unknown_frees);
 	if (p->rss_samples)

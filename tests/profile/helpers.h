@@ -101,7 +101,8 @@ static UNUSED void shape(struct stream *s, uint32_t tid, bool input, uint32_t ra
 	cr_assert_eq(mp_correlator_on_record(s->c, &r), 0);
 }
 
-static UNUSED struct block alloc_from(struct stream *s, uint32_t tid, uint64_t size, uint64_t caller)
+static UNUSED struct block alloc_from(struct stream *s, uint32_t tid, uint64_t size,
+				      uint64_t caller)
 {
 	struct mp_heap_event ev = {
 		.kind = MP_HEAP_ALLOC,
@@ -168,7 +169,8 @@ static UNUSED struct mp_profile *finish(struct stream *s)
 }
 
 /* Renders @p and returns the text (caller frees). */
-static UNUSED char *render(const struct mp_profile *p, enum mp_report_format fmt, const char *region)
+static UNUSED char *render(const struct mp_profile *p, enum mp_report_format fmt,
+			   const char *region)
 {
 	char *buf = NULL;
 	size_t len = 0;
@@ -182,7 +184,7 @@ static UNUSED char *render(const struct mp_profile *p, enum mp_report_format fmt
 
 /* ---- deep comparison of model objects ---- */
 
-#define EQ(path, field, got, want)                                                          \
+#define EQ(path, field, got, want)                                                            \
 	cr_expect_eq((got)->field, (want)->field, "%s.%s: got %lld, want %lld", path, #field, \
 		     (long long)(got)->field, (long long)(want)->field)
 
@@ -321,7 +323,8 @@ static UNUSED void expect_phase_eq(const char *path, const struct mp_phase *g,
 	EQ(path, rss_peak, g, w);
 }
 
-static UNUSED void expect_pool_eq(const char *path, const struct mp_pool *g, const struct mp_pool *w)
+static UNUSED void expect_pool_eq(const char *path, const struct mp_pool *g,
+				  const struct mp_pool *w)
 {
 	char sub[256];
 
@@ -346,15 +349,15 @@ static UNUSED void expect_rss_point_eq(const char *path, const struct mp_rss_poi
 	EQ(path, pss, g, w);
 }
 
-#define EXPECT_ARRAY(path, got, ngot, want, nwant, fn)                                    \
-	do {                                                                             \
-		char sub_[256];                                                          \
-		cr_expect_eq((ngot), (nwant), "%s: %u entries, want %u", path,          \
-			     (unsigned)(ngot), (unsigned)(nwant));                       \
-		for (uint32_t i_ = 0; i_ < (ngot) && i_ < (nwant); i_++) {               \
-			snprintf(sub_, sizeof(sub_), "%s[%u]", path, i_);                \
-			fn(sub_, &(got)[i_], &(want)[i_]);                               \
-		}                                                                        \
+#define EXPECT_ARRAY(path, got, ngot, want, nwant, fn)                                           \
+	do {                                                                                     \
+		char sub_[256];                                                                  \
+		cr_expect_eq((ngot), (nwant), "%s: %u entries, want %u", path, (unsigned)(ngot), \
+			     (unsigned)(nwant));                                                 \
+		for (uint32_t i_ = 0; i_ < (ngot) && i_ < (nwant); i_++) {                       \
+			snprintf(sub_, sizeof(sub_), "%s[%u]", path, i_);                        \
+			fn(sub_, &(got)[i_], &(want)[i_]);                                       \
+		}                                                                                \
 	} while (0)
 
 /* Every field of the whole profile. */
@@ -406,14 +409,21 @@ static UNUSED void expect_profile_eq(const struct mp_profile *g, const struct mp
 	EQ(path, vm_hwm, g, w);
 }
 
-#define SHAPE(...)                                                                       \
-	{                                                                                \
-		.rank = sizeof((int64_t[]){ __VA_ARGS__ }) / sizeof(int64_t),          \
-		.dims = { __VA_ARGS__ }                                                  \
+#define SHAPE(...)                                                                      \
+	{                                                                               \
+		.rank = sizeof((int64_t[]){ __VA_ARGS__ }) / sizeof(int64_t), .dims = { \
+			__VA_ARGS__                                                     \
+		}                                                                       \
 	}
 
 /* The pools a correlator starts with. */
-#define POOL_UNKNOWN_EMPTY { .name = "(unknown)" }
-#define POOL_UNTAGGED_EMPTY { .name = "(untagged)" }
+#define POOL_UNKNOWN_EMPTY          \
+	{                           \
+		.name = "(unknown)" \
+	}
+#define POOL_UNTAGGED_EMPTY          \
+	{                            \
+		.name = "(untagged)" \
+	}
 
 #endif /* MP_TEST_PROFILE_HELPERS_H */
