@@ -1,0 +1,1225 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "correlator.h"
+
+/* Bounds: the marker stream comes from the profiled process and is hostile;
+ * none of these may let it grow the daemon without limit. */
+#define MAX_DEPTH 256
+#define MAX_TAG_DEPTH 64
+#define MAX_THREADS 16384
+#define MAX_NAMES 65535 /* 16 bits in the block value, 0 = none */
+#define MAX_NAME_LEN 256
+#define MAX_SHAPES 64
+#define MAX_PHASES 256
+#define MAX_POOLS 4095 /* owners and tags: 12 bits in the block value */
+#define MAX_INVOCATIONS ((1u << 21) - 2)
+#define DEFAULT_INVOCATIONS 65536
+#define DEFAULT_RSS_POINTS 4096
+#define OWNER_CACHE_SIZE 16384 /* power of two */
+#define MAX_PENDING 4096
+
+/* The value stored with each live block (mp_heap_cb): where the allocation
+ * was charged, so its free is charged to the same owner, tag and
+ * allocating kernel without a second address table. */
+#define U_OWNER_SHIFT 0
+#define U_TAG_SHIFT 12
+#define U_NAME_SHIFT 24
+#define U_INV_SHIFT 40
+#define U_POOL_MASK 0xfffu
+#define U_NAME_MASK 0xffffu
+#define U_INV_MASK 0x1fffffu
+
+struct rss_cand {
+	uint64_t ts;
+	uint64_t val; /* MP_UNKNOWN: no sample yet */
+};
+
+struct thread;
+
+/* One open kernel. */
+struct frame {
+	struct frame *up; /* enclosing open kernel, same thread */
+	struct frame *prev, *next; /* all open kernels, in begin order */
+	struct thread *thr;
+	uint32_t inv; /* record index, or MP_NONE beyond the cap */
+	uint32_t name; /* = kernel aggregate index */
+	struct mp_invocation scratch; /* the record when inv == MP_NONE */
+	struct rss_cand rss_b;
+	bool rss_b_pending;
+};
+
+struct thread {
+	uint32_t tid;
+	uint32_t depth;
+	uint32_t overflow; /* begins beyond MAX_DEPTH not ended yet */
+	struct frame *top;
+	uint32_t ntags, tag_overflow;
+	uint16_t tags[MAX_TAG_DEPTH];
+};
+
+/* An ended kernel whose RSS readings may still be improved by the next
+ * sample (the nearest sample can come after the event). */
+struct pending {
+	uint32_t inv, name;
+	uint64_t begin_ns, end_ns;
+	struct rss_cand b, e;
+	bool b_pending;
+};
+
+struct owner_rule {
+	char *glob, *name;
+};
+
+struct owner_slot {
+	uint64_t caller; /* 0: empty */
+	uint32_t owner;
+};
+
+struct mp_correlator {
+	struct mp_correlator_opts opts;
+	struct mp_profile *p;
+	bool started, finished, finishing, oom;
+	uint64_t live_bytes, live_count;
+
+	uint32_t names_cap, invs_cap, phases_cap, owners_cap, tags_cap, rss_cap;
+	uint32_t *name_ht; /* id + 1, 0 empty */
+	uint32_t name_ht_cap;
+
+	struct thread **thr_ht;
+	uint32_t thr_ht_cap, n_threads;
+	struct thread *last_thr;
+
+	struct frame *open_head, *open_tail, *free_frames;
+
+	uint32_t cur_phase;
+	uint64_t phase_entered;
+
+	struct owner_rule *rules;
+	uint32_t n_rules;
+	struct owner_slot *owner_cache;
+	uint32_t owner_cache_used;
+
+	struct rss_cand last_rss;
+	struct pending *pending;
+	uint32_t n_pending;
+
+	int64_t rss_member[MP_RSS_MEMBER_COUNT];
+	bool rss_member_known[MP_RSS_MEMBER_COUNT];
+};
+
+static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elsz)
+{
+	uint32_t ncap;
+	void *n;
+
+	if (need <= *cap)
+		return 0;
+	ncap = *cap ? *cap : 8;
+	while (ncap < need)
+		ncap *= 2;
+	n = reallocarray(*arr, ncap, elsz);
+	if (!n)
+		return -ENOMEM;
+	memset((char *)n + (size_t)*cap * elsz, 0, (size_t)(ncap - *cap) * elsz);
+	*arr = n;
+	*cap = ncap;
+	return 0;
+}
+
+/* Small arrays whose capacity is implied by their length (powers of two):
+ * the model keeps only the length. */
+static int grow_implicit(void **arr, uint32_t n, size_t elsz)
+{
+	void *a;
+
+	if (n >= 2 && (n & (n - 1)) != 0)
+		return 0;
+	if (n == 1)
+		return 0; /* capacity 2 was allocated at n == 0 */
+	a = reallocarray(*arr, n ? (size_t)n * 2 : 2, elsz);
+	if (!a)
+		return -ENOMEM;
+	*arr = a;
+	return 0;
+}
+
+static uint32_t hash_str(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+static uint32_t hash_u64(uint64_t v)
+{
+	v ^= v >> 33;
+	v *= 0xff51afd7ed558ccdull;
+	v ^= v >> 33;
+	return (uint32_t)v;
+}
+
+static struct mp_invocation *inv_rec(struct mp_correlator *c, struct frame *f)
+{
+	return f->inv != MP_NONE ? &c->p->invocations[f->inv] : &f->scratch;
+}
+
+static int pool_add(struct mp_pool **v, uint32_t *n, uint32_t *cap, const char *name)
+{
+	char *d;
+
+	if (grow((void **)v, cap, *n + 1, sizeof(**v)) < 0)
+		return -ENOMEM;
+	d = strndup(name, MAX_NAME_LEN);
+	if (!d)
+		return -ENOMEM;
+	(*v)[*n] = (struct mp_pool){ .name = d };
+	return (*n)++;
+}
+
+int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlator **ret)
+{
+	struct mp_correlator *c;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	if (opts)
+		c->opts = *opts;
+	if (!c->opts.max_invocations)
+		c->opts.max_invocations = DEFAULT_INVOCATIONS;
+	if (c->opts.max_invocations > MAX_INVOCATIONS)
+		c->opts.max_invocations = MAX_INVOCATIONS;
+	if (!c->opts.max_rss_points)
+		c->opts.max_rss_points = DEFAULT_RSS_POINTS;
+	if (c->opts.max_rss_points < 2)
+		c->opts.max_rss_points = 2;
+	c->cur_phase = MP_NONE;
+	c->last_rss.val = MP_UNKNOWN;
+	c->p = mp_profile_new();
+	c->owner_cache = calloc(OWNER_CACHE_SIZE, sizeof(*c->owner_cache));
+	c->pending = calloc(MAX_PENDING, sizeof(*c->pending));
+	if (!c->p || !c->owner_cache || !c->pending ||
+	    pool_add(&c->p->owners, &c->p->n_owners, &c->owners_cap, "(unknown)") < 0 ||
+	    pool_add(&c->p->tags, &c->p->n_tags, &c->tags_cap, "(untagged)") < 0) {
+		mp_correlator_free(c);
+		return -ENOMEM;
+	}
+	*ret = c;
+	return 0;
+}
+
+static void frames_free(struct frame *f, bool scratch)
+{
+	while (f) {
+		struct frame *n = f->next;
+
+		if (scratch && f->inv == MP_NONE) {
+			free(f->scratch.inputs);
+			free(f->scratch.outputs);
+			free(f->scratch.owners);
+			free(f->scratch.tags);
+		}
+		free(f);
+		f = n;
+	}
+}
+
+void mp_correlator_free(struct mp_correlator *c)
+{
+	if (!c)
+		return;
+	mp_profile_free(c->p);
+	free(c->name_ht);
+	for (uint32_t i = 0; i < c->thr_ht_cap; i++)
+		free(c->thr_ht[i]);
+	free(c->thr_ht);
+	frames_free(c->open_head, true);
+	frames_free(c->free_frames, false);
+	for (uint32_t i = 0; i < c->n_rules; i++) {
+		free(c->rules[i].glob);
+		free(c->rules[i].name);
+	}
+	free(c->rules);
+	free(c->owner_cache);
+	free(c->pending);
+	free(c);
+}
+
+int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
+{
+	const char *eq = spec ? strchr(spec, '=') : NULL;
+	struct owner_rule *r;
+
+	if (!eq || eq == spec || !eq[1])
+		return -EINVAL;
+	r = reallocarray(c->rules, c->n_rules + 1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	c->rules = r;
+	r = &c->rules[c->n_rules];
+	r->glob = strndup(spec, eq - spec);
+	r->name = strdup(eq + 1);
+	if (!r->glob || !r->name) {
+		free(r->glob);
+		free(r->name);
+		return -ENOMEM;
+	}
+	c->n_rules++;
+	/* Owners already cached were named without this rule. */
+	memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
+	c->owner_cache_used = 0;
+	return 0;
+}
+
+static void start(struct mp_correlator *c, uint64_t ts)
+{
+	if (c->started)
+		return;
+	c->started = true;
+	c->p->begin_ns = c->opts.begin_ns ? c->opts.begin_ns : ts;
+}
+
+/* ---- names (one kernel aggregate per name, same index) ---- */
+
+static int name_ht_insert(struct mp_correlator *c, uint32_t id)
+{
+	uint32_t mask = c->name_ht_cap - 1;
+	uint32_t i = hash_str(c->p->names[id]) & mask;
+
+	while (c->name_ht[i])
+		i = (i + 1) & mask;
+	c->name_ht[i] = id + 1;
+	return 0;
+}
+
+static int name_intern(struct mp_correlator *c, const char *name, uint32_t *ret)
+{
+	struct mp_profile *p = c->p;
+	char buf[MAX_NAME_LEN + 1];
+	uint32_t mask, i, id;
+
+	snprintf(buf, sizeof(buf), "%s", name);
+	if (c->name_ht_cap) {
+		mask = c->name_ht_cap - 1;
+		for (i = hash_str(buf) & mask; c->name_ht[i]; i = (i + 1) & mask) {
+			if (strcmp(p->names[c->name_ht[i] - 1], buf) == 0) {
+				*ret = c->name_ht[i] - 1;
+				return 0;
+			}
+		}
+	}
+	/* The last slot is kept for "(other)". */
+	if (p->n_names >= MAX_NAMES || (p->n_names >= MAX_NAMES - 1 && strcmp(buf, "(other)") != 0))
+		return -E2BIG;
+	if ((p->n_names + 1) * 2 > c->name_ht_cap) {
+		uint32_t ncap = c->name_ht_cap ? c->name_ht_cap * 2 : 64;
+		uint32_t *ht = calloc(ncap, sizeof(*ht));
+
+		if (!ht)
+			return -ENOMEM;
+		free(c->name_ht);
+		c->name_ht = ht;
+		c->name_ht_cap = ncap;
+		for (id = 0; id < p->n_names; id++)
+			name_ht_insert(c, id);
+	}
+	if (grow((void **)&p->names, &c->names_cap, p->n_names + 1, sizeof(*p->names)) < 0)
+		return -ENOMEM;
+	/* Kernel aggregates share the capacity of names. */
+	if (c->names_cap > p->n_kernels) {
+		struct mp_kernel *k = reallocarray(p->kernels, c->names_cap, sizeof(*k));
+
+		if (!k)
+			return -ENOMEM;
+		p->kernels = k;
+	}
+	id = p->n_names;
+	p->names[id] = strdup(buf);
+	if (!p->names[id])
+		return -ENOMEM;
+	p->kernels[id] = (struct mp_kernel){ .name = id, .min_ns = UINT64_MAX };
+	p->n_names++;
+	p->n_kernels++;
+	name_ht_insert(c, id);
+	*ret = id;
+	return 0;
+}
+
+/* ---- threads ---- */
+
+static struct thread *thread_find(struct mp_correlator *c, uint32_t tid)
+{
+	uint32_t mask, i;
+
+	if (c->last_thr && c->last_thr->tid == tid)
+		return c->last_thr;
+	if (!c->thr_ht_cap)
+		return NULL;
+	mask = c->thr_ht_cap - 1;
+	for (i = hash_u64(tid) & mask; c->thr_ht[i]; i = (i + 1) & mask) {
+		if (c->thr_ht[i]->tid == tid) {
+			c->last_thr = c->thr_ht[i];
+			return c->thr_ht[i];
+		}
+	}
+	return NULL;
+}
+
+static void thread_insert(struct thread **ht, uint32_t cap, struct thread *t)
+{
+	uint32_t mask = cap - 1, i;
+
+	for (i = hash_u64(t->tid) & mask; ht[i]; i = (i + 1) & mask)
+		;
+	ht[i] = t;
+}
+
+static int thread_get(struct mp_correlator *c, uint32_t tid, struct thread **ret)
+{
+	struct thread *t = thread_find(c, tid);
+
+	if (t) {
+		*ret = t;
+		return 0;
+	}
+	if (c->n_threads >= MAX_THREADS)
+		return -E2BIG;
+	if ((c->n_threads + 1) * 2 > c->thr_ht_cap) {
+		uint32_t ncap = c->thr_ht_cap ? c->thr_ht_cap * 2 : 64;
+		struct thread **ht = calloc(ncap, sizeof(*ht));
+
+		if (!ht)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < c->thr_ht_cap; i++)
+			if (c->thr_ht[i])
+				thread_insert(ht, ncap, c->thr_ht[i]);
+		free(c->thr_ht);
+		c->thr_ht = ht;
+		c->thr_ht_cap = ncap;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->tid = tid;
+	thread_insert(c->thr_ht, c->thr_ht_cap, t);
+	c->n_threads++;
+	c->last_thr = t;
+	*ret = t;
+	return 0;
+}
+
+/* The attribution rule: @tid's innermost open kernel, else the process's
+ * most recently begun open kernel (cross-thread), else none. */
+static struct frame *attribute(struct mp_correlator *c, uint32_t tid, struct thread **ret_thr,
+			       bool *ret_cross)
+{
+	struct thread *t = thread_find(c, tid);
+
+	*ret_thr = t;
+	*ret_cross = false;
+	if (t && t->top)
+		return t->top;
+	if (c->open_tail)
+		*ret_cross = true;
+	return c->open_tail;
+}
+
+/* ---- owners ---- */
+
+static uint32_t owner_for_path(struct mp_correlator *c, const char *path)
+{
+	const char *base, *name;
+	int r;
+
+	if (!path || !*path)
+		return MP_OWNER_UNKNOWN;
+	base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	if (!*base)
+		return MP_OWNER_UNKNOWN;
+	name = base;
+	for (uint32_t i = 0; i < c->n_rules; i++) {
+		if (fnmatch(c->rules[i].glob, base, 0) == 0) {
+			name = c->rules[i].name;
+			break;
+		}
+	}
+	for (uint32_t i = 1; i < c->p->n_owners; i++)
+		if (strncmp(c->p->owners[i].name, name, MAX_NAME_LEN) == 0)
+			return i;
+	if (c->p->n_owners >= MAX_POOLS)
+		return MP_OWNER_UNKNOWN;
+	r = pool_add(&c->p->owners, &c->p->n_owners, &c->owners_cap, name);
+	if (r < 0) {
+		c->oom = true;
+		return MP_OWNER_UNKNOWN;
+	}
+	return r;
+}
+
+static uint32_t owner_of(struct mp_correlator *c, uint64_t caller)
+{
+	const uint32_t mask = OWNER_CACHE_SIZE - 1;
+	uint32_t i, owner;
+
+	if (!caller || !c->opts.resolve_owner)
+		return MP_OWNER_UNKNOWN;
+	for (i = hash_u64(caller) & mask; c->owner_cache[i].caller; i = (i + 1) & mask)
+		if (c->owner_cache[i].caller == caller)
+			return c->owner_cache[i].owner;
+	owner = owner_for_path(c, c->opts.resolve_owner(c->opts.resolve_ctx, caller));
+	/* A process with very many call sites: start over rather than grow. */
+	if (c->owner_cache_used >= OWNER_CACHE_SIZE / 2) {
+		memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
+		c->owner_cache_used = 0;
+		i = hash_u64(caller) & mask;
+	}
+	c->owner_cache[i] = (struct owner_slot){ .caller = caller, .owner = owner };
+	c->owner_cache_used++;
+	return owner;
+}
+
+/* ---- heap accounting ---- */
+
+static void mem_alloc(struct mp_mem_stats *m, uint64_t size)
+{
+	m->bytes_added += (int64_t)size;
+	m->tensors_added++;
+	m->alloc_bytes += size;
+	m->alloc_count++;
+}
+
+static void mem_free(struct mp_mem_stats *m, uint64_t size)
+{
+	m->bytes_added -= (int64_t)size;
+	m->tensors_added--;
+	m->free_bytes += size;
+	m->free_count++;
+}
+
+static int bucket_add(struct mp_bucket **v, uint32_t *n, uint32_t id, uint64_t size, bool alloc)
+{
+	struct mp_bucket *b = NULL;
+
+	for (uint32_t i = 0; i < *n; i++) {
+		if ((*v)[i].id == id) {
+			b = &(*v)[i];
+			break;
+		}
+	}
+	if (!b) {
+		if (grow_implicit((void **)v, *n, sizeof(**v)) < 0)
+			return -ENOMEM;
+		b = &(*v)[(*n)++];
+		*b = (struct mp_bucket){ .id = id };
+	}
+	if (alloc) {
+		b->alloc_bytes += size;
+		b->alloc_count++;
+	} else {
+		b->free_bytes += size;
+		b->free_count++;
+	}
+	return 0;
+}
+
+static void pool_alloc(struct mp_pool *pl, uint64_t size)
+{
+	mem_alloc(&pl->mem, size);
+	pl->live_bytes += size;
+	pl->live_count++;
+	if (pl->live_bytes > pl->peak_bytes)
+		pl->peak_bytes = pl->live_bytes;
+}
+
+static void sub_clamped(uint64_t *v, uint64_t d)
+{
+	*v = *v >= d ? *v - d : 0;
+}
+
+static void pool_free(struct mp_pool *pl, uint64_t size)
+{
+	mem_free(&pl->mem, size);
+	sub_clamped(&pl->live_bytes, size);
+	sub_clamped(&pl->live_count, 1);
+}
+
+/* Charges one alloc/free to @f and every kernel enclosing it. */
+static void charge(struct mp_correlator *c, struct frame *f, uint64_t size, bool alloc,
+		   uint32_t owner, uint32_t tag)
+{
+	struct mp_invocation *r = inv_rec(c, f);
+
+	if (alloc)
+		mem_alloc(&r->excl, size);
+	else
+		mem_free(&r->excl, size);
+	for (; f; f = f->up) {
+		r = inv_rec(c, f);
+		if (alloc) {
+			mem_alloc(&r->incl, size);
+			if (r->incl.bytes_added > 0 &&
+			    (uint64_t)r->incl.bytes_added > r->peak_added)
+				r->peak_added = r->incl.bytes_added;
+		} else {
+			mem_free(&r->incl, size);
+		}
+		if (bucket_add(&r->owners, &r->n_owners, owner, size, alloc) < 0 ||
+		    bucket_add(&r->tags, &r->n_tags, tag, size, alloc) < 0)
+			c->oom = true;
+	}
+}
+
+static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev)
+{
+	struct mp_profile *p = c->p;
+	uint32_t owner, tag = MP_TAG_NONE, name = MP_NONE, inv = MP_NONE;
+	struct thread *t;
+	struct frame *f;
+	bool cross;
+
+	f = attribute(c, ev->tid, &t, &cross);
+	owner = owner_of(c, ev->caller);
+	if (t && t->ntags)
+		tag = t->tags[t->ntags - 1];
+
+	c->live_bytes += ev->size;
+	c->live_count++;
+	mem_alloc(&p->mem, ev->size);
+	if (c->live_bytes > p->peak_bytes)
+		p->peak_bytes = c->live_bytes;
+	if (c->live_count > p->peak_tensors)
+		p->peak_tensors = c->live_count;
+	if (c->cur_phase != MP_NONE) {
+		struct mp_phase *ph = &p->phases[c->cur_phase];
+
+		mem_alloc(&ph->mem, ev->size);
+		if (c->live_bytes > ph->peak_bytes)
+			ph->peak_bytes = c->live_bytes;
+	}
+	pool_alloc(&p->owners[owner], ev->size);
+	pool_alloc(&p->tags[tag], ev->size);
+
+	if (f) {
+		struct mp_invocation *r = inv_rec(c, f);
+
+		name = f->name;
+		inv = f->inv;
+		r->retained_bytes += ev->size;
+		r->retained_count++;
+		p->kernels[name].retained_bytes += ev->size;
+		p->kernels[name].retained_count++;
+		if (cross) {
+			r->cross_thread_allocs++;
+			r->cross_thread_bytes += ev->size;
+		}
+		charge(c, f, ev->size, true, owner, tag);
+	}
+	/* Peaks of open invocations decrease in begin order (an earlier one
+	 * has seen everything a later one has): update only the tail that
+	 * is below the new level. */
+	for (struct frame *g = c->open_tail; g; g = g->prev) {
+		struct mp_invocation *r = inv_rec(c, g);
+
+		if (r->peak_bytes >= c->live_bytes)
+			break;
+		r->peak_bytes = c->live_bytes;
+	}
+	return (uint64_t)owner << U_OWNER_SHIFT | (uint64_t)tag << U_TAG_SHIFT |
+	       (uint64_t)(name + 1) << U_NAME_SHIFT | (uint64_t)(inv + 1) << U_INV_SHIFT;
+}
+
+static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
+{
+	struct mp_profile *p = c->p;
+	uint32_t owner = (ev->user >> U_OWNER_SHIFT) & U_POOL_MASK;
+	uint32_t tag = (ev->user >> U_TAG_SHIFT) & U_POOL_MASK;
+	uint32_t name = (uint32_t)((ev->user >> U_NAME_SHIFT) & U_NAME_MASK) - 1;
+	uint32_t inv = (uint32_t)((ev->user >> U_INV_SHIFT) & U_INV_MASK) - 1;
+	struct thread *t;
+	struct frame *f;
+	bool cross;
+
+	if (owner >= p->n_owners)
+		owner = MP_OWNER_UNKNOWN;
+	if (tag >= p->n_tags)
+		tag = MP_TAG_NONE;
+	if (ev->size > c->live_bytes || !c->live_count) {
+		/* The tracer paired a free we never saw allocated. */
+		p->accounting_errors++;
+		return;
+	}
+	c->live_bytes -= ev->size;
+	c->live_count--;
+	mem_free(&p->mem, ev->size);
+	if (c->cur_phase != MP_NONE)
+		mem_free(&p->phases[c->cur_phase].mem, ev->size);
+	pool_free(&p->owners[owner], ev->size);
+	pool_free(&p->tags[tag], ev->size);
+	if (name < p->n_kernels) {
+		sub_clamped(&p->kernels[name].retained_bytes, ev->size);
+		sub_clamped(&p->kernels[name].retained_count, 1);
+	}
+	if (inv < p->n_invocations) {
+		sub_clamped(&p->invocations[inv].retained_bytes, ev->size);
+		sub_clamped(&p->invocations[inv].retained_count, 1);
+	}
+	f = attribute(c, ev->tid, &t, &cross);
+	if (f)
+		charge(c, f, ev->size, false, owner, tag);
+}
+
+uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev)
+{
+	struct mp_correlator *c = ctx;
+
+	if (c->finished)
+		return 0;
+	start(c, ev->ts_ns);
+	switch (ev->kind) {
+	case MP_HEAP_ALLOC:
+		return on_alloc(c, ev);
+	case MP_HEAP_FREE:
+		on_free(c, ev);
+		break;
+	case MP_HEAP_UNKNOWN_FREE:
+		c->p->unknown_frees++;
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+/* ---- RSS from samples ---- */
+
+static uint64_t absdiff(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+static void cand_offer(struct rss_cand *cand, uint64_t target, const struct rss_cand *s)
+{
+	if (cand->val == MP_UNKNOWN || absdiff(s->ts, target) < absdiff(cand->ts, target))
+		*cand = *s;
+}
+
+static void pending_finalize(struct mp_correlator *c, const struct pending *pe)
+{
+	struct mp_kernel *k = &c->p->kernels[pe->name];
+
+	if (pe->inv != MP_NONE) {
+		c->p->invocations[pe->inv].rss_begin = pe->b.val;
+		c->p->invocations[pe->inv].rss_end = pe->e.val;
+	}
+	if (pe->b.val != MP_UNKNOWN && pe->e.val != MP_UNKNOWN) {
+		k->rss_delta_sum += (int64_t)(pe->e.val - pe->b.val);
+		k->rss_calls++;
+	}
+}
+
+static void pending_flush(struct mp_correlator *c)
+{
+	for (uint32_t i = 0; i < c->n_pending; i++)
+		pending_finalize(c, &c->pending[i]);
+	c->n_pending = 0;
+}
+
+int mp_correlator_on_rss(struct mp_correlator *c, const struct mp_rss_sample *s)
+{
+	struct mp_profile *p = c->p;
+	struct rss_cand cand = { .ts = s->ts_ns, .val = s->vm_rss };
+
+	if (c->finished)
+		return -EALREADY;
+	start(c, s->ts_ns);
+	if (p->rss_samples % p->rss_stride == 0) {
+		if (p->n_rss == c->opts.max_rss_points) {
+			/* Halve the resolution rather than grow. */
+			for (uint32_t i = 0; i < p->n_rss / 2; i++)
+				p->rss[i] = p->rss[2 * i];
+			p->n_rss /= 2;
+			p->rss_stride *= 2;
+		}
+		if (p->rss_samples % p->rss_stride == 0 &&
+		    grow((void **)&p->rss, &c->rss_cap, p->n_rss + 1, sizeof(*p->rss)) < 0) {
+			c->oom = true;
+			return -ENOMEM;
+		}
+		if (p->rss_samples % p->rss_stride == 0)
+			p->rss[p->n_rss++] = (struct mp_rss_point){
+				.ts_ns = s->ts_ns,
+				.vm_rss = s->vm_rss,
+				.rss_anon = s->rss_anon,
+				.rss_file = s->rss_file,
+				.rss_shmem = s->rss_shmem,
+				.vm_swap = s->vm_swap,
+				.pss = s->pss,
+			};
+	}
+	p->rss_samples++;
+	if (s->vm_hwm != MP_UNKNOWN)
+		p->vm_hwm = s->vm_hwm;
+	if (s->vm_rss == MP_UNKNOWN)
+		return 0;
+	if (p->rss_peak == 0 || s->vm_rss > p->rss_peak)
+		p->rss_peak = s->vm_rss;
+	if (c->cur_phase != MP_NONE && s->vm_rss > p->phases[c->cur_phase].rss_peak)
+		p->phases[c->cur_phase].rss_peak = s->vm_rss;
+
+	for (struct frame *f = c->open_head; f; f = f->next) {
+		if (!f->rss_b_pending)
+			continue;
+		cand_offer(&f->rss_b, inv_rec(c, f)->begin_ns, &cand);
+		f->rss_b_pending = false;
+	}
+	for (uint32_t i = 0; i < c->n_pending; i++) {
+		struct pending *pe = &c->pending[i];
+
+		if (pe->b_pending)
+			cand_offer(&pe->b, pe->begin_ns, &cand);
+		cand_offer(&pe->e, pe->end_ns, &cand);
+	}
+	pending_flush(c);
+	c->last_rss = cand;
+	return 0;
+}
+
+/* ---- exact RSS (rss_stat) ---- */
+
+int mp_correlator_on_rss_stat(struct mp_correlator *c, const struct mp_rss_stat_event *ev)
+{
+	struct thread *t;
+	struct frame *f;
+	int64_t delta;
+	bool cross;
+
+	if (c->finished)
+		return -EALREADY;
+	start(c, ev->ts_ns);
+	/* Swap entries are not resident memory. */
+	if (ev->member >= MP_RSS_MEMBER_COUNT || ev->member == MP_RSS_SWAPENTS)
+		return 0;
+	if (!c->rss_member_known[ev->member]) {
+		/* The first reading only sets the baseline. */
+		c->rss_member_known[ev->member] = true;
+		c->rss_member[ev->member] = ev->value;
+		return 0;
+	}
+	delta = (int64_t)((uint64_t)ev->value - (uint64_t)c->rss_member[ev->member]);
+	c->rss_member[ev->member] = ev->value;
+	f = ev->tid ? attribute(c, ev->tid, &t, &cross) : NULL;
+	if (!f) {
+		c->p->rss_exact_unattributed += delta;
+		return 0;
+	}
+	inv_rec(c, f)->rss_exact_excl += delta;
+	for (; f; f = f->up)
+		inv_rec(c, f)->rss_exact_incl += delta;
+	return 0;
+}
+
+/* ---- markers ---- */
+
+static int kernel_begin(struct mp_correlator *c, const struct mp_record *rec)
+{
+	struct mp_profile *p = c->p;
+	struct mp_invocation *r;
+	struct thread *t;
+	struct frame *f;
+	uint32_t name;
+	int err;
+
+	err = thread_get(c, rec->tid, &t);
+	if (err == -ENOMEM)
+		return err;
+	if (err < 0 || t->depth >= MAX_DEPTH || t->overflow) {
+		if (err == 0)
+			t->overflow++;
+		p->dropped_markers++;
+		return 0;
+	}
+	err = name_intern(c, rec->name ? rec->name : "(null)", &name);
+	if (err == -E2BIG)
+		err = name_intern(c, "(other)", &name);
+	if (err < 0) {
+		if (err != -E2BIG)
+			return err;
+		t->overflow++;
+		p->dropped_markers++;
+		return 0;
+	}
+	f = c->free_frames;
+	if (f)
+		c->free_frames = f->next;
+	else if (!(f = malloc(sizeof(*f))))
+		return -ENOMEM;
+	*f = (struct frame){ .inv = MP_NONE, .name = name, .thr = t };
+	if (p->n_invocations < c->opts.max_invocations) {
+		if (grow((void **)&p->invocations, &c->invs_cap, p->n_invocations + 1,
+			 sizeof(*p->invocations)) < 0) {
+			f->next = c->free_frames;
+			c->free_frames = f;
+			return -ENOMEM;
+		}
+		f->inv = p->n_invocations++;
+	} else {
+		p->invocations_dropped++;
+	}
+	r = inv_rec(c, f);
+	*r = (struct mp_invocation){
+		.name = name,
+		.tid = rec->tid,
+		.parent = t->top ? t->top->inv : MP_NONE,
+		.depth = t->depth,
+		.phase = c->cur_phase,
+		.flags = (rec->flags & MP_REC_F_OPEN_AT_ATTACH) ? MP_INV_F_OPEN_AT_ATTACH : 0,
+		.begin_ns = rec->ts_ns,
+		.end_ns = rec->ts_ns,
+		.peak_bytes = c->live_bytes,
+		.rss_begin = MP_UNKNOWN,
+		.rss_end = MP_UNKNOWN,
+	};
+	f->rss_b = c->last_rss;
+	f->rss_b_pending = true;
+	f->up = t->top;
+	t->top = f;
+	t->depth++;
+	f->prev = c->open_tail;
+	if (c->open_tail)
+		c->open_tail->next = f;
+	else
+		c->open_head = f;
+	c->open_tail = f;
+	return 0;
+}
+
+static int buckets_merge(struct mp_bucket **dst, uint32_t *n, const struct mp_bucket *src,
+			 uint32_t ns)
+{
+	for (uint32_t i = 0; i < ns; i++) {
+		struct mp_bucket *b = NULL;
+
+		for (uint32_t j = 0; j < *n; j++) {
+			if ((*dst)[j].id == src[i].id) {
+				b = &(*dst)[j];
+				break;
+			}
+		}
+		if (!b) {
+			if (grow_implicit((void **)dst, *n, sizeof(**dst)) < 0)
+				return -ENOMEM;
+			b = &(*dst)[(*n)++];
+			*b = (struct mp_bucket){ .id = src[i].id };
+		}
+		b->alloc_bytes += src[i].alloc_bytes;
+		b->alloc_count += src[i].alloc_count;
+		b->free_bytes += src[i].free_bytes;
+		b->free_count += src[i].free_count;
+	}
+	return 0;
+}
+
+static void mem_add(struct mp_mem_stats *d, const struct mp_mem_stats *s)
+{
+	d->bytes_added += s->bytes_added;
+	d->tensors_added += s->tensors_added;
+	d->alloc_bytes += s->alloc_bytes;
+	d->alloc_count += s->alloc_count;
+	d->free_bytes += s->free_bytes;
+	d->free_count += s->free_count;
+}
+
+static void aggregate(struct mp_correlator *c, const struct mp_invocation *r)
+{
+	struct mp_kernel *k = &c->p->kernels[r->name];
+	uint64_t dur = r->end_ns > r->begin_ns ? r->end_ns - r->begin_ns : 0;
+
+	k->calls++;
+	k->total_ns += dur;
+	if (dur < k->min_ns)
+		k->min_ns = dur;
+	if (dur > k->max_ns)
+		k->max_ns = dur;
+	mem_add(&k->incl, &r->incl);
+	mem_add(&k->excl, &r->excl);
+	if (r->peak_bytes > k->peak_bytes)
+		k->peak_bytes = r->peak_bytes;
+	if (r->peak_added > k->peak_added)
+		k->peak_added = r->peak_added;
+	k->cross_thread_allocs += r->cross_thread_allocs;
+	k->cross_thread_bytes += r->cross_thread_bytes;
+	k->rss_exact_incl += r->rss_exact_incl;
+	k->rss_exact_excl += r->rss_exact_excl;
+	if (r->flags & MP_INV_F_OPEN_AT_ATTACH)
+		k->open_at_attach++;
+	if (r->flags & MP_INV_F_TRUNCATED)
+		k->truncated++;
+	if (buckets_merge(&k->owners, &k->n_owners, r->owners, r->n_owners) < 0 ||
+	    buckets_merge(&k->tags, &k->n_tags, r->tags, r->n_tags) < 0)
+		c->oom = true;
+}
+
+static void frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, uint32_t flags)
+{
+	struct mp_invocation *r = inv_rec(c, f);
+	struct pending pe = {
+		.inv = f->inv,
+		.name = f->name,
+		.begin_ns = r->begin_ns,
+		.end_ns = ts,
+		.b = f->rss_b,
+		.e = c->last_rss,
+		.b_pending = f->rss_b_pending,
+	};
+
+	r->end_ns = ts;
+	r->flags |= flags;
+	r->total_bytes_snapshot = c->live_bytes;
+	r->total_tensors_snapshot = c->live_count;
+	aggregate(c, r);
+
+	f->thr->top = f->up;
+	f->thr->depth--;
+	if (f->prev)
+		f->prev->next = f->next;
+	else
+		c->open_head = f->next;
+	if (f->next)
+		f->next->prev = f->prev;
+	else
+		c->open_tail = f->prev;
+
+	if (c->finishing) {
+		pending_finalize(c, &pe);
+	} else {
+		if (c->n_pending == MAX_PENDING)
+			pending_flush(c);
+		c->pending[c->n_pending++] = pe;
+	}
+	if (f->inv == MP_NONE) {
+		free(r->inputs);
+		free(r->outputs);
+		free(r->owners);
+		free(r->tags);
+	}
+	f->next = c->free_frames;
+	c->free_frames = f;
+}
+
+static void kernel_end(struct mp_correlator *c, const struct mp_record *rec)
+{
+	struct thread *t = thread_find(c, rec->tid);
+
+	if (t && t->overflow) {
+		t->overflow--;
+		return;
+	}
+	if (!t || !t->top) {
+		c->p->unmatched_ends++;
+		return;
+	}
+	frame_close(c, t->top, rec->ts_ns, 0);
+}
+
+static int shape(struct mp_correlator *c, const struct mp_record *rec, bool input)
+{
+	struct thread *t = thread_find(c, rec->tid);
+	struct mp_invocation *r;
+	struct mp_shape **v;
+	uint32_t *n;
+
+	if (t && t->overflow) {
+		c->p->dropped_markers++;
+		return 0;
+	}
+	if (!t || !t->top) {
+		c->p->orphan_shapes++;
+		return 0;
+	}
+	r = inv_rec(c, t->top);
+	v = input ? &r->inputs : &r->outputs;
+	n = input ? &r->n_inputs : &r->n_outputs;
+	if (rec->rank > MP_MAX_RANK || *n >= MAX_SHAPES) {
+		c->p->dropped_markers++;
+		return 0;
+	}
+	if (grow_implicit((void **)v, *n, sizeof(**v)) < 0)
+		return -ENOMEM;
+	(*v)[*n] = (struct mp_shape){ .rank = rec->rank };
+	memcpy((*v)[*n].dims, rec->dims, rec->rank * sizeof(rec->dims[0]));
+	(*n)++;
+	return 0;
+}
+
+static void phase_leave(struct mp_correlator *c, uint64_t ts)
+{
+	struct mp_phase *ph;
+
+	if (c->cur_phase == MP_NONE)
+		return;
+	ph = &c->p->phases[c->cur_phase];
+	if (ts > c->phase_entered)
+		ph->duration_ns += ts - c->phase_entered;
+}
+
+static int phase(struct mp_correlator *c, const struct mp_record *rec)
+{
+	struct mp_profile *p = c->p;
+	const char *name = rec->name ? rec->name : "(null)";
+	struct mp_phase *ph;
+	uint32_t i;
+
+	for (i = 0; i < p->n_phases; i++)
+		if (strncmp(p->phases[i].name, name, MAX_NAME_LEN) == 0)
+			break;
+	if (i == p->n_phases) {
+		char *d;
+
+		if (p->n_phases >= MAX_PHASES) {
+			p->dropped_markers++;
+			return 0;
+		}
+		if (grow((void **)&p->phases, &c->phases_cap, p->n_phases + 1, sizeof(*p->phases)) <
+		    0)
+			return -ENOMEM;
+		d = strndup(name, MAX_NAME_LEN);
+		if (!d)
+			return -ENOMEM;
+		p->phases[i] =
+			(struct mp_phase){ .name = d, .first_ns = rec->ts_ns, .rss_peak = 0 };
+		p->n_phases++;
+	}
+	phase_leave(c, rec->ts_ns);
+	c->cur_phase = i;
+	c->phase_entered = rec->ts_ns;
+	ph = &p->phases[i];
+	ph->entries++;
+	/* What is live when the phase starts is live during it. */
+	if (c->live_bytes > ph->peak_bytes)
+		ph->peak_bytes = c->live_bytes;
+	if (c->last_rss.val != MP_UNKNOWN && c->last_rss.val > ph->rss_peak)
+		ph->rss_peak = c->last_rss.val;
+	return 0;
+}
+
+static int tag_begin(struct mp_correlator *c, const struct mp_record *rec)
+{
+	struct mp_profile *p = c->p;
+	const char *name = rec->name ? rec->name : "(null)";
+	uint32_t id = MP_TAG_NONE;
+	struct thread *t;
+	int r;
+
+	r = thread_get(c, rec->tid, &t);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0) {
+		p->dropped_markers++;
+		return 0;
+	}
+	for (uint32_t i = 1; i < p->n_tags; i++) {
+		if (strncmp(p->tags[i].name, name, MAX_NAME_LEN) == 0) {
+			id = i;
+			break;
+		}
+	}
+	if (id == MP_TAG_NONE) {
+		if (p->n_tags < MAX_POOLS) {
+			r = pool_add(&p->tags, &p->n_tags, &c->tags_cap, name);
+			if (r < 0)
+				return r;
+			id = r;
+		} else {
+			p->dropped_markers++;
+		}
+	}
+	if (t->ntags < MAX_TAG_DEPTH && !t->tag_overflow) {
+		t->tags[t->ntags++] = id;
+	} else {
+		t->tag_overflow++;
+		p->dropped_markers++;
+	}
+	return 0;
+}
+
+static void tag_end(struct mp_correlator *c, const struct mp_record *rec)
+{
+	struct thread *t = thread_find(c, rec->tid);
+
+	if (t && t->tag_overflow)
+		t->tag_overflow--;
+	else if (t && t->ntags)
+		t->ntags--;
+	else
+		c->p->unmatched_tag_ends++;
+}
+
+int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec)
+{
+	int r = 0;
+
+	if (c->finished)
+		return -EALREADY;
+	start(c, rec->ts_ns);
+	switch (rec->type) {
+	case MP_REC_KERNEL_BEGIN:
+		r = kernel_begin(c, rec);
+		break;
+	case MP_REC_KERNEL_END:
+		kernel_end(c, rec);
+		break;
+	case MP_REC_INPUT_SHAPE:
+		r = shape(c, rec, true);
+		break;
+	case MP_REC_OUTPUT_SHAPE:
+		r = shape(c, rec, false);
+		break;
+	case MP_REC_PHASE:
+		r = phase(c, rec);
+		break;
+	case MP_REC_TAG_BEGIN:
+		r = tag_begin(c, rec);
+		break;
+	case MP_REC_TAG_END:
+		tag_end(c, rec);
+		break;
+	default:
+		c->p->dropped_markers++;
+		break;
+	}
+	if (r == -ENOMEM)
+		c->oom = true;
+	return r;
+}
+
+int mp_correlator_finish(struct mp_correlator *c, uint64_t end_ns, struct mp_profile **ret)
+{
+	struct mp_profile *p = c->p;
+
+	if (c->finished)
+		return -EALREADY;
+	c->finished = true;
+	start(c, end_ns);
+	c->finishing = true;
+	pending_flush(c);
+	while (c->open_tail) {
+		/* Innermost first, so each closes as the top of its thread. */
+		frame_close(c, c->open_tail, end_ns, MP_INV_F_TRUNCATED);
+		p->truncated = true;
+	}
+	phase_leave(c, end_ns);
+	p->end_ns = end_ns;
+	if (c->oom)
+		return -ENOMEM;
+	c->p = NULL;
+	*ret = p;
+	return 0;
+}

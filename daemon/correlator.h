@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The correlator: turns the merged, timestamp-ordered stream of marker
+ * records, heap events and RSS readings of one process into a profile.
+ *
+ * Attribution (docs/PROFILE.md): a heap event on thread T at time t is
+ * charged to T's innermost open kernel at t; when T has none, to the
+ * process's most recently begun, still open kernel (counted as
+ * cross-thread); otherwise to no kernel. Pure ordering logic, no time
+ * windows: exact however short the kernel.
+ *
+ * Pure logic: no I/O, no logging, no threads. Callers feed events in
+ * timestamp order (equal timestamps: in the order they happened).
+ */
+#ifndef MP_CORRELATOR_H
+#define MP_CORRELATOR_H
+
+#include <stdint.h>
+
+#include "heap_event.h"
+#include "memprof_consumer.h"
+#include "profile.h"
+#include "rss_sample.h"
+
+/* Path of the object file containing @caller_addr, or NULL when unknown.
+ * The string only needs to stay valid until the call returns. */
+typedef const char *(*mp_resolve_owner_fn)(void *ctx, uint64_t caller_addr);
+
+struct mp_correlator_opts {
+	uint64_t begin_ns; /* attach time; 0: the first event's timestamp */
+	mp_resolve_owner_fn resolve_owner; /* NULL: every owner unknown */
+	void *resolve_ctx;
+	uint32_t max_invocations; /* per-invocation records kept; 0: 65536 */
+	uint32_t max_rss_points; /* RSS timeline length; 0: 4096 */
+};
+
+struct mp_correlator;
+
+int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlator **ret);
+void mp_correlator_free(struct mp_correlator *c);
+
+/* Maps object files whose basename matches the fnmatch(3) @glob to owner
+ * @name, from a "GLOB=NAME" argument (--owner). Rules are tried in the
+ * order added; unmapped objects are named by their basename. -EINVAL on a
+ * malformed spec. Add rules before feeding events. */
+int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec);
+
+/* Feeds one event. Return 0 or -ENOMEM; malformed or unmatched records are
+ * counted in the profile, never an error. */
+int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec);
+/* Has the mp_heap_cb signature (@ctx is the correlator): returns the value
+ * to store with an allocated block, which it expects back in ->user when
+ * the block is freed. */
+uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev);
+int mp_correlator_on_rss(struct mp_correlator *c, const struct mp_rss_sample *s);
+int mp_correlator_on_rss_stat(struct mp_correlator *c, const struct mp_rss_stat_event *ev);
+
+/* Closes kernels still open at @end_ns (flagging them and the profile
+ * truncated) and hands over the profile. The correlator can then only be
+ * freed (-EALREADY on a second call). -ENOMEM if an allocation failed at
+ * any point while feeding (the partial profile is then not returned). */
+int mp_correlator_finish(struct mp_correlator *c, uint64_t end_ns, struct mp_profile **ret);
+
+#endif /* MP_CORRELATOR_H */

@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile.h"
+
+struct mp_profile *mp_profile_new(void)
+{
+	struct mp_profile *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->format_version = MP_PROFILE_FORMAT_VERSION;
+	p->clock = MP_CLOCK_MONOTONIC;
+	p->rss_stride = 1;
+	p->vm_hwm = MP_UNKNOWN;
+	return p;
+}
+
+static void invocation_release(struct mp_invocation *inv)
+{
+	free(inv->inputs);
+	free(inv->outputs);
+	free(inv->owners);
+	free(inv->tags);
+}
+
+void mp_profile_free(struct mp_profile *p)
+{
+	if (!p)
+		return;
+	free(p->exe);
+	free(p->build_id);
+	free(p->cmdline);
+	for (uint32_t i = 0; i < p->n_names; i++)
+		free(p->names[i]);
+	free(p->names);
+	for (uint32_t i = 0; i < p->n_invocations; i++)
+		invocation_release(&p->invocations[i]);
+	free(p->invocations);
+	for (uint32_t i = 0; i < p->n_kernels; i++) {
+		free(p->kernels[i].owners);
+		free(p->kernels[i].tags);
+	}
+	free(p->kernels);
+	for (uint32_t i = 0; i < p->n_phases; i++)
+		free(p->phases[i].name);
+	free(p->phases);
+	for (uint32_t i = 0; i < p->n_owners; i++)
+		free(p->owners[i].name);
+	free(p->owners);
+	for (uint32_t i = 0; i < p->n_tags; i++)
+		free(p->tags[i].name);
+	free(p->tags);
+	free(p->rss);
+	free(p);
+}
+
+static int dup_opt(const char *s, char **ret)
+{
+	char *d = NULL;
+
+	if (s) {
+		d = strdup(s);
+		if (!d)
+			return -ENOMEM;
+	}
+	free(*ret);
+	*ret = d;
+	return 0;
+}
+
+int mp_profile_set_process(struct mp_profile *p, int32_t pid, const char *exe, const char *build_id,
+			   const char *cmdline)
+{
+	int r;
+
+	p->pid = pid;
+	r = dup_opt(exe, &p->exe);
+	if (r < 0)
+		return r;
+	r = dup_opt(build_id, &p->build_id);
+	if (r < 0)
+		return r;
+	return dup_opt(cmdline, &p->cmdline);
+}
+
+const struct mp_kernel *mp_profile_kernel(const struct mp_profile *p, const char *name)
+{
+	for (uint32_t i = 0; i < p->n_kernels; i++)
+		if (p->kernels[i].name < p->n_names &&
+		    strcmp(p->names[p->kernels[i].name], name) == 0)
+			return &p->kernels[i];
+	return NULL;
+}
+
+const struct mp_phase *mp_profile_phase(const struct mp_profile *p, const char *name)
+{
+	for (uint32_t i = 0; i < p->n_phases; i++)
+		if (strcmp(p->phases[i].name, name) == 0)
+			return &p->phases[i];
+	return NULL;
+}
+
+static const struct mp_pool *pool_find(const struct mp_pool *v, uint32_t n, const char *name)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (strcmp(v[i].name, name) == 0)
+			return &v[i];
+	return NULL;
+}
+
+const struct mp_pool *mp_profile_tag(const struct mp_profile *p, const char *name)
+{
+	return pool_find(p->tags, p->n_tags, name);
+}
+
+const struct mp_pool *mp_profile_owner(const struct mp_profile *p, const char *name)
+{
+	return pool_find(p->owners, p->n_owners, name);
+}
+
+const struct mp_bucket *mp_bucket_find(const struct mp_bucket *b, uint32_t n, uint32_t id)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (b[i].id == id)
+			return &b[i];
+	return NULL;
+}
+
+static int find_invocation(const struct mp_profile *p, const char *name, unsigned long nth,
+			   struct mp_region *ret)
+{
+	unsigned long seen = 0;
+
+	for (uint32_t i = 0; i < p->n_invocations; i++) {
+		uint32_t n = p->invocations[i].name;
+
+		if (n >= p->n_names || strcmp(p->names[n], name) != 0)
+			continue;
+		if (++seen == nth) {
+			*ret = (struct mp_region){ .whole = false, .inv = i };
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int mp_profile_region(const struct mp_profile *p, const char *spec, struct mp_region *ret)
+{
+	const char *hash;
+	char *name, *end;
+	unsigned long nth;
+	int r;
+
+	if (!spec || !*spec) {
+		*ret = (struct mp_region){ .whole = true, .inv = MP_NONE };
+		return 0;
+	}
+	/* A kernel may itself be named "a#2": the exact name wins. */
+	if (find_invocation(p, spec, 1, ret) == 0)
+		return 0;
+	hash = strrchr(spec, '#');
+	if (!hash || hash == spec || !hash[1])
+		return -ENOENT;
+	errno = 0;
+	nth = strtoul(hash + 1, &end, 10);
+	if (errno || *end || nth == 0)
+		return -ENOENT;
+	name = strndup(spec, hash - spec);
+	if (!name)
+		return -ENOMEM;
+	r = find_invocation(p, name, nth, ret);
+	free(name);
+	return r;
+}
+
+bool mp_profile_inv_within(const struct mp_profile *p, uint32_t i, uint32_t anc)
+{
+	/* Depth bounds the walk even if a hostile file made parents cyclic. */
+	for (uint32_t steps = 0; i < p->n_invocations && steps <= p->n_invocations; steps++) {
+		if (i == anc)
+			return true;
+		i = p->invocations[i].parent;
+	}
+	return false;
+}

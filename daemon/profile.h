@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The profile model: what the correlator produces and every exporter
+ * (report, memprof.proto, pprof, chrome trace) reads. Plain data, owned by
+ * the struct mp_profile that holds it; see docs/PROFILE.md for the exact
+ * definition of every figure.
+ */
+#ifndef MP_PROFILE_H
+#define MP_PROFILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memprof_consumer.h"
+
+#define MP_PROFILE_FORMAT_VERSION 1
+
+/* "No such index" (parent of a top-level invocation, phase before any
+ * phase marker) and "unknown value" (RSS without samples). */
+#define MP_NONE UINT32_MAX
+#define MP_UNKNOWN UINT64_MAX
+
+/* Index 0 of mp_profile.owners / .tags: allocations with no known owner /
+ * made while no tag was open. */
+#define MP_OWNER_UNKNOWN 0
+#define MP_TAG_NONE 0
+
+/* mp_invocation.flags */
+#define MP_INV_F_OPEN_AT_ATTACH 0x1u /* begun before the daemon attached */
+#define MP_INV_F_TRUNCATED 0x2u /* never ended: closed at profile end */
+
+enum mp_clock {
+	MP_CLOCK_MONOTONIC = 1,
+};
+
+struct mp_shape {
+	uint32_t rank;
+	int64_t dims[MP_MAX_RANK];
+};
+
+/* Heap traffic charged to something during some interval. */
+struct mp_mem_stats {
+	int64_t bytes_added; /* net change of live bytes */
+	int64_t tensors_added; /* net change of live blocks */
+	uint64_t alloc_bytes;
+	uint64_t alloc_count;
+	uint64_t free_bytes;
+	uint64_t free_count;
+};
+
+/* Breakdown of an invocation's (or a kernel's) traffic by owner or tag:
+ * @id indexes mp_profile.owners or mp_profile.tags. */
+struct mp_bucket {
+	uint32_t id;
+	uint64_t alloc_bytes;
+	uint64_t alloc_count;
+	uint64_t free_bytes;
+	uint64_t free_count;
+};
+
+struct mp_invocation {
+	uint32_t name; /* index into mp_profile.names */
+	uint32_t tid; /* thread that ran the kernel */
+	uint32_t parent; /* enclosing invocation on the same thread, or MP_NONE */
+	uint32_t depth; /* 0 for a top-level kernel */
+	uint32_t phase; /* phase current at begin, or MP_NONE */
+	uint32_t flags; /* MP_INV_F_* */
+	uint64_t begin_ns;
+	uint64_t end_ns;
+	struct mp_mem_stats incl; /* this kernel and the kernels it encloses */
+	struct mp_mem_stats excl; /* this kernel alone */
+	uint64_t total_bytes_snapshot; /* process live bytes at end */
+	uint64_t total_tensors_snapshot; /* process live blocks at end */
+	uint64_t peak_bytes; /* process live bytes peak during the invocation */
+	uint64_t peak_added; /* highest incl.bytes_added reached (>= 0) */
+	/* Bytes/blocks allocated by this kernel alone still live at the end
+	 * of the profile. */
+	uint64_t retained_bytes;
+	uint64_t retained_count;
+	/* Allocations made by threads that had no open kernel of their own
+	 * (thread pool workers), charged here. */
+	uint64_t cross_thread_allocs;
+	uint64_t cross_thread_bytes;
+	/* VmRSS of the samples nearest to begin and end (MP_UNKNOWN when none). */
+	uint64_t rss_begin;
+	uint64_t rss_end;
+	/* Exact RSS change (rss_stat events) charged by thread like
+	 * allocations; zero without --rss-exact. */
+	int64_t rss_exact_incl;
+	int64_t rss_exact_excl;
+	uint32_t n_inputs, n_outputs;
+	struct mp_shape *inputs, *outputs;
+	uint32_t n_owners, n_tags;
+	struct mp_bucket *owners, *tags; /* inclusive */
+};
+
+/* All invocations of one kernel name (including those beyond the
+ * per-invocation record cap). */
+struct mp_kernel {
+	uint32_t name;
+	uint64_t calls;
+	uint64_t total_ns, min_ns, max_ns;
+	struct mp_mem_stats incl, excl;
+	uint64_t peak_bytes; /* max over calls */
+	uint64_t peak_added; /* max over calls */
+	uint64_t retained_bytes, retained_count;
+	uint64_t cross_thread_allocs, cross_thread_bytes;
+	int64_t rss_delta_sum; /* sum of rss_end - rss_begin over rss_calls */
+	uint64_t rss_calls; /* calls with both RSS readings */
+	int64_t rss_exact_incl, rss_exact_excl;
+	uint64_t open_at_attach; /* calls flagged MP_INV_F_OPEN_AT_ATTACH */
+	uint64_t truncated; /* calls flagged MP_INV_F_TRUNCATED */
+	uint32_t n_owners, n_tags;
+	struct mp_bucket *owners, *tags;
+};
+
+/* A process-wide phase; re-entering a phase accumulates into one entry. */
+struct mp_phase {
+	char *name;
+	uint64_t first_ns; /* first time the phase was entered */
+	uint64_t duration_ns; /* total time spent in it */
+	uint64_t entries;
+	struct mp_mem_stats mem; /* all heap traffic while it was current */
+	uint64_t peak_bytes; /* process live bytes peak while current */
+	uint64_t rss_peak; /* max VmRSS sampled while current */
+};
+
+/* An owner (object file of the allocation's caller) or a tag. */
+struct mp_pool {
+	char *name;
+	struct mp_mem_stats mem;
+	uint64_t live_bytes, live_count; /* at profile end */
+	uint64_t peak_bytes; /* peak of live_bytes */
+};
+
+struct mp_rss_point {
+	uint64_t ts_ns;
+	uint64_t vm_rss, rss_anon, rss_file, rss_shmem, vm_swap, pss;
+};
+
+struct mp_profile {
+	uint32_t format_version;
+	/* Process (filled in by the daemon). */
+	int32_t pid;
+	char *exe, *build_id, *cmdline;
+	/* Settings of the run (filled in by the daemon). */
+	uint32_t clock; /* enum mp_clock */
+	uint64_t rss_interval_ns, pss_interval_ns;
+	bool rss_exact;
+	uint64_t begin_ns, end_ns; /* attach window */
+
+	/* Whole window. */
+	struct mp_mem_stats mem; /* bytes_added = newBytes, tensors_added = newTensors */
+	uint64_t peak_bytes; /* peakBytes */
+	uint64_t peak_tensors;
+	uint64_t unknown_frees; /* frees of blocks allocated before attach */
+	uint64_t unmatched_ends, unmatched_tag_ends, orphan_shapes;
+	uint64_t drops_ring, drops_bpf; /* filled in by the daemon */
+	uint64_t invocations_dropped; /* beyond the record cap */
+	uint64_t dropped_markers; /* beyond stack/name/shape caps */
+	uint64_t accounting_errors; /* inconsistent frees, clamped */
+	bool truncated;
+	int64_t rss_exact_unattributed; /* rss_stat changes not charged */
+
+	uint32_t n_names;
+	char **names; /* kernel names */
+	uint32_t n_invocations;
+	struct mp_invocation *invocations; /* in begin order */
+	uint32_t n_kernels;
+	struct mp_kernel *kernels; /* in order of first begin */
+	uint32_t n_phases;
+	struct mp_phase *phases;
+	uint32_t n_owners;
+	struct mp_pool *owners; /* [0] = "(unknown)" */
+	uint32_t n_tags;
+	struct mp_pool *tags; /* [0] = "(untagged)" */
+
+	uint32_t n_rss;
+	struct mp_rss_point *rss; /* bounded timeline */
+	uint32_t rss_stride; /* one point kept every rss_stride samples */
+	uint64_t rss_samples; /* samples seen */
+	uint64_t rss_peak; /* max VmRSS sampled */
+	uint64_t vm_hwm; /* last VmHWM sampled, MP_UNKNOWN if none */
+};
+
+struct mp_profile *mp_profile_new(void);
+void mp_profile_free(struct mp_profile *p);
+/* Sets the process fields (copies the strings, NULL allowed). */
+int mp_profile_set_process(struct mp_profile *p, int32_t pid, const char *exe, const char *build_id,
+			   const char *cmdline);
+
+/* Finds the kernel aggregate / phase / tag / owner by name; NULL if none. */
+const struct mp_kernel *mp_profile_kernel(const struct mp_profile *p, const char *name);
+const struct mp_phase *mp_profile_phase(const struct mp_profile *p, const char *name);
+const struct mp_pool *mp_profile_tag(const struct mp_profile *p, const char *name);
+const struct mp_pool *mp_profile_owner(const struct mp_profile *p, const char *name);
+/* Bucket @id of an invocation's or kernel's owner/tag breakdown, or NULL. */
+const struct mp_bucket *mp_bucket_find(const struct mp_bucket *b, uint32_t n, uint32_t id);
+
+/* A region of the profile: the whole window, or one invocation and the
+ * invocations nested in it. */
+struct mp_region {
+	bool whole;
+	uint32_t inv; /* invocation index when !whole */
+};
+/* Resolves "NAME" (first invocation named NAME) or "NAME#N" (its N-th
+ * invocation, 1-based); NULL or "" selects the whole profile.
+ * -ENOENT when no such invocation exists. */
+int mp_profile_region(const struct mp_profile *p, const char *spec, struct mp_region *ret);
+/* Whether invocation @i is @anc or nested (at any depth) in it. */
+bool mp_profile_inv_within(const struct mp_profile *p, uint32_t i, uint32_t anc);
+
+#endif /* MP_PROFILE_H */

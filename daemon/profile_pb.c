@@ -1,0 +1,909 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "memprof.pb-c.h"
+#include "profile_pb.h"
+
+/* ---- encoding: the messages borrow the model's strings and live in an
+ * arena freed after packing ---- */
+
+struct arena {
+	struct arena_chunk *head;
+	bool failed;
+};
+
+struct arena_chunk {
+	struct arena_chunk *next;
+	max_align_t data[];
+};
+
+static void *arena_alloc(struct arena *a, size_t n, size_t sz)
+{
+	struct arena_chunk *c;
+
+	if (a->failed)
+		return NULL;
+	if (n && sz > (SIZE_MAX - sizeof(*c)) / n) {
+		a->failed = true;
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c) + n * sz);
+	if (!c) {
+		a->failed = true;
+		return NULL;
+	}
+	c->next = a->head;
+	a->head = c;
+	return c->data;
+}
+
+static void arena_free(struct arena *a)
+{
+	while (a->head) {
+		struct arena_chunk *n = a->head->next;
+
+		free(a->head);
+		a->head = n;
+	}
+}
+
+/* protobuf-c keeps string pointers non-const. */
+static char *str_or_empty(const char *s)
+{
+	return (char *)(s ? s : "");
+}
+
+static Memprof__MemStats *enc_mem(struct arena *a, const struct mp_mem_stats *m)
+{
+	Memprof__MemStats *o = arena_alloc(a, 1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	memprof__mem_stats__init(o);
+	o->bytes_added = m->bytes_added;
+	o->tensors_added = m->tensors_added;
+	o->alloc_bytes = m->alloc_bytes;
+	o->alloc_count = m->alloc_count;
+	o->free_bytes = m->free_bytes;
+	o->free_count = m->free_count;
+	return o;
+}
+
+static Memprof__Bucket **enc_buckets(struct arena *a, const struct mp_bucket *b, uint32_t n)
+{
+	Memprof__Bucket **v = arena_alloc(a, n, sizeof(*v));
+	Memprof__Bucket *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!v || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__bucket__init(&o[i]);
+		o[i].id = b[i].id;
+		o[i].alloc_bytes = b[i].alloc_bytes;
+		o[i].alloc_count = b[i].alloc_count;
+		o[i].free_bytes = b[i].free_bytes;
+		o[i].free_count = b[i].free_count;
+		v[i] = &o[i];
+	}
+	return v;
+}
+
+static Memprof__Shape **enc_shapes(struct arena *a, const struct mp_shape *s, uint32_t n)
+{
+	Memprof__Shape **v = arena_alloc(a, n, sizeof(*v));
+	Memprof__Shape *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!v || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__shape__init(&o[i]);
+		o[i].n_dims = s[i].rank <= MP_MAX_RANK ? s[i].rank : MP_MAX_RANK;
+		o[i].dims = (int64_t *)s[i].dims;
+		v[i] = &o[i];
+	}
+	return v;
+}
+
+static Memprof__Invocation *enc_invocation(struct arena *a, const struct mp_invocation *v)
+{
+	Memprof__Invocation *o = arena_alloc(a, 1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	memprof__invocation__init(o);
+	o->name = v->name;
+	o->tid = v->tid;
+	o->parent = v->parent;
+	o->depth = v->depth;
+	o->phase = v->phase;
+	o->open_at_attach = !!(v->flags & MP_INV_F_OPEN_AT_ATTACH);
+	o->truncated = !!(v->flags & MP_INV_F_TRUNCATED);
+	o->begin_ns = v->begin_ns;
+	o->end_ns = v->end_ns;
+	o->inclusive = enc_mem(a, &v->incl);
+	o->exclusive = enc_mem(a, &v->excl);
+	o->total_bytes_snapshot = v->total_bytes_snapshot;
+	o->total_tensors_snapshot = v->total_tensors_snapshot;
+	o->peak_bytes = v->peak_bytes;
+	o->peak_added = v->peak_added;
+	o->retained_bytes = v->retained_bytes;
+	o->retained_count = v->retained_count;
+	o->cross_thread_allocs = v->cross_thread_allocs;
+	o->cross_thread_bytes = v->cross_thread_bytes;
+	o->rss_begin = v->rss_begin;
+	o->rss_end = v->rss_end;
+	o->rss_exact_inclusive = v->rss_exact_incl;
+	o->rss_exact_exclusive = v->rss_exact_excl;
+	o->n_input_shapes = v->n_inputs;
+	o->input_shapes = enc_shapes(a, v->inputs, v->n_inputs);
+	o->n_output_shapes = v->n_outputs;
+	o->output_shapes = enc_shapes(a, v->outputs, v->n_outputs);
+	o->n_owners = v->n_owners;
+	o->owners = enc_buckets(a, v->owners, v->n_owners);
+	o->n_tags = v->n_tags;
+	o->tags = enc_buckets(a, v->tags, v->n_tags);
+	return o;
+}
+
+static Memprof__Kernel *enc_kernel(struct arena *a, const struct mp_kernel *k)
+{
+	Memprof__Kernel *o = arena_alloc(a, 1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	memprof__kernel__init(o);
+	o->name = k->name;
+	o->calls = k->calls;
+	o->total_ns = k->total_ns;
+	o->min_ns = k->min_ns;
+	o->max_ns = k->max_ns;
+	o->inclusive = enc_mem(a, &k->incl);
+	o->exclusive = enc_mem(a, &k->excl);
+	o->peak_bytes = k->peak_bytes;
+	o->peak_added = k->peak_added;
+	o->retained_bytes = k->retained_bytes;
+	o->retained_count = k->retained_count;
+	o->cross_thread_allocs = k->cross_thread_allocs;
+	o->cross_thread_bytes = k->cross_thread_bytes;
+	o->rss_delta_sum = k->rss_delta_sum;
+	o->rss_calls = k->rss_calls;
+	o->rss_exact_inclusive = k->rss_exact_incl;
+	o->rss_exact_exclusive = k->rss_exact_excl;
+	o->open_at_attach = k->open_at_attach;
+	o->truncated = k->truncated;
+	o->n_owners = k->n_owners;
+	o->owners = enc_buckets(a, k->owners, k->n_owners);
+	o->n_tags = k->n_tags;
+	o->tags = enc_buckets(a, k->tags, k->n_tags);
+	return o;
+}
+
+static Memprof__Pool **enc_pools(struct arena *a, const struct mp_pool *v, uint32_t n)
+{
+	Memprof__Pool **r = arena_alloc(a, n, sizeof(*r));
+	Memprof__Pool *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!r || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__pool__init(&o[i]);
+		o[i].name = str_or_empty(v[i].name);
+		o[i].heap = enc_mem(a, &v[i].mem);
+		o[i].live_bytes = v[i].live_bytes;
+		o[i].live_count = v[i].live_count;
+		o[i].peak_bytes = v[i].peak_bytes;
+		r[i] = &o[i];
+	}
+	return r;
+}
+
+static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p)
+{
+	Memprof__Profile *o = arena_alloc(a, 1, sizeof(*o));
+	Memprof__Process *proc = arena_alloc(a, 1, sizeof(*proc));
+	Memprof__Sampling *smp = arena_alloc(a, 1, sizeof(*smp));
+	Memprof__Drops *drops = arena_alloc(a, 1, sizeof(*drops));
+	Memprof__Anomalies *an = arena_alloc(a, 1, sizeof(*an));
+	Memprof__Rss *rss = arena_alloc(a, 1, sizeof(*rss));
+
+	if (!o || !proc || !smp || !drops || !an || !rss)
+		return NULL;
+	memprof__profile__init(o);
+	o->format_version = p->format_version;
+	memprof__process__init(proc);
+	proc->pid = p->pid;
+	proc->exe = str_or_empty(p->exe);
+	proc->build_id = str_or_empty(p->build_id);
+	proc->cmdline = str_or_empty(p->cmdline);
+	o->process = proc;
+	o->clock = p->clock == MP_CLOCK_MONOTONIC ? MEMPROF__CLOCK__CLOCK_MONOTONIC :
+						    MEMPROF__CLOCK__CLOCK_UNSPECIFIED;
+	memprof__sampling__init(smp);
+	smp->rss_interval_ns = p->rss_interval_ns;
+	smp->pss_interval_ns = p->pss_interval_ns;
+	smp->rss_exact = p->rss_exact;
+	o->sampling = smp;
+	o->begin_ns = p->begin_ns;
+	o->end_ns = p->end_ns;
+	o->heap = enc_mem(a, &p->mem);
+	o->peak_bytes = p->peak_bytes;
+	o->peak_tensors = p->peak_tensors;
+	o->unknown_frees = p->unknown_frees;
+	memprof__drops__init(drops);
+	drops->ring = p->drops_ring;
+	drops->bpf = p->drops_bpf;
+	drops->invocations = p->invocations_dropped;
+	drops->markers = p->dropped_markers;
+	o->drops = drops;
+	memprof__anomalies__init(an);
+	an->unmatched_ends = p->unmatched_ends;
+	an->unmatched_tag_ends = p->unmatched_tag_ends;
+	an->orphan_shapes = p->orphan_shapes;
+	an->accounting_errors = p->accounting_errors;
+	o->anomalies = an;
+	o->truncated = p->truncated;
+
+	o->n_kernel_names = p->n_names;
+	o->kernel_names = arena_alloc(a, p->n_names, sizeof(char *));
+	for (uint32_t i = 0; o->kernel_names && i < p->n_names; i++)
+		o->kernel_names[i] = str_or_empty(p->names[i]);
+	o->n_invocations = p->n_invocations;
+	o->invocations = arena_alloc(a, p->n_invocations, sizeof(*o->invocations));
+	for (uint32_t i = 0; o->invocations && i < p->n_invocations; i++)
+		o->invocations[i] = enc_invocation(a, &p->invocations[i]);
+	o->n_kernels = p->n_kernels;
+	o->kernels = arena_alloc(a, p->n_kernels, sizeof(*o->kernels));
+	for (uint32_t i = 0; o->kernels && i < p->n_kernels; i++)
+		o->kernels[i] = enc_kernel(a, &p->kernels[i]);
+	o->n_phases = p->n_phases;
+	o->phases = arena_alloc(a, p->n_phases, sizeof(*o->phases));
+	for (uint32_t i = 0; o->phases && i < p->n_phases; i++) {
+		const struct mp_phase *ph = &p->phases[i];
+		Memprof__Phase *po = arena_alloc(a, 1, sizeof(*po));
+
+		if (!po)
+			break;
+		memprof__phase__init(po);
+		po->name = str_or_empty(ph->name);
+		po->first_ns = ph->first_ns;
+		po->duration_ns = ph->duration_ns;
+		po->entries = ph->entries;
+		po->heap = enc_mem(a, &ph->mem);
+		po->peak_bytes = ph->peak_bytes;
+		po->rss_peak = ph->rss_peak;
+		o->phases[i] = po;
+	}
+	o->n_owners = p->n_owners;
+	o->owners = enc_pools(a, p->owners, p->n_owners);
+	o->n_tags = p->n_tags;
+	o->tags = enc_pools(a, p->tags, p->n_tags);
+
+	memprof__rss__init(rss);
+	rss->n_timeline = p->n_rss;
+	rss->timeline = arena_alloc(a, p->n_rss, sizeof(*rss->timeline));
+	{
+		Memprof__RssPoint *pts = arena_alloc(a, p->n_rss, sizeof(*pts));
+
+		for (uint32_t i = 0; pts && rss->timeline && i < p->n_rss; i++) {
+			memprof__rss_point__init(&pts[i]);
+			pts[i].ts_ns = p->rss[i].ts_ns;
+			pts[i].vm_rss = p->rss[i].vm_rss;
+			pts[i].rss_anon = p->rss[i].rss_anon;
+			pts[i].rss_file = p->rss[i].rss_file;
+			pts[i].rss_shmem = p->rss[i].rss_shmem;
+			pts[i].vm_swap = p->rss[i].vm_swap;
+			pts[i].pss = p->rss[i].pss;
+			rss->timeline[i] = &pts[i];
+		}
+	}
+	rss->stride = p->rss_stride;
+	rss->samples = p->rss_samples;
+	rss->peak = p->rss_peak;
+	rss->vm_hwm = p->vm_hwm;
+	rss->exact_unattributed = p->rss_exact_unattributed;
+	o->rss = rss;
+	return a->failed ? NULL : o;
+}
+
+int mp_profile_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret_len)
+{
+	struct arena a = { 0 };
+	Memprof__Profile *o;
+	uint8_t *buf;
+	size_t len;
+
+	o = enc_profile(&a, p);
+	if (!o) {
+		arena_free(&a);
+		return -ENOMEM;
+	}
+	len = memprof__profile__get_packed_size(o);
+	buf = malloc(len ? len : 1);
+	if (!buf) {
+		arena_free(&a);
+		return -ENOMEM;
+	}
+	memprof__profile__pack(o, buf);
+	arena_free(&a);
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+}
+
+/* ---- decoding: validate everything the model relies on ---- */
+
+#define BAD(why)                  \
+	do {                      \
+		*ret_why = (why); \
+		return -EBADMSG;  \
+	} while (0)
+
+static void dec_mem(struct mp_mem_stats *m, const Memprof__MemStats *o)
+{
+	if (!o) {
+		*m = (struct mp_mem_stats){ 0 };
+		return;
+	}
+	m->bytes_added = o->bytes_added;
+	m->tensors_added = o->tensors_added;
+	m->alloc_bytes = o->alloc_bytes;
+	m->alloc_count = o->alloc_count;
+	m->free_bytes = o->free_bytes;
+	m->free_count = o->free_count;
+}
+
+static int dup_str(const char *s, char **ret)
+{
+	*ret = strdup(s ? s : "");
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* "" on the wire is how an absent optional string travels. */
+static int dup_opt_str(const char *s, char **ret)
+{
+	if (!s || !*s) {
+		*ret = NULL;
+		return 0;
+	}
+	return dup_str(s, ret);
+}
+
+static int dec_buckets(Memprof__Bucket **in, size_t n, uint32_t n_ids, struct mp_bucket **ret,
+		       uint32_t *ret_n, const char **ret_why)
+{
+	struct mp_bucket *b;
+
+	if (n > n_ids)
+		BAD("more owner/tag buckets than owners/tags");
+	*ret_n = 0;
+	*ret = NULL;
+	if (!n)
+		return 0;
+	b = calloc(n, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	*ret = b;
+	for (size_t i = 0; i < n; i++) {
+		if (!in[i] || in[i]->id >= n_ids)
+			BAD("owner/tag bucket refers to no owner/tag");
+		b[i] = (struct mp_bucket){
+			.id = in[i]->id,
+			.alloc_bytes = in[i]->alloc_bytes,
+			.alloc_count = in[i]->alloc_count,
+			.free_bytes = in[i]->free_bytes,
+			.free_count = in[i]->free_count,
+		};
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static int dec_shapes(Memprof__Shape **in, size_t n, struct mp_shape **ret, uint32_t *ret_n,
+		      const char **ret_why)
+{
+	struct mp_shape *s;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (n > 64)
+		BAD("too many shapes in one invocation");
+	if (!n)
+		return 0;
+	s = calloc(n, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	*ret = s;
+	for (size_t i = 0; i < n; i++) {
+		if (!in[i] || in[i]->n_dims > MP_MAX_RANK)
+			BAD("shape rank above the maximum");
+		s[i].rank = in[i]->n_dims;
+		memcpy(s[i].dims, in[i]->dims, in[i]->n_dims * sizeof(int64_t));
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static int dec_invocation(const Memprof__Invocation *o, uint32_t idx, const struct mp_profile *p,
+			  struct mp_invocation *v, const char **ret_why)
+{
+	int r;
+
+	if (!o)
+		BAD("empty invocation");
+	if (o->name >= p->n_names)
+		BAD("invocation names no kernel");
+	if (o->parent != MP_NONE && o->parent >= idx)
+		BAD("invocation parent is not an earlier invocation");
+	if (o->phase != MP_NONE && o->phase >= p->n_phases)
+		BAD("invocation phase out of range");
+	v->name = o->name;
+	v->tid = o->tid;
+	v->parent = o->parent;
+	v->depth = o->depth;
+	v->phase = o->phase;
+	v->flags = (o->open_at_attach ? MP_INV_F_OPEN_AT_ATTACH : 0) |
+		   (o->truncated ? MP_INV_F_TRUNCATED : 0);
+	v->begin_ns = o->begin_ns;
+	v->end_ns = o->end_ns;
+	dec_mem(&v->incl, o->inclusive);
+	dec_mem(&v->excl, o->exclusive);
+	v->total_bytes_snapshot = o->total_bytes_snapshot;
+	v->total_tensors_snapshot = o->total_tensors_snapshot;
+	v->peak_bytes = o->peak_bytes;
+	v->peak_added = o->peak_added;
+	v->retained_bytes = o->retained_bytes;
+	v->retained_count = o->retained_count;
+	v->cross_thread_allocs = o->cross_thread_allocs;
+	v->cross_thread_bytes = o->cross_thread_bytes;
+	v->rss_begin = o->rss_begin;
+	v->rss_end = o->rss_end;
+	v->rss_exact_incl = o->rss_exact_inclusive;
+	v->rss_exact_excl = o->rss_exact_exclusive;
+	r = dec_shapes(o->input_shapes, o->n_input_shapes, &v->inputs, &v->n_inputs, ret_why);
+	if (r < 0)
+		return r;
+	r = dec_shapes(o->output_shapes, o->n_output_shapes, &v->outputs, &v->n_outputs, ret_why);
+	if (r < 0)
+		return r;
+	r = dec_buckets(o->owners, o->n_owners, p->n_owners, &v->owners, &v->n_owners, ret_why);
+	if (r < 0)
+		return r;
+	return dec_buckets(o->tags, o->n_tags, p->n_tags, &v->tags, &v->n_tags, ret_why);
+}
+
+static int dec_kernel(const Memprof__Kernel *o, const struct mp_profile *p, struct mp_kernel *k,
+		      const char **ret_why)
+{
+	int r;
+
+	if (!o)
+		BAD("empty kernel");
+	if (o->name >= p->n_names)
+		BAD("kernel aggregate names no kernel");
+	k->name = o->name;
+	k->calls = o->calls;
+	k->total_ns = o->total_ns;
+	k->min_ns = o->min_ns;
+	k->max_ns = o->max_ns;
+	dec_mem(&k->incl, o->inclusive);
+	dec_mem(&k->excl, o->exclusive);
+	k->peak_bytes = o->peak_bytes;
+	k->peak_added = o->peak_added;
+	k->retained_bytes = o->retained_bytes;
+	k->retained_count = o->retained_count;
+	k->cross_thread_allocs = o->cross_thread_allocs;
+	k->cross_thread_bytes = o->cross_thread_bytes;
+	k->rss_delta_sum = o->rss_delta_sum;
+	k->rss_calls = o->rss_calls;
+	k->rss_exact_incl = o->rss_exact_inclusive;
+	k->rss_exact_excl = o->rss_exact_exclusive;
+	k->open_at_attach = o->open_at_attach;
+	k->truncated = o->truncated;
+	r = dec_buckets(o->owners, o->n_owners, p->n_owners, &k->owners, &k->n_owners, ret_why);
+	if (r < 0)
+		return r;
+	return dec_buckets(o->tags, o->n_tags, p->n_tags, &k->tags, &k->n_tags, ret_why);
+}
+
+static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_t *ret_n,
+		     const char **ret_why)
+{
+	struct mp_pool *v;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (n > 4095)
+		BAD("too many owners or tags");
+	if (!n)
+		return 0;
+	v = calloc(n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	*ret = v;
+	for (size_t i = 0; i < n; i++) {
+		if (!in[i])
+			BAD("empty owner/tag");
+		if (dup_str(in[i]->name, &v[i].name) < 0)
+			return -ENOMEM;
+		*ret_n = i + 1;
+		dec_mem(&v[i].mem, in[i]->heap);
+		v[i].live_bytes = in[i]->live_bytes;
+		v[i].live_count = in[i]->live_count;
+		v[i].peak_bytes = in[i]->peak_bytes;
+	}
+	return 0;
+}
+
+static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
+	int r;
+
+	if (o->format_version == 0)
+		BAD("no format version: not a memprof profile");
+	if (o->format_version > MP_PROFILE_FORMAT_VERSION) {
+		*ret_why = "profile written by a newer, incompatible memprofd";
+		return -EPROTONOSUPPORT;
+	}
+	if (o->n_kernel_names > 65535 || o->n_invocations > (1u << 21) ||
+	    o->n_kernels > o->n_kernel_names || o->n_phases > 256)
+		BAD("more names, invocations, kernels or phases than memprofd writes");
+	p->format_version = o->format_version;
+	if (o->process) {
+		p->pid = o->process->pid;
+		if (dup_opt_str(o->process->exe, &p->exe) < 0 ||
+		    dup_opt_str(o->process->build_id, &p->build_id) < 0 ||
+		    dup_opt_str(o->process->cmdline, &p->cmdline) < 0)
+			return -ENOMEM;
+	}
+	p->clock = o->clock == MEMPROF__CLOCK__CLOCK_MONOTONIC ? MP_CLOCK_MONOTONIC : 0;
+	if (o->sampling) {
+		p->rss_interval_ns = o->sampling->rss_interval_ns;
+		p->pss_interval_ns = o->sampling->pss_interval_ns;
+		p->rss_exact = o->sampling->rss_exact;
+	}
+	p->begin_ns = o->begin_ns;
+	p->end_ns = o->end_ns;
+	dec_mem(&p->mem, o->heap);
+	p->peak_bytes = o->peak_bytes;
+	p->peak_tensors = o->peak_tensors;
+	p->unknown_frees = o->unknown_frees;
+	if (o->drops) {
+		p->drops_ring = o->drops->ring;
+		p->drops_bpf = o->drops->bpf;
+		p->invocations_dropped = o->drops->invocations;
+		p->dropped_markers = o->drops->markers;
+	}
+	if (o->anomalies) {
+		p->unmatched_ends = o->anomalies->unmatched_ends;
+		p->unmatched_tag_ends = o->anomalies->unmatched_tag_ends;
+		p->orphan_shapes = o->anomalies->orphan_shapes;
+		p->accounting_errors = o->anomalies->accounting_errors;
+	}
+	p->truncated = o->truncated;
+
+	if (o->n_kernel_names) {
+		p->names = calloc(o->n_kernel_names, sizeof(*p->names));
+		if (!p->names)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < o->n_kernel_names; i++) {
+		if (dup_str(o->kernel_names[i], &p->names[i]) < 0)
+			return -ENOMEM;
+		p->n_names = i + 1;
+	}
+	/* Phases, owners and tags first: invocations refer to them. */
+	if (o->n_phases) {
+		p->phases = calloc(o->n_phases, sizeof(*p->phases));
+		if (!p->phases)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < o->n_phases; i++) {
+		const Memprof__Phase *ph = o->phases[i];
+
+		if (!ph)
+			BAD("empty phase");
+		if (dup_str(ph->name, &p->phases[i].name) < 0)
+			return -ENOMEM;
+		p->n_phases = i + 1;
+		p->phases[i].first_ns = ph->first_ns;
+		p->phases[i].duration_ns = ph->duration_ns;
+		p->phases[i].entries = ph->entries;
+		dec_mem(&p->phases[i].mem, ph->heap);
+		p->phases[i].peak_bytes = ph->peak_bytes;
+		p->phases[i].rss_peak = ph->rss_peak;
+	}
+	r = dec_pools(o->owners, o->n_owners, &p->owners, &p->n_owners, ret_why);
+	if (r < 0)
+		return r;
+	r = dec_pools(o->tags, o->n_tags, &p->tags, &p->n_tags, ret_why);
+	if (r < 0)
+		return r;
+	if (o->n_invocations) {
+		p->invocations = calloc(o->n_invocations, sizeof(*p->invocations));
+		if (!p->invocations)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < o->n_invocations; i++) {
+		/* Counted first so a failure part-way frees what was built. */
+		p->n_invocations = i + 1;
+		r = dec_invocation(o->invocations[i], i, p, &p->invocations[i], ret_why);
+		if (r < 0)
+			return r;
+	}
+	if (o->n_kernels) {
+		p->kernels = calloc(o->n_kernels, sizeof(*p->kernels));
+		if (!p->kernels)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < o->n_kernels; i++) {
+		p->n_kernels = i + 1;
+		r = dec_kernel(o->kernels[i], p, &p->kernels[i], ret_why);
+		if (r < 0)
+			return r;
+	}
+	if (o->rss) {
+		const Memprof__Rss *rs = o->rss;
+
+		if (rs->n_timeline > (1u << 20))
+			BAD("RSS timeline longer than memprofd writes");
+		if (rs->n_timeline) {
+			p->rss = calloc(rs->n_timeline, sizeof(*p->rss));
+			if (!p->rss)
+				return -ENOMEM;
+		}
+		for (size_t i = 0; i < rs->n_timeline; i++) {
+			const Memprof__RssPoint *pt = rs->timeline[i];
+
+			if (!pt)
+				BAD("empty RSS point");
+			p->rss[i] = (struct mp_rss_point){
+				.ts_ns = pt->ts_ns,
+				.vm_rss = pt->vm_rss,
+				.rss_anon = pt->rss_anon,
+				.rss_file = pt->rss_file,
+				.rss_shmem = pt->rss_shmem,
+				.vm_swap = pt->vm_swap,
+				.pss = pt->pss,
+			};
+		}
+		p->n_rss = rs->n_timeline;
+		p->rss_stride = rs->stride ? rs->stride : 1;
+		p->rss_samples = rs->samples;
+		p->rss_peak = rs->peak;
+		p->vm_hwm = rs->vm_hwm;
+		p->rss_exact_unattributed = rs->exact_unattributed;
+	}
+	return 0;
+}
+
+int mp_profile_decode(const void *buf, size_t len, struct mp_profile **ret, const char **ret_why)
+{
+	const char *why_dummy;
+	Memprof__Profile *o;
+	struct mp_profile *p;
+	int r;
+
+	if (!ret_why)
+		ret_why = &why_dummy;
+	*ret_why = NULL;
+	o = memprof__profile__unpack(NULL, len, buf);
+	if (!o) {
+		*ret_why = "corrupted or truncated protobuf data";
+		return -EBADMSG;
+	}
+	p = mp_profile_new();
+	if (!p) {
+		memprof__profile__free_unpacked(o, NULL);
+		return -ENOMEM;
+	}
+	r = dec_profile(o, p, ret_why);
+	memprof__profile__free_unpacked(o, NULL);
+	if (r < 0) {
+		if (r == -ENOMEM)
+			*ret_why = "out of memory";
+		mp_profile_free(p);
+		return r;
+	}
+	*ret = p;
+	return 0;
+}
+
+static void put_le(uint8_t *d, uint64_t v, int n)
+{
+	for (int i = 0; i < n; i++)
+		d[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_le(const uint8_t *d, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v |= (uint64_t)d[i] << (8 * i);
+	return v;
+}
+
+/* zlib's crc32() takes a uInt length. */
+static uint32_t crc_of(const uint8_t *buf, size_t len)
+{
+	uLong crc = crc32(0, Z_NULL, 0);
+
+	while (len) {
+		uInt n = len > (1u << 30) ? (1u << 30) : (uInt)len;
+
+		crc = crc32(crc, buf, n);
+		buf += n;
+		len -= n;
+	}
+	return (uint32_t)crc;
+}
+
+int mp_profile_file_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret_len)
+{
+	uint8_t *msg, *buf;
+	size_t len;
+	int r;
+
+	r = mp_profile_encode(p, &msg, &len);
+	if (r < 0)
+		return r;
+	buf = malloc(MP_PROFILE_FILE_HEADER + len);
+	if (!buf) {
+		free(msg);
+		return -ENOMEM;
+	}
+	memcpy(buf, MP_PROFILE_FILE_MAGIC, 8);
+	put_le(buf + 8, MP_PROFILE_FILE_VERSION, 4);
+	put_le(buf + 12, crc_of(msg, len), 4);
+	put_le(buf + 16, len, 8);
+	memcpy(buf + MP_PROFILE_FILE_HEADER, msg, len);
+	free(msg);
+	*ret_buf = buf;
+	*ret_len = MP_PROFILE_FILE_HEADER + len;
+	return 0;
+}
+
+int mp_profile_file_decode(const void *data, size_t len, struct mp_profile **ret,
+			   const char **ret_why)
+{
+	const uint8_t *buf = data;
+	const char *why_dummy;
+	uint64_t mlen;
+
+	if (!ret_why)
+		ret_why = &why_dummy;
+	*ret_why = NULL;
+	if (len < MP_PROFILE_FILE_HEADER || memcmp(buf, MP_PROFILE_FILE_MAGIC, 8) != 0) {
+		*ret_why = "not a memprof profile (bad magic)";
+		return -EBADMSG;
+	}
+	if (get_le(buf + 8, 4) != MP_PROFILE_FILE_VERSION) {
+		*ret_why = "unsupported profile container version";
+		return -EPROTONOSUPPORT;
+	}
+	mlen = get_le(buf + 16, 8);
+	if (mlen > len - MP_PROFILE_FILE_HEADER) {
+		*ret_why = "truncated profile (shorter than its header says)";
+		return -EBADMSG;
+	}
+	if (mlen < len - MP_PROFILE_FILE_HEADER) {
+		*ret_why = "trailing bytes after the profile";
+		return -EBADMSG;
+	}
+	if (crc_of(buf + MP_PROFILE_FILE_HEADER, mlen) != get_le(buf + 12, 4)) {
+		*ret_why = "corrupted profile (checksum mismatch)";
+		return -EBADMSG;
+	}
+	return mp_profile_decode(buf + MP_PROFILE_FILE_HEADER, mlen, ret, ret_why);
+}
+
+int mp_profile_save(const struct mp_profile *p, const char *path)
+{
+	char tmp[PATH_MAX];
+	uint8_t *buf;
+	size_t len, off = 0;
+	int fd, r;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	r = mp_profile_file_encode(p, &buf, &len);
+	if (r < 0)
+		return r;
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		free(buf);
+		return r;
+	}
+	while (off < len) {
+		ssize_t n = write(fd, buf + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EIO;
+			goto fail;
+		}
+		off += n;
+	}
+	if (fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	if (close(fd) < 0) {
+		r = -errno;
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	free(buf);
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	unlink(tmp);
+	free(buf);
+	return r;
+}
+
+int mp_profile_load(const char *path, struct mp_profile **ret, const char **ret_why)
+{
+	const char *why_dummy;
+	struct stat st;
+	uint8_t *buf;
+	size_t off = 0;
+	int fd, r;
+
+	if (!ret_why)
+		ret_why = &why_dummy;
+	*ret_why = NULL;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > MP_PROFILE_MAX_FILE) {
+		close(fd);
+		*ret_why = "not a regular file of at most 1 GiB";
+		return -EBADMSG;
+	}
+	buf = malloc(st.st_size ? st.st_size : 1);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while (off < (size_t)st.st_size) {
+		ssize_t n = read(fd, buf + off, st.st_size - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			r = -errno;
+			close(fd);
+			free(buf);
+			return r;
+		}
+		if (n == 0)
+			break; /* shrank under us: decode what is there */
+		off += n;
+	}
+	close(fd);
+	r = mp_profile_file_decode(buf, off, ret, ret_why);
+	free(buf);
+	return r;
+}

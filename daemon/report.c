@@ -1,0 +1,421 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "json.h"
+#include "report.h"
+
+int mp_report_format_parse(const char *s, enum mp_report_format *ret)
+{
+	static const struct {
+		const char *name;
+		enum mp_report_format fmt;
+	} formats[] = {
+		{ "table", MP_REPORT_TABLE },
+		{ "json", MP_REPORT_JSON },
+		{ "tfjs", MP_REPORT_TFJS },
+	};
+
+	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
+		if (s && strcmp(s, formats[i].name) == 0) {
+			*ret = formats[i].fmt;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* A profile read from a file may carry any index: never trust one. */
+static const char *name_of(const struct mp_profile *p, uint32_t id)
+{
+	return id < p->n_names ? p->names[id] : "(invalid)";
+}
+
+static const char *pool_name(const struct mp_pool *v, uint32_t n, uint32_t id)
+{
+	return id < n ? v[id].name : "(invalid)";
+}
+
+/* ---- tfjs ---- */
+
+static void json_shapes(struct mp_json *j, const char *key, const struct mp_shape *s, uint32_t n)
+{
+	mp_json_array_begin_flat(j, key);
+	for (uint32_t i = 0; i < n; i++) {
+		mp_json_array_begin(j, NULL);
+		for (uint32_t d = 0; d < s[i].rank && d < MP_MAX_RANK; d++)
+			mp_json_i64(j, NULL, s[i].dims[d]);
+		mp_json_array_end(j);
+	}
+	mp_json_array_end(j);
+}
+
+static int write_tfjs(const struct mp_profile *p, const char *region, FILE *f)
+{
+	struct mp_region rg;
+	struct mp_json j;
+	int r;
+
+	r = mp_profile_region(p, region, &rg);
+	if (r < 0)
+		return r;
+	mp_json_init(&j, f, false);
+	mp_json_object_begin(&j, NULL);
+	if (rg.whole) {
+		mp_json_i64(&j, "newBytes", p->mem.bytes_added);
+		mp_json_i64(&j, "newTensors", p->mem.tensors_added);
+		mp_json_u64(&j, "peakBytes", p->peak_bytes);
+	} else {
+		const struct mp_invocation *inv = &p->invocations[rg.inv];
+
+		mp_json_i64(&j, "newBytes", inv->incl.bytes_added);
+		mp_json_i64(&j, "newTensors", inv->incl.tensors_added);
+		mp_json_u64(&j, "peakBytes", inv->peak_bytes);
+	}
+	mp_json_array_begin(&j, "kernels");
+	for (uint32_t i = 0; i < p->n_invocations; i++) {
+		const struct mp_invocation *inv = &p->invocations[i];
+
+		if (!rg.whole && (i == rg.inv || !mp_profile_inv_within(p, i, rg.inv)))
+			continue;
+		mp_json_object_begin(&j, NULL);
+		mp_json_str(&j, "name", name_of(p, inv->name));
+		mp_json_i64(&j, "bytesAdded", inv->incl.bytes_added);
+		mp_json_u64(&j, "totalBytesSnapshot", inv->total_bytes_snapshot);
+		mp_json_i64(&j, "tensorsAdded", inv->incl.tensors_added);
+		mp_json_u64(&j, "totalTensorsSnapshot", inv->total_tensors_snapshot);
+		json_shapes(&j, "inputShapes", inv->inputs, inv->n_inputs);
+		json_shapes(&j, "outputShapes", inv->outputs, inv->n_outputs);
+		mp_json_object_end(&j);
+	}
+	mp_json_array_end(&j);
+	mp_json_object_end(&j);
+	return mp_json_finish(&j);
+}
+
+/* ---- json: the whole model ---- */
+
+static void json_opt_u64(struct mp_json *j, const char *key, uint64_t v)
+{
+	if (v == MP_UNKNOWN)
+		mp_json_null(j, key);
+	else
+		mp_json_u64(j, key, v);
+}
+
+static void json_mem(struct mp_json *j, const char *key, const struct mp_mem_stats *m)
+{
+	mp_json_object_begin(j, key);
+	mp_json_i64(j, "bytesAdded", m->bytes_added);
+	mp_json_i64(j, "tensorsAdded", m->tensors_added);
+	mp_json_u64(j, "allocBytes", m->alloc_bytes);
+	mp_json_u64(j, "allocCount", m->alloc_count);
+	mp_json_u64(j, "freeBytes", m->free_bytes);
+	mp_json_u64(j, "freeCount", m->free_count);
+	mp_json_object_end(j);
+}
+
+static void json_buckets(struct mp_json *j, const char *key, const struct mp_bucket *b, uint32_t n,
+			 const struct mp_pool *names, uint32_t n_names)
+{
+	mp_json_array_begin(j, key);
+	for (uint32_t i = 0; i < n; i++) {
+		mp_json_object_begin(j, NULL);
+		mp_json_str(j, "name", pool_name(names, n_names, b[i].id));
+		mp_json_i64(j, "bytesAdded", (int64_t)(b[i].alloc_bytes - b[i].free_bytes));
+		mp_json_u64(j, "allocBytes", b[i].alloc_bytes);
+		mp_json_u64(j, "allocCount", b[i].alloc_count);
+		mp_json_u64(j, "freeBytes", b[i].free_bytes);
+		mp_json_u64(j, "freeCount", b[i].free_count);
+		mp_json_object_end(j);
+	}
+	mp_json_array_end(j);
+}
+
+static void json_invocation(struct mp_json *j, const struct mp_profile *p, uint32_t idx)
+{
+	const struct mp_invocation *v = &p->invocations[idx];
+
+	mp_json_object_begin(j, NULL);
+	mp_json_u64(j, "index", idx);
+	mp_json_str(j, "name", name_of(p, v->name));
+	mp_json_u64(j, "tid", v->tid);
+	if (v->parent == MP_NONE)
+		mp_json_null(j, "parent");
+	else
+		mp_json_u64(j, "parent", v->parent);
+	mp_json_u64(j, "depth", v->depth);
+	if (v->phase < p->n_phases)
+		mp_json_str(j, "phase", p->phases[v->phase].name);
+	else
+		mp_json_null(j, "phase");
+	mp_json_u64(j, "beginNs", v->begin_ns);
+	mp_json_u64(j, "endNs", v->end_ns);
+	mp_json_u64(j, "durationNs", v->end_ns > v->begin_ns ? v->end_ns - v->begin_ns : 0);
+	mp_json_bool(j, "openAtAttach", v->flags & MP_INV_F_OPEN_AT_ATTACH);
+	mp_json_bool(j, "truncated", v->flags & MP_INV_F_TRUNCATED);
+	mp_json_i64(j, "bytesAdded", v->incl.bytes_added);
+	mp_json_u64(j, "totalBytesSnapshot", v->total_bytes_snapshot);
+	mp_json_i64(j, "tensorsAdded", v->incl.tensors_added);
+	mp_json_u64(j, "totalTensorsSnapshot", v->total_tensors_snapshot);
+	json_shapes(j, "inputShapes", v->inputs, v->n_inputs);
+	json_shapes(j, "outputShapes", v->outputs, v->n_outputs);
+	json_mem(j, "inclusive", &v->incl);
+	json_mem(j, "exclusive", &v->excl);
+	mp_json_u64(j, "peakBytes", v->peak_bytes);
+	mp_json_u64(j, "peakAdded", v->peak_added);
+	mp_json_u64(j, "retainedBytes", v->retained_bytes);
+	mp_json_u64(j, "retainedCount", v->retained_count);
+	mp_json_u64(j, "crossThreadAllocs", v->cross_thread_allocs);
+	mp_json_u64(j, "crossThreadBytes", v->cross_thread_bytes);
+	json_opt_u64(j, "rssBegin", v->rss_begin);
+	json_opt_u64(j, "rssEnd", v->rss_end);
+	if (v->rss_begin != MP_UNKNOWN && v->rss_end != MP_UNKNOWN)
+		mp_json_i64(j, "rssDelta", (int64_t)(v->rss_end - v->rss_begin));
+	else
+		mp_json_null(j, "rssDelta");
+	mp_json_i64(j, "rssExactInclusive", v->rss_exact_incl);
+	mp_json_i64(j, "rssExactExclusive", v->rss_exact_excl);
+	json_buckets(j, "owners", v->owners, v->n_owners, p->owners, p->n_owners);
+	json_buckets(j, "tags", v->tags, v->n_tags, p->tags, p->n_tags);
+	mp_json_object_end(j);
+}
+
+static void json_kernel(struct mp_json *j, const struct mp_profile *p, const struct mp_kernel *k)
+{
+	mp_json_object_begin(j, NULL);
+	mp_json_str(j, "name", name_of(p, k->name));
+	mp_json_u64(j, "calls", k->calls);
+	mp_json_u64(j, "totalNs", k->total_ns);
+	mp_json_u64(j, "minNs", k->calls ? k->min_ns : 0);
+	mp_json_u64(j, "maxNs", k->max_ns);
+	json_mem(j, "inclusive", &k->incl);
+	json_mem(j, "exclusive", &k->excl);
+	mp_json_u64(j, "peakBytes", k->peak_bytes);
+	mp_json_u64(j, "peakAdded", k->peak_added);
+	mp_json_u64(j, "retainedBytes", k->retained_bytes);
+	mp_json_u64(j, "retainedCount", k->retained_count);
+	mp_json_u64(j, "crossThreadAllocs", k->cross_thread_allocs);
+	mp_json_u64(j, "crossThreadBytes", k->cross_thread_bytes);
+	mp_json_i64(j, "rssDeltaSum", k->rss_delta_sum);
+	mp_json_u64(j, "rssCalls", k->rss_calls);
+	mp_json_i64(j, "rssExactInclusive", k->rss_exact_incl);
+	mp_json_i64(j, "rssExactExclusive", k->rss_exact_excl);
+	mp_json_u64(j, "openAtAttach", k->open_at_attach);
+	mp_json_u64(j, "truncated", k->truncated);
+	json_buckets(j, "owners", k->owners, k->n_owners, p->owners, p->n_owners);
+	json_buckets(j, "tags", k->tags, k->n_tags, p->tags, p->n_tags);
+	mp_json_object_end(j);
+}
+
+static void json_pools(struct mp_json *j, const char *key, const struct mp_pool *v, uint32_t n)
+{
+	mp_json_array_begin(j, key);
+	for (uint32_t i = 0; i < n; i++) {
+		mp_json_object_begin(j, NULL);
+		mp_json_str(j, "name", v[i].name);
+		json_mem(j, "heap", &v[i].mem);
+		mp_json_u64(j, "liveBytes", v[i].live_bytes);
+		mp_json_u64(j, "liveCount", v[i].live_count);
+		mp_json_u64(j, "peakBytes", v[i].peak_bytes);
+		mp_json_object_end(j);
+	}
+	mp_json_array_end(j);
+}
+
+static int write_json(const struct mp_profile *p, FILE *f)
+{
+	struct mp_json j;
+
+	mp_json_init(&j, f, true);
+	mp_json_object_begin(&j, NULL);
+	mp_json_u64(&j, "formatVersion", p->format_version);
+	mp_json_object_begin(&j, "process");
+	mp_json_i64(&j, "pid", p->pid);
+	mp_json_str(&j, "exe", p->exe);
+	mp_json_str(&j, "buildId", p->build_id);
+	mp_json_str(&j, "cmdline", p->cmdline);
+	mp_json_object_end(&j);
+	mp_json_str(&j, "clock", p->clock == MP_CLOCK_MONOTONIC ? "CLOCK_MONOTONIC" : "unknown");
+	mp_json_object_begin(&j, "sampling");
+	mp_json_u64(&j, "rssIntervalNs", p->rss_interval_ns);
+	mp_json_u64(&j, "pssIntervalNs", p->pss_interval_ns);
+	mp_json_bool(&j, "rssExact", p->rss_exact);
+	mp_json_object_end(&j);
+	mp_json_u64(&j, "beginNs", p->begin_ns);
+	mp_json_u64(&j, "endNs", p->end_ns);
+	mp_json_i64(&j, "newBytes", p->mem.bytes_added);
+	mp_json_i64(&j, "newTensors", p->mem.tensors_added);
+	mp_json_u64(&j, "peakBytes", p->peak_bytes);
+	mp_json_u64(&j, "peakTensors", p->peak_tensors);
+	json_mem(&j, "heap", &p->mem);
+	mp_json_u64(&j, "unknownFrees", p->unknown_frees);
+	mp_json_bool(&j, "truncated", p->truncated);
+	mp_json_object_begin(&j, "drops");
+	mp_json_u64(&j, "ring", p->drops_ring);
+	mp_json_u64(&j, "bpf", p->drops_bpf);
+	mp_json_u64(&j, "invocations", p->invocations_dropped);
+	mp_json_u64(&j, "markers", p->dropped_markers);
+	mp_json_object_end(&j);
+	mp_json_object_begin(&j, "anomalies");
+	mp_json_u64(&j, "unmatchedEnds", p->unmatched_ends);
+	mp_json_u64(&j, "unmatchedTagEnds", p->unmatched_tag_ends);
+	mp_json_u64(&j, "orphanShapes", p->orphan_shapes);
+	mp_json_u64(&j, "accountingErrors", p->accounting_errors);
+	mp_json_object_end(&j);
+	mp_json_array_begin(&j, "kernels");
+	for (uint32_t i = 0; i < p->n_kernels; i++)
+		json_kernel(&j, p, &p->kernels[i]);
+	mp_json_array_end(&j);
+	mp_json_array_begin(&j, "invocations");
+	for (uint32_t i = 0; i < p->n_invocations; i++)
+		json_invocation(&j, p, i);
+	mp_json_array_end(&j);
+	mp_json_array_begin(&j, "phases");
+	for (uint32_t i = 0; i < p->n_phases; i++) {
+		const struct mp_phase *ph = &p->phases[i];
+
+		mp_json_object_begin(&j, NULL);
+		mp_json_str(&j, "name", ph->name);
+		mp_json_u64(&j, "firstNs", ph->first_ns);
+		mp_json_u64(&j, "durationNs", ph->duration_ns);
+		mp_json_u64(&j, "entries", ph->entries);
+		json_mem(&j, "heap", &ph->mem);
+		mp_json_u64(&j, "peakBytes", ph->peak_bytes);
+		mp_json_u64(&j, "rssPeak", ph->rss_peak);
+		mp_json_object_end(&j);
+	}
+	mp_json_array_end(&j);
+	json_pools(&j, "owners", p->owners, p->n_owners);
+	json_pools(&j, "tags", p->tags, p->n_tags);
+	mp_json_object_begin(&j, "rss");
+	mp_json_u64(&j, "samples", p->rss_samples);
+	mp_json_u64(&j, "stride", p->rss_stride);
+	mp_json_u64(&j, "peak", p->rss_peak);
+	json_opt_u64(&j, "vmHwm", p->vm_hwm);
+	mp_json_i64(&j, "exactUnattributed", p->rss_exact_unattributed);
+	mp_json_array_begin(&j, "timeline");
+	for (uint32_t i = 0; i < p->n_rss; i++) {
+		const struct mp_rss_point *pt = &p->rss[i];
+
+		mp_json_object_begin(&j, NULL);
+		mp_json_u64(&j, "tsNs", pt->ts_ns);
+		json_opt_u64(&j, "vmRss", pt->vm_rss);
+		json_opt_u64(&j, "rssAnon", pt->rss_anon);
+		json_opt_u64(&j, "rssFile", pt->rss_file);
+		json_opt_u64(&j, "rssShmem", pt->rss_shmem);
+		json_opt_u64(&j, "vmSwap", pt->vm_swap);
+		json_opt_u64(&j, "pss", pt->pss);
+		mp_json_object_end(&j);
+	}
+	mp_json_array_end(&j);
+	mp_json_object_end(&j);
+	mp_json_object_end(&j);
+	return mp_json_finish(&j);
+}
+
+/* ---- table ---- */
+
+/* Names may hold anything: print them so they cannot drive a terminal. */
+static void put_name(FILE *f, const char *s, int width)
+{
+	int n = 0;
+
+	for (; s && *s && (width <= 0 || n < width); s++, n++)
+		fputc(*s >= 0x20 && *s < 0x7f ? *s : '?', f);
+	for (; n < width; n++)
+		fputc(' ', f);
+}
+
+static void put_bytes(FILE *f, int64_t v)
+{
+	fprintf(f, " %14" PRId64, v);
+}
+
+static int write_table(const struct mp_profile *p, FILE *f)
+{
+	uint64_t win = p->end_ns > p->begin_ns ? p->end_ns - p->begin_ns : 0;
+
+	fprintf(f, "memprofd profile: pid %" PRId32 " ", p->pid);
+	put_name(f, p->exe ? p->exe : "?", 0);
+	fprintf(f, "\nwindow: %.3f s%s\n", win / 1e9, p->truncated ? " (truncated)" : "");
+	fprintf(f,
+		"heap: new %" PRId64 " B in %" PRId64 " blocks, peak %" PRIu64
+		" B, allocated %" PRIu64 " B in %" PRIu64 " blocks, freed %" PRIu64 " B in %" PRIu64
+		" blocks, unknown frees %" PRIu64 "\n",
+		p->mem.bytes_added, p->mem.tensors_added, p->peak_bytes, p->mem.alloc_bytes,
+		p->mem.alloc_count, p->mem.free_bytes, p->mem.free_count, p->unknown_frees);
+	if (p->rss_samples)
+		fprintf(f, "rss: peak %" PRIu64 " B over %" PRIu64 " samples\n", p->rss_peak,
+			p->rss_samples);
+
+	fprintf(f, "\n%-32s %8s %14s %14s %14s %14s %14s %12s\n", "KERNEL", "CALLS", "BYTES_ADDED",
+		"ALLOC_BYTES", "PEAK_ADDED", "PEAK_LIVE", "RSS_DELTA", "TIME_MS");
+	for (uint32_t i = 0; i < p->n_kernels; i++) {
+		const struct mp_kernel *k = &p->kernels[i];
+
+		put_name(f, name_of(p, k->name), 32);
+		fprintf(f, " %8" PRIu64, k->calls);
+		put_bytes(f, k->incl.bytes_added);
+		put_bytes(f, (int64_t)k->incl.alloc_bytes);
+		put_bytes(f, (int64_t)k->peak_added);
+		put_bytes(f, (int64_t)k->peak_bytes);
+		if (k->rss_calls)
+			put_bytes(f, k->rss_delta_sum);
+		else
+			fprintf(f, " %14s", "-");
+		fprintf(f, " %12.3f\n", k->total_ns / 1e6);
+	}
+	if (p->n_phases) {
+		fprintf(f, "\n%-32s %12s %14s %14s %14s\n", "PHASE", "TIME_MS", "NET_BYTES",
+			"PEAK_BYTES", "RSS_PEAK");
+		for (uint32_t i = 0; i < p->n_phases; i++) {
+			const struct mp_phase *ph = &p->phases[i];
+
+			put_name(f, ph->name, 32);
+			fprintf(f, " %12.3f", ph->duration_ns / 1e6);
+			put_bytes(f, ph->mem.bytes_added);
+			put_bytes(f, (int64_t)ph->peak_bytes);
+			put_bytes(f, (int64_t)ph->rss_peak);
+			fputc('\n', f);
+		}
+	}
+	for (int t = 0; t < 2; t++) {
+		const struct mp_pool *v = t ? p->tags : p->owners;
+		uint32_t n = t ? p->n_tags : p->n_owners;
+
+		fprintf(f, "\n%-32s %14s %14s %14s %14s\n", t ? "TAG" : "OWNER", "ALLOC_BYTES",
+			"LIVE_BYTES", "PEAK_BYTES", "NET_BYTES");
+		for (uint32_t i = 0; i < n; i++) {
+			if (!v[i].mem.alloc_count)
+				continue;
+			put_name(f, v[i].name, 32);
+			put_bytes(f, (int64_t)v[i].mem.alloc_bytes);
+			put_bytes(f, (int64_t)v[i].live_bytes);
+			put_bytes(f, (int64_t)v[i].peak_bytes);
+			put_bytes(f, v[i].mem.bytes_added);
+			fputc('\n', f);
+		}
+	}
+	fprintf(f,
+		"\ndrops: ring %" PRIu64 ", bpf %" PRIu64 ", invocations beyond cap %" PRIu64
+		", markers %" PRIu64 "; unmatched ends %" PRIu64 "; truncated: %s\n",
+		p->drops_ring, p->drops_bpf, p->invocations_dropped, p->dropped_markers,
+		p->unmatched_ends, p->truncated ? "yes" : "no");
+	return ferror(f) ? -EIO : 0;
+}
+
+int mp_report_write(const struct mp_profile *p, enum mp_report_format format, const char *region,
+		    FILE *f)
+{
+	switch (format) {
+	case MP_REPORT_TABLE:
+		return write_table(p, f);
+	case MP_REPORT_JSON:
+		return write_json(p, f);
+	case MP_REPORT_TFJS:
+		return write_tfjs(p, region, f);
+	}
+	return -EINVAL;
+}

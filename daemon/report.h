@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Renderers of a profile: a human table, the whole model as JSON, and
+ * tf.profile's ProfileInfo object for one region.
+ */
+#ifndef MP_REPORT_H
+#define MP_REPORT_H
+
+#include <stdio.h>
+
+#include "profile.h"
+
+enum mp_report_format {
+	MP_REPORT_TABLE = 1,
+	MP_REPORT_JSON,
+	MP_REPORT_TFJS,
+};
+
+/* "table", "json", "tfjs"; -EINVAL otherwise. */
+int mp_report_format_parse(const char *s, enum mp_report_format *ret);
+
+/* Writes @p to @f. @region (see mp_profile_region(); NULL: whole profile)
+ * selects what the tfjs format reports; the other formats report
+ * everything. -ENOENT: no such region; -EIO: write error. */
+int mp_report_write(const struct mp_profile *p, enum mp_report_format format, const char *region,
+		    FILE *f);
+
+#endif /* MP_REPORT_H */

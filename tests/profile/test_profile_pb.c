@@ -1,0 +1,323 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memprof.proto storage: a profile using every part of the model survives
+ * write → read identical; corrupted, truncated and inconsistent files are
+ * refused with -EBADMSG and a reason.
+ */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "memprof.pb-c.h"
+#include "profile_pb.h"
+
+#define U MP_UNKNOWN
+
+static const char *resolve(void *ctx, uint64_t addr)
+{
+	(void)ctx;
+	if (addr < 0x2000)
+		return "/usr/lib/libxnnpack.so.1";
+	if (addr < 0x3000)
+		return "/opt/app/bin/runner";
+	return NULL;
+}
+
+static void sample(struct stream *s, uint64_t rss, uint64_t pss)
+{
+	struct mp_rss_sample smp = {
+		.ts_ns = tick(s),
+		.vm_rss = rss,
+		.rss_anon = rss - 4096,
+		.rss_file = 4096,
+		.rss_shmem = 0,
+		.vm_hwm = rss + 8192,
+		.vm_swap = 0,
+		.pss = pss,
+	};
+
+	cr_assert_eq(mp_correlator_on_rss(s->c, &smp), 0);
+}
+
+static void stat_ev(struct stream *s, uint32_t tid, uint32_t member, int64_t v)
+{
+	struct mp_rss_stat_event ev = {
+		.ts_ns = tick(s), .tid = tid, .member = member, .value = v
+	};
+
+	cr_assert_eq(mp_correlator_on_rss_stat(s->c, &ev), 0);
+}
+
+/* A profile with every kind of content. */
+static struct mp_profile *rich_profile(void)
+{
+	struct mp_correlator_opts o = { .resolve_owner = resolve,
+					.max_invocations = 5,
+					.max_rss_points = 4 };
+	struct mp_record open = { .type = MP_REC_KERNEL_BEGIN,
+				  .flags = MP_REC_F_OPEN_AT_ATTACH,
+				  .tid = 1,
+				  .ts_ns = 10,
+				  .name = "session" };
+	struct stream s;
+	struct mp_profile *p;
+	struct block b1, b2;
+
+	stream_init(&s, &o);
+	cr_assert_eq(mp_correlator_add_owner_rule(s.c, "libxnn*=xnnpack"), 0);
+	cr_assert_eq(mp_correlator_on_record(s.c, &open), 0);
+	stat_ev(&s, 1, MP_RSS_ANON, 1 << 20);
+	sample(&s, 8 << 20, U);
+	phase(&s, "load");
+	tag_begin(&s, 1, "weights");
+	b1 = alloc_from(&s, 1, 4096, 0x1100);
+	tag_end(&s, 1);
+	sample(&s, 9 << 20, 7 << 20);
+	phase(&s, "inference");
+	kbegin(&s, 1, "conv");
+	shape(&s, 1, true, 4, (int64_t)1, (int64_t)3, (int64_t)224, (int64_t)224);
+	shape(&s, 1, true, 4, (int64_t)64, (int64_t)3, (int64_t)7, (int64_t)7);
+	kbegin(&s, 1, "im2col");
+	tag_begin(&s, 1, "activations");
+	b2 = alloc_from(&s, 2, 100000, 0x2100);
+	stat_ev(&s, 2, MP_RSS_ANON, (1 << 20) + 102400);
+	tag_end(&s, 1);
+	kend(&s, 1);
+	shape(&s, 1, false, 4, (int64_t)1, (int64_t)64, (int64_t)-1, (int64_t)INT64_MIN);
+	release(&s, 1, &b2);
+	kend(&s, 1);
+	kend(&s, 9); /* unmatched */
+	for (int i = 0; i < 4; i++) {
+		sample(&s, (10 + i) << 20, U);
+		kbegin(&s, 3, "relu");
+		alloc_from(&s, 3, 8 + i, 0x5000);
+		kend(&s, 3);
+	}
+	shape(&s, 5, true, 1, (int64_t)1); /* orphan */
+	unknown_free(&s, 1, 0x99);
+	release(&s, 1, &b1);
+	kbegin(&s, 4, "never_ends");
+	p = finish(&s);
+	cr_assert_eq(mp_profile_set_process(p, 1234, "/opt/app/bin/runner", "deadbeef00",
+					    "runner --model m.pte"),
+		     0);
+	p->rss_interval_ns = 10000000;
+	p->pss_interval_ns = 1000000000;
+	p->rss_exact = true;
+	p->drops_ring = 2;
+	p->drops_bpf = 3;
+	/* Sanity: the content the round trip must carry is really there. */
+	cr_assert_eq(p->n_invocations, 5);
+	cr_assert_eq(p->invocations_dropped, 3);
+	cr_assert_eq(p->n_phases, 2);
+	cr_assert_eq(p->n_owners, 3);
+	cr_assert_eq(p->n_tags, 3);
+	cr_assert_gt(p->n_rss, 1);
+	cr_assert(p->truncated);
+	return p;
+}
+
+Test(profile_pb, round_trip_bare_and_file)
+{
+	struct mp_profile *p = rich_profile(), *q = NULL, *r = NULL;
+	const char *why = "unset";
+	uint8_t *buf;
+	size_t len;
+
+	cr_assert_eq(mp_profile_encode(p, &buf, &len), 0);
+	cr_assert_eq(mp_profile_decode(buf, len, &q, &why), 0, "%s", why);
+	free(buf);
+	expect_profile_eq(q, p);
+
+	cr_assert_eq(mp_profile_file_encode(p, &buf, &len), 0);
+	cr_assert_eq(mp_profile_file_decode(buf, len, &r, &why), 0, "%s", why);
+	free(buf);
+	expect_profile_eq(r, p);
+	mp_profile_free(p);
+	mp_profile_free(q);
+	mp_profile_free(r);
+}
+
+Test(profile_pb, save_load)
+{
+	struct mp_profile *p = rich_profile(), *q = NULL;
+	char dir[] = "/tmp/memprof-test-XXXXXX", path[64];
+	const char *why = NULL;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/p.memprof", dir);
+	cr_assert_eq(mp_profile_save(p, path), 0);
+	cr_assert_eq(mp_profile_load(path, &q, &why), 0, "%s", why ? why : "");
+	expect_profile_eq(q, p);
+	cr_expect_eq(mp_profile_load(dir, &q, &why), -EBADMSG);
+	unlink(path);
+	cr_expect_eq(mp_profile_load(path, &q, &why), -ENOENT);
+	rmdir(dir);
+	mp_profile_free(p);
+	mp_profile_free(q);
+}
+
+/* Every truncation and every single-bit corruption of a file is refused. */
+Test(profile_pb, corrupted_and_truncated_files_refused)
+{
+	struct mp_profile *p = rich_profile(), *q;
+	const char *why;
+	uint8_t *buf;
+	size_t len;
+
+	cr_assert_eq(mp_profile_file_encode(p, &buf, &len), 0);
+	for (size_t l = 0; l < len; l++) {
+		why = NULL;
+		q = NULL;
+		cr_expect_eq(mp_profile_file_decode(buf, l, &q, &why), -EBADMSG,
+			     "truncated at %zu accepted", l);
+		cr_expect_not_null(why);
+		cr_expect_null(q);
+	}
+	for (size_t i = 0; i < len; i++) {
+		for (int bit = 0; bit < 8; bit += 3) {
+			int r;
+
+			buf[i] ^= 1u << bit;
+			why = NULL;
+			q = NULL;
+			r = mp_profile_file_decode(buf, len, &q, &why);
+			cr_expect(r == -EBADMSG || r == -EPROTONOSUPPORT,
+				  "flip byte %zu bit %d: %d", i, bit, r);
+			cr_expect_not_null(why);
+			cr_expect_null(q);
+			buf[i] ^= 1u << bit;
+		}
+	}
+	buf = realloc(buf, len + 1);
+	buf[len] = 0;
+	cr_expect_eq(mp_profile_file_decode(buf, len + 1, &q, &why), -EBADMSG);
+	cr_expect_str_eq(why, "trailing bytes after the profile");
+	free(buf);
+	mp_profile_free(p);
+}
+
+/* Bare messages that protobuf accepts but that break the model's rules. */
+static int decode_msg(const Memprof__Profile *m, const char **why)
+{
+	size_t len = memprof__profile__get_packed_size(m);
+	uint8_t *buf = malloc(len + 1);
+	struct mp_profile *q = NULL;
+	int r;
+
+	memprof__profile__pack(m, buf);
+	r = mp_profile_decode(buf, len, &q, why);
+	free(buf);
+	mp_profile_free(q);
+	return r;
+}
+
+Test(profile_pb, inconsistent_messages_refused)
+{
+	char *names[] = { "k" };
+	Memprof__Pool pool = MEMPROF__POOL__INIT, *pools[] = { &pool };
+	Memprof__Invocation inv = MEMPROF__INVOCATION__INIT, *invs[] = { &inv };
+	Memprof__Kernel ker = MEMPROF__KERNEL__INIT, *kers[] = { &ker };
+	Memprof__Bucket bk = MEMPROF__BUCKET__INIT, *bks[] = { &bk };
+	int64_t dims[9] = { 0 };
+	Memprof__Shape shp = MEMPROF__SHAPE__INIT, *shps[] = { &shp };
+	Memprof__Profile m = MEMPROF__PROFILE__INIT;
+	const char *why;
+
+	pool.name = "(unknown)";
+	m.format_version = 1;
+	m.n_kernel_names = 1;
+	m.kernel_names = names;
+	m.n_owners = 1;
+	m.owners = pools;
+	m.n_tags = 1;
+	m.tags = pools;
+	m.n_invocations = 1;
+	m.invocations = invs;
+	m.n_kernels = 1;
+	m.kernels = kers;
+	inv.parent = MP_NONE;
+	inv.phase = MP_NONE;
+	cr_assert_eq(decode_msg(&m, &why), 0, "%s", why);
+
+	m.format_version = 0;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	m.format_version = 99;
+	cr_expect_eq(decode_msg(&m, &why), -EPROTONOSUPPORT);
+	m.format_version = 1;
+
+	inv.name = 1;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "invocation names no kernel");
+	inv.name = 0;
+	inv.parent = 0; /* itself: a cycle */
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "invocation parent is not an earlier invocation");
+	inv.parent = MP_NONE;
+	inv.phase = 0;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "invocation phase out of range");
+	inv.phase = MP_NONE;
+
+	shp.n_dims = 9;
+	shp.dims = dims;
+	inv.n_input_shapes = 1;
+	inv.input_shapes = shps;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "shape rank above the maximum");
+	inv.n_input_shapes = 0;
+
+	bk.id = 1;
+	inv.n_owners = 1;
+	inv.owners = bks;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "owner/tag bucket refers to no owner/tag");
+	inv.n_owners = 0;
+	ker.n_tags = 1;
+	ker.tags = bks;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	ker.n_tags = 0;
+
+	ker.name = 3;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "kernel aggregate names no kernel");
+	ker.name = 0;
+	cr_expect_eq(decode_msg(&m, &why), 0);
+
+	cr_expect_eq(mp_profile_decode("\xff\xff\xff", 3, &(struct mp_profile *){ NULL }, &why),
+		     -EBADMSG);
+	cr_expect_str_eq(why, "corrupted or truncated protobuf data");
+}
+
+/* A decoded profile renders like the original (the renderers only read
+ * the model). */
+Test(profile_pb, decoded_renders_identically)
+{
+	struct mp_profile *p = rich_profile(), *q = NULL;
+	uint8_t *buf;
+	size_t len;
+	char *a, *b;
+
+	cr_assert_eq(mp_profile_file_encode(p, &buf, &len), 0);
+	cr_assert_eq(mp_profile_file_decode(buf, len, &q, NULL), 0);
+	free(buf);
+	for (int f = MP_REPORT_TABLE; f <= MP_REPORT_TFJS; f++) {
+		a = render(p, f, NULL);
+		b = render(q, f, NULL);
+		cr_expect_str_eq(a, b);
+		free(a);
+		free(b);
+	}
+	a = render(p, MP_REPORT_TFJS, "conv");
+	b = render(q, MP_REPORT_TFJS, "conv");
+	cr_expect_str_eq(a, b);
+	cr_expect_str_eq(a,
+			 "{\"newBytes\":0,\"newTensors\":0,\"peakBytes\":104096,\"kernels\":["
+			 "{\"name\":\"im2col\",\"bytesAdded\":100000,\"totalBytesSnapshot\":104096,"
+			 "\"tensorsAdded\":1,\"totalTensorsSnapshot\":2,\"inputShapes\":[],"
+			 "\"outputShapes\":[]}]}\n");
+	free(a);
+	free(b);
+	mp_profile_free(p);
+	mp_profile_free(q);
+}
