@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: MIT
+#include "rss.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Large enough for status with the usual handful of supplementary groups;
+ * grown once (never per sample) if a target has thousands. */
+#define READ_BUF_INITIAL 4096
+#define READ_BUF_MAX (1u << 20)
+
+struct mp_rss_sampler {
+	pid_t pid;
+	int status_fd;
+	int smaps_fd; /* -1 when Pss is never read */
+	int timer_fd;
+	unsigned pss_every_n;
+	unsigned tick;
+	uint64_t missed;
+	char *buf;
+	size_t buf_size;
+};
+
+/* Parses " 1234 kB" (the rest of a line after "Key:") into bytes. */
+static int parse_kb(const char *p, const char *end, uint64_t *ret_bytes)
+{
+	uint64_t v = 0;
+	const char *digits;
+
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	digits = p;
+	while (p < end && *p >= '0' && *p <= '9') {
+		unsigned d = (unsigned)(*p - '0');
+
+		if (v > (UINT64_MAX - d) / 10)
+			return -ERANGE;
+		v = v * 10 + d;
+		p++;
+	}
+	if (p == digits)
+		return -EBADMSG;
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	if (end - p < 2 || p[0] != 'k' || p[1] != 'B')
+		return -EBADMSG;
+	p += 2;
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	if (p != end)
+		return -EBADMSG;
+	if (v > UINT64_MAX / 1024)
+		return -ERANGE;
+	*ret_bytes = v * 1024;
+	return 0;
+}
+
+struct key {
+	const char *name; /* with the colon, so "Pss:" never matches "Pss_Anon:" */
+	size_t len;
+	size_t offset; /* into struct mp_rss_sample */
+};
+
+#define KEY(s, field)                                                   \
+	{                                                               \
+		s, sizeof(s) - 1, offsetof(struct mp_rss_sample, field) \
+	}
+
+static const struct key status_keys[] = {
+	KEY("VmRSS:", vm_rss),	     KEY("RssAnon:", rss_anon), KEY("RssFile:", rss_file),
+	KEY("RssShmem:", rss_shmem), KEY("VmHWM:", vm_hwm),	KEY("VmSwap:", vm_swap),
+};
+
+static const struct key smaps_keys[] = {
+	KEY("Pss:", pss),
+};
+
+/*
+ * Matches keys only at the start of a line. The kernel escapes control
+ * characters in the Name: line, so a hostile process name cannot start a line
+ * of its own; should one ever get through, the genuine line that follows it
+ * makes the key repeated, which is rejected rather than silently believed.
+ */
+static int parse_lines(const char *buf, size_t len, const struct key *keys, size_t n_keys,
+		       struct mp_rss_sample *s)
+{
+	const char *p = buf, *end = buf + len;
+	unsigned seen = 0;
+
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *eol = nl ? nl : end;
+		size_t line_len = (size_t)(eol - p);
+
+		for (size_t i = 0; i < n_keys; i++) {
+			uint64_t v;
+			int r;
+
+			if (line_len < keys[i].len || memcmp(p, keys[i].name, keys[i].len) != 0)
+				continue;
+			if (seen & (1u << i))
+				return -EBADMSG;
+			seen |= 1u << i;
+			r = parse_kb(p + keys[i].len, eol, &v);
+			if (r < 0)
+				return r;
+			memcpy((char *)s + keys[i].offset, &v, sizeof(v));
+			break;
+		}
+		p = nl ? nl + 1 : end;
+	}
+	return 0;
+}
+
+int mp_rss_parse_status(const char *buf, size_t len, struct mp_rss_sample *ret)
+{
+	struct mp_rss_sample s = {
+		.ts_ns = 0,
+		.vm_rss = UINT64_MAX,
+		.rss_anon = UINT64_MAX,
+		.rss_file = UINT64_MAX,
+		.rss_shmem = UINT64_MAX,
+		.vm_hwm = UINT64_MAX,
+		.vm_swap = UINT64_MAX,
+		.pss = UINT64_MAX,
+	};
+	int r;
+
+	if (!buf && len)
+		return -EINVAL;
+	r = parse_lines(buf, len, status_keys, sizeof(status_keys) / sizeof(status_keys[0]), &s);
+	if (r < 0)
+		return r;
+	*ret = s;
+	return 0;
+}
+
+int mp_rss_parse_smaps_rollup(const char *buf, size_t len, uint64_t *ret_pss)
+{
+	struct mp_rss_sample s = { .pss = UINT64_MAX };
+	int r;
+
+	if (!buf && len)
+		return -EINVAL;
+	r = parse_lines(buf, len, smaps_keys, 1, &s);
+	if (r < 0)
+		return r;
+	if (s.pss == UINT64_MAX)
+		return -ENODATA;
+	*ret_pss = s.pss;
+	return 0;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int open_proc(pid_t pid, const char *name, int *ret_fd)
+{
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ESRCH : -errno;
+	*ret_fd = fd;
+	return 0;
+}
+
+void mp_rss_sampler_free(struct mp_rss_sampler *s)
+{
+	if (!s)
+		return;
+	if (s->status_fd >= 0)
+		close(s->status_fd);
+	if (s->smaps_fd >= 0)
+		close(s->smaps_fd);
+	if (s->timer_fd >= 0)
+		close(s->timer_fd);
+	free(s->buf);
+	free(s);
+}
+
+int mp_rss_sampler_new(pid_t pid, unsigned hz, unsigned pss_every_n, struct mp_rss_sampler **ret)
+{
+	struct mp_rss_sampler *s;
+	struct itimerspec its = { 0 };
+	uint64_t period_ns;
+	int r;
+
+	if (pid <= 0 || hz == 0 || hz > MP_RSS_MAX_HZ || !ret)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->pid = pid;
+	s->status_fd = s->smaps_fd = s->timer_fd = -1;
+	s->pss_every_n = pss_every_n;
+	s->buf_size = READ_BUF_INITIAL;
+	s->buf = malloc(s->buf_size);
+	if (!s->buf) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	/* Opened once: the fds pin the target's struct pid, so a recycled pid
+	 * can never be sampled by mistake, and sampling costs no open(). */
+	r = open_proc(pid, "status", &s->status_fd);
+	if (r < 0)
+		goto fail;
+	if (pss_every_n) {
+		r = open_proc(pid, "smaps_rollup", &s->smaps_fd);
+		if (r < 0)
+			goto fail;
+	}
+	s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (s->timer_fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	period_ns = 1000000000u / hz;
+	its.it_interval.tv_sec = (time_t)(period_ns / 1000000000u);
+	its.it_interval.tv_nsec = (long)(period_ns % 1000000000u);
+	its.it_value = its.it_interval;
+	if (timerfd_settime(s->timer_fd, 0, &its, NULL) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	*ret = s;
+	return 0;
+fail:
+	mp_rss_sampler_free(s);
+	return r;
+}
+
+int mp_rss_sampler_fd(const struct mp_rss_sampler *s)
+{
+	return s ? s->timer_fd : -EINVAL;
+}
+
+uint64_t mp_rss_sampler_missed(const struct mp_rss_sampler *s)
+{
+	return s ? s->missed : 0;
+}
+
+/* One pread at offset 0 regenerates the whole seq_file; reading it in pieces
+ * would splice two different snapshots, so the buffer must hold all of it. */
+static int read_whole(struct mp_rss_sampler *s, int fd, size_t *ret_len)
+{
+	for (;;) {
+		ssize_t n = pread(fd, s->buf, s->buf_size, 0);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if ((size_t)n < s->buf_size) {
+			*ret_len = (size_t)n;
+			return 0;
+		}
+		if (s->buf_size >= READ_BUF_MAX)
+			return -EFBIG;
+		char *nb = realloc(s->buf, s->buf_size * 2);
+		if (!nb)
+			return -ENOMEM;
+		s->buf = nb;
+		s->buf_size *= 2;
+	}
+}
+
+int mp_rss_sampler_read(struct mp_rss_sampler *s, bool with_pss, struct mp_rss_sample *ret)
+{
+	struct mp_rss_sample sample;
+	uint64_t t0, t1, pss;
+	size_t len;
+	int r;
+
+	if (!s || !ret)
+		return -EINVAL;
+	t0 = now_ns();
+	r = read_whole(s, s->status_fd, &len);
+	t1 = now_ns();
+	if (r < 0)
+		return r;
+	r = mp_rss_parse_status(s->buf, len, &sample);
+	if (r < 0)
+		return r;
+	/* A zombie still has a status file, but no mm and so no Vm lines. */
+	if (sample.vm_rss == UINT64_MAX)
+		return -ESRCH;
+	sample.ts_ns = t0 + (t1 - t0) / 2;
+	if (with_pss && s->smaps_fd >= 0) {
+		r = read_whole(s, s->smaps_fd, &len);
+		if (r < 0)
+			return r;
+		r = mp_rss_parse_smaps_rollup(s->buf, len, &pss);
+		if (r == -ENODATA)
+			return -ESRCH;
+		if (r < 0)
+			return r;
+		sample.pss = pss;
+	}
+	*ret = sample;
+	return 0;
+}
+
+int mp_rss_sampler_sample(struct mp_rss_sampler *s, struct mp_rss_sample *ret)
+{
+	uint64_t expirations = 0;
+	bool with_pss;
+
+	if (!s || !ret)
+		return -EINVAL;
+	if (read(s->timer_fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN &&
+	    errno != EINTR)
+		return -errno;
+	if (expirations > 1)
+		s->missed += expirations - 1;
+	with_pss = s->pss_every_n && s->tick % s->pss_every_n == 0;
+	s->tick++;
+	return mp_rss_sampler_read(s, with_pss, ret);
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * RSS of a target process, sampled from /proc.
+ *
+ * The parsers are pure functions over untrusted text: the target controls
+ * its own name, which appears in /proc/PID/status, and the fuzz target feeds
+ * them arbitrary bytes. The sampler reads pre-opened /proc files on a timerfd
+ * so the daemon's event loop can poll it next to the ring and the BPF ringbuf.
+ */
+#ifndef MP_RSS_H
+#define MP_RSS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "rss_sample.h"
+
+#define MP_RSS_DEFAULT_HZ 100
+#define MP_RSS_MAX_HZ 10000
+/* smaps_rollup walks every page table of the target; read it less often. */
+#define MP_RSS_DEFAULT_PSS_EVERY 10
+
+/*
+ * Parse the text of /proc/PID/status. Sets every field of @ret: the six
+ * counters (kB converted to bytes; UINT64_MAX when the line is absent, as for
+ * a zombie or a kernel thread), ts_ns = 0 and pss = UINT64_MAX.
+ * Returns 0, or -EBADMSG when a line we read is malformed or repeated, or
+ * -ERANGE when a value overflows 64 bits in bytes; @ret is then untouched.
+ */
+int mp_rss_parse_status(const char *buf, size_t len, struct mp_rss_sample *ret);
+
+/*
+ * Parse the text of /proc/PID/smaps_rollup and return its "Pss:" line in bytes.
+ * Returns 0, -ENODATA when there is no Pss line (the target has no mm any
+ * more), -EBADMSG / -ERANGE as above; @ret_pss is untouched on error.
+ */
+int mp_rss_parse_smaps_rollup(const char *buf, size_t len, uint64_t *ret_pss);
+
+struct mp_rss_sampler;
+
+/*
+ * Open /proc/@pid/status (and smaps_rollup unless @pss_every_n is 0) and arm
+ * a CLOCK_MONOTONIC timerfd at @hz (1..MP_RSS_MAX_HZ). Every @pss_every_n-th
+ * timer sample, starting with the first, also reads Pss.
+ * Returns 0, -EINVAL, -ESRCH (no such process), -EACCES (smaps_rollup needs
+ * ptrace read access), -ENOMEM, or the errno of open/timerfd_create.
+ */
+int mp_rss_sampler_new(pid_t pid, unsigned hz, unsigned pss_every_n, struct mp_rss_sampler **ret);
+void mp_rss_sampler_free(struct mp_rss_sampler *s);
+
+/* The timerfd (non-blocking, CLOEXEC) to poll for EPOLLIN. Owned by @s. */
+int mp_rss_sampler_fd(const struct mp_rss_sampler *s);
+
+/*
+ * Call when the timerfd is readable: consumes the expirations and takes one
+ * sample (with Pss on every n-th call). Calling it when the timer has not
+ * fired is harmless and still samples. Returns 0, -ESRCH when the target has
+ * exited (zombie or reaped), -EBADMSG/-ERANGE on unparsable /proc text, or
+ * the errno of the read.
+ */
+int mp_rss_sampler_sample(struct mp_rss_sampler *s, struct mp_rss_sample *ret);
+
+/* An immediate sample outside the timer cadence (at kernel begin/end, say);
+ * does not touch the timer or the Pss cadence. Same returns as above. */
+int mp_rss_sampler_read(struct mp_rss_sampler *s, bool with_pss, struct mp_rss_sample *ret);
+
+/* Timer expirations that were not turned into samples because the caller
+ * was late (the timerfd coalesces them). */
+uint64_t mp_rss_sampler_missed(const struct mp_rss_sampler *s);
+
+#endif /* MP_RSS_H */

@@ -1,0 +1,220 @@
+// SPDX-License-Identifier: MIT
+/* The sampler on a real child that faults in 64 MiB of fresh anonymous pages. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rss.h"
+
+#define TOUCH_BYTES (64ull << 20)
+
+struct child {
+	pid_t pid;
+	int cmd; /* parent -> child */
+	int done; /* child -> parent */
+};
+
+/* The child waits for 't' (touch 64 MiB) and 'q' (exit 0), acking each. */
+static void child_main(int cmd, int done)
+{
+	char c;
+
+	while (read(cmd, &c, 1) == 1) {
+		if (c == 't') {
+			volatile char *p = mmap(NULL, TOUCH_BYTES, PROT_READ | PROT_WRITE,
+						MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (p == MAP_FAILED)
+				_exit(2);
+			for (size_t i = 0; i < TOUCH_BYTES; i += 4096)
+				p[i] = 1;
+		}
+		if (write(done, &c, 1) != 1)
+			_exit(3);
+		if (c == 'q')
+			_exit(0);
+	}
+	_exit(1);
+}
+
+static struct child start_child(void)
+{
+	int to[2], from[2];
+	struct child c;
+
+	cr_assert(eq(int, pipe2(to, O_CLOEXEC), 0));
+	cr_assert(eq(int, pipe2(from, O_CLOEXEC), 0));
+	c.pid = fork();
+	cr_assert(ge(int, c.pid, 0));
+	if (c.pid == 0) {
+		close(to[1]);
+		close(from[0]);
+		child_main(to[0], from[1]);
+	}
+	close(to[0]);
+	close(from[1]);
+	c.cmd = to[1];
+	c.done = from[0];
+	return c;
+}
+
+static void command(struct child *c, char what)
+{
+	char ack = 0;
+
+	cr_assert(eq(int, (int)write(c->cmd, &what, 1), 1));
+	cr_assert(eq(int, (int)read(c->done, &ack, 1), 1));
+	cr_assert(eq(chr, ack, what));
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Waits for the timer, then samples; checks what must hold of any sample of
+ * a live, quiescent process. */
+static struct mp_rss_sample timed_sample(struct mp_rss_sampler *s, int want_pss)
+{
+	struct pollfd pfd = { .fd = mp_rss_sampler_fd(s), .events = POLLIN };
+	struct mp_rss_sample got;
+	uint64_t before, after;
+
+	cr_assert(eq(int, poll(&pfd, 1, 2000), 1), "the 100 Hz timer did not fire in 2 s");
+	before = now_ns();
+	cr_assert(eq(int, mp_rss_sampler_sample(s, &got), 0));
+	after = now_ns();
+	cr_expect(ge(u64, got.ts_ns, before));
+	cr_expect(le(u64, got.ts_ns, after));
+	/* the child is blocked in read(): the counters are one snapshot */
+	cr_expect(eq(u64, got.vm_rss, got.rss_anon + got.rss_file + got.rss_shmem));
+	cr_expect(ge(u64, got.vm_hwm, got.vm_rss));
+	cr_expect(eq(u64, got.vm_swap, 0));
+	if (want_pss) {
+		cr_expect(ne(u64, got.pss, UINT64_MAX));
+		cr_expect(le(u64, got.pss, got.vm_rss));
+	} else {
+		cr_expect(eq(u64, got.pss, UINT64_MAX));
+	}
+	return got;
+}
+
+static uint64_t dist(uint64_t a, uint64_t b)
+{
+	return a > b ? a - b : b - a;
+}
+
+Test(rss_sampler, touch_64mib)
+{
+	struct child c = start_child();
+	struct mp_rss_sampler *s = NULL;
+	struct mp_rss_sample before, after, gone;
+	int status;
+
+	cr_assert(eq(int, mp_rss_sampler_new(c.pid, MP_RSS_DEFAULT_HZ, 1, &s), 0));
+	before = timed_sample(s, 1);
+	command(&c, 't');
+	after = timed_sample(s, 1);
+
+	cr_expect(le(u64, dist(after.vm_rss - before.vm_rss, TOUCH_BYTES), TOUCH_BYTES / 20),
+		  "VmRSS grew by %llu bytes, want 64 MiB +- 5%%",
+		  (unsigned long long)(after.vm_rss - before.vm_rss));
+	cr_expect(le(u64, dist(after.rss_anon - before.rss_anon, TOUCH_BYTES), TOUCH_BYTES / 20));
+	cr_expect(le(u64, dist(after.pss - before.pss, TOUCH_BYTES), TOUCH_BYTES / 20));
+	/* fork does not copy file PTEs: the child faults in the code it runs */
+	cr_expect(le(u64, dist(after.rss_file, before.rss_file), 1 << 20));
+	cr_expect(eq(u64, after.rss_shmem, before.rss_shmem));
+	cr_expect(gt(u64, after.ts_ns, before.ts_ns));
+
+	/* a zombie has a status file but no memory */
+	command(&c, 'q');
+	cr_assert(eq(int, waitid(P_PID, (id_t)c.pid, NULL, WEXITED | WNOWAIT), 0));
+	gone = before;
+	cr_expect(eq(int, mp_rss_sampler_sample(s, &gone), -ESRCH));
+	cr_expect(eq(int, memcmp(&gone, &before, sizeof(gone)), 0), "output touched on error");
+	cr_assert(eq(int, waitpid(c.pid, &status, 0), c.pid));
+	cr_expect(eq(int, status, 0));
+	cr_expect(eq(int, mp_rss_sampler_read(s, true, &gone), -ESRCH));
+	mp_rss_sampler_free(s);
+	close(c.cmd);
+	close(c.done);
+}
+
+Test(rss_sampler, pss_cadence_and_on_demand)
+{
+	struct child c = start_child();
+	struct mp_rss_sampler *s = NULL;
+	struct mp_rss_sample got;
+	int status;
+
+	cr_assert(eq(int, mp_rss_sampler_new(c.pid, 200, 3, &s), 0));
+	/* Pss on samples 0 and 3 of the timer cadence, never on others */
+	for (int i = 0; i < 7; i++)
+		timed_sample(s, i % 3 == 0);
+	/* an on-demand read does not shift the cadence */
+	cr_assert(eq(int, mp_rss_sampler_read(s, true, &got), 0));
+	cr_expect(ne(u64, got.pss, UINT64_MAX));
+	cr_assert(eq(int, mp_rss_sampler_read(s, false, &got), 0));
+	cr_expect(eq(u64, got.pss, UINT64_MAX));
+	timed_sample(s, 0); /* tick 7 */
+	timed_sample(s, 0);
+	timed_sample(s, 1); /* tick 9 */
+
+	/* a late caller: the expirations are coalesced and counted */
+	usleep(60 * 1000);
+	timed_sample(s, 0);
+	cr_expect(ge(u64, mp_rss_sampler_missed(s), 5));
+
+	command(&c, 'q');
+	cr_assert(eq(int, waitpid(c.pid, &status, 0), c.pid));
+	mp_rss_sampler_free(s);
+	close(c.cmd);
+	close(c.done);
+}
+
+Test(rss_sampler, no_pss_never_opens_smaps)
+{
+	struct child c = start_child();
+	struct mp_rss_sampler *s = NULL;
+	int status;
+
+	cr_assert(eq(int, mp_rss_sampler_new(c.pid, 1000, 0, &s), 0));
+	for (int i = 0; i < 3; i++)
+		timed_sample(s, 0);
+	command(&c, 'q');
+	cr_assert(eq(int, waitpid(c.pid, &status, 0), c.pid));
+	mp_rss_sampler_free(s);
+	close(c.cmd);
+	close(c.done);
+}
+
+Test(rss_sampler, bad_arguments)
+{
+	struct mp_rss_sampler *s = (struct mp_rss_sampler *)&s;
+	pid_t dead;
+	int status;
+
+	cr_expect(eq(int, mp_rss_sampler_new(0, 100, 10, &s), -EINVAL));
+	cr_expect(eq(int, mp_rss_sampler_new(getpid(), 0, 10, &s), -EINVAL));
+	cr_expect(eq(int, mp_rss_sampler_new(getpid(), MP_RSS_MAX_HZ + 1, 10, &s), -EINVAL));
+	/* a pid that just went away */
+	dead = fork();
+	cr_assert(ge(int, dead, 0));
+	if (dead == 0)
+		_exit(0);
+	cr_assert(eq(int, waitpid(dead, &status, 0), dead));
+	cr_expect(eq(int, mp_rss_sampler_new(dead, 100, 10, &s), -ESRCH));
+	cr_expect(eq(ptr, s, (struct mp_rss_sampler *)&s), "output touched on error");
+	mp_rss_sampler_free(NULL);
+}
