@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* memprofd: profile one live process, in the foreground. */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -491,6 +491,9 @@ static int setup(struct session *s, sigset_t *blocked)
 	r = drain_ring(s);
 	if (r < 0)
 		return r;
+	if (o->verbose)
+		fprintf(stderr, "memprofd: attached to pid %d (%zu allocator probes)\n", (int)o->pid,
+			mp_tracer_probes(s->tracer, &(const struct mp_probe_info *){ NULL }));
 	if (o->on_attached) {
 		r = o->on_attached(o->on_attached_ctx);
 		if (r < 0)

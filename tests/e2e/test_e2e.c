@@ -20,7 +20,7 @@
 
 extern char **environ;
 
-static char build_root[4096];
+static char build_root[2048];
 
 static void need_root(void)
 {
@@ -38,7 +38,8 @@ static char *path_of(const char *rel)
 	static int i;
 	char *p = buf[i++ % 8];
 
-	snprintf(p, 4096, "%s/%s", build_root, rel);
+	if ((size_t)snprintf(p, 4096, "%s/%s", build_root, rel) >= 4096)
+		cr_assert_fail("path too long");
 	return p;
 }
 
