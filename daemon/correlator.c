@@ -700,14 +700,19 @@ uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev)
 
 /* ---- RSS from samples ---- */
 
-static uint64_t absdiff(uint64_t a, uint64_t b)
+/* RSS at begin is the last reading at or before the begin (the first one
+ * after it only when there is none before); RSS at end is the first reading
+ * at or after the end. The pair brackets the kernel, so growth inside it is
+ * never missed because a reading came a little too early. */
+static void cand_offer_begin(struct rss_cand *cand, uint64_t target, const struct rss_cand *s)
 {
-	return a > b ? a - b : b - a;
+	if (cand->val == MP_UNKNOWN || (s->ts <= target && s->ts > cand->ts))
+		*cand = *s;
 }
 
-static void cand_offer(struct rss_cand *cand, uint64_t target, const struct rss_cand *s)
+static void cand_offer_end(struct rss_cand *cand, uint64_t target, const struct rss_cand *s)
 {
-	if (cand->val == MP_UNKNOWN || absdiff(s->ts, target) < absdiff(cand->ts, target))
+	if (cand->val == MP_UNKNOWN || cand->ts < target)
 		*cand = *s;
 }
 
@@ -777,15 +782,15 @@ int mp_correlator_on_rss(struct mp_correlator *c, const struct mp_rss_sample *s)
 	for (struct frame *f = c->open_head; f; f = f->next) {
 		if (!f->rss_b_pending)
 			continue;
-		cand_offer(&f->rss_b, inv_rec(c, f)->begin_ns, &cand);
+		cand_offer_begin(&f->rss_b, inv_rec(c, f)->begin_ns, &cand);
 		f->rss_b_pending = false;
 	}
 	for (uint32_t i = 0; i < c->n_pending; i++) {
 		struct pending *pe = &c->pending[i];
 
 		if (pe->b_pending)
-			cand_offer(&pe->b, pe->begin_ns, &cand);
-		cand_offer(&pe->e, pe->end_ns, &cand);
+			cand_offer_begin(&pe->b, pe->begin_ns, &cand);
+		cand_offer_end(&pe->e, pe->end_ns, &cand);
 	}
 	pending_flush(c);
 	c->last_rss = cand;

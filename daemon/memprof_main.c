@@ -64,7 +64,8 @@ static int cmd_run(int argc, char **argv)
 	if (r < 0)
 		return 2;
 	if (optind >= argc) {
-		fprintf(stderr, "memprof run: no command given (memprof run [OPTIONS] -- CMD...)\n");
+		fprintf(stderr,
+			"memprof run: no command given (memprof run [OPTIONS] -- CMD...)\n");
 		return 2;
 	}
 

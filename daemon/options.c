@@ -112,8 +112,8 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 	int c;
 
 	/* "+": stop at the first operand, it is the command of `memprof run`. */
-	while ((c = getopt_long(argc, argv, with_pid ? "+p:d:o:vh" : "+d:o:vh", longopts,
-				NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, with_pid ? "+p:d:o:vh" : "+d:o:vh", longopts, NULL)) !=
+	       -1) {
 		switch (c) {
 		case 'p':
 			if (!with_pid)

@@ -11,10 +11,10 @@
 
 struct mp_options {
 	struct mp_session_opts session;
-	const char *output;       /* -o FILE: memprof.proto profile */
+	const char *output; /* -o FILE: memprof.proto profile */
 	enum mp_report_format print; /* what to print on stdout at the end */
 	bool print_none;
-	const char *region;       /* --region for the tfjs view */
+	const char *region; /* --region for the tfjs view */
 };
 
 /* Defaults: RSS at 100 Hz, Pss every 10th sample, print a table. */

@@ -118,7 +118,8 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 static int timer_arm(int fd, uint64_t first_ns, uint64_t period_ns)
 {
 	struct itimerspec it = {
-		.it_value = { .tv_sec = first_ns / 1000000000ull, .tv_nsec = first_ns % 1000000000ull },
+		.it_value = { .tv_sec = first_ns / 1000000000ull,
+			      .tv_nsec = first_ns % 1000000000ull },
 		.it_interval = { .tv_sec = period_ns / 1000000000ull,
 				 .tv_nsec = period_ns % 1000000000ull },
 	};
@@ -492,7 +493,8 @@ static int setup(struct session *s, sigset_t *blocked)
 	if (r < 0)
 		return r;
 	if (o->verbose)
-		fprintf(stderr, "memprofd: attached to pid %d (%zu allocator probes)\n", (int)o->pid,
+		fprintf(stderr, "memprofd: attached to pid %d (%zu allocator probes)\n",
+			(int)o->pid,
 			mp_tracer_probes(s->tracer, &(const struct mp_probe_info *){ NULL }));
 	if (o->on_attached) {
 		r = o->on_attached(o->on_attached_ctx);
@@ -604,9 +606,8 @@ int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 	}
 	if (r == 0) {
 		p->rss_interval_ns = opts->rss_hz ? 1000000000ull / opts->rss_hz : 0;
-		p->pss_interval_ns = opts->rss_hz && opts->pss_every ?
-					     p->rss_interval_ns * opts->pss_every :
-					     0;
+		p->pss_interval_ns =
+			opts->rss_hz && opts->pss_every ? p->rss_interval_ns * opts->pss_every : 0;
 		p->rss_exact = opts->rss_exact;
 		p->drops_bpf = mp_tracer_drops(s.tracer);
 		p->drops_ring = s.ring_drops_closed + (s.ring ? mp_consumer_drops(s.ring) : 0);

@@ -21,15 +21,15 @@
 struct mp_session_opts {
 	pid_t pid;
 	uint64_t duration_ns; /* 0: until the target exits or a stop signal */
-	unsigned rss_hz;      /* 0: no RSS sampling */
-	unsigned pss_every;   /* read smaps_rollup every Nth sample; 0: never */
-	bool rss_exact;       /* rss_stat tracepoint attribution */
+	unsigned rss_hz; /* 0: no RSS sampling */
+	unsigned pss_every; /* read smaps_rollup every Nth sample; 0: never */
+	bool rss_exact; /* rss_stat tracepoint attribution */
 	struct mp_tracer_func extra[MP_TRACER_MAX_EXTRA];
 	size_t n_extra;
 	const char *owner_rules[MP_SESSION_MAX_OWNER_RULES]; /* "GLOB=NAME" */
 	size_t n_owner_rules;
 	uint64_t lag_ns; /* merge watermark lag; 0: default (10 ms) */
-	FILE *dump;      /* print every event here in merged order (NULL: don't) */
+	FILE *dump; /* print every event here in merged order (NULL: don't) */
 	bool verbose;
 	/* Called once everything is attached (memprof run resumes its child). */
 	int (*on_attached)(void *ctx);

@@ -870,8 +870,9 @@ static void rss_sample(struct stream *s, uint64_t vm_rss)
 	cr_assert_eq(mp_correlator_on_rss(s->c, &smp), 0);
 }
 
-/* RSS at begin/end comes from the nearest sample, which may arrive after
- * the event. */
+/* RSS at begin is the last sample at or before the begin (the first after
+ * it when there is none before), RSS at end the first sample at or after the
+ * end: the pair brackets the kernel. */
 Test(correlator, rss_delta_from_samples)
 {
 	struct stream s;
@@ -880,28 +881,28 @@ Test(correlator, rss_delta_from_samples)
 	stream_init(&s, NULL);
 	rss_sample(&s, 1 << 20); /* 1001 */
 	s.ts += 10;
-	kbegin(&s, 1, "a"); /* 1012: nearest 1001 (11) vs 1013 (1) -> 1013 */
+	kbegin(&s, 1, "a"); /* 1012: last before: 1001 */
 	rss_sample(&s, 2 << 20); /* 1013 */
 	s.ts += 20;
-	kend(&s, 1); /* 1034: nearest 1013 (21) vs 1037 (3) -> 1037 */
+	kend(&s, 1); /* 1034: first after: 1037 */
 	s.ts += 2;
 	rss_sample(&s, 5 << 20); /* 1037 */
-	kbegin(&s, 1, "a"); /* 1038: 1037 (1) vs 1100 -> 1037 */
+	kbegin(&s, 1, "a"); /* 1038: last before: 1037 */
 	s.ts += 10;
-	kend(&s, 1); /* 1049: 1037 (12) vs 1100 (51) -> 1037 */
+	kend(&s, 1); /* 1049: first after: 1100 */
 	s.ts += 50;
 	rss_sample(&s, 9 << 20); /* 1100 */
-	kbegin(&s, 1, "b"); /* 1101: no later sample: 1100 */
-	p = finish(&s); /* 1102 */
+	kbegin(&s, 1, "b"); /* 1101: last before: 1100 */
+	p = finish(&s); /* 1102: no sample after: the last one, 1100 */
 
 	cr_assert_eq(p->n_invocations, 3);
-	cr_expect_eq(p->invocations[0].rss_begin, 2 << 20);
+	cr_expect_eq(p->invocations[0].rss_begin, 1 << 20);
 	cr_expect_eq(p->invocations[0].rss_end, 5 << 20);
 	cr_expect_eq(p->invocations[1].rss_begin, 5 << 20);
-	cr_expect_eq(p->invocations[1].rss_end, 5 << 20);
+	cr_expect_eq(p->invocations[1].rss_end, 9 << 20);
 	cr_expect_eq(p->invocations[2].rss_begin, 9 << 20);
 	cr_expect_eq(p->invocations[2].rss_end, 9 << 20);
-	cr_expect_eq(p->kernels[0].rss_delta_sum, 3 << 20);
+	cr_expect_eq(p->kernels[0].rss_delta_sum, 8 << 20);
 	cr_expect_eq(p->kernels[0].rss_calls, 2);
 	cr_expect_eq(p->kernels[1].rss_delta_sum, 0);
 	cr_expect_eq(p->kernels[1].rss_calls, 1);
