@@ -425,7 +425,8 @@ static int dec_shapes(Memprof__Shape **in, size_t n, struct mp_shape **ret, uint
 		if (!in[i] || in[i]->n_dims > MP_MAX_RANK)
 			BAD("shape rank above the maximum");
 		s[i].rank = in[i]->n_dims;
-		memcpy(s[i].dims, in[i]->dims, in[i]->n_dims * sizeof(int64_t));
+		if (in[i]->n_dims)
+			memcpy(s[i].dims, in[i]->dims, in[i]->n_dims * sizeof(int64_t));
 	}
 	*ret_n = n;
 	return 0;
