@@ -1215,7 +1215,8 @@ Test(correlator, random_stream_invariants)
 
 	for (uint32_t i = 0; i < p->n_kernels; i++)
 		cross += p->kernels[i].cross_thread_allocs;
-	fprintf(stderr, "stress: %u invocations, %" PRIu64 " cross-thread, %" PRIu64
+	fprintf(stderr,
+		"stress: %u invocations, %" PRIu64 " cross-thread, %" PRIu64
 		" unmatched ends, %" PRIu64 " orphan shapes, %" PRIu64 " allocs\n",
 		p->n_invocations, cross, p->unmatched_ends, p->orphan_shapes, p->mem.alloc_count);
 	cr_expect_gt(p->n_invocations, 1000);
