@@ -488,9 +488,16 @@ static uint32_t owner_of(struct mp_correlator *c, uint64_t caller)
 
 /* ---- heap accounting ---- */
 
+/* Signed figures are updated in unsigned arithmetic: a hostile size must
+ * not make them overflow (undefined behaviour), only wrap. */
+static void add_signed(int64_t *v, uint64_t d)
+{
+	*v = (int64_t)((uint64_t)*v + d);
+}
+
 static void mem_alloc(struct mp_mem_stats *m, uint64_t size)
 {
-	m->bytes_added += (int64_t)size;
+	add_signed(&m->bytes_added, size);
 	m->tensors_added++;
 	m->alloc_bytes += size;
 	m->alloc_count++;
@@ -498,7 +505,7 @@ static void mem_alloc(struct mp_mem_stats *m, uint64_t size)
 
 static void mem_free(struct mp_mem_stats *m, uint64_t size)
 {
-	m->bytes_added -= (int64_t)size;
+	add_signed(&m->bytes_added, -size);
 	m->tensors_added--;
 	m->free_bytes += size;
 	m->free_count++;
@@ -720,7 +727,7 @@ static void pending_finalize(struct mp_correlator *c, const struct pending *pe)
 		c->p->invocations[pe->inv].rss_end = pe->e.val;
 	}
 	if (pe->b.val != MP_UNKNOWN && pe->e.val != MP_UNKNOWN) {
-		k->rss_delta_sum += (int64_t)(pe->e.val - pe->b.val);
+		add_signed(&k->rss_delta_sum, pe->e.val - pe->b.val);
 		k->rss_calls++;
 	}
 }
@@ -817,12 +824,12 @@ int mp_correlator_on_rss_stat(struct mp_correlator *c, const struct mp_rss_stat_
 	c->rss_member[ev->member] = ev->value;
 	f = ev->tid ? attribute(c, ev->tid, &t, &cross) : NULL;
 	if (!f) {
-		c->p->rss_exact_unattributed += delta;
+		add_signed(&c->p->rss_exact_unattributed, (uint64_t)delta);
 		return 0;
 	}
-	inv_rec(c, f)->rss_exact_excl += delta;
+	add_signed(&inv_rec(c, f)->rss_exact_excl, (uint64_t)delta);
 	for (; f; f = f->up)
-		inv_rec(c, f)->rss_exact_incl += delta;
+		add_signed(&inv_rec(c, f)->rss_exact_incl, (uint64_t)delta);
 	return 0;
 }
 
@@ -929,8 +936,8 @@ static int buckets_merge(struct mp_bucket **dst, uint32_t *n, const struct mp_bu
 
 static void mem_add(struct mp_mem_stats *d, const struct mp_mem_stats *s)
 {
-	d->bytes_added += s->bytes_added;
-	d->tensors_added += s->tensors_added;
+	add_signed(&d->bytes_added, (uint64_t)s->bytes_added);
+	add_signed(&d->tensors_added, (uint64_t)s->tensors_added);
 	d->alloc_bytes += s->alloc_bytes;
 	d->alloc_count += s->alloc_count;
 	d->free_bytes += s->free_bytes;
@@ -956,8 +963,8 @@ static void aggregate(struct mp_correlator *c, const struct mp_invocation *r)
 		k->peak_added = r->peak_added;
 	k->cross_thread_allocs += r->cross_thread_allocs;
 	k->cross_thread_bytes += r->cross_thread_bytes;
-	k->rss_exact_incl += r->rss_exact_incl;
-	k->rss_exact_excl += r->rss_exact_excl;
+	add_signed(&k->rss_exact_incl, (uint64_t)r->rss_exact_incl);
+	add_signed(&k->rss_exact_excl, (uint64_t)r->rss_exact_excl);
 	if (r->flags & MP_INV_F_OPEN_AT_ATTACH)
 		k->open_at_attach++;
 	if (r->flags & MP_INV_F_TRUNCATED)
