@@ -1255,3 +1255,77 @@ Test(correlator, random_stream_invariants)
 	free(live);
 	free(in_kernel);
 }
+
+static void snapshot_and_drop(struct stream *s)
+{
+	struct mp_profile *q = NULL;
+
+	cr_assert_eq(mp_correlator_snapshot(s->c, s->ts, &q), 0);
+	mp_profile_free(q);
+}
+
+/* A stream with a bit of everything, cut after @stop events; with @snap the
+ * correlator is snapshotted along the way. */
+static struct stream snapshot_stream(int stop, bool snap, struct mp_profile **ret_snap)
+{
+	struct stream s;
+	struct block b[4];
+	int n = 0;
+
+	stream_init(&s, NULL);
+#define STEP(x)                                \
+	do {                                   \
+		if (n++ == stop)               \
+			goto out;              \
+		x;                             \
+		if (snap && n == 6)            \
+			snapshot_and_drop(&s); \
+	} while (0)
+	STEP(phase(&s, "load"));
+	STEP(rss_sample(&s, 1 << 20));
+	STEP(kbegin(&s, 1, "outer"));
+	STEP(b[0] = alloc(&s, 1, 100));
+	STEP(kbegin(&s, 1, "inner"));
+	STEP(tag_begin(&s, 2, "act"));
+	STEP(b[1] = alloc(&s, 2, 50));
+	STEP(rss_sample(&s, 3 << 20));
+	STEP(kend(&s, 1));
+	STEP(release(&s, 1, &b[0]));
+	STEP(phase(&s, "inference"));
+	STEP(b[2] = alloc(&s, 3, 7));
+	STEP(kend(&s, 1));
+	STEP(b[3] = alloc(&s, 1, 9));
+	(void)b;
+#undef STEP
+out:
+	if (ret_snap)
+		cr_assert_eq(mp_correlator_snapshot(s.c, s.ts, ret_snap), 0);
+	return s;
+}
+
+/* A snapshot is exactly the profile finish would give at that moment, and
+ * taking one changes nothing in the final profile. */
+Test(correlator, snapshot_equals_finish)
+{
+	for (int stop = 0; stop <= 14; stop++) {
+		struct mp_profile *snap = NULL, *fin, *plain;
+		struct stream s = snapshot_stream(stop, false, &snap);
+		uint64_t end = s.ts;
+
+		cr_assert_eq(mp_correlator_finish(s.c, end, &fin), 0);
+		mp_correlator_free(s.c);
+		expect_profile_eq(snap, fin);
+		mp_profile_free(snap);
+		mp_profile_free(fin);
+
+		s = snapshot_stream(stop, true, NULL);
+		cr_assert_eq(mp_correlator_finish(s.c, s.ts, &fin), 0);
+		mp_correlator_free(s.c);
+		s = snapshot_stream(stop, false, NULL);
+		cr_assert_eq(mp_correlator_finish(s.c, s.ts, &plain), 0);
+		mp_correlator_free(s.c);
+		expect_profile_eq(fin, plain);
+		mp_profile_free(fin);
+		mp_profile_free(plain);
+	}
+}
