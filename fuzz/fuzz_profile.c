@@ -93,6 +93,14 @@ static void drive_correlator(const uint8_t *d, size_t n)
 			for (int i = 0; i < MP_MAX_RANK; i++)
 				r.dims[i] = (int64_t)(v * (i + 1));
 			mp_correlator_on_record(c, &r);
+			if (d[3] == 0xfe) {
+				struct mp_profile *snap = NULL;
+
+				if (mp_correlator_snapshot(c, ts, &snap) == 0) {
+					exercise(snap);
+					mp_profile_free(snap);
+				}
+			}
 			break;
 		}
 		case 1:
