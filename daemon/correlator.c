@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "correlator.h"
+#include "profile_pb.h"
 
 /* Bounds: the marker stream comes from the profiled process and is hostile;
  * none of these may let it grow the daemon without limit. */
@@ -488,9 +489,16 @@ static uint32_t owner_of(struct mp_correlator *c, uint64_t caller)
 
 /* ---- heap accounting ---- */
 
+/* Signed figures are updated in unsigned arithmetic: a hostile size must
+ * not make them overflow (undefined behaviour), only wrap. */
+static void add_signed(int64_t *v, uint64_t d)
+{
+	*v = (int64_t)((uint64_t)*v + d);
+}
+
 static void mem_alloc(struct mp_mem_stats *m, uint64_t size)
 {
-	m->bytes_added += (int64_t)size;
+	add_signed(&m->bytes_added, size);
 	m->tensors_added++;
 	m->alloc_bytes += size;
 	m->alloc_count++;
@@ -498,7 +506,7 @@ static void mem_alloc(struct mp_mem_stats *m, uint64_t size)
 
 static void mem_free(struct mp_mem_stats *m, uint64_t size)
 {
-	m->bytes_added -= (int64_t)size;
+	add_signed(&m->bytes_added, -size);
 	m->tensors_added--;
 	m->free_bytes += size;
 	m->free_count++;
@@ -716,16 +724,16 @@ static void cand_offer_end(struct rss_cand *cand, uint64_t target, const struct 
 		*cand = *s;
 }
 
-static void pending_finalize(struct mp_correlator *c, const struct pending *pe)
+static void pending_apply(struct mp_profile *p, const struct pending *pe)
 {
-	struct mp_kernel *k = &c->p->kernels[pe->name];
+	struct mp_kernel *k = &p->kernels[pe->name];
 
 	if (pe->inv != MP_NONE) {
-		c->p->invocations[pe->inv].rss_begin = pe->b.val;
-		c->p->invocations[pe->inv].rss_end = pe->e.val;
+		p->invocations[pe->inv].rss_begin = pe->b.val;
+		p->invocations[pe->inv].rss_end = pe->e.val;
 	}
 	if (pe->b.val != MP_UNKNOWN && pe->e.val != MP_UNKNOWN) {
-		k->rss_delta_sum += (int64_t)(pe->e.val - pe->b.val);
+		add_signed(&k->rss_delta_sum, pe->e.val - pe->b.val);
 		k->rss_calls++;
 	}
 }
@@ -733,7 +741,7 @@ static void pending_finalize(struct mp_correlator *c, const struct pending *pe)
 static void pending_flush(struct mp_correlator *c)
 {
 	for (uint32_t i = 0; i < c->n_pending; i++)
-		pending_finalize(c, &c->pending[i]);
+		pending_apply(c->p, &c->pending[i]);
 	c->n_pending = 0;
 }
 
@@ -822,12 +830,12 @@ int mp_correlator_on_rss_stat(struct mp_correlator *c, const struct mp_rss_stat_
 	c->rss_member[ev->member] = ev->value;
 	f = ev->tid ? attribute(c, ev->tid, &t, &cross) : NULL;
 	if (!f) {
-		c->p->rss_exact_unattributed += delta;
+		add_signed(&c->p->rss_exact_unattributed, (uint64_t)delta);
 		return 0;
 	}
-	inv_rec(c, f)->rss_exact_excl += delta;
+	add_signed(&inv_rec(c, f)->rss_exact_excl, (uint64_t)delta);
 	for (; f; f = f->up)
-		inv_rec(c, f)->rss_exact_incl += delta;
+		add_signed(&inv_rec(c, f)->rss_exact_incl, (uint64_t)delta);
 	return 0;
 }
 
@@ -934,17 +942,17 @@ static int buckets_merge(struct mp_bucket **dst, uint32_t *n, const struct mp_bu
 
 static void mem_add(struct mp_mem_stats *d, const struct mp_mem_stats *s)
 {
-	d->bytes_added += s->bytes_added;
-	d->tensors_added += s->tensors_added;
+	add_signed(&d->bytes_added, (uint64_t)s->bytes_added);
+	add_signed(&d->tensors_added, (uint64_t)s->tensors_added);
 	d->alloc_bytes += s->alloc_bytes;
 	d->alloc_count += s->alloc_count;
 	d->free_bytes += s->free_bytes;
 	d->free_count += s->free_count;
 }
 
-static void aggregate(struct mp_correlator *c, const struct mp_invocation *r)
+static int aggregate(struct mp_profile *p, const struct mp_invocation *r)
 {
-	struct mp_kernel *k = &c->p->kernels[r->name];
+	struct mp_kernel *k = &p->kernels[r->name];
 	uint64_t dur = r->end_ns > r->begin_ns ? r->end_ns - r->begin_ns : 0;
 
 	k->calls++;
@@ -961,15 +969,16 @@ static void aggregate(struct mp_correlator *c, const struct mp_invocation *r)
 		k->peak_added = r->peak_added;
 	k->cross_thread_allocs += r->cross_thread_allocs;
 	k->cross_thread_bytes += r->cross_thread_bytes;
-	k->rss_exact_incl += r->rss_exact_incl;
-	k->rss_exact_excl += r->rss_exact_excl;
+	add_signed(&k->rss_exact_incl, (uint64_t)r->rss_exact_incl);
+	add_signed(&k->rss_exact_excl, (uint64_t)r->rss_exact_excl);
 	if (r->flags & MP_INV_F_OPEN_AT_ATTACH)
 		k->open_at_attach++;
 	if (r->flags & MP_INV_F_TRUNCATED)
 		k->truncated++;
 	if (buckets_merge(&k->owners, &k->n_owners, r->owners, r->n_owners) < 0 ||
 	    buckets_merge(&k->tags, &k->n_tags, r->tags, r->n_tags) < 0)
-		c->oom = true;
+		return -ENOMEM;
+	return 0;
 }
 
 static void frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, uint32_t flags)
@@ -989,7 +998,8 @@ static void frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, u
 	r->flags |= flags;
 	r->total_bytes_snapshot = c->live_bytes;
 	r->total_tensors_snapshot = c->live_count;
-	aggregate(c, r);
+	if (aggregate(c->p, r) < 0)
+		c->oom = true;
 
 	f->thr->top = f->up;
 	f->thr->depth--;
@@ -1003,7 +1013,7 @@ static void frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, u
 		c->open_tail = f->prev;
 
 	if (c->finishing) {
-		pending_finalize(c, &pe);
+		pending_apply(c->p, &pe);
 	} else {
 		if (c->n_pending == MAX_PENDING)
 			pending_flush(c);
@@ -1226,5 +1236,62 @@ int mp_correlator_finish(struct mp_correlator *c, uint64_t end_ns, struct mp_pro
 		return -ENOMEM;
 	c->p = NULL;
 	*ret = p;
+	return 0;
+}
+
+int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_profile **ret)
+{
+	struct mp_profile *q;
+	uint8_t *buf;
+	size_t len;
+	int r;
+
+	if (c->finished)
+		return -EALREADY;
+	if (c->oom)
+		return -ENOMEM;
+	/* A deep copy through the storage format: it is exact (the round
+	 * trip is tested) and keeps one definition of the model's layout. */
+	r = mp_profile_encode(c->p, &buf, &len);
+	if (r < 0)
+		return r;
+	r = mp_profile_decode(buf, len, &q, NULL);
+	free(buf);
+	if (r < 0)
+		return r;
+	for (uint32_t i = 0; i < c->n_pending; i++)
+		pending_apply(q, &c->pending[i]);
+	/* Close the open kernels at @now_ns in the copy only, as finish would. */
+	for (struct frame *f = c->open_tail; f; f = f->prev) {
+		struct mp_invocation tmp = *inv_rec(c, f);
+		struct pending pe = {
+			.inv = f->inv, .name = f->name, .b = f->rss_b, .e = c->last_rss
+		};
+
+		tmp.end_ns = now_ns;
+		tmp.flags |= MP_INV_F_TRUNCATED;
+		tmp.total_bytes_snapshot = c->live_bytes;
+		tmp.total_tensors_snapshot = c->live_count;
+		if (f->inv != MP_NONE) {
+			struct mp_invocation *qi = &q->invocations[f->inv];
+
+			qi->end_ns = tmp.end_ns;
+			qi->flags = tmp.flags;
+			qi->total_bytes_snapshot = tmp.total_bytes_snapshot;
+			qi->total_tensors_snapshot = tmp.total_tensors_snapshot;
+		}
+		if (aggregate(q, &tmp) < 0) {
+			mp_profile_free(q);
+			return -ENOMEM;
+		}
+		pending_apply(q, &pe);
+		q->truncated = true;
+	}
+	if (c->cur_phase != MP_NONE && now_ns > c->phase_entered)
+		q->phases[c->cur_phase].duration_ns += now_ns - c->phase_entered;
+	if (!c->started)
+		q->begin_ns = c->opts.begin_ns ? c->opts.begin_ns : now_ns;
+	q->end_ns = now_ns;
+	*ret = q;
 	return 0;
 }

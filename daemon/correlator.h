@@ -61,4 +61,9 @@ int mp_correlator_on_rss_stat(struct mp_correlator *c, const struct mp_rss_stat_
  * any point while feeding (the partial profile is then not returned). */
 int mp_correlator_finish(struct mp_correlator *c, uint64_t end_ns, struct mp_profile **ret);
 
+/* A copy of the profile as if finished at @now_ns (open kernels closed and
+ * flagged truncated in the copy), for periodic streaming and status; the
+ * correlator goes on unchanged. */
+int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_profile **ret);
+
 #endif /* MP_CORRELATOR_H */

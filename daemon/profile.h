@@ -89,6 +89,9 @@ struct mp_invocation {
 	 * allocations; zero without --rss-exact. */
 	int64_t rss_exact_incl;
 	int64_t rss_exact_excl;
+	/* These arrays, and the buckets of struct mp_kernel, are allocated
+	 * with capacity max(2, next power of two >= n) so the correlator can
+	 * extend them without storing a capacity. */
 	uint32_t n_inputs, n_outputs;
 	struct mp_shape *inputs, *outputs;
 	uint32_t n_owners, n_tags;

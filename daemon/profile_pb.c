@@ -376,6 +376,17 @@ static int dup_opt_str(const char *s, char **ret)
 	return dup_str(s, ret);
 }
 
+/* The model's small arrays (shapes, buckets) have an implied capacity (see
+ * profile.h): a decoded profile keeps it, so it can be extended. */
+static size_t implicit_cap(size_t n)
+{
+	size_t c = 2;
+
+	while (c < n)
+		c *= 2;
+	return c;
+}
+
 static int dec_buckets(Memprof__Bucket **in, size_t n, uint32_t n_ids, struct mp_bucket **ret,
 		       uint32_t *ret_n, const char **ret_why)
 {
@@ -387,7 +398,7 @@ static int dec_buckets(Memprof__Bucket **in, size_t n, uint32_t n_ids, struct mp
 	*ret = NULL;
 	if (!n)
 		return 0;
-	b = calloc(n, sizeof(*b));
+	b = calloc(implicit_cap(n), sizeof(*b));
 	if (!b)
 		return -ENOMEM;
 	*ret = b;
@@ -417,7 +428,7 @@ static int dec_shapes(Memprof__Shape **in, size_t n, struct mp_shape **ret, uint
 		BAD("too many shapes in one invocation");
 	if (!n)
 		return 0;
-	s = calloc(n, sizeof(*s));
+	s = calloc(implicit_cap(n), sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	*ret = s;
@@ -425,7 +436,8 @@ static int dec_shapes(Memprof__Shape **in, size_t n, struct mp_shape **ret, uint
 		if (!in[i] || in[i]->n_dims > MP_MAX_RANK)
 			BAD("shape rank above the maximum");
 		s[i].rank = in[i]->n_dims;
-		memcpy(s[i].dims, in[i]->dims, in[i]->n_dims * sizeof(int64_t));
+		if (in[i]->n_dims)
+			memcpy(s[i].dims, in[i]->dims, in[i]->n_dims * sizeof(int64_t));
 	}
 	*ret_n = n;
 	return 0;

@@ -4,6 +4,8 @@
  * clock by 1 ns, so every kernel here is far shorter than a microsecond:
  * attribution must come from ordering alone.
  */
+#include <inttypes.h>
+
 #include "helpers.h"
 
 #define U MP_UNKNOWN
@@ -1103,4 +1105,228 @@ Test(report, json_is_the_whole_model)
 	cr_expect_eq(fmt, MP_REPORT_JSON);
 	cr_expect_eq(mp_report_format_parse("xml", &fmt), -EINVAL);
 	mp_profile_free(p);
+}
+
+/* A long pseudo-random stream over several threads (kernels nesting and
+ * crossing threads, tags, phases, frees from other threads, unknown frees,
+ * markers lost): the figures must stay consistent with a simple model kept
+ * by the test. */
+static uint64_t lcg(uint64_t *x)
+{
+	*x = *x * 6364136223846793005ull + 1442695040888963407ull;
+	return *x >> 33;
+}
+
+static const char *stress_resolve(void *ctx, uint64_t addr)
+{
+	static const char *libs[] = { "/lib/liba.so", "/lib/libb.so", NULL, "/bin/app" };
+
+	(void)ctx;
+	return libs[addr & 3];
+}
+
+Test(correlator, random_stream_invariants)
+{
+	static const char *knames[] = { "conv", "gemm", "relu", "pool", "softmax" };
+	static const char *tnames[] = { "weights", "activations", "scratch" };
+	static const char *pnames[] = { "load", "inference" };
+	struct mp_correlator_opts o = { .resolve_owner = stress_resolve };
+	enum { NBLK = 4096, NTHR = 4 };
+	struct block *live = calloc(NBLK, sizeof(*live));
+	bool *in_kernel = calloc(NBLK, sizeof(*in_kernel));
+	unsigned depth[NTHR] = { 0 }, open_total = 0, nlive = 0;
+	uint64_t x = 42, live_bytes = 0, peak = 0, outside_alloc = 0, retained = 0;
+	struct stream s;
+	struct mp_profile *p;
+
+	cr_assert(live && in_kernel);
+	stream_init(&s, &o);
+	for (int i = 0; i < 200000; i++) {
+		uint32_t tid = 1 + lcg(&x) % NTHR;
+		unsigned op = lcg(&x) % 100;
+
+		if (op < 8 && depth[tid - 1] < 6) {
+			kbegin(&s, tid, knames[lcg(&x) % 5]);
+			depth[tid - 1]++;
+			open_total++;
+		} else if (op < 16) {
+			kend(&s, tid); /* may be unmatched */
+			if (depth[tid - 1]) {
+				depth[tid - 1]--;
+				open_total--;
+			}
+		} else if (op < 18) {
+			shape(&s, tid, op & 1, 2, (int64_t)lcg(&x), (int64_t)-1);
+		} else if (op < 20) {
+			tag_begin(&s, tid, tnames[lcg(&x) % 3]);
+		} else if (op < 22) {
+			tag_end(&s, tid);
+		} else if (op < 23) {
+			phase(&s, pnames[lcg(&x) % 2]);
+		} else if (op < 60 && nlive < NBLK) {
+			uint64_t size = lcg(&x) % 100000;
+
+			live[nlive] = alloc_from(&s, tid, size, 0x1000 + lcg(&x) % 64);
+			in_kernel[nlive] = open_total > 0;
+			if (!open_total)
+				outside_alloc += size;
+			else
+				retained += size;
+			nlive++;
+			live_bytes += size;
+			if (live_bytes > peak)
+				peak = live_bytes;
+		} else if (op < 95 && nlive) {
+			uint32_t k = lcg(&x) % nlive;
+
+			release(&s, tid, &live[k]);
+			live_bytes -= live[k].size;
+			if (in_kernel[k])
+				retained -= live[k].size;
+			live[k] = live[--nlive];
+			in_kernel[k] = in_kernel[nlive];
+		} else {
+			unknown_free(&s, tid, lcg(&x));
+		}
+	}
+	p = finish(&s);
+
+	cr_expect_eq(p->mem.bytes_added, (int64_t)live_bytes);
+	cr_expect_eq(p->mem.tensors_added, (int64_t)nlive);
+	cr_expect_eq(p->peak_bytes, peak);
+	cr_expect_eq(p->invocations_dropped, 0);
+	cr_expect_eq(p->accounting_errors, 0);
+
+	uint64_t sum_owner = 0, sum_tag = 0, sum_calls = 0, sum_excl = 0, sum_ret = 0;
+
+	for (uint32_t i = 0; i < p->n_owners; i++)
+		sum_owner += p->owners[i].live_bytes;
+	for (uint32_t i = 0; i < p->n_tags; i++)
+		sum_tag += p->tags[i].live_bytes;
+	for (uint32_t i = 0; i < p->n_kernels; i++)
+		sum_calls += p->kernels[i].calls;
+	cr_expect_eq(sum_owner, live_bytes);
+	cr_expect_eq(sum_tag, live_bytes);
+	cr_expect_eq(sum_calls, p->n_invocations);
+	cr_expect_eq(p->n_owners, 4); /* (unknown), liba, libb, app */
+	cr_expect_eq(p->n_tags, 4);
+	cr_expect_eq(p->n_phases, 2);
+	/* The stream really exercised what it is meant to. */
+	uint64_t cross = 0;
+
+	for (uint32_t i = 0; i < p->n_kernels; i++)
+		cross += p->kernels[i].cross_thread_allocs;
+	fprintf(stderr,
+		"stress: %u invocations, %" PRIu64 " cross-thread, %" PRIu64
+		" unmatched ends, %" PRIu64 " orphan shapes, %" PRIu64 " allocs\n",
+		p->n_invocations, cross, p->unmatched_ends, p->orphan_shapes, p->mem.alloc_count);
+	cr_expect_gt(p->n_invocations, 1000);
+	cr_expect_gt(cross, 100);
+	cr_expect_gt(p->unmatched_ends, 100);
+	cr_expect_gt(p->unmatched_tag_ends, 100);
+	for (uint32_t i = 0; i < p->n_invocations; i++) {
+		const struct mp_invocation *v = &p->invocations[i];
+		uint64_t ob = 0, tb = 0, of = 0;
+
+		sum_excl += v->excl.alloc_bytes;
+		sum_ret += v->retained_bytes;
+		cr_expect_eq(v->incl.bytes_added,
+			     (int64_t)(v->incl.alloc_bytes - v->incl.free_bytes));
+		cr_expect_leq(v->excl.alloc_bytes, v->incl.alloc_bytes);
+		cr_expect_leq(v->peak_added, v->incl.alloc_bytes);
+		cr_expect_geq(v->end_ns, v->begin_ns);
+		if (v->parent != MP_NONE) {
+			cr_expect_lt(v->parent, i);
+			cr_expect_eq(p->invocations[v->parent].tid, v->tid);
+			cr_expect_eq(p->invocations[v->parent].depth + 1, v->depth);
+		}
+		for (uint32_t k = 0; k < v->n_owners; k++) {
+			ob += v->owners[k].alloc_bytes;
+			of += v->owners[k].free_bytes;
+		}
+		for (uint32_t k = 0; k < v->n_tags; k++)
+			tb += v->tags[k].alloc_bytes;
+		cr_expect_eq(ob, v->incl.alloc_bytes);
+		cr_expect_eq(of, v->incl.free_bytes);
+		cr_expect_eq(tb, v->incl.alloc_bytes);
+	}
+	cr_expect_eq(sum_excl + outside_alloc, p->mem.alloc_bytes);
+	cr_expect_eq(sum_ret, retained);
+	mp_profile_free(p);
+	free(live);
+	free(in_kernel);
+}
+
+static void snapshot_and_drop(struct stream *s)
+{
+	struct mp_profile *q = NULL;
+
+	cr_assert_eq(mp_correlator_snapshot(s->c, s->ts, &q), 0);
+	mp_profile_free(q);
+}
+
+/* A stream with a bit of everything, cut after @stop events; with @snap the
+ * correlator is snapshotted along the way. */
+static struct stream snapshot_stream(int stop, bool snap, struct mp_profile **ret_snap)
+{
+	struct stream s;
+	struct block b[4];
+	int n = 0;
+
+	stream_init(&s, NULL);
+#define STEP(x)                                \
+	do {                                   \
+		if (n++ == stop)               \
+			goto out;              \
+		x;                             \
+		if (snap && n == 6)            \
+			snapshot_and_drop(&s); \
+	} while (0)
+	STEP(phase(&s, "load"));
+	STEP(rss_sample(&s, 1 << 20));
+	STEP(kbegin(&s, 1, "outer"));
+	STEP(b[0] = alloc(&s, 1, 100));
+	STEP(kbegin(&s, 1, "inner"));
+	STEP(tag_begin(&s, 2, "act"));
+	STEP(b[1] = alloc(&s, 2, 50));
+	STEP(rss_sample(&s, 3 << 20));
+	STEP(kend(&s, 1));
+	STEP(release(&s, 1, &b[0]));
+	STEP(phase(&s, "inference"));
+	STEP(b[2] = alloc(&s, 3, 7));
+	STEP(kend(&s, 1));
+	STEP(b[3] = alloc(&s, 1, 9));
+	(void)b;
+#undef STEP
+out:
+	if (ret_snap)
+		cr_assert_eq(mp_correlator_snapshot(s.c, s.ts, ret_snap), 0);
+	return s;
+}
+
+/* A snapshot is exactly the profile finish would give at that moment, and
+ * taking one changes nothing in the final profile. */
+Test(correlator, snapshot_equals_finish)
+{
+	for (int stop = 0; stop <= 14; stop++) {
+		struct mp_profile *snap = NULL, *fin, *plain;
+		struct stream s = snapshot_stream(stop, false, &snap);
+		uint64_t end = s.ts;
+
+		cr_assert_eq(mp_correlator_finish(s.c, end, &fin), 0);
+		mp_correlator_free(s.c);
+		expect_profile_eq(snap, fin);
+		mp_profile_free(snap);
+		mp_profile_free(fin);
+
+		s = snapshot_stream(stop, true, NULL);
+		cr_assert_eq(mp_correlator_finish(s.c, s.ts, &fin), 0);
+		mp_correlator_free(s.c);
+		s = snapshot_stream(stop, false, NULL);
+		cr_assert_eq(mp_correlator_finish(s.c, s.ts, &plain), 0);
+		mp_correlator_free(s.c);
+		expect_profile_eq(fin, plain);
+		mp_profile_free(fin);
+		mp_profile_free(plain);
+	}
 }

@@ -1,0 +1,207 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer target for the profile decoder (memprof report/convert read
+ * profile files someone else wrote). Whatever decodes must render and
+ * re-encode without a fault: the renderers trust only what the decoder
+ * validated.
+ *
+ * Inputs starting with 'C' instead drive the correlator with an event
+ * stream decoded from the bytes: marker records come from the profiled
+ * process's ring (hostile tids, types, flags, ranks, timestamps), and the
+ * resulting profile goes through the renderers and a round trip.
+ */
+#include <string.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "correlator.h"
+#include "profile_pb.h"
+#include "report.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void exercise(struct mp_profile *p)
+{
+	FILE *f = fopen("/dev/null", "w");
+	uint8_t *buf;
+	size_t len;
+
+	if (f) {
+		mp_report_write(p, MP_REPORT_TABLE, NULL, f);
+		mp_report_write(p, MP_REPORT_JSON, NULL, f);
+		mp_report_write(p, MP_REPORT_TFJS, NULL, f);
+		if (p->n_names)
+			mp_report_write(p, MP_REPORT_TFJS, p->names[0], f);
+		fclose(f);
+	}
+	if (mp_profile_encode(p, &buf, &len) == 0)
+		free(buf);
+}
+
+static const char *fuzz_resolve(void *ctx, uint64_t addr)
+{
+	static const char *paths[] = {
+		"/lib/libxnnpack.so.1", "/bin/app", NULL, "", "/", "noslash"
+	};
+
+	(void)ctx;
+	return paths[addr % 6];
+}
+
+static uint64_t rd(const uint8_t *d, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < n; i++)
+		v |= (uint64_t)d[i] << (8 * i);
+	return v;
+}
+
+/* 16 bytes per event: op, tid selector, 2 argument bytes, 4-byte timestamp
+ * step, 8-byte value. */
+static void drive_correlator(const uint8_t *d, size_t n)
+{
+	static const char *names[] = { "conv", "gemm", "", "a\"b", "(other)", "load", "weights" };
+	struct mp_correlator_opts o = { .resolve_owner = fuzz_resolve,
+					.max_invocations = 64,
+					.max_rss_points = 8 };
+	struct mp_heap_event blocks[64];
+	unsigned nblocks = 0;
+	struct mp_correlator *c;
+	struct mp_profile *p = NULL;
+	uint64_t ts = 1000;
+
+	if (mp_correlator_new(&o, &c) < 0)
+		return;
+	mp_correlator_add_owner_rule(c, "libxnn*=xnnpack");
+	for (; n >= 16; d += 16, n -= 16) {
+		uint32_t tid = d[1] < 0xf0 ? d[1] % 5 : (uint32_t)rd(d + 8, 4);
+		uint64_t v = rd(d + 8, 8);
+
+		/* Mostly forward, sometimes backwards in time. */
+		ts += (int32_t)rd(d + 4, 4) < 0 ? -(uint64_t)(rd(d + 4, 2)) : rd(d + 4, 2);
+		switch (d[0] % 8) {
+		case 0: {
+			struct mp_record r = { .type = d[2] % 9,
+					       .flags = d[3],
+					       .tid = tid,
+					       .rank = d[3] % 12,
+					       .ts_ns = ts,
+					       .name = names[d[2] % 7] };
+
+			for (int i = 0; i < MP_MAX_RANK; i++)
+				r.dims[i] = (int64_t)(v * (i + 1));
+			mp_correlator_on_record(c, &r);
+			if (d[3] == 0xfe) {
+				struct mp_profile *snap = NULL;
+
+				if (mp_correlator_snapshot(c, ts, &snap) == 0) {
+					exercise(snap);
+					mp_profile_free(snap);
+				}
+			}
+			break;
+		}
+		case 1:
+		case 2: {
+			struct mp_heap_event ev = { .kind = MP_HEAP_ALLOC,
+						    .tid = tid,
+						    .ts_ns = ts,
+						    .addr = v,
+						    .size = d[2] == 0xff ? v : v % 100000,
+						    .caller = rd(d + 2, 2) };
+
+			ev.user = mp_correlator_on_heap(c, &ev);
+			if (nblocks < 64)
+				blocks[nblocks++] = ev;
+			break;
+		}
+		case 3:
+		case 4:
+			if (nblocks) {
+				unsigned k = d[2] % nblocks;
+				struct mp_heap_event ev = blocks[k];
+
+				ev.kind = MP_HEAP_FREE;
+				ev.tid = tid;
+				ev.ts_ns = ts;
+				if (d[3] == 0xff)
+					ev.user = v; /* a bogus stored value */
+				mp_correlator_on_heap(c, &ev);
+				blocks[k] = blocks[--nblocks];
+			}
+			break;
+		case 5: {
+			struct mp_heap_event ev = { .kind = d[2] % 5,
+						    .tid = tid,
+						    .ts_ns = ts,
+						    .addr = v,
+						    .size = v,
+						    .user = v };
+
+			if (ev.kind != MP_HEAP_ALLOC)
+				mp_correlator_on_heap(c, &ev);
+			break;
+		}
+		case 6: {
+			struct mp_rss_sample smp = { .ts_ns = ts,
+						     .vm_rss = d[2] ? v : UINT64_MAX,
+						     .rss_anon = v,
+						     .rss_file = v,
+						     .rss_shmem = v,
+						     .vm_hwm = v,
+						     .vm_swap = v,
+						     .pss = v };
+
+			mp_correlator_on_rss(c, &smp);
+			break;
+		}
+		default: {
+			struct mp_rss_stat_event ev = {
+				.ts_ns = ts, .tid = tid, .member = d[2] % 6, .value = (int64_t)v
+			};
+
+			mp_correlator_on_rss_stat(c, &ev);
+			break;
+		}
+		}
+	}
+	if (mp_correlator_finish(c, ts, &p) == 0) {
+		struct mp_profile *q = NULL;
+		uint8_t *buf;
+		size_t len;
+
+		exercise(p);
+		if (mp_profile_file_encode(p, &buf, &len) == 0) {
+			if (mp_profile_file_decode(buf, len, &q, NULL) != 0)
+				abort(); /* what we write we must read back */
+			free(buf);
+			mp_profile_free(q);
+		}
+		mp_profile_free(p);
+	}
+	mp_correlator_free(c);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct mp_profile *p = NULL;
+
+	if (size && data[0] == 'C') {
+		drive_correlator(data + 1, size - 1);
+		return 0;
+	}
+
+	/* Both framings: the file (header + message) and a bare message. */
+	if (mp_profile_file_decode(data, size, &p, NULL) == 0) {
+		exercise(p);
+		mp_profile_free(p);
+	}
+	p = NULL;
+	if (mp_profile_decode(data, size, &p, NULL) == 0) {
+		exercise(p);
+		mp_profile_free(p);
+	}
+	return 0;
+}
