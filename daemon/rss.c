@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "rss.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 struct mp_rss_sampler {
 	pid_t pid;
 	int status_fd;
+	int thread_fd; /* status of another thread once the leader has exited, or -1 */
 	int smaps_fd; /* -1 when Pss is never read */
 	int timer_fd;
 	unsigned pss_every_n;
@@ -26,6 +28,8 @@ struct mp_rss_sampler {
 	char *buf;
 	size_t buf_size;
 };
+
+static int open_live_thread(struct mp_rss_sampler *s);
 
 /* Parses " 1234 kB" (the rest of a line after "Key:") into bytes. */
 static int parse_kb(const char *p, const char *end, uint64_t *ret_bytes)
@@ -184,6 +188,8 @@ void mp_rss_sampler_free(struct mp_rss_sampler *s)
 		return;
 	if (s->status_fd >= 0)
 		close(s->status_fd);
+	if (s->thread_fd >= 0)
+		close(s->thread_fd);
 	if (s->smaps_fd >= 0)
 		close(s->smaps_fd);
 	if (s->timer_fd >= 0)
@@ -205,7 +211,7 @@ int mp_rss_sampler_new(pid_t pid, unsigned hz, unsigned pss_every_n, struct mp_r
 	if (!s)
 		return -ENOMEM;
 	s->pid = pid;
-	s->status_fd = s->smaps_fd = s->timer_fd = -1;
+	s->status_fd = s->thread_fd = s->smaps_fd = s->timer_fd = -1;
 	s->pss_every_n = pss_every_n;
 	s->buf_size = READ_BUF_INITIAL;
 	s->buf = malloc(s->buf_size);
@@ -220,6 +226,8 @@ int mp_rss_sampler_new(pid_t pid, unsigned hz, unsigned pss_every_n, struct mp_r
 		goto fail;
 	if (pss_every_n) {
 		r = open_proc(pid, "smaps_rollup", &s->smaps_fd);
+		if (r == -ESRCH)
+			r = open_live_thread(s);
 		if (r < 0)
 			goto fail;
 	}
@@ -279,37 +287,147 @@ static int read_whole(struct mp_rss_sampler *s, int fd, size_t *ret_len)
 	}
 }
 
+/* "Threads:" of a status text; 0 when absent or malformed. */
+static unsigned long status_threads(const char *buf, size_t len)
+{
+	static const char key[] = "\nThreads:";
+	const char *end = buf + len;
+
+	for (const char *p = buf; p && p < end; p = memchr(p + 1, '\n', (size_t)(end - p - 1))) {
+		unsigned long n = 0;
+		const char *q;
+
+		if ((size_t)(end - p) < sizeof(key) - 1 || memcmp(p, key, sizeof(key) - 1) != 0)
+			continue;
+		for (q = p + sizeof(key) - 1; q < end && (*q == ' ' || *q == '\t'); q++)
+			;
+		for (; q < end && *q >= '0' && *q <= '9' && n < 1000000000ul; q++)
+			n = n * 10 + (unsigned long)(*q - '0');
+		return n;
+	}
+	return 0;
+}
+
+/*
+ * The leader's status loses its Vm lines as soon as the main thread exits
+ * (pthread_exit() from main), and its smaps_rollup can no longer be opened,
+ * although the other threads still run in the same mm. Their files report
+ * the same memory: find a live thread and keep its fds. Opens and
+ * allocates, but only when the leader has gone.
+ */
+static int open_live_thread(struct mp_rss_sampler *s)
+{
+	char path[80];
+	struct dirent *de;
+	DIR *dir;
+	int r = -ESRCH;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)s->pid);
+	dir = opendir(path);
+	if (!dir)
+		return errno == ENOENT ? -ESRCH : -errno;
+	while (r < 0 && (de = readdir(dir))) {
+		struct mp_rss_sample sample;
+		char *end;
+		long tid = strtol(de->d_name, &end, 10);
+		size_t len;
+		int fd, smaps_fd = -1;
+
+		if (*end || tid <= 0 || tid == s->pid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%ld/status", (int)s->pid, tid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (read_whole(s, fd, &len) < 0 || mp_rss_parse_status(s->buf, len, &sample) < 0 ||
+		    sample.vm_rss == UINT64_MAX) {
+			close(fd);
+			continue;
+		}
+		if (s->pss_every_n) {
+			snprintf(path, sizeof(path), "/proc/%d/task/%ld/smaps_rollup", (int)s->pid,
+				 tid);
+			smaps_fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (smaps_fd < 0) {
+				close(fd);
+				continue;
+			}
+			if (s->smaps_fd >= 0)
+				close(s->smaps_fd);
+			s->smaps_fd = smaps_fd;
+		}
+		if (s->thread_fd >= 0)
+			close(s->thread_fd);
+		s->thread_fd = fd;
+		r = 0;
+	}
+	closedir(dir);
+	return r;
+}
+
+/* Reads and parses the status of the process into @ret (ts_ns set). */
+static int read_status(struct mp_rss_sampler *s, struct mp_rss_sample *ret)
+{
+	for (int attempt = 0; attempt < 3; attempt++) {
+		int fd = s->thread_fd >= 0 ? s->thread_fd : s->status_fd;
+		uint64_t t0, t1;
+		size_t len;
+		int r;
+
+		t0 = now_ns();
+		r = read_whole(s, fd, &len);
+		t1 = now_ns();
+		if (r == 0)
+			r = mp_rss_parse_status(s->buf, len, ret);
+		if (r == 0 && ret->vm_rss != UINT64_MAX) {
+			ret->ts_ns = t0 + (t1 - t0) / 2;
+			return 0;
+		}
+		if (fd == s->thread_fd) {
+			/* that thread is gone too: start over from the leader */
+			close(s->thread_fd);
+			s->thread_fd = -1;
+			continue;
+		}
+		if (r < 0)
+			return r;
+		/* A zombie still has a status file, but no mm and so no Vm lines;
+		 * a leader that exited before its threads shows Threads > 1. */
+		if (status_threads(s->buf, len) <= 1)
+			return -ESRCH;
+		r = open_live_thread(s);
+		if (r < 0)
+			return r;
+	}
+	return -ESRCH;
+}
+
 int mp_rss_sampler_read(struct mp_rss_sampler *s, bool with_pss, struct mp_rss_sample *ret)
 {
 	struct mp_rss_sample sample;
-	uint64_t t0, t1, pss;
+	uint64_t pss;
 	size_t len;
 	int r;
 
 	if (!s || !ret)
 		return -EINVAL;
-	t0 = now_ns();
-	r = read_whole(s, s->status_fd, &len);
-	t1 = now_ns();
+	r = read_status(s, &sample);
 	if (r < 0)
 		return r;
-	r = mp_rss_parse_status(s->buf, len, &sample);
-	if (r < 0)
-		return r;
-	/* A zombie still has a status file, but no mm and so no Vm lines. */
-	if (sample.vm_rss == UINT64_MAX)
-		return -ESRCH;
-	sample.ts_ns = t0 + (t1 - t0) / 2;
-	if (with_pss && s->smaps_fd >= 0) {
+	for (int attempt = 0; with_pss && s->smaps_fd >= 0; attempt++) {
 		r = read_whole(s, s->smaps_fd, &len);
-		if (r < 0)
+		if (r == 0)
+			r = mp_rss_parse_smaps_rollup(s->buf, len, &pss);
+		if (r == 0) {
+			sample.pss = pss;
+			break;
+		}
+		if (r != -ESRCH && r != -ENODATA)
 			return r;
-		r = mp_rss_parse_smaps_rollup(s->buf, len, &pss);
-		if (r == -ENODATA)
+		/* The status was just read, so the process lives: the thread
+		 * whose smaps_rollup we hold has exited. */
+		if (attempt > 0 || open_live_thread(s) < 0)
 			return -ESRCH;
-		if (r < 0)
-			return r;
-		sample.pss = pss;
 	}
 	*ret = sample;
 	return 0;

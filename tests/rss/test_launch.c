@@ -23,6 +23,8 @@
 
 static char tmpdir[] = "/tmp/mp-launch-XXXXXX";
 static char marker[256];
+/* a launched child not yet reaped: killed by teardown if a test aborts */
+static pid_t launched;
 
 static void setup(void)
 {
@@ -34,6 +36,8 @@ static void teardown(void)
 {
 	char path[300];
 
+	if (launched > 0)
+		mp_launch_kill(launched);
 	unlink(marker);
 	snprintf(path, sizeof(path), "%s/script", tmpdir);
 	unlink(path);
@@ -128,12 +132,14 @@ static void run_case(char *const argv[], bool libc, int want_code)
 
 	cr_assert(eq(int, mp_launch(argv, &pid), 0), "launch %s", argv[0]);
 	cr_assert(gt(int, pid, 0));
+	launched = pid;
 	expect_observed(observe(pid), (struct observed){ 'T', true, libc, false });
 	/* stays stopped until told otherwise */
 	usleep(50 * 1000);
 	expect_observed(observe(pid), (struct observed){ 'T', true, libc, false });
 	cr_assert(eq(int, mp_launch_resume(pid), 0));
 	cr_assert(eq(int, mp_launch_wait(pid, &status), 0));
+	launched = 0;
 	cr_expect(eq(int, mp_launch_exit_code(status), want_code));
 	cr_expect(eq(int, access(marker, F_OK), 0), "main did not run after resume");
 	expect_no_child();
@@ -183,9 +189,11 @@ Test(launch, path_lookup_and_death_by_signal)
 	char *argv[] = { "sh", "-c", "kill -9 $$", NULL };
 
 	cr_assert(eq(int, mp_launch(argv, &pid), 0));
+	launched = pid;
 	expect_observed(observe(pid), (struct observed){ 'T', true, true, false });
 	cr_assert(eq(int, mp_launch_resume(pid), 0));
 	cr_assert(eq(int, mp_launch_wait(pid, &status), 0));
+	launched = 0;
 	cr_expect(eq(int, mp_launch_exit_code(status), 128 + SIGKILL));
 	expect_no_child();
 }
@@ -207,6 +215,7 @@ Test(launch, clean_signal_state)
 	sigaction(SIGPIPE, &ign, &old_pipe);
 	sigaction(SIGUSR2, &ign, &old_usr2);
 	cr_assert(eq(int, mp_launch(argv, &pid), 0));
+	launched = pid;
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	sigaction(SIGPIPE, &old_pipe, NULL);
 	sigaction(SIGUSR2, &old_usr2, NULL);
@@ -218,6 +227,7 @@ Test(launch, clean_signal_state)
 	cr_expect_not_null(strstr(buf, "\nTracerPid:\t0\n"), "still traced: %s", buf);
 	cr_assert(eq(int, mp_launch_resume(pid), 0));
 	cr_assert(eq(int, mp_launch_wait(pid, &status), 0));
+	launched = 0;
 	cr_expect(eq(int, status, 0));
 }
 
@@ -232,19 +242,30 @@ Test(launch, kill_a_stopped_child)
 	expect_no_child();
 }
 
+/* mp_launch must fail with @want; a child it wrongly left running is killed
+ * so that a failing run leaks nothing either. */
+static void expect_launch_error(char *const argv[], int want)
+{
+	pid_t pid = 1234;
+	int r = mp_launch(argv, &pid);
+
+	if (r == 0)
+		mp_launch_kill(pid);
+	cr_expect(eq(int, r, want), "launch %s", argv[0] ? argv[0] : "(null)");
+	if (r < 0)
+		cr_expect(eq(int, pid, 1234), "output touched on error");
+	expect_no_child();
+}
+
 Test(launch, errors_leave_no_child)
 {
 	char notexec[300];
-	pid_t pid = 1234;
 	int fd;
 
 	char *missing[] = { "memprof-no-such-command-for-sure", NULL };
-	cr_expect(eq(int, mp_launch(missing, &pid), -ENOENT));
-	expect_no_child();
-
+	expect_launch_error(missing, -ENOENT);
 	char *missing_path[] = { "/nonexistent/dir/prog", NULL };
-	cr_expect(eq(int, mp_launch(missing_path, &pid), -ENOENT));
-	expect_no_child();
+	expect_launch_error(missing_path, -ENOENT);
 
 	snprintf(notexec, sizeof(notexec), "%s/script", tmpdir);
 	fd = open(notexec, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
@@ -252,19 +273,14 @@ Test(launch, errors_leave_no_child)
 	cr_assert(eq(int, (int)write(fd, "#!/bin/sh\n", 10), 10));
 	close(fd);
 	char *noexec_argv[] = { notexec, NULL };
-	cr_expect(eq(int, mp_launch(noexec_argv, &pid), -EACCES));
-	expect_no_child();
-
+	expect_launch_error(noexec_argv, -EACCES);
 	char *dir_argv[] = { "/", NULL };
-	cr_expect(eq(int, mp_launch(dir_argv, &pid), -EACCES));
-	expect_no_child();
+	expect_launch_error(dir_argv, -EACCES);
 
 	/* a DT_NEEDED library's constructor exits before the entry point */
 	char *early[] = { LAUNCH_DIR "/launch-dies-early", NULL };
-	cr_expect(eq(int, mp_launch(early, &pid), -ECHILD));
-	expect_no_child();
+	expect_launch_error(early, -ECHILD);
 
 	char *empty[] = { NULL };
-	cr_expect(eq(int, mp_launch(empty, &pid), -EINVAL));
-	cr_expect(eq(int, pid, 1234), "output touched on error");
+	expect_launch_error(empty, -EINVAL);
 }

@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -45,7 +47,33 @@ static void child_main(int cmd, int done)
 	_exit(1);
 }
 
-static struct child start_child(void)
+struct pipes {
+	int cmd, done;
+};
+
+static void *child_thread(void *arg)
+{
+	struct pipes *p = arg;
+
+	child_main(p->cmd, p->done);
+	return NULL;
+}
+
+/* The same child, but its commands are served by a second thread after the
+ * main thread has called pthread_exit(). */
+static void child_main_leaderless(int cmd, int done)
+{
+	static struct pipes p;
+	pthread_t t;
+
+	p.cmd = cmd;
+	p.done = done;
+	if (pthread_create(&t, NULL, child_thread, &p) != 0)
+		_exit(4);
+	pthread_exit(NULL);
+}
+
+static struct child start_child_ex(int leaderless)
 {
 	int to[2], from[2];
 	struct child c;
@@ -57,6 +85,8 @@ static struct child start_child(void)
 	if (c.pid == 0) {
 		close(to[1]);
 		close(from[0]);
+		if (leaderless)
+			child_main_leaderless(to[0], from[1]);
 		child_main(to[0], from[1]);
 	}
 	close(to[0]);
@@ -64,6 +94,29 @@ static struct child start_child(void)
 	c.cmd = to[1];
 	c.done = from[0];
 	return c;
+}
+
+static struct child start_child(void)
+{
+	return start_child_ex(0);
+}
+
+static char proc_state(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert(ge(int, fd, 0));
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	cr_assert(gt(int, (int)n, 0));
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	cr_assert_not_null(p);
+	return p[2];
 }
 
 static void command(struct child *c, char what)
@@ -146,6 +199,38 @@ Test(rss_sampler, touch_64mib)
 	cr_assert(eq(int, waitpid(c.pid, &status, 0), c.pid));
 	cr_expect(eq(int, status, 0));
 	cr_expect(eq(int, mp_rss_sampler_read(s, true, &gone), -ESRCH));
+	mp_rss_sampler_free(s);
+	close(c.cmd);
+	close(c.done);
+}
+
+/* pthread_exit() in main: the leader is a zombie, the process lives on. */
+Test(rss_sampler, main_thread_exited)
+{
+	struct child c = start_child_ex(1);
+	struct mp_rss_sampler *s = NULL;
+	struct mp_rss_sample before, after, gone;
+	int status;
+
+	for (int i = 0; i < 200 && proc_state(c.pid) != 'Z'; i++)
+		usleep(10 * 1000);
+	cr_assert(eq(chr, proc_state(c.pid), 'Z'), "the main thread did not exit");
+	cr_assert(eq(int, mp_rss_sampler_new(c.pid, MP_RSS_DEFAULT_HZ, 1, &s), 0));
+	before = timed_sample(s, 1);
+	command(&c, 't');
+	after = timed_sample(s, 1);
+	cr_expect(le(u64, dist(after.vm_rss - before.vm_rss, TOUCH_BYTES), TOUCH_BYTES / 20),
+		  "VmRSS grew by %llu bytes, want 64 MiB +- 5%%",
+		  (unsigned long long)(after.vm_rss - before.vm_rss));
+	cr_expect(le(u64, dist(after.pss - before.pss, TOUCH_BYTES), TOUCH_BYTES / 20));
+
+	command(&c, 'q');
+	cr_assert(eq(int, waitid(P_PID, (id_t)c.pid, NULL, WEXITED | WNOWAIT), 0));
+	gone = before;
+	cr_expect(eq(int, mp_rss_sampler_sample(s, &gone), -ESRCH));
+	cr_expect(eq(int, memcmp(&gone, &before, sizeof(gone)), 0), "output touched on error");
+	cr_assert(eq(int, waitpid(c.pid, &status, 0), c.pid));
+	cr_expect(eq(int, status, 0));
 	mp_rss_sampler_free(s);
 	close(c.cmd);
 	close(c.done);
