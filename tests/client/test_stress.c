@@ -60,8 +60,9 @@ static void *producer(void *arg)
 		if (st.pace && (i & 255) == 255) {
 			uint64_t p = __atomic_add_fetch(&st.produced, 512, __ATOMIC_RELAXED);
 
-			while (p - __atomic_load_n(&st.consumed, __ATOMIC_RELAXED) >
-			       st.ring_slots / 2)
+			/* signed: the consumer may be ahead of this count */
+			while ((int64_t)(p - __atomic_load_n(&st.consumed, __ATOMIC_RELAXED)) >
+			       (int64_t)st.ring_slots / 2)
 				sched_yield();
 		}
 	}
