@@ -88,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		for (uint64_t p = h->tail, i = 0; i < slots; i++, p++)
 			if (flags & 4 || i < 4)
-				((struct mp_slot *)(mem + off))[p & mask].seq = (p & ~mask) + 1;
+				((struct mp_slot *)(mem + off))[p & mask].seq = p + 1;
 	}
 
 	if (mp_consumer_open_mem(mem, (flags & 8) ? len - shrink % 64 : len, &c) == 0) {

@@ -131,8 +131,8 @@ static int validate_header(struct mp_consumer *c)
 	    !region_ok(reg[2].off, reg[2].size, 8, sizeof(h), h.total_size) ||
 	    !region_ok(reg[3].off, reg[3].size, 1, sizeof(h), h.total_size))
 		return -EBADMSG;
-	/* Regions must not overlap: the daemon writes slot sequence numbers
-	 * and must never write into what it reads as strings or threads. */
+	/* Regions must not overlap: a slot must never alias a string or a
+	 * thread slot, or one validated value could change another. */
 	for (int i = 0; i < 4; i++)
 		for (int j = i + 1; j < 4; j++)
 			if (reg[i].off < reg[j].off + reg[j].size &&
@@ -350,15 +350,9 @@ static int consumer_attach(struct mp_consumer *c, bool membarrier)
 		return r;
 
 	/* Resume where the previous consumer stopped. If it died between
-	 * freeing a slot and storing tail, skip the slots it already freed. */
+	 * reading a record and storing tail, that record comes again and the
+	 * snapshot's record numbers drop it. */
 	pos = LOAD(&c->hdr->tail, RELAXED);
-	for (uint32_t i = 0; i < c->slot_count; i++) {
-		uint64_t lap = pos & ~c->mask;
-
-		if (LOAD(&slot_at(c, pos)->seq, ACQUIRE) != lap + c->slot_count)
-			break;
-		pos++;
-	}
 	c->pos = pos;
 	return 0;
 }
@@ -598,24 +592,22 @@ int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret)
 	}
 	for (int n = 0; n < READ_BUDGET; n++) {
 		struct mp_slot *s = slot_at(c, c->pos);
-		uint64_t lap = c->pos & ~c->mask;
 		uint64_t seq = LOAD(&s->seq, ACQUIRE);
 		struct mp_slot copy;
 		struct mp_record r;
 
-		if (seq != lap + 1) {
-			/* Not published yet (a producer between claim and
-			 * publish, or nothing written): try again later. A
-			 * value ahead of us cannot come from a well-formed
-			 * ring with one consumer. */
-			if ((int64_t)(seq - (lap + 1)) > 0 && seq != lap + c->slot_count)
+		if (seq != c->pos + 1) {
+			/* Not published yet (nothing written, or a producer
+			 * between claim and publish): try again later. A
+			 * later lap cannot be there before we free this one. */
+			if ((int64_t)(seq - (c->pos + 1)) > 0)
 				return fail(c, -EBADMSG);
 			return 0;
 		}
-		copy_racy(&copy, s, sizeof(copy));
-		STORE(&s->seq, lap + c->slot_count, RELEASE);
+		copy_words(&copy, s, sizeof(copy) / 8);
 		c->pos++;
-		STORE(&c->hdr->tail, c->pos, RELAXED);
+		/* release: the copy is done before producers may reuse it */
+		STORE(&c->hdr->tail, c->pos, RELEASE);
 
 		if (copy.thread_idx >= c->thread_count)
 			return fail(c, -EBADMSG);

@@ -21,6 +21,7 @@
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
+#define HOT static inline __attribute__((always_inline))
 
 #define DEFAULT_SLOTS (1u << 16)
 #define DEFAULT_THREADS 512u
@@ -79,6 +80,7 @@ static bool g_atfork_done;
  * limited when the library is dlopened. */
 struct tls {
 	struct mp_thread *thr;
+	uint64_t tail; /* last consumer position seen */
 	struct thread_priv *priv;
 	uint64_t gen;
 	uint32_t depth;
@@ -90,7 +92,7 @@ struct tls {
 };
 static __thread struct tls tls __attribute__((tls_model("initial-exec")));
 
-static inline uint64_t now_ns(void)
+HOT uint64_t now_ns(void)
 {
 	struct timespec ts;
 
@@ -210,8 +212,8 @@ static int ring_create(void)
 	r.hash = (uint32_t *)((char *)p + hash_off);
 	r.hash_mask = hash_size - 1;
 
-	/* Fresh memfd pages are zero: every slot is free for lap 0, every
-	 * thread slot is free, every string entry unpublished. */
+	/* Fresh memfd pages are zero: no slot published, every thread slot
+	 * free, every string entry unpublished. */
 	h->abi_version = MP_RING_ABI_VERSION;
 	h->hdr_size = sizeof(*h);
 	h->total_size = r.size;
@@ -349,32 +351,30 @@ noslot:
 }
 
 /* Claims a ring position and publishes one record. */
-static int ring_put(const struct tls *t, uint8_t type, uint8_t flags, uint32_t name_id, uint64_t ts,
+static __attribute__((noinline)) int ring_put(struct tls *t, uint8_t type, uint8_t flags, uint32_t name_id, uint64_t ts,
 		    const int64_t *dims, int rank)
 {
 	struct mp_ring_hdr *h = g.hdr;
 	uint64_t pos = LOAD(&h->head, RELAXED);
-	uint64_t lap;
+	uint64_t cap = g.mask + 1;
 	struct mp_slot *s;
 
 	for (int i = 0;; i++) {
-		int64_t dif;
-
 		if (unlikely(i == CLAIM_TRIES))
 			goto drop;
-		s = &g.slots[pos & g.mask];
-		lap = pos & ~g.mask;
-		dif = (int64_t)(LOAD(&s->seq, ACQUIRE) - lap);
-		if (likely(dif == 0)) {
-			if (likely(__atomic_compare_exchange_n(&h->head, &pos, pos + 1, true,
-							       __ATOMIC_RELAXED, __ATOMIC_RELAXED)))
-				break;
-		} else if (dif < 0) {
-			goto drop;
-		} else {
-			pos = LOAD(&h->head, RELAXED);
+		/* Full when pos is a whole ring ahead of the consumer. The
+		 * cached tail only lags, so it can only say "full" wrongly;
+		 * then the real one is read (once per lap, not per record). */
+		if (unlikely((int64_t)(pos - t->tail) >= (int64_t)cap)) {
+			t->tail = LOAD(&h->tail, ACQUIRE);
+			if ((int64_t)(pos - t->tail) >= (int64_t)cap)
+				goto drop;
 		}
+		if (likely(__atomic_compare_exchange_n(&h->head, &pos, pos + 1, true,
+						       __ATOMIC_RELAXED, __ATOMIC_RELAXED)))
+			break;
 	}
+	s = &g.slots[pos & g.mask];
 	s->ts_ns = ts;
 	s->type = type;
 	s->flags = flags;
@@ -385,7 +385,7 @@ static int ring_put(const struct tls *t, uint8_t type, uint8_t flags, uint32_t n
 	s->name_id = name_id;
 	if (rank > 0)
 		memcpy(s->dims, dims, (size_t)rank * sizeof(*dims));
-	STORE(&s->seq, lap + 1, RELEASE);
+	STORE(&s->seq, pos + 1, RELEASE);
 	return 0;
 
 drop:
@@ -393,7 +393,7 @@ drop:
 	return -ENOSPC;
 }
 
-static inline bool name_matches(const char *name, const struct cache_ent *e)
+HOT bool name_matches(const char *name, const struct cache_ent *e)
 {
 	uint32_t n = e->len > MP_NAME_MAX ? MP_NAME_MAX : e->len;
 
@@ -414,7 +414,7 @@ static uint32_t fnv1a(const char *s, uint32_t len)
 	return h;
 }
 
-static uint32_t intern_slow(const char *name, struct cache_ent *e)
+static __attribute__((noinline)) uint32_t intern_slow(const char *name, struct cache_ent *e)
 {
 	uint32_t len = (uint32_t)strnlen(name, MP_NAME_MAX);
 	bool trunc = len == MP_NAME_MAX && name[len] != '\0';
@@ -457,7 +457,7 @@ static uint32_t intern_slow(const char *name, struct cache_ent *e)
 /* Pointer-keyed cache, confirmed by comparing the bytes: a name buffer that
  * is reused for another string at the same address is detected (it just
  * takes the slow path). */
-static inline uint32_t intern(const struct tls *t, const char *name)
+HOT uint32_t intern(const struct tls *t, const char *name)
 {
 	uintptr_t p = (uintptr_t)name;
 	struct cache_ent *e = &t->priv->cache[(p ^ (p >> 7)) & (CACHE_SIZE - 1)];
@@ -467,7 +467,7 @@ static inline uint32_t intern(const struct tls *t, const char *name)
 	return intern_slow(name, e);
 }
 
-static inline struct tls *tls_get(int *ret_err)
+HOT struct tls *tls_get(int *ret_err)
 {
 	struct tls *t = &tls;
 
@@ -479,13 +479,13 @@ static inline struct tls *tls_get(int *ret_err)
 	return t;
 }
 
-static inline void gen_begin(struct tls *t)
+HOT void gen_begin(struct tls *t)
 {
 	STORE(&t->thr->gen, t->gen + 1, RELAXED);
 	atomic_thread_fence(memory_order_release);
 }
 
-static inline void gen_end(struct tls *t)
+HOT void gen_end(struct tls *t)
 {
 	t->gen += 2;
 	STORE(&t->thr->gen, t->gen, RELEASE);
@@ -495,12 +495,12 @@ static inline void gen_end(struct tls *t)
 	atomic_signal_fence(memory_order_seq_cst);
 }
 
-static inline bool attached(void)
+HOT bool attached(void)
 {
 	return LOAD(&g.hdr->attached, RELAXED) != 0;
 }
 
-static inline int push(struct tls *t, bool tag, uint8_t type, const char *name)
+HOT int push(struct tls *t, bool tag, uint8_t type, const char *name)
 {
 	struct mp_frame *f;
 	uint32_t id, d;
@@ -530,7 +530,7 @@ static inline int push(struct tls *t, bool tag, uint8_t type, const char *name)
 	return ring_put(t, type, 0, id, ts ? ts : now_ns(), NULL, 0);
 }
 
-static inline int pop(struct tls *t, bool tag, uint8_t type, uint8_t flags)
+HOT int pop(struct tls *t, bool tag, uint8_t type, uint8_t flags)
 {
 	uint32_t d = tag ? t->tag_depth : t->depth;
 	uint32_t id = 0;

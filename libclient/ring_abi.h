@@ -54,7 +54,7 @@ struct mp_ring_hdr {
 	uint32_t attached;
 	uint32_t reserved1;
 	uint64_t reserved2[5];
-	/* Producers' claim position (Vyukov MPMC enqueue index). */
+	/* Next position producers claim (compare-and-swap). */
 	uint64_t head __attribute__((aligned(64)));
 	uint64_t reserved3[7];
 	/* Records dropped because the ring was full. */
@@ -65,17 +65,17 @@ struct mp_ring_hdr {
 	uint32_t str_count;
 	uint32_t blob_used;
 	uint64_t reserved4[5];
-	/* Consumer position, kept here so a later consumer resumes where the
-	 * previous one stopped. Producers never read it. */
+	/* Consumer position: every position below it has been read and may be
+	 * reused. Producers read it only when their cached copy says the ring
+	 * is full; a later consumer resumes from it. */
 	uint64_t tail __attribute__((aligned(64)));
 	uint64_t reserved5[7];
 };
 
-/* One ring slot. seq follows Vyukov's bounded queue, stored relative to the
- * slot's index so that zero-filled memory is a valid empty ring: for
- * position pos (slot pos & mask, lap = pos & ~mask) seq == lap means free
- * for the producer claiming pos, lap + 1 means published for the consumer
- * reading pos, and the consumer frees it for the next lap with lap + slots. */
+/* One ring slot. seq == pos + 1 once the record for ring position pos
+ * (slot pos & (slot_count - 1)) is published; anything else means not
+ * published yet. Only producers write slots: the consumer reports progress
+ * through the header's tail alone, so slot cache lines never travel back. */
 struct mp_slot {
 	uint64_t seq;
 	uint64_t ts_ns;

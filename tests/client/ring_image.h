@@ -78,7 +78,7 @@ static inline struct mp_slot *img_put(struct img *m, uint64_t pos, uint8_t type,
 	struct mp_slot *s = &m->slots[pos & mask];
 
 	memset(s, 0, sizeof(*s));
-	s->seq = (pos & ~mask) + 1;
+	s->seq = pos + 1;
 	s->type = type;
 	s->tid = tid;
 	s->ts_ns = 1000 + pos;
