@@ -32,6 +32,9 @@
 /* Attempts at a consistent copy of one thread slot. */
 #define SNAP_SPINS 4096
 #define SNAP_YIELDS 256
+/* Yields for the whole attach: a ring whose thread slots never settle (a
+ * hostile writer) cannot make the open take long. */
+#define SNAP_YIELD_BUDGET 2048
 #define MAX_FD_SCAN 65536
 
 struct snap {
@@ -57,6 +60,7 @@ struct mp_consumer {
 	uint64_t pos;
 	int err;
 	bool attached; /* we set the header's attached flag */
+	unsigned yield_budget;
 	struct snap *snap; /* per thread slot */
 	struct mp_record *synth;
 	size_t nsynth, next_synth;
@@ -194,7 +198,7 @@ static void copy_words(void *dst, const void *src, size_t n)
 }
 
 /* Consistent copy of one thread slot (seqlock read), bounded. */
-static bool thread_snapshot(const struct mp_consumer *c, uint32_t i, struct mp_thread *ret)
+static bool thread_snapshot(struct mp_consumer *c, uint32_t i, struct mp_thread *ret)
 {
 	struct mp_thread *t = thread_at(c, i);
 	const size_t fw = sizeof(struct mp_frame) / 8;
@@ -203,8 +207,12 @@ static bool thread_snapshot(const struct mp_consumer *c, uint32_t i, struct mp_t
 		uint64_t g1, g2;
 		uint32_t d, td;
 
-		if (n >= SNAP_SPINS)
+		if (n >= SNAP_SPINS) {
+			if (!c->yield_budget)
+				return false;
+			c->yield_budget--;
 			sched_yield();
+		}
 		g1 = LOAD(&t->gen, ACQUIRE);
 		if (g1 & 1)
 			continue;
@@ -342,6 +350,7 @@ static int consumer_attach(struct mp_consumer *c, bool membarrier)
 	if (!c->snap || !c->names)
 		return -ENOMEM;
 
+	c->yield_budget = SNAP_YIELD_BUDGET;
 	STORE(&c->hdr->attached, 1, SEQ_CST);
 	c->attached = true;
 	barrier_all(membarrier);
