@@ -43,20 +43,29 @@ static uint64_t env_u64(const char *name, uint64_t def)
 
 static struct stress st;
 
+static void pair(void)
+{
+	int r1 = memprof_kernel_begin("k");
+	int r2 = memprof_kernel_end();
+
+	/* a dropped record is reported, never anything else */
+	if ((r1 && r1 != -ENOSPC) || (r2 && r2 != -ENOSPC))
+		abort();
+}
+
 static void *producer(void *arg)
 {
 	int idx = (int)(intptr_t)arg;
 
-	st.tids[idx] = (uint32_t)gettid();
+	/* The first pair takes a thread slot before anyone can finish and
+	 * give one back: every producer has a fresh slot, so its record
+	 * numbers start at 2 (1 is the registration). */
+	pair();
+	__atomic_store_n(&st.tids[idx], (uint32_t)gettid(), __ATOMIC_RELEASE);
 	while (!__atomic_load_n(&st.go, __ATOMIC_ACQUIRE))
 		sched_yield();
-	for (uint64_t i = 0; i < st.pairs; i++) {
-		int r1 = memprof_kernel_begin("k");
-		int r2 = memprof_kernel_end();
-
-		/* a dropped record is reported, never anything else */
-		if ((r1 && r1 != -ENOSPC) || (r2 && r2 != -ENOSPC))
-			abort();
+	for (uint64_t i = 1; i < st.pairs; i++) {
+		pair();
 		if (st.pace && (i & 255) == 255) {
 			uint64_t p = __atomic_add_fetch(&st.produced, 512, __ATOMIC_RELAXED);
 
@@ -99,11 +108,13 @@ static void check(struct per_thread *pt, const struct mp_record *r)
 	if (r->type == MP_REC_KERNEL_BEGIN) {
 		cr_assert_str_eq(r->name, "k");
 		/* begins have even record numbers: 2, 4, ... */
-		cr_assert_eq(r->seq & 1, 0);
+		cr_assert_eq(r->seq & 1, 0, "thread %d: begin with seq %u (last %u %s)", i, r->seq,
+			     p->last_seq, mp_record_type_name(p->last_type));
 	} else {
 		cr_assert_eq(r->type, MP_REC_KERNEL_END);
 		cr_assert_null(r->name);
-		cr_assert_eq(r->seq & 1, 1);
+		cr_assert_eq(r->seq & 1, 1, "thread %d: end with seq %u (last %u %s)", i, r->seq,
+			     p->last_seq, mp_record_type_name(p->last_type));
 	}
 	cr_assert_eq(r->flags, 0);
 	cr_assert_eq(r->rank, 0);
