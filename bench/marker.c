@@ -7,7 +7,7 @@
  * and the consumer's cost per record. The baseline is one
  * clock_gettime(CLOCK_MONOTONIC), measured in the same run. Every figure is
  * the best of ROUNDS runs, so that preemption by other load does not count.
- * The ring's pages are touched once before the attached runs (a fresh tmpfs
+ * The rings' pages are touched once before the attached runs (a fresh tmpfs
  * page faults on first write: once per 32 slots, during the first lap only).
  * Usage: bench-marker [pairs per thread per round, default 250000]
  */
@@ -166,9 +166,12 @@ int main(int argc, char **argv)
 	pairs = argc > 1 ? atol(argv[1]) : 250000;
 	if (pairs <= 0 || pairs > (1l << 20))
 		return 1;
-	/* room for one round of 2 threads with no drop while nobody reads */
-	snprintf(buf, sizeof(buf), "%lu", 1ul << 22);
+	/* Room in each thread's ring for one round with no drop while nobody
+	 * reads; few thread slots (producer threads come and go, reusing
+	 * them) keep the memfd at 8 x 2 x pairs x 128 bytes. */
+	snprintf(buf, sizeof(buf), "%lu", 1ul << (64 - __builtin_clzl((unsigned long)pairs * 2)));
 	setenv("MEMPROF_RING_SLOTS", buf, 0);
+	setenv("MEMPROF_RING_THREADS", "8", 0);
 	memprof_phase("bench"); /* creates the ring */
 	clk = clock_cost();
 	det1 = run(1, false);
@@ -179,14 +182,24 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench-marker: cannot attach to own ring: %d\n", r);
 		return 1;
 	}
-	/* one lap of the ring, unmeasured: fault its pages in */
-	for (long i = 0; i < (1l << 21); i++) {
-		memprof_kernel_begin("warm");
-		memprof_kernel_end();
-		if ((i & 1023) == 0)
-			drain_all();
+	/* one unmeasured round: fault in the pages of the rings the
+	 * producer threads will use */
+	draining = 0;
+	{
+		long saved = pairs;
+		double ns[2];
+		pthread_t th[2];
+
+		pairs = 1l << (63 - __builtin_clzl((unsigned long)pairs * 2));
+		pthread_barrier_init(&start, NULL, 2);
+		for (int i = 0; i < 2; i++)
+			pthread_create(&th[i], NULL, producer, &ns[i]);
+		for (int i = 0; i < 2; i++)
+			pthread_join(th[i], NULL);
+		pthread_barrier_destroy(&start);
+		drain_all();
+		pairs = saved;
 	}
-	drain_all();
 	drops0 = mp_consumer_drops(cons);
 	att1 = run(1, false);
 	att2 = run(2, false);

@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size -= PARAMS;
 
 	off = (sizeof(struct mp_ring_hdr) + 127) & ~(size_t)127;
-	toff = off + (size_t)slots * sizeof(struct mp_slot);
+	toff = off + (size_t)threads * slots * sizeof(struct mp_slot);
 	eoff = toff + (size_t)threads * sizeof(struct mp_thread);
 	boff = eoff + (size_t)strs * sizeof(mp_strent);
 	len = boff + blob;
@@ -73,22 +73,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(mem, data, n);
 		data += n;
 		size -= n;
-	} else if (size >= 16) {
-		/* only the consumer position: wrapped indices */
-		memcpy(&h->tail, data, 8);
-		memcpy(&h->head, data + 8, 8);
-		data += 16;
-		size -= 16;
 	}
 	body = len - off;
 	memcpy(mem + off, data, size < body ? size : body);
 	if (flags & 2) {
-		/* make the first slots look published so records get decoded */
+		/* make slots after each ring's consumer position look
+		 * published, so that records get decoded */
 		uint64_t mask = slots - 1;
 
-		for (uint64_t p = h->tail, i = 0; i < slots; i++, p++)
-			if (flags & 4 || i < 4)
-				((struct mp_slot *)(mem + off))[p & mask].seq = p + 1;
+		for (uint32_t r = 0; r < threads; r++) {
+			struct mp_thread *t = (struct mp_thread *)(mem + toff) + r;
+			struct mp_slot *ring = (struct mp_slot *)(mem + off) + (size_t)r * slots;
+
+			for (uint64_t p = t->tail, i = 0; i < slots; i++, p++)
+				if (flags & 4 || i < 4)
+					ring[p & mask].seq = p + 1;
+		}
 	}
 
 	if (mp_consumer_open_mem(mem, (flags & 8) ? len - shrink % 64 : len, &c) == 0) {

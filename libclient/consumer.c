@@ -27,8 +27,12 @@
 #define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
 #define STORE(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
 
-/* Ring slots examined per mp_consumer_read() call at most. */
-#define READ_BUDGET 4096
+/* One refill of the read batch takes at most PER_THREAD records from each
+ * ring, BATCH in all, and looks at SCAN_BUDGET slots (records already in the
+ * attach snapshot are looked at and skipped). */
+#define PER_THREAD 256
+#define BATCH 4096
+#define SCAN_BUDGET 65536
 /* Attempts at a consistent copy of one thread slot. */
 #define SNAP_SPINS 4096
 #define SNAP_YIELDS 256
@@ -37,9 +41,15 @@
 #define SNAP_YIELD_BUDGET 2048
 #define MAX_FD_SCAN 65536
 
-struct snap {
-	uint32_t tseq;
-	bool valid;
+struct tstate {
+	uint64_t pos; /* next position in this thread slot's ring */
+	uint32_t snap_seq; /* records up to this one are in the snapshot */
+	bool snap_valid;
+};
+
+/* A run of consecutive records of one ring inside the batch. */
+struct run {
+	uint32_t next, end;
 };
 
 struct mp_consumer {
@@ -57,11 +67,18 @@ struct mp_consumer {
 	uint64_t ring_off, threads_off, strent_off, blob_off;
 	pid_t pid;
 
-	uint64_t pos;
 	int err;
+	int err_pending; /* found by a refill; reported after its records */
 	bool attached; /* we set the header's attached flag */
 	unsigned yield_budget;
-	struct snap *snap; /* per thread slot */
+	struct tstate *ts; /* per thread slot */
+	uint32_t scan_start;
+	/* The batch: records of every ring, merged by timestamp on the way
+	 * out (a heap of runs keyed by their next record's ts_ns). */
+	struct mp_record *batch;
+	struct run *runs;
+	uint32_t *heap;
+	uint32_t nheap;
 	struct mp_record *synth;
 	size_t nsynth, next_synth;
 	char **names; /* per string id, sanitised copies */
@@ -75,9 +92,10 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static struct mp_slot *slot_at(const struct mp_consumer *c, uint64_t pos)
+static struct mp_slot *slot_at(const struct mp_consumer *c, uint32_t ring, uint64_t pos)
 {
-	return (struct mp_slot *)(c->base + c->ring_off) + (pos & c->mask);
+	return (struct mp_slot *)(c->base + c->ring_off) + (uint64_t)ring * c->slot_count +
+	       (pos & c->mask);
 }
 
 static struct mp_thread *thread_at(const struct mp_consumer *c, uint32_t i)
@@ -117,13 +135,13 @@ static int validate_header(struct mp_consumer *c)
 	if (h.hdr_size != sizeof(h) || h.slot_size != sizeof(struct mp_slot) ||
 	    h.thread_size != sizeof(struct mp_thread))
 		return -EBADMSG;
-	if (h.total_size > c->len || h.slot_count < 2 || h.slot_count > MP_RING_MAX_SLOTS ||
-	    (h.slot_count & (h.slot_count - 1)) || !h.thread_count ||
-	    h.thread_count > MP_RING_MAX_THREADS || !h.str_max || h.str_max > MP_RING_MAX_STRINGS ||
-	    !h.blob_size || h.blob_size > MP_RING_MAX_BLOB)
+	if (h.total_size > c->len || h.slot_count < 2 || (h.slot_count & (h.slot_count - 1)) ||
+	    !h.thread_count || h.thread_count > MP_RING_MAX_THREADS ||
+	    (uint64_t)h.slot_count * h.thread_count > MP_RING_MAX_SLOTS || !h.str_max ||
+	    h.str_max > MP_RING_MAX_STRINGS || !h.blob_size || h.blob_size > MP_RING_MAX_BLOB)
 		return -EBADMSG;
 	reg[0].off = h.ring_off;
-	reg[0].size = (uint64_t)h.slot_count * sizeof(struct mp_slot);
+	reg[0].size = (uint64_t)h.thread_count * h.slot_count * sizeof(struct mp_slot);
 	reg[1].off = h.threads_off;
 	reg[1].size = (uint64_t)h.thread_count * sizeof(struct mp_thread);
 	reg[2].off = h.strent_off;
@@ -278,20 +296,20 @@ static int snapshot(struct mp_consumer *c)
 	for (uint32_t i = 0; i < c->thread_count; i++) {
 		if (!thread_snapshot(c, i, &t))
 			continue; /* never stable: its ring records all pass */
-		c->snap[i].valid = true;
-		c->snap[i].tseq = (uint32_t)(t.gen >> 1);
+		c->ts[i].snap_valid = true;
+		c->ts[i].snap_seq = (uint32_t)(t.gen >> 1);
 		if (t.phase_id && t.phase_order > best_order) {
 			best_order = t.phase_order;
 			best = i;
 		}
 		for (uint32_t k = 0; k < t.depth; k++) {
-			r = synth_add(c, &cap, MP_REC_KERNEL_BEGIN, t.tid, c->snap[i].tseq,
+			r = synth_add(c, &cap, MP_REC_KERNEL_BEGIN, t.tid, c->ts[i].snap_seq,
 				      t.kernels[k].name_id, t.kernels[k].ts_ns, attach_ts);
 			if (r < 0)
 				return r;
 		}
 		for (uint32_t k = 0; k < t.tag_depth; k++) {
-			r = synth_add(c, &cap, MP_REC_TAG_BEGIN, t.tid, c->snap[i].tseq,
+			r = synth_add(c, &cap, MP_REC_TAG_BEGIN, t.tid, c->ts[i].snap_seq,
 				      t.tags[k].name_id, t.tags[k].ts_ns, attach_ts);
 			if (r < 0)
 				return r;
@@ -339,15 +357,17 @@ static void barrier_all(bool membarrier)
 
 static int consumer_attach(struct mp_consumer *c, bool membarrier)
 {
-	uint64_t pos;
 	int r;
 
 	r = validate_header(c);
 	if (r < 0)
 		return r;
-	c->snap = calloc(c->thread_count, sizeof(*c->snap));
+	c->ts = calloc(c->thread_count, sizeof(*c->ts));
 	c->names = calloc(c->str_max, sizeof(*c->names));
-	if (!c->snap || !c->names)
+	c->batch = malloc(BATCH * sizeof(*c->batch));
+	c->runs = malloc(c->thread_count * sizeof(*c->runs));
+	c->heap = malloc(c->thread_count * sizeof(*c->heap));
+	if (!c->ts || !c->names || !c->batch || !c->runs || !c->heap)
 		return -ENOMEM;
 
 	c->yield_budget = SNAP_YIELD_BUDGET;
@@ -361,8 +381,8 @@ static int consumer_attach(struct mp_consumer *c, bool membarrier)
 	/* Resume where the previous consumer stopped. If it died between
 	 * reading a record and storing tail, that record comes again and the
 	 * snapshot's record numbers drop it. */
-	pos = LOAD(&c->hdr->tail, RELAXED);
-	c->pos = pos;
+	for (uint32_t i = 0; i < c->thread_count; i++)
+		c->ts[i].pos = LOAD(&thread_at(c, i)->tail, RELAXED);
 	return 0;
 }
 
@@ -382,7 +402,10 @@ void mp_consumer_free(struct mp_consumer *c)
 			free(c->names[i]);
 		free(c->names);
 	}
-	free(c->snap);
+	free(c->ts);
+	free(c->batch);
+	free(c->runs);
+	free(c->heap);
 	free(c->synth);
 	if (c->map)
 		munmap(c->map, c->map_len);
@@ -589,8 +612,125 @@ static int fail(struct mp_consumer *c, int err)
 	return err;
 }
 
+/* Validates the copy of a slot of ring @ring and decodes it into @r. */
+static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_record *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = copy->type;
+	r->flags = copy->flags;
+	r->tid = copy->tid;
+	r->ts_ns = copy->ts_ns;
+	r->seq = copy->tseq;
+	if (copy->flags & ~MP_REC_F_THREAD_EXIT)
+		return -EBADMSG;
+	switch (copy->type) {
+	case MP_REC_KERNEL_BEGIN:
+	case MP_REC_PHASE:
+	case MP_REC_TAG_BEGIN:
+		if (copy->flags || copy->rank)
+			return -EBADMSG;
+		r->name = name_get(c, copy->name_id);
+		if (!r->name)
+			return -EBADMSG;
+		return 0;
+	case MP_REC_INPUT_SHAPE:
+	case MP_REC_OUTPUT_SHAPE:
+		if (copy->flags || copy->rank > MP_MAX_RANK)
+			return -EBADMSG;
+		r->rank = copy->rank;
+		memcpy(r->dims, copy->dims, copy->rank * sizeof(r->dims[0]));
+		return 0;
+	case MP_REC_KERNEL_END:
+	case MP_REC_TAG_END:
+		return copy->rank ? -EBADMSG : 0;
+	default:
+		return -EBADMSG;
+	}
+}
+
+static uint64_t run_ts(const struct mp_consumer *c, uint32_t run)
+{
+	return c->batch[c->runs[run].next].ts_ns;
+}
+
+static void heap_down(struct mp_consumer *c, uint32_t i)
+{
+	for (;;) {
+		uint32_t l = 2 * i + 1, m = i, tmp;
+
+		if (l < c->nheap && run_ts(c, c->heap[l]) < run_ts(c, c->heap[m]))
+			m = l;
+		if (l + 1 < c->nheap && run_ts(c, c->heap[l + 1]) < run_ts(c, c->heap[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		tmp = c->heap[i];
+		c->heap[i] = c->heap[m];
+		c->heap[m] = tmp;
+		i = m;
+	}
+}
+
+/* Takes what is published from every ring into the batch (bounded), and
+ * heapifies the per-ring runs. Returns the number of records taken. */
+static int refill(struct mp_consumer *c)
+{
+	uint32_t n = 0, nruns = 0, scanned = 0;
+
+	for (uint32_t k = 0;
+	     k < c->thread_count && n < BATCH && scanned < SCAN_BUDGET && !c->err_pending; k++) {
+		uint32_t i = (c->scan_start + k) % c->thread_count;
+		struct tstate *t = &c->ts[i];
+		uint32_t start = n, taken = 0;
+
+		while (taken < PER_THREAD && n < BATCH && scanned < SCAN_BUDGET) {
+			struct mp_slot *s = slot_at(c, i, t->pos);
+			uint64_t seq = LOAD(&s->seq, ACQUIRE);
+			struct mp_slot copy;
+			int r;
+
+			if (seq != t->pos + 1) {
+				/* Not published yet; a later lap cannot be
+				 * there before we free this one. */
+				if ((int64_t)(seq - (t->pos + 1)) > 0)
+					c->err_pending = -EBADMSG;
+				break;
+			}
+			copy_words(&copy, s, sizeof(copy) / 8);
+			t->pos++;
+			scanned++;
+			if (t->snap_valid && (int32_t)(copy.tseq - t->snap_seq) <= 0)
+				continue; /* already reflected in the attach snapshot */
+			r = decode(c, &copy, &c->batch[n]);
+			if (r < 0) {
+				c->err_pending = r;
+				break;
+			}
+			n++;
+			taken++;
+		}
+		if (t->pos != LOAD(&thread_at(c, i)->tail, RELAXED))
+			/* release: our copies are done before the producer
+			 * may reuse the slots */
+			STORE(&thread_at(c, i)->tail, t->pos, RELEASE);
+		if (n > start) {
+			c->runs[nruns] = (struct run){ start, n };
+			c->heap[nruns] = nruns;
+			nruns++;
+		}
+	}
+	/* the next refill starts with the ring after the last one served */
+	c->scan_start = (c->scan_start + 1) % c->thread_count;
+	c->nheap = nruns;
+	for (uint32_t i = nruns / 2; i-- > 0;)
+		heap_down(c, i);
+	return (int)n;
+}
+
 int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret)
 {
+	struct run *run;
+
 	if (!c || !ret)
 		return -EINVAL;
 	if (c->err)
@@ -599,66 +739,18 @@ int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret)
 		*ret = c->synth[c->next_synth++];
 		return 1;
 	}
-	for (int n = 0; n < READ_BUDGET; n++) {
-		struct mp_slot *s = slot_at(c, c->pos);
-		uint64_t seq = LOAD(&s->seq, ACQUIRE);
-		struct mp_slot copy;
-		struct mp_record r;
-
-		if (seq != c->pos + 1) {
-			/* Not published yet (nothing written, or a producer
-			 * between claim and publish): try again later. A
-			 * later lap cannot be there before we free this one. */
-			if ((int64_t)(seq - (c->pos + 1)) > 0)
-				return fail(c, -EBADMSG);
-			return 0;
-		}
-		copy_words(&copy, s, sizeof(copy) / 8);
-		c->pos++;
-		/* release: the copy is done before producers may reuse it */
-		STORE(&c->hdr->tail, c->pos, RELEASE);
-
-		if (copy.thread_idx >= c->thread_count)
-			return fail(c, -EBADMSG);
-		if (c->snap[copy.thread_idx].valid &&
-		    (int32_t)(copy.tseq - c->snap[copy.thread_idx].tseq) <= 0)
-			continue; /* already reflected in the attach snapshot */
-
-		memset(&r, 0, sizeof(r));
-		r.type = copy.type;
-		r.flags = copy.flags;
-		r.tid = copy.tid;
-		r.ts_ns = copy.ts_ns;
-		r.seq = copy.tseq;
-		if (copy.flags & ~MP_REC_F_THREAD_EXIT)
-			return fail(c, -EBADMSG);
-		switch (copy.type) {
-		case MP_REC_KERNEL_BEGIN:
-		case MP_REC_PHASE:
-		case MP_REC_TAG_BEGIN:
-			if (copy.flags || copy.rank)
-				return fail(c, -EBADMSG);
-			r.name = name_get(c, copy.name_id);
-			if (!r.name)
-				return fail(c, -EBADMSG);
-			break;
-		case MP_REC_INPUT_SHAPE:
-		case MP_REC_OUTPUT_SHAPE:
-			if (copy.flags || copy.rank > MP_MAX_RANK)
-				return fail(c, -EBADMSG);
-			r.rank = copy.rank;
-			memcpy(r.dims, copy.dims, copy.rank * sizeof(r.dims[0]));
-			break;
-		case MP_REC_KERNEL_END:
-		case MP_REC_TAG_END:
-			if (copy.rank)
-				return fail(c, -EBADMSG);
-			break;
-		default:
-			return fail(c, -EBADMSG);
-		}
-		*ret = r;
-		return 1;
+	if (!c->nheap) {
+		if (c->err_pending)
+			return fail(c, c->err_pending);
+		if (refill(c) == 0)
+			return c->err_pending ? fail(c, c->err_pending) : 0;
 	}
-	return 0;
+	/* earliest next record of all runs; a run keeps its own order */
+	run = &c->runs[c->heap[0]];
+	*ret = c->batch[run->next++];
+	if (run->next == run->end)
+		c->heap[0] = c->heap[--c->nheap];
+	if (c->nheap)
+		heap_down(c, 0);
+	return 1;
 }

@@ -23,14 +23,11 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define HOT static inline __attribute__((always_inline))
 
-#define DEFAULT_SLOTS (1u << 16)
+#define DEFAULT_SLOTS (1u << 12) /* per thread: 512 KiB */
 #define DEFAULT_THREADS 512u
 #define DEFAULT_STRINGS 8192u
 #define DEFAULT_BLOB (512u << 10)
 #define CACHE_SIZE 64u
-/* A producer gives up (and counts a drop) after this many failed claims, so
- * that even a corrupted head or slot never makes it spin. */
-#define CLAIM_TRIES 4096
 
 #define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
 #define STORE(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
@@ -53,7 +50,7 @@ struct ring {
 	int fd;
 	struct mp_ring_hdr *hdr;
 	size_t size;
-	struct mp_slot *slots;
+	struct mp_slot *slots; /* thread slot i's ring: slots + i * (mask + 1) */
 	uint64_t mask;
 	struct mp_thread *threads;
 	uint32_t nthreads;
@@ -80,7 +77,9 @@ static bool g_atfork_done;
  * limited when the library is dlopened. */
 struct tls {
 	struct mp_thread *thr;
-	uint64_t tail; /* last consumer position seen */
+	struct mp_slot *ring; /* this thread's ring */
+	uint64_t head; /* next position in it */
+	uint64_t tail; /* consumer position last seen */
 	struct thread_priv *priv;
 	uint64_t gen;
 	uint32_t depth;
@@ -170,14 +169,16 @@ static int ring_create(void)
 	void *p;
 	int err;
 
-	slots = env_pow2("MEMPROF_RING_SLOTS", DEFAULT_SLOTS, 64, MP_RING_MAX_SLOTS);
-	r.nthreads = DEFAULT_THREADS;
+	slots = env_pow2("MEMPROF_RING_SLOTS", DEFAULT_SLOTS, 64, 1u << 20);
+	r.nthreads = env_pow2("MEMPROF_RING_THREADS", DEFAULT_THREADS, 1, MP_RING_MAX_THREADS);
+	while ((uint64_t)slots * r.nthreads > MP_RING_MAX_SLOTS)
+		slots /= 2;
 	r.str_max = DEFAULT_STRINGS;
 	r.blob_size = DEFAULT_BLOB;
 	r.mask = slots - 1;
 
 	off = align_up(sizeof(struct mp_ring_hdr), 128);
-	threads_off = off + (size_t)slots * sizeof(struct mp_slot);
+	threads_off = off + (size_t)r.nthreads * slots * sizeof(struct mp_slot);
 	strent_off = threads_off + (size_t)r.nthreads * sizeof(struct mp_thread);
 	blob_off = strent_off + (size_t)r.str_max * sizeof(mp_strent);
 	r.size = align_up(blob_off + r.blob_size, 4096);
@@ -334,6 +335,10 @@ static int thread_init(struct tls *t)
 
 	t->tid = thr->tid;
 	t->idx = (uint16_t)i;
+	t->ring = g.slots + (size_t)i * (g.mask + 1);
+	/* continue after whatever the previous owner left unread */
+	t->head = LOAD(&thr->head, RELAXED);
+	t->tail = LOAD(&thr->tail, ACQUIRE);
 	t->gen = gen;
 	t->depth = 0;
 	t->tag_depth = 0;
@@ -350,47 +355,39 @@ noslot:
 	return -ENOSPC;
 }
 
-/* Claims a ring position and publishes one record. */
-static __attribute__((noinline)) int ring_put(struct tls *t, uint8_t type, uint8_t flags, uint32_t name_id, uint64_t ts,
-		    const int64_t *dims, int rank)
+/* Appends one record to the calling thread's own ring: a single producer,
+ * so no atomic read-modify-write, only a release store to publish. */
+static __attribute__((noinline)) int ring_put(struct tls *t, uint8_t type, uint8_t flags,
+					      uint32_t name_id, uint64_t ts, const int64_t *dims,
+					      int rank)
 {
-	struct mp_ring_hdr *h = g.hdr;
-	uint64_t pos = LOAD(&h->head, RELAXED);
-	uint64_t cap = g.mask + 1;
+	uint64_t pos = t->head;
 	struct mp_slot *s;
 
-	for (int i = 0;; i++) {
-		if (unlikely(i == CLAIM_TRIES))
-			goto drop;
-		/* Full when pos is a whole ring ahead of the consumer. The
-		 * cached tail only lags, so it can only say "full" wrongly;
-		 * then the real one is read (once per lap, not per record). */
-		if (unlikely((int64_t)(pos - t->tail) >= (int64_t)cap)) {
-			t->tail = LOAD(&h->tail, ACQUIRE);
-			if ((int64_t)(pos - t->tail) >= (int64_t)cap)
-				goto drop;
+	/* Full when pos is a whole ring ahead of the consumer. The cached
+	 * tail only lags, so it can only say "full" wrongly; then the real
+	 * one is read (once per lap, not per record). */
+	if (unlikely(pos - t->tail > g.mask)) {
+		t->tail = LOAD(&t->thr->tail, ACQUIRE);
+		if (pos - t->tail > g.mask) {
+			__atomic_fetch_add(&g.hdr->drops, 1, __ATOMIC_RELAXED);
+			return -ENOSPC;
 		}
-		if (likely(__atomic_compare_exchange_n(&h->head, &pos, pos + 1, true,
-						       __ATOMIC_RELAXED, __ATOMIC_RELAXED)))
-			break;
 	}
-	s = &g.slots[pos & g.mask];
+	s = &t->ring[pos & g.mask];
 	s->ts_ns = ts;
 	s->type = type;
 	s->flags = flags;
 	s->rank = (uint8_t)rank;
 	s->tid = t->tid;
 	s->tseq = (uint32_t)(t->gen >> 1);
-	s->thread_idx = t->idx;
 	s->name_id = name_id;
 	if (rank > 0)
 		memcpy(s->dims, dims, (size_t)rank * sizeof(*dims));
 	STORE(&s->seq, pos + 1, RELEASE);
+	t->head = pos + 1;
+	STORE(&t->thr->head, pos + 1, RELAXED);
 	return 0;
-
-drop:
-	__atomic_fetch_add(&h->drops, 1, __ATOMIC_RELAXED);
-	return -ENOSPC;
 }
 
 HOT bool name_matches(const char *name, const struct cache_ent *e)

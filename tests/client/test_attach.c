@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "memprof.h"
@@ -106,9 +107,9 @@ static void *hot(void *arg)
 		memprof_tag_end();
 		memprof_kernel_end();
 		/* A few microseconds per round: attaching (membarrier) takes
-		 * milliseconds and the 64 Ki-slot ring must not overflow
-		 * meanwhile, or records would be dropped (counted). The
-		 * markers themselves still run back to back. */
+		 * milliseconds and the thread's 32 Ki-slot ring must not
+		 * overflow meanwhile, or records would be dropped (counted).
+		 * The markers themselves still run back to back. */
 		for (int i = 0; i < 300; i++)
 			__builtin_ia32_pause();
 	}
@@ -128,6 +129,10 @@ Test(attach, concurrent_with_busy_thread)
 	uint64_t n = 0;
 	bool seen_session = false, synth_done = false;
 
+	/* 32 Ki records per thread ring: more than the hot thread writes
+	 * during the attach */
+	setenv("MEMPROF_RING_SLOTS", "32768", 1);
+	setenv("MEMPROF_RING_THREADS", "64", 1);
 	memprof_phase("x");
 	cr_assert_eq(pthread_create(&th, NULL, hot, NULL), 0);
 	while (!__atomic_load_n(&hot_go, __ATOMIC_ACQUIRE))

@@ -60,8 +60,8 @@ Test(corrupt, valid_image_reads_whole_records)
 		cr_assert_eq(recs[i].seq, 5 + (uint32_t)i);
 	}
 	/* the consumer never writes slots, only its position */
-	cr_assert_eq(m.slots[0].seq, 1);
-	cr_assert_eq(m.h->tail, 4);
+	cr_assert_eq(m.slots[8].seq, 1); /* ring 1, position 0 */
+	cr_assert_eq(m.thr[1].tail, 4);
 	cr_assert_eq(m.h->attached, 1);
 	mp_consumer_free(c);
 	cr_assert_eq(m.h->attached, 0);
@@ -113,7 +113,7 @@ Test(corrupt, wrapped_indices)
 	struct mp_record recs[16];
 	uint64_t start = UINT64_MAX - 2;
 
-	m.h->tail = start;
+	m.thr[0].tail = start;
 	/* the thread's record numbers wrap too */
 	m.thr[0].gen = 2ull * (UINT32_MAX - 2);
 	for (uint64_t i = 0; i < 6; i++)
@@ -126,7 +126,7 @@ Test(corrupt, wrapped_indices)
 			   (size_t)i);
 		cr_assert_eq(recs[i].seq, (uint32_t)(UINT32_MAX - 1 + (uint32_t)i));
 	}
-	cr_assert_eq(m.h->tail, start + 6);
+	cr_assert_eq(m.thr[0].tail, start + 6);
 	mp_consumer_free(c);
 }
 
@@ -209,7 +209,6 @@ Test(corrupt, bad_records)
 		CASE(MP_REC_KERNEL_BEGIN, s->name_id = 16),
 		CASE(MP_REC_KERNEL_BEGIN, s->name_id = UINT32_MAX),
 		CASE(MP_REC_PHASE, s->name_id = 5), /* never published */
-		CASE(MP_REC_TAG_BEGIN, s->thread_idx = 4),
 		CASE(MP_REC_KERNEL_END, s->type = 0),
 		CASE(MP_REC_KERNEL_END, s->type = 200),
 		CASE(MP_REC_INPUT_SHAPE, s->rank = 9),
@@ -228,7 +227,7 @@ Test(corrupt, bad_records)
 		int r;
 
 		memset(m.slots, 0, 8 * sizeof(struct mp_slot));
-		m.h->tail = 0;
+		m.thr[0].tail = 0;
 		img_put(&m, 0, MP_REC_KERNEL_BEGIN, 3, 1, 0, 1);
 		cases[i].mutate(img_put(&m, 1, cases[i].type, 3, 2, 0, 1));
 		cr_assert_eq(open_img(&c), 0);
@@ -254,7 +253,7 @@ Test(corrupt, bad_string_entries)
 		struct mp_consumer *c;
 		struct mp_record rec;
 
-		m.h->tail = 0;
+		m.thr[0].tail = 0;
 		memset(m.slots, 0, 8 * sizeof(struct mp_slot));
 		m.ent[3] = bad[i];
 		img_put(&m, 0, MP_REC_KERNEL_BEGIN, 3, 1, 0, 3);
@@ -329,7 +328,7 @@ Test(corrupt, concurrent_scribbling)
 
 		for (uint64_t p = 0; p < 8; p++)
 			img_put(&m, (uint64_t)iter * 8 + p, MP_REC_KERNEL_BEGIN, 1, 1, 0, 1);
-		m.h->tail = (uint64_t)iter * 8;
+		m.thr[0].tail = (uint64_t)iter * 8;
 		if (open_img(&c) < 0)
 			continue;
 		for (int n = 0; n < 100; n++)
