@@ -696,7 +696,11 @@ static int refill(struct mp_consumer *c)
 					c->err_pending = -EBADMSG;
 				break;
 			}
-			copy_words(&copy, s, sizeof(copy) / 8);
+			/* the first cache line; dims (second line) only for
+			 * shapes */
+			copy_words(&copy, s, offsetof(struct mp_slot, dims) / 8);
+			if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE)
+				copy_words(copy.dims, s->dims, sizeof(copy.dims) / 8);
 			t->pos++;
 			scanned++;
 			if (t->snap_valid && (int32_t)(copy.tseq - t->snap_seq) <= 0)

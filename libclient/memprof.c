@@ -23,7 +23,7 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define HOT static inline __attribute__((always_inline))
 
-#define DEFAULT_SLOTS (1u << 12) /* per thread: 512 KiB */
+#define DEFAULT_SLOTS (1u << 13) /* per thread: 1 MiB */
 #define DEFAULT_THREADS 512u
 #define DEFAULT_STRINGS 8192u
 #define DEFAULT_BLOB (512u << 10)
