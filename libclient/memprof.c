@@ -257,6 +257,15 @@ static void atfork_child(void)
 
 static void thread_exit(void *arg);
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
 static int ensure_ring(void)
 {
 	int s = LOAD(&g_state, ACQUIRE);
@@ -288,12 +297,25 @@ static int ensure_ring(void)
 			return 0;
 		if (s == ST_FAILED)
 			return g_err;
-		__builtin_ia32_pause();
+		cpu_relax();
 	}
 	return -EAGAIN;
 }
 
-static int thread_init(struct tls *t)
+static int thread_init_inner(struct tls *t);
+
+/* A thread's first marker: the only one allowed syscalls. The caller's errno
+ * is left as it was. */
+static __attribute__((noinline)) int thread_init(struct tls *t)
+{
+	int saved = errno;
+	int r = thread_init_inner(t);
+
+	errno = saved;
+	return r;
+}
+
+static int thread_init_inner(struct tls *t)
 {
 	struct mp_thread *thr = NULL;
 	uint32_t i;
