@@ -287,9 +287,8 @@ static int synth_add(struct mp_consumer *c, size_t *cap, uint32_t type, uint32_t
  * each slot's record number so ring records already reflected are skipped. */
 static int snapshot(struct mp_consumer *c)
 {
-	struct mp_thread t;
-	uint64_t attach_ts = now_ns(), best_order = 0;
-	uint32_t best = UINT32_MAX;
+	struct mp_thread t, phase = { 0 };
+	uint64_t attach_ts = now_ns();
 	size_t cap = 0;
 	int r;
 
@@ -298,10 +297,9 @@ static int snapshot(struct mp_consumer *c)
 			continue; /* never stable: its ring records all pass */
 		c->ts[i].snap_valid = true;
 		c->ts[i].snap_seq = (uint32_t)(t.gen >> 1);
-		if (t.phase_id && t.phase_order > best_order) {
-			best_order = t.phase_order;
-			best = i;
-		}
+		/* the phase set last, by any thread, as of its snapshot */
+		if (t.phase_id && t.phase_order > phase.phase_order)
+			phase = t;
 		for (uint32_t k = 0; k < t.depth; k++) {
 			r = synth_add(c, &cap, MP_REC_KERNEL_BEGIN, t.tid, c->ts[i].snap_seq,
 				      t.kernels[k].name_id, t.kernels[k].ts_ns, attach_ts);
@@ -315,22 +313,19 @@ static int snapshot(struct mp_consumer *c)
 				return r;
 		}
 	}
-	if (best != UINT32_MAX) {
-		/* Re-read under the same rule; a change since is in the ring. */
-		if (thread_snapshot(c, best, &t) && t.phase_id) {
-			size_t n = c->nsynth;
+	if (phase.phase_id) {
+		size_t n = c->nsynth;
 
-			r = synth_add(c, &cap, MP_REC_PHASE, t.tid, (uint32_t)(t.gen >> 1),
-				      t.phase_id, t.phase_ts, attach_ts);
-			if (r < 0)
-				return r;
-			/* the phase comes first */
-			if (n) {
-				struct mp_record p = c->synth[n];
+		r = synth_add(c, &cap, MP_REC_PHASE, phase.tid, (uint32_t)(phase.gen >> 1),
+			      phase.phase_id, phase.phase_ts, attach_ts);
+		if (r < 0)
+			return r;
+		/* the phase comes first */
+		if (n) {
+			struct mp_record p = c->synth[n];
 
-				memmove(c->synth + 1, c->synth, n * sizeof(p));
-				c->synth[0] = p;
-			}
+			memmove(c->synth + 1, c->synth, n * sizeof(p));
+			c->synth[0] = p;
 		}
 	}
 	return 0;

@@ -83,9 +83,22 @@ Test(corrupt, snapshot_and_dedup_from_image)
 	m.thr[2].tags[0] = (struct mp_frame){ .name_id = 2, .ts_ns = 60 };
 	m.thr[1].gen = 7; /* odd forever: never stable, skipped */
 	m.thr[1].depth = 1;
+	/* the phase set last (highest order) wins, whichever thread set it */
+	m.thr[0].tid = 8;
+	m.thr[0].gen = 4;
+	m.thr[0].phase_id = 1;
+	m.thr[0].phase_ts = 40;
+	m.thr[0].phase_order = 3;
+	m.thr[3].phase_id = 2;
+	m.thr[3].phase_order = 2;
 	img_put(&m, 0, MP_REC_KERNEL_BEGIN, 9, 10, 2, 1); /* in the snapshot */
 	img_put(&m, 1, MP_REC_KERNEL_END, 9, 11, 2, 1); /* after it */
 	cr_assert_eq(open_img(&c), 0);
+	cr_assert_eq(mp_consumer_read(c, &recs[0]), 1);
+	assert_rec(&recs[0], &(struct exp_rec)REC(MP_REC_PHASE, MP_REC_F_OPEN_AT_ATTACH, "conv"), 8,
+		   0);
+	cr_assert_eq(recs[0].ts_ns, 40);
+	cr_assert_eq(recs[0].seq, 2);
 	for (int i = 0; i < 32; i++) {
 		cr_assert_eq(mp_consumer_read(c, &recs[0]), 1);
 		assert_rec(&recs[0],
