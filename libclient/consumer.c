@@ -27,16 +27,29 @@
 #define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
 #define STORE(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
 
-/* Ring slots examined per mp_consumer_read() call at most. */
-#define READ_BUDGET 4096
+/* One refill of the read batch takes at most PER_THREAD records from each
+ * ring, BATCH in all, and looks at SCAN_BUDGET slots (records already in the
+ * attach snapshot are looked at and skipped). */
+#define PER_THREAD 256
+#define BATCH 4096
+#define SCAN_BUDGET 65536
 /* Attempts at a consistent copy of one thread slot. */
 #define SNAP_SPINS 4096
 #define SNAP_YIELDS 256
+/* Yields for the whole attach: a ring whose thread slots never settle (a
+ * hostile writer) cannot make the open take long. */
+#define SNAP_YIELD_BUDGET 2048
 #define MAX_FD_SCAN 65536
 
-struct snap {
-	uint32_t tseq;
-	bool valid;
+struct tstate {
+	uint64_t pos; /* next position in this thread slot's ring */
+	uint32_t snap_seq; /* records up to this one are in the snapshot */
+	bool snap_valid;
+};
+
+/* A run of consecutive records of one ring inside the batch. */
+struct run {
+	uint32_t next, end;
 };
 
 struct mp_consumer {
@@ -54,10 +67,18 @@ struct mp_consumer {
 	uint64_t ring_off, threads_off, strent_off, blob_off;
 	pid_t pid;
 
-	uint64_t pos;
 	int err;
+	int err_pending; /* found by a refill; reported after its records */
 	bool attached; /* we set the header's attached flag */
-	struct snap *snap; /* per thread slot */
+	unsigned yield_budget;
+	struct tstate *ts; /* per thread slot */
+	uint32_t scan_start;
+	/* The batch: records of every ring, merged by timestamp on the way
+	 * out (a heap of runs keyed by their next record's ts_ns). */
+	struct mp_record *batch;
+	struct run *runs;
+	uint32_t *heap;
+	uint32_t nheap;
 	struct mp_record *synth;
 	size_t nsynth, next_synth;
 	char **names; /* per string id, sanitised copies */
@@ -71,9 +92,10 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static struct mp_slot *slot_at(const struct mp_consumer *c, uint64_t pos)
+static struct mp_slot *slot_at(const struct mp_consumer *c, uint32_t ring, uint64_t pos)
 {
-	return (struct mp_slot *)(c->base + c->ring_off) + (pos & c->mask);
+	return (struct mp_slot *)(c->base + c->ring_off) + (uint64_t)ring * c->slot_count +
+	       (pos & c->mask);
 }
 
 static struct mp_thread *thread_at(const struct mp_consumer *c, uint32_t i)
@@ -113,13 +135,13 @@ static int validate_header(struct mp_consumer *c)
 	if (h.hdr_size != sizeof(h) || h.slot_size != sizeof(struct mp_slot) ||
 	    h.thread_size != sizeof(struct mp_thread))
 		return -EBADMSG;
-	if (h.total_size > c->len || h.slot_count < 2 || h.slot_count > MP_RING_MAX_SLOTS ||
-	    (h.slot_count & (h.slot_count - 1)) || !h.thread_count ||
-	    h.thread_count > MP_RING_MAX_THREADS || !h.str_max || h.str_max > MP_RING_MAX_STRINGS ||
-	    !h.blob_size || h.blob_size > MP_RING_MAX_BLOB)
+	if (h.total_size > c->len || h.slot_count < 2 || (h.slot_count & (h.slot_count - 1)) ||
+	    !h.thread_count || h.thread_count > MP_RING_MAX_THREADS ||
+	    (uint64_t)h.slot_count * h.thread_count > MP_RING_MAX_SLOTS || !h.str_max ||
+	    h.str_max > MP_RING_MAX_STRINGS || !h.blob_size || h.blob_size > MP_RING_MAX_BLOB)
 		return -EBADMSG;
 	reg[0].off = h.ring_off;
-	reg[0].size = (uint64_t)h.slot_count * sizeof(struct mp_slot);
+	reg[0].size = (uint64_t)h.thread_count * h.slot_count * sizeof(struct mp_slot);
 	reg[1].off = h.threads_off;
 	reg[1].size = (uint64_t)h.thread_count * sizeof(struct mp_thread);
 	reg[2].off = h.strent_off;
@@ -131,8 +153,8 @@ static int validate_header(struct mp_consumer *c)
 	    !region_ok(reg[2].off, reg[2].size, 8, sizeof(h), h.total_size) ||
 	    !region_ok(reg[3].off, reg[3].size, 1, sizeof(h), h.total_size))
 		return -EBADMSG;
-	/* Regions must not overlap: the daemon writes slot sequence numbers
-	 * and must never write into what it reads as strings or threads. */
+	/* Regions must not overlap: a slot must never alias a string or a
+	 * thread slot, or one validated value could change another. */
 	for (int i = 0; i < 4; i++)
 		for (int j = i + 1; j < 4; j++)
 			if (reg[i].off < reg[j].off + reg[j].size &&
@@ -194,7 +216,7 @@ static void copy_words(void *dst, const void *src, size_t n)
 }
 
 /* Consistent copy of one thread slot (seqlock read), bounded. */
-static bool thread_snapshot(const struct mp_consumer *c, uint32_t i, struct mp_thread *ret)
+static bool thread_snapshot(struct mp_consumer *c, uint32_t i, struct mp_thread *ret)
 {
 	struct mp_thread *t = thread_at(c, i);
 	const size_t fw = sizeof(struct mp_frame) / 8;
@@ -203,8 +225,12 @@ static bool thread_snapshot(const struct mp_consumer *c, uint32_t i, struct mp_t
 		uint64_t g1, g2;
 		uint32_t d, td;
 
-		if (n >= SNAP_SPINS)
+		if (n >= SNAP_SPINS) {
+			if (!c->yield_budget)
+				return false;
+			c->yield_budget--;
 			sched_yield();
+		}
 		g1 = LOAD(&t->gen, ACQUIRE);
 		if (g1 & 1)
 			continue;
@@ -261,50 +287,45 @@ static int synth_add(struct mp_consumer *c, size_t *cap, uint32_t type, uint32_t
  * each slot's record number so ring records already reflected are skipped. */
 static int snapshot(struct mp_consumer *c)
 {
-	struct mp_thread t;
-	uint64_t attach_ts = now_ns(), best_order = 0;
-	uint32_t best = UINT32_MAX;
+	struct mp_thread t, phase = { 0 };
+	uint64_t attach_ts = now_ns();
 	size_t cap = 0;
 	int r;
 
 	for (uint32_t i = 0; i < c->thread_count; i++) {
 		if (!thread_snapshot(c, i, &t))
 			continue; /* never stable: its ring records all pass */
-		c->snap[i].valid = true;
-		c->snap[i].tseq = (uint32_t)(t.gen >> 1);
-		if (t.phase_id && t.phase_order > best_order) {
-			best_order = t.phase_order;
-			best = i;
-		}
+		c->ts[i].snap_valid = true;
+		c->ts[i].snap_seq = (uint32_t)(t.gen >> 1);
+		/* the phase set last, by any thread, as of its snapshot */
+		if (t.phase_id && t.phase_order > phase.phase_order)
+			phase = t;
 		for (uint32_t k = 0; k < t.depth; k++) {
-			r = synth_add(c, &cap, MP_REC_KERNEL_BEGIN, t.tid, c->snap[i].tseq,
+			r = synth_add(c, &cap, MP_REC_KERNEL_BEGIN, t.tid, c->ts[i].snap_seq,
 				      t.kernels[k].name_id, t.kernels[k].ts_ns, attach_ts);
 			if (r < 0)
 				return r;
 		}
 		for (uint32_t k = 0; k < t.tag_depth; k++) {
-			r = synth_add(c, &cap, MP_REC_TAG_BEGIN, t.tid, c->snap[i].tseq,
+			r = synth_add(c, &cap, MP_REC_TAG_BEGIN, t.tid, c->ts[i].snap_seq,
 				      t.tags[k].name_id, t.tags[k].ts_ns, attach_ts);
 			if (r < 0)
 				return r;
 		}
 	}
-	if (best != UINT32_MAX) {
-		/* Re-read under the same rule; a change since is in the ring. */
-		if (thread_snapshot(c, best, &t) && t.phase_id) {
-			size_t n = c->nsynth;
+	if (phase.phase_id) {
+		size_t n = c->nsynth;
 
-			r = synth_add(c, &cap, MP_REC_PHASE, t.tid, (uint32_t)(t.gen >> 1),
-				      t.phase_id, t.phase_ts, attach_ts);
-			if (r < 0)
-				return r;
-			/* the phase comes first */
-			if (n) {
-				struct mp_record p = c->synth[n];
+		r = synth_add(c, &cap, MP_REC_PHASE, phase.tid, (uint32_t)(phase.gen >> 1),
+			      phase.phase_id, phase.phase_ts, attach_ts);
+		if (r < 0)
+			return r;
+		/* the phase comes first */
+		if (n) {
+			struct mp_record p = c->synth[n];
 
-				memmove(c->synth + 1, c->synth, n * sizeof(p));
-				c->synth[0] = p;
-			}
+			memmove(c->synth + 1, c->synth, n * sizeof(p));
+			c->synth[0] = p;
 		}
 	}
 	return 0;
@@ -331,17 +352,20 @@ static void barrier_all(bool membarrier)
 
 static int consumer_attach(struct mp_consumer *c, bool membarrier)
 {
-	uint64_t pos;
 	int r;
 
 	r = validate_header(c);
 	if (r < 0)
 		return r;
-	c->snap = calloc(c->thread_count, sizeof(*c->snap));
+	c->ts = calloc(c->thread_count, sizeof(*c->ts));
 	c->names = calloc(c->str_max, sizeof(*c->names));
-	if (!c->snap || !c->names)
+	c->batch = malloc(BATCH * sizeof(*c->batch));
+	c->runs = malloc(c->thread_count * sizeof(*c->runs));
+	c->heap = malloc(c->thread_count * sizeof(*c->heap));
+	if (!c->ts || !c->names || !c->batch || !c->runs || !c->heap)
 		return -ENOMEM;
 
+	c->yield_budget = SNAP_YIELD_BUDGET;
 	STORE(&c->hdr->attached, 1, SEQ_CST);
 	c->attached = true;
 	barrier_all(membarrier);
@@ -350,16 +374,10 @@ static int consumer_attach(struct mp_consumer *c, bool membarrier)
 		return r;
 
 	/* Resume where the previous consumer stopped. If it died between
-	 * freeing a slot and storing tail, skip the slots it already freed. */
-	pos = LOAD(&c->hdr->tail, RELAXED);
-	for (uint32_t i = 0; i < c->slot_count; i++) {
-		uint64_t lap = pos & ~c->mask;
-
-		if (LOAD(&slot_at(c, pos)->seq, ACQUIRE) != lap + c->slot_count)
-			break;
-		pos++;
-	}
-	c->pos = pos;
+	 * reading a record and storing tail, that record comes again and the
+	 * snapshot's record numbers drop it. */
+	for (uint32_t i = 0; i < c->thread_count; i++)
+		c->ts[i].pos = LOAD(&thread_at(c, i)->tail, RELAXED);
 	return 0;
 }
 
@@ -379,7 +397,10 @@ void mp_consumer_free(struct mp_consumer *c)
 			free(c->names[i]);
 		free(c->names);
 	}
-	free(c->snap);
+	free(c->ts);
+	free(c->batch);
+	free(c->runs);
+	free(c->heap);
 	free(c->synth);
 	if (c->map)
 		munmap(c->map, c->map_len);
@@ -586,8 +607,129 @@ static int fail(struct mp_consumer *c, int err)
 	return err;
 }
 
+/* Validates the copy of a slot of ring @ring and decodes it into @r. */
+static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_record *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->type = copy->type;
+	r->flags = copy->flags;
+	r->tid = copy->tid;
+	r->ts_ns = copy->ts_ns;
+	r->seq = copy->tseq;
+	if (copy->flags & ~MP_REC_F_THREAD_EXIT)
+		return -EBADMSG;
+	switch (copy->type) {
+	case MP_REC_KERNEL_BEGIN:
+	case MP_REC_PHASE:
+	case MP_REC_TAG_BEGIN:
+		if (copy->flags || copy->rank)
+			return -EBADMSG;
+		r->name = name_get(c, copy->name_id);
+		if (!r->name)
+			return -EBADMSG;
+		return 0;
+	case MP_REC_INPUT_SHAPE:
+	case MP_REC_OUTPUT_SHAPE:
+		if (copy->flags || copy->rank > MP_MAX_RANK)
+			return -EBADMSG;
+		r->rank = copy->rank;
+		memcpy(r->dims, copy->dims, copy->rank * sizeof(r->dims[0]));
+		return 0;
+	case MP_REC_KERNEL_END:
+	case MP_REC_TAG_END:
+		return copy->rank ? -EBADMSG : 0;
+	default:
+		return -EBADMSG;
+	}
+}
+
+static uint64_t run_ts(const struct mp_consumer *c, uint32_t run)
+{
+	return c->batch[c->runs[run].next].ts_ns;
+}
+
+static void heap_down(struct mp_consumer *c, uint32_t i)
+{
+	for (;;) {
+		uint32_t l = 2 * i + 1, m = i, tmp;
+
+		if (l < c->nheap && run_ts(c, c->heap[l]) < run_ts(c, c->heap[m]))
+			m = l;
+		if (l + 1 < c->nheap && run_ts(c, c->heap[l + 1]) < run_ts(c, c->heap[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		tmp = c->heap[i];
+		c->heap[i] = c->heap[m];
+		c->heap[m] = tmp;
+		i = m;
+	}
+}
+
+/* Takes what is published from every ring into the batch (bounded), and
+ * heapifies the per-ring runs. Returns the number of records taken. */
+static int refill(struct mp_consumer *c)
+{
+	uint32_t n = 0, nruns = 0, scanned = 0;
+
+	for (uint32_t k = 0;
+	     k < c->thread_count && n < BATCH && scanned < SCAN_BUDGET && !c->err_pending; k++) {
+		uint32_t i = (c->scan_start + k) % c->thread_count;
+		struct tstate *t = &c->ts[i];
+		uint32_t start = n, taken = 0;
+
+		while (taken < PER_THREAD && n < BATCH && scanned < SCAN_BUDGET) {
+			struct mp_slot *s = slot_at(c, i, t->pos);
+			uint64_t seq = LOAD(&s->seq, ACQUIRE);
+			struct mp_slot copy;
+			int r;
+
+			if (seq != t->pos + 1) {
+				/* Not published yet; a later lap cannot be
+				 * there before we free this one. */
+				if ((int64_t)(seq - (t->pos + 1)) > 0)
+					c->err_pending = -EBADMSG;
+				break;
+			}
+			/* the first cache line; dims (second line) only for
+			 * shapes */
+			copy_words(&copy, s, offsetof(struct mp_slot, dims) / 8);
+			if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE)
+				copy_words(copy.dims, s->dims, sizeof(copy.dims) / 8);
+			t->pos++;
+			scanned++;
+			if (t->snap_valid && (int32_t)(copy.tseq - t->snap_seq) <= 0)
+				continue; /* already reflected in the attach snapshot */
+			r = decode(c, &copy, &c->batch[n]);
+			if (r < 0) {
+				c->err_pending = r;
+				break;
+			}
+			n++;
+			taken++;
+		}
+		if (t->pos != LOAD(&thread_at(c, i)->tail, RELAXED))
+			/* release: our copies are done before the producer
+			 * may reuse the slots */
+			STORE(&thread_at(c, i)->tail, t->pos, RELEASE);
+		if (n > start) {
+			c->runs[nruns] = (struct run){ start, n };
+			c->heap[nruns] = nruns;
+			nruns++;
+		}
+	}
+	/* the next refill starts with the ring after the last one served */
+	c->scan_start = (c->scan_start + 1) % c->thread_count;
+	c->nheap = nruns;
+	for (uint32_t i = nruns / 2; i-- > 0;)
+		heap_down(c, i);
+	return (int)n;
+}
+
 int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret)
 {
+	struct run *run;
+
 	if (!c || !ret)
 		return -EINVAL;
 	if (c->err)
@@ -596,68 +738,18 @@ int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret)
 		*ret = c->synth[c->next_synth++];
 		return 1;
 	}
-	for (int n = 0; n < READ_BUDGET; n++) {
-		struct mp_slot *s = slot_at(c, c->pos);
-		uint64_t lap = c->pos & ~c->mask;
-		uint64_t seq = LOAD(&s->seq, ACQUIRE);
-		struct mp_slot copy;
-		struct mp_record r;
-
-		if (seq != lap + 1) {
-			/* Not published yet (a producer between claim and
-			 * publish, or nothing written): try again later. A
-			 * value ahead of us cannot come from a well-formed
-			 * ring with one consumer. */
-			if ((int64_t)(seq - (lap + 1)) > 0 && seq != lap + c->slot_count)
-				return fail(c, -EBADMSG);
-			return 0;
-		}
-		copy_racy(&copy, s, sizeof(copy));
-		STORE(&s->seq, lap + c->slot_count, RELEASE);
-		c->pos++;
-		STORE(&c->hdr->tail, c->pos, RELAXED);
-
-		if (copy.thread_idx >= c->thread_count)
-			return fail(c, -EBADMSG);
-		if (c->snap[copy.thread_idx].valid &&
-		    (int32_t)(copy.tseq - c->snap[copy.thread_idx].tseq) <= 0)
-			continue; /* already reflected in the attach snapshot */
-
-		memset(&r, 0, sizeof(r));
-		r.type = copy.type;
-		r.flags = copy.flags;
-		r.tid = copy.tid;
-		r.ts_ns = copy.ts_ns;
-		r.seq = copy.tseq;
-		if (copy.flags & ~MP_REC_F_THREAD_EXIT)
-			return fail(c, -EBADMSG);
-		switch (copy.type) {
-		case MP_REC_KERNEL_BEGIN:
-		case MP_REC_PHASE:
-		case MP_REC_TAG_BEGIN:
-			if (copy.flags || copy.rank)
-				return fail(c, -EBADMSG);
-			r.name = name_get(c, copy.name_id);
-			if (!r.name)
-				return fail(c, -EBADMSG);
-			break;
-		case MP_REC_INPUT_SHAPE:
-		case MP_REC_OUTPUT_SHAPE:
-			if (copy.flags || copy.rank > MP_MAX_RANK)
-				return fail(c, -EBADMSG);
-			r.rank = copy.rank;
-			memcpy(r.dims, copy.dims, copy.rank * sizeof(r.dims[0]));
-			break;
-		case MP_REC_KERNEL_END:
-		case MP_REC_TAG_END:
-			if (copy.rank)
-				return fail(c, -EBADMSG);
-			break;
-		default:
-			return fail(c, -EBADMSG);
-		}
-		*ret = r;
-		return 1;
+	if (!c->nheap) {
+		if (c->err_pending)
+			return fail(c, c->err_pending);
+		if (refill(c) == 0)
+			return c->err_pending ? fail(c, c->err_pending) : 0;
 	}
-	return 0;
+	/* earliest next record of all runs; a run keeps its own order */
+	run = &c->runs[c->heap[0]];
+	*ret = c->batch[run->next++];
+	if (run->next == run->end)
+		c->heap[0] = c->heap[--c->nheap];
+	if (c->nheap)
+		heap_down(c, 0);
+	return 1;
 }

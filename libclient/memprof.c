@@ -21,15 +21,13 @@
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
+#define HOT static inline __attribute__((always_inline))
 
-#define DEFAULT_SLOTS (1u << 16)
+#define DEFAULT_SLOTS (1u << 13) /* per thread: 1 MiB */
 #define DEFAULT_THREADS 512u
 #define DEFAULT_STRINGS 8192u
 #define DEFAULT_BLOB (512u << 10)
 #define CACHE_SIZE 64u
-/* A producer gives up (and counts a drop) after this many failed claims, so
- * that even a corrupted head or slot never makes it spin. */
-#define CLAIM_TRIES 4096
 
 #define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
 #define STORE(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
@@ -52,7 +50,7 @@ struct ring {
 	int fd;
 	struct mp_ring_hdr *hdr;
 	size_t size;
-	struct mp_slot *slots;
+	struct mp_slot *slots; /* thread slot i's ring: slots + i * (mask + 1) */
 	uint64_t mask;
 	struct mp_thread *threads;
 	uint32_t nthreads;
@@ -79,6 +77,9 @@ static bool g_atfork_done;
  * limited when the library is dlopened. */
 struct tls {
 	struct mp_thread *thr;
+	struct mp_slot *ring; /* this thread's ring */
+	uint64_t head; /* next position in it */
+	uint64_t tail; /* consumer position last seen */
 	struct thread_priv *priv;
 	uint64_t gen;
 	uint32_t depth;
@@ -90,7 +91,7 @@ struct tls {
 };
 static __thread struct tls tls __attribute__((tls_model("initial-exec")));
 
-static inline uint64_t now_ns(void)
+HOT uint64_t now_ns(void)
 {
 	struct timespec ts;
 
@@ -168,14 +169,16 @@ static int ring_create(void)
 	void *p;
 	int err;
 
-	slots = env_pow2("MEMPROF_RING_SLOTS", DEFAULT_SLOTS, 64, MP_RING_MAX_SLOTS);
-	r.nthreads = DEFAULT_THREADS;
+	slots = env_pow2("MEMPROF_RING_SLOTS", DEFAULT_SLOTS, 64, 1u << 20);
+	r.nthreads = env_pow2("MEMPROF_RING_THREADS", DEFAULT_THREADS, 1, MP_RING_MAX_THREADS);
+	while ((uint64_t)slots * r.nthreads > MP_RING_MAX_SLOTS)
+		slots /= 2;
 	r.str_max = DEFAULT_STRINGS;
 	r.blob_size = DEFAULT_BLOB;
 	r.mask = slots - 1;
 
 	off = align_up(sizeof(struct mp_ring_hdr), 128);
-	threads_off = off + (size_t)slots * sizeof(struct mp_slot);
+	threads_off = off + (size_t)r.nthreads * slots * sizeof(struct mp_slot);
 	strent_off = threads_off + (size_t)r.nthreads * sizeof(struct mp_thread);
 	blob_off = strent_off + (size_t)r.str_max * sizeof(mp_strent);
 	r.size = align_up(blob_off + r.blob_size, 4096);
@@ -210,8 +213,8 @@ static int ring_create(void)
 	r.hash = (uint32_t *)((char *)p + hash_off);
 	r.hash_mask = hash_size - 1;
 
-	/* Fresh memfd pages are zero: every slot is free for lap 0, every
-	 * thread slot is free, every string entry unpublished. */
+	/* Fresh memfd pages are zero: no slot published, every thread slot
+	 * free, every string entry unpublished. */
 	h->abi_version = MP_RING_ABI_VERSION;
 	h->hdr_size = sizeof(*h);
 	h->total_size = r.size;
@@ -254,6 +257,15 @@ static void atfork_child(void)
 
 static void thread_exit(void *arg);
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
 static int ensure_ring(void)
 {
 	int s = LOAD(&g_state, ACQUIRE);
@@ -285,12 +297,25 @@ static int ensure_ring(void)
 			return 0;
 		if (s == ST_FAILED)
 			return g_err;
-		__builtin_ia32_pause();
+		cpu_relax();
 	}
 	return -EAGAIN;
 }
 
-static int thread_init(struct tls *t)
+static int thread_init_inner(struct tls *t);
+
+/* A thread's first marker: the only one allowed syscalls. The caller's errno
+ * is left as it was. */
+static __attribute__((noinline)) int thread_init(struct tls *t)
+{
+	int saved = errno;
+	int r = thread_init_inner(t);
+
+	errno = saved;
+	return r;
+}
+
+static int thread_init_inner(struct tls *t)
 {
 	struct mp_thread *thr = NULL;
 	uint32_t i;
@@ -332,6 +357,10 @@ static int thread_init(struct tls *t)
 
 	t->tid = thr->tid;
 	t->idx = (uint16_t)i;
+	t->ring = g.slots + (size_t)i * (g.mask + 1);
+	/* continue after whatever the previous owner left unread */
+	t->head = LOAD(&thr->head, RELAXED);
+	t->tail = LOAD(&thr->tail, ACQUIRE);
 	t->gen = gen;
 	t->depth = 0;
 	t->tag_depth = 0;
@@ -348,52 +377,42 @@ noslot:
 	return -ENOSPC;
 }
 
-/* Claims a ring position and publishes one record. */
-static int ring_put(const struct tls *t, uint8_t type, uint8_t flags, uint32_t name_id, uint64_t ts,
-		    const int64_t *dims, int rank)
+/* Appends one record to the calling thread's own ring: a single producer,
+ * so no atomic read-modify-write, only a release store to publish. */
+static __attribute__((noinline)) int ring_put(struct tls *t, uint8_t type, uint8_t flags,
+					      uint32_t name_id, uint64_t ts, const int64_t *dims,
+					      int rank)
 {
-	struct mp_ring_hdr *h = g.hdr;
-	uint64_t pos = LOAD(&h->head, RELAXED);
-	uint64_t lap;
+	uint64_t pos = t->head;
 	struct mp_slot *s;
 
-	for (int i = 0;; i++) {
-		int64_t dif;
-
-		if (unlikely(i == CLAIM_TRIES))
-			goto drop;
-		s = &g.slots[pos & g.mask];
-		lap = pos & ~g.mask;
-		dif = (int64_t)(LOAD(&s->seq, ACQUIRE) - lap);
-		if (likely(dif == 0)) {
-			if (likely(__atomic_compare_exchange_n(&h->head, &pos, pos + 1, true,
-							       __ATOMIC_RELAXED, __ATOMIC_RELAXED)))
-				break;
-		} else if (dif < 0) {
-			goto drop;
-		} else {
-			pos = LOAD(&h->head, RELAXED);
+	/* Full when pos is a whole ring ahead of the consumer. The cached
+	 * tail only lags, so it can only say "full" wrongly; then the real
+	 * one is read (once per lap, not per record). */
+	if (unlikely(pos - t->tail > g.mask)) {
+		t->tail = LOAD(&t->thr->tail, ACQUIRE);
+		if (pos - t->tail > g.mask) {
+			__atomic_fetch_add(&g.hdr->drops, 1, __ATOMIC_RELAXED);
+			return -ENOSPC;
 		}
 	}
+	s = &t->ring[pos & g.mask];
 	s->ts_ns = ts;
 	s->type = type;
 	s->flags = flags;
 	s->rank = (uint8_t)rank;
 	s->tid = t->tid;
 	s->tseq = (uint32_t)(t->gen >> 1);
-	s->thread_idx = t->idx;
 	s->name_id = name_id;
 	if (rank > 0)
 		memcpy(s->dims, dims, (size_t)rank * sizeof(*dims));
-	STORE(&s->seq, lap + 1, RELEASE);
+	STORE(&s->seq, pos + 1, RELEASE);
+	t->head = pos + 1;
+	STORE(&t->thr->head, pos + 1, RELAXED);
 	return 0;
-
-drop:
-	__atomic_fetch_add(&h->drops, 1, __ATOMIC_RELAXED);
-	return -ENOSPC;
 }
 
-static inline bool name_matches(const char *name, const struct cache_ent *e)
+HOT bool name_matches(const char *name, const struct cache_ent *e)
 {
 	uint32_t n = e->len > MP_NAME_MAX ? MP_NAME_MAX : e->len;
 
@@ -414,7 +433,7 @@ static uint32_t fnv1a(const char *s, uint32_t len)
 	return h;
 }
 
-static uint32_t intern_slow(const char *name, struct cache_ent *e)
+static __attribute__((noinline)) uint32_t intern_slow(const char *name, struct cache_ent *e)
 {
 	uint32_t len = (uint32_t)strnlen(name, MP_NAME_MAX);
 	bool trunc = len == MP_NAME_MAX && name[len] != '\0';
@@ -457,7 +476,7 @@ static uint32_t intern_slow(const char *name, struct cache_ent *e)
 /* Pointer-keyed cache, confirmed by comparing the bytes: a name buffer that
  * is reused for another string at the same address is detected (it just
  * takes the slow path). */
-static inline uint32_t intern(const struct tls *t, const char *name)
+HOT uint32_t intern(const struct tls *t, const char *name)
 {
 	uintptr_t p = (uintptr_t)name;
 	struct cache_ent *e = &t->priv->cache[(p ^ (p >> 7)) & (CACHE_SIZE - 1)];
@@ -467,7 +486,7 @@ static inline uint32_t intern(const struct tls *t, const char *name)
 	return intern_slow(name, e);
 }
 
-static inline struct tls *tls_get(int *ret_err)
+HOT struct tls *tls_get(int *ret_err)
 {
 	struct tls *t = &tls;
 
@@ -479,13 +498,13 @@ static inline struct tls *tls_get(int *ret_err)
 	return t;
 }
 
-static inline void gen_begin(struct tls *t)
+HOT void gen_begin(struct tls *t)
 {
 	STORE(&t->thr->gen, t->gen + 1, RELAXED);
 	atomic_thread_fence(memory_order_release);
 }
 
-static inline void gen_end(struct tls *t)
+HOT void gen_end(struct tls *t)
 {
 	t->gen += 2;
 	STORE(&t->thr->gen, t->gen, RELEASE);
@@ -495,12 +514,12 @@ static inline void gen_end(struct tls *t)
 	atomic_signal_fence(memory_order_seq_cst);
 }
 
-static inline bool attached(void)
+HOT bool attached(void)
 {
 	return LOAD(&g.hdr->attached, RELAXED) != 0;
 }
 
-static inline int push(struct tls *t, bool tag, uint8_t type, const char *name)
+HOT int push(struct tls *t, bool tag, uint8_t type, const char *name)
 {
 	struct mp_frame *f;
 	uint32_t id, d;
@@ -530,7 +549,7 @@ static inline int push(struct tls *t, bool tag, uint8_t type, const char *name)
 	return ring_put(t, type, 0, id, ts ? ts : now_ns(), NULL, 0);
 }
 
-static inline int pop(struct tls *t, bool tag, uint8_t type, uint8_t flags)
+HOT int pop(struct tls *t, bool tag, uint8_t type, uint8_t flags)
 {
 	uint32_t d = tag ? t->tag_depth : t->depth;
 	uint32_t id = 0;

@@ -64,16 +64,22 @@ static inline void memprof__scope_end(int *unused)
 #define MEMPROF__CAT2(a, b) a##b
 #define MEMPROF__CAT(a, b) MEMPROF__CAT2(a, b)
 /* MEMPROF_KERNEL("matmul"); marks the rest of the enclosing block. */
-#define MEMPROF_KERNEL(name)                                                             \
-	int MEMPROF__CAT(memprof__scope_, __LINE__)                                      \
-		__attribute__((cleanup(memprof__scope_end), unused)) =                   \
-			memprof_kernel_begin(name)
+#define MEMPROF_KERNEL(name)                        \
+	int MEMPROF__CAT(memprof__scope_, __LINE__) \
+		__attribute__((cleanup(memprof__scope_end), unused)) = memprof_kernel_begin(name)
 #elif defined(__cplusplus)
 } /* extern "C" */
-namespace memprof_detail {
+namespace memprof_detail
+{
 struct scope {
-	explicit scope(const char *n) { memprof_kernel_begin(n); }
-	~scope() { memprof_kernel_end(); }
+	explicit scope(const char *n)
+	{
+		memprof_kernel_begin(n);
+	}
+	~scope()
+	{
+		memprof_kernel_end();
+	}
 	scope(const scope &) = delete;
 	scope &operator=(const scope &) = delete;
 };

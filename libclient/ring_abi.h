@@ -20,6 +20,7 @@
 #define MP_RING_ABI_VERSION 1u
 
 /* Limits the consumer enforces on a header (anything larger is corrupt). */
+/* all rings together */
 #define MP_RING_MAX_SLOTS (1u << 24)
 #define MP_RING_MAX_THREADS 4096u
 #define MP_RING_MAX_STRINGS (1u << 20)
@@ -39,25 +40,23 @@ struct mp_ring_hdr {
 	uint64_t total_size;
 	uint32_t creator_pid;
 	uint32_t slot_size;
-	uint32_t slot_count; /* power of two */
+	uint32_t slot_count; /* per thread ring, power of two */
 	uint32_t thread_size;
-	uint32_t thread_count;
+	uint32_t thread_count; /* thread slots, and as many rings */
 	uint32_t str_max; /* entries in the string table, id 0 reserved */
 	uint32_t blob_size; /* bytes of string storage */
 	uint32_t reserved0;
-	uint64_t ring_off;
+	uint64_t ring_off; /* thread_count rings of slot_count slots */
 	uint64_t threads_off;
 	uint64_t strent_off;
 	uint64_t blob_off;
-	/* Read by every producer on every marker: keep it away from the
-	 * written words. Nonzero while a consumer is attached. */
+	/* Read by every producer on every marker, written only at attach and
+	 * detach: shares its line with read-only data. Nonzero while a
+	 * consumer is attached. */
 	uint32_t attached;
 	uint32_t reserved1;
-	uint64_t reserved2[5];
-	/* Producers' claim position (Vyukov MPMC enqueue index). */
-	uint64_t head __attribute__((aligned(64)));
-	uint64_t reserved3[7];
-	/* Records dropped because the ring was full. */
+	uint64_t reserved2[3];
+	/* Records dropped because a ring was full, all threads. */
 	uint64_t drops __attribute__((aligned(64)));
 	/* Global order of memprof_phase() calls, for the attach snapshot. */
 	uint64_t phase_order;
@@ -65,17 +64,13 @@ struct mp_ring_hdr {
 	uint32_t str_count;
 	uint32_t blob_used;
 	uint64_t reserved4[5];
-	/* Consumer position, kept here so a later consumer resumes where the
-	 * previous one stopped. Producers never read it. */
-	uint64_t tail __attribute__((aligned(64)));
-	uint64_t reserved5[7];
 };
 
-/* One ring slot. seq follows Vyukov's bounded queue, stored relative to the
- * slot's index so that zero-filled memory is a valid empty ring: for
- * position pos (slot pos & mask, lap = pos & ~mask) seq == lap means free
- * for the producer claiming pos, lap + 1 means published for the consumer
- * reading pos, and the consumer frees it for the next lap with lap + slots. */
+/* One ring slot. Thread slot i owns ring i. seq == pos + 1 once the record
+ * for position pos of that ring (slot pos & (slot_count - 1)) is published;
+ * anything else means not published yet. Only the owning thread writes a
+ * ring's slots; the consumer reports progress through the thread slot's
+ * tail alone, so slot cache lines never travel back. */
 struct mp_slot {
 	uint64_t seq;
 	uint64_t ts_ns;
@@ -85,8 +80,7 @@ struct mp_slot {
 	uint8_t reserved0;
 	uint32_t tid;
 	uint32_t tseq; /* per thread-slot record number */
-	uint16_t thread_idx; /* index of the writer's thread slot */
-	uint16_t reserved1;
+	uint32_t reserved1;
 	uint32_t name_id;
 	uint32_t reserved2;
 	int64_t dims[8];
@@ -113,16 +107,23 @@ struct mp_thread {
 	uint32_t reserved0;
 	uint64_t phase_ts;
 	uint64_t phase_order;
-	uint64_t reserved1[2];
+	uint64_t head; /* next position in this slot's ring (producer) */
+	uint64_t reserved1;
 	struct mp_frame kernels[MP_KSTACK_MAX];
 	struct mp_frame tags[MP_TSTACK_MAX];
+	/* Consumer's position in this slot's ring: every position below it
+	 * has been read and may be reused. Written by the consumer only, on
+	 * its own cache line; the producer reads it once per lap. A thread
+	 * reusing the slot continues at head, after the old records. */
+	uint64_t tail __attribute__((aligned(64)));
+	uint64_t reserved2[7];
 } __attribute__((aligned(64)));
 
 /* String table entry: (offset << 32) | (len + 1); 0 until published. */
 typedef uint64_t mp_strent;
 
-_Static_assert(sizeof(struct mp_ring_hdr) == 384, "ring header ABI");
+_Static_assert(sizeof(struct mp_ring_hdr) == 192, "ring header ABI");
 _Static_assert(sizeof(struct mp_slot) == 128, "ring slot ABI");
-_Static_assert(sizeof(struct mp_thread) == 832, "thread slot ABI");
+_Static_assert(sizeof(struct mp_thread) == 896, "thread slot ABI");
 
 #endif /* MEMPROF_RING_ABI_H */

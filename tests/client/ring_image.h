@@ -29,7 +29,7 @@ static inline void img_init(struct img *m, uint32_t slots, uint32_t threads, uin
 			    uint32_t blob)
 {
 	size_t off = img_align(sizeof(struct mp_ring_hdr), 128);
-	size_t toff = off + (size_t)slots * sizeof(struct mp_slot);
+	size_t toff = off + (size_t)threads * slots * sizeof(struct mp_slot);
 	size_t eoff = toff + (size_t)threads * sizeof(struct mp_thread);
 	size_t boff = eoff + (size_t)strs * sizeof(mp_strent);
 
@@ -70,20 +70,19 @@ static inline void img_str(struct img *m, uint32_t id, uint32_t off, const char 
 	m->ent[id] = ((uint64_t)off << 32) | (n + 1);
 }
 
-/* Publishes a record at ring position @pos. */
+/* Publishes a record at position @pos of thread slot @ring's ring. */
 static inline struct mp_slot *img_put(struct img *m, uint64_t pos, uint8_t type, uint32_t tid,
-				      uint32_t tseq, uint16_t thread_idx, uint32_t name_id)
+				      uint32_t tseq, uint32_t ring, uint32_t name_id)
 {
 	uint64_t mask = m->nslots - 1; /* not the header's: it may be scribbled on */
-	struct mp_slot *s = &m->slots[pos & mask];
+	struct mp_slot *s = &m->slots[(size_t)ring * m->nslots + (pos & mask)];
 
 	memset(s, 0, sizeof(*s));
-	s->seq = (pos & ~mask) + 1;
+	s->seq = pos + 1;
 	s->type = type;
 	s->tid = tid;
 	s->ts_ns = 1000 + pos;
 	s->tseq = tseq;
-	s->thread_idx = thread_idx;
 	s->name_id = name_id;
 	return s;
 }

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "memprof.h"
@@ -91,94 +93,128 @@ Test(attach, reattach_no_duplicates)
 	mp_consumer_free(c2);
 }
 
-static int hot_go, hot_stop;
-static uint32_t hot_tid;
+#define HOT_THREADS 3
+#define SESSIONS 4
+
+static int hot_ready, hot_stop;
+static uint32_t hot_tids[HOT_THREADS];
 
 static void *hot(void *arg)
 {
-	(void)arg;
-	hot_tid = (uint32_t)gettid();
+	int idx = (int)(intptr_t)arg;
+
+	hot_tids[idx] = (uint32_t)gettid();
 	memprof_kernel_begin("session");
-	__atomic_store_n(&hot_go, 1, __ATOMIC_RELEASE);
+	__atomic_add_fetch(&hot_ready, 1, __ATOMIC_RELEASE);
 	while (!__atomic_load_n(&hot_stop, __ATOMIC_ACQUIRE)) {
 		memprof_kernel_begin("op");
 		memprof_tag_begin("t");
 		memprof_tag_end();
 		memprof_kernel_end();
-		/* A few microseconds per round: attaching (membarrier) takes
-		 * milliseconds and the 64 Ki-slot ring must not overflow
+		/* 10 us per round: attaching (membarrier) takes milliseconds
+		 * and the thread's 32 Ki-slot ring must not overflow
 		 * meanwhile, or records would be dropped (counted). The
 		 * markers themselves still run back to back. */
-		for (int i = 0; i < 300; i++)
-			__builtin_ia32_pause();
+		for (uint64_t t0 = test_now_ns(); test_now_ns() - t0 < 10000;)
+			;
 	}
 	memprof_kernel_end();
 	return NULL;
 }
 
-/* Attach while another thread runs markers flat out: the stream of that
- * thread must be a consistent nesting, record numbers without gap. */
-Test(attach, concurrent_with_busy_thread)
+struct hot_state {
+	int open[2]; /* kernels, tags */
+	uint32_t last_seq;
+	bool seen_session, live;
+};
+
+/* One consumer session: the stream of every busy thread must start with its
+ * open-at-attach records ("session" first), then continue with record
+ * numbers without a gap and a consistent nesting. */
+static void session(void)
 {
+	struct hot_state hs[HOT_THREADS] = { 0 };
 	struct mp_consumer *c;
 	struct mp_record rec;
-	pthread_t th;
-	int open[2] = { 0, 0 }, r; /* kernels, tags */
-	uint32_t last_seq = 0;
 	uint64_t n = 0;
-	bool seen_session = false, synth_done = false;
+	int r;
 
-	memprof_phase("x");
-	cr_assert_eq(pthread_create(&th, NULL, hot, NULL), 0);
-	while (!__atomic_load_n(&hot_go, __ATOMIC_ACQUIRE))
-		sched_yield();
-	usleep(10000);
 	cr_assert_eq(mp_consumer_open_pid(getpid(), &c), 0);
-	while (n < 200000) {
+	while (n < 60000) {
+		struct hot_state *h = NULL;
+
 		r = mp_consumer_read(c, &rec);
 		cr_assert_geq(r, 0);
 		if (!r) {
 			sched_yield();
 			continue;
 		}
-		if (rec.tid != hot_tid)
+		for (int i = 0; i < HOT_THREADS; i++)
+			if (rec.tid == hot_tids[i])
+				h = &hs[i];
+		if (!h)
 			continue;
 		if (rec.flags & MP_REC_F_OPEN_AT_ATTACH) {
-			cr_assert_not(synth_done, "open-at-attach record after live records");
-			if (!seen_session)
+			cr_assert_not(h->live, "open-at-attach record after live records");
+			if (!h->seen_session)
 				cr_assert_str_eq(rec.name, "session");
-			seen_session = true;
-			last_seq = rec.seq;
+			h->seen_session = true;
+			h->last_seq = rec.seq;
 		} else {
-			synth_done = true;
-			cr_assert_eq(rec.seq, last_seq + 1, "seq %u after %u", rec.seq, last_seq);
-			last_seq = rec.seq;
+			cr_assert(h->seen_session, "live record before the open-at-attach ones");
+			h->live = true;
+			cr_assert_eq(rec.seq, h->last_seq + 1, "seq %u after %u", rec.seq,
+				     h->last_seq);
+			h->last_seq = rec.seq;
 		}
 		switch (rec.type) {
 		case MP_REC_KERNEL_BEGIN:
-			open[0]++;
+			h->open[0]++;
 			break;
 		case MP_REC_KERNEL_END:
-			cr_assert_gt(open[0], 1, "end without begin (session never ends here)");
-			open[0]--;
+			cr_assert_gt(h->open[0], 1, "end without begin (session never ends here)");
+			h->open[0]--;
 			break;
 		case MP_REC_TAG_BEGIN:
-			open[1]++;
+			h->open[1]++;
 			break;
 		case MP_REC_TAG_END:
-			cr_assert_gt(open[1], 0, "tag end without begin");
-			open[1]--;
+			cr_assert_gt(h->open[1], 0, "tag end without begin");
+			h->open[1]--;
 			break;
 		default:
 			cr_assert_fail("unexpected %s", mp_record_type_name(rec.type));
 		}
-		cr_assert_leq(open[0], 2);
-		cr_assert_leq(open[1], 1);
+		cr_assert_leq(h->open[0], 2);
+		cr_assert_leq(h->open[1], 1);
 		n++;
 	}
-	cr_assert(seen_session);
-	__atomic_store_n(&hot_stop, 1, __ATOMIC_RELEASE);
-	pthread_join(th, NULL);
+	for (int i = 0; i < HOT_THREADS; i++)
+		cr_assert(hs[i].live, "thread %d: no live record", i);
 	cr_assert_eq(mp_consumer_drops(c), 0);
+	/* leaves unread records behind for the next session to skip */
 	mp_consumer_free(c);
+}
+
+/* Attach (several times) while threads run markers flat out. */
+Test(attach, concurrent_with_busy_threads)
+{
+	pthread_t th[HOT_THREADS];
+
+	/* 32 Ki records per thread ring: more than a hot thread writes
+	 * during an attach */
+	setenv("MEMPROF_RING_SLOTS", "32768", 1);
+	setenv("MEMPROF_RING_THREADS", "64", 1);
+	memprof_phase("x");
+	for (int i = 0; i < HOT_THREADS; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, hot, (void *)(intptr_t)i), 0);
+	while (__atomic_load_n(&hot_ready, __ATOMIC_ACQUIRE) < HOT_THREADS)
+		sched_yield();
+	for (int s = 0; s < SESSIONS; s++) {
+		usleep(5000);
+		session();
+	}
+	__atomic_store_n(&hot_stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < HOT_THREADS; i++)
+		pthread_join(th[i], NULL);
 }

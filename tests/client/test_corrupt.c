@@ -59,9 +59,9 @@ Test(corrupt, valid_image_reads_whole_records)
 		cr_assert_eq(recs[i].ts_ns, 1000 + (uint64_t)i);
 		cr_assert_eq(recs[i].seq, 5 + (uint32_t)i);
 	}
-	/* the consumer freed the slots for the next lap and saved its place */
-	cr_assert_eq(m.slots[0].seq, 8);
-	cr_assert_eq(m.h->tail, 4);
+	/* the consumer never writes slots, only its position */
+	cr_assert_eq(m.slots[8].seq, 1); /* ring 1, position 0 */
+	cr_assert_eq(m.thr[1].tail, 4);
 	cr_assert_eq(m.h->attached, 1);
 	mp_consumer_free(c);
 	cr_assert_eq(m.h->attached, 0);
@@ -83,9 +83,22 @@ Test(corrupt, snapshot_and_dedup_from_image)
 	m.thr[2].tags[0] = (struct mp_frame){ .name_id = 2, .ts_ns = 60 };
 	m.thr[1].gen = 7; /* odd forever: never stable, skipped */
 	m.thr[1].depth = 1;
+	/* the phase set last (highest order) wins, whichever thread set it */
+	m.thr[0].tid = 8;
+	m.thr[0].gen = 4;
+	m.thr[0].phase_id = 1;
+	m.thr[0].phase_ts = 40;
+	m.thr[0].phase_order = 3;
+	m.thr[3].phase_id = 2;
+	m.thr[3].phase_order = 2;
 	img_put(&m, 0, MP_REC_KERNEL_BEGIN, 9, 10, 2, 1); /* in the snapshot */
 	img_put(&m, 1, MP_REC_KERNEL_END, 9, 11, 2, 1); /* after it */
 	cr_assert_eq(open_img(&c), 0);
+	cr_assert_eq(mp_consumer_read(c, &recs[0]), 1);
+	assert_rec(&recs[0], &(struct exp_rec)REC(MP_REC_PHASE, MP_REC_F_OPEN_AT_ATTACH, "conv"), 8,
+		   0);
+	cr_assert_eq(recs[0].ts_ns, 40);
+	cr_assert_eq(recs[0].seq, 2);
 	for (int i = 0; i < 32; i++) {
 		cr_assert_eq(mp_consumer_read(c, &recs[0]), 1);
 		assert_rec(&recs[0],
@@ -113,7 +126,7 @@ Test(corrupt, wrapped_indices)
 	struct mp_record recs[16];
 	uint64_t start = UINT64_MAX - 2;
 
-	m.h->tail = start;
+	m.thr[0].tail = start;
 	/* the thread's record numbers wrap too */
 	m.thr[0].gen = 2ull * (UINT32_MAX - 2);
 	for (uint64_t i = 0; i < 6; i++)
@@ -126,50 +139,57 @@ Test(corrupt, wrapped_indices)
 			   (size_t)i);
 		cr_assert_eq(recs[i].seq, (uint32_t)(UINT32_MAX - 1 + (uint32_t)i));
 	}
-	cr_assert_eq(m.h->tail, start + 6);
+	cr_assert_eq(m.thr[0].tail, start + 6);
 	mp_consumer_free(c);
 }
 
 /* Header corruption is refused at open with the right error. */
+#define HDR_CASES(X)                               \
+	X(-EBADMSG, h->magic ^= 1)                 \
+	X(-EPROTO, h->abi_version = 2)             \
+	X(-EPROTO, h->abi_version = 0)             \
+	X(-EBADMSG, h->hdr_size = 8)               \
+	X(-EBADMSG, h->slot_size = 64)             \
+	X(-EBADMSG, h->thread_size = 0)            \
+	X(-EBADMSG, h->slot_count = 6)             \
+	X(-EBADMSG, h->slot_count = 0)             \
+	X(-EBADMSG, h->slot_count = 1u << 31)      \
+	X(-EBADMSG, h->thread_count = 0)           \
+	X(-EBADMSG, h->thread_count = 1u << 30)    \
+	X(-EBADMSG, h->str_max = 0)                \
+	X(-EBADMSG, h->str_max = UINT32_MAX)       \
+	X(-EBADMSG, h->blob_size = UINT32_MAX)     \
+	X(-EBADMSG, h->total_size = UINT64_MAX)    \
+	X(-EBADMSG, h->ring_off = UINT64_MAX - 64) \
+	X(-EBADMSG, h->ring_off = 8)               \
+	X(-EBADMSG, h->threads_off = h->ring_off)  \
+	X(-EBADMSG, h->blob_off = h->strent_off)   \
+	X(-EBADMSG, h->strent_off = h->total_size) \
+	X(-EBADMSG, h->strent_off += 3)            \
+	X(-EBADMSG, h->blob_off = h->total_size - 1)
+
+static void hdr_mutate(size_t i, struct mp_ring_hdr *h)
+{
+	size_t n = 0;
+
+#define X(e, body)      \
+	if (i == n++) { \
+		body;   \
+		return; \
+	}
+	HDR_CASES(X)
+#undef X
+}
+
 Test(corrupt, bad_headers)
 {
-	struct {
+	static const struct {
 		const char *what;
-		void (*mutate)(struct mp_ring_hdr *h);
 		int err;
 	} cases[] = {
-#define CASE(e, body)                           \
-	{ #body, ({                             \
-		  void f(struct mp_ring_hdr *h) \
-		  {                             \
-			  body;                 \
-		  }                             \
-		  f;                            \
-	  }),                                   \
-	  e }
-		CASE(-EBADMSG, h->magic ^= 1),
-		CASE(-EPROTO, h->abi_version = 2),
-		CASE(-EPROTO, h->abi_version = 0),
-		CASE(-EBADMSG, h->hdr_size = 8),
-		CASE(-EBADMSG, h->slot_size = 64),
-		CASE(-EBADMSG, h->thread_size = 0),
-		CASE(-EBADMSG, h->slot_count = 6),
-		CASE(-EBADMSG, h->slot_count = 0),
-		CASE(-EBADMSG, h->slot_count = 1u << 31),
-		CASE(-EBADMSG, h->thread_count = 0),
-		CASE(-EBADMSG, h->thread_count = 1u << 30),
-		CASE(-EBADMSG, h->str_max = 0),
-		CASE(-EBADMSG, h->str_max = UINT32_MAX),
-		CASE(-EBADMSG, h->blob_size = UINT32_MAX),
-		CASE(-EBADMSG, h->total_size = UINT64_MAX),
-		CASE(-EBADMSG, h->ring_off = UINT64_MAX - 64),
-		CASE(-EBADMSG, h->ring_off = 8),
-		CASE(-EBADMSG, h->threads_off = h->ring_off),
-		CASE(-EBADMSG, h->blob_off = h->strent_off),
-		CASE(-EBADMSG, h->strent_off = h->total_size),
-		CASE(-EBADMSG, h->strent_off += 3),
-		CASE(-EBADMSG, h->blob_off = h->total_size - 1),
-#undef CASE
+#define X(e, body) { #body, e },
+		HDR_CASES(X)
+#undef X
 	};
 	struct mp_consumer *c;
 
@@ -177,7 +197,7 @@ Test(corrupt, bad_headers)
 		struct mp_ring_hdr saved = *m.h;
 		int r;
 
-		cases[i].mutate(m.h);
+		hdr_mutate(i, m.h);
 		c = NULL;
 		r = open_img(&c);
 		cr_assert_eq(r, cases[i].err, "%s: got %d, expected %d", cases[i].what, r,
@@ -189,37 +209,44 @@ Test(corrupt, bad_headers)
 	cr_assert_eq(mp_consumer_open_mem(m.mem, m.len - 1, &c), -EBADMSG);
 }
 
-/* Corrupted records: -EBADMSG, and the consumer stays failed. */
+/* Corrupted records: -EBADMSG after the valid record before them, and the
+ * consumer stays failed. */
+#define REC_CASES(X)                                             \
+	X(MP_REC_KERNEL_BEGIN, s->name_id = 16)                  \
+	X(MP_REC_KERNEL_BEGIN, s->name_id = UINT32_MAX)          \
+	X(MP_REC_PHASE, s->name_id = 5) /* never published */    \
+	X(MP_REC_KERNEL_END, s->type = 0)                        \
+	X(MP_REC_KERNEL_END, s->type = 200)                      \
+	X(MP_REC_INPUT_SHAPE, s->rank = 9)                       \
+	X(MP_REC_OUTPUT_SHAPE, s->rank = 255)                    \
+	X(MP_REC_KERNEL_END, s->rank = 1)                        \
+	X(MP_REC_KERNEL_BEGIN, s->flags = MP_REC_F_THREAD_EXIT)  \
+	X(MP_REC_KERNEL_END, s->flags = MP_REC_F_OPEN_AT_ATTACH) \
+	X(MP_REC_KERNEL_END, s->flags = 0x80)                    \
+	X(MP_REC_KERNEL_END, s->seq = 1 + 8 * 5) /* a later lap: ahead */
+
+static void rec_mutate(size_t i, struct mp_slot *s)
+{
+	size_t n = 0;
+
+#define X(t, body)      \
+	if (i == n++) { \
+		body;   \
+		return; \
+	}
+	REC_CASES(X)
+#undef X
+}
+
 Test(corrupt, bad_records)
 {
-	struct {
+	static const struct {
 		const char *what;
-		void (*mutate)(struct mp_slot *s);
 		uint8_t type;
 	} cases[] = {
-#define CASE(t, body)                       \
-	{ #body, ({                         \
-		  void f(struct mp_slot *s) \
-		  {                         \
-			  body;             \
-		  }                         \
-		  f;                        \
-	  }),                               \
-	  t }
-		CASE(MP_REC_KERNEL_BEGIN, s->name_id = 16),
-		CASE(MP_REC_KERNEL_BEGIN, s->name_id = UINT32_MAX),
-		CASE(MP_REC_PHASE, s->name_id = 5), /* never published */
-		CASE(MP_REC_TAG_BEGIN, s->thread_idx = 4),
-		CASE(MP_REC_KERNEL_END, s->type = 0),
-		CASE(MP_REC_KERNEL_END, s->type = 200),
-		CASE(MP_REC_INPUT_SHAPE, s->rank = 9),
-		CASE(MP_REC_OUTPUT_SHAPE, s->rank = 255),
-		CASE(MP_REC_KERNEL_END, s->rank = 1),
-		CASE(MP_REC_KERNEL_BEGIN, s->flags = MP_REC_F_THREAD_EXIT),
-		CASE(MP_REC_KERNEL_END, s->flags = MP_REC_F_OPEN_AT_ATTACH),
-		CASE(MP_REC_KERNEL_END, s->flags = 0x80),
-		CASE(MP_REC_KERNEL_END, s->seq = 1 + 8 * 5), /* ahead of us */
-#undef CASE
+#define X(t, body) { #body, t },
+		REC_CASES(X)
+#undef X
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -228,9 +255,9 @@ Test(corrupt, bad_records)
 		int r;
 
 		memset(m.slots, 0, 8 * sizeof(struct mp_slot));
-		m.h->tail = 0;
+		m.thr[0].tail = 0;
 		img_put(&m, 0, MP_REC_KERNEL_BEGIN, 3, 1, 0, 1);
-		cases[i].mutate(img_put(&m, 1, cases[i].type, 3, 2, 0, 1));
+		rec_mutate(i, img_put(&m, 1, cases[i].type, 3, 2, 0, 1));
 		cr_assert_eq(open_img(&c), 0);
 		cr_assert_eq(mp_consumer_read(c, &rec), 1, "%s", cases[i].what);
 		r = mp_consumer_read(c, &rec);
@@ -254,7 +281,7 @@ Test(corrupt, bad_string_entries)
 		struct mp_consumer *c;
 		struct mp_record rec;
 
-		m.h->tail = 0;
+		m.thr[0].tail = 0;
 		memset(m.slots, 0, 8 * sizeof(struct mp_slot));
 		m.ent[3] = bad[i];
 		img_put(&m, 0, MP_REC_KERNEL_BEGIN, 3, 1, 0, 3);
@@ -329,7 +356,7 @@ Test(corrupt, concurrent_scribbling)
 
 		for (uint64_t p = 0; p < 8; p++)
 			img_put(&m, (uint64_t)iter * 8 + p, MP_REC_KERNEL_BEGIN, 1, 1, 0, 1);
-		m.h->tail = (uint64_t)iter * 8;
+		m.thr[0].tail = (uint64_t)iter * 8;
 		if (open_img(&c) < 0)
 			continue;
 		for (int n = 0; n < 100; n++)

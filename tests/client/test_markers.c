@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Whole-record checks of a known marker sequence through the real ring. */
 #include <errno.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "memprof.h"
@@ -150,4 +151,15 @@ Test(markers, long_names_are_truncated)
 		cr_assert_eq(rec.type, MP_REC_KERNEL_END);
 	}
 	mp_consumer_free(c);
+}
+
+/* The first marker creates the ring (syscalls) but leaves errno alone. */
+Test(markers, first_marker_keeps_errno)
+{
+	setenv("MEMPROF_RING_SLOTS", "not-a-number", 1);
+	errno = 4242;
+	cr_assert_eq(memprof_kernel_begin("k"), 0);
+	cr_assert_eq(errno, 4242);
+	cr_assert_eq(memprof_kernel_end(), 0);
+	cr_assert_eq(errno, 4242);
 }

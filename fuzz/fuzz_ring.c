@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libFuzzer target for the ring consumer. The input drives a ring image:
+ * the first bytes pick the sizes of a well-formed layout (so the fuzzer gets
+ * past header validation), a flag byte lets it overwrite the header itself,
+ * and the rest is laid over slots, thread slots and strings. The consumer
+ * then reads until it reports nothing or an error, with an iteration cap.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memprof_consumer.h"
+#include "ring_abi.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define PARAMS 8
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint32_t slots, threads, strs, blob;
+	size_t off, toff, eoff, boff, len, body;
+	struct mp_ring_hdr *h;
+	struct mp_consumer *c;
+	struct mp_record rec;
+	unsigned char *mem;
+	uint8_t flags, shrink;
+
+	if (size < PARAMS)
+		return 0;
+	slots = 2u << (data[0] % 6);
+	threads = 1u + data[1] % 4;
+	strs = 1u + data[2] % 16;
+	blob = 1u + data[3];
+	flags = data[4];
+	shrink = data[5];
+	data += PARAMS;
+	size -= PARAMS;
+
+	off = (sizeof(struct mp_ring_hdr) + 127) & ~(size_t)127;
+	toff = off + (size_t)threads * slots * sizeof(struct mp_slot);
+	eoff = toff + (size_t)threads * sizeof(struct mp_thread);
+	boff = eoff + (size_t)strs * sizeof(mp_strent);
+	len = boff + blob;
+	mem = aligned_alloc(128, (len + 127) & ~(size_t)127);
+	if (!mem)
+		return 0;
+	memset(mem, 0, len);
+	h = (struct mp_ring_hdr *)mem;
+	*h = (struct mp_ring_hdr){
+		.magic = MP_RING_MAGIC,
+		.abi_version = MP_RING_ABI_VERSION,
+		.hdr_size = sizeof(*h),
+		.total_size = len,
+		.creator_pid = 1,
+		.slot_size = sizeof(struct mp_slot),
+		.slot_count = slots,
+		.thread_size = sizeof(struct mp_thread),
+		.thread_count = threads,
+		.str_max = strs,
+		.blob_size = blob,
+		.ring_off = off,
+		.threads_off = toff,
+		.strent_off = eoff,
+		.blob_off = boff,
+	};
+	if (flags & 1) {
+		/* raw header bytes from the input */
+		size_t n = size < sizeof(*h) ? size : sizeof(*h);
+
+		memcpy(mem, data, n);
+		data += n;
+		size -= n;
+	}
+	body = len - off;
+	memcpy(mem + off, data, size < body ? size : body);
+	if (flags & 2) {
+		/* make slots after each ring's consumer position look
+		 * published, so that records get decoded */
+		uint64_t mask = slots - 1;
+
+		for (uint32_t r = 0; r < threads; r++) {
+			struct mp_thread *t = (struct mp_thread *)(mem + toff) + r;
+			struct mp_slot *ring = (struct mp_slot *)(mem + off) + (size_t)r * slots;
+
+			for (uint64_t p = t->tail, i = 0; i < slots; i++, p++)
+				if (flags & 4 || i < 4)
+					ring[p & mask].seq = p + 1;
+		}
+	}
+
+	if (mp_consumer_open_mem(mem, (flags & 8) ? len - shrink % 64 : len, &c) == 0) {
+		for (int i = 0; i < 10000; i++)
+			if (mp_consumer_read(c, &rec) <= 0)
+				break;
+		(void)mp_consumer_drops(c);
+		(void)mp_consumer_pid(c);
+		mp_consumer_free(c);
+	}
+	free(mem);
+	return 0;
+}
