@@ -24,6 +24,9 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define MAP_ANONYMOUS_FLAG 0x20
 
 const volatile __u32 target_tgid = 0;
+/* Waking the consumer on every event costs more than the probe itself;
+ * wake it once this much is pending (it also polls on a timer). */
+const volatile __u64 wakeup_bytes = 256 << 10;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -123,7 +126,11 @@ static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr
 	e->size = size;
 	e->old_addr = old_addr;
 	e->caller = caller;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e,
+			   type == MP_RAW_EXEC || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >=
+							  wakeup_bytes ?
+				   BPF_RB_FORCE_WAKEUP :
+				   BPF_RB_NO_WAKEUP);
 	return 0;
 }
 

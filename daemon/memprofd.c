@@ -247,7 +247,7 @@ int main(int argc, char **argv)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while (!stop) {
 		struct epoll_event ee;
-		int timeout = 100;
+		int timeout = MP_TRACER_POLL_MS;
 
 		if (duration > 0) {
 			double el;

@@ -58,7 +58,10 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret);
 /* Detaches every probe and unloads every program. */
 void mp_tracer_free(struct mp_tracer *t);
 
-/* Readable when mp_tracer_consume() has something to do. */
+/* Events are batched: the fd becomes readable when a batch is pending, at
+ * an exec or exit of the target; poll it with a timeout of at most
+ * MP_TRACER_POLL_MS and call mp_tracer_consume() on timeouts too. */
+#define MP_TRACER_POLL_MS 50
 int mp_tracer_fd(const struct mp_tracer *t);
 
 /*

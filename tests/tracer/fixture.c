@@ -128,8 +128,9 @@ static void *thread_main(void *arg)
 	uintptr_t id = (uintptr_t)arg;
 
 	for (int i = 0; i < THREAD_ITERS; i++) {
-		sink = malloc(64 + id);
-		free(sink);
+		void *volatile p = malloc(64 + id);
+
+		free(p);
 	}
 	return malloc(1000 + id);
 }
