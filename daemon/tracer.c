@@ -145,7 +145,32 @@ static int cs_reg_of_arg(uint32_t arg)
  * *sp — is the same as at entry; the only path around the probe point is
  * "pointer == NULL", which is not an event.
  */
-static uint64_t place_free_probe(const uint8_t *code, size_t len, uint32_t ptr_arg)
+/* Does any direct jump or call in @code (the whole function) land on
+ * @target? Undecodable code counts as yes: nothing is proven then. */
+static bool jumped_to(csh h, const uint8_t *code, size_t len, uint64_t target)
+{
+	cs_insn *insn = NULL;
+	size_t n = cs_disasm(h, code, len, 0, 0, &insn), covered = 0;
+	bool hit = false;
+
+	for (size_t i = 0; i < n && !hit; i++) {
+		const cs_x86 *x = &insn[i].detail->x86;
+
+		covered = insn[i].address + insn[i].size;
+		if (!cs_insn_group(h, &insn[i], CS_GRP_JUMP) &&
+		    !cs_insn_group(h, &insn[i], CS_GRP_CALL))
+			continue;
+		for (uint8_t k = 0; k < x->op_count; k++)
+			if (x->operands[k].type == X86_OP_IMM &&
+			    (uint64_t)x->operands[k].imm == target)
+				hit = true;
+	}
+	if (n)
+		cs_free(insn, n);
+	return hit || covered != len;
+}
+
+uint64_t mp_tracer_place_free_probe(const uint8_t *code, size_t len, uint32_t ptr_arg)
 {
 	csh h;
 	cs_insn *insn = NULL;
@@ -169,6 +194,9 @@ static uint64_t place_free_probe(const uint8_t *code, size_t len, uint32_t ptr_a
 		delta = insn[i + 1].address + insn[i + 1].size;
 	if (n)
 		cs_free(insn, n);
+	/* A jump back to the probe point would hit it twice per call. */
+	if (delta && jumped_to(h, code, len, delta))
+		delta = 0;
 	cs_close(&h);
 	return delta;
 }
@@ -214,7 +242,7 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 		size_t len;
 
 		if (mp_symbols_read_code(syms, &sym, code, sizeof(code), &len) == 0)
-			delta = place_free_probe(code, len, a);
+			delta = mp_tracer_place_free_probe(code, len, a);
 	}
 	p->info.probe_delta = delta;
 	uo.bpf_cookie = MP_COOKIE(fn, kind, a, b, c, 0);

@@ -84,6 +84,11 @@ size_t mp_tracer_probes(const struct mp_tracer *t, const struct mp_probe_info **
  * "SYMBOL[@OBJECT]:ptr=argN" (true), N counted from 0. */
 int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *ret);
 
+/* Bytes after the entry of a free-like function (pointer in argument
+ * @ptr_arg, code at @code) where its entry probe may go instead: past an
+ * endbr64 and a "test ptr,ptr; je" NULL check. 0 = at the entry. */
+uint64_t mp_tracer_place_free_probe(const uint8_t *code, size_t len, uint32_t ptr_arg);
+
 const char *mp_alloc_fn_name(uint32_t fn);
 
 #endif /* MP_TRACER_H */

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -407,6 +408,15 @@ static void glibc_aliases(struct result *r)
 			r->expected[i].fn = MP_FN_ALIGNED_ALLOC;
 }
 
+static const struct mp_probe_info *probe_of(const struct result *r, uint32_t fn)
+{
+	for (size_t i = 0; i < r->n_probes; i++)
+		if (r->probes[i].fn == fn)
+			return &r->probes[i];
+	cr_assert_fail("no probe for %s", mp_alloc_fn_name(fn));
+	return NULL;
+}
+
 static const char *probe_path(const struct result *r, uint32_t fn)
 {
 	for (size_t i = 0; i < r->n_probes; i++)
@@ -434,6 +444,65 @@ Test(tracer, glibc_sequence_exact, .timeout = 60)
 	assert_result(&r, &want, 0);
 	cr_assert(strstr(probe_path(&r, MP_FN_MALLOC), "/libc.so"));
 	cr_assert(strstr(probe_path(&r, MP_FN_FREE), "/libc.so"));
+	/* glibc's free starts with its NULL check: probed after it, and the
+	 * exact counts above prove the callers were still read right. */
+	cr_assert_gt(probe_of(&r, MP_FN_FREE)->probe_delta, 0);
+}
+
+Test(tracer, naive_placement_same_result, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "seq", NULL };
+	struct mp_tracer_opts o = { .naive_placement = true };
+	struct mp_live_stats want;
+	struct result r;
+
+	require_root();
+	run(argv, false, &o, &r);
+	glibc_aliases(&r);
+	expect_seq(&want, false);
+	assert_result(&r, &want, 0);
+	for (size_t i = 0; i < r.n_probes; i++)
+		cr_assert_eq(r.probes[i].probe_delta, 0, "%s", r.probes[i].name);
+}
+
+static void *thread_sleep(void *arg)
+{
+	*(volatile pid_t *)arg = gettid();
+	pause();
+	return NULL;
+}
+
+Test(tracer, attach_errors, .timeout = 60)
+{
+	struct mp_tracer_opts o = { .pid = 0x3ffffff0 };
+	struct mp_tracer *t = NULL;
+	char *argv[] = { FIXTURE_NOMALLOC, NULL };
+	volatile pid_t tid = 0;
+	pthread_t th;
+	pid_t pid;
+
+	require_root();
+	cr_assert_eq(mp_tracer_new(&o, &t), -ESRCH);
+	/* A thread id, not a process id. */
+	cr_assert_eq(pthread_create(&th, NULL, thread_sleep, (void *)&tid), 0);
+	while (!tid)
+		usleep(1000);
+	o.pid = tid;
+	cr_assert_eq(mp_tracer_new(&o, &t), -EINVAL);
+	/* A static program without any allocator. */
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	usleep(100000);
+	o.pid = pid;
+	cr_assert_eq(mp_tracer_new(&o, &t), -ENOENT);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	cr_assert_null(t);
+	mp_tracer_free(NULL);
 }
 
 Test(tracer, jemalloc_link_order, .timeout = 60)
