@@ -181,6 +181,13 @@ int main(int argc, char **argv)
 			free(n[i]);
 		for (int i = 1; i < 10; i += 2)
 			say("live malloc %p 200\n", n[i]);
+	} else if (!strcmp(mode, "rss")) {
+		/* 4 MiB of anonymous memory faulted in, then released. */
+		char *m = mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			       -1, 0);
+
+		memset(m, 1, 4 << 20);
+		munmap(m, 4 << 20);
 	} else if (!strcmp(mode, "custom")) {
 		void *a = fx_alloc(1, 123), *b = fx_alloc(2, 77);
 

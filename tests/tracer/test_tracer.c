@@ -23,6 +23,7 @@
 
 #include "live.h"
 #include "procmaps.h"
+#include "rss_sample.h"
 #include "tracer.h"
 
 #define MAX_BLOCKS 64
@@ -51,6 +52,11 @@ struct result {
 	size_t n_live, n_expected;
 	size_t n_exec, n_exit;
 	uint64_t drops;
+	/* rss_stat, member ANON: first, highest, last value; events from
+	 * threads of other processes */
+	size_t n_rss, n_rss_foreign;
+	int64_t rss_first, rss_max, rss_last;
+	pid_t tpid;
 	struct mp_probe_info probes[MP_FN_BUILTIN_COUNT + 4];
 	char probe_paths[MP_FN_BUILTIN_COUNT + 4][PATH_MAX];
 	size_t n_probes;
@@ -240,6 +246,18 @@ static void apply_range(struct mp_live *l, const struct events *ev, size_t from,
 			r->n_exec++;
 		if (e->type == MP_RAW_EXIT)
 			r->n_exit++;
+		if (e->type == MP_RAW_RSS_STAT) {
+			if (e->tid && e->pid != (uint32_t)r->tpid)
+				r->n_rss_foreign++;
+			if (e->fn != MP_RSS_ANON)
+				continue;
+			if (!r->n_rss++)
+				r->rss_first = r->rss_max = (int64_t)e->size;
+			if ((int64_t)e->size > r->rss_max)
+				r->rss_max = (int64_t)e->size;
+			r->rss_last = (int64_t)e->size;
+			continue;
+		}
 		if ((e->type == MP_RAW_ALLOC || e->type == MP_RAW_FREE ||
 		     e->type == MP_RAW_REALLOC) &&
 		    !in_exe(x, e->caller))
@@ -270,6 +288,7 @@ static void run(char *const argv[], bool exec_mode, const struct mp_tracer_opts 
 	fx_expect_ready(&f);
 	exe_ranges(f.tpid, &before);
 	o.pid = f.tpid;
+	r->tpid = f.tpid;
 	rc = mp_tracer_new(&o, &t);
 	cr_assert_eq(rc, 0, "mp_tracer_new: %s", strerror(-rc));
 	r->n_probes = mp_tracer_probes(t, &pi);
@@ -606,6 +625,29 @@ Test(tracer, exec_and_exit, .timeout = 60)
 	want.fn[MP_FN_MALLOC].alloc_bytes += 111;
 	want.exec_dropped = 1;
 	assert_result(&r, &want, 1);
+}
+
+Test(tracer, rss_stat_exact, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "rss", NULL };
+	struct mp_tracer_opts o = { .rss_exact = true };
+	struct mp_live_stats want = { 0 };
+	/* The tracepoint reports the counter without the per-CPU deltas:
+	 * up to 32 pages per CPU behind. */
+	int64_t slack = 32 * 4096 * sysconf(_SC_NPROCESSORS_CONF);
+	struct result r;
+
+	require_root();
+	run(argv, false, &o, &r);
+	set_fn(&want, MP_FN_MMAP, 1, 4 << 20, 0, 0);
+	set_fn(&want, MP_FN_MUNMAP, 0, 0, 1, 4 << 20);
+	assert_result(&r, &want, 0);
+	cr_assert_geq(r.n_rss, 1024 / 32, "%zu rss events", r.n_rss);
+	cr_assert_eq(r.n_rss_foreign, 0);
+	cr_assert_geq(r.rss_max - r.rss_first, (4 << 20) - slack, "anon rss rose by %lld only",
+		      (long long)(r.rss_max - r.rss_first));
+	cr_assert_leq(r.rss_last, r.rss_first + slack, "anon rss %lld at the end, %lld at start",
+		      (long long)r.rss_last, (long long)r.rss_first);
 }
 
 static void bpf_ids(bool links, uint32_t *ids, size_t *n, size_t max)
