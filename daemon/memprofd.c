@@ -32,7 +32,7 @@ static void on_signal(int sig)
 
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
-	if (!verbose && level != LIBBPF_WARN)
+	if (!verbose)
 		return 0;
 	return vfprintf(stderr, fmt, ap);
 }
