@@ -27,6 +27,8 @@ const volatile __u32 target_tgid = 0;
 /* Waking the consumer on every event costs more than the probe itself;
  * wake it once this much is pending (it also polls on a timer). */
 const volatile __u64 wakeup_bytes = 256 << 10;
+/* A ring-buffer record: 8-byte header, body rounded up to 8. */
+#define RECORD_BYTES (8 + ((sizeof(struct mp_raw_event) + 7) & ~7ULL))
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -122,6 +124,8 @@ static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr
 				__u64 old_addr, __u64 caller)
 {
 	struct mp_raw_event *e;
+	__u64 avail;
+	bool wake;
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -137,11 +141,12 @@ static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr
 	e->size = size;
 	e->old_addr = old_addr;
 	e->caller = caller;
-	bpf_ringbuf_submit(e,
-			   type == MP_RAW_EXEC || bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >=
-							  wakeup_bytes ?
-				   BPF_RB_FORCE_WAKEUP :
-				   BPF_RB_NO_WAKEUP);
+	/* Wake the consumer each time the backlog crosses a multiple of
+	 * wakeup_bytes (this record's header and body included), not on every
+	 * record above it. */
+	avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	wake = type == MP_RAW_EXEC || avail / wakeup_bytes != (avail - RECORD_BYTES) / wakeup_bytes;
+	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	return 0;
 }
 

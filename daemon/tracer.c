@@ -514,7 +514,9 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 		t->exec_pending = false;
 		detach_probes(t);
 		r = resolve_and_attach(t, true);
-		if (r < 0)
+		/* A new image without an allocator (static, no malloc) is
+		 * still traced for its mappings. */
+		if (r < 0 && r != -ENOENT)
 			return r;
 	}
 	return t->n_delivered;

@@ -67,7 +67,8 @@ int mp_tracer_fd(const struct mp_tracer *t);
 /*
  * Deliver every pending raw event, without blocking. After an exec of the
  * target (MP_RAW_EXEC delivered), the probes are re-resolved and re-attached
- * before returning. When the target has exited, the ring is drained a last
+ * before returning (an image without malloc/free gets no uprobes, only the
+ * syscall tracepoints). When the target has exited, the ring is drained a last
  * time and MP_RAW_EXIT is delivered; later calls return -ESRCH. Returns the
  * number of events delivered.
  */
