@@ -99,6 +99,13 @@ const char *mp_alloc_fn_name(uint32_t fn)
 	return "custom";
 }
 
+const char *mp_tracer_fn_name(const struct mp_tracer *t, uint32_t fn)
+{
+	if (fn >= MP_FN_CUSTOM && fn - MP_FN_CUSTOM < t->opts.n_extra)
+		return t->extra[fn - MP_FN_CUSTOM].name;
+	return mp_alloc_fn_name(fn);
+}
+
 static void detach_probes(struct mp_tracer *t)
 {
 	for (size_t i = 0; i < t->n_probes; i++) {

@@ -43,6 +43,7 @@ struct mp_probe_info {
 	int alias_of; /* index of the probe with the same address, or -1 */
 };
 
+/* Not thread-safe: one thread calls consume/drops/free. */
 struct mp_tracer;
 
 /* Raw event callback; a negative return stops mp_tracer_consume() and is
@@ -90,6 +91,9 @@ int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *
  * endbr64 and a "test ptr,ptr; je" NULL check. 0 = at the entry. */
 uint64_t mp_tracer_place_free_probe(const uint8_t *code, size_t len, uint32_t ptr_arg);
 
+/* Name of a builtin function ("custom" for MP_FN_CUSTOM and above). */
 const char *mp_alloc_fn_name(uint32_t fn);
+/* Same, with the symbol of --alloc/--free functions. */
+const char *mp_tracer_fn_name(const struct mp_tracer *t, uint32_t fn);
 
 #endif /* MP_TRACER_H */

@@ -297,7 +297,10 @@ static void run(char *const argv[], bool exec_mode, const struct mp_tracer_opts 
 		r->probes[i] = pi[i];
 		snprintf(r->probe_paths[i], PATH_MAX, "%s", pi[i].path);
 		r->probes[i].path = r->probe_paths[i];
-		r->probes[i].name = mp_alloc_fn_name(pi[i].fn);
+		r->probes[i].name = pi[i].fn >= MP_FN_CUSTOM ?
+					    o.extra[pi[i].fn - MP_FN_CUSTOM].name :
+					    mp_alloc_fn_name(pi[i].fn);
+		cr_assert_str_eq(r->probes[i].name, mp_tracer_fn_name(t, pi[i].fn));
 	}
 	fx_go(&f);
 	if (exec_mode) {
@@ -762,6 +765,8 @@ Test(tracer, custom_functions, .timeout = 60)
 	set_fn(&want, MP_FN_CUSTOM + 1, 0, 0, 1, 123);
 	assert_result(&r, &want, 0);
 	cr_assert(strstr(probe_path(&r, MP_FN_CUSTOM), "/tracer-fixture"));
+	cr_assert_str_eq(r.probes[r.n_probes - 2].name, "fx_alloc");
+	cr_assert_str_eq(r.probes[r.n_probes - 1].name, "fx_free");
 }
 
 Test(tracer, parse_func)
