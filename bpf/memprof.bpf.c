@@ -32,7 +32,7 @@ const volatile __u64 wakeup_bytes = 256 << 10;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
+	__uint(max_entries, 8 << 20); /* MP_TRACER_RING_BYTES, settable */
 } events SEC(".maps");
 
 struct {

@@ -419,6 +419,19 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		goto fail;
 	}
 	t->skel->rodata->target_tgid = (uint32_t)opts->pid;
+	if (opts->ring_bytes) {
+		uint32_t rb = opts->ring_bytes;
+
+		if (rb < (uint32_t)getpagesize() || (rb & (rb - 1))) {
+			r = -EINVAL;
+			goto fail;
+		}
+		r = bpf_map__set_max_entries(t->skel->maps.events, rb);
+		if (r < 0)
+			goto fail;
+		if (t->skel->rodata->wakeup_bytes > rb / 4)
+			t->skel->rodata->wakeup_bytes = rb / 4;
+	}
 	bpf_program__set_autoload(t->skel->progs.mp_rss_stat, opts->rss_exact);
 	r = memprof_bpf__load(t->skel);
 	if (r < 0)

@@ -31,7 +31,12 @@ struct mp_tracer_opts {
 	size_t n_extra;
 	bool naive_placement; /* probe every function at its entry */
 	bool rss_exact; /* also deliver MP_RAW_RSS_STAT */
+	/* BPF ring buffer size: a power of two, at least one page; 0 means
+	 * MP_TRACER_RING_BYTES. */
+	uint32_t ring_bytes;
 };
+
+#define MP_TRACER_RING_BYTES (8u << 20)
 
 /* One attached allocator function. */
 struct mp_probe_info {

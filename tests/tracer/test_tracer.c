@@ -51,6 +51,7 @@ struct result {
 	struct blk live[MAX_BLOCKS], expected[MAX_BLOCKS];
 	size_t n_live, n_expected;
 	size_t n_exec, n_exit;
+	size_t n_events; /* everything delivered, EXIT included */
 	uint64_t drops;
 	/* rss_stat, member ANON: first, highest, last value; events from
 	 * threads of other processes */
@@ -340,6 +341,7 @@ static void run(char *const argv[], bool exec_mode, const struct mp_tracer_opts 
 	mp_live_stats(l, &r->st);
 	mp_live_foreach(l, live_collect, r);
 	mp_live_free(l);
+	r->n_events = ev.n;
 	free(ev.ev);
 	qsort(r->live, r->n_live, sizeof(r->live[0]), blk_cmp);
 	qsort(r->expected, r->n_expected, sizeof(r->expected[0]), blk_cmp);
@@ -589,6 +591,24 @@ Test(tracer, preexisting_allocations, .timeout = 60)
 	set_fn(&want, MP_FN_FREE, 0, 0, 5, 5 * 200);
 	want.fn[MP_FN_FREE].unknown_frees = 50;
 	assert_result(&r, &want, 0);
+}
+
+Test(tracer, drops_are_counted, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "pre", NULL };
+	/* A one-page ring holds 63 records of 64 bytes (the kernel keeps it
+	 * from filling completely); the script makes 65 events and the test
+	 * reads none until the script is done. */
+	struct mp_tracer_opts o = { .ring_bytes = 4096 };
+	struct result r;
+
+	require_root();
+	_Static_assert(sizeof(struct mp_raw_event) + 8 == 64, "record size");
+	run(argv, false, &o, &r);
+	/* every event is either delivered or counted, none vanishes */
+	cr_assert_eq(r.drops, 2, "drops %llu, events %zu", (unsigned long long)r.drops, r.n_events);
+	cr_assert_eq(r.n_events, 63 + 1 /* EXIT */);
+	cr_assert_eq(r.n_exit, 1);
 }
 
 Test(tracer, eight_threads, .timeout = 60)
