@@ -611,6 +611,28 @@ Test(tracer, drops_are_counted, .timeout = 60)
 	cr_assert_eq(r.n_exit, 1);
 }
 
+Test(tracer, ld_preload_first, .timeout = 60)
+{
+	char *argv[] = { "env", "LD_PRELOAD=" JEMALLOC_SO, FIXTURE_GLIBC, "pre", NULL };
+	struct mp_live_stats want = { 0 };
+	struct result r;
+
+	require_root();
+	run(argv, false, NULL, &r);
+	/* The preloaded jemalloc is mapped above libc (the loader maps it
+	 * first), so address order would pick libc; lookup order must not. */
+	cr_assert(strstr(probe_path(&r, MP_FN_MALLOC), "/libjemalloc.so"), "malloc in %s",
+		  probe_path(&r, MP_FN_MALLOC));
+	cr_assert(strstr(probe_path(&r, MP_FN_FREE), "/libjemalloc.so"));
+	want.live_bytes = 5 * 200;
+	want.live_blocks = 5;
+	want.unknown_frees = 50;
+	set_fn(&want, MP_FN_MALLOC, 10, 10 * 200, 0, 0);
+	set_fn(&want, MP_FN_FREE, 0, 0, 5, 5 * 200);
+	want.fn[MP_FN_FREE].unknown_frees = 50;
+	assert_result(&r, &want, 0);
+}
+
 Test(tracer, eight_threads, .timeout = 60)
 {
 	char *argv[] = { FIXTURE_GLIBC, "threads", NULL };
