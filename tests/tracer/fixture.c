@@ -161,6 +161,18 @@ int main(int argc, char **argv)
 	const char *mode = argc > 1 ? argv[1] : "seq";
 	void *pre[N_PRE];
 
+	/* "MODE unlink": delete our own executable first, as a package
+	 * upgrade does to a running service. */
+	if (argc > 2 && !strcmp(argv[2], "unlink")) {
+		char exe[4096];
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+		if (n <= 0)
+			_exit(8);
+		exe[n] = '\0';
+		if (unlink(exe))
+			_exit(9);
+	}
 	if (!strcmp(mode, "pre"))
 		for (int i = 0; i < N_PRE; i++)
 			pre[i] = malloc(100);

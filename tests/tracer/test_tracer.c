@@ -576,6 +576,34 @@ Test(tracer, mount_namespace, .timeout = 60)
 	cr_assert(strstr(probe_path(&r, MP_FN_MALLOC), "/libc.so"));
 }
 
+/* The probed object (here the executable, with a custom allocator) was
+ * deleted after it was mapped: reachable only through /proc/PID/map_files. */
+Test(tracer, deleted_executable, .timeout = 60)
+{
+	char dir[] = "/tmp/mp-del-XXXXXX", cmd[PATH_MAX * 3];
+	char *argv[] = { "sh", "-c", cmd, NULL };
+	struct mp_tracer_func fx[2];
+	struct mp_tracer_opts o = { .extra = fx, .n_extra = 2 };
+	struct mp_live_stats want = { 0 };
+	struct result r;
+
+	require_root();
+	cr_assert_eq(mp_tracer_parse_func("fx_alloc:size=arg1", false, &fx[0]), 0);
+	cr_assert_eq(mp_tracer_parse_func("fx_free:ptr=arg0", true, &fx[1]), 0);
+	cr_assert(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "cp %s %s/fx && exec %s/fx custom unlink", FIXTURE_GLIBC, dir,
+		 dir);
+	run(argv, false, &o, &r);
+	rmdir(dir);
+	want.live_bytes = 77;
+	want.live_blocks = 1;
+	set_fn(&want, MP_FN_CUSTOM, 2, 123 + 77, 0, 0);
+	set_fn(&want, MP_FN_CUSTOM + 1, 0, 0, 1, 123);
+	assert_result(&r, &want, 0);
+	cr_assert(strstr(probe_path(&r, MP_FN_CUSTOM), "/fx (deleted)"), "fx_alloc in %s",
+		  probe_path(&r, MP_FN_CUSTOM));
+}
+
 Test(tracer, preexisting_allocations, .timeout = 60)
 {
 	char *argv[] = { FIXTURE_GLIBC, "pre", NULL };
