@@ -10,6 +10,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "memprof_events.h"
+#include "memprof_probe.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 

@@ -17,6 +17,7 @@
 
 #include "heap_event.h"
 #include "memprof.skel.h"
+#include "memprof_probe.h"
 #include "symbols.h"
 
 _Static_assert(MP_FN_MMAP == 10 && MP_FN_MUNMAP == 11 && MP_FN_MREMAP == 12,
