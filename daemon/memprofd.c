@@ -197,6 +197,8 @@ static const char *attach_error(int r)
 		return "not permitted (needs CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE)";
 	case -ENOENT:
 		return "no allocator found (no malloc and free in the process)";
+	case -ENXIO:
+		return "an --alloc/--free function was not found in the process";
 	case -EINVAL:
 		return "not a process id (a thread id?) or bad options";
 	default:

@@ -299,7 +299,7 @@ static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 			       f->object[0] ? f->object : NULL,
 			       f->is_free ? MP_KIND_FREE : MP_KIND_ALLOC, f->arg, 0, 0);
 		if (r < 0)
-			return r;
+			return r == -ENOENT ? -ENXIO : r;
 	}
 	for (size_t i = 0; i < t->n_probes; i++)
 		t->infos[i] = t->probes[i].info;

@@ -57,8 +57,9 @@ typedef int (*mp_raw_cb)(void *ctx, const struct mp_raw_event *ev);
 
 /*
  * Resolve, load and attach. Errors: -ESRCH no such process, -EPERM/-EACCES
- * not permitted, -ENOENT no allocator (malloc and free) found, -EINVAL bad
- * options, others from libbpf.
+ * not permitted, -ENOENT no allocator (malloc and free) found, -ENXIO an
+ * extra function not found, -EINVAL bad options or a thread id, others from
+ * libbpf.
  */
 int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret);
 /* Detaches every probe and unloads every program. */

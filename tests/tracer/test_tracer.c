@@ -500,6 +500,7 @@ Test(tracer, attach_errors, .timeout = 60)
 {
 	struct mp_tracer_opts o = { .pid = 0x3ffffff0 };
 	struct mp_tracer *t = NULL;
+	struct mp_tracer_func fx;
 	char *argv[] = { FIXTURE_NOMALLOC, NULL };
 	volatile pid_t tid = 0;
 	pthread_t th;
@@ -523,6 +524,12 @@ Test(tracer, attach_errors, .timeout = 60)
 	usleep(100000);
 	o.pid = pid;
 	cr_assert_eq(mp_tracer_new(&o, &t), -ENOENT);
+	/* A custom function nothing defines. */
+	cr_assert_eq(mp_tracer_parse_func("no_such_alloc_fn:size=arg0", false, &fx), 0);
+	o.pid = getpid();
+	o.extra = &fx;
+	o.n_extra = 1;
+	cr_assert_eq(mp_tracer_new(&o, &t), -ENXIO);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	cr_assert_null(t);
