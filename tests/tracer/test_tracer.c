@@ -846,6 +846,83 @@ Test(tracer, custom_functions, .timeout = 60)
 	cr_assert_str_eq(r.probes[r.n_probes - 1].name, "fx_free");
 }
 
+/* memprofd itself: --dump-events output and summary, whole. */
+Test(tracer, memprofd_dump_events, .timeout = 60)
+{
+	char *fargv[] = { FIXTURE_GLIBC, "pre", NULL };
+	char pidarg[32], line[512], *out = NULL;
+	int errp[2], outp[2], status;
+	size_t outlen = 0, n_alloc = 0, n_free = 0, n_unknown = 0, n_exit = 0, n_other = 0,
+	       n_summary = 0;
+	struct fixture f;
+	FILE *err, *so;
+	pid_t d;
+
+	require_root();
+	fx_start(&f, fargv);
+	fx_expect_ready(&f);
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)f.tpid);
+	cr_assert_eq(pipe2(errp, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(outp, O_CLOEXEC), 0);
+	d = fork();
+	cr_assert_geq(d, 0);
+	if (d == 0) {
+		dup2(errp[1], 2);
+		dup2(outp[1], 1);
+		execl(MEMPROFD, "memprofd", "--pid", pidarg, "--dump-events", (char *)NULL);
+		_exit(127);
+	}
+	close(errp[1]);
+	close(outp[1]);
+	err = fdopen(errp[0], "r");
+	cr_assert(fgets(line, sizeof(line), err));
+	cr_assert(strstr(line, "memprofd: attached to pid"), "got '%s'", line);
+	fx_go(&f);
+	fx_read_done(&f, &(struct result){ 0 });
+	fx_go(&f);
+	so = fdopen(outp[0], "r");
+	while (fgets(line, sizeof(line), so)) {
+		size_t l = strlen(line);
+
+		out = realloc(out, outlen + l + 1);
+		memcpy(out + outlen, line, l + 1);
+		outlen += l;
+		if (!strncmp(line, "alloc fn=malloc ", 16))
+			n_alloc++;
+		else if (!strncmp(line, "free fn=free ", 13))
+			n_free++;
+		else if (!strncmp(line, "unknown-free fn=free ", 21))
+			n_unknown++;
+		else if (!strncmp(line, "exit ", 5))
+			n_exit++;
+		else if (!strncmp(line, "summary ", 8))
+			n_summary++;
+		else if (strncmp(line, "fn ", 3))
+			n_other++;
+	}
+	cr_assert_eq(waitpid(d, &status, 0), d);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "memprofd status %d", status);
+	waitpid(f.pid, &status, 0);
+	cr_assert_eq(n_alloc, 10);
+	cr_assert_eq(n_free, 5);
+	cr_assert_eq(n_unknown, 50);
+	cr_assert_eq(n_exit, 1);
+	cr_assert_eq(n_other, 0);
+	cr_assert(out && strstr(out, "summary live_bytes=1000 live_blocks=5 unknown_frees=50 "
+				     "failed=0 ignored=0 drops=0\n"
+				     "fn malloc allocs=10 alloc_bytes=2000 frees=0 freed_bytes=0 "
+				     "unknown_frees=0\n"
+				     "fn free allocs=0 alloc_bytes=0 frees=5 freed_bytes=1000 "
+				     "unknown_frees=50\n"),
+		  "output:\n%s", out ? out : "");
+	cr_assert_eq(n_summary, 1);
+	free(out);
+	fclose(err);
+	fclose(so);
+	close(f.to);
+	close(f.from);
+}
+
 Test(tracer, parse_func)
 {
 	struct mp_tracer_func f, want = { .arg = 2 };
