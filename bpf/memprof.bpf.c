@@ -393,9 +393,15 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct call_state *st;
 
 	if (!is_target(pid_tgid))
 		return 0;
+	/* Nothing of the old image is in progress any more; a stale call
+	 * would make every call of the new image look nested. */
+	st = thread_state(&calls, false);
+	if (st)
+		st->active = 0;
 	return emit(pid_tgid, MP_RAW_EXEC, 0, 0, 0, 0, 0);
 }
 
