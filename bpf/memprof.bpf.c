@@ -10,6 +10,7 @@
 #include <bpf/bpf_tracing.h>
 
 #include "memprof_events.h"
+#include "memprof_probe.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
@@ -24,10 +25,15 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define MAP_ANONYMOUS_FLAG 0x20
 
 const volatile __u32 target_tgid = 0;
+/* Waking the consumer on every event costs more than the probe itself;
+ * wake it once this much is pending (it also polls on a timer). */
+const volatile __u64 wakeup_bytes = 256 << 10;
+/* A ring-buffer record: 8-byte header, body rounded up to 8. */
+#define RECORD_BYTES (8 + ((sizeof(struct mp_raw_event) + 7) & ~7ULL))
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20);
+	__uint(max_entries, 8 << 20); /* MP_TRACER_RING_BYTES, settable */
 } events SEC(".maps");
 
 struct {
@@ -39,6 +45,7 @@ struct {
 
 /* An allocator call in progress on a thread, from entry to return. */
 struct call_state {
+	__u64 active; /* between entry and return */
 	__u64 cookie;
 	__u64 a, b, c;
 	__u64 caller;
@@ -48,37 +55,41 @@ struct call_state {
 	__u32 pad;
 };
 
+/* Per-thread state lives in task storage: cheaper than a hash map on
+ * every probe hit, and freed with the thread. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct call_state);
 } calls SEC(".maps");
 
 struct sys_state {
+	__u64 active;
 	__u64 nr;
 	__u64 a, b, c;
 	__u64 caller;
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct sys_state);
 } syscalls SEC(".maps");
 
 /* Caller of a libc syscall wrapper that builds a stack frame before the
  * syscall (mremap is variadic), recorded by a uprobe at its entry. */
 struct caller_hint {
+	__u64 active;
 	__u64 caller;
 	__u64 sp;
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u64);
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct caller_hint);
 } hints SEC(".maps");
 
@@ -89,6 +100,12 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } target_mm SEC(".maps");
+
+static __always_inline void *thread_state(void *map, bool create)
+{
+	return bpf_task_storage_get(map, bpf_get_current_task_btf(), 0,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
 
 static __always_inline bool is_target(__u64 pid_tgid)
 {
@@ -108,6 +125,8 @@ static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr
 				__u64 old_addr, __u64 caller)
 {
 	struct mp_raw_event *e;
+	__u64 avail;
+	bool wake;
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
@@ -123,7 +142,12 @@ static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr
 	e->size = size;
 	e->old_addr = old_addr;
 	e->caller = caller;
-	bpf_ringbuf_submit(e, 0);
+	/* Wake the consumer each time the backlog crosses a multiple of
+	 * wakeup_bytes (this record's header and body included), not on every
+	 * record above it. */
+	avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	wake = type == MP_RAW_EXEC || avail / wakeup_bytes != (avail - RECORD_BYTES) / wakeup_bytes;
+	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 	return 0;
 }
 
@@ -183,25 +207,28 @@ int mp_entry(struct pt_regs *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u64 sp = ctx->sp;
-	struct call_state *st, n = {};
+	struct call_state *st;
 
 	if (!is_target(pid_tgid))
 		return 0;
-	st = bpf_map_lookup_elem(&calls, &pid_tgid);
-	/* A deeper stack than the recorded call's means we are inside it; a
-	 * shallower or equal one means its return was never seen (longjmp,
-	 * probe detached mid-call): start over. */
-	if (st && sp <= st->sp) {
+	st = thread_state(&calls, true);
+	if (!st)
+		return 0;
+	/* A deeper (or, for a tail call, equal) stack than the recorded
+	 * call's means we are inside it; a shallower one means its return was
+	 * never seen (longjmp, probe detached mid-call): start over. */
+	if (st->active && sp <= st->sp) {
 		st->depth++;
 		return 0;
 	}
-	n.cookie = cookie;
-	n.a = arg(ctx, MP_COOKIE_A(cookie));
-	n.b = arg(ctx, MP_COOKIE_B(cookie));
-	n.c = arg(ctx, MP_COOKIE_C(cookie));
-	n.caller = read_caller(sp, MP_COOKIE_SP_SLOTS(cookie));
-	n.sp = sp + 8ULL * MP_COOKIE_SP_SLOTS(cookie);
-	bpf_map_update_elem(&calls, &pid_tgid, &n, BPF_ANY);
+	st->active = 1;
+	st->depth = 0;
+	st->cookie = cookie;
+	st->a = arg(ctx, MP_COOKIE_A(cookie));
+	st->b = arg(ctx, MP_COOKIE_B(cookie));
+	st->c = arg(ctx, MP_COOKIE_C(cookie));
+	st->caller = read_caller(sp, MP_COOKIE_SP_SLOTS(cookie));
+	st->sp = sp + 8ULL * MP_COOKIE_SP_SLOTS(cookie);
 	return 0;
 }
 
@@ -215,8 +242,8 @@ int mp_return(struct pt_regs *ctx)
 
 	if (!is_target(pid_tgid))
 		return 0;
-	st = bpf_map_lookup_elem(&calls, &pid_tgid);
-	if (!st)
+	st = thread_state(&calls, false);
+	if (!st || !st->active)
 		return 0;
 	if (st->depth) {
 		st->depth--;
@@ -252,7 +279,7 @@ int mp_return(struct pt_regs *ctx)
 			emit(pid_tgid, MP_RAW_ALLOC, fn, ptr, st->c, 0, st->caller);
 		break;
 	}
-	bpf_map_delete_elem(&calls, &pid_tgid);
+	st->active = 0;
 	return 0;
 }
 
@@ -266,10 +293,10 @@ int mp_free(struct pt_regs *ctx)
 
 	if (!ptr || !is_target(pid_tgid))
 		return 0;
-	st = bpf_map_lookup_elem(&calls, &pid_tgid);
+	st = thread_state(&calls, false);
 	/* Released by an allocator function in progress (realloc built on
 	 * free): that call's own event accounts for it. */
-	if (st && ctx->sp <= st->sp)
+	if (st && st->active && ctx->sp <= st->sp)
 		return 0;
 	return emit(pid_tgid, MP_RAW_FREE, MP_COOKIE_FN(cookie), ptr, 0, 0,
 		    read_caller(ctx->sp, MP_COOKIE_SP_SLOTS(cookie)));
@@ -279,12 +306,16 @@ SEC("uprobe")
 int mp_caller_hint(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct caller_hint h = { .sp = ctx->sp };
+	struct caller_hint *h;
 
 	if (!is_target(pid_tgid))
 		return 0;
-	h.caller = read_caller(h.sp, 0);
-	bpf_map_update_elem(&hints, &pid_tgid, &h, BPF_ANY);
+	h = thread_state(&hints, true);
+	if (!h)
+		return 0;
+	h->active = 1;
+	h->sp = ctx->sp;
+	h->caller = read_caller(h->sp, 0);
 	return 0;
 }
 
@@ -292,10 +323,10 @@ SEC("tp_btf/sys_enter")
 int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct sys_state s = {};
+	struct sys_state *s;
 	struct call_state *st;
 	struct caller_hint *h;
-	__u64 usp;
+	__u64 usp, caller = 0;
 
 	if (id != NR_MMAP && id != NR_MUNMAP && id != NR_MREMAP)
 		return 0;
@@ -303,26 +334,30 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	usp = BPF_CORE_READ(regs, sp);
 	/* Mappings made by the allocator itself belong to its blocks. */
-	st = bpf_map_lookup_elem(&calls, &pid_tgid);
-	if (st && usp <= st->sp)
+	st = thread_state(&calls, false);
+	if (st && st->active && usp <= st->sp)
 		return 0;
-	s.nr = id;
-	s.a = BPF_CORE_READ(regs, di);
-	s.b = BPF_CORE_READ(regs, si);
-	s.c = BPF_CORE_READ(regs, dx);
 	if (id == NR_MMAP && !(BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS_FLAG))
 		return 0;
 	/* The mmap and munmap wrappers make no stack frame before the
 	 * syscall, so the top of the stack is their return address; mremap's
 	 * caller was recorded at its entry. */
-	h = bpf_map_lookup_elem(&hints, &pid_tgid);
-	if (h && h->sp >= usp && h->sp - usp < 4096) {
-		s.caller = h->caller;
-		bpf_map_delete_elem(&hints, &pid_tgid);
+	h = thread_state(&hints, false);
+	if (h && h->active && h->sp >= usp && h->sp - usp < 4096) {
+		caller = h->caller;
+		h->active = 0;
 	} else {
-		bpf_probe_read_user(&s.caller, sizeof(s.caller), (void *)usp);
+		bpf_probe_read_user(&caller, sizeof(caller), (void *)usp);
 	}
-	bpf_map_update_elem(&syscalls, &pid_tgid, &s, BPF_ANY);
+	s = thread_state(&syscalls, true);
+	if (!s)
+		return 0;
+	s->active = 1;
+	s->nr = id;
+	s->a = BPF_CORE_READ(regs, di);
+	s->b = BPF_CORE_READ(regs, si);
+	s->c = BPF_CORE_READ(regs, dx);
+	s->caller = caller;
 	return 0;
 }
 
@@ -334,13 +369,12 @@ int BPF_PROG(mp_sys_exit, struct pt_regs *regs, long ret)
 
 	if (!is_target(pid_tgid))
 		return 0;
-	s = bpf_map_lookup_elem(&syscalls, &pid_tgid);
-	if (!s)
+	s = thread_state(&syscalls, false);
+	if (!s || !s->active)
 		return 0;
-	if (ret < 0 && ret > -4096) {
-		bpf_map_delete_elem(&syscalls, &pid_tgid);
+	s->active = 0;
+	if (ret < 0 && ret > -4096)
 		return 0;
-	}
 	switch (s->nr) {
 	case NR_MMAP:
 		emit(pid_tgid, MP_RAW_ALLOC, FN_MMAP, ret, s->b, 0, s->caller);
@@ -352,7 +386,6 @@ int BPF_PROG(mp_sys_exit, struct pt_regs *regs, long ret)
 		emit(pid_tgid, MP_RAW_REALLOC, FN_MREMAP, ret, s->c, s->a, s->caller);
 		break;
 	}
-	bpf_map_delete_elem(&syscalls, &pid_tgid);
 	return 0;
 }
 
@@ -360,9 +393,15 @@ SEC("tp_btf/sched_process_exec")
 int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct call_state *st;
 
 	if (!is_target(pid_tgid))
 		return 0;
+	/* Nothing of the old image is in progress any more; a stale call
+	 * would make every call of the new image look nested. */
+	st = thread_state(&calls, false);
+	if (st)
+		st->active = 0;
 	return emit(pid_tgid, MP_RAW_EXEC, 0, 0, 0, 0, 0);
 }
 

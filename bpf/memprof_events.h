@@ -39,29 +39,4 @@ struct mp_raw_event {
 	__u64 caller; /* return address into the caller of @fn */
 };
 
-/*
- * BPF attach cookie of the allocator uprobes: which function, how to read
- * its arguments, and where the return address is relative to the stack
- * pointer at the probe point (non-zero when the probe is placed after the
- * function entry and after pushes).
- */
-enum mp_probe_kind {
-	MP_KIND_ALLOC = 1, /* size = argA */
-	MP_KIND_CALLOC = 2, /* size = argA * argB */
-	MP_KIND_REALLOC = 3, /* ptr = argA, size = argB */
-	MP_KIND_REALLOCARRAY = 4, /* ptr = argA, size = argB * argC */
-	MP_KIND_MEMALIGN_OUT = 5, /* *argA = result on 0 return, size = argC */
-	MP_KIND_FREE = 6, /* ptr = argA */
-};
-
-#define MP_COOKIE(fn, kind, a, b, c, sp_slots)                                    \
-	((__u64)(fn) | (__u64)(kind) << 8 | (__u64)(a) << 12 | (__u64)(b) << 16 | \
-	 (__u64)(c) << 20 | (__u64)(sp_slots) << 24)
-#define MP_COOKIE_FN(c) ((__u32)((c)&0xff))
-#define MP_COOKIE_KIND(c) ((__u32)(((c) >> 8) & 0xf))
-#define MP_COOKIE_A(c) ((__u32)(((c) >> 12) & 0xf))
-#define MP_COOKIE_B(c) ((__u32)(((c) >> 16) & 0xf))
-#define MP_COOKIE_C(c) ((__u32)(((c) >> 20) & 0xf))
-#define MP_COOKIE_SP_SLOTS(c) ((__u32)(((c) >> 24) & 0xff))
-
 #endif /* MEMPROF_EVENTS_H */

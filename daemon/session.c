@@ -492,7 +492,7 @@ static int setup(struct session *s, sigset_t *blocked)
 	r = drain_ring(s);
 	if (r < 0)
 		return r;
-	if (o->verbose)
+	if (o->verbose || o->dump)
 		fprintf(stderr, "memprofd: attached to pid %d (%zu allocator probes)\n",
 			(int)o->pid,
 			mp_tracer_probes(s->tracer, &(const struct mp_probe_info *){ NULL }));
@@ -550,6 +550,32 @@ static int loop(struct session *s)
 	return 0;
 }
 
+/* --dump-events: the live table's own account, after the last event. */
+static void dump_summary(struct session *s)
+{
+	FILE *f = s->o->dump;
+	struct mp_live_stats st;
+
+	mp_live_stats(s->live, &st);
+	fprintf(f,
+		"summary live_bytes=%" PRIu64 " live_blocks=%" PRIu64 " unknown_frees=%" PRIu64
+		" failed=%" PRIu64 " ignored=%" PRIu64 " drops=%" PRIu64 "\n",
+		st.live_bytes, st.live_blocks, st.unknown_frees, st.failed, st.ignored,
+		mp_tracer_drops(s->tracer));
+	for (uint32_t fn = 0; fn < MP_LIVE_FN_MAX; fn++) {
+		const struct mp_live_fn_stats *fs = &st.fn[fn];
+
+		if (!fs->allocs && !fs->frees && !fs->unknown_frees)
+			continue;
+		fprintf(f,
+			"fn %s allocs=%" PRIu64 " alloc_bytes=%" PRIu64 " frees=%" PRIu64
+			" freed_bytes=%" PRIu64 " unknown_frees=%" PRIu64 "\n",
+			fn_name(s, fn), fs->allocs, fs->alloc_bytes, fs->frees, fs->freed_bytes,
+			fs->unknown_frees);
+	}
+	fflush(f);
+}
+
 static void teardown(struct session *s)
 {
 	mp_tracer_free(s->tracer);
@@ -593,6 +619,8 @@ int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 			r = drain_ring(&s);
 		if (r == 0)
 			r = release(&s, UINT64_MAX);
+		if (r == 0 && opts->dump)
+			dump_summary(&s);
 	}
 	if (r == 0) {
 		end = now_ns();

@@ -39,13 +39,31 @@ static const char *base_name(const char *p)
 	return s ? s + 1 : p;
 }
 
-static int object_open(struct mp_object *o, pid_t pid, const char *path)
+#define DELETED_SUFFIX " (deleted)"
+
+static bool is_deleted(const char *path)
 {
+	size_t n = strlen(path), k = strlen(DELETED_SUFFIX);
+
+	return n > k && !strcmp(path + n - k, DELETED_SUFFIX);
+}
+
+static int object_open(struct mp_object *o, pid_t pid, const struct mp_mapping *m)
+{
+	const char *path = m->path;
 	char rp[PATH_MAX + 64];
+	int n;
 
 	o->fd = -1;
 	o->path = strdup(path);
-	if (snprintf(rp, sizeof(rp), "/proc/%d/root%s", (int)pid, path) >= (int)sizeof(rp))
+	/* A file deleted or replaced since it was mapped (a service after a
+	 * package upgrade) is reachable only through its mapping. */
+	if (is_deleted(path))
+		n = snprintf(rp, sizeof(rp), "/proc/%d/map_files/%llx-%llx", (int)pid,
+			     (unsigned long long)m->start, (unsigned long long)m->end);
+	else
+		n = snprintf(rp, sizeof(rp), "/proc/%d/root%s", (int)pid, path);
+	if (n >= (int)sizeof(rp))
 		return -ENAMETOOLONG;
 	o->root_path = strdup(rp);
 	if (!o->path || !o->root_path)
@@ -301,7 +319,7 @@ int mp_symbols_new(pid_t pid, struct mp_symbols **ret)
 			dup = !strcmp(s->objs[j].path, m->path);
 		if (dup)
 			continue;
-		r = object_open(&s->objs[s->n++], pid, m->path);
+		r = object_open(&s->objs[s->n++], pid, m);
 		if (r < 0)
 			goto out;
 		if (s->objs[s->n - 1].elf)

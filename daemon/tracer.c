@@ -17,6 +17,7 @@
 
 #include "heap_event.h"
 #include "memprof.skel.h"
+#include "memprof_probe.h"
 #include "symbols.h"
 
 _Static_assert(MP_FN_MMAP == 10 && MP_FN_MUNMAP == 11 && MP_FN_MREMAP == 12,
@@ -99,6 +100,13 @@ const char *mp_alloc_fn_name(uint32_t fn)
 	return "custom";
 }
 
+const char *mp_tracer_fn_name(const struct mp_tracer *t, uint32_t fn)
+{
+	if (fn >= MP_FN_CUSTOM && fn - MP_FN_CUSTOM < t->opts.n_extra)
+		return t->extra[fn - MP_FN_CUSTOM].name;
+	return mp_alloc_fn_name(fn);
+}
+
 static void detach_probes(struct mp_tracer *t)
 {
 	for (size_t i = 0; i < t->n_probes; i++) {
@@ -145,7 +153,32 @@ static int cs_reg_of_arg(uint32_t arg)
  * *sp — is the same as at entry; the only path around the probe point is
  * "pointer == NULL", which is not an event.
  */
-static uint64_t place_free_probe(const uint8_t *code, size_t len, uint32_t ptr_arg)
+/* Does any direct jump or call in @code (the whole function) land on
+ * @target? Undecodable code counts as yes: nothing is proven then. */
+static bool jumped_to(csh h, const uint8_t *code, size_t len, uint64_t target)
+{
+	cs_insn *insn = NULL;
+	size_t n = cs_disasm(h, code, len, 0, 0, &insn), covered = 0;
+	bool hit = false;
+
+	for (size_t i = 0; i < n && !hit; i++) {
+		const cs_x86 *x = &insn[i].detail->x86;
+
+		covered = insn[i].address + insn[i].size;
+		if (!cs_insn_group(h, &insn[i], CS_GRP_JUMP) &&
+		    !cs_insn_group(h, &insn[i], CS_GRP_CALL))
+			continue;
+		for (uint8_t k = 0; k < x->op_count; k++)
+			if (x->operands[k].type == X86_OP_IMM &&
+			    (uint64_t)x->operands[k].imm == target)
+				hit = true;
+	}
+	if (n)
+		cs_free(insn, n);
+	return hit || covered != len;
+}
+
+uint64_t mp_tracer_place_free_probe(const uint8_t *code, size_t len, uint32_t ptr_arg)
 {
 	csh h;
 	cs_insn *insn = NULL;
@@ -169,6 +202,9 @@ static uint64_t place_free_probe(const uint8_t *code, size_t len, uint32_t ptr_a
 		delta = insn[i + 1].address + insn[i + 1].size;
 	if (n)
 		cs_free(insn, n);
+	/* A jump back to the probe point would hit it twice per call. */
+	if (delta && jumped_to(h, code, len, delta))
+		delta = 0;
 	cs_close(&h);
 	return delta;
 }
@@ -214,7 +250,7 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 		size_t len;
 
 		if (mp_symbols_read_code(syms, &sym, code, sizeof(code), &len) == 0)
-			delta = place_free_probe(code, len, a);
+			delta = mp_tracer_place_free_probe(code, len, a);
 	}
 	p->info.probe_delta = delta;
 	uo.bpf_cookie = MP_COOKIE(fn, kind, a, b, c, 0);
@@ -263,7 +299,7 @@ static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 			       f->object[0] ? f->object : NULL,
 			       f->is_free ? MP_KIND_FREE : MP_KIND_ALLOC, f->arg, 0, 0);
 		if (r < 0)
-			return r;
+			return r == -ENOENT ? -ENXIO : r;
 	}
 	for (size_t i = 0; i < t->n_probes; i++)
 		t->infos[i] = t->probes[i].info;
@@ -384,6 +420,19 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		goto fail;
 	}
 	t->skel->rodata->target_tgid = (uint32_t)opts->pid;
+	if (opts->ring_bytes) {
+		uint32_t rb = opts->ring_bytes;
+
+		if (rb < (uint32_t)getpagesize() || (rb & (rb - 1))) {
+			r = -EINVAL;
+			goto fail;
+		}
+		r = bpf_map__set_max_entries(t->skel->maps.events, rb);
+		if (r < 0)
+			goto fail;
+		if (t->skel->rodata->wakeup_bytes > rb / 4)
+			t->skel->rodata->wakeup_bytes = rb / 4;
+	}
 	bpf_program__set_autoload(t->skel->progs.mp_rss_stat, opts->rss_exact);
 	r = memprof_bpf__load(t->skel);
 	if (r < 0)
@@ -486,7 +535,9 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 		t->exec_pending = false;
 		detach_probes(t);
 		r = resolve_and_attach(t, true);
-		if (r < 0)
+		/* A new image without an allocator (static, no malloc) is
+		 * still traced for its mappings. */
+		if (r < 0 && r != -ENOENT)
 			return r;
 	}
 	return t->n_delivered;

@@ -31,7 +31,12 @@ struct mp_tracer_opts {
 	size_t n_extra;
 	bool naive_placement; /* probe every function at its entry */
 	bool rss_exact; /* also deliver MP_RAW_RSS_STAT */
+	/* BPF ring buffer size: a power of two, at least one page; 0 means
+	 * MP_TRACER_RING_BYTES. */
+	uint32_t ring_bytes;
 };
+
+#define MP_TRACER_RING_BYTES (8u << 20)
 
 /* One attached allocator function. */
 struct mp_probe_info {
@@ -43,6 +48,7 @@ struct mp_probe_info {
 	int alias_of; /* index of the probe with the same address, or -1 */
 };
 
+/* Not thread-safe: one thread calls consume/drops/free. */
 struct mp_tracer;
 
 /* Raw event callback; a negative return stops mp_tracer_consume() and is
@@ -51,20 +57,25 @@ typedef int (*mp_raw_cb)(void *ctx, const struct mp_raw_event *ev);
 
 /*
  * Resolve, load and attach. Errors: -ESRCH no such process, -EPERM/-EACCES
- * not permitted, -ENOENT no allocator (malloc and free) found, -EINVAL bad
- * options, others from libbpf.
+ * not permitted, -ENOENT no allocator (malloc and free) found, -ENXIO an
+ * extra function not found, -EINVAL bad options or a thread id, others from
+ * libbpf.
  */
 int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret);
 /* Detaches every probe and unloads every program. */
 void mp_tracer_free(struct mp_tracer *t);
 
-/* Readable when mp_tracer_consume() has something to do. */
+/* Events are batched: the fd becomes readable when a batch is pending, at
+ * an exec or exit of the target; poll it with a timeout of at most
+ * MP_TRACER_POLL_MS and call mp_tracer_consume() on timeouts too. */
+#define MP_TRACER_POLL_MS 50
 int mp_tracer_fd(const struct mp_tracer *t);
 
 /*
  * Deliver every pending raw event, without blocking. After an exec of the
  * target (MP_RAW_EXEC delivered), the probes are re-resolved and re-attached
- * before returning. When the target has exited, the ring is drained a last
+ * before returning (an image without malloc/free gets no uprobes, only the
+ * syscall tracepoints). When the target has exited, the ring is drained a last
  * time and MP_RAW_EXIT is delivered; later calls return -ESRCH. Returns the
  * number of events delivered.
  */
@@ -81,6 +92,14 @@ size_t mp_tracer_probes(const struct mp_tracer *t, const struct mp_probe_info **
  * "SYMBOL[@OBJECT]:ptr=argN" (true), N counted from 0. */
 int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *ret);
 
+/* Bytes after the entry of a free-like function (pointer in argument
+ * @ptr_arg, code at @code) where its entry probe may go instead: past an
+ * endbr64 and a "test ptr,ptr; je" NULL check. 0 = at the entry. */
+uint64_t mp_tracer_place_free_probe(const uint8_t *code, size_t len, uint32_t ptr_arg);
+
+/* Name of a builtin function ("custom" for MP_FN_CUSTOM and above). */
 const char *mp_alloc_fn_name(uint32_t fn);
+/* Same, with the symbol of --alloc/--free functions. */
+const char *mp_tracer_fn_name(const struct mp_tracer *t, uint32_t fn);
 
 #endif /* MP_TRACER_H */

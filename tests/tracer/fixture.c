@@ -128,8 +128,9 @@ static void *thread_main(void *arg)
 	uintptr_t id = (uintptr_t)arg;
 
 	for (int i = 0; i < THREAD_ITERS; i++) {
-		sink = malloc(64 + id);
-		free(sink);
+		void *volatile p = malloc(64 + id);
+
+		free(p);
 	}
 	return malloc(1000 + id);
 }
@@ -160,6 +161,18 @@ int main(int argc, char **argv)
 	const char *mode = argc > 1 ? argv[1] : "seq";
 	void *pre[N_PRE];
 
+	/* "MODE unlink": delete our own executable first, as a package
+	 * upgrade does to a running service. */
+	if (argc > 2 && !strcmp(argv[2], "unlink")) {
+		char exe[4096];
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+		if (n <= 0)
+			_exit(8);
+		exe[n] = '\0';
+		if (unlink(exe))
+			_exit(9);
+	}
 	if (!strcmp(mode, "pre"))
 		for (int i = 0; i < N_PRE; i++)
 			pre[i] = malloc(100);
@@ -180,6 +193,13 @@ int main(int argc, char **argv)
 			free(n[i]);
 		for (int i = 1; i < 10; i += 2)
 			say("live malloc %p 200\n", n[i]);
+	} else if (!strcmp(mode, "rss")) {
+		/* 4 MiB of anonymous memory faulted in, then released. */
+		char *m = mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			       -1, 0);
+
+		memset(m, 1, 4 << 20);
+		munmap(m, 4 << 20);
 	} else if (!strcmp(mode, "custom")) {
 		void *a = fx_alloc(1, 123), *b = fx_alloc(2, 77);
 

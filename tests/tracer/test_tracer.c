@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,7 @@
 
 #include "live.h"
 #include "procmaps.h"
+#include "rss_sample.h"
 #include "tracer.h"
 
 #define MAX_BLOCKS 64
@@ -49,7 +51,13 @@ struct result {
 	struct blk live[MAX_BLOCKS], expected[MAX_BLOCKS];
 	size_t n_live, n_expected;
 	size_t n_exec, n_exit;
+	size_t n_events; /* everything delivered, EXIT included */
 	uint64_t drops;
+	/* rss_stat, member ANON: first, highest, last value; events from
+	 * threads of other processes */
+	size_t n_rss, n_rss_foreign;
+	int64_t rss_first, rss_max, rss_last;
+	pid_t tpid;
 	struct mp_probe_info probes[MP_FN_BUILTIN_COUNT + 4];
 	char probe_paths[MP_FN_BUILTIN_COUNT + 4][PATH_MAX];
 	size_t n_probes;
@@ -239,6 +247,18 @@ static void apply_range(struct mp_live *l, const struct events *ev, size_t from,
 			r->n_exec++;
 		if (e->type == MP_RAW_EXIT)
 			r->n_exit++;
+		if (e->type == MP_RAW_RSS_STAT) {
+			if (e->tid && e->pid != (uint32_t)r->tpid)
+				r->n_rss_foreign++;
+			if (e->fn != MP_RSS_ANON)
+				continue;
+			if (!r->n_rss++)
+				r->rss_first = r->rss_max = (int64_t)e->size;
+			if ((int64_t)e->size > r->rss_max)
+				r->rss_max = (int64_t)e->size;
+			r->rss_last = (int64_t)e->size;
+			continue;
+		}
 		if ((e->type == MP_RAW_ALLOC || e->type == MP_RAW_FREE ||
 		     e->type == MP_RAW_REALLOC) &&
 		    !in_exe(x, e->caller))
@@ -269,6 +289,7 @@ static void run(char *const argv[], bool exec_mode, const struct mp_tracer_opts 
 	fx_expect_ready(&f);
 	exe_ranges(f.tpid, &before);
 	o.pid = f.tpid;
+	r->tpid = f.tpid;
 	rc = mp_tracer_new(&o, &t);
 	cr_assert_eq(rc, 0, "mp_tracer_new: %s", strerror(-rc));
 	r->n_probes = mp_tracer_probes(t, &pi);
@@ -277,7 +298,10 @@ static void run(char *const argv[], bool exec_mode, const struct mp_tracer_opts 
 		r->probes[i] = pi[i];
 		snprintf(r->probe_paths[i], PATH_MAX, "%s", pi[i].path);
 		r->probes[i].path = r->probe_paths[i];
-		r->probes[i].name = mp_alloc_fn_name(pi[i].fn);
+		r->probes[i].name = pi[i].fn >= MP_FN_CUSTOM ?
+					    o.extra[pi[i].fn - MP_FN_CUSTOM].name :
+					    mp_alloc_fn_name(pi[i].fn);
+		cr_assert_str_eq(r->probes[i].name, mp_tracer_fn_name(t, pi[i].fn));
 	}
 	fx_go(&f);
 	if (exec_mode) {
@@ -317,6 +341,7 @@ static void run(char *const argv[], bool exec_mode, const struct mp_tracer_opts 
 	mp_live_stats(l, &r->st);
 	mp_live_foreach(l, live_collect, r);
 	mp_live_free(l);
+	r->n_events = ev.n;
 	free(ev.ev);
 	qsort(r->live, r->n_live, sizeof(r->live[0]), blk_cmp);
 	qsort(r->expected, r->n_expected, sizeof(r->expected[0]), blk_cmp);
@@ -407,6 +432,15 @@ static void glibc_aliases(struct result *r)
 			r->expected[i].fn = MP_FN_ALIGNED_ALLOC;
 }
 
+static const struct mp_probe_info *probe_of(const struct result *r, uint32_t fn)
+{
+	for (size_t i = 0; i < r->n_probes; i++)
+		if (r->probes[i].fn == fn)
+			return &r->probes[i];
+	cr_assert_fail("no probe for %s", mp_alloc_fn_name(fn));
+	return NULL;
+}
+
 static const char *probe_path(const struct result *r, uint32_t fn)
 {
 	for (size_t i = 0; i < r->n_probes; i++)
@@ -434,6 +468,72 @@ Test(tracer, glibc_sequence_exact, .timeout = 60)
 	assert_result(&r, &want, 0);
 	cr_assert(strstr(probe_path(&r, MP_FN_MALLOC), "/libc.so"));
 	cr_assert(strstr(probe_path(&r, MP_FN_FREE), "/libc.so"));
+	/* glibc's free starts with its NULL check: probed after it, and the
+	 * exact counts above prove the callers were still read right. */
+	cr_assert_gt(probe_of(&r, MP_FN_FREE)->probe_delta, 0);
+}
+
+Test(tracer, naive_placement_same_result, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "seq", NULL };
+	struct mp_tracer_opts o = { .naive_placement = true };
+	struct mp_live_stats want;
+	struct result r;
+
+	require_root();
+	run(argv, false, &o, &r);
+	glibc_aliases(&r);
+	expect_seq(&want, false);
+	assert_result(&r, &want, 0);
+	for (size_t i = 0; i < r.n_probes; i++)
+		cr_assert_eq(r.probes[i].probe_delta, 0, "%s", r.probes[i].name);
+}
+
+static void *thread_sleep(void *arg)
+{
+	*(volatile pid_t *)arg = gettid();
+	pause();
+	return NULL;
+}
+
+Test(tracer, attach_errors, .timeout = 60)
+{
+	struct mp_tracer_opts o = { .pid = 0x3ffffff0 };
+	struct mp_tracer *t = NULL;
+	struct mp_tracer_func fx;
+	char *argv[] = { FIXTURE_NOMALLOC, NULL };
+	volatile pid_t tid = 0;
+	pthread_t th;
+	pid_t pid;
+
+	require_root();
+	cr_assert_eq(mp_tracer_new(&o, &t), -ESRCH);
+	/* A thread id, not a process id. */
+	cr_assert_eq(pthread_create(&th, NULL, thread_sleep, (void *)&tid), 0);
+	while (!tid)
+		usleep(1000);
+	o.pid = tid;
+	cr_assert_eq(mp_tracer_new(&o, &t), -EINVAL);
+	/* A static program without any allocator. */
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	usleep(100000);
+	o.pid = pid;
+	cr_assert_eq(mp_tracer_new(&o, &t), -ENOENT);
+	/* A custom function nothing defines. */
+	cr_assert_eq(mp_tracer_parse_func("no_such_alloc_fn:size=arg0", false, &fx), 0);
+	o.pid = getpid();
+	o.extra = &fx;
+	o.n_extra = 1;
+	cr_assert_eq(mp_tracer_new(&o, &t), -ENXIO);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	cr_assert_null(t);
+	mp_tracer_free(NULL);
 }
 
 Test(tracer, jemalloc_link_order, .timeout = 60)
@@ -483,6 +583,34 @@ Test(tracer, mount_namespace, .timeout = 60)
 	cr_assert(strstr(probe_path(&r, MP_FN_MALLOC), "/libc.so"));
 }
 
+/* The probed object (here the executable, with a custom allocator) was
+ * deleted after it was mapped: reachable only through /proc/PID/map_files. */
+Test(tracer, deleted_executable, .timeout = 60)
+{
+	char dir[] = "/tmp/mp-del-XXXXXX", cmd[PATH_MAX * 3];
+	char *argv[] = { "sh", "-c", cmd, NULL };
+	struct mp_tracer_func fx[2];
+	struct mp_tracer_opts o = { .extra = fx, .n_extra = 2 };
+	struct mp_live_stats want = { 0 };
+	struct result r;
+
+	require_root();
+	cr_assert_eq(mp_tracer_parse_func("fx_alloc:size=arg1", false, &fx[0]), 0);
+	cr_assert_eq(mp_tracer_parse_func("fx_free:ptr=arg0", true, &fx[1]), 0);
+	cr_assert(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "cp %s %s/fx && exec %s/fx custom unlink", FIXTURE_GLIBC, dir,
+		 dir);
+	run(argv, false, &o, &r);
+	rmdir(dir);
+	want.live_bytes = 77;
+	want.live_blocks = 1;
+	set_fn(&want, MP_FN_CUSTOM, 2, 123 + 77, 0, 0);
+	set_fn(&want, MP_FN_CUSTOM + 1, 0, 0, 1, 123);
+	assert_result(&r, &want, 0);
+	cr_assert(strstr(probe_path(&r, MP_FN_CUSTOM), "/fx (deleted)"), "fx_alloc in %s",
+		  probe_path(&r, MP_FN_CUSTOM));
+}
+
 Test(tracer, preexisting_allocations, .timeout = 60)
 {
 	char *argv[] = { FIXTURE_GLIBC, "pre", NULL };
@@ -491,6 +619,46 @@ Test(tracer, preexisting_allocations, .timeout = 60)
 
 	require_root();
 	run(argv, false, NULL, &r);
+	want.live_bytes = 5 * 200;
+	want.live_blocks = 5;
+	want.unknown_frees = 50;
+	set_fn(&want, MP_FN_MALLOC, 10, 10 * 200, 0, 0);
+	set_fn(&want, MP_FN_FREE, 0, 0, 5, 5 * 200);
+	want.fn[MP_FN_FREE].unknown_frees = 50;
+	assert_result(&r, &want, 0);
+}
+
+Test(tracer, drops_are_counted, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "pre", NULL };
+	/* A one-page ring holds 63 records of 64 bytes (the kernel keeps it
+	 * from filling completely); the script makes 65 events and the test
+	 * reads none until the script is done. */
+	struct mp_tracer_opts o = { .ring_bytes = 4096 };
+	struct result r;
+
+	require_root();
+	_Static_assert(sizeof(struct mp_raw_event) + 8 == 64, "record size");
+	run(argv, false, &o, &r);
+	/* every event is either delivered or counted, none vanishes */
+	cr_assert_eq(r.drops, 2, "drops %llu, events %zu", (unsigned long long)r.drops, r.n_events);
+	cr_assert_eq(r.n_events, 63 + 1 /* EXIT */);
+	cr_assert_eq(r.n_exit, 1);
+}
+
+Test(tracer, ld_preload_first, .timeout = 60)
+{
+	char *argv[] = { "env", "LD_PRELOAD=" JEMALLOC_SO, FIXTURE_GLIBC, "pre", NULL };
+	struct mp_live_stats want = { 0 };
+	struct result r;
+
+	require_root();
+	run(argv, false, NULL, &r);
+	/* The preloaded jemalloc is mapped above libc (the loader maps it
+	 * first), so address order would pick libc; lookup order must not. */
+	cr_assert(strstr(probe_path(&r, MP_FN_MALLOC), "/libjemalloc.so"), "malloc in %s",
+		  probe_path(&r, MP_FN_MALLOC));
+	cr_assert(strstr(probe_path(&r, MP_FN_FREE), "/libjemalloc.so"));
 	want.live_bytes = 5 * 200;
 	want.live_blocks = 5;
 	want.unknown_frees = 50;
@@ -537,6 +705,29 @@ Test(tracer, exec_and_exit, .timeout = 60)
 	want.fn[MP_FN_MALLOC].alloc_bytes += 111;
 	want.exec_dropped = 1;
 	assert_result(&r, &want, 1);
+}
+
+Test(tracer, rss_stat_exact, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "rss", NULL };
+	struct mp_tracer_opts o = { .rss_exact = true };
+	struct mp_live_stats want = { 0 };
+	/* The tracepoint reports the counter without the per-CPU deltas:
+	 * up to 32 pages per CPU behind. */
+	int64_t slack = 32 * 4096 * sysconf(_SC_NPROCESSORS_CONF);
+	struct result r;
+
+	require_root();
+	run(argv, false, &o, &r);
+	set_fn(&want, MP_FN_MMAP, 1, 4 << 20, 0, 0);
+	set_fn(&want, MP_FN_MUNMAP, 0, 0, 1, 4 << 20);
+	assert_result(&r, &want, 0);
+	cr_assert_geq(r.n_rss, 1024 / 32, "%zu rss events", r.n_rss);
+	cr_assert_eq(r.n_rss_foreign, 0);
+	cr_assert_geq(r.rss_max - r.rss_first, (4 << 20) - slack, "anon rss rose by %lld only",
+		      (long long)(r.rss_max - r.rss_first));
+	cr_assert_leq(r.rss_last, r.rss_first + slack, "anon rss %lld at the end, %lld at start",
+		      (long long)r.rss_last, (long long)r.rss_first);
 }
 
 static void bpf_ids(bool links, uint32_t *ids, size_t *n, size_t max)
@@ -651,6 +842,86 @@ Test(tracer, custom_functions, .timeout = 60)
 	set_fn(&want, MP_FN_CUSTOM + 1, 0, 0, 1, 123);
 	assert_result(&r, &want, 0);
 	cr_assert(strstr(probe_path(&r, MP_FN_CUSTOM), "/tracer-fixture"));
+	cr_assert_str_eq(r.probes[r.n_probes - 2].name, "fx_alloc");
+	cr_assert_str_eq(r.probes[r.n_probes - 1].name, "fx_free");
+}
+
+/* memprofd itself: --dump-events output and summary, whole. */
+Test(tracer, memprofd_dump_events, .timeout = 60)
+{
+	char *fargv[] = { FIXTURE_GLIBC, "pre", NULL };
+	char pidarg[32], line[512], *out = NULL;
+	int errp[2], outp[2], status;
+	size_t outlen = 0, n_alloc = 0, n_free = 0, n_unknown = 0, n_exit = 0, n_other = 0,
+	       n_summary = 0;
+	struct fixture f;
+	FILE *err, *so;
+	pid_t d;
+
+	require_root();
+	fx_start(&f, fargv);
+	fx_expect_ready(&f);
+	snprintf(pidarg, sizeof(pidarg), "%d", (int)f.tpid);
+	cr_assert_eq(pipe2(errp, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(outp, O_CLOEXEC), 0);
+	d = fork();
+	cr_assert_geq(d, 0);
+	if (d == 0) {
+		dup2(errp[1], 2);
+		dup2(outp[1], 1);
+		execl(MEMPROFD, "memprofd", "--pid", pidarg, "--dump-events", "--rss-hz", "0",
+		      "--print", "none", (char *)NULL);
+		_exit(127);
+	}
+	close(errp[1]);
+	close(outp[1]);
+	err = fdopen(errp[0], "r");
+	cr_assert(fgets(line, sizeof(line), err));
+	cr_assert(strstr(line, "memprofd: attached to pid"), "got '%s'", line);
+	fx_go(&f);
+	fx_read_done(&f, &(struct result){ 0 });
+	fx_go(&f);
+	so = fdopen(outp[0], "r");
+	while (fgets(line, sizeof(line), so)) {
+		size_t l = strlen(line);
+
+		out = realloc(out, outlen + l + 1);
+		memcpy(out + outlen, line, l + 1);
+		outlen += l;
+		if (!strncmp(line, "alloc fn=malloc ", 16))
+			n_alloc++;
+		else if (!strncmp(line, "free fn=free ", 13))
+			n_free++;
+		else if (!strncmp(line, "unknown-free fn=free ", 21))
+			n_unknown++;
+		else if (!strncmp(line, "exit ", 5))
+			n_exit++;
+		else if (!strncmp(line, "summary ", 8))
+			n_summary++;
+		else if (strncmp(line, "fn ", 3))
+			n_other++;
+	}
+	cr_assert_eq(waitpid(d, &status, 0), d);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "memprofd status %d", status);
+	waitpid(f.pid, &status, 0);
+	cr_assert_eq(n_alloc, 10);
+	cr_assert_eq(n_free, 5);
+	cr_assert_eq(n_unknown, 50);
+	cr_assert_eq(n_exit, 1);
+	cr_assert_eq(n_other, 0);
+	cr_assert(out && strstr(out, "summary live_bytes=1000 live_blocks=5 unknown_frees=50 "
+				     "failed=0 ignored=0 drops=0\n"
+				     "fn malloc allocs=10 alloc_bytes=2000 frees=0 freed_bytes=0 "
+				     "unknown_frees=0\n"
+				     "fn free allocs=0 alloc_bytes=0 frees=5 freed_bytes=1000 "
+				     "unknown_frees=50\n"),
+		  "output:\n%s", out ? out : "");
+	cr_assert_eq(n_summary, 1);
+	free(out);
+	fclose(err);
+	fclose(so);
+	close(f.to);
+	close(f.from);
 }
 
 Test(tracer, parse_func)
