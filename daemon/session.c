@@ -219,7 +219,11 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev)
 
 static int dispatch(struct session *s, const struct mp_merge_item *it)
 {
-	if (it->ts > s->last_ts)
+	/* The tracer stamps EXIT after detaching, which takes a while: the
+	 * window of an exited target ends with its last real event. */
+	if (it->ts > s->last_ts &&
+	    !(it->kind == ITEM_BPF &&
+	      ((const struct mp_raw_event *)it->payload.bytes)->type == MP_RAW_EXIT))
 		s->last_ts = it->ts;
 	switch (it->kind) {
 	case ITEM_MARKER: {
@@ -623,7 +627,7 @@ int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 			dump_summary(&s);
 	}
 	if (r == 0) {
-		end = now_ns();
+		end = s.exited && s.last_ts ? s.last_ts : now_ns();
 		r = mp_correlator_finish(s.corr, end > s.last_ts ? end : s.last_ts, &p);
 		if (r < 0)
 			log_errno(r, "pid %d: building the profile", (int)opts->pid);
