@@ -593,6 +593,15 @@ static void thread_exit(void *arg)
 	t->dead = 1;
 }
 
+/* The ring exists from load time on, so a profiler that stops the process
+ * before main (memprof run) or attaches before the first marker finds it at
+ * once and its own mapping is not mistaken for an allocation of the
+ * program. Lazy creation on first use remains for when this fails. */
+__attribute__((constructor)) static void memprof_load(void)
+{
+	(void)ensure_ring();
+}
+
 MEMPROF_API int memprof_kernel_begin(const char *name)
 {
 	struct tls *t;

@@ -67,8 +67,8 @@ static void reap(struct child *ch)
 }
 
 /* Opens @pid's ring and asserts its only record is kernel @name, open at
- * attach, begun by the process's main thread. */
-static struct mp_consumer *expect_open_kernel(pid_t pid, const char *name)
+ * attach with @flags, begun by the process's main thread. */
+static struct mp_consumer *expect_open_kernel_flags(pid_t pid, const char *name, uint32_t flags)
 {
 	struct mp_consumer *c;
 	struct mp_record rec;
@@ -77,12 +77,15 @@ static struct mp_consumer *expect_open_kernel(pid_t pid, const char *name)
 	cr_assert_eq(r, 0, "open pid %d: %s", (int)pid, strerror(-r));
 	cr_assert_eq(mp_consumer_pid(c), pid);
 	cr_assert_eq(mp_consumer_read(c, &rec), 1);
-	assert_rec(&rec,
-		   &(struct exp_rec)REC(MP_REC_KERNEL_BEGIN,
-					MP_REC_F_OPEN_AT_ATTACH | MP_REC_F_TS_UNKNOWN, name),
-		   (uint32_t)pid, 0);
+	assert_rec(&rec, &(struct exp_rec)REC(MP_REC_KERNEL_BEGIN, flags, name), (uint32_t)pid, 0);
 	cr_assert_eq(mp_consumer_read(c, &rec), 0);
 	return c;
+}
+
+/* Same, for a kernel begun while no consumer was attached. */
+static struct mp_consumer *expect_open_kernel(pid_t pid, const char *name)
+{
+	return expect_open_kernel_flags(pid, name, MP_REC_F_OPEN_AT_ATTACH | MP_REC_F_TS_UNKNOWN);
 }
 
 static bool need_root(void)
@@ -201,7 +204,7 @@ Test(lifecycle, thread_exit_releases_slot)
 Test(lifecycle, exec_gets_new_ring)
 {
 	char *argv[] = { RING_HELPER, "exec", NULL };
-	struct mp_consumer *old, *c;
+	struct mp_consumer *old, *c, *c2;
 	struct mp_record rec;
 	struct child ch;
 
@@ -212,15 +215,23 @@ Test(lifecycle, exec_gets_new_ring)
 	old = expect_open_kernel(ch.pid, "before-exec");
 	go(&ch);
 	expect_line(&ch, "ready2");
-	/* the new image has no ring yet: the old memfd was close-on-exec */
-	cr_assert_eq(mp_consumer_open_pid(ch.pid, &c), -ENOENT);
+	/* The new image made its own ring when libmemprof loaded (the old
+	 * memfd was close-on-exec): "before-exec" is not open in it. */
+	cr_assert_eq(mp_consumer_open_pid(ch.pid, &c), 0);
+	cr_assert_eq(mp_consumer_read(c, &rec), 0);
 	go(&ch);
 	expect_line(&ch, "ready3");
-	c = expect_open_kernel(ch.pid, "after-exec");
+	/* the new image's marker reaches the new ring, live */
+	cr_assert_eq(mp_consumer_read(c, &rec), 1);
+	assert_rec(&rec, &(struct exp_rec)REC(MP_REC_KERNEL_BEGIN, 0, "after-exec"),
+		   (uint32_t)ch.pid, 0);
+	/* begun while c was attached: its begin time is known */
+	c2 = expect_open_kernel_flags(ch.pid, "after-exec", MP_REC_F_OPEN_AT_ATTACH);
 	/* the old mapping stays readable and stays silent */
 	cr_assert_eq(mp_consumer_read(old, &rec), 0);
 	go(&ch);
 	reap(&ch);
+	mp_consumer_free(c2);
 	mp_consumer_free(c);
 	mp_consumer_free(old);
 }

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Whole-record checks of a known marker sequence through the real ring. */
 #include <errno.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include "memprof.h"
@@ -38,8 +37,10 @@ Test(markers, sequence)
 	uint64_t t0, t1;
 	size_t n;
 
-	/* before any marker the process has no ring */
-	cr_assert_eq(mp_consumer_open_pid(getpid(), &c), -ENOENT);
+	/* the ring exists from load time on, still empty */
+	cr_assert_eq(mp_consumer_open_pid(getpid(), &c), 0);
+	cr_assert_eq(mp_consumer_read(c, &recs[0]), 0);
+	mp_consumer_free(c);
 	t0 = test_now_ns();
 	cr_assert_eq(memprof_phase("load"), 0);
 	cr_assert_eq(mp_consumer_open_pid(getpid(), &c), 0);
@@ -153,10 +154,10 @@ Test(markers, long_names_are_truncated)
 	mp_consumer_free(c);
 }
 
-/* The first marker creates the ring (syscalls) but leaves errno alone. */
+/* The first marker of a thread registers it (syscalls) but leaves errno
+ * alone. */
 Test(markers, first_marker_keeps_errno)
 {
-	setenv("MEMPROF_RING_SLOTS", "not-a-number", 1);
 	errno = 4242;
 	cr_assert_eq(memprof_kernel_begin("k"), 0);
 	cr_assert_eq(errno, 4242);
