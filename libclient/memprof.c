@@ -595,10 +595,16 @@ static void thread_exit(void *arg)
 
 /* The ring exists from load time on, so a profiler that stops the process
  * before main (memprof run) or attaches before the first marker finds it at
- * once and its own mapping is not mistaken for an allocation of the
- * program. Lazy creation on first use remains for when this fails. */
+ * once and its own mappings are not mistaken for allocations of the
+ * program. MEMPROF_RING_LAZY=1 defers it to the first marker (a process
+ * that never marks then pays nothing); creation on first use also covers a
+ * failure here. */
 __attribute__((constructor)) static void memprof_load(void)
 {
+	const char *lazy = getenv("MEMPROF_RING_LAZY");
+
+	if (lazy && lazy[0] == '1')
+		return;
 	(void)ensure_ring();
 }
 
