@@ -7,9 +7,10 @@
  * and the consumer's cost per record. The baseline is one
  * clock_gettime(CLOCK_MONOTONIC), measured in the same run. Every figure is
  * the best of ROUNDS runs, so that preemption by other load does not count.
- * Default ring size (8192 slots per thread). "Attached, not full" writes
- * bursts that fit the ring and drains it between bursts; the rings' pages
- * are touched before (a fresh tmpfs page faults once, on first write).
+ * Ring sizes are the defaults (8192 slots per thread; MEMPROF_RING_* are
+ * read when libmemprof loads). "Attached, not full" writes bursts that fit
+ * the ring and drains it between bursts; the rings' pages are touched before
+ * (a fresh tmpfs page faults once, on first write).
  * Usage: bench-marker [pairs per thread per round, default 250000]
  */
 #include <pthread.h>
@@ -175,9 +176,7 @@ int main(int argc, char **argv)
 	pairs = argc > 1 ? atol(argv[1]) : 250000;
 	if (pairs <= 0 || pairs > (1l << 20))
 		return 1;
-	/* few thread slots: producer threads come and go, reusing them */
-	setenv("MEMPROF_RING_THREADS", "8", 0);
-	memprof_phase("bench"); /* creates the ring */
+	memprof_phase("bench");
 	clk = clock_cost();
 	det1 = run(1, false, ROUNDS);
 	det2 = run(2, false, ROUNDS);

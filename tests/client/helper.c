@@ -3,6 +3,7 @@
  * Helper process for the lifecycle tests. Each step prints one line to stdout
  * and then waits for one line on stdin.
  *   ring-helper hold NAME      begin kernel NAME, "ready", wait, exit
+ *   ring-helper idle           "ready" without any marker, wait, exit
  *   ring-helper exec           begin "before-exec", "ready1", wait,
  *                              exec itself as "after-exec"
  *   ring-helper after-exec     "ready2" (no marker yet), wait, begin
@@ -32,6 +33,10 @@ int main(int argc, char **argv)
 		step("ready");
 		return 0;
 	}
+	if (argc == 2 && !strcmp(argv[1], "idle")) {
+		step("ready");
+		return 0;
+	}
 	if (argc == 2 && !strcmp(argv[1], "exec")) {
 		char *args[] = { argv[0], "after-exec", NULL };
 
@@ -48,6 +53,6 @@ int main(int argc, char **argv)
 		step("ready3");
 		return 0;
 	}
-	fprintf(stderr, "usage: ring-helper hold NAME | exec\n");
+	fprintf(stderr, "usage: ring-helper hold NAME | idle | exec\n");
 	return 1;
 }

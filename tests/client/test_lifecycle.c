@@ -20,7 +20,9 @@ struct child {
 	FILE *out; /* child's stdout */
 };
 
-static void spawn(struct child *ch, char *const argv[])
+/* Runs @argv with MEMPROF_RING_LAZY=1 (ring at the first marker) or without
+ * it (ring when libmemprof loads). */
+static void spawn(struct child *ch, char *const argv[], bool lazy)
 {
 	int in[2], out[2];
 
@@ -31,6 +33,10 @@ static void spawn(struct child *ch, char *const argv[])
 	if (ch->pid == 0) {
 		dup2(in[0], 0);
 		dup2(out[1], 1);
+		if (lazy)
+			setenv("MEMPROF_RING_LAZY", "1", 1);
+		else
+			unsetenv("MEMPROF_RING_LAZY");
 		execv(argv[0], argv);
 		_exit(127);
 	}
@@ -67,8 +73,8 @@ static void reap(struct child *ch)
 }
 
 /* Opens @pid's ring and asserts its only record is kernel @name, open at
- * attach, begun by the process's main thread. */
-static struct mp_consumer *expect_open_kernel(pid_t pid, const char *name)
+ * attach with @flags, begun by the process's main thread. */
+static struct mp_consumer *expect_open_kernel_flags(pid_t pid, const char *name, uint32_t flags)
 {
 	struct mp_consumer *c;
 	struct mp_record rec;
@@ -77,12 +83,15 @@ static struct mp_consumer *expect_open_kernel(pid_t pid, const char *name)
 	cr_assert_eq(r, 0, "open pid %d: %s", (int)pid, strerror(-r));
 	cr_assert_eq(mp_consumer_pid(c), pid);
 	cr_assert_eq(mp_consumer_read(c, &rec), 1);
-	assert_rec(&rec,
-		   &(struct exp_rec)REC(MP_REC_KERNEL_BEGIN,
-					MP_REC_F_OPEN_AT_ATTACH | MP_REC_F_TS_UNKNOWN, name),
-		   (uint32_t)pid, 0);
+	assert_rec(&rec, &(struct exp_rec)REC(MP_REC_KERNEL_BEGIN, flags, name), (uint32_t)pid, 0);
 	cr_assert_eq(mp_consumer_read(c, &rec), 0);
 	return c;
+}
+
+/* Same, for a kernel begun while no consumer was attached. */
+static struct mp_consumer *expect_open_kernel(pid_t pid, const char *name)
+{
+	return expect_open_kernel_flags(pid, name, MP_REC_F_OPEN_AT_ATTACH | MP_REC_F_TS_UNKNOWN);
 }
 
 static bool need_root(void)
@@ -198,31 +207,86 @@ Test(lifecycle, thread_exit_releases_slot)
 	cr_assert_eq(memprof_dropped(), 0);
 }
 
-Test(lifecycle, exec_gets_new_ring)
+/* After exec, the old ring is gone with the old image (close-on-exec memfd,
+ * mapping dropped); the new image has its own ring. @lazy: the new ring
+ * appears at the first marker rather than when libmemprof loads. */
+static void exec_gets_new_ring(bool lazy)
 {
 	char *argv[] = { RING_HELPER, "exec", NULL };
-	struct mp_consumer *old, *c;
+	struct mp_consumer *old, *c = NULL, *c2;
 	struct mp_record rec;
 	struct child ch;
 
 	if (!need_root())
 		return;
-	spawn(&ch, argv);
+	spawn(&ch, argv, lazy);
 	expect_line(&ch, "ready1");
 	old = expect_open_kernel(ch.pid, "before-exec");
 	go(&ch);
 	expect_line(&ch, "ready2");
-	/* the new image has no ring yet: the old memfd was close-on-exec */
-	cr_assert_eq(mp_consumer_open_pid(ch.pid, &c), -ENOENT);
+	if (lazy) {
+		/* no marker yet in the new image: no ring at all */
+		cr_assert_eq(mp_consumer_open_pid(ch.pid, &c), -ENOENT);
+	} else {
+		/* a new, empty ring: "before-exec" is not open in it */
+		cr_assert_eq(mp_consumer_open_pid(ch.pid, &c), 0);
+		cr_assert_eq(mp_consumer_read(c, &rec), 0);
+	}
 	go(&ch);
 	expect_line(&ch, "ready3");
-	c = expect_open_kernel(ch.pid, "after-exec");
+	if (c) {
+		/* the new image's marker reaches the new ring, live */
+		cr_assert_eq(mp_consumer_read(c, &rec), 1);
+		assert_rec(&rec, &(struct exp_rec)REC(MP_REC_KERNEL_BEGIN, 0, "after-exec"),
+			   (uint32_t)ch.pid, 0);
+		/* begun while c was attached: its begin time is known */
+		c2 = expect_open_kernel_flags(ch.pid, "after-exec", MP_REC_F_OPEN_AT_ATTACH);
+	} else {
+		c2 = expect_open_kernel(ch.pid, "after-exec");
+	}
 	/* the old mapping stays readable and stays silent */
 	cr_assert_eq(mp_consumer_read(old, &rec), 0);
 	go(&ch);
 	reap(&ch);
+	mp_consumer_free(c2);
 	mp_consumer_free(c);
 	mp_consumer_free(old);
+}
+
+Test(lifecycle, exec_gets_new_ring_at_first_marker)
+{
+	exec_gets_new_ring(true);
+}
+
+Test(lifecycle, exec_gets_new_ring_at_load)
+{
+	exec_gets_new_ring(false);
+}
+
+/* Without MEMPROF_RING_LAZY the ring exists before the first marker. */
+Test(lifecycle, ring_created_at_load)
+{
+	char *argv[] = { RING_HELPER, "idle", NULL };
+	struct mp_consumer *c;
+	struct mp_record rec;
+	struct child ch;
+
+	if (!need_root())
+		return;
+	spawn(&ch, argv, false);
+	expect_line(&ch, "ready");
+	cr_assert_eq(mp_consumer_open_pid(ch.pid, &c), 0);
+	cr_assert_eq(mp_consumer_pid(c), ch.pid);
+	cr_assert_eq(mp_consumer_read(c, &rec), 0);
+	mp_consumer_free(c);
+	go(&ch);
+	reap(&ch);
+
+	spawn(&ch, argv, true);
+	expect_line(&ch, "ready");
+	cr_assert_eq(mp_consumer_open_pid(ch.pid, &c), -ENOENT);
+	go(&ch);
+	reap(&ch);
 }
 
 Test(lifecycle, discovery_in_private_mount_namespace)
@@ -247,7 +311,7 @@ Test(lifecycle, discovery_in_private_mount_namespace)
 		cr_skip_test("no unshare");
 		return;
 	}
-	spawn(&ch, argv);
+	spawn(&ch, argv, true);
 	expect_line(&ch, "ready");
 	snprintf(p1, sizeof(p1), "/proc/%d/ns/mnt", (int)getpid());
 	snprintf(p2, sizeof(p2), "/proc/%d/ns/mnt", (int)ch.pid);
