@@ -33,7 +33,7 @@ struct mp_rss_stat_event {
 	uint64_t ts_ns;
 	uint32_t tid;
 	uint32_t member; /* enum mp_rss_member */
-	int64_t value;   /* new counter value, bytes */
+	int64_t value; /* new counter value, bytes */
 };
 
 #endif /* MP_RSS_SAMPLE_H */
