@@ -108,7 +108,8 @@ static const char *resolve_owner(void *ctx, uint64_t addr)
 
 static bool libbpf_verbose;
 
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static int libbpf_print(enum libbpf_print_level level,
+							      const char *fmt, va_list ap)
 {
 	if (!libbpf_verbose && level != LIBBPF_WARN)
 		return 0;
