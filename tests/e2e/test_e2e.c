@@ -117,49 +117,40 @@ static void assert_mem(const struct mp_mem_stats *got, const struct mp_mem_stats
 		  (unsigned long long)want->free_bytes, (unsigned long long)want->free_count);
 }
 
-Test(e2e, tfjs_example1_whole_result)
+/* `memprof run --print tfjs --region profile -- FIXTURE` prints exactly @want. */
+static void assert_tfjs(const char *fixture, const char *want)
 {
 	char out[8192];
+	char *argv[] = {
+		path_of("daemon/memprof"), "run", "--print", "tfjs", "--region", "profile", "--",
+		path_of(fixture),	   NULL
+	};
 
-	need_root();
-	char *argv[] = { path_of("daemon/memprof"),
-			 "run",
-			 "--print",
-			 "tfjs",
-			 "--region",
-			 "profile",
-			 "--",
-			 path_of("tests/e2e/fixture-tfjs1"),
-			 NULL };
 	cr_assert_eq(run_capture(argv, out, sizeof(out)), 0);
-	cr_assert_str_eq(out, "{\"newBytes\":12,\"newTensors\":1,\"peakBytes\":24,\"kernels\":["
-			      "{\"name\":\"square\",\"bytesAdded\":12,\"totalBytesSnapshot\":24,"
-			      "\"tensorsAdded\":1,\"totalTensorsSnapshot\":2,"
-			      "\"inputShapes\":[[3]],\"outputShapes\":[[3]]},"
-			      "{\"name\":\"square\",\"bytesAdded\":12,\"totalBytesSnapshot\":24,"
-			      "\"tensorsAdded\":1,\"totalTensorsSnapshot\":2,"
-			      "\"inputShapes\":[[3]],\"outputShapes\":[[3]]}]}\n");
+	cr_assert_str_eq(out, want);
+}
+
+Test(e2e, tfjs_example1_whole_result)
+{
+	need_root();
+	assert_tfjs("tests/e2e/fixture-tfjs1",
+		    "{\"newBytes\":12,\"newTensors\":1,\"peakBytes\":24,\"kernels\":["
+		    "{\"name\":\"square\",\"bytesAdded\":12,\"totalBytesSnapshot\":24,"
+		    "\"tensorsAdded\":1,\"totalTensorsSnapshot\":2,"
+		    "\"inputShapes\":[[3]],\"outputShapes\":[[3]]},"
+		    "{\"name\":\"square\",\"bytesAdded\":12,\"totalBytesSnapshot\":24,"
+		    "\"tensorsAdded\":1,\"totalTensorsSnapshot\":2,"
+		    "\"inputShapes\":[[3]],\"outputShapes\":[[3]]}]}\n");
 }
 
 Test(e2e, tfjs_example2_whole_result)
 {
-	char out[8192];
-
 	need_root();
-	char *argv[] = { path_of("daemon/memprof"),
-			 "run",
-			 "--print",
-			 "tfjs",
-			 "--region",
-			 "profile",
-			 "--",
-			 path_of("tests/e2e/fixture-tfjs2"),
-			 NULL };
-	cr_assert_eq(run_capture(argv, out, sizeof(out)), 0);
-	cr_assert_str_eq(out, "{\"newBytes\":32,\"newTensors\":3,\"peakBytes\":32,\"kernels\":["
-			      "{\"name\":\"matMul\",\"bytesAdded\":8,\"totalBytesSnapshot\":32,"
-			      "\"tensorsAdded\":1,\"totalTensorsSnapshot\":3,"
-			      "\"inputShapes\":[[1,2],[2,2]],\"outputShapes\":[[1,2]]}]}\n");
+	assert_tfjs("tests/e2e/fixture-tfjs2",
+		    "{\"newBytes\":32,\"newTensors\":3,\"peakBytes\":32,\"kernels\":["
+		    "{\"name\":\"matMul\",\"bytesAdded\":8,\"totalBytesSnapshot\":32,"
+		    "\"tensorsAdded\":1,\"totalTensorsSnapshot\":3,"
+		    "\"inputShapes\":[[1,2],[2,2]],\"outputShapes\":[[1,2]]}]}\n");
 }
 
 /* Runs `memprof run -o TMP --print none [opts] -- fixture` and loads TMP. */
