@@ -86,54 +86,58 @@ static const char *exe_base(const struct mp_profile *p)
 
 /* ---- slice nesting ---- */
 
-static const struct mp_profile *sort_p;
+/* Sort key of an invocation's slice: thread, clamped begin, index (on
+ * equal begins the earlier invocation is the enclosing one). */
+struct slot {
+	uint32_t tid, idx;
+	uint64_t begin;
+};
 
-static int by_tid(const void *a, const void *b)
+static int by_thread_begin(const void *a, const void *b)
 {
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-	uint32_t tx = sort_p->invocations[x].tid, ty = sort_p->invocations[y].tid;
+	const struct slot *x = a, *y = b;
 
-	if (tx != ty)
-		return tx < ty ? -1 : 1;
-	return x < y ? -1 : x > y;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->begin != y->begin)
+		return x->begin < y->begin ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
 /* Fills @b/@e with each invocation's slice: clamped to the window, then
- * placed on its thread's stack of open slices. A slice that begins before
- * the top of the stack ends is nested in it and is cut to end with it; one
- * that begins at or after that end closes it first. The result nests on
- * every thread whatever the input (a file may hold anything, and merged
- * streams may be a little out of order); with consistent markers it is
- * exactly the model's parent relation. @order gets the invocations sorted
- * by thread. */
-static void place_slices(const struct mp_profile *p, uint64_t w0, uint64_t w1, uint32_t *order,
+ * placed on its thread's stack of open slices, in begin order. A slice that
+ * begins before the top of the stack ends is nested in it and is cut to end
+ * with it; one that begins at or after that end closes it first. The result
+ * nests on every thread whatever the input (a file may hold anything, and
+ * merged streams may be a little out of order); with consistent markers it
+ * is exactly the model's parent relation. @order gets the invocations
+ * sorted by thread. */
+static void place_slices(const struct mp_profile *p, uint64_t w0, uint64_t w1, struct slot *order,
 			 uint32_t *stack, uint64_t *b, uint64_t *e)
 {
 	uint32_t n = p->n_invocations;
 
 	for (uint32_t i = 0; i < n; i++)
-		order[i] = i;
-	sort_p = p;
-	qsort(order, n, sizeof(*order), by_tid);
+		order[i] = (struct slot){ .tid = p->invocations[i].tid,
+					  .idx = i,
+					  .begin = clamp(p->invocations[i].begin_ns, w0, w1) };
+	qsort(order, n, sizeof(*order), by_thread_begin);
 	for (uint32_t g = 0; g < n;) {
-		uint32_t tid = p->invocations[order[g]].tid, sp = 0;
+		uint32_t tid = order[g].tid, sp = 0;
 
-		for (; g < n && p->invocations[order[g]].tid == tid; g++) {
-			const struct mp_invocation *v = &p->invocations[order[g]];
-			uint64_t bb = clamp(v->begin_ns, w0, w1), ee;
+		for (; g < n && order[g].tid == tid; g++) {
+			uint32_t idx = order[g].idx;
+			uint64_t bb = order[g].begin, ee;
 
-			ee = clamp(v->end_ns, bb, w1);
+			ee = clamp(p->invocations[idx].end_ns, bb, w1);
 			while (sp && e[stack[sp - 1]] <= bb)
 				sp--;
-			if (sp) {
-				uint32_t top = stack[sp - 1];
-
-				bb = clamp(bb, b[top], e[top]);
-				ee = clamp(ee, bb, e[top]);
-			}
-			b[order[g]] = bb;
-			e[order[g]] = ee;
-			stack[sp++] = order[g];
+			/* Sorted by begin: b[top] <= bb < e[top]. */
+			if (sp && ee > e[stack[sp - 1]])
+				ee = e[stack[sp - 1]];
+			b[idx] = bb;
+			e[idx] = ee;
+			stack[sp++] = idx;
 		}
 	}
 }
@@ -341,7 +345,8 @@ static void phases(struct out *o)
 int mp_chrome_write(const struct mp_profile *p, FILE *f)
 {
 	struct out o = { .p = p, .f = f, .w0 = p->begin_ns, .first = true };
-	uint32_t n = p->n_invocations, *order = NULL, *stack = NULL;
+	uint32_t n = p->n_invocations, *stack = NULL;
+	struct slot *order = NULL;
 	uint64_t *b = NULL, *e = NULL;
 	const char *base = exe_base(p);
 	char pname[32];
@@ -362,10 +367,10 @@ int mp_chrome_write(const struct mp_profile *p, FILE *f)
 	snprintf(pname, sizeof(pname), "pid %" PRId32, p->pid);
 	metadata(&o, "process_name", 0, base ? base : pname);
 	for (uint32_t i = 0; i < n; i++) {
-		uint32_t tid = p->invocations[order[i]].tid;
+		uint32_t tid = order[i].tid;
 		char tname[16];
 
-		if (i && p->invocations[order[i - 1]].tid == tid)
+		if (i && order[i - 1].tid == tid)
 			continue;
 		snprintf(tname, sizeof(tname), "%" PRIu32, tid);
 		metadata(&o, "thread_name", tid, (int32_t)tid == p->pid && base ? base : tname);
