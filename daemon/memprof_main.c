@@ -270,12 +270,9 @@ static int cmd_convert(int argc, char **argv)
 		}
 	}
 	r = convert_write(p, to, f);
-	if (f != stdout) {
-		if (fclose(f) != 0 && r >= 0)
-			r = -EIO;
-	} else if (fflush(f) != 0 && r >= 0) {
-		r = -EIO;
-	}
+	/* The last buffered write fails here; its errno says why. */
+	if ((f != stdout ? fclose(f) : fflush(f)) != 0)
+		r = errno ? -errno : -EIO;
 	if (r < 0) {
 		fprintf(stderr, "memprof convert: writing %s: %s\n", out ? out : "standard output",
 			strerror(-r));
