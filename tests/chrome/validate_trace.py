@@ -5,7 +5,8 @@ trace viewers need it:
 
 * the file is strict JSON (no NaN, no duplicate keys, valid strings), an
   object with a traceEvents array and displayTimeUnit "ns";
-* every event has ph, name (string) and pid (integer);
+* every event has ph, name (string) and pid (integer), and no array value
+  at its top level (Perfetto's importer refuses those);
 * every "X" event has cat, tid, ts and dur (numbers >= 0) and an args object;
 * counters ("C") have ts and numeric args and go strictly forward in time on
   each track (pid, name);
@@ -72,6 +73,11 @@ def main():
     for ev in doc["traceEvents"]:
         if not isinstance(ev, dict):
             fail("event is not an object: %r" % (ev,))
+        # Perfetto reads ts and dur by scanning the event's keys and gives up
+        # on the whole file at an array value met on the way.
+        for k, v in ev.items():
+            if isinstance(v, list):
+                fail("%r: array value %r at the top level of an event" % (ev, k))
         ph = ev.get("ph")
         if ph not in counts:
             fail("unexpected ph %r" % (ph,))
