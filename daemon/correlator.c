@@ -775,6 +775,7 @@ int mp_correlator_on_rss(struct mp_correlator *c, const struct mp_rss_sample *s)
 				.rss_shmem = s->rss_shmem,
 				.vm_swap = s->vm_swap,
 				.pss = s->pss,
+				.heap_live = c->live_bytes,
 			};
 	}
 	p->rss_samples++;

@@ -140,6 +140,9 @@ struct mp_pool {
 struct mp_rss_point {
 	uint64_t ts_ns;
 	uint64_t vm_rss, rss_anon, rss_file, rss_shmem, vm_swap, pss;
+	/* Process live heap bytes (see "Live bytes") when the sample was
+	 * taken; MP_UNKNOWN in files written before it was recorded. */
+	uint64_t heap_live;
 };
 
 struct mp_profile {

@@ -301,6 +301,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 			pts[i].rss_shmem = p->rss[i].rss_shmem;
 			pts[i].vm_swap = p->rss[i].vm_swap;
 			pts[i].pss = p->rss[i].pss;
+			pts[i].heap_live = p->rss[i].heap_live;
 			rss->timeline[i] = &pts[i];
 		}
 	}
@@ -309,6 +310,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	rss->peak = p->rss_peak;
 	rss->vm_hwm = p->vm_hwm;
 	rss->exact_unattributed = p->rss_exact_unattributed;
+	rss->heap_live_recorded = true;
 	o->rss = rss;
 	return a->failed ? NULL : o;
 }
@@ -684,6 +686,7 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 				.rss_shmem = pt->rss_shmem,
 				.vm_swap = pt->vm_swap,
 				.pss = pt->pss,
+				.heap_live = rs->heap_live_recorded ? pt->heap_live : MP_UNKNOWN,
 			};
 		}
 		p->n_rss = rs->n_timeline;

@@ -347,6 +347,7 @@ static UNUSED void expect_rss_point_eq(const char *path, const struct mp_rss_poi
 	EQ(path, rss_shmem, g, w);
 	EQ(path, vm_swap, g, w);
 	EQ(path, pss, g, w);
+	EQ(path, heap_live, g, w);
 }
 
 #define EXPECT_ARRAY(path, got, ngot, want, nwant, fn)                                           \

@@ -911,10 +911,10 @@ Test(correlator, rss_delta_from_samples)
 	cr_expect_eq(p->rss_peak, 9 << 20);
 	cr_expect_eq(p->vm_hwm, (9 << 20) + 1);
 	struct mp_rss_point pts[] = {
-		{ 1001, 1 << 20, 1 << 19, 1 << 19, 0, 0, U },
-		{ 1013, 2 << 20, 1 << 20, 1 << 20, 0, 0, U },
-		{ 1037, 5 << 20, 5 << 19, 5 << 19, 0, 0, U },
-		{ 1100, 9 << 20, 9 << 19, 9 << 19, 0, 0, U },
+		{ 1001, 1 << 20, 1 << 19, 1 << 19, 0, 0, U, 0 },
+		{ 1013, 2 << 20, 1 << 20, 1 << 20, 0, 0, U, 0 },
+		{ 1037, 5 << 20, 5 << 19, 5 << 19, 0, 0, U, 0 },
+		{ 1100, 9 << 20, 9 << 19, 9 << 19, 0, 0, U, 0 },
 	};
 	EXPECT_ARRAY("rss", p->rss, p->n_rss, pts, 4, expect_rss_point_eq);
 	mp_profile_free(p);
@@ -1007,9 +1007,9 @@ Test(correlator, rss_timeline_downsampled)
 
 	/* Samples 0..9 at 1001..1010: stride 4 keeps samples 0, 4, 8. */
 	struct mp_rss_point pts[] = {
-		{ 1001, 4096, 2048, 2048, 0, 0, U },
-		{ 1005, 5 * 4096, 5 * 2048, 5 * 2048, 0, 0, U },
-		{ 1009, 9 * 4096, 9 * 2048, 9 * 2048, 0, 0, U },
+		{ 1001, 4096, 2048, 2048, 0, 0, U, 0 },
+		{ 1005, 5 * 4096, 5 * 2048, 5 * 2048, 0, 0, U, 0 },
+		{ 1009, 9 * 4096, 9 * 2048, 9 * 2048, 0, 0, U, 0 },
 	};
 	EXPECT_ARRAY("rss", p->rss, p->n_rss, pts, 3, expect_rss_point_eq);
 	cr_expect_eq(p->rss_stride, 4);

@@ -1,0 +1,410 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chrome.h"
+#include "json.h"
+
+struct out {
+	const struct mp_profile *p;
+	FILE *f;
+	uint64_t w0, w1; /* window; every timestamp is clamped into it */
+	bool first;
+	int err;
+};
+
+static uint64_t clamp(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Microseconds with three decimals: exact, and parsed back to the same
+ * nanosecond by Perfetto (which rounds ts * 1000). */
+static void put_us(struct out *o, const char *key, uint64_t ns)
+{
+	fprintf(o->f, ",\"%s\":%" PRIu64 ".%03u", key, ns / 1000, (unsigned)(ns % 1000));
+}
+
+static void ev_begin(struct out *o, const char *ph, const char *cat, const char *name)
+{
+	fputs(o->first ? "\n{\"ph\":\"" : ",\n{\"ph\":\"", o->f);
+	o->first = false;
+	fputs(ph, o->f);
+	fputc('"', o->f);
+	if (cat)
+		fprintf(o->f, ",\"cat\":\"%s\"", cat);
+	fputs(",\"name\":", o->f);
+	mp_json_write_string(o->f, name ? name : "");
+	fprintf(o->f, ",\"pid\":%" PRId32, o->p->pid);
+}
+
+static void ev_tid(struct out *o, uint32_t tid)
+{
+	fprintf(o->f, ",\"tid\":%" PRIu32, tid);
+}
+
+static void ev_ts(struct out *o, uint64_t ts)
+{
+	put_us(o, "ts", clamp(ts, o->w0, o->w1) - o->w0);
+}
+
+/* The args object goes through the JSON writer (escaping, nesting); the
+ * event's own fields are written directly because the writer has no
+ * fractional numbers. */
+static void args_begin(struct out *o, struct mp_json *j)
+{
+	fputs(",\"args\":", o->f);
+	mp_json_init(j, o->f, false);
+	mp_json_object_begin(j, NULL);
+}
+
+/* Closes the args and the event. */
+static void args_end(struct out *o, struct mp_json *j)
+{
+	mp_json_object_end(j);
+	if (j->err || j->depth)
+		o->err = -EINVAL;
+	fputc('}', o->f);
+}
+
+static const char *name_of(const struct mp_profile *p, uint32_t id)
+{
+	return id < p->n_names && p->names[id] ? p->names[id] : "(invalid)";
+}
+
+static const char *exe_base(const struct mp_profile *p)
+{
+	const char *s;
+
+	if (!p->exe || !*p->exe)
+		return NULL;
+	s = strrchr(p->exe, '/');
+	return s && s[1] ? s + 1 : p->exe;
+}
+
+/* ---- slice nesting ---- */
+
+/* Sort key of an invocation's slice: thread, clamped begin, index (on
+ * equal begins the earlier invocation is the enclosing one). */
+struct slot {
+	uint32_t tid, idx;
+	uint64_t begin;
+};
+
+static int by_thread_begin(const void *a, const void *b)
+{
+	const struct slot *x = a, *y = b;
+
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->begin != y->begin)
+		return x->begin < y->begin ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Fills @b/@e with each invocation's slice: clamped to the window, then
+ * placed on its thread's stack of open slices, in begin order. A slice that
+ * begins before the top of the stack ends is nested in it and is cut to end
+ * with it; one that begins at or after that end closes it first. The result
+ * nests on every thread whatever the input (a file may hold anything, and
+ * merged streams may be a little out of order); with consistent markers it
+ * is exactly the model's parent relation. @order gets the invocations
+ * sorted by thread. */
+static void place_slices(const struct mp_profile *p, uint64_t w0, uint64_t w1, struct slot *order,
+			 uint32_t *stack, uint64_t *b, uint64_t *e)
+{
+	uint32_t n = p->n_invocations;
+
+	for (uint32_t i = 0; i < n; i++)
+		order[i] = (struct slot){ .tid = p->invocations[i].tid,
+					  .idx = i,
+					  .begin = clamp(p->invocations[i].begin_ns, w0, w1) };
+	qsort(order, n, sizeof(*order), by_thread_begin);
+	for (uint32_t g = 0; g < n;) {
+		uint32_t tid = order[g].tid, sp = 0;
+
+		for (; g < n && order[g].tid == tid; g++) {
+			uint32_t idx = order[g].idx;
+			uint64_t bb = order[g].begin, ee;
+
+			ee = clamp(p->invocations[idx].end_ns, bb, w1);
+			while (sp && e[stack[sp - 1]] <= bb)
+				sp--;
+			/* Sorted by begin: b[top] <= bb < e[top]. */
+			if (sp && ee > e[stack[sp - 1]])
+				ee = e[stack[sp - 1]];
+			b[idx] = bb;
+			e[idx] = ee;
+			stack[sp++] = idx;
+		}
+	}
+}
+
+/* ---- events ---- */
+
+static void metadata(struct out *o, const char *what, uint32_t tid, const char *name)
+{
+	struct mp_json j;
+
+	ev_begin(o, "M", NULL, what);
+	ev_tid(o, tid);
+	args_begin(o, &j);
+	mp_json_str(&j, "name", name);
+	args_end(o, &j);
+}
+
+static void shapes(struct mp_json *j, const char *key, const struct mp_shape *s, uint32_t n)
+{
+	if (!n)
+		return;
+	mp_json_array_begin(j, key);
+	for (uint32_t i = 0; i < n; i++) {
+		mp_json_array_begin(j, NULL);
+		for (uint32_t d = 0; d < s[i].rank && d < MP_MAX_RANK; d++)
+			mp_json_i64(j, NULL, s[i].dims[d]);
+		mp_json_array_end(j);
+	}
+	mp_json_array_end(j);
+}
+
+static void slice(struct out *o, uint32_t idx, uint64_t b, uint64_t e)
+{
+	const struct mp_profile *p = o->p;
+	const struct mp_invocation *v = &p->invocations[idx];
+	struct mp_json j;
+
+	ev_begin(o, "X", "kernel", name_of(p, v->name));
+	ev_tid(o, v->tid);
+	put_us(o, "ts", b - o->w0);
+	put_us(o, "dur", e - b);
+	args_begin(o, &j);
+	mp_json_u64(&j, "index", idx);
+	mp_json_i64(&j, "bytesAdded", v->incl.bytes_added);
+	mp_json_i64(&j, "tensorsAdded", v->incl.tensors_added);
+	mp_json_u64(&j, "allocBytes", v->incl.alloc_bytes);
+	mp_json_u64(&j, "allocCount", v->incl.alloc_count);
+	mp_json_u64(&j, "freeBytes", v->incl.free_bytes);
+	mp_json_u64(&j, "freeCount", v->incl.free_count);
+	mp_json_i64(&j, "selfBytesAdded", v->excl.bytes_added);
+	mp_json_u64(&j, "selfAllocBytes", v->excl.alloc_bytes);
+	mp_json_u64(&j, "totalBytesSnapshot", v->total_bytes_snapshot);
+	mp_json_u64(&j, "totalTensorsSnapshot", v->total_tensors_snapshot);
+	mp_json_u64(&j, "peakBytes", v->peak_bytes);
+	mp_json_u64(&j, "peakAdded", v->peak_added);
+	mp_json_u64(&j, "retainedBytes", v->retained_bytes);
+	mp_json_u64(&j, "retainedCount", v->retained_count);
+	if (v->cross_thread_allocs) {
+		mp_json_u64(&j, "crossThreadAllocs", v->cross_thread_allocs);
+		mp_json_u64(&j, "crossThreadBytes", v->cross_thread_bytes);
+	}
+	if (v->rss_begin != MP_UNKNOWN && v->rss_end != MP_UNKNOWN) {
+		mp_json_u64(&j, "rssBegin", v->rss_begin);
+		mp_json_u64(&j, "rssEnd", v->rss_end);
+		mp_json_i64(&j, "rssDelta", (int64_t)(v->rss_end - v->rss_begin));
+	}
+	if (p->rss_exact)
+		mp_json_i64(&j, "rssExact", v->rss_exact_incl);
+	if (v->phase < p->n_phases && p->phases[v->phase].name)
+		mp_json_str(&j, "phase", p->phases[v->phase].name);
+	shapes(&j, "inputShapes", v->inputs, v->n_inputs);
+	shapes(&j, "outputShapes", v->outputs, v->n_outputs);
+	if (v->flags & MP_INV_F_OPEN_AT_ATTACH)
+		mp_json_bool(&j, "openAtAttach", true);
+	if (v->flags & MP_INV_F_TRUNCATED)
+		mp_json_bool(&j, "truncated", true);
+	if (b != v->begin_ns || e != v->end_ns) {
+		mp_json_u64(&j, "modelBeginNs", v->begin_ns);
+		mp_json_u64(&j, "modelEndNs", v->end_ns);
+	}
+	args_end(o, &j);
+}
+
+struct heap_pt {
+	uint64_t ts, live;
+	uint32_t seq;
+};
+
+static int by_ts(const void *a, const void *b)
+{
+	const struct heap_pt *x = a, *y = b;
+
+	if (x->ts != y->ts)
+		return x->ts < y->ts ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static void counter_u64(struct out *o, const char *name, uint64_t ts, const char *key, uint64_t v)
+{
+	struct mp_json j;
+
+	ev_begin(o, "C", NULL, name);
+	ev_ts(o, ts);
+	args_begin(o, &j);
+	mp_json_u64(&j, key, v);
+	args_end(o, &j);
+}
+
+/* The live heap is known exactly at the window's begin (0: only blocks
+ * allocated while attached count), at each RSS sample, at each kernel end
+ * (its total_bytes_snapshot) and at the window's end (newBytes). */
+static int heap_counter(struct out *o)
+{
+	const struct mp_profile *p = o->p;
+	uint32_t n = 0, cap = p->n_rss + p->n_invocations + 2;
+	struct heap_pt *pts = malloc(cap * sizeof(*pts));
+
+	if (!pts)
+		return -ENOMEM;
+	pts[n] = (struct heap_pt){ o->w0, 0, n };
+	n++;
+	for (uint32_t i = 0; i < p->n_rss; i++) {
+		if (p->rss[i].heap_live == MP_UNKNOWN)
+			continue;
+		pts[n] = (struct heap_pt){ clamp(p->rss[i].ts_ns, o->w0, o->w1),
+					   p->rss[i].heap_live, n };
+		n++;
+	}
+	for (uint32_t i = 0; i < p->n_invocations; i++) {
+		const struct mp_invocation *v = &p->invocations[i];
+
+		pts[n] = (struct heap_pt){ clamp(v->end_ns, o->w0, o->w1), v->total_bytes_snapshot,
+					   n };
+		n++;
+	}
+	pts[n] = (struct heap_pt){ o->w1, p->mem.bytes_added > 0 ? (uint64_t)p->mem.bytes_added : 0,
+				   n };
+	n++;
+	qsort(pts, n, sizeof(*pts), by_ts);
+	for (uint32_t i = 0; i < n; i++) {
+		/* One value per instant: the last one taken. */
+		if (i + 1 < n && pts[i + 1].ts == pts[i].ts)
+			continue;
+		counter_u64(o, "heap", pts[i].ts, "live", pts[i].live);
+	}
+	free(pts);
+	return 0;
+}
+
+static void rss_counter(struct out *o)
+{
+	const struct mp_profile *p = o->p;
+	uint64_t last = 0;
+
+	for (uint32_t i = 0; i < p->n_rss; i++) {
+		const struct mp_rss_point *pt = &p->rss[i];
+		uint64_t ts = clamp(pt->ts_ns, o->w0, o->w1);
+		struct mp_json j;
+
+		/* A counter track must go forward in time. */
+		if (i && ts <= last)
+			continue;
+		if (pt->rss_anon == MP_UNKNOWN && pt->rss_file == MP_UNKNOWN &&
+		    pt->rss_shmem == MP_UNKNOWN)
+			continue;
+		last = ts;
+		ev_begin(o, "C", NULL, "rss");
+		ev_ts(o, ts);
+		args_begin(o, &j);
+		if (pt->rss_anon != MP_UNKNOWN)
+			mp_json_u64(&j, "anon", pt->rss_anon);
+		if (pt->rss_file != MP_UNKNOWN)
+			mp_json_u64(&j, "file", pt->rss_file);
+		if (pt->rss_shmem != MP_UNKNOWN)
+			mp_json_u64(&j, "shmem", pt->rss_shmem);
+		args_end(o, &j);
+	}
+}
+
+/* The model keeps one entry per phase (totals over its entries), so only
+ * the first entry has a place in time. */
+static void phases(struct out *o)
+{
+	const struct mp_profile *p = o->p;
+
+	for (uint32_t i = 0; i < p->n_phases; i++) {
+		const struct mp_phase *ph = &p->phases[i];
+		struct mp_json j;
+
+		ev_begin(o, "i", "phase", ph->name);
+		fputs(",\"s\":\"p\"", o->f);
+		ev_ts(o, ph->first_ns);
+		args_begin(o, &j);
+		mp_json_u64(&j, "entries", ph->entries);
+		mp_json_u64(&j, "durationNs", ph->duration_ns);
+		mp_json_i64(&j, "bytesAdded", ph->mem.bytes_added);
+		mp_json_u64(&j, "allocBytes", ph->mem.alloc_bytes);
+		mp_json_u64(&j, "peakBytes", ph->peak_bytes);
+		if (ph->rss_peak)
+			mp_json_u64(&j, "rssPeak", ph->rss_peak);
+		args_end(o, &j);
+	}
+}
+
+int mp_chrome_write(const struct mp_profile *p, FILE *f)
+{
+	struct out o = { .p = p, .f = f, .w0 = p->begin_ns, .first = true };
+	uint32_t n = p->n_invocations, *stack = NULL;
+	struct slot *order = NULL;
+	uint64_t *b = NULL, *e = NULL;
+	const char *base = exe_base(p);
+	char pname[32];
+	int r = -ENOMEM;
+
+	o.w1 = p->end_ns > o.w0 ? p->end_ns : o.w0;
+	if (n) {
+		order = malloc(n * sizeof(*order));
+		stack = malloc(n * sizeof(*stack));
+		b = malloc(n * sizeof(*b));
+		e = malloc(n * sizeof(*e));
+		if (!order || !stack || !b || !e)
+			goto out;
+		place_slices(p, o.w0, o.w1, order, stack, b, e);
+	}
+
+	fputs("{\"traceEvents\":[", f);
+	snprintf(pname, sizeof(pname), "pid %" PRId32, p->pid);
+	metadata(&o, "process_name", 0, base ? base : pname);
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t tid = order[i].tid;
+		char tname[16];
+
+		if (i && order[i - 1].tid == tid)
+			continue;
+		snprintf(tname, sizeof(tname), "%" PRIu32, tid);
+		metadata(&o, "thread_name", tid, (int32_t)tid == p->pid && base ? base : tname);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		slice(&o, i, b[i], e[i]);
+	r = heap_counter(&o);
+	if (r < 0)
+		goto out;
+	rss_counter(&o);
+	phases(&o);
+	fputs("\n],\"displayTimeUnit\":\"ns\",\"otherData\":", f);
+	{
+		struct mp_json j;
+
+		mp_json_init(&j, f, false);
+		mp_json_object_begin(&j, NULL);
+		mp_json_str(&j, "generator", "memprofd");
+		mp_json_u64(&j, "formatVersion", p->format_version);
+		mp_json_str(&j, "exe", p->exe);
+		mp_json_u64(&j, "beginNs", p->begin_ns);
+		mp_json_u64(&j, "endNs", p->end_ns);
+		mp_json_bool(&j, "truncated", p->truncated);
+		mp_json_u64(&j, "invocationsDropped", p->invocations_dropped);
+		mp_json_object_end(&j);
+		if (j.err || j.depth)
+			o.err = -EINVAL;
+	}
+	fputs("}\n", f);
+	r = o.err ? o.err : ferror(f) ? -EIO : 0;
+out:
+	free(order);
+	free(stack);
+	free(b);
+	free(e);
+	return r;
+}
