@@ -955,24 +955,18 @@ int mp_profile_file_decode(const void *data, size_t len, struct mp_profile **ret
 	return mp_profile_decode(buf + MP_PROFILE_FILE_HEADER, mlen, ret, ret_why);
 }
 
-int mp_profile_save(const struct mp_profile *p, const char *path)
+int mp_file_write_atomic(const char *path, const void *data, size_t len)
 {
+	const uint8_t *buf = data;
 	char tmp[PATH_MAX];
-	uint8_t *buf;
-	size_t len, off = 0;
+	size_t off = 0;
 	int fd, r;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	r = mp_profile_file_encode(p, &buf, &len);
-	if (r < 0)
-		return r;
 	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		free(buf);
-		return r;
-	}
+	if (fd < 0)
+		return -errno;
 	while (off < len) {
 		ssize_t n = write(fd, buf + off, len - off);
 
@@ -998,12 +992,24 @@ int mp_profile_save(const struct mp_profile *p, const char *path)
 		r = -errno;
 		goto fail;
 	}
-	free(buf);
 	return 0;
 fail:
 	if (fd >= 0)
 		close(fd);
 	unlink(tmp);
+	return r;
+}
+
+int mp_profile_save(const struct mp_profile *p, const char *path)
+{
+	uint8_t *buf;
+	size_t len;
+	int r;
+
+	r = mp_profile_file_encode(p, &buf, &len);
+	if (r < 0)
+		return r;
+	r = mp_file_write_atomic(path, buf, len);
 	free(buf);
 	return r;
 }
