@@ -189,8 +189,17 @@ static int symbolize_one(const struct object *ob, uint64_t addr, struct mp_locat
 	line = dwfl_module_getsrc(ob->mod, pc);
 	file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
 	if (file && lineno > 0) {
-		if (dup_opt(file, &loc->file) < 0)
+		const char *dir = file[0] != '/' ? dwfl_line_comp_dir(line) : NULL;
+
+		/* Relative names are relative to the compilation directory. */
+		if (dir && *dir) {
+			if (asprintf(&loc->file, "%s/%s", dir, file) < 0) {
+				loc->file = NULL;
+				return -ENOMEM;
+			}
+		} else if (dup_opt(file, &loc->file) < 0) {
 			return -ENOMEM;
+		}
 		loc->line = (uint32_t)lineno;
 	}
 	return 0;
