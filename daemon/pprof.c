@@ -161,12 +161,12 @@ static void build_free(struct build *b)
 	free(b->mapp);
 }
 
-#define S(str)                                       \
-	({                                           \
+#define S(str)                                        \
+	({                                            \
 		int64_t s_ = strtab_get(&b->st, str); \
-		if (s_ < 0)                          \
-			return -ENOMEM;              \
-		s_;                                  \
+		if (s_ < 0)                           \
+			return -ENOMEM;               \
+		s_;                                   \
 	})
 
 static int build_value_types(struct build *b, Perftools__Profiles__Profile *o)

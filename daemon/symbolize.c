@@ -30,8 +30,8 @@ static int cmp_u64(const void *a, const void *b)
 
 /* Separate debug info only from the local build-id tree: never from the
  * network (debuginfod), whatever the daemon's environment says. */
-static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
-			  Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *debuglink_file,
 			  GElf_Word debuglink_crc, char **debuginfo_file_name)
 {
 	const unsigned char *bits;

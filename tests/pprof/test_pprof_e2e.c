@@ -82,8 +82,7 @@ static int run(char *const argv[], const char *in, char **ret_out)
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
 	posix_spawn_file_actions_addopen(&fa, 0, in ? in : "/dev/null", O_RDONLY, 0);
-	cr_assert_eq(posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s",
-		     argv[0]);
+	cr_assert_eq(posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s", argv[0]);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pipefd[1]);
 	while ((k = read(pipefd[0], out + n, cap - 1 - n)) > 0) {
@@ -153,11 +152,10 @@ static void expect_line(const char *text, const char *line, const char *what)
 }
 
 /* Runs `go tool pprof ARGS... FILE`, returns the squeezed output. */
-static char *pprof(const char *file, const char *a1, const char *a2, const char *a3,
-		   const char *a4)
+static char *pprof(const char *file, const char *a1, const char *a2, const char *a3, const char *a4)
 {
-	char *argv[] = { "go", "tool", "pprof", (char *)a1, (char *)a2, (char *)a3, (char *)a4,
-			 NULL, NULL };
+	char *argv[] = { "go",	     "tool",	 "pprof", (char *)a1, (char *)a2,
+			 (char *)a3, (char *)a4, NULL,	  NULL };
 	char *out, *sq;
 	int i = 3;
 
@@ -392,8 +390,12 @@ Test(pprof_e2e, symbols_strip_all_addresses_only)
 static void protoc_decodes(const char *f)
 {
 	const char *payload = path_in(tmpdir, "payload"), *why = NULL;
-	char *argv[] = { "protoc", "--proto_path", path_in(source_root, "proto"),
-			 "--decode=memprof.Profile", "memprof.proto", NULL };
+	char *argv[] = { "protoc",
+			 "--proto_path",
+			 path_in(source_root, "proto"),
+			 "--decode=memprof.Profile",
+			 "memprof.proto",
+			 NULL };
 	struct mp_profile *p = NULL;
 	char *out, want[1024];
 	uint8_t *buf;

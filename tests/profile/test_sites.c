@@ -41,10 +41,8 @@ Test(sites, aggregated_per_caller_kernel_phase_owner_thread)
 
 	/* owners: [0] (unknown), [1] libxnnpack.so.1, [2] runner */
 	const struct mp_site want[] = {
-		{ 0x1100, N, 0, 1, 1, 1, 100, 1, 100 },
-		{ 0x1100, 0, 0, 1, 1, 2, 2000, 1, 1000 },
-		{ 0x2200, 0, 0, 2, 1, 1, 2000, 0, 0 },
-		{ 0x1100, 0, 0, 1, 2, 1, 64, 1, 64 },
+		{ 0x1100, N, 0, 1, 1, 1, 100, 1, 100 }, { 0x1100, 0, 0, 1, 1, 2, 2000, 1, 1000 },
+		{ 0x2200, 0, 0, 2, 1, 1, 2000, 0, 0 },	{ 0x1100, 0, 0, 1, 2, 1, 64, 1, 64 },
 		{ 0x1100, 1, 1, 1, 1, 1, 300, 1, 300 },
 	};
 	EXPECT_ARRAY("sites", p->sites, p->n_sites, want, 5, expect_site_eq);
@@ -132,13 +130,14 @@ Test(sites, round_trip_and_snapshot)
 	p->sites_dropped = 3;
 	p->n_objects = 2;
 	p->objects = calloc(2, sizeof(*p->objects));
-	p->objects[0] = (struct mp_object){ 0x1000, 0x2000, 0x3000, strdup("/usr/lib/libx.so"),
+	p->objects[0] = (struct mp_object){ 0x1000,	      0x2000,
+					    0x3000,	      strdup("/usr/lib/libx.so"),
 					    strdup("0a1b2c"), MP_OBJ_F_FUNCTIONS | MP_OBJ_F_LINES };
-	p->objects[1] = (struct mp_object){ 0x2000, 0x2800, 0, strdup("/opt/app/bin/runner"), NULL,
-					    0 };
+	p->objects[1] =
+		(struct mp_object){ 0x2000, 0x2800, 0, strdup("/opt/app/bin/runner"), NULL, 0 };
 	p->n_locations = 2;
 	p->locations = calloc(2, sizeof(*p->locations));
-	p->locations[0] = (struct mp_location){ 0x1100, 0, 0x4100, strdup("conv_im2col"),
+	p->locations[0] = (struct mp_location){ 0x1100,		  0, 0x4100, strdup("conv_im2col"),
 						strdup("conv.c"), 42 };
 	p->locations[1] = (struct mp_location){ 0x2200, 1, 0x1200, NULL, NULL, 0 };
 
