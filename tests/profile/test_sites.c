@@ -5,6 +5,7 @@
  * find their site, and the round trip through memprof.proto.
  */
 #include "helpers.h"
+#include "memprof.pb-c.h"
 #include "profile_pb.h"
 
 static const char *resolve(void *ctx, uint64_t addr)
@@ -151,4 +152,76 @@ Test(sites, round_trip_and_snapshot)
 	mp_profile_free(p);
 	mp_profile_free(q);
 	mp_profile_free(snap);
+}
+
+static int decode_msg(const Memprof__Profile *m, const char **why)
+{
+	size_t len = memprof__profile__get_packed_size(m);
+	uint8_t *buf = malloc(len + 1);
+	struct mp_profile *q = NULL;
+	int r;
+
+	memprof__profile__pack(m, buf);
+	r = mp_profile_decode(buf, len, &q, why);
+	free(buf);
+	mp_profile_free(q);
+	return r;
+}
+
+/* Sites, mappings and locations that break the model's rules. */
+Test(sites, inconsistent_messages_refused)
+{
+	char *names[] = { "k" };
+	Memprof__Pool pool = MEMPROF__POOL__INIT, *pools[] = { &pool };
+	Memprof__Site st = MEMPROF__SITE__INIT, *sts[] = { &st, &st };
+	Memprof__ObjectMapping om = MEMPROF__OBJECT_MAPPING__INIT, *oms[] = { &om };
+	Memprof__Location l1 = MEMPROF__LOCATION__INIT, l2 = MEMPROF__LOCATION__INIT,
+			  *ls[] = { &l1, &l2 };
+	Memprof__Profile m = MEMPROF__PROFILE__INIT;
+	const char *why = NULL;
+
+	pool.name = "(unknown)";
+	m.format_version = 1;
+	m.n_kernel_names = 1;
+	m.kernel_names = names;
+	m.n_owners = 1;
+	m.owners = pools;
+	m.n_sites = 2;
+	m.sites = sts;
+	m.n_mappings = 1;
+	m.mappings = oms;
+	m.n_locations = 2;
+	m.locations = ls;
+	st.kernel = MP_NONE;
+	st.phase = MP_NONE;
+	l1.address = 0x10;
+	l1.mapping = 0;
+	l2.address = 0x20;
+	l2.mapping = MP_NONE;
+	cr_assert_eq(decode_msg(&m, &why), 0, "%s", why);
+
+	st.kernel = 1;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "site refers to no kernel, phase or owner");
+	st.kernel = 0;
+	st.phase = 0; /* no phases */
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "site refers to no kernel, phase or owner");
+	st.phase = MP_NONE;
+	st.owner = 1;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	st.owner = 0;
+	cr_expect_eq(decode_msg(&m, &why), 0);
+
+	l2.address = 0x10; /* duplicate */
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "locations not sorted by address");
+	l2.address = 0x20;
+	l1.mapping = 1;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "location refers to no mapping");
+	l1.mapping = 0;
+	m.n_sites = 1; /* more locations than sites */
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "more sites, locations or mappings than memprofd writes");
 }
