@@ -18,7 +18,7 @@ struct object {
 	const struct mp_mapping *map; /* the executable mapping with callers */
 	Dwfl_Module *mod;
 	uint64_t bias; /* process address - ELF virtual address */
-	bool reported, failed;
+	bool failed;
 };
 
 static int cmp_u64(const void *a, const void *b)
@@ -118,25 +118,32 @@ out:
 	return r;
 }
 
-static int report(Dwfl *dwfl, struct object *ob, pid_t pid)
+/* Reports @objs[@i] to @dwfl, or shares the module of an earlier object of
+ * the same file at the same bias (one load of a file can have several
+ * executable mappings; dlmopen can load it again elsewhere). */
+static void report(Dwfl *dwfl, struct object *objs, uint32_t i, pid_t pid)
 {
+	struct object *ob = &objs[i];
 	const char *base = strrchr(ob->map->path, '/');
 	bool exec = false;
-	int fd, r;
+	int fd;
 
-	ob->reported = true;
 	fd = open_object(ob->map, pid);
-	if (fd < 0) {
+	if (fd < 0 || load_bias(fd, ob->map, &ob->bias, &exec) < 0) {
+		if (fd >= 0)
+			close(fd);
 		ob->failed = true;
-		return 0;
+		return;
 	}
-	r = load_bias(fd, ob->map, &ob->bias, &exec);
-	if (r == 0 && exec)
+	if (exec)
 		ob->bias = 0;
-	if (r < 0) {
-		close(fd);
-		ob->failed = true;
-		return 0;
+	for (uint32_t j = 0; j < i; j++) {
+		if (objs[j].mod && objs[j].bias == ob->bias &&
+		    !strcmp(objs[j].map->path, ob->map->path)) {
+			close(fd);
+			ob->mod = objs[j].mod;
+			return;
+		}
 	}
 	/* add_p_vaddr: the base is the bias added to the file's addresses.
 	 * On success libdwfl owns the descriptor. */
@@ -146,7 +153,6 @@ static int report(Dwfl *dwfl, struct object *ob, pid_t pid)
 		close(fd);
 		ob->failed = true;
 	}
-	return 0;
 }
 
 static char *hex(const unsigned char *bits, int n)
@@ -274,18 +280,8 @@ int mp_symbolize_profile(struct mp_profile *p, const struct mp_procmaps *maps, p
 	if (!dwfl)
 		goto out;
 	dwfl_report_begin(dwfl);
-	for (uint32_t i = 0; i < n_objs; i++) {
-		/* A file mapped in several places is one module. */
-		for (uint32_t j = 0; j < i; j++) {
-			if (!strcmp(objs[j].map->path, objs[i].map->path) && objs[j].mod) {
-				objs[i] = objs[j];
-				objs[i].map = objs[j].map;
-				break;
-			}
-		}
-		if (!objs[i].reported)
-			report(dwfl, &objs[i], pid);
-	}
+	for (uint32_t i = 0; i < n_objs; i++)
+		report(dwfl, objs, i, pid);
 	dwfl_report_end(dwfl, NULL, NULL);
 	for (uint32_t i = 0; i < n; i++) {
 		struct object *ob = obj_of[i] != MP_NONE ? &objs[obj_of[i]] : NULL;

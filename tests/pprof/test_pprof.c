@@ -327,6 +327,7 @@ Test(pprof, empty_profile_is_valid)
 /* ---- symbolizer ---- */
 
 #define BASE 0x555555554000ull
+#define BASE2 0x7e0000000000ull /* a second load of the same file (dlmopen) */
 
 static const char *fixture(const char *name)
 {
@@ -361,8 +362,9 @@ static char *sh(const char *fmt, ...)
 	return out;
 }
 
-/* The maps text of @elf loaded at BASE, as the kernel would show it, plus
- * an anonymous region and a mapping of a file that does not exist. */
+/* The maps text of @elf loaded at BASE and BASE2, as the kernel would show
+ * it, plus an anonymous region and a mapping of a file that does not
+ * exist. */
 static char *maps_of(const char *elf)
 {
 	char *txt = NULL;
@@ -379,18 +381,23 @@ static char *maps_of(const char *elf)
 	cr_assert_not_null(gelf_getehdr(e, &eh));
 	cr_assert_eq(eh.e_type, ET_DYN, "the fixture is expected to be a PIE");
 	cr_assert_eq(elf_getphdrnum(e, &n), 0);
-	for (size_t i = 0; i < n; i++) {
-		GElf_Phdr ph;
+	for (int k = 0; k < 2; k++) {
+		uint64_t base = k ? BASE2 : BASE;
 
-		cr_assert_not_null(gelf_getphdr(e, i, &ph));
-		if (ph.p_type != PT_LOAD)
-			continue;
-		fprintf(m, "%llx-%llx %c%c%cp %08llx fd:01 0 %s\n",
-			(unsigned long long)(BASE + (ph.p_vaddr & ~4095ull)),
-			(unsigned long long)(BASE + ((ph.p_vaddr + ph.p_memsz + 4095) & ~4095ull)),
-			ph.p_flags & PF_R ? 'r' : '-', ph.p_flags & PF_W ? 'w' : '-',
-			ph.p_flags & PF_X ? 'x' : '-', (unsigned long long)(ph.p_offset & ~4095ull),
-			elf);
+		for (size_t i = 0; i < n; i++) {
+			GElf_Phdr ph;
+
+			cr_assert_not_null(gelf_getphdr(e, i, &ph));
+			if (ph.p_type != PT_LOAD)
+				continue;
+			fprintf(m, "%llx-%llx %c%c%cp %08llx fd:01 0 %s\n",
+				(unsigned long long)(base + (ph.p_vaddr & ~4095ull)),
+				(unsigned long long)(base +
+						     ((ph.p_vaddr + ph.p_memsz + 4095) & ~4095ull)),
+				ph.p_flags & PF_R ? 'r' : '-', ph.p_flags & PF_W ? 'w' : '-',
+				ph.p_flags & PF_X ? 'x' : '-',
+				(unsigned long long)(ph.p_offset & ~4095ull), elf);
+		}
 	}
 	fprintf(m, "7f0000000000-7f0000001000 r-xp 00000000 00:00 0 \n");
 	fprintf(m, "7f0000100000-7f0000102000 r-xp 00001000 fd:01 0 /nonexistent/libgone.so\n");
@@ -420,38 +427,40 @@ static void check_symbolize(const char *name, enum level level)
 			    nm_value(unstripped, "main") + 0x20 };
 	struct mp_profile *p = mp_profile_new();
 	struct mp_procmaps *maps;
-	const struct mp_mapping *text;
+	const struct mp_mapping *text, *text2;
 	char *txt = maps_of(elf), *bid, *a2l;
 
 	cr_assert_eq(mp_procmaps_parse(txt, strlen(txt), &maps), 0);
 	text = mp_procmaps_find(maps, BASE + rel[0]);
-	cr_assert_not_null(text);
+	text2 = mp_procmaps_find(maps, BASE2 + rel[1]);
+	cr_assert(text && text2);
 	/* Sites in an order unlike the addresses', some sharing a caller. */
-	const uint64_t callers[] = { 0x7f0000100010, BASE + rel[2], BASE + rel[0],
-				     0x7f0000000400, BASE + rel[1], BASE + rel[0] };
-	p->n_sites = 6;
-	p->sites = calloc(6, sizeof(*p->sites));
-	for (int i = 0; i < 6; i++)
+	const uint64_t callers[] = { 0x7f0000100010, BASE + rel[2], BASE + rel[0], 0x7f0000000400,
+				     BASE2 + rel[1], BASE + rel[1], BASE + rel[0] };
+	p->n_sites = 7;
+	p->sites = calloc(7, sizeof(*p->sites));
+	for (int i = 0; i < 7; i++)
 		p->sites[i] = (struct mp_site){ .caller = callers[i], .alloc_objects = 1 };
 
 	/* pid 0 has no /proc entry: as if the process were gone. */
 	cr_assert_eq(mp_symbolize_profile(p, maps, 0), 0);
 
 	bid = sh("readelf -n '%s' | sed -n 's/.*Build ID: //p' | tr -d '\\n'", elf);
+	const uint32_t flags = level == FULL	    ? MP_OBJ_F_FUNCTIONS | MP_OBJ_F_LINES :
+			       level == STRIP_DEBUG ? MP_OBJ_F_FUNCTIONS :
+						      0;
 	const struct mp_object want_objs[] = {
-		{ text->start, text->end, text->offset, (char *)elf, bid,
-		  level == FULL	       ? MP_OBJ_F_FUNCTIONS | MP_OBJ_F_LINES :
-		  level == STRIP_DEBUG ? MP_OBJ_F_FUNCTIONS :
-					 0 },
+		{ text->start, text->end, text->offset, (char *)elf, bid, flags },
+		{ text2->start, text2->end, text2->offset, (char *)elf, bid, flags },
 		{ 0x7f0000100000, 0x7f0000102000, 0x1000, "/nonexistent/libgone.so", NULL, 0 },
 	};
-	EXPECT_ARRAY("objects", p->objects, p->n_objects, want_objs, 2, expect_object_eq);
+	EXPECT_ARRAY("objects", p->objects, p->n_objects, want_objs, 3, expect_object_eq);
 
 	/* binutils' addr2line is the independent oracle (at the call, one
 	 * byte before the return address). */
 	a2l = sh("addr2line -f -e '%s' %" PRIx64 " %" PRIx64 " %" PRIx64, elf, rel[0] - 1,
 		 rel[1] - 1, rel[2] - 1);
-	struct mp_location want_locs[5] = { 0 };
+	struct mp_location want_locs[6] = { 0 };
 	char *save = NULL, *tok = strtok_r(a2l, "\n", &save);
 	const uint64_t sorted_rel[3] = { rel[0], rel[1], rel[2] };
 	for (int i = 0; i < 3; i++) {
@@ -472,9 +481,13 @@ static void check_symbolize(const char *name, enum level level)
 	}
 	cr_expect_str_eq(want_locs[0].function ? want_locs[0].function : "(null)",
 			 level == STRIP_ALL ? "(null)" : "alloc_a");
-	want_locs[3] = (struct mp_location){ .addr = 0x7f0000000400, .object = MP_NONE };
-	want_locs[4] = (struct mp_location){ .addr = 0x7f0000100010, .object = 1 };
-	EXPECT_ARRAY("locations", p->locations, p->n_locations, want_locs, 5, expect_location_eq);
+	/* The second load: same symbols, its own mapping and bias. */
+	want_locs[3] = want_locs[1];
+	want_locs[3].addr = BASE2 + rel[1];
+	want_locs[3].object = 1;
+	want_locs[4] = (struct mp_location){ .addr = 0x7f0000000400, .object = MP_NONE };
+	want_locs[5] = (struct mp_location){ .addr = 0x7f0000100010, .object = 2 };
+	EXPECT_ARRAY("locations", p->locations, p->n_locations, want_locs, 6, expect_location_eq);
 	if (level == FULL)
 		cr_expect_eq(p->locations[0].line, 23, "the malloc call of alloc_a is line 23");
 
