@@ -23,6 +23,8 @@
 #define DEFAULT_RSS_POINTS 4096
 #define OWNER_CACHE_SIZE 16384 /* power of two */
 #define MAX_PENDING 4096
+#define DEFAULT_SITES 65536
+#define MAX_SITES (1u << 24)
 
 /* The value stored with each live block (mp_heap_cb): where the allocation
  * was charged, so its free is charged to the same owner, tag and
@@ -34,6 +36,10 @@
 #define U_POOL_MASK 0xfffu
 #define U_NAME_MASK 0xffffu
 #define U_INV_MASK 0x1fffffu
+/* When the allocation has a site, the owner and name fields hold the site
+ * index instead (the site knows both), so its free can update the site's
+ * in-use figures: site = owner field | name field << 12. */
+#define U_SITE_FLAG (1ull << 63)
 
 struct rss_cand {
 	uint64_t ts;
@@ -111,6 +117,10 @@ struct mp_correlator {
 
 	int64_t rss_member[MP_RSS_MEMBER_COUNT];
 	bool rss_member_known[MP_RSS_MEMBER_COUNT];
+
+	uint32_t sites_cap;
+	uint32_t *site_ht; /* site index + 1, 0 empty */
+	uint32_t site_ht_cap;
 };
 
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elsz)
@@ -201,6 +211,10 @@ int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlato
 		c->opts.max_rss_points = DEFAULT_RSS_POINTS;
 	if (c->opts.max_rss_points < 2)
 		c->opts.max_rss_points = 2;
+	if (!c->opts.max_sites)
+		c->opts.max_sites = DEFAULT_SITES;
+	if (c->opts.max_sites > MAX_SITES)
+		c->opts.max_sites = MAX_SITES;
 	c->cur_phase = MP_NONE;
 	c->last_rss.val = MP_UNKNOWN;
 	c->p = mp_profile_new();
@@ -250,6 +264,7 @@ void mp_correlator_free(struct mp_correlator *c)
 	free(c->rules);
 	free(c->owner_cache);
 	free(c->pending);
+	free(c->site_ht);
 	free(c);
 }
 
@@ -487,6 +502,75 @@ static uint32_t owner_of(struct mp_correlator *c, uint64_t caller)
 	return owner;
 }
 
+/* ---- allocation sites ---- */
+
+static uint32_t site_hash(uint64_t caller, uint32_t name, uint32_t phase, uint32_t owner,
+			  uint32_t tid)
+{
+	return hash_u64(caller ^ hash_u64((uint64_t)name << 32 | phase) ^
+			hash_u64((uint64_t)owner << 32 | tid));
+}
+
+static void site_ht_insert(struct mp_correlator *c, uint32_t id)
+{
+	const struct mp_site *st = &c->p->sites[id];
+	uint32_t mask = c->site_ht_cap - 1;
+	uint32_t i = site_hash(st->caller, st->name, st->phase, st->owner, st->tid) & mask;
+
+	while (c->site_ht[i])
+		i = (i + 1) & mask;
+	c->site_ht[i] = id + 1;
+}
+
+/* The site of an allocation, created if new; MP_NONE beyond the cap (the
+ * allocation is counted in sites_dropped) or when out of memory. */
+static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
+			uint32_t owner, uint32_t tid)
+{
+	struct mp_profile *p = c->p;
+	uint32_t mask, i, id;
+
+	if (c->site_ht_cap) {
+		mask = c->site_ht_cap - 1;
+		for (i = site_hash(caller, name, phase, owner, tid) & mask; c->site_ht[i];
+		     i = (i + 1) & mask) {
+			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
+
+			if (st->caller == caller && st->name == name && st->phase == phase &&
+			    st->owner == owner && st->tid == tid)
+				return c->site_ht[i] - 1;
+		}
+	}
+	if (p->n_sites >= c->opts.max_sites) {
+		p->sites_dropped++;
+		return MP_NONE;
+	}
+	if ((p->n_sites + 1) * 2 > c->site_ht_cap) {
+		uint32_t ncap = c->site_ht_cap ? c->site_ht_cap * 2 : 64;
+		uint32_t *ht = calloc(ncap, sizeof(*ht));
+
+		if (!ht) {
+			c->oom = true;
+			return MP_NONE;
+		}
+		free(c->site_ht);
+		c->site_ht = ht;
+		c->site_ht_cap = ncap;
+		for (id = 0; id < p->n_sites; id++)
+			site_ht_insert(c, id);
+	}
+	if (grow((void **)&p->sites, &c->sites_cap, p->n_sites + 1, sizeof(*p->sites)) < 0) {
+		c->oom = true;
+		return MP_NONE;
+	}
+	id = p->n_sites++;
+	p->sites[id] = (struct mp_site){
+		.caller = caller, .name = name, .phase = phase, .owner = owner, .tid = tid
+	};
+	site_ht_insert(c, id);
+	return id;
+}
+
 /* ---- heap accounting ---- */
 
 /* Signed figures are updated in unsigned arithmetic: a hostile size must
@@ -588,7 +672,7 @@ static void charge(struct mp_correlator *c, struct frame *f, uint64_t size, bool
 static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev)
 {
 	struct mp_profile *p = c->p;
-	uint32_t owner, tag = MP_TAG_NONE, name = MP_NONE, inv = MP_NONE;
+	uint32_t owner, tag = MP_TAG_NONE, name = MP_NONE, inv = MP_NONE, site;
 	struct thread *t;
 	struct frame *f;
 	bool cross;
@@ -640,6 +724,18 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 			break;
 		r->peak_bytes = c->live_bytes;
 	}
+	site = site_of(c, ev->caller, name, c->cur_phase, owner, ev->tid);
+	if (site != MP_NONE) {
+		struct mp_site *st = &p->sites[site];
+
+		st->alloc_objects++;
+		st->alloc_space += ev->size;
+		st->inuse_objects++;
+		st->inuse_space += ev->size;
+		return U_SITE_FLAG | (uint64_t)(site & U_POOL_MASK) << U_OWNER_SHIFT |
+		       (uint64_t)tag << U_TAG_SHIFT | (uint64_t)(site >> 12) << U_NAME_SHIFT |
+		       (uint64_t)(inv + 1) << U_INV_SHIFT;
+	}
 	return (uint64_t)owner << U_OWNER_SHIFT | (uint64_t)tag << U_TAG_SHIFT |
 	       (uint64_t)(name + 1) << U_NAME_SHIFT | (uint64_t)(inv + 1) << U_INV_SHIFT;
 }
@@ -651,9 +747,22 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 	uint32_t tag = (ev->user >> U_TAG_SHIFT) & U_POOL_MASK;
 	uint32_t name = (uint32_t)((ev->user >> U_NAME_SHIFT) & U_NAME_MASK) - 1;
 	uint32_t inv = (uint32_t)((ev->user >> U_INV_SHIFT) & U_INV_MASK) - 1;
+	struct mp_site *st = NULL;
 	struct thread *t;
 	struct frame *f;
 	bool cross;
+
+	if (ev->user & U_SITE_FLAG) {
+		uint32_t site = owner | (uint32_t)((ev->user >> U_NAME_SHIFT) & U_NAME_MASK) << 12;
+
+		owner = MP_OWNER_UNKNOWN;
+		name = MP_NONE;
+		if (site < p->n_sites) {
+			st = &p->sites[site];
+			owner = st->owner;
+			name = st->name;
+		}
+	}
 
 	if (owner >= p->n_owners)
 		owner = MP_OWNER_UNKNOWN;
@@ -666,6 +775,10 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 	}
 	c->live_bytes -= ev->size;
 	c->live_count--;
+	if (st) {
+		sub_clamped(&st->inuse_space, ev->size);
+		sub_clamped(&st->inuse_objects, 1);
+	}
 	mem_free(&p->mem, ev->size);
 	if (c->cur_phase != MP_NONE)
 		mem_free(&p->phases[c->cur_phase].mem, ev->size);

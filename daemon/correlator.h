@@ -32,6 +32,7 @@ struct mp_correlator_opts {
 	void *resolve_ctx;
 	uint32_t max_invocations; /* per-invocation records kept; 0: 65536 */
 	uint32_t max_rss_points; /* RSS timeline length; 0: 4096 */
+	uint32_t max_sites; /* allocation sites kept; 0: 65536 */
 };
 
 struct mp_correlator;

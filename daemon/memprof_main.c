@@ -13,6 +13,7 @@
 #include "launch.h"
 #include "options.h"
 #include "profile.h"
+#include "pprof.h"
 #include "profile_pb.h"
 #include "report.h"
 #include "session.h"
@@ -187,7 +188,16 @@ static int convert_write(const struct mp_profile *p, enum convert_to to, FILE *f
 		return mp_chrome_write(p, f);
 	case TO_JSON:
 		return mp_report_write(p, MP_REPORT_JSON, NULL, f);
-	case TO_PPROF:
+	case TO_PPROF: {
+		uint8_t *buf = NULL;
+		size_t len = 0;
+		int r = mp_pprof_encode(p, true, &buf, &len);
+
+		if (r == 0 && fwrite(buf, 1, len, f) != len)
+			r = errno ? -errno : -EIO;
+		free(buf);
+		return r;
+	}
 	case TO_NONE:
 		break;
 	}
@@ -251,12 +261,6 @@ static int cmd_convert(int argc, char **argv)
 	r = mp_profile_load(in, &p, &why);
 	if (r < 0) {
 		fprintf(stderr, "memprof convert: %s: %s\n", in, why ? why : strerror(-r));
-		return 1;
-	}
-	if (to == TO_PPROF) {
-		/* Wired at merge with daemon/pprof.h (H5a). */
-		fprintf(stderr, "memprof convert: pprof conversion: not built in this branch\n");
-		mp_profile_free(p);
 		return 1;
 	}
 	if (out) {

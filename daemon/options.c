@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "options.h"
+#include "pprof.h"
 #include "profile_pb.h"
 #include "rss.h"
 
@@ -21,6 +22,7 @@ enum {
 	OPT_PRINT,
 	OPT_REGION,
 	OPT_LAG,
+	OPT_FORMAT,
 };
 
 void mp_options_init(struct mp_options *o)
@@ -39,6 +41,8 @@ void mp_options_help(FILE *f, bool with_pid)
 	      "                          or on SIGINT/SIGTERM)\n"
 	      "  -o, --output FILE       write the profile to FILE (memprof.proto; read it\n"
 	      "                          with `memprof report FILE`)\n"
+	      "      --format FMT        format of -o: memprof (default) or pprof (gzipped\n"
+	      "                          profile.proto for `go tool pprof` and Pyroscope)\n"
 	      "      --print FORMAT      print the profile at the end as table (default),\n"
 	      "                          json, tfjs (tf.profile's ProfileInfo) or none\n"
 	      "      --region NAME[#N]   tfjs view of the N-th (default 1st) invocation of\n"
@@ -91,6 +95,7 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 		{ "pid", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, OPT_FORMAT },
 		{ "print", required_argument, NULL, OPT_PRINT },
 		{ "region", required_argument, NULL, OPT_REGION },
 		{ "alloc", required_argument, NULL, OPT_ALLOC },
@@ -133,6 +138,14 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 			break;
 		case 'o':
 			o->output = optarg;
+			break;
+		case OPT_FORMAT:
+			if (!strcmp(optarg, "pprof"))
+				o->output_pprof = true;
+			else if (!strcmp(optarg, "memprof"))
+				o->output_pprof = false;
+			else
+				return bad("--format (memprof or pprof)", optarg);
 			break;
 		case OPT_PRINT:
 			if (!strcmp(optarg, "none")) {
@@ -203,7 +216,7 @@ int mp_options_emit(const struct mp_options *o, const struct mp_profile *p)
 	int r;
 
 	if (o->output) {
-		r = mp_profile_save(p, o->output);
+		r = o->output_pprof ? mp_pprof_save(p, o->output) : mp_profile_save(p, o->output);
 		if (r < 0) {
 			fprintf(stderr, "memprof: writing %s: %s\n", o->output, strerror(-r));
 			return r;

@@ -12,6 +12,7 @@
 struct mp_options {
 	struct mp_session_opts session;
 	const char *output; /* -o FILE: memprof.proto profile */
+	bool output_pprof; /* --format pprof: -o writes gzipped pprof instead */
 	enum mp_report_format print; /* what to print on stdout at the end */
 	bool print_none;
 	const char *region; /* --region for the tfjs view */

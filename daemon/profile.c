@@ -54,6 +54,17 @@ void mp_profile_free(struct mp_profile *p)
 		free(p->tags[i].name);
 	free(p->tags);
 	free(p->rss);
+	free(p->sites);
+	for (uint32_t i = 0; i < p->n_objects; i++) {
+		free(p->objects[i].path);
+		free(p->objects[i].build_id);
+	}
+	free(p->objects);
+	for (uint32_t i = 0; i < p->n_locations; i++) {
+		free(p->locations[i].function);
+		free(p->locations[i].file);
+	}
+	free(p->locations);
 	free(p);
 }
 
@@ -119,6 +130,21 @@ const struct mp_pool *mp_profile_tag(const struct mp_profile *p, const char *nam
 const struct mp_pool *mp_profile_owner(const struct mp_profile *p, const char *name)
 {
 	return pool_find(p->owners, p->n_owners, name);
+}
+
+const struct mp_location *mp_profile_location(const struct mp_profile *p, uint64_t addr)
+{
+	uint32_t lo = 0, hi = p->n_locations;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (p->locations[mid].addr < addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < p->n_locations && p->locations[lo].addr == addr ? &p->locations[lo] : NULL;
 }
 
 const struct mp_bucket *mp_bucket_find(const struct mp_bucket *b, uint32_t n, uint32_t id)

@@ -188,6 +188,54 @@ struct mp_profile {
 	uint64_t rss_samples; /* samples seen */
 	uint64_t rss_peak; /* max VmRSS sampled */
 	uint64_t vm_hwm; /* last VmHWM sampled, MP_UNKNOWN if none */
+
+	/* Allocation sites, in order of first allocation. Bounded: the
+	 * allocations of sites beyond the cap are counted in sites_dropped
+	 * (they still count in every other figure). */
+	uint32_t n_sites;
+	struct mp_site *sites;
+	uint64_t sites_dropped;
+	/* Symbols of the sites' callers (mp_symbolize_profile()); empty
+	 * until then. Locations are sorted by address, one per caller. */
+	uint32_t n_objects;
+	struct mp_object *objects;
+	uint32_t n_locations;
+	struct mp_location *locations;
+};
+
+/* An allocation site: allocations with the same caller address charged
+ * to the same kernel in the same phase, owner and thread. */
+struct mp_site {
+	uint64_t caller; /* return address into the allocating code */
+	uint32_t name; /* kernel charged (index into names), or MP_NONE */
+	uint32_t phase; /* phase current at the allocation, or MP_NONE */
+	uint32_t owner; /* index into owners */
+	uint32_t tid; /* allocating thread */
+	uint64_t alloc_objects, alloc_space; /* all allocations */
+	uint64_t inuse_objects, inuse_space; /* still live at the end */
+};
+
+/* mp_object.flags: what symbolization found for the object. */
+#define MP_OBJ_F_FUNCTIONS 0x1u /* every location in it has a function name */
+#define MP_OBJ_F_LINES 0x2u /* every location in it has file:line */
+
+/* A file-backed executable mapping of the process holding site callers. */
+struct mp_object {
+	uint64_t start, limit; /* [start, limit) in the process */
+	uint64_t file_offset; /* file offset mapped at start */
+	char *path; /* as the process sees it */
+	char *build_id; /* lowercase hex, NULL when the file has none */
+	uint32_t flags; /* MP_OBJ_F_* */
+};
+
+/* The symbol of one caller address. */
+struct mp_location {
+	uint64_t addr; /* caller address in the process */
+	uint32_t object; /* index into objects, or MP_NONE */
+	uint64_t rel_addr; /* the address in the ELF file's terms (addr2line -e) */
+	char *function; /* NULL when unknown */
+	char *file; /* source file, NULL when unknown */
+	uint32_t line; /* 0 when unknown */
 };
 
 struct mp_profile *mp_profile_new(void);
@@ -201,6 +249,8 @@ const struct mp_kernel *mp_profile_kernel(const struct mp_profile *p, const char
 const struct mp_phase *mp_profile_phase(const struct mp_profile *p, const char *name);
 const struct mp_pool *mp_profile_tag(const struct mp_profile *p, const char *name);
 const struct mp_pool *mp_profile_owner(const struct mp_profile *p, const char *name);
+/* The location of @addr (p->locations is sorted), or NULL. */
+const struct mp_location *mp_profile_location(const struct mp_profile *p, uint64_t addr);
 /* Bucket @id of an invocation's or kernel's owner/tag breakdown, or NULL. */
 const struct mp_bucket *mp_bucket_find(const struct mp_bucket *b, uint32_t n, uint32_t id);
 

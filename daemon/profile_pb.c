@@ -205,6 +205,62 @@ static Memprof__Pool **enc_pools(struct arena *a, const struct mp_pool *v, uint3
 	return r;
 }
 
+static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
+{
+	Memprof__Site *so = arena_alloc(a, p->n_sites, sizeof(*so));
+	Memprof__ObjectMapping *mo = arena_alloc(a, p->n_objects, sizeof(*mo));
+	Memprof__Location *lo = arena_alloc(a, p->n_locations, sizeof(*lo));
+
+	o->sites = arena_alloc(a, p->n_sites, sizeof(*o->sites));
+	o->mappings = arena_alloc(a, p->n_objects, sizeof(*o->mappings));
+	o->locations = arena_alloc(a, p->n_locations, sizeof(*o->locations));
+	if (!so || !mo || !lo || !o->sites || !o->mappings || !o->locations)
+		return;
+	for (uint32_t i = 0; i < p->n_sites; i++) {
+		const struct mp_site *st = &p->sites[i];
+
+		memprof__site__init(&so[i]);
+		so[i].caller = st->caller;
+		so[i].kernel = st->name;
+		so[i].phase = st->phase;
+		so[i].owner = st->owner;
+		so[i].tid = st->tid;
+		so[i].alloc_objects = st->alloc_objects;
+		so[i].alloc_space = st->alloc_space;
+		so[i].inuse_objects = st->inuse_objects;
+		so[i].inuse_space = st->inuse_space;
+		o->sites[i] = &so[i];
+	}
+	o->n_sites = p->n_sites;
+	for (uint32_t i = 0; i < p->n_objects; i++) {
+		const struct mp_object *ob = &p->objects[i];
+
+		memprof__object_mapping__init(&mo[i]);
+		mo[i].start = ob->start;
+		mo[i].limit = ob->limit;
+		mo[i].file_offset = ob->file_offset;
+		mo[i].path = str_or_empty(ob->path);
+		mo[i].build_id = str_or_empty(ob->build_id);
+		mo[i].has_functions = !!(ob->flags & MP_OBJ_F_FUNCTIONS);
+		mo[i].has_lines = !!(ob->flags & MP_OBJ_F_LINES);
+		o->mappings[i] = &mo[i];
+	}
+	o->n_mappings = p->n_objects;
+	for (uint32_t i = 0; i < p->n_locations; i++) {
+		const struct mp_location *l = &p->locations[i];
+
+		memprof__location__init(&lo[i]);
+		lo[i].address = l->addr;
+		lo[i].mapping = l->object;
+		lo[i].rel_address = l->rel_addr;
+		lo[i].function = str_or_empty(l->function);
+		lo[i].file = str_or_empty(l->file);
+		lo[i].line = l->line;
+		o->locations[i] = &lo[i];
+	}
+	o->n_locations = p->n_locations;
+}
+
 static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p)
 {
 	Memprof__Profile *o = arena_alloc(a, 1, sizeof(*o));
@@ -242,6 +298,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	drops->bpf = p->drops_bpf;
 	drops->invocations = p->invocations_dropped;
 	drops->markers = p->dropped_markers;
+	drops->sites = p->sites_dropped;
 	o->drops = drops;
 	memprof__anomalies__init(an);
 	an->unmatched_ends = p->unmatched_ends;
@@ -312,6 +369,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	rss->exact_unattributed = p->rss_exact_unattributed;
 	rss->heap_live_recorded = true;
 	o->rss = rss;
+	enc_sites(a, p, o);
 	return a->failed ? NULL : o;
 }
 
@@ -556,6 +614,85 @@ static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_
 	return 0;
 }
 
+/* Sites refer to names, phases and owners: decoded after them. */
+static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
+	if (o->n_sites > (1u << 24) || o->n_locations > o->n_sites ||
+	    o->n_mappings > o->n_locations)
+		BAD("more sites, locations or mappings than memprofd writes");
+	if (o->n_sites) {
+		p->sites = calloc(o->n_sites, sizeof(*p->sites));
+		if (!p->sites)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < o->n_sites; i++) {
+		const Memprof__Site *st = o->sites[i];
+
+		if (!st)
+			BAD("empty site");
+		if ((st->kernel != MP_NONE && st->kernel >= p->n_names) ||
+		    (st->phase != MP_NONE && st->phase >= p->n_phases) || st->owner >= p->n_owners)
+			BAD("site refers to no kernel, phase or owner");
+		p->sites[i] = (struct mp_site){
+			.caller = st->caller,
+			.name = st->kernel,
+			.phase = st->phase,
+			.owner = st->owner,
+			.tid = st->tid,
+			.alloc_objects = st->alloc_objects,
+			.alloc_space = st->alloc_space,
+			.inuse_objects = st->inuse_objects,
+			.inuse_space = st->inuse_space,
+		};
+		p->n_sites = i + 1;
+	}
+	if (o->n_mappings) {
+		p->objects = calloc(o->n_mappings, sizeof(*p->objects));
+		if (!p->objects)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < o->n_mappings; i++) {
+		const Memprof__ObjectMapping *m = o->mappings[i];
+		struct mp_object *ob = &p->objects[i];
+
+		if (!m)
+			BAD("empty mapping");
+		p->n_objects = i + 1;
+		if (dup_str(m->path, &ob->path) < 0 || dup_opt_str(m->build_id, &ob->build_id) < 0)
+			return -ENOMEM;
+		ob->start = m->start;
+		ob->limit = m->limit;
+		ob->file_offset = m->file_offset;
+		ob->flags = (m->has_functions ? MP_OBJ_F_FUNCTIONS : 0) |
+			    (m->has_lines ? MP_OBJ_F_LINES : 0);
+	}
+	if (o->n_locations) {
+		p->locations = calloc(o->n_locations, sizeof(*p->locations));
+		if (!p->locations)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < o->n_locations; i++) {
+		const Memprof__Location *l = o->locations[i];
+		struct mp_location *lc = &p->locations[i];
+
+		if (!l)
+			BAD("empty location");
+		if (i && l->address <= p->locations[i - 1].addr)
+			BAD("locations not sorted by address");
+		if (l->mapping != MP_NONE && l->mapping >= p->n_objects)
+			BAD("location refers to no mapping");
+		p->n_locations = i + 1;
+		if (dup_opt_str(l->function, &lc->function) < 0 ||
+		    dup_opt_str(l->file, &lc->file) < 0)
+			return -ENOMEM;
+		lc->addr = l->address;
+		lc->object = l->mapping;
+		lc->rel_addr = l->rel_address;
+		lc->line = l->line;
+	}
+	return 0;
+}
+
 static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
 {
 	int r;
@@ -594,6 +731,7 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		p->drops_bpf = o->drops->bpf;
 		p->invocations_dropped = o->drops->invocations;
 		p->dropped_markers = o->drops->markers;
+		p->sites_dropped = o->drops->sites;
 	}
 	if (o->anomalies) {
 		p->unmatched_ends = o->anomalies->unmatched_ends;
@@ -696,7 +834,7 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		p->vm_hwm = rs->vm_hwm;
 		p->rss_exact_unattributed = rs->exact_unattributed;
 	}
-	return 0;
+	return dec_sites(o, p, ret_why);
 }
 
 int mp_profile_decode(const void *buf, size_t len, struct mp_profile **ret, const char **ret_why)
@@ -820,24 +958,18 @@ int mp_profile_file_decode(const void *data, size_t len, struct mp_profile **ret
 	return mp_profile_decode(buf + MP_PROFILE_FILE_HEADER, mlen, ret, ret_why);
 }
 
-int mp_profile_save(const struct mp_profile *p, const char *path)
+int mp_file_write_atomic(const char *path, const void *data, size_t len)
 {
+	const uint8_t *buf = data;
 	char tmp[PATH_MAX];
-	uint8_t *buf;
-	size_t len, off = 0;
+	size_t off = 0;
 	int fd, r;
 
 	if (snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path) >= (int)sizeof(tmp))
 		return -ENAMETOOLONG;
-	r = mp_profile_file_encode(p, &buf, &len);
-	if (r < 0)
-		return r;
 	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		r = -errno;
-		free(buf);
-		return r;
-	}
+	if (fd < 0)
+		return -errno;
 	while (off < len) {
 		ssize_t n = write(fd, buf + off, len - off);
 
@@ -863,12 +995,24 @@ int mp_profile_save(const struct mp_profile *p, const char *path)
 		r = -errno;
 		goto fail;
 	}
-	free(buf);
 	return 0;
 fail:
 	if (fd >= 0)
 		close(fd);
 	unlink(tmp);
+	return r;
+}
+
+int mp_profile_save(const struct mp_profile *p, const char *path)
+{
+	uint8_t *buf;
+	size_t len;
+	int r;
+
+	r = mp_profile_file_encode(p, &buf, &len);
+	if (r < 0)
+		return r;
+	r = mp_file_write_atomic(path, buf, len);
 	free(buf);
 	return r;
 }

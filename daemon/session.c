@@ -21,6 +21,7 @@
 #include "procmaps.h"
 #include "rss.h"
 #include "session.h"
+#include "symbolize.h"
 
 #define DEFAULT_LAG_NS (10 * 1000 * 1000ull)
 /* Ring drain and watermark release period. */
@@ -633,6 +634,9 @@ int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 		if (r < 0)
 			log_errno(r, "pid %d: building the profile", (int)opts->pid);
 	}
+	/* Best effort: a profile without symbols is still a profile. */
+	if (r == 0 && mp_symbolize_profile(p, s.maps, opts->pid) < 0)
+		log_errno(-ENOMEM, "pid %d: symbolizing allocation sites", (int)opts->pid);
 	if (r == 0) {
 		r = mp_profile_set_process(p, (int32_t)opts->pid, s.exe[0] ? s.exe : NULL, NULL,
 					   s.cmdline);

@@ -8,7 +8,8 @@
  * Inputs starting with 'C' instead drive the correlator with an event
  * stream decoded from the bytes: marker records come from the profiled
  * process's ring (hostile tids, types, flags, ranks, timestamps), and the
- * resulting profile goes through the renderers and a round trip.
+ * resulting profile goes through the renderers, a round trip and the
+ * pprof encoder.
  */
 #include <string.h>
 #include <stdint.h>
@@ -16,6 +17,8 @@
 #include <stdlib.h>
 
 #include "correlator.h"
+#include "chrome.h"
+#include "pprof.h"
 #include "profile_pb.h"
 #include "report.h"
 
@@ -33,9 +36,14 @@ static void exercise(struct mp_profile *p)
 		mp_report_write(p, MP_REPORT_TFJS, NULL, f);
 		if (p->n_names)
 			mp_report_write(p, MP_REPORT_TFJS, p->names[0], f);
+		mp_chrome_write(p, f);
 		fclose(f);
 	}
 	if (mp_profile_encode(p, &buf, &len) == 0)
+		free(buf);
+	/* Sites, mappings and locations as decoded: the pprof encoder trusts
+	 * only validated indices too. */
+	if (mp_pprof_encode(p, false, &buf, &len) == 0)
 		free(buf);
 }
 
@@ -65,7 +73,8 @@ static void drive_correlator(const uint8_t *d, size_t n)
 	static const char *names[] = { "conv", "gemm", "", "a\"b", "(other)", "load", "weights" };
 	struct mp_correlator_opts o = { .resolve_owner = fuzz_resolve,
 					.max_invocations = 64,
-					.max_rss_points = 8 };
+					.max_rss_points = 8,
+					.max_sites = 8 };
 	struct mp_heap_event blocks[64];
 	unsigned nblocks = 0;
 	struct mp_correlator *c;

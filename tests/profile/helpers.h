@@ -350,6 +350,50 @@ static UNUSED void expect_rss_point_eq(const char *path, const struct mp_rss_poi
 	EQ(path, heap_live, g, w);
 }
 
+static UNUSED void expect_site_eq(const char *path, const struct mp_site *g,
+				  const struct mp_site *w)
+{
+	EQ(path, caller, g, w);
+	EQ(path, name, g, w);
+	EQ(path, phase, g, w);
+	EQ(path, owner, g, w);
+	EQ(path, tid, g, w);
+	EQ(path, alloc_objects, g, w);
+	EQ(path, alloc_space, g, w);
+	EQ(path, inuse_objects, g, w);
+	EQ(path, inuse_space, g, w);
+}
+
+static UNUSED void expect_object_eq(const char *path, const struct mp_object *g,
+				    const struct mp_object *w)
+{
+	char sub[256];
+
+	EQ(path, start, g, w);
+	EQ(path, limit, g, w);
+	EQ(path, file_offset, g, w);
+	snprintf(sub, sizeof(sub), "%s.path", path);
+	expect_str_eq(sub, g->path, w->path);
+	snprintf(sub, sizeof(sub), "%s.build_id", path);
+	expect_str_eq(sub, g->build_id, w->build_id);
+	EQ(path, flags, g, w);
+}
+
+static UNUSED void expect_location_eq(const char *path, const struct mp_location *g,
+				      const struct mp_location *w)
+{
+	char sub[256];
+
+	EQ(path, addr, g, w);
+	EQ(path, object, g, w);
+	EQ(path, rel_addr, g, w);
+	snprintf(sub, sizeof(sub), "%s.function", path);
+	expect_str_eq(sub, g->function, w->function);
+	snprintf(sub, sizeof(sub), "%s.file", path);
+	expect_str_eq(sub, g->file, w->file);
+	EQ(path, line, g, w);
+}
+
 #define EXPECT_ARRAY(path, got, ngot, want, nwant, fn)                                           \
 	do {                                                                                     \
 		char sub_[256];                                                                  \
@@ -408,6 +452,12 @@ static UNUSED void expect_profile_eq(const struct mp_profile *g, const struct mp
 	EQ(path, rss_samples, g, w);
 	EQ(path, rss_peak, g, w);
 	EQ(path, vm_hwm, g, w);
+	EXPECT_ARRAY("profile.sites", g->sites, g->n_sites, w->sites, w->n_sites, expect_site_eq);
+	EQ(path, sites_dropped, g, w);
+	EXPECT_ARRAY("profile.objects", g->objects, g->n_objects, w->objects, w->n_objects,
+		     expect_object_eq);
+	EXPECT_ARRAY("profile.locations", g->locations, g->n_locations, w->locations,
+		     w->n_locations, expect_location_eq);
 }
 
 #define SHAPE(...)                                                                      \

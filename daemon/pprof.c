@@ -1,0 +1,509 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "pprof.h"
+#include "profile.pb-c.h"
+#include "profile_pb.h"
+
+/* Sample values, in the order of Go's heap profiles. */
+enum { V_ALLOC_OBJECTS, V_ALLOC_SPACE, V_INUSE_OBJECTS, V_INUSE_SPACE, N_VALUES };
+#define MAX_LABELS 4
+
+/* The string table: model strings are borrowed, interned by content. */
+struct strtab {
+	const char **s;
+	uint32_t n, cap;
+	uint32_t *ht; /* index + 1, 0 empty */
+	uint32_t ht_cap;
+};
+
+static uint32_t hash_str(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 16777619u;
+	return h;
+}
+
+static int strtab_rehash(struct strtab *t, uint32_t ncap)
+{
+	uint32_t *ht = calloc(ncap, sizeof(*ht));
+
+	if (!ht)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->n; i++) {
+		uint32_t j = hash_str(t->s[i]) & (ncap - 1);
+
+		while (ht[j])
+			j = (j + 1) & (ncap - 1);
+		ht[j] = i + 1;
+	}
+	free(t->ht);
+	t->ht = ht;
+	t->ht_cap = ncap;
+	return 0;
+}
+
+/* Index of @s (NULL means ""), or -ENOMEM. */
+static int64_t strtab_get(struct strtab *t, const char *s)
+{
+	uint32_t j;
+
+	if (!s)
+		s = "";
+	if ((t->n + 1) * 2 > t->ht_cap && strtab_rehash(t, t->ht_cap ? t->ht_cap * 2 : 256) < 0)
+		return -ENOMEM;
+	for (j = hash_str(s) & (t->ht_cap - 1); t->ht[j]; j = (j + 1) & (t->ht_cap - 1))
+		if (strcmp(t->s[t->ht[j] - 1], s) == 0)
+			return t->ht[j] - 1;
+	if (t->n == t->cap) {
+		uint32_t ncap = t->cap ? t->cap * 2 : 64;
+		const char **ns = reallocarray(t->s, ncap, sizeof(*ns));
+
+		if (!ns)
+			return -ENOMEM;
+		t->s = ns;
+		t->cap = ncap;
+	}
+	t->s[t->n] = s;
+	t->ht[j] = t->n + 1;
+	return t->n++;
+}
+
+/* Functions are unique per (name, file) string pair. */
+struct funtab {
+	uint64_t *keys; /* name << 32 | file, +1 so that 0 is empty */
+	uint32_t *ids;
+	uint32_t cap, n;
+};
+
+static uint32_t hash_u64(uint64_t v)
+{
+	v ^= v >> 33;
+	v *= 0xff51afd7ed558ccdull;
+	v ^= v >> 33;
+	return (uint32_t)v;
+}
+
+/* The id (1-based) of the function, *@ret_new set when just added. The
+ * table has room for every location's function. */
+static void funtab_get(struct funtab *f, uint64_t key, uint32_t *ret_id, bool *ret_new)
+{
+	uint32_t j, mask = f->cap - 1;
+
+	key++;
+	for (j = hash_u64(key) & mask; f->keys[j]; j = (j + 1) & mask) {
+		if (f->keys[j] == key) {
+			*ret_id = f->ids[j];
+			*ret_new = false;
+			return;
+		}
+	}
+	f->keys[j] = key;
+	f->ids[j] = ++f->n;
+	*ret_id = f->n;
+	*ret_new = true;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Everything the message points to, freed together. */
+struct build {
+	struct strtab st;
+	struct funtab ft;
+	uint64_t *callers; /* sorted, unique */
+	uint32_t n_callers;
+	Perftools__Profiles__ValueType vt[N_VALUES + 1], *vtp[N_VALUES];
+	Perftools__Profiles__Sample *samples, **samplep;
+	int64_t *values;
+	uint64_t *loc_ids;
+	Perftools__Profiles__Label *labels, **labelp;
+	Perftools__Profiles__Location *locs, **locp;
+	Perftools__Profiles__Line *lines, **linep;
+	Perftools__Profiles__Function *funcs, **funcp;
+	Perftools__Profiles__Mapping *maps, **mapp;
+	char (*tids)[12]; /* the thread labels' text, one per sample */
+	int64_t comments[2];
+	char dropped_note[128];
+};
+
+static void build_free(struct build *b)
+{
+	free(b->st.s);
+	free(b->st.ht);
+	free(b->ft.keys);
+	free(b->ft.ids);
+	free(b->callers);
+	free(b->samples);
+	free(b->samplep);
+	free(b->values);
+	free(b->loc_ids);
+	free(b->labels);
+	free(b->labelp);
+	free(b->tids);
+	free(b->locs);
+	free(b->locp);
+	free(b->lines);
+	free(b->linep);
+	free(b->funcs);
+	free(b->funcp);
+	free(b->maps);
+	free(b->mapp);
+}
+
+#define S(str)                                        \
+	({                                            \
+		int64_t s_ = strtab_get(&b->st, str); \
+		if (s_ < 0)                           \
+			return -ENOMEM;               \
+		s_;                                   \
+	})
+
+static int build_value_types(struct build *b, Perftools__Profiles__Profile *o)
+{
+	static const char *const types[N_VALUES][2] = {
+		{ "alloc_objects", "count" },
+		{ "alloc_space", "bytes" },
+		{ "inuse_objects", "count" },
+		{ "inuse_space", "bytes" },
+	};
+
+	for (int i = 0; i < N_VALUES; i++) {
+		perftools__profiles__value_type__init(&b->vt[i]);
+		b->vt[i].type = S(types[i][0]);
+		b->vt[i].unit = S(types[i][1]);
+		b->vtp[i] = &b->vt[i];
+	}
+	o->n_sample_type = N_VALUES;
+	o->sample_type = b->vtp;
+	/* Exact figures, no sampling: every byte counts once. */
+	perftools__profiles__value_type__init(&b->vt[N_VALUES]);
+	b->vt[N_VALUES].type = S("space");
+	b->vt[N_VALUES].unit = S("bytes");
+	o->period_type = &b->vt[N_VALUES];
+	o->period = 1;
+	o->default_sample_type = b->vt[V_INUSE_SPACE].type;
+	return 0;
+}
+
+static int build_mappings(struct build *b, const struct mp_profile *p,
+			  Perftools__Profiles__Profile *o)
+{
+	b->maps = calloc(p->n_objects, sizeof(*b->maps));
+	b->mapp = calloc(p->n_objects, sizeof(*b->mapp));
+	if (p->n_objects && (!b->maps || !b->mapp))
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_objects; i++) {
+		const struct mp_object *ob = &p->objects[i];
+		Perftools__Profiles__Mapping *m = &b->maps[i];
+
+		perftools__profiles__mapping__init(m);
+		m->id = i + 1;
+		m->memory_start = ob->start;
+		m->memory_limit = ob->limit;
+		m->file_offset = ob->file_offset;
+		m->filename = S(ob->path);
+		m->build_id = S(ob->build_id);
+		/* Set flags stop pprof from symbolizing again from the file. */
+		m->has_functions = !!(ob->flags & MP_OBJ_F_FUNCTIONS);
+		m->has_filenames = !!(ob->flags & MP_OBJ_F_LINES);
+		m->has_line_numbers = !!(ob->flags & MP_OBJ_F_LINES);
+		b->mapp[i] = m;
+	}
+	o->n_mapping = p->n_objects;
+	o->mapping = b->mapp;
+	return 0;
+}
+
+/* One location per distinct caller address, id = index + 1. */
+static int build_locations(struct build *b, const struct mp_profile *p,
+			   Perftools__Profiles__Profile *o)
+{
+	uint32_t n = 0, nf = 0;
+
+	b->callers = malloc((size_t)(p->n_sites ? p->n_sites : 1) * sizeof(*b->callers));
+	if (!b->callers)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_sites; i++)
+		b->callers[i] = p->sites[i].caller;
+	qsort(b->callers, p->n_sites, sizeof(*b->callers), cmp_u64);
+	for (uint32_t i = 0; i < p->n_sites; i++)
+		if (!n || b->callers[n - 1] != b->callers[i])
+			b->callers[n++] = b->callers[i];
+	b->n_callers = n;
+
+	b->locs = calloc(n ? n : 1, sizeof(*b->locs));
+	b->locp = calloc(n ? n : 1, sizeof(*b->locp));
+	b->lines = calloc(n ? n : 1, sizeof(*b->lines));
+	b->linep = calloc(n ? n : 1, sizeof(*b->linep));
+	b->funcs = calloc(n ? n : 1, sizeof(*b->funcs));
+	b->funcp = calloc(n ? n : 1, sizeof(*b->funcp));
+	b->ft.cap = 16;
+	while (b->ft.cap < 2 * n)
+		b->ft.cap *= 2;
+	b->ft.keys = calloc(b->ft.cap, sizeof(*b->ft.keys));
+	b->ft.ids = calloc(b->ft.cap, sizeof(*b->ft.ids));
+	if (!b->locs || !b->locp || !b->lines || !b->linep || !b->funcs || !b->funcp ||
+	    !b->ft.keys || !b->ft.ids)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct mp_location *ml = mp_profile_location(p, b->callers[i]);
+		Perftools__Profiles__Location *l = &b->locs[i];
+
+		perftools__profiles__location__init(l);
+		l->id = i + 1;
+		l->address = b->callers[i];
+		b->locp[i] = l;
+		if (!ml)
+			continue;
+		if (ml->object < p->n_objects)
+			l->mapping_id = ml->object + 1;
+		if (ml->function) {
+			int64_t name = S(ml->function), file = S(ml->file);
+			uint32_t fid;
+			bool added;
+
+			funtab_get(&b->ft, (uint64_t)name << 32 | (uint64_t)file, &fid, &added);
+			if (added) {
+				Perftools__Profiles__Function *fn = &b->funcs[nf];
+
+				perftools__profiles__function__init(fn);
+				fn->id = fid;
+				fn->name = name;
+				fn->system_name = name;
+				fn->filename = file;
+				b->funcp[nf++] = fn;
+			}
+			perftools__profiles__line__init(&b->lines[i]);
+			b->lines[i].function_id = fid;
+			b->lines[i].line = ml->line;
+			b->linep[i] = &b->lines[i];
+			l->n_line = 1;
+			l->line = &b->linep[i];
+		}
+	}
+	o->n_location = n;
+	o->location = b->locp;
+	o->n_function = nf;
+	o->function = b->funcp;
+	return 0;
+}
+
+static uint64_t location_id(const struct build *b, uint64_t caller)
+{
+	uint32_t lo = 0, hi = b->n_callers;
+
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (b->callers[mid] < caller)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo + 1;
+}
+
+static int64_t clamp(uint64_t v)
+{
+	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+static int build_samples(struct build *b, const struct mp_profile *p,
+			 Perftools__Profiles__Profile *o)
+{
+	size_t n = p->n_sites ? p->n_sites : 1;
+	int64_t k_kernel = S("kernel"), k_phase = S("phase"), k_owner = S("owner"),
+		k_thread = S("thread");
+
+	b->samples = calloc(n, sizeof(*b->samples));
+	b->samplep = calloc(n, sizeof(*b->samplep));
+	b->values = calloc(n * N_VALUES, sizeof(*b->values));
+	b->loc_ids = calloc(n, sizeof(*b->loc_ids));
+	b->labels = calloc(n * MAX_LABELS, sizeof(*b->labels));
+	b->labelp = calloc(n * MAX_LABELS, sizeof(*b->labelp));
+	b->tids = calloc(n, sizeof(*b->tids));
+	if (!b->samples || !b->samplep || !b->values || !b->loc_ids || !b->labels || !b->labelp ||
+	    !b->tids)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_sites; i++) {
+		const struct mp_site *st = &p->sites[i];
+		Perftools__Profiles__Sample *s = &b->samples[i];
+		Perftools__Profiles__Label *lb = &b->labels[(size_t)i * MAX_LABELS];
+		Perftools__Profiles__Label **lp = &b->labelp[(size_t)i * MAX_LABELS];
+		int64_t *v = &b->values[(size_t)i * N_VALUES];
+		size_t nl = 0;
+
+		perftools__profiles__sample__init(s);
+		b->loc_ids[i] = location_id(b, st->caller);
+		s->n_location_id = 1;
+		s->location_id = &b->loc_ids[i];
+		v[V_ALLOC_OBJECTS] = clamp(st->alloc_objects);
+		v[V_ALLOC_SPACE] = clamp(st->alloc_space);
+		v[V_INUSE_OBJECTS] = clamp(st->inuse_objects);
+		v[V_INUSE_SPACE] = clamp(st->inuse_space);
+		s->n_value = N_VALUES;
+		s->value = v;
+		/* Allocations outside any kernel (phase) carry no such label,
+		 * so -tagfocus=kernel=X selects exactly kernel X. */
+		if (st->name < p->n_names) {
+			perftools__profiles__label__init(&lb[nl]);
+			lb[nl].key = k_kernel;
+			lb[nl++].str = S(p->names[st->name]);
+		}
+		if (st->phase < p->n_phases) {
+			perftools__profiles__label__init(&lb[nl]);
+			lb[nl].key = k_phase;
+			lb[nl++].str = S(p->phases[st->phase].name);
+		}
+		if (st->owner < p->n_owners) {
+			perftools__profiles__label__init(&lb[nl]);
+			lb[nl].key = k_owner;
+			lb[nl++].str = S(p->owners[st->owner].name);
+		}
+		perftools__profiles__label__init(&lb[nl]);
+		/* A string: pprof would scale a number by -unit. */
+		snprintf(b->tids[i], sizeof(b->tids[i]), "%u", st->tid);
+		lb[nl].key = k_thread;
+		lb[nl++].str = S(b->tids[i]);
+		for (size_t j = 0; j < nl; j++)
+			lp[j] = &lb[j];
+		s->n_label = nl;
+		s->label = lp;
+		b->samplep[i] = s;
+	}
+	o->n_sample = p->n_sites;
+	o->sample = b->samplep;
+	return 0;
+}
+
+static int build_profile(struct build *b, const struct mp_profile *p,
+			 Perftools__Profiles__Profile *o)
+{
+	int r;
+
+	perftools__profiles__profile__init(o);
+	if (S("") != 0)
+		return -EINVAL; /* string_table[0] must be "" */
+	r = build_value_types(b, o);
+	if (r == 0)
+		r = build_mappings(b, p, o);
+	if (r == 0)
+		r = build_locations(b, p, o);
+	if (r == 0)
+		r = build_samples(b, p, o);
+	if (r < 0)
+		return r;
+	o->duration_nanos = p->end_ns > p->begin_ns ? clamp(p->end_ns - p->begin_ns) : 0;
+	if (p->exe)
+		b->comments[o->n_comment++] = S(p->exe);
+	if (p->sites_dropped) {
+		snprintf(b->dropped_note, sizeof(b->dropped_note),
+			 "memprofd: %llu allocations beyond the site table are not in the samples",
+			 (unsigned long long)p->sites_dropped);
+		b->comments[o->n_comment++] = S(b->dropped_note);
+	}
+	o->comment = b->comments;
+	o->n_string_table = b->st.n;
+	o->string_table = (char **)b->st.s;
+	return 0;
+}
+
+int mp_gzip(const void *buf, size_t len, uint8_t **ret_buf, size_t *ret_len)
+{
+	z_stream z = { 0 };
+	uint8_t *out;
+	size_t cap;
+	int r;
+
+	if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+	    Z_OK)
+		return -ENOMEM;
+	cap = deflateBound(&z, len) + 64;
+	out = malloc(cap);
+	if (!out) {
+		deflateEnd(&z);
+		return -ENOMEM;
+	}
+	z.next_in = (Bytef *)buf;
+	z.next_out = out;
+	/* deflate takes uInt lengths: feed large inputs in pieces. */
+	do {
+		size_t in_left = len - (size_t)((const uint8_t *)z.next_in - (const uint8_t *)buf);
+		size_t out_left = cap - (size_t)(z.next_out - out);
+
+		z.avail_in = in_left > (1u << 30) ? (1u << 30) : (uInt)in_left;
+		z.avail_out = out_left > (1u << 30) ? (1u << 30) : (uInt)out_left;
+		r = deflate(&z, z.avail_in == in_left ? Z_FINISH : Z_NO_FLUSH);
+	} while (r == Z_OK);
+	deflateEnd(&z);
+	if (r != Z_STREAM_END) {
+		free(out);
+		return -EIO;
+	}
+	*ret_buf = out;
+	*ret_len = z.total_out;
+	return 0;
+}
+
+int mp_pprof_encode(const struct mp_profile *p, bool gzip, uint8_t **ret_buf, size_t *ret_len)
+{
+	Perftools__Profiles__Profile o;
+	struct build b = { 0 };
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int r;
+
+	r = build_profile(&b, p, &o);
+	if (r == 0) {
+		len = perftools__profiles__profile__get_packed_size(&o);
+		buf = malloc(len ? len : 1);
+		if (!buf)
+			r = -ENOMEM;
+	}
+	if (r == 0)
+		perftools__profiles__profile__pack(&o, buf);
+	build_free(&b);
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	if (gzip) {
+		uint8_t *z;
+		size_t zlen;
+
+		r = mp_gzip(buf, len, &z, &zlen);
+		free(buf);
+		if (r < 0)
+			return r;
+		buf = z;
+		len = zlen;
+	}
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+}
+
+int mp_pprof_save(const struct mp_profile *p, const char *path)
+{
+	uint8_t *buf;
+	size_t len;
+	int r;
+
+	r = mp_pprof_encode(p, true, &buf, &len);
+	if (r < 0)
+		return r;
+	r = mp_file_write_atomic(path, buf, len);
+	free(buf);
+	return r;
+}

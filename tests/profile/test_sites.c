@@ -1,0 +1,227 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Allocation sites: per (caller, kernel, phase, owner, thread) gross and
+ * in-use figures, a bounded table whose overflow is counted, frees that
+ * find their site, and the round trip through memprof.proto.
+ */
+#include "helpers.h"
+#include "memprof.pb-c.h"
+#include "profile_pb.h"
+
+static const char *resolve(void *ctx, uint64_t addr)
+{
+	(void)ctx;
+	return addr < 0x2000 ? "/usr/lib/libxnnpack.so.1" : "/opt/app/bin/runner";
+}
+
+#define N MP_NONE
+
+Test(sites, aggregated_per_caller_kernel_phase_owner_thread)
+{
+	struct mp_correlator_opts o = { .resolve_owner = resolve };
+	struct stream s;
+	struct mp_profile *p;
+	struct block a, b;
+
+	stream_init(&s, &o);
+	phase(&s, "load");
+	alloc_from(&s, 1, 100, 0x1100); /* outside any kernel */
+	kbegin(&s, 1, "matmul");
+	a = alloc_from(&s, 1, 1000, 0x1100);
+	b = alloc_from(&s, 1, 2000, 0x2200);
+	alloc_from(&s, 1, 1000, 0x1100);
+	release(&s, 1, &b);
+	alloc_from(&s, 2, 64, 0x1100); /* worker thread: cross-thread charge */
+	kend(&s, 1);
+	phase(&s, "inference");
+	kbegin(&s, 1, "relu");
+	alloc_from(&s, 1, 300, 0x1100);
+	release(&s, 1, &a); /* allocated in matmul, freed in relu */
+	kend(&s, 1);
+	p = finish(&s);
+
+	/* owners: [0] (unknown), [1] libxnnpack.so.1, [2] runner */
+	const struct mp_site want[] = {
+		{ 0x1100, N, 0, 1, 1, 1, 100, 1, 100 }, { 0x1100, 0, 0, 1, 1, 2, 2000, 1, 1000 },
+		{ 0x2200, 0, 0, 2, 1, 1, 2000, 0, 0 },	{ 0x1100, 0, 0, 1, 2, 1, 64, 1, 64 },
+		{ 0x1100, 1, 1, 1, 1, 1, 300, 1, 300 },
+	};
+	EXPECT_ARRAY("sites", p->sites, p->n_sites, want, 5, expect_site_eq);
+	cr_expect_eq(p->sites_dropped, 0);
+	cr_expect_eq(p->n_objects, 0);
+	cr_expect_eq(p->n_locations, 0);
+	/* The other figures see the same frees as before sites existed. */
+	const struct mp_pool owners[] = {
+		POOL_UNKNOWN_EMPTY,
+		{ .name = "libxnnpack.so.1",
+		  .mem = { 1464, 4, 2464, 5, 1000, 1 },
+		  .live_bytes = 1464,
+		  .live_count = 4,
+		  .peak_bytes = 2464 },
+		{ .name = "runner",
+		  .mem = { 0, 0, 2000, 1, 2000, 1 },
+		  .live_bytes = 0,
+		  .live_count = 0,
+		  .peak_bytes = 2000 },
+	};
+	EXPECT_ARRAY("owners", p->owners, p->n_owners, owners, 3, expect_pool_eq);
+	mp_profile_free(p);
+}
+
+Test(sites, table_is_bounded_and_overflow_counted)
+{
+	struct mp_correlator_opts o = { .resolve_owner = resolve, .max_sites = 2 };
+	struct stream s;
+	struct mp_profile *p;
+	struct block a, b, c;
+
+	stream_init(&s, &o);
+	kbegin(&s, 1, "k");
+	a = alloc_from(&s, 1, 10, 0x1100);
+	b = alloc_from(&s, 1, 20, 0x1200);
+	c = alloc_from(&s, 1, 40, 0x2300); /* third site: over the cap */
+	alloc_from(&s, 1, 80, 0x2300);
+	alloc_from(&s, 1, 5, 0x1100); /* existing site: still counted */
+	release(&s, 1, &c);
+	release(&s, 1, &b);
+	kend(&s, 1);
+	release(&s, 1, &a);
+	p = finish(&s);
+
+	const struct mp_site want[] = {
+		{ 0x1100, 0, N, 1, 1, 2, 15, 1, 5 },
+		{ 0x1200, 0, N, 1, 1, 1, 20, 0, 0 },
+	};
+	EXPECT_ARRAY("sites", p->sites, p->n_sites, want, 2, expect_site_eq);
+	cr_expect_eq(p->sites_dropped, 2);
+	/* The dropped site's free still finds its owner and kernel. */
+	const struct mp_pool runner = { .name = "runner",
+					.mem = { 80, 1, 120, 2, 40, 1 },
+					.live_bytes = 80,
+					.live_count = 1,
+					.peak_bytes = 120 };
+	expect_pool_eq("owners[2]", &p->owners[2], &runner);
+	cr_expect_eq(p->kernels[0].retained_bytes, 85);
+	cr_expect_eq(p->kernels[0].retained_count, 2);
+	mp_profile_free(p);
+}
+
+/* Sites and symbols survive write → read, and a snapshot carries them. */
+Test(sites, round_trip_and_snapshot)
+{
+	struct mp_correlator_opts o = { .resolve_owner = resolve };
+	struct mp_profile *p, *q = NULL, *snap = NULL;
+	const char *why = NULL;
+	struct stream s;
+	uint8_t *buf;
+	size_t len;
+
+	stream_init(&s, &o);
+	kbegin(&s, 7, "conv");
+	alloc_from(&s, 7, 4096, 0x1100);
+	alloc_from(&s, 7, 8, 0x2200);
+	cr_assert_eq(mp_correlator_snapshot(s.c, s.ts + 1, &snap), 0);
+	const struct mp_site want[] = {
+		{ 0x1100, 0, N, 1, 7, 1, 4096, 1, 4096 },
+		{ 0x2200, 0, N, 2, 7, 1, 8, 1, 8 },
+	};
+	EXPECT_ARRAY("snapshot.sites", snap->sites, snap->n_sites, want, 2, expect_site_eq);
+	kend(&s, 7);
+	p = finish(&s);
+	p->sites_dropped = 3;
+	p->n_objects = 2;
+	p->objects = calloc(2, sizeof(*p->objects));
+	p->objects[0] = (struct mp_object){ 0x1000,	      0x2000,
+					    0x3000,	      strdup("/usr/lib/libx.so"),
+					    strdup("0a1b2c"), MP_OBJ_F_FUNCTIONS | MP_OBJ_F_LINES };
+	p->objects[1] =
+		(struct mp_object){ 0x2000, 0x2800, 0, strdup("/opt/app/bin/runner"), NULL, 0 };
+	p->n_locations = 2;
+	p->locations = calloc(2, sizeof(*p->locations));
+	p->locations[0] = (struct mp_location){ 0x1100,		  0, 0x4100, strdup("conv_im2col"),
+						strdup("conv.c"), 42 };
+	p->locations[1] = (struct mp_location){ 0x2200, 1, 0x1200, NULL, NULL, 0 };
+
+	cr_assert_eq(mp_profile_file_encode(p, &buf, &len), 0);
+	cr_assert_eq(mp_profile_file_decode(buf, len, &q, &why), 0, "%s", why ? why : "");
+	free(buf);
+	expect_profile_eq(q, p);
+	cr_expect_eq(mp_profile_location(q, 0x2200), &q->locations[1]);
+	cr_expect_eq(mp_profile_location(q, 0x1100), &q->locations[0]);
+	cr_expect_null(mp_profile_location(q, 0x1101));
+	mp_profile_free(p);
+	mp_profile_free(q);
+	mp_profile_free(snap);
+}
+
+static int decode_msg(const Memprof__Profile *m, const char **why)
+{
+	size_t len = memprof__profile__get_packed_size(m);
+	uint8_t *buf = malloc(len + 1);
+	struct mp_profile *q = NULL;
+	int r;
+
+	memprof__profile__pack(m, buf);
+	r = mp_profile_decode(buf, len, &q, why);
+	free(buf);
+	mp_profile_free(q);
+	return r;
+}
+
+/* Sites, mappings and locations that break the model's rules. */
+Test(sites, inconsistent_messages_refused)
+{
+	char *names[] = { "k" };
+	Memprof__Pool pool = MEMPROF__POOL__INIT, *pools[] = { &pool };
+	Memprof__Site st = MEMPROF__SITE__INIT, *sts[] = { &st, &st };
+	Memprof__ObjectMapping om = MEMPROF__OBJECT_MAPPING__INIT, *oms[] = { &om };
+	Memprof__Location l1 = MEMPROF__LOCATION__INIT, l2 = MEMPROF__LOCATION__INIT,
+			  *ls[] = { &l1, &l2 };
+	Memprof__Profile m = MEMPROF__PROFILE__INIT;
+	const char *why = NULL;
+
+	pool.name = "(unknown)";
+	m.format_version = 1;
+	m.n_kernel_names = 1;
+	m.kernel_names = names;
+	m.n_owners = 1;
+	m.owners = pools;
+	m.n_sites = 2;
+	m.sites = sts;
+	m.n_mappings = 1;
+	m.mappings = oms;
+	m.n_locations = 2;
+	m.locations = ls;
+	st.kernel = MP_NONE;
+	st.phase = MP_NONE;
+	l1.address = 0x10;
+	l1.mapping = 0;
+	l2.address = 0x20;
+	l2.mapping = MP_NONE;
+	cr_assert_eq(decode_msg(&m, &why), 0, "%s", why);
+
+	st.kernel = 1;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "site refers to no kernel, phase or owner");
+	st.kernel = 0;
+	st.phase = 0; /* no phases */
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "site refers to no kernel, phase or owner");
+	st.phase = MP_NONE;
+	st.owner = 1;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	st.owner = 0;
+	cr_expect_eq(decode_msg(&m, &why), 0);
+
+	l2.address = 0x10; /* duplicate */
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "locations not sorted by address");
+	l2.address = 0x20;
+	l1.mapping = 1;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "location refers to no mapping");
+	l1.mapping = 0;
+	m.n_sites = 1; /* more locations than sites */
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "more sites, locations or mappings than memprofd writes");
+}
