@@ -254,6 +254,33 @@ Test(pprof_e2e, go_tool_pprof_functions_kernels_tags)
 	free(out);
 }
 
+/* memprof convert --to pprof of a stored memprof.proto gives the same
+ * pprof as writing it directly. */
+Test(pprof_e2e, convert_to_pprof)
+{
+	const char *m = path_in(tmpdir, "c.memprof"), *g = path_in(tmpdir, "c.pb.gz");
+	char *argv[] = { path_in(build_root, "daemon/memprof"),
+			 "convert",
+			 (char *)m,
+			 "--to",
+			 "pprof",
+			 "-o",
+			 (char *)g,
+			 NULL };
+	char *out;
+
+	if (!have("go"))
+		cr_skip_test("go (Debian golang-go) is not installed");
+	profile("tests/pprof/fixture-pprof", false, m);
+	cr_assert_eq(run(argv, NULL, &out), 0, "memprof convert failed: %s", out);
+	free(out);
+	out = pprof(g, "-tagfocus=kernel=matmul", "-top", "-unit=B", "-sample_index=alloc_space");
+	expect_line(out, "Showing nodes accounting for 5000B, 80.65% of 6200B total", "convert");
+	expect_line(out, "3000B 48.39% 48.39% 3000B 48.39% alloc_b", "convert");
+	expect_line(out, "2000B 32.26% 80.65% 2000B 32.26% alloc_a", "convert");
+	free(out);
+}
+
 /* nm's value and size of @sym in @elf. */
 static void nm_symbol(const char *elf, const char *sym, uint64_t *ret_value, uint64_t *ret_size)
 {
