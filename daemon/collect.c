@@ -100,10 +100,11 @@ err:
 	return r;
 }
 
-static struct seen *seen_of(struct collector *c, uint64_t target_id, int32_t pid)
+static struct seen *seen_of(struct collector *c, uint64_t target_id, int32_t pid, bool *fresh)
 {
 	struct seen *s;
 
+	*fresh = false;
 	for (size_t i = 0; i < c->n_seen; i++)
 		if (c->seen[i].target_id == target_id && c->seen[i].pid == pid)
 			return &c->seen[i];
@@ -114,6 +115,7 @@ static struct seen *seen_of(struct collector *c, uint64_t target_id, int32_t pid
 		return NULL;
 	c->seen = s;
 	s[c->n_seen] = (struct seen){ .target_id = target_id, .pid = pid };
+	*fresh = true;
 	return &s[c->n_seen++];
 }
 
@@ -126,6 +128,7 @@ static int on_chunk(struct collector *c, const uint8_t *buf, size_t len)
 	const char *why = NULL;
 	char path[PATH_MAX];
 	struct seen *s;
+	bool fresh;
 	int r;
 
 	if (!ch) {
@@ -140,8 +143,13 @@ static int on_chunk(struct collector *c, const uint8_t *buf, size_t len)
 		memprof__chunk__free_unpacked(ch, NULL);
 		return 0;
 	}
-	s = seen_of(c, ch->target_id, ch->pid);
-	if (s && ch->sequence != s->next_seq) {
+	s = seen_of(c, ch->target_id, ch->pid, &fresh);
+	if (s && fresh && ch->sequence) {
+		/* A target already streaming when this collector started:
+		 * nothing to compare with yet. */
+		fprintf(c->report, "join pid=%d target=%" PRIu64 " seq=%" PRIu64 "\n",
+			(int)ch->pid, ch->target_id, ch->sequence);
+	} else if (s && ch->sequence != s->next_seq) {
 		const char *kind = ch->sequence > s->next_seq ? "gap" : "reordered";
 		uint64_t missing = ch->sequence > s->next_seq ? ch->sequence - s->next_seq : 0;
 

@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Streaming from the service to the reference collector (`memprof
+ * collect`) over TCP and a Unix socket, with the collector killed and
+ * restarted mid-stream. Needs root; says why it skips otherwise.
+ */
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+
+#include "helpers.h"
+
+struct coll {
+	pid_t pid;
+	int out; /* its stdout */
+	char buf[65536];
+	size_t len;
+};
+
+static void coll_start(struct coll *c, const char *listen, const char *dir)
+{
+	char *argv[] = { path_of("daemon/memprof"), "collect", "--listen", (char *)listen, "--out",
+			 (char *)dir, NULL };
+	int pipefd[2];
+
+	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
+	c->pid = spawn(argv, pipefd[1], -1);
+	close(pipefd[1]);
+	c->out = pipefd[0];
+	c->len = 0;
+}
+
+static bool coll_line(struct coll *c, char *line, size_t cap, int ms);
+
+static void coll_wait_listening(struct coll *c)
+{
+	char line[512];
+
+	cr_assert(coll_line(c, line, sizeof(line), 10000), "collector did not start");
+	cr_assert(!strncmp(line, "listening ", 10), "collector said %s", line);
+}
+
+/* Next stdout line of the collector, waiting at most @ms. */
+static bool coll_line(struct coll *c, char *line, size_t cap, int ms)
+{
+	for (;;) {
+		char *nl = memchr(c->buf, '\n', c->len);
+		struct pollfd pf = { .fd = c->out, .events = POLLIN };
+		ssize_t n;
+
+		if (nl) {
+			size_t k = (size_t)(nl - c->buf);
+
+			cr_assert_lt(k, cap);
+			memcpy(line, c->buf, k);
+			line[k] = '\0';
+			memmove(c->buf, nl + 1, c->len - k - 1);
+			c->len -= k + 1;
+			return true;
+		}
+		if (poll(&pf, 1, ms) != 1)
+			return false;
+		n = read(c->out, c->buf + c->len, sizeof(c->buf) - c->len);
+		if (n <= 0)
+			return false;
+		c->len += (size_t)n;
+	}
+}
+
+static void coll_kill(struct coll *c, int sig)
+{
+	int st;
+
+	kill(c->pid, sig);
+	cr_assert_eq(waitpid(c->pid, &st, 0), c->pid);
+	close(c->out);
+}
+
+struct chunk {
+	int pid;
+	uint64_t target, seq, lost;
+	int final;
+	char file[1024];
+};
+
+/* Reads lines until a chunk line; a "gap" line before it goes to @gap. */
+static void next_chunk(struct coll *c, struct chunk *ch, char *gap, size_t gap_cap)
+{
+	char line[2048];
+	uint64_t win, bytes;
+
+	if (gap)
+		gap[0] = '\0';
+	for (;;) {
+		cr_assert(coll_line(c, line, sizeof(line), 20000), "no chunk within 20 s");
+		if (!strncmp(line, "join ", 5))
+			continue;
+		if (!strncmp(line, "gap ", 4) && gap) {
+			snprintf(gap, gap_cap, "%.500s", line);
+			continue;
+		}
+		cr_assert(strncmp(line, "gap ", 4), "unexpected %s", line);
+		if (!strncmp(line, "listening ", 10))
+			continue;
+		cr_assert_eq(sscanf(line,
+				    "chunk pid=%d target=%" SCNu64 " seq=%" SCNu64 " lost=%" SCNu64
+				    " final=%d window_ns=%" SCNu64 " bytes=%" SCNu64 " file=",
+				    &ch->pid, &ch->target, &ch->seq, &ch->lost, &ch->final, &win,
+				    &bytes),
+			     7, "line: %s", line);
+		snprintf(ch->file, sizeof(ch->file), "%s", strstr(line, "file=") + 5);
+		return;
+	}
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+
+	cr_assert_eq(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(getsockname(s, (struct sockaddr *)&sa, &len), 0);
+	close(s);
+	return ntohs(sa.sin_port);
+}
+
+static void assert_chunk_profile(const struct chunk *ch, pid_t pid)
+{
+	struct mp_profile *p = load(ch->file);
+
+	cr_assert_eq(p->pid, pid);
+	cr_assert_eq(p->n_invocations, 1);
+	cr_assert_str_eq(p->names[p->invocations[0].name], "outer");
+	mp_profile_free(p);
+}
+
+/*
+ * One target streamed to @url every 0.2 s; the collector is killed right
+ * after it reported a chunk, stays down ~1.2 s (about 6 intervals), and is
+ * restarted. Returns how many sequence numbers the restarted collector
+ * found missing and how many the daemon reported lost.
+ */
+static void kill_restart(const char *config, const char *url, const char *stream_opt,
+			 uint64_t *ret_missing, uint64_t *ret_lost)
+{
+	struct daemon d;
+	struct coll c;
+	struct chunk ch;
+	char out[4096], ps[32], gap[512], dir[512];
+	uint64_t next = 0, missing = 0;
+	pid_t f;
+
+	snprintf(dir, sizeof(dir), "%s", tmp_of("chunks"));
+	coll_start(&c, url, dir);
+	coll_wait_listening(&c);
+	daemon_start(&d, config, NULL);
+	f = fixture_start(NULL);
+	snprintf(ps, sizeof(ps), "%d", (int)f);
+	if (stream_opt)
+		cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "--stream", stream_opt,
+				    NULL),
+			     0);
+	else
+		cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, NULL), 0);
+
+	/* Contiguous from 0 while the collector is up. */
+	for (int i = 0; i < 3; i++) {
+		next_chunk(&c, &ch, NULL, 0);
+		cr_assert_eq(ch.pid, f);
+		cr_assert_eq(ch.target, 1);
+		cr_assert_eq(ch.seq, next, "seq %" PRIu64 ", want %" PRIu64, ch.seq, next);
+		cr_assert_eq(ch.lost, 0);
+		cr_assert_eq(ch.final, 0);
+		assert_chunk_profile(&ch, f);
+		next++;
+	}
+	coll_kill(&c, SIGKILL);
+	msleep(1200);
+	coll_start(&c, url, dir);
+	coll_wait_listening(&c);
+	/* The restarted collector "joins" the target: compare with what we
+	 * saw before the kill. Whatever was buffered comes first, then the
+	 * chunks made while it was down, or the report of their loss. */
+	uint64_t lost = 0;
+	for (int i = 0; i < 6; i++) {
+		next_chunk(&c, &ch, gap, sizeof(gap));
+		cr_assert_eq(ch.pid, f);
+		cr_assert_geq(ch.seq, next);
+		missing += ch.seq - next;
+		lost += ch.lost;
+		next = ch.seq + 1;
+	}
+	*ret_lost = lost;
+	cr_assert_eq(client(out, sizeof(out), &d, "detach", ps, NULL), 0);
+	do
+		next_chunk(&c, &ch, NULL, 0);
+	while (!ch.final);
+	cr_assert_eq(ch.pid, f);
+	assert_chunk_profile(&ch, f);
+	cr_assert_eq(daemon_stop(&d), 0);
+	coll_kill(&c, SIGTERM);
+	fixture_finish(f);
+	*ret_missing = missing;
+}
+
+Test(stream, tcp_collector_restart_loses_nothing_when_the_buffer_suffices, .timeout = 120, .fini = cleanup)
+{
+	char url[64], config[256];
+	uint64_t missing, lost;
+
+	need_root();
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", free_port());
+	snprintf(config, sizeof(config), "stream_interval = 0.2\ncollector = %s\n", url);
+	kill_restart(config, url, NULL, &missing, &lost);
+	cr_assert_eq(missing, 0);
+	cr_assert_eq(lost, 0);
+}
+
+Test(stream, unix_collector_per_target_stream, .timeout = 120, .fini = cleanup)
+{
+	char url[600];
+	uint64_t missing, lost;
+
+	need_root();
+	snprintf(url, sizeof(url), "unix:%s", tmp_of("collector.sock"));
+	kill_restart("stream_interval = 0.2\n", url, url, &missing, &lost);
+	cr_assert_eq(missing, 0);
+	cr_assert_eq(lost, 0);
+}
+
+Test(stream, overflow_is_counted_and_reported_as_the_gap, .timeout = 120, .fini = cleanup)
+{
+	char url[64], config[256];
+	uint64_t missing, lost;
+
+	need_root();
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", free_port());
+	/* A 1-byte buffer holds one chunk (one always fits): the rest of the
+	 * chunks made while the collector is down overflow. */
+	snprintf(config, sizeof(config),
+		 "stream_interval = 0.2\nbuffer_size = 1\ncollector = %s\n", url);
+	kill_restart(config, url, NULL, &missing, &lost);
+	cr_assert_gt(missing, 0);
+	cr_assert_eq(lost, missing);
+}
