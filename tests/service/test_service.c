@@ -358,3 +358,72 @@ Test(service, hostile_control_requests_are_refused, .timeout = 60, .fini = clean
 	close(idle);
 	cr_assert_eq(daemon_stop(&d), 0);
 }
+
+/* The daemon as an unprivileged user with only the capabilities
+ * systemd/memprofd.service grants profiles another user's (root's) process
+ * exactly, markers included. Without CAP_SYS_ADMIN this kernel refuses
+ * uprobe perf events, without CAP_DAC_READ_SEARCH /proc/PID/fd of another
+ * user (docs/SERVICE.md). */
+#define CAPS "+bpf,+perfmon,+sys_ptrace,+dac_read_search,+sys_admin"
+Test(service, least_privilege_profiles_a_fixture, .timeout = 120, .fini = cleanup)
+{
+	struct daemon d;
+	char out[4096], ps[32], u[32], g[32];
+	uid_t uid;
+	gid_t gid;
+	pid_t f;
+
+	need_root();
+	test_user(&uid, &gid);
+	snprintf(u, sizeof(u), "--reuid=%u", (unsigned)uid);
+	snprintf(g, sizeof(g), "--regid=%u", (unsigned)gid);
+	char *wrapper[] = { "/usr/bin/setpriv",
+			    u,
+			    g,
+			    "--clear-groups",
+			    "--inh-caps=-all," CAPS,
+			    "--ambient-caps=" CAPS,
+			    "--bounding-set=-all," CAPS,
+			    NULL };
+	/* The daemon creates its socket here. */
+	cr_assert_eq(chown(tmpdir, uid, gid), 0);
+	daemon_start(&d, "", wrapper);
+	f = fixture_start(NULL);
+	snprintf(ps, sizeof(ps), "%d", (int)f);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "-o", tmp_of("lp.memprof"), NULL),
+		     0);
+	fixture_finish(f);
+	for (int i = 0; i < 1000; i++) {
+		cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
+		if (!strcmp(out, "no targets\n"))
+			break;
+		msleep(20);
+	}
+	struct mp_profile *p = load(tmp_of("lp.memprof"));
+	struct mp_mem_stats want = {
+		.bytes_added = 700, .tensors_added = 1, .alloc_bytes = 700, .alloc_count = 1
+	};
+	cr_assert_eq(p->pid, f);
+	cr_assert_eq(p->n_invocations, 1);
+	cr_assert_eq(p->invocations[0].flags, MP_INV_F_OPEN_AT_ATTACH);
+	cr_assert(!memcmp(&p->invocations[0].incl, &want, sizeof(want)));
+	cr_assert_eq(p->unknown_frees, 1);
+	cr_assert_eq(p->drops_ring, 0);
+	cr_assert_eq(p->drops_bpf, 0);
+	mp_profile_free(p);
+	/* The daemon really ran without root. */
+	char status[64];
+	snprintf(status, sizeof(status), "/proc/%d/status", (int)d.pid);
+	FILE *sf = fopen(status, "r");
+	char line[256], want_uid[64];
+	bool seen = false;
+	snprintf(want_uid, sizeof(want_uid), "Uid:\t%u\t%u\t%u\t%u\n", (unsigned)uid, (unsigned)uid,
+		 (unsigned)uid, (unsigned)uid);
+	cr_assert_not_null(sf);
+	while (fgets(line, sizeof(line), sf))
+		if (!strncmp(line, "Uid:", 4))
+			seen = !strcmp(line, want_uid);
+	fclose(sf);
+	cr_assert(seen, "memprofd does not run as uid %u only", (unsigned)uid);
+	cr_assert_eq(daemon_stop(&d), 0);
+}
