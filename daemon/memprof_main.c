@@ -377,7 +377,8 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 		mp_ctl_add(b, "pid", "%ld", a.pid);
 	if (is_dump) {
 		/* Without -o, an anonymous file to read the table from. */
-		fd = a.output ? open_output(cmd, a.output) : memfd_create("memprof-dump", MFD_CLOEXEC);
+		fd = a.output ? open_output(cmd, a.output) :
+				memfd_create("memprof-dump", MFD_CLOEXEC);
 		if (fd < 0) {
 			if (!a.output)
 				perror("memprof dump: memfd_create");

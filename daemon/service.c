@@ -387,7 +387,8 @@ struct request {
 	struct mp_ctl_builder reply;
 };
 
-static int fail(struct request *q, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct request *q, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 static int fail(struct request *q, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -817,10 +818,12 @@ static void accept_one(struct service *svc, int lfd)
 	q = malloc(sizeof(*q));
 	r = q ? 0 : ENOMEM;
 	if (q) {
-		*q = (struct request){
-			.svc = svc, .sock = s, .uid = cred.uid, .gid = cred.gid, .peer_pid = cred.pid,
-			.fd = -1
-		};
+		*q = (struct request){ .svc = svc,
+				       .sock = s,
+				       .uid = cred.uid,
+				       .gid = cred.gid,
+				       .peer_pid = cred.pid,
+				       .fd = -1 };
 		pthread_attr_init(&attr);
 		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 		pthread_attr_setstacksize(&attr, 256 * 1024);

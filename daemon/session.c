@@ -532,8 +532,7 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 	const struct mp_session_opts *o = s->o;
 	int r;
 
-	r = mp_profile_set_process(p, (int32_t)o->pid, s->exe[0] ? s->exe : NULL, NULL,
-				   s->cmdline);
+	r = mp_profile_set_process(p, (int32_t)o->pid, s->exe[0] ? s->exe : NULL, NULL, s->cmdline);
 	if (r < 0)
 		return r;
 	p->rss_interval_ns = o->rss_hz ? 1000000000ull / o->rss_hz : 0;
@@ -603,15 +602,15 @@ static int loop(struct session *s)
 			case EP_PERIODIC:
 				/* Both counters are reset by the read; several
 				 * requests in one wakeup share one snapshot. */
-				if (read(evs[i].data.u32 == EP_SNAPSHOT ? s->o->ctl->snapshot_fd
-									: s->periodicfd,
+				if (read(evs[i].data.u32 == EP_SNAPSHOT ? s->o->ctl->snapshot_fd :
+									  s->periodicfd,
 					 &expirations, sizeof(expirations)) != sizeof(expirations))
 					break;
 				r = cycle(s);
 				if (r < 0)
 					return r;
-				snapshot(s, evs[i].data.u32 == EP_SNAPSHOT ? MP_SNAPSHOT_REQUESTED
-									   : MP_SNAPSHOT_PERIODIC);
+				snapshot(s, evs[i].data.u32 == EP_SNAPSHOT ? MP_SNAPSHOT_REQUESTED :
+									     MP_SNAPSHOT_PERIODIC);
 				break;
 			default:
 				break;

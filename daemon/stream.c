@@ -332,8 +332,7 @@ static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 		c->sent++;
 	} else {
 		c->rejected++;
-		fprintf(stderr, "memprofd: collector %s refused a chunk: %.12s\n", c->url,
-			c->resp);
+		fprintf(stderr, "memprofd: collector %s refused a chunk: %.12s\n", c->url, c->resp);
 	}
 	pop(s, c);
 	close(c->fd);
@@ -787,8 +786,9 @@ void mp_streamer_describe(struct mp_streamer *s, void (*line)(void *ctx, const c
 		snprintf(buf, sizeof(buf),
 			 "%s %s state=%s queued_chunks=%" PRIu64 " queued_bytes=%" PRIu64
 			 " sent=%" PRIu64 " lost=%" PRIu64 " refused=%" PRIu64,
-			 c->url, c->global ? "global" : "target", c->down ? "down" : states[c->state],
-			 c->queued_items, c->queued_bytes, c->sent, c->dropped, c->rejected);
+			 c->url, c->global ? "global" : "target",
+			 c->down ? "down" : states[c->state], c->queued_items, c->queued_bytes,
+			 c->sent, c->dropped, c->rejected);
 		line(ctx, buf);
 	}
 	pthread_mutex_unlock(&s->lock);

@@ -59,8 +59,8 @@ int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 int mp_streamer_flush(struct mp_streamer *s, uint64_t timeout_ns);
 
 /* One line per collector: url, state, queued bytes/chunks, sent, lost. */
-void mp_streamer_describe(struct mp_streamer *s,
-			  void (*line)(void *ctx, const char *text), void *ctx);
+void mp_streamer_describe(struct mp_streamer *s, void (*line)(void *ctx, const char *text),
+			  void *ctx);
 
 /* Varint helpers of the length-delimited framing (also used by
  * `memprof collect`). mp_varint_decode returns the bytes used, 0 when more

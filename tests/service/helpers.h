@@ -94,8 +94,7 @@ static pid_t spawn(char *const argv[], int out_fd, int err_fd)
 		posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
 	if (err_fd >= 0)
 		posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s",
-		     argv[0]);
+	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s", argv[0]);
 	posix_spawn_file_actions_destroy(&fa);
 	if (n_spawned < 256)
 		spawned[n_spawned++] = pid;

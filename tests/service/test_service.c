@@ -58,10 +58,12 @@ Test(service, lifecycle_attach_list_status_dump_detach_sigterm, .timeout = 120, 
 	snprintf(p1s, sizeof(p1s), "%d", (int)f1);
 	snprintf(p2s, sizeof(p2s), "%d", (int)f2);
 
-	cr_assert_eq(client(out, sizeof(out), &d, "attach", p1s, "-o", tmp_of("p1.memprof"), NULL), 0);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", p1s, "-o", tmp_of("p1.memprof"), NULL),
+		     0);
 	snprintf(want, sizeof(want), "attached to pid %d (target 1)\n", (int)f1);
 	cr_assert_str_eq(out, want);
-	cr_assert_eq(client(out, sizeof(out), &d, "attach", p2s, "-o", tmp_of("p2.memprof"), NULL), 0);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", p2s, "-o", tmp_of("p2.memprof"), NULL),
+		     0);
 	snprintf(want, sizeof(want), "attached to pid %d (target 2)\n", (int)f2);
 	cr_assert_str_eq(out, want);
 	/* One target per process. */
@@ -85,7 +87,8 @@ Test(service, lifecycle_attach_list_status_dump_detach_sigterm, .timeout = 120, 
 	cr_assert_not_null(strstr(out, want), "status: %s", out);
 
 	/* A snapshot, the session goes on. */
-	cr_assert_eq(client(out, sizeof(out), &d, "dump", p1s, "-o", tmp_of("d1.memprof"), NULL), 0);
+	cr_assert_eq(client(out, sizeof(out), &d, "dump", p1s, "-o", tmp_of("d1.memprof"), NULL),
+		     0);
 	struct mp_profile *p = load(tmp_of("d1.memprof"));
 	assert_outer_untouched(p, f1);
 	mp_profile_free(p);
@@ -124,7 +127,8 @@ Test(service, target_exit_flushes_its_profile, .timeout = 120, .fini = cleanup)
 	daemon_start(&d, "", NULL);
 	f = fixture_start(NULL);
 	snprintf(ps, sizeof(ps), "%d", (int)f);
-	cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "-o", tmp_of("p.memprof"), NULL), 0);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "-o", tmp_of("p.memprof"), NULL),
+		     0);
 	fixture_finish(f);
 	for (int i = 0; i < 1000; i++) {
 		cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
@@ -192,8 +196,13 @@ static void test_user(uid_t *uid, gid_t *gid)
 
 	if (!pw) {
 		char out[256];
-		char *argv[] = { "/usr/sbin/useradd", "--system", "--no-create-home", "--shell",
-				 "/usr/sbin/nologin", "memproftest", NULL };
+		char *argv[] = { "/usr/sbin/useradd",
+				 "--system",
+				 "--no-create-home",
+				 "--shell",
+				 "/usr/sbin/nologin",
+				 "memproftest",
+				 NULL };
 		cr_assert_eq(run_capture(argv, out, sizeof(out)), 0, "useradd memproftest");
 		pw = getpwnam("memproftest");
 	}
@@ -248,9 +257,9 @@ Test(service, authorization_by_peer_credentials, .timeout = 120, .fini = cleanup
 	cr_assert(log_has(&d, want), "no '%s' in %s", want, d.log);
 
 	/* Its own: allowed; the file is the requester's. */
-	cr_assert_eq(client_as(as_user(uid, gid), out, sizeof(out), &d, "attach", pu, "-o", upath,
-			       NULL),
-		     0);
+	cr_assert_eq(
+		client_as(as_user(uid, gid), out, sizeof(out), &d, "attach", pu, "-o", upath, NULL),
+		0);
 	cr_assert_eq(stat(upath, &st), 0);
 	cr_assert_eq(st.st_uid, uid);
 	cr_assert_eq(st.st_gid, gid);
@@ -334,8 +343,9 @@ Test(service, hostile_control_requests_are_refused, .timeout = 60, .fini = clean
 	static const uint8_t nul[] = { 5, 0, 0, 0, 'c', '=', 0, 'x', '\n' };
 	static const uint8_t unknown[] = { 6, 0, 0, 0, 'c', 'm', 'd', '=', 'x', '\n' };
 	static const uint8_t list[] = { 9, 0, 0, 0, 'c', 'm', 'd', '=', 'l', 'i', 's', 't', '\n' };
-	static const uint8_t badpid[] = { 19,  0,   0,   0,   'c', 'm', 'd', '=', 'd', 'u', 'm', 'p',
-					  '\n', 'p', 'i', 'd', '=', '-', '1', '2', '3', '4', '\n' };
+	static const uint8_t badpid[] = { 19,  0,   0,	 0,   'c',  'm', 'd', '=',
+					  'd', 'u', 'm', 'p', '\n', 'p', 'i', 'd',
+					  '=', '-', '1', '2', '3',  '4', '\n' };
 
 	need_root();
 	daemon_start(&d, "", NULL);
