@@ -271,6 +271,13 @@ static void on_snapshot(void *ctx, enum mp_snapshot_reason why, struct mp_profil
 	mp_profile_free(p);
 }
 
+static bool want_periodic(void *ctx)
+{
+	struct target *t = ctx;
+
+	return mp_streamer_wanted(t->svc->streamer, t->n_streams);
+}
+
 static int on_attached(void *ctx)
 {
 	struct target *t = ctx;
@@ -526,6 +533,12 @@ static int do_attach(struct request *q)
 			r = fail(q, -E2BIG, "at most %d --stream per target", MAX_TARGET_STREAMS);
 			goto err;
 		}
+		/* The daemon may reach sockets the requester may not: only
+		 * root names Unix sockets (configured collectors are root's). */
+		if (q->uid != 0 && !strncmp(url, "unix:", 5)) {
+			r = fail(q, -EPERM, "only root may stream to a Unix socket ('%s')", url);
+			goto err;
+		}
 		r = mp_stream_url_check(url);
 		if (r < 0) {
 			fail(q, r, "invalid stream URL '%s'%s", url,
@@ -563,6 +576,7 @@ static int do_attach(struct request *q)
 		t->sopts.ctl = &t->ctl;
 		t->ctl.snapshot_period_ns = cfg->stream_interval_ns;
 		t->ctl.on_snapshot = on_snapshot;
+		t->ctl.want_periodic = want_periodic;
 		t->ctl.ctx = t;
 		for (size_t i = 0; i < cfg->n_owners && r == 0; i++) {
 			t->owners[i] = strdup(cfg->owners[i]);

@@ -606,6 +606,9 @@ static int loop(struct session *s)
 									  s->periodicfd,
 					 &expirations, sizeof(expirations)) != sizeof(expirations))
 					break;
+				if (evs[i].data.u32 == EP_PERIODIC && s->o->ctl->want_periodic &&
+				    !s->o->ctl->want_periodic(s->o->ctl->ctx))
+					break;
 				r = cycle(s);
 				if (r < 0)
 					return r;

@@ -36,6 +36,9 @@ struct mp_session_ctl {
 	/* Receives each snapshot (or NULL and a negative errno when taking it
 	 * failed); the callee owns @p. Called on the session's thread. */
 	void (*on_snapshot)(void *ctx, enum mp_snapshot_reason why, struct mp_profile *p, int err);
+	/* Optional: asked before each periodic snapshot (which copies the
+	 * whole profile); false skips it. */
+	bool (*want_periodic)(void *ctx);
 	void *ctx;
 };
 

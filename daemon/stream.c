@@ -744,6 +744,17 @@ int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 	return 0;
 }
 
+bool mp_streamer_wanted(struct mp_streamer *s, size_t n_extra)
+{
+	bool any = n_extra > 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n && !any; i++)
+		any = s->c[i]->global;
+	pthread_mutex_unlock(&s->lock);
+	return any;
+}
+
 int mp_streamer_flush(struct mp_streamer *s, uint64_t timeout_ns)
 {
 	struct timespec ts;

@@ -54,6 +54,9 @@ void mp_streamer_set_buffer(struct mp_streamer *s, uint64_t buffer_bytes);
 int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 		     const struct mp_profile *p, char *const *extra, size_t n_extra);
 
+/* Whether a chunk of a target with @n_extra own URLs would go anywhere. */
+bool mp_streamer_wanted(struct mp_streamer *s, size_t n_extra);
+
 /* Waits until every buffer is empty or @timeout_ns passed. Returns 0 or
  * -ETIMEDOUT. */
 int mp_streamer_flush(struct mp_streamer *s, uint64_t timeout_ns);
