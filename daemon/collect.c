@@ -147,8 +147,10 @@ static int on_chunk(struct collector *c, const uint8_t *buf, size_t len)
 	if (s && fresh && ch->sequence) {
 		/* A target already streaming when this collector started:
 		 * nothing to compare with yet. */
-		fprintf(c->report, "join pid=%d target=%" PRIu64 " seq=%" PRIu64 "\n", (int)ch->pid,
-			ch->target_id, ch->sequence);
+		fprintf(c->report,
+			"join pid=%d target=%" PRIu64 " seq=%" PRIu64 " reported_lost=%" PRIu64
+			"\n",
+			(int)ch->pid, ch->target_id, ch->sequence, ch->lost_chunks);
 	} else if (s && ch->sequence != s->next_seq) {
 		const char *kind = ch->sequence > s->next_seq ? "gap" : "reordered";
 		uint64_t missing = ch->sequence > s->next_seq ? ch->sequence - s->next_seq : 0;
