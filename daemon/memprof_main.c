@@ -299,10 +299,16 @@ static int client_call(const char *cmd, const char *control, struct mp_ctl_build
 	return -EPERM;
 }
 
-static int open_output(const char *cmd, const char *path)
+/* Opened here, with the caller's rights; not truncated (the service does
+ * that when it writes), so a refused request leaves an existing file as it
+ * was. *@created says whether to remove it on failure. */
+static int open_output(const char *cmd, const char *path, bool *created)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 
+	*created = fd >= 0;
+	if (fd < 0 && errno == EEXIST)
+		fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		fprintf(stderr, "memprof %s: %s: %s\n", cmd, path, strerror(errno));
 	return fd;
@@ -313,6 +319,7 @@ static int cmd_attach(int argc, char **argv)
 	struct mp_ctl_builder *b = malloc(sizeof(*b));
 	struct mp_ctl_msg *reply = malloc(sizeof(*reply));
 	struct client_args a;
+	bool created = false;
 	int fd = -1, r;
 
 	if (!b || !reply) {
@@ -330,7 +337,7 @@ static int cmd_attach(int argc, char **argv)
 	for (size_t i = 0; i < a.n_streams; i++)
 		mp_ctl_add(b, "stream", "%s", a.streams[i]);
 	if (a.output) {
-		fd = open_output("attach", a.output);
+		fd = open_output("attach", a.output, &created);
 		if (fd < 0) {
 			r = 1;
 			goto out;
@@ -340,7 +347,7 @@ static int cmd_attach(int argc, char **argv)
 	if (r == 0)
 		printf("attached to pid %ld (target %s)\n", a.pid,
 		       mp_ctl_get(reply, "target") ?: "?");
-	else if (a.output)
+	else if (created)
 		unlink(a.output);
 	goto out;
 out_parse:
@@ -360,6 +367,7 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 	bool is_dump = !strcmp(cmd, "dump"), with_pid = is_dump || !strcmp(cmd, "detach");
 	struct mp_profile *p = NULL;
 	struct client_args a;
+	bool created = false;
 	int fd = -1, r;
 
 	if (!b || !reply) {
@@ -377,7 +385,7 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 		mp_ctl_add(b, "pid", "%ld", a.pid);
 	if (is_dump) {
 		/* Without -o, an anonymous file to read the table from. */
-		fd = a.output ? open_output(cmd, a.output) :
+		fd = a.output ? open_output(cmd, a.output, &created) :
 				memfd_create("memprof-dump", MFD_CLOEXEC);
 		if (fd < 0) {
 			if (!a.output)
@@ -388,7 +396,7 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 	}
 	r = client_call(cmd, a.control, b, fd, reply) < 0 ? 1 : 0;
 	if (r) {
-		if (a.output)
+		if (created)
 			unlink(a.output);
 		goto out;
 	}
