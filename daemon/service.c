@@ -165,6 +165,13 @@ int mp_service_authorize(uid_t uid, gid_t gid, pid_t pid, char *why, size_t why_
 		snprintf(why, why_len, "no process %d", (int)pid);
 		return -ESRCH;
 	}
+	/* The kernel gives the files under /proc/PID of a non-dumpable
+	 * process to root (the directory itself keeps its owner). */
+	if (fstat(fd, &st) < 0) {
+		close(fd);
+		snprintf(why, why_len, "no process %d", (int)pid);
+		return -ESRCH;
+	}
 	n = read(fd, text, sizeof(text) - 1);
 	close(fd);
 	if (n <= 0) {
@@ -189,7 +196,7 @@ int mp_service_authorize(uid_t uid, gid_t gid, pid_t pid, char *why, size_t why_
 	}
 	/* Checked after the ids: the ownership only tells dumpability apart
 	 * once we know the process is the requester's. */
-	if (st.st_uid != uid) {
+	if (st.st_uid != uid || st.st_gid != gid) {
 		snprintf(why, why_len, "process %d is not dumpable (PR_SET_DUMPABLE 0 or set-id)",
 			 (int)pid);
 		return -EPERM;

@@ -26,8 +26,9 @@ int mp_service_run(const struct mp_service_opts *o);
 /*
  * May the user @uid/@gid profile process @pid? Root may profile anything;
  * anyone else only a process whose real, effective and saved uids and gids
- * all equal theirs and which is dumpable (its /proc/PID directory is owned
- * by @uid, the kernel gives non-dumpable processes' /proc entries to root)
+ * all equal theirs and which is dumpable (its /proc/PID/status is owned by
+ * @uid: the kernel gives the /proc/PID files of a non-dumpable process to
+ * root)
  * — what ptrace's PTRACE_MODE_READ check allows without capabilities.
  * Returns 0 or -EPERM/-ESRCH with the reason in @why.
  */

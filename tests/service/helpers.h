@@ -204,7 +204,7 @@ static __attribute__((unused)) bool log_has(const struct daemon *d, const char *
 
 /* A fixture-attach process: in kernel "outer" with 500 bytes, waiting for
  * SIGUSR1. @wrapper (NULL or setpriv ...) runs it as another user. */
-static pid_t fixture_start(char *const *wrapper)
+static pid_t fixture_start_of(const char *rel, char *const *wrapper)
 {
 	char line[64], *argv[16];
 	int pipefd[2], n = 0;
@@ -213,7 +213,7 @@ static pid_t fixture_start(char *const *wrapper)
 
 	for (; wrapper && *wrapper; wrapper++)
 		argv[n++] = *wrapper;
-	argv[n++] = path_of("tests/e2e/fixture-attach");
+	argv[n++] = path_of(rel);
 	argv[n] = NULL;
 	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
 	pid = spawn(argv, pipefd[1], -1);
@@ -223,6 +223,11 @@ static pid_t fixture_start(char *const *wrapper)
 	cr_assert_str_eq(line, "ready\n");
 	fclose(f);
 	return pid;
+}
+
+static pid_t fixture_start(char *const *wrapper)
+{
+	return fixture_start_of("tests/e2e/fixture-attach", wrapper);
 }
 
 static void fixture_finish(pid_t pid)

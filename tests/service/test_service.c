@@ -256,6 +256,20 @@ Test(service, authorization_by_peer_credentials, .timeout = 120, .fini = cleanup
 		 (unsigned)uid);
 	cr_assert(log_has(&d, want), "no '%s' in %s", want, d.log);
 
+	/* Its own but not dumpable: refused (ptrace would refuse it too). */
+	pid_t fn = fixture_start_of("tests/service/fixture-nodump", as_user(uid, gid));
+	char pn[32];
+	snprintf(pn, sizeof(pn), "%d", (int)fn);
+	cr_assert_eq(client_as(as_user(uid, gid), out, sizeof(out), &d, "attach", pn, NULL), 1);
+	snprintf(want, sizeof(want), "process %d is not dumpable", (int)fn);
+	cr_assert(log_has(&d, want), "no '%s' in %s", want, d.log);
+	kill(fn, SIGUSR1);
+	waitpid(fn, NULL, 0);
+	/* A Unix socket stream is root's privilege. */
+	cr_assert_eq(client_as(as_user(uid, gid), out, sizeof(out), &d, "attach", pu, "--stream",
+			       "unix:/run/whatever.sock", NULL),
+		     1);
+
 	/* Its own: allowed; the file is the requester's. */
 	cr_assert_eq(
 		client_as(as_user(uid, gid), out, sizeof(out), &d, "attach", pu, "-o", upath, NULL),
