@@ -81,6 +81,14 @@ static __attribute__((unused)) void cleanup(void)
 			waitpid(spawned[i], NULL, 0);
 		}
 	n_spawned = 0;
+	if (tmpdir[0]) {
+		char *argv[] = { "/bin/rm", "-rf", tmpdir, NULL };
+		pid_t pid;
+
+		if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) == 0)
+			waitpid(pid, NULL, 0);
+		tmpdir[0] = '\0';
+	}
 }
 
 /* Spawns argv with stdout/stderr to the given fds (-1: inherit). */
