@@ -1,19 +1,27 @@
 // SPDX-License-Identifier: MIT
 /* memprof: the command-line front end. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "chrome.h"
+#include "collect.h"
+#include "control.h"
 #include "launch.h"
 #include "options.h"
-#include "profile.h"
 #include "pprof.h"
+#include "profile.h"
 #include "profile_pb.h"
 #include "report.h"
 #include "session.h"
@@ -29,6 +37,14 @@ static void usage(FILE *f)
 	      "                                   print a profile written with -o\n"
 	      "  convert FILE --to pprof|chrome|json [-o OUT]\n"
 	      "                                   convert a profile to another format\n"
+	      "  attach PID [--duration S] [-o FILE] [--stream URL]...\n"
+	      "                                   have the memprofd service profile PID\n"
+	      "  detach PID                       stop it; the profile is written/streamed\n"
+	      "  dump PID [-o FILE]               the profile so far, without stopping\n"
+	      "  list                             targets of the service (yours, or all for root)\n"
+	      "  status                           the service's state and collectors\n"
+	      "  collect --listen URL --out DIR   reference collector of profile streams\n"
+	      "Service commands take --control PATH (default " MP_CTL_DEFAULT_PATH ").\n"
 	      "\n"
 	      "`memprof COMMAND --help` describes a command's options.\n",
 	      f);
@@ -287,6 +303,318 @@ static int cmd_convert(int argc, char **argv)
 	return r < 0 ? 1 : 0;
 }
 
+/* --- service client: attach, detach, dump, list, status --- */
+
+struct client_args {
+	const char *control;
+	const char *output;
+	const char *streams[16];
+	size_t n_streams;
+	double duration;
+	long pid;
+};
+
+static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, bool opts_out,
+			struct client_args *a)
+{
+	static const struct option longopts[] = {
+		{ "control", required_argument, NULL, 'c' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "stream", required_argument, NULL, 's' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	char *end;
+	int c;
+
+	memset(a, 0, sizeof(*a));
+	while ((c = getopt_long(argc, argv, "c:o:d:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			a->control = optarg;
+			break;
+		case 'o':
+			if (!opts_out)
+				goto bad;
+			a->output = optarg;
+			break;
+		case 'd':
+			if (strcmp(cmd, "attach"))
+				goto bad;
+			errno = 0;
+			a->duration = strtod(optarg, &end);
+			if (errno || *end || !(a->duration > 0) || a->duration > 1e9) {
+				fprintf(stderr, "memprof %s: invalid duration '%s'\n", cmd, optarg);
+				return 2;
+			}
+			break;
+		case 's':
+			if (strcmp(cmd, "attach"))
+				goto bad;
+			if (a->n_streams >= 16) {
+				fprintf(stderr, "memprof %s: too many --stream\n", cmd);
+				return 2;
+			}
+			a->streams[a->n_streams++] = optarg;
+			break;
+		case 'h':
+			printf("Usage: memprof attach PID [--duration S] [-o FILE] [--stream URL]...\n"
+			       "       memprof detach PID\n"
+			       "       memprof dump PID [-o FILE]\n"
+			       "       memprof list | status\n"
+			       "All take --control PATH (default %s). The service writes -o FILE\n"
+			       "through a descriptor opened here, with your rights; `dump` without -o\n"
+			       "prints the table. Stream URLs: tcp://HOST:PORT, unix:PATH,\n"
+			       "http://HOST:PORT/ingest (Pyroscope).\n",
+			       MP_CTL_DEFAULT_PATH);
+			return 1;
+		default:
+			goto bad;
+		}
+	}
+	if (want_pid) {
+		if (optind + 1 != argc) {
+			fprintf(stderr, "memprof %s: expected one PID (see --help)\n", cmd);
+			return 2;
+		}
+		errno = 0;
+		a->pid = strtol(argv[optind], &end, 10);
+		if (errno || *end || a->pid <= 0 || a->pid > INT32_MAX) {
+			fprintf(stderr, "memprof %s: invalid pid '%s'\n", cmd, argv[optind]);
+			return 2;
+		}
+	} else if (optind != argc) {
+		fprintf(stderr, "memprof %s: unexpected argument '%s'\n", cmd, argv[optind]);
+		return 2;
+	}
+	return 0;
+bad:
+	fprintf(stderr, "memprof %s: invalid option (see --help)\n", cmd);
+	return 2;
+}
+
+/* Sends @b (with @fd) and receives the reply into @reply; prints the
+ * service's error. Returns 0 when the service said ok. */
+static int client_call(const char *cmd, const char *control, struct mp_ctl_builder *b, int fd,
+		       struct mp_ctl_msg *reply)
+{
+	struct timeval tv = { .tv_sec = 120 };
+	const char *st, *msg;
+	int sock, r;
+
+	r = mp_ctl_build_end(b);
+	if (r < 0) {
+		fprintf(stderr, "memprof %s: request too long\n", cmd);
+		return r;
+	}
+	r = mp_ctl_connect(control, &sock);
+	if (r < 0) {
+		fprintf(stderr, "memprof %s: cannot reach memprofd at %s: %s\n", cmd,
+			control ? control : MP_CTL_DEFAULT_PATH, strerror(-r));
+		return r;
+	}
+	/* Detach waits for the final flush; attach for the probes. */
+	setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	r = mp_ctl_send(sock, b->buf, b->len, fd);
+	if (r == 0)
+		r = mp_ctl_recv(sock, reply, NULL);
+	close(sock);
+	if (r < 0) {
+		fprintf(stderr, "memprof %s: talking to memprofd: %s\n", cmd, strerror(-r));
+		return r;
+	}
+	st = mp_ctl_get(reply, "status");
+	if (st && !strcmp(st, "ok"))
+		return 0;
+	msg = mp_ctl_get(reply, "message");
+	fprintf(stderr, "memprof %s: %s\n", cmd, msg ? msg : "the service refused");
+	return -EPERM;
+}
+
+/* Opened here, with the caller's rights; not truncated (the service does
+ * that when it writes), so a refused request leaves an existing file as it
+ * was. *@created says whether to remove it on failure. */
+static int open_output(const char *cmd, const char *path, bool *created)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+
+	*created = fd >= 0;
+	if (fd < 0 && errno == EEXIST)
+		fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		fprintf(stderr, "memprof %s: %s: %s\n", cmd, path, strerror(errno));
+	return fd;
+}
+
+static int cmd_attach(int argc, char **argv)
+{
+	struct mp_ctl_builder *b = malloc(sizeof(*b));
+	struct mp_ctl_msg *reply = malloc(sizeof(*reply));
+	struct client_args a;
+	bool created = false;
+	int fd = -1, r;
+
+	if (!b || !reply) {
+		r = 1;
+		goto out;
+	}
+	r = client_parse("attach", argc, argv, true, true, &a);
+	if (r)
+		goto out_parse;
+	mp_ctl_build_init(b);
+	mp_ctl_add(b, "cmd", "attach");
+	mp_ctl_add(b, "pid", "%ld", a.pid);
+	if (a.duration > 0)
+		mp_ctl_add(b, "duration_ns", "%" PRIu64, (uint64_t)ceil(a.duration * 1e9));
+	for (size_t i = 0; i < a.n_streams; i++)
+		mp_ctl_add(b, "stream", "%s", a.streams[i]);
+	if (a.output) {
+		fd = open_output("attach", a.output, &created);
+		if (fd < 0) {
+			r = 1;
+			goto out;
+		}
+	}
+	r = client_call("attach", a.control, b, fd, reply) < 0 ? 1 : 0;
+	if (r == 0)
+		printf("attached to pid %ld (target %s)\n", a.pid,
+		       mp_ctl_get(reply, "target") ?: "?");
+	else if (created)
+		unlink(a.output);
+	goto out;
+out_parse:
+	r = r == 1 ? 0 : r;
+out:
+	if (fd >= 0)
+		close(fd);
+	free(b);
+	free(reply);
+	return r;
+}
+
+static int cmd_simple(const char *cmd, int argc, char **argv)
+{
+	struct mp_ctl_builder *b = malloc(sizeof(*b));
+	struct mp_ctl_msg *reply = malloc(sizeof(*reply));
+	bool is_dump = !strcmp(cmd, "dump"), with_pid = is_dump || !strcmp(cmd, "detach");
+	struct mp_profile *p = NULL;
+	struct client_args a;
+	bool created = false;
+	int fd = -1, r;
+
+	if (!b || !reply) {
+		r = 1;
+		goto out;
+	}
+	r = client_parse(cmd, argc, argv, with_pid, is_dump, &a);
+	if (r) {
+		r = r == 1 ? 0 : r;
+		goto out;
+	}
+	mp_ctl_build_init(b);
+	mp_ctl_add(b, "cmd", "%s", cmd);
+	if (with_pid)
+		mp_ctl_add(b, "pid", "%ld", a.pid);
+	if (is_dump) {
+		/* Without -o, an anonymous file to read the table from. */
+		fd = a.output ? open_output(cmd, a.output, &created) :
+				memfd_create("memprof-dump", MFD_CLOEXEC);
+		if (fd < 0) {
+			if (!a.output)
+				perror("memprof dump: memfd_create");
+			r = 1;
+			goto out;
+		}
+	}
+	r = client_call(cmd, a.control, b, fd, reply) < 0 ? 1 : 0;
+	if (r) {
+		if (created)
+			unlink(a.output);
+		goto out;
+	}
+	if (!strcmp(cmd, "detach")) {
+		printf("detached from pid %ld\n", a.pid);
+	} else if (!strcmp(cmd, "list")) {
+		size_t n = 0;
+
+		for (size_t i = 0; i < reply->n; i++)
+			if (!strcmp(reply->f[i].key, "target")) {
+				printf("%s\n", reply->f[i].value);
+				n++;
+			}
+		if (!n)
+			printf("no targets\n");
+	} else if (!strcmp(cmd, "status")) {
+		for (size_t i = 1; i < reply->n; i++)
+			printf("%s: %s\n", reply->f[i].key, reply->f[i].value);
+	} else if (is_dump && !a.output) {
+		struct stat st;
+		uint8_t *buf = NULL;
+		const char *why = NULL;
+
+		r = fstat(fd, &st) < 0 || st.st_size <= 0 || st.st_size > MP_PROFILE_MAX_FILE;
+		if (!r) {
+			buf = malloc((size_t)st.st_size);
+			r = !buf || pread(fd, buf, (size_t)st.st_size, 0) != st.st_size;
+		}
+		if (!r)
+			r = mp_profile_file_decode(buf, (size_t)st.st_size, &p, &why) < 0;
+		free(buf);
+		if (!r)
+			r = mp_report_write(p, MP_REPORT_TABLE, NULL, stdout) < 0;
+		if (r)
+			fprintf(stderr, "memprof dump: unreadable profile%s%s\n", why ? ": " : "",
+				why ? why : "");
+	} else {
+		printf("dumped pid %ld to %s\n", a.pid, a.output);
+	}
+out:
+	mp_profile_free(p);
+	if (fd >= 0)
+		close(fd);
+	free(b);
+	free(reply);
+	return r;
+}
+
+static int cmd_collect(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "listen", required_argument, NULL, 'l' },
+		{ "out", required_argument, NULL, 'o' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	const char *listen = NULL, *out = NULL;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "l:o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'l':
+			listen = optarg;
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		case 'h':
+			puts("Usage: memprof collect --listen tcp://ADDR:PORT|unix:PATH --out DIR\n"
+			     "\n"
+			     "Receive memprofd's profile stream; write each chunk to\n"
+			     "DIR/PID-TARGET/SEQ.memprof and print one line per chunk, and per gap\n"
+			     "in a target's sequence numbers. Ends on SIGINT/SIGTERM.");
+			return 0;
+		default:
+			return 2;
+		}
+	}
+	if (!listen || !out || optind != argc) {
+		fprintf(stderr, "memprof collect: --listen URL and --out DIR are required\n");
+		return 2;
+	}
+	return mp_collect_run(listen, out, stdout) < 0 ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -304,6 +632,13 @@ int main(int argc, char **argv)
 		return cmd_report(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "convert"))
 		return cmd_convert(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "attach"))
+		return cmd_attach(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "detach") || !strcmp(argv[1], "dump") || !strcmp(argv[1], "list") ||
+	    !strcmp(argv[1], "status"))
+		return cmd_simple(argv[1], argc - 1, argv + 1);
+	if (!strcmp(argv[1], "collect"))
+		return cmd_collect(argc - 1, argv + 1);
 	fprintf(stderr, "memprof: unknown command '%s' (see memprof --help)\n", argv[1]);
 	return 2;
 }

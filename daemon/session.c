@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -41,7 +42,7 @@ enum item_kind {
 	ITEM_RSS = 3,
 };
 
-enum { EP_TRACER = 1, EP_TICK, EP_RSS, EP_SIGNAL, EP_DEADLINE };
+enum { EP_TRACER = 1, EP_TICK, EP_RSS, EP_SIGNAL, EP_DEADLINE, EP_STOP, EP_SNAPSHOT, EP_PERIODIC };
 
 struct session {
 	const struct mp_session_opts *o;
@@ -56,7 +57,7 @@ struct session {
 	uint64_t ring_retry_ns;
 	uint64_t ring_drops_closed; /* drops of rings closed at exec */
 	uint64_t last_ts;
-	int epfd, tickfd, sigfd, deadlinefd;
+	int epfd, tickfd, sigfd, deadlinefd, periodicfd;
 	char exe[PATH_MAX];
 	char *cmdline;
 	bool exited;
@@ -112,7 +113,7 @@ static bool libbpf_verbose;
 __attribute__((format(printf, 2, 0))) static int libbpf_print(enum libbpf_print_level level,
 							      const char *fmt, va_list ap)
 {
-	if (!libbpf_verbose && level != LIBBPF_WARN)
+	if (!__atomic_load_n(&libbpf_verbose, __ATOMIC_RELAXED) && level != LIBBPF_WARN)
 		return 0;
 	return vfprintf(stderr, fmt, ap);
 }
@@ -416,6 +417,7 @@ static int setup(struct session *s, sigset_t *blocked)
 	const struct mp_session_opts *o = s->o;
 	struct mp_tracer_opts topts = {
 		.pid = o->pid,
+		.ring_bytes = o->bpf_ring_bytes,
 		.extra = o->extra,
 		.n_extra = o->n_extra,
 		.rss_exact = o->rss_exact,
@@ -426,14 +428,20 @@ static int setup(struct session *s, sigset_t *blocked)
 	};
 	int r;
 
-	libbpf_verbose = o->verbose;
+	/* Sessions of the service share it: set, never cleared. */
+	if (o->verbose)
+		__atomic_store_n(&libbpf_verbose, true, __ATOMIC_RELAXED);
 	libbpf_set_print(libbpf_print);
 
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
 	s->tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	s->deadlinefd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	s->sigfd = signalfd(-1, blocked, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (s->epfd < 0 || s->tickfd < 0 || s->deadlinefd < 0 || s->sigfd < 0)
+	if (!o->ctl)
+		s->sigfd = signalfd(-1, blocked, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (o->ctl && o->ctl->snapshot_period_ns)
+		s->periodicfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->epfd < 0 || s->tickfd < 0 || s->deadlinefd < 0 || (!o->ctl && s->sigfd < 0) ||
+	    (o->ctl && o->ctl->snapshot_period_ns && s->periodicfd < 0))
 		return log_errno(-errno, "pid %d: event loop setup", (int)o->pid);
 
 	r = mp_merge_new(4096, &s->merge);
@@ -486,8 +494,18 @@ static int setup(struct session *s, sigset_t *blocked)
 	r = ep_add(s, mp_tracer_fd(s->tracer), EP_TRACER);
 	if (r == 0)
 		r = ep_add(s, s->tickfd, EP_TICK);
-	if (r == 0)
+	if (r == 0 && s->sigfd >= 0)
 		r = ep_add(s, s->sigfd, EP_SIGNAL);
+	if (r == 0 && o->ctl)
+		r = ep_add(s, o->ctl->stop_fd, EP_STOP);
+	if (r == 0 && o->ctl && o->ctl->snapshot_fd >= 0)
+		r = ep_add(s, o->ctl->snapshot_fd, EP_SNAPSHOT);
+	if (r == 0 && s->periodicfd >= 0) {
+		r = timer_arm(s->periodicfd, o->ctl->snapshot_period_ns,
+			      o->ctl->snapshot_period_ns);
+		if (r == 0)
+			r = ep_add(s, s->periodicfd, EP_PERIODIC);
+	}
 	if (r == 0)
 		r = ep_add(s, s->deadlinefd, EP_DEADLINE);
 	if (r < 0)
@@ -508,6 +526,45 @@ static int setup(struct session *s, sigset_t *blocked)
 			return log_errno(r, "pid %d: resuming the target", (int)o->pid);
 	}
 	return 0;
+}
+
+/* The daemon's part of a profile: process, settings, drop counters. */
+static int fill_profile(struct session *s, struct mp_profile *p)
+{
+	const struct mp_session_opts *o = s->o;
+	int r;
+
+	r = mp_profile_set_process(p, (int32_t)o->pid, s->exe[0] ? s->exe : NULL, NULL, s->cmdline);
+	if (r < 0)
+		return r;
+	p->rss_interval_ns = o->rss_hz ? 1000000000ull / o->rss_hz : 0;
+	p->pss_interval_ns = o->rss_hz && o->pss_every ? p->rss_interval_ns * o->pss_every : 0;
+	p->rss_exact = o->rss_exact;
+	p->drops_bpf = mp_tracer_drops(s->tracer);
+	p->drops_ring = s->ring_drops_closed + (s->ring ? mp_consumer_drops(s->ring) : 0);
+	/* Best effort: a profile without symbols is still a profile. */
+	if (mp_symbolize_profile(p, s->maps, o->pid) < 0)
+		log_errno(-ENOMEM, "pid %d: symbolizing allocation sites", (int)o->pid);
+	return 0;
+}
+
+/* Everything released so far, as a profile ending now: events younger
+ * than the merge lag wait for the next snapshot. */
+static void snapshot(struct session *s, enum mp_snapshot_reason why)
+{
+	struct mp_profile *p = NULL;
+	uint64_t now = now_ns();
+	int r;
+
+	r = mp_correlator_snapshot(s->corr, now > s->last_ts ? now : s->last_ts, &p);
+	if (r == 0)
+		r = fill_profile(s, p);
+	if (r < 0) {
+		log_errno(r, "pid %d: snapshot", (int)s->o->pid);
+		mp_profile_free(p);
+		p = NULL;
+	}
+	s->o->ctl->on_snapshot(s->o->ctl->ctx, why, p, r);
 }
 
 static int loop(struct session *s)
@@ -543,7 +600,25 @@ static int loop(struct session *s)
 				break;
 			}
 			case EP_DEADLINE:
+			case EP_STOP:
 				s->stop = true;
+				break;
+			case EP_SNAPSHOT:
+			case EP_PERIODIC:
+				/* Both counters are reset by the read; several
+				 * requests in one wakeup share one snapshot. */
+				if (read(evs[i].data.u32 == EP_SNAPSHOT ? s->o->ctl->snapshot_fd :
+									  s->periodicfd,
+					 &expirations, sizeof(expirations)) != sizeof(expirations))
+					break;
+				if (evs[i].data.u32 == EP_PERIODIC && s->o->ctl->want_periodic &&
+				    !s->o->ctl->want_periodic(s->o->ctl->ctx))
+					break;
+				r = cycle(s);
+				if (r < 0)
+					return r;
+				snapshot(s, evs[i].data.u32 == EP_SNAPSHOT ? MP_SNAPSHOT_REQUESTED :
+									     MP_SNAPSHOT_PERIODIC);
 				break;
 			default:
 				break;
@@ -600,20 +675,26 @@ static void teardown(struct session *s)
 		close(s->sigfd);
 	if (s->deadlinefd >= 0)
 		close(s->deadlinefd);
+	if (s->periodicfd >= 0)
+		close(s->periodicfd);
 }
 
 int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 {
-	struct session s = { .o = opts, .epfd = -1, .tickfd = -1, .sigfd = -1, .deadlinefd = -1 };
+	struct session s = {
+		.o = opts, .epfd = -1, .tickfd = -1, .sigfd = -1, .deadlinefd = -1, .periodicfd = -1
+	};
 	struct mp_profile *p = NULL;
 	sigset_t blocked, old;
 	uint64_t end;
 	int r;
 
+	sigemptyset(&old);
 	sigemptyset(&blocked);
 	sigaddset(&blocked, SIGINT);
 	sigaddset(&blocked, SIGTERM);
-	sigprocmask(SIG_BLOCK, &blocked, &old);
+	if (!opts->ctl)
+		sigprocmask(SIG_BLOCK, &blocked, &old);
 
 	r = setup(&s, &blocked);
 	if (r == 0)
@@ -634,25 +715,15 @@ int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 		if (r < 0)
 			log_errno(r, "pid %d: building the profile", (int)opts->pid);
 	}
-	/* Best effort: a profile without symbols is still a profile. */
-	if (r == 0 && mp_symbolize_profile(p, s.maps, opts->pid) < 0)
-		log_errno(-ENOMEM, "pid %d: symbolizing allocation sites", (int)opts->pid);
+	if (r == 0)
+		r = fill_profile(&s, p);
 	if (r == 0) {
-		r = mp_profile_set_process(p, (int32_t)opts->pid, s.exe[0] ? s.exe : NULL, NULL,
-					   s.cmdline);
-	}
-	if (r == 0) {
-		p->rss_interval_ns = opts->rss_hz ? 1000000000ull / opts->rss_hz : 0;
-		p->pss_interval_ns =
-			opts->rss_hz && opts->pss_every ? p->rss_interval_ns * opts->pss_every : 0;
-		p->rss_exact = opts->rss_exact;
-		p->drops_bpf = mp_tracer_drops(s.tracer);
-		p->drops_ring = s.ring_drops_closed + (s.ring ? mp_consumer_drops(s.ring) : 0);
 		*ret = p;
 		p = NULL;
 	}
 	mp_profile_free(p);
 	teardown(&s);
-	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (!opts->ctl)
+		sigprocmask(SIG_SETMASK, &old, NULL);
 	return r;
 }

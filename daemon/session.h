@@ -18,6 +18,30 @@
 
 #define MP_SESSION_MAX_OWNER_RULES 64
 
+/* Why mp_session_ctl.on_snapshot is called. */
+enum mp_snapshot_reason {
+	MP_SNAPSHOT_REQUESTED = 1, /* snapshot_fd became readable */
+	MP_SNAPSHOT_PERIODIC = 2, /* every snapshot_period_ns */
+};
+
+/*
+ * Control of a session run by another thread (service mode). With a ctl,
+ * the session leaves the signal mask alone and ends only when stop_fd
+ * becomes readable, the duration elapses or the target exits.
+ */
+struct mp_session_ctl {
+	int stop_fd; /* eventfd: readable = end the session */
+	int snapshot_fd; /* eventfd (-1: none): readable = one snapshot requested */
+	uint64_t snapshot_period_ns; /* also snapshot this often; 0: never */
+	/* Receives each snapshot (or NULL and a negative errno when taking it
+	 * failed); the callee owns @p. Called on the session's thread. */
+	void (*on_snapshot)(void *ctx, enum mp_snapshot_reason why, struct mp_profile *p, int err);
+	/* Optional: asked before each periodic snapshot (which copies the
+	 * whole profile); false skips it. */
+	bool (*want_periodic)(void *ctx);
+	void *ctx;
+};
+
 struct mp_session_opts {
 	pid_t pid;
 	uint64_t duration_ns; /* 0: until the target exits or a stop signal */
@@ -34,11 +58,14 @@ struct mp_session_opts {
 	/* Called once everything is attached (memprof run resumes its child). */
 	int (*on_attached)(void *ctx);
 	void *on_attached_ctx;
+	/* NULL: stop on SIGINT/SIGTERM (foreground use). */
+	const struct mp_session_ctl *ctl;
+	uint32_t bpf_ring_bytes; /* 0: MP_TRACER_RING_BYTES */
 };
 
-/* Blocks SIGINT and SIGTERM in the calling thread (they end the session
- * cleanly) and runs until the duration elapses, the target exits or one of
- * those signals arrives. Errors are logged once, with context, to stderr.
+/* Without a ctl, blocks SIGINT and SIGTERM in the calling thread (they end
+ * the session cleanly) and runs until the duration elapses, the target
+ * exits or one of those signals arrives; with a ctl, see mp_session_ctl. Errors are logged once, with context, to stderr.
  * Returns 0 and the profile, or a negative errno. */
 int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret);
 

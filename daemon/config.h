@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The service's configuration file (/etc/memprofd/memprofd.conf): one
+ * "key = value" per line, '#' starts a comment line. Keys (docs/SERVICE.md):
+ *   collector = URL        stream every target to URL (repeatable)
+ *   owner = GLOB=NAME      owner rule (repeatable)
+ *   rss_hz = N             RSS samples per second (0 = off)
+ *   pss_every = N          read smaps_rollup every Nth sample
+ *   max_targets = N        attached processes at most
+ *   stream_interval = S    seconds between chunks (decimal)
+ *   buffer_size = N[K|M|G] per-collector buffer
+ *   bpf_ring_size = N[K|M] BPF ring buffer per target (power of two)
+ */
+#ifndef MP_CONFIG_H
+#define MP_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MP_CONFIG_DEFAULT_PATH "/etc/memprofd/memprofd.conf"
+#define MP_CONFIG_MAX_COLLECTORS 16
+#define MP_CONFIG_MAX_OWNERS 64
+
+struct mp_config {
+	char *collectors[MP_CONFIG_MAX_COLLECTORS];
+	size_t n_collectors;
+	char *owners[MP_CONFIG_MAX_OWNERS];
+	size_t n_owners;
+	unsigned rss_hz;
+	unsigned pss_every;
+	unsigned max_targets;
+	uint64_t stream_interval_ns;
+	uint64_t buffer_bytes;
+	uint32_t bpf_ring_bytes; /* 0: the tracer's default */
+};
+
+/* Defaults only. */
+int mp_config_new(struct mp_config **ret);
+void mp_config_free(struct mp_config *c);
+
+/* Reads @path (at most 1 MiB). On a syntax error returns -EINVAL with
+ * "LINE: what" in @err. */
+int mp_config_load(const char *path, struct mp_config **ret, char *err, size_t errlen);
+
+#endif /* MP_CONFIG_H */

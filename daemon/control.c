@@ -1,0 +1,313 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "control.h"
+
+static bool key_ok(const char *k, size_t n)
+{
+	if (!n || n > 64)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((k[i] >= 'a' && k[i] <= 'z') || k[i] == '_'))
+			return false;
+	return true;
+}
+
+int mp_ctl_parse(const void *buf, size_t len, struct mp_ctl_msg *m)
+{
+	char *p, *end;
+
+	if (len > MP_CTL_MAX_MSG)
+		return -EBADMSG;
+	memcpy(m->text, buf, len);
+	m->text[len] = '\0';
+	m->n = 0;
+	if (len && m->text[len - 1] != '\n')
+		return -EBADMSG;
+	if (memchr(m->text, '\0', len))
+		return -EBADMSG;
+	for (p = m->text, end = m->text + len; p < end;) {
+		char *nl = memchr(p, '\n', (size_t)(end - p));
+		char *eq = memchr(p, '=', (size_t)(nl - p));
+
+		if (!eq || !key_ok(p, (size_t)(eq - p)) || m->n >= MP_CTL_MAX_FIELDS)
+			return -EBADMSG;
+		*eq = '\0';
+		*nl = '\0';
+		m->f[m->n].key = p;
+		m->f[m->n].value = eq + 1;
+		m->n++;
+		p = nl + 1;
+	}
+	return 0;
+}
+
+const char *mp_ctl_get(const struct mp_ctl_msg *m, const char *key)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (!strcmp(m->f[i].key, key))
+			return m->f[i].value;
+	return NULL;
+}
+
+int mp_ctl_get_u64(const struct mp_ctl_msg *m, const char *key, uint64_t max, uint64_t *ret)
+{
+	const char *v = mp_ctl_get(m, key);
+	unsigned long long x;
+	char *end;
+
+	if (!v)
+		return -ENOENT;
+	if (v[0] < '0' || v[0] > '9')
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(v, &end, 10);
+	if (errno || *end || x > max)
+		return -EINVAL;
+	*ret = x;
+	return 0;
+}
+
+void mp_ctl_build_init(struct mp_ctl_builder *b)
+{
+	b->len = 0;
+	b->err = 0;
+}
+
+void mp_ctl_vadd(struct mp_ctl_builder *b, const char *key, const char *fmt, va_list ap)
+{
+	size_t room, start = b->len;
+	int n;
+
+	if (b->err)
+		return;
+	if (!key_ok(key, strlen(key))) {
+		b->err = -EINVAL;
+		return;
+	}
+	room = sizeof(b->buf) - b->len;
+	n = snprintf(b->buf + b->len, room, "%s=", key);
+	if (n < 0 || (size_t)n >= room) {
+		b->err = -E2BIG;
+		return;
+	}
+	b->len += (size_t)n;
+	room -= (size_t)n;
+	n = vsnprintf(b->buf + b->len, room, fmt, ap);
+	if (n < 0 || (size_t)n + 1 >= room) {
+		b->err = -E2BIG;
+		return;
+	}
+	if (memchr(b->buf + b->len, '\n', (size_t)n)) {
+		/* Values are single lines: replace rather than fail, the
+		 * text comes from file names and error messages. */
+		for (char *c = b->buf + start; c < b->buf + b->len + n; c++)
+			if (*c == '\n')
+				*c = ' ';
+	}
+	b->len += (size_t)n;
+	b->buf[b->len++] = '\n';
+}
+
+void mp_ctl_add(struct mp_ctl_builder *b, const char *key, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	mp_ctl_vadd(b, key, fmt, ap);
+	va_end(ap);
+}
+
+int mp_ctl_build_end(const struct mp_ctl_builder *b)
+{
+	return b->err;
+}
+
+static int write_all(int sock, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = send(sock, p, len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int mp_ctl_send(int sock, const void *buf, size_t len, int pass_fd)
+{
+	uint8_t hdr[4] = { (uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
+			   (uint8_t)(len >> 24) };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = { .iov_base = hdr, .iov_len = sizeof(hdr) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	ssize_t n;
+
+	if (len > MP_CTL_MAX_MSG)
+		return -E2BIG;
+	if (pass_fd >= 0) {
+		struct cmsghdr *c;
+
+		memset(&cm, 0, sizeof(cm));
+		mh.msg_control = cm.buf;
+		mh.msg_controllen = sizeof(cm.buf);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+	}
+	do
+		n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n < (ssize_t)sizeof(hdr)) {
+		int r = write_all(sock, hdr + n, sizeof(hdr) - (size_t)n);
+
+		if (r < 0)
+			return r;
+	}
+	return write_all(sock, buf, len);
+}
+
+static int read_all(int sock, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = recv(sock, p, len, 0);
+
+		if (n == 0)
+			return -ECONNRESET;
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* Closes every descriptor of a control message; returns how many. */
+static int close_fds(struct msghdr *mh, int *keep)
+{
+	int count = 0;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c)) {
+		size_t n;
+
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
+			continue;
+		n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (keep && *keep < 0 && count == 0 && n == 1)
+				*keep = fd;
+			else
+				close(fd);
+			count++;
+		}
+	}
+	return count;
+}
+
+int mp_ctl_recv(int sock, struct mp_ctl_msg *m, int *ret_fd)
+{
+	uint8_t hdr[4];
+	union {
+		/* Room for more than we accept, so extra descriptors are
+		 * received (and closed) rather than silently truncated. */
+		char buf[CMSG_SPACE(8 * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec iov = { .iov_base = hdr, .iov_len = sizeof(hdr) };
+	struct msghdr mh = { .msg_iov = &iov,
+			     .msg_iovlen = 1,
+			     .msg_control = cm.buf,
+			     .msg_controllen = sizeof(cm.buf) };
+	int fd = -1, nfds, r;
+	char *body = NULL;
+	uint32_t len;
+	ssize_t n;
+
+	do
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return errno == EAGAIN ? -ETIMEDOUT : -errno;
+	if (n == 0)
+		return -ECONNRESET;
+	nfds = close_fds(&mh, ret_fd ? &fd : NULL);
+	if ((mh.msg_flags & MSG_CTRUNC) || nfds > 1 || (nfds == 1 && !ret_fd)) {
+		if (fd >= 0)
+			close(fd);
+		return -EBADMSG;
+	}
+	r = 0;
+	if (n < (ssize_t)sizeof(hdr))
+		r = read_all(sock, hdr + n, sizeof(hdr) - (size_t)n);
+	len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
+	      (uint32_t)hdr[3] << 24;
+	if (r == 0 && len > MP_CTL_MAX_MSG)
+		r = -EBADMSG;
+	if (r == 0) {
+		body = malloc(len ? len : 1);
+		r = body ? read_all(sock, body, len) : -ENOMEM;
+	}
+	if (r == 0)
+		r = mp_ctl_parse(body, len, m);
+	free(body);
+	if (r < 0) {
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	if (ret_fd)
+		*ret_fd = fd;
+	return 0;
+}
+
+int mp_ctl_connect(const char *path, int *ret_sock)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int s;
+
+	if (!path)
+		path = MP_CTL_DEFAULT_PATH;
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
+	strcpy(sa.sun_path, path);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -errno;
+	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int r = -errno;
+
+		close(s);
+		return r;
+	}
+	*ret_sock = s;
+	return 0;
+}

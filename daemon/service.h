@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * memprofd's service mode: a control socket (control.h) serving
+ * attach/detach/list/status/dump for many targets at once, one session
+ * thread per target (session.h), chunks streamed to collectors
+ * (stream.h), configuration from a file (config.h), SIGHUP reload, SIGTERM
+ * flush, sd_notify readiness. docs/SERVICE.md has the whole story.
+ */
+#ifndef MP_SERVICE_H
+#define MP_SERVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct mp_service_opts {
+	const char *control_path; /* NULL: MP_CTL_DEFAULT_PATH */
+	const char *config_path; /* NULL: MP_CONFIG_DEFAULT_PATH, may be absent */
+	bool verbose;
+};
+
+/* Runs until SIGTERM or SIGINT; returns 0 after flushing every target, or
+ * a negative errno (logged) if the service could not start. */
+int mp_service_run(const struct mp_service_opts *o);
+
+/*
+ * May the user @uid/@gid profile process @pid? Root may profile anything;
+ * anyone else only a process whose real, effective and saved uids and gids
+ * all equal theirs and which is dumpable (its /proc/PID/status is owned by
+ * @uid: the kernel gives the /proc/PID files of a non-dumpable process to
+ * root)
+ * — what ptrace's PTRACE_MODE_READ check allows without capabilities.
+ * Returns 0 or -EPERM/-ESRCH with the reason in @why.
+ */
+int mp_service_authorize(uid_t uid, gid_t gid, pid_t pid, char *why, size_t why_len);
+
+#endif /* MP_SERVICE_H */

@@ -1,0 +1,806 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "memprof.pb-c.h"
+#include "profile_pb.h"
+#include "stream.h"
+
+#if __has_include("pprof.h")
+#include "pprof.h"
+#define HAVE_PPROF 1
+#else
+#define HAVE_PPROF 0
+#endif
+
+#define BACKOFF_MIN_NS (100ull * 1000000ull)
+#define BACKOFF_MAX_NS (5000ull * 1000000ull)
+#define MAX_LOST_ENTRIES 4096
+
+enum kind { K_TCP, K_UNIX, K_HTTP };
+enum state { S_IDLE, S_CONNECTING, S_UP, S_RESPONSE };
+
+struct item {
+	struct item *next;
+	size_t len;
+	uint8_t data[];
+};
+
+struct lost {
+	uint64_t target_id, n;
+};
+
+struct collector {
+	char url[MP_STREAM_MAX_URL];
+	enum kind kind;
+	char host[256], port[8], path[256];
+	bool global;
+	int fd;
+	enum state state;
+	struct item *head, *tail;
+	uint64_t queued_bytes, queued_items;
+	size_t off; /* bytes of head already written */
+	struct lost *lost;
+	size_t n_lost;
+	uint64_t next_try_ns, backoff_ns;
+	uint64_t sent, dropped, rejected, connects;
+	bool down; /* logged as unreachable */
+	char resp[32];
+	size_t resp_len;
+};
+
+struct mp_streamer {
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	pthread_t thread;
+	bool started, quit;
+	int wake_fd;
+	uint64_t buffer_bytes;
+	struct collector *c[MP_STREAM_MAX_COLLECTORS];
+	size_t n;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+size_t mp_varint_encode(uint64_t v, uint8_t out[10])
+{
+	size_t n = 0;
+
+	do {
+		out[n] = (uint8_t)(v & 0x7f);
+		v >>= 7;
+		if (v)
+			out[n] |= 0x80;
+		n++;
+	} while (v);
+	return n;
+}
+
+int mp_varint_decode(const uint8_t *buf, size_t len, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	for (size_t i = 0; i < 10; i++) {
+		if (i >= len)
+			return 0;
+		if (i == 9 && buf[i] > 1)
+			return -EBADMSG;
+		v |= (uint64_t)(buf[i] & 0x7f) << (7 * i);
+		if (!(buf[i] & 0x80)) {
+			*ret = v;
+			return (int)i + 1;
+		}
+	}
+	return -EBADMSG;
+}
+
+static int parse_url(const char *url, struct collector *c)
+{
+	const char *hp, *colon, *slash;
+	size_t hl;
+	char *end;
+	unsigned long port;
+
+	if (strlen(url) >= MP_STREAM_MAX_URL)
+		return -EINVAL;
+	if (!strncmp(url, "unix:", 5)) {
+		struct sockaddr_un sa;
+
+		if (url[5] != '/' || strlen(url + 5) >= sizeof(sa.sun_path))
+			return -EINVAL;
+		c->kind = K_UNIX;
+		snprintf(c->path, sizeof(c->path), "%s", url + 5);
+		return 0;
+	}
+	if (!strncmp(url, "tcp://", 6)) {
+		c->kind = K_TCP;
+		hp = url + 6;
+	} else if (!strncmp(url, "http://", 7)) {
+		c->kind = K_HTTP;
+		hp = url + 7;
+	} else {
+		return -EINVAL;
+	}
+	slash = strchr(hp, '/');
+	if (c->kind == K_TCP && slash)
+		return -EINVAL;
+	if (!slash)
+		slash = hp + strlen(hp);
+	if (*hp == '[') {
+		const char *rb = memchr(hp, ']', (size_t)(slash - hp));
+
+		if (!rb || rb[1] != ':')
+			return -EINVAL;
+		hl = (size_t)(rb - hp - 1);
+		hp++;
+		colon = rb + 1;
+	} else {
+		colon = memchr(hp, ':', (size_t)(slash - hp));
+		if (!colon)
+			return -EINVAL;
+		hl = (size_t)(colon - hp);
+	}
+	if (!hl || hl >= sizeof(c->host))
+		return -EINVAL;
+	memcpy(c->host, hp, hl);
+	c->host[hl] = '\0';
+	if (colon[1] < '0' || colon[1] > '9')
+		return -EINVAL;
+	port = strtoul(colon + 1, &end, 10);
+	if (end != slash || port == 0 || port > 65535)
+		return -EINVAL;
+	snprintf(c->port, sizeof(c->port), "%lu", port);
+	if (c->kind == K_HTTP) {
+		for (const char *p = slash; *p; p++)
+			if (*p <= ' ' || *p == '?' || *p == '#' || *p >= 0x7f)
+				return -EINVAL;
+		snprintf(c->path, sizeof(c->path), "%s", *slash ? slash : "/ingest");
+		if (strlen(slash) >= sizeof(c->path))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+int mp_stream_url_check(const char *url)
+{
+	struct collector c;
+	int r = parse_url(url, &c);
+
+	if (r == 0 && c.kind == K_HTTP && !HAVE_PPROF)
+		return -EPROTONOSUPPORT;
+	return r;
+}
+
+/* --- the streaming thread --- */
+
+static void fail(struct collector *c, int err, uint64_t now)
+{
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	c->state = S_IDLE;
+	/* A partly sent chunk goes again, whole, on the next connection. */
+	c->off = 0;
+	c->resp_len = 0;
+	c->backoff_ns = c->backoff_ns ? c->backoff_ns * 2 : BACKOFF_MIN_NS;
+	if (c->backoff_ns > BACKOFF_MAX_NS)
+		c->backoff_ns = BACKOFF_MAX_NS;
+	c->next_try_ns = now + c->backoff_ns;
+	if (!c->down) {
+		c->down = true;
+		fprintf(stderr, "memprofd: collector %s unreachable (%s), buffering and retrying\n",
+			c->url, strerror(err < 0 ? -err : err));
+	}
+}
+
+static void start_connect(struct collector *c, uint64_t now)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+	struct addrinfo *ai = NULL;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd, r;
+
+	c->connects++;
+	if (c->kind == K_UNIX) {
+		strcpy(sa.sun_path, c->path);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			return fail(c, -errno, now);
+		r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	} else {
+		/* Names resolve synchronously on this thread: use addresses
+		 * for collectors that must never delay the others. */
+		r = getaddrinfo(c->host, c->port, &hints, &ai);
+		if (r)
+			return fail(c, -EHOSTUNREACH, now);
+		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+			    ai->ai_protocol);
+		if (fd < 0) {
+			freeaddrinfo(ai);
+			return fail(c, -errno, now);
+		}
+		r = connect(fd, ai->ai_addr, ai->ai_addrlen);
+		freeaddrinfo(ai);
+	}
+	c->fd = fd;
+	if (r == 0) {
+		c->state = S_UP;
+	} else if (errno == EINPROGRESS || errno == EAGAIN) {
+		c->state = S_CONNECTING;
+	} else {
+		fail(c, -errno, now);
+	}
+}
+
+static void pop(struct mp_streamer *s, struct collector *c)
+{
+	struct item *it = c->head;
+
+	c->head = it->next;
+	if (!c->head)
+		c->tail = NULL;
+	c->queued_bytes -= it->len;
+	c->queued_items--;
+	c->off = 0;
+	free(it);
+	if (!c->head)
+		pthread_cond_broadcast(&s->idle);
+}
+
+static void up(struct collector *c)
+{
+	if (c->down)
+		fprintf(stderr, "memprofd: collector %s reachable again\n", c->url);
+	c->down = false;
+	c->backoff_ns = 0;
+}
+
+static void do_write(struct mp_streamer *s, struct collector *c, uint64_t now)
+{
+	while (c->head && c->state == S_UP) {
+		ssize_t n = send(c->fd, c->head->data + c->off, c->head->len - c->off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return;
+			return fail(c, -errno, now);
+		}
+		up(c);
+		c->off += (size_t)n;
+		if (c->off < c->head->len)
+			continue;
+		if (c->kind == K_HTTP) {
+			c->state = S_RESPONSE;
+			c->resp_len = 0;
+			return;
+		}
+		c->sent++;
+		pop(s, c);
+	}
+}
+
+/* Reads what a collector sends: stream collectors send nothing, so any
+ * end of input means it is gone; an HTTP server sends its response. */
+static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
+{
+	char buf[4096];
+
+	for (;;) {
+		ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return;
+			return fail(c, -errno, now);
+		}
+		if (n == 0)
+			break;
+		if (c->state == S_RESPONSE && c->resp_len < sizeof(c->resp) - 1) {
+			size_t k = sizeof(c->resp) - 1 - c->resp_len;
+
+			if (k > (size_t)n)
+				k = (size_t)n;
+			memcpy(c->resp + c->resp_len, buf, k);
+			c->resp_len += k;
+		}
+	}
+	if (c->state != S_RESPONSE)
+		return fail(c, -ECONNRESET, now);
+	/* "HTTP/1.x 2xx": done with this chunk either way; a refused push
+	 * would be refused again. */
+	c->resp[c->resp_len] = '\0';
+	if (!strncmp(c->resp, "HTTP/1.", 7) && c->resp_len >= 12 && c->resp[9] == '2') {
+		c->sent++;
+	} else {
+		c->rejected++;
+		fprintf(stderr, "memprofd: collector %s refused a chunk: %.12s\n", c->url, c->resp);
+	}
+	pop(s, c);
+	close(c->fd);
+	c->fd = -1;
+	c->state = S_IDLE;
+	c->next_try_ns = now;
+}
+
+static void *stream_main(void *arg)
+{
+	struct mp_streamer *s = arg;
+	struct pollfd pf[MP_STREAM_MAX_COLLECTORS + 1];
+	size_t idx[MP_STREAM_MAX_COLLECTORS + 1];
+
+	pthread_mutex_lock(&s->lock);
+	while (!s->quit) {
+		uint64_t now = now_ns(), wait_ns = UINT64_MAX, v;
+		size_t n = 1;
+		int timeout;
+
+		pf[0] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
+		for (size_t i = 0; i < s->n; i++) {
+			struct collector *c = s->c[i];
+
+			if (c->state == S_IDLE && c->head) {
+				if (now >= c->next_try_ns)
+					start_connect(c, now);
+				else if (c->next_try_ns - now < wait_ns)
+					wait_ns = c->next_try_ns - now;
+			}
+			if (c->state == S_UP && c->head)
+				do_write(s, c, now);
+			if (c->fd < 0) {
+				if (c->state == S_IDLE && c->head && c->next_try_ns - now < wait_ns)
+					wait_ns = c->next_try_ns > now ? c->next_try_ns - now : 0;
+				continue;
+			}
+			pf[n] = (struct pollfd){ .fd = c->fd, .events = POLLIN | POLLRDHUP };
+			if (c->state == S_CONNECTING || (c->state == S_UP && c->head))
+				pf[n].events |= POLLOUT;
+			idx[n++] = i;
+		}
+		timeout = wait_ns == UINT64_MAX ? -1 : (int)(wait_ns / 1000000ull) + 1;
+		pthread_mutex_unlock(&s->lock);
+		poll(pf, n, timeout);
+		pthread_mutex_lock(&s->lock);
+		if (pf[0].revents & POLLIN && read(s->wake_fd, &v, sizeof(v)) < 0) {
+			/* Nothing pending after all. */
+		}
+		now = now_ns();
+		for (size_t k = 1; k < n; k++) {
+			struct collector *c = s->c[idx[k]];
+			short re = pf[k].revents;
+
+			if (!re || c->fd != pf[k].fd)
+				continue;
+			if (c->state == S_CONNECTING) {
+				int err = 0;
+				socklen_t len = sizeof(err);
+
+				if (!(re & (POLLOUT | POLLERR | POLLHUP)))
+					continue;
+				getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+				if (err) {
+					fail(c, -err, now);
+					continue;
+				}
+				c->state = S_UP;
+			}
+			if (re & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
+				do_read(s, c, now);
+			if (c->state == S_UP && (re & POLLOUT))
+				do_write(s, c, now);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+int mp_streamer_new(uint64_t buffer_bytes, struct mp_streamer **ret)
+{
+	struct mp_streamer *s = calloc(1, sizeof(*s));
+	pthread_condattr_t ca;
+	int r;
+
+	if (!s)
+		return -ENOMEM;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->idle, &ca);
+	pthread_condattr_destroy(&ca);
+	s->buffer_bytes = buffer_bytes;
+	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->wake_fd < 0) {
+		r = -errno;
+		mp_streamer_free(s);
+		return r;
+	}
+	r = -pthread_create(&s->thread, NULL, stream_main, s);
+	if (r < 0) {
+		mp_streamer_free(s);
+		return r;
+	}
+	s->started = true;
+	*ret = s;
+	return 0;
+}
+
+static void wake(struct mp_streamer *s)
+{
+	uint64_t one = 1;
+
+	if (write(s->wake_fd, &one, sizeof(one)) < 0) {
+		/* Already signalled. */
+	}
+}
+
+void mp_streamer_free(struct mp_streamer *s)
+{
+	if (!s)
+		return;
+	if (s->started) {
+		pthread_mutex_lock(&s->lock);
+		s->quit = true;
+		pthread_mutex_unlock(&s->lock);
+		wake(s);
+		pthread_join(s->thread, NULL);
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		struct collector *c = s->c[i];
+
+		while (c->head)
+			pop(s, c);
+		if (c->fd >= 0)
+			close(c->fd);
+		free(c->lost);
+		free(c);
+	}
+	if (s->wake_fd >= 0)
+		close(s->wake_fd);
+	pthread_cond_destroy(&s->idle);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+/* Under the lock. */
+static struct collector *find(struct mp_streamer *s, const char *url, bool create, int *err)
+{
+	struct collector *c;
+	int r;
+
+	for (size_t i = 0; i < s->n; i++)
+		if (!strcmp(s->c[i]->url, url))
+			return s->c[i];
+	if (!create)
+		return NULL;
+	if (s->n >= MP_STREAM_MAX_COLLECTORS) {
+		*err = -ENOSPC;
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	r = parse_url(url, c);
+	if (r == 0 && c->kind == K_HTTP && !HAVE_PPROF)
+		r = -EPROTONOSUPPORT;
+	if (r < 0) {
+		free(c);
+		*err = r;
+		return NULL;
+	}
+	snprintf(c->url, sizeof(c->url), "%s", url);
+	c->fd = -1;
+	s->c[s->n++] = c;
+	return c;
+}
+
+int mp_streamer_set_global(struct mp_streamer *s, char *const *urls, size_t n)
+{
+	int r = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		r = mp_stream_url_check(urls[i]);
+		if (r < 0)
+			return r;
+	}
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n; i++)
+		s->c[i]->global = false;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		struct collector *c = find(s, urls[i], true, &r);
+
+		if (c)
+			c->global = true;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void mp_streamer_set_buffer(struct mp_streamer *s, uint64_t buffer_bytes)
+{
+	pthread_mutex_lock(&s->lock);
+	s->buffer_bytes = buffer_bytes;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static struct lost *lost_entry(struct collector *c, uint64_t target_id, bool create)
+{
+	struct lost *l;
+
+	for (size_t i = 0; i < c->n_lost; i++)
+		if (c->lost[i].target_id == target_id)
+			return &c->lost[i];
+	if (!create || c->n_lost >= MAX_LOST_ENTRIES)
+		return NULL;
+	l = realloc(c->lost, (c->n_lost + 1) * sizeof(*l));
+	if (!l)
+		return NULL;
+	c->lost = l;
+	l[c->n_lost] = (struct lost){ .target_id = target_id };
+	return &l[c->n_lost++];
+}
+
+static struct item *frame_chunk(const struct mp_chunk_meta *m, const uint8_t *pb, size_t pb_len,
+				uint64_t lost)
+{
+	Memprof__Chunk ch = MEMPROF__CHUNK__INIT;
+	uint8_t hdr[10];
+	struct item *it;
+	size_t len, hl;
+
+	ch.target_id = m->target_id;
+	ch.pid = m->pid;
+	ch.exe = (char *)(m->exe ? m->exe : "");
+	ch.sequence = m->sequence;
+	ch.window_begin_ns = m->window_begin_ns;
+	ch.window_end_ns = m->window_end_ns;
+	ch.final = m->final;
+	ch.lost_chunks = lost;
+	ch.profile.data = (uint8_t *)pb;
+	ch.profile.len = pb_len;
+	len = memprof__chunk__get_packed_size(&ch);
+	hl = mp_varint_encode(len, hdr);
+	it = malloc(sizeof(*it) + hl + len);
+	if (!it)
+		return NULL;
+	it->next = NULL;
+	it->len = hl + len;
+	memcpy(it->data, hdr, hl);
+	memprof__chunk__pack(&ch, it->data + hl);
+	return it;
+}
+
+#if HAVE_PPROF
+/* Monotonic (the profile's clock) to Unix seconds. */
+static uint64_t unix_s(uint64_t mono_ns)
+{
+	struct timespec rt;
+	uint64_t now = now_ns(), rt_ns;
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	rt_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+	return (rt_ns - (now > mono_ns ? now - mono_ns : 0)) / 1000000000ull;
+}
+
+static size_t urlencode(char *out, size_t cap, const char *in)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = 0;
+
+	for (; *in && n + 4 < cap; in++) {
+		unsigned char ch = (unsigned char)*in;
+
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+			out[n++] = (char)ch;
+		} else {
+			out[n++] = '%';
+			out[n++] = hex[ch >> 4];
+			out[n++] = hex[ch & 15];
+		}
+	}
+	out[n] = '\0';
+	return n;
+}
+
+static struct item *http_request(const struct collector *c, const struct mp_chunk_meta *m,
+				 const uint8_t *body, size_t body_len)
+{
+	char name[512], enc[1600], head[2600];
+	const char *base = m->exe && *m->exe ? strrchr(m->exe, '/') : NULL;
+	uint64_t from = unix_s(m->window_begin_ns), until = unix_s(m->window_end_ns);
+	struct item *it;
+	int hl;
+
+	base = base ? base + 1 : (m->exe && *m->exe ? m->exe : "unknown");
+	/* Pyroscope's application name with labels: NAME{label=value}. */
+	snprintf(name, sizeof(name), "memprofd.%s{pid=%d}", base, (int)m->pid);
+	urlencode(enc, sizeof(enc), name);
+	hl = snprintf(head, sizeof(head),
+		      "POST %s?name=%s&from=%" PRIu64 "&until=%" PRIu64 "&format=pprof HTTP/1.1\r\n"
+		      "Host: %s:%s\r\n"
+		      "User-Agent: memprofd\r\n"
+		      "Content-Type: application/octet-stream\r\n"
+		      "Content-Length: %zu\r\n"
+		      "Connection: close\r\n\r\n",
+		      c->path, enc, from, until > from ? until : from + 1, c->host, c->port,
+		      body_len);
+	if (hl < 0 || (size_t)hl >= sizeof(head))
+		return NULL;
+	it = malloc(sizeof(*it) + (size_t)hl + body_len);
+	if (!it)
+		return NULL;
+	it->next = NULL;
+	it->len = (size_t)hl + body_len;
+	memcpy(it->data, head, (size_t)hl);
+	memcpy(it->data + hl, body, body_len);
+	return it;
+}
+#endif
+
+int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
+		     const struct mp_profile *p, char *const *extra, size_t n_extra)
+{
+	struct collector *targets[MP_STREAM_MAX_COLLECTORS];
+	uint8_t *pb = NULL, *pp = NULL;
+	size_t nt = 0, pb_len = 0, pp_len = 0;
+	bool want_pb = false, want_pp = false;
+	int r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n; i++)
+		if (s->c[i]->global)
+			targets[nt++] = s->c[i];
+	for (size_t i = 0; i < n_extra; i++) {
+		struct collector *c = find(s, extra[i], true, &r);
+		bool dup = false;
+
+		if (!c)
+			continue;
+		for (size_t k = 0; k < nt; k++)
+			dup |= targets[k] == c;
+		if (!dup)
+			targets[nt++] = c;
+	}
+	pthread_mutex_unlock(&s->lock);
+	for (size_t k = 0; k < nt; k++) {
+		want_pb |= targets[k]->kind != K_HTTP;
+		want_pp |= targets[k]->kind == K_HTTP;
+	}
+	if (!nt)
+		return r;
+	/* Encoded once, outside the lock, framed per collector below. */
+	if (want_pb) {
+		r = mp_profile_encode(p, &pb, &pb_len);
+		if (r < 0)
+			return r;
+	}
+#if HAVE_PPROF
+	if (want_pp) {
+		r = mp_pprof_encode(p, true, &pp, &pp_len);
+		if (r < 0) {
+			free(pb);
+			return r;
+		}
+	}
+#else
+	(void)want_pp;
+	(void)pp_len;
+#endif
+	pthread_mutex_lock(&s->lock);
+	for (size_t k = 0; k < nt; k++) {
+		struct collector *c = targets[k];
+		struct lost *l = lost_entry(c, m->target_id, false);
+		struct item *it = NULL;
+
+		if (c->kind != K_HTTP)
+			it = frame_chunk(m, pb, pb_len, l ? l->n : 0);
+#if HAVE_PPROF
+		else
+			it = http_request(c, m, pp, pp_len);
+#endif
+		/* At least one chunk always fits, whatever the buffer size. */
+		if (!it || (c->head && c->queued_bytes + it->len > s->buffer_bytes)) {
+			free(it);
+			c->dropped++;
+			l = lost_entry(c, m->target_id, true);
+			if (l)
+				l->n++;
+			continue;
+		}
+		if (l)
+			*l = c->lost[--c->n_lost];
+		if (c->tail)
+			c->tail->next = it;
+		else
+			c->head = it;
+		c->tail = it;
+		c->queued_bytes += it->len;
+		c->queued_items++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	wake(s);
+	free(pb);
+	free(pp);
+	return 0;
+}
+
+bool mp_streamer_wanted(struct mp_streamer *s, size_t n_extra)
+{
+	bool any = n_extra > 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n && !any; i++)
+		any = s->c[i]->global;
+	pthread_mutex_unlock(&s->lock);
+	return any;
+}
+
+int mp_streamer_flush(struct mp_streamer *s, uint64_t timeout_ns)
+{
+	struct timespec ts;
+	int r = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(timeout_ns / 1000000000ull);
+	ts.tv_nsec += (long)(timeout_ns % 1000000000ull);
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		bool busy = false;
+
+		for (size_t i = 0; i < s->n; i++)
+			busy |= s->c[i]->head != NULL;
+		if (!busy)
+			break;
+		if (pthread_cond_timedwait(&s->idle, &s->lock, &ts) == ETIMEDOUT) {
+			r = -ETIMEDOUT;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void mp_streamer_describe(struct mp_streamer *s, void (*line)(void *ctx, const char *text),
+			  void *ctx)
+{
+	static const char *const states[] = { "idle", "connecting", "up", "up" };
+	char buf[MP_STREAM_MAX_URL + 256];
+
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n; i++) {
+		struct collector *c = s->c[i];
+
+		snprintf(buf, sizeof(buf),
+			 "%s %s state=%s queued_chunks=%" PRIu64 " queued_bytes=%" PRIu64
+			 " sent=%" PRIu64 " lost=%" PRIu64 " refused=%" PRIu64,
+			 c->url, c->global ? "global" : "target",
+			 c->down ? "down" : states[c->state], c->queued_items, c->queued_bytes,
+			 c->sent, c->dropped, c->rejected);
+		line(ctx, buf);
+	}
+	pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared by the service tests: a real memprofd in service mode, real
+ * fixture processes, the real memprof client. */
+#ifndef TESTS_SERVICE_HELPERS_H
+#define TESTS_SERVICE_HELPERS_H
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "profile.h"
+#include "profile_pb.h"
+
+extern char **environ;
+
+static char build_root[2048];
+static char tmpdir[256];
+
+static void need_root(void)
+{
+	const char *b = getenv("MEMPROF_BUILD_ROOT");
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root for BPF and ptrace (running as uid %d)", (int)geteuid());
+	cr_assert_not_null(b, "MEMPROF_BUILD_ROOT is not set (run through meson test)");
+	snprintf(build_root, sizeof(build_root), "%s", b);
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/memprof-svc-%d-XXXXXX", (int)getpid());
+	cr_assert_not_null(mkdtemp(tmpdir));
+	chmod(tmpdir, 0755);
+}
+
+static char *path_of(const char *rel)
+{
+	static char buf[16][4096];
+	static int i;
+	char *p = buf[i++ % 16];
+
+	snprintf(p, 4096, "%s/%s", build_root, rel);
+	return p;
+}
+
+static char *tmp_of(const char *name)
+{
+	static char buf[16][512];
+	static int i;
+	char *p = buf[i++ % 16];
+
+	snprintf(p, 512, "%s/%s", tmpdir, name);
+	return p;
+}
+
+static void msleep(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Everything a test spawned, killed by cleanup() when an assertion ends
+ * the test early. */
+static pid_t spawned[256];
+static int n_spawned;
+
+static __attribute__((unused)) void cleanup(void)
+{
+	for (int i = 0; i < n_spawned; i++)
+		if (waitpid(spawned[i], NULL, WNOHANG) == 0) {
+			kill(spawned[i], SIGKILL);
+			waitpid(spawned[i], NULL, 0);
+		}
+	n_spawned = 0;
+	if (tmpdir[0]) {
+		char *argv[] = { "/bin/rm", "-rf", tmpdir, NULL };
+		pid_t pid;
+
+		if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) == 0)
+			waitpid(pid, NULL, 0);
+		tmpdir[0] = '\0';
+	}
+}
+
+/* Spawns argv with stdout/stderr to the given fds (-1: inherit). */
+static pid_t spawn(char *const argv[], int out_fd, int err_fd)
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+
+	posix_spawn_file_actions_init(&fa);
+	if (out_fd >= 0)
+		posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+	if (err_fd >= 0)
+		posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s", argv[0]);
+	posix_spawn_file_actions_destroy(&fa);
+	if (n_spawned < 256)
+		spawned[n_spawned++] = pid;
+	return pid;
+}
+
+/* Runs argv to completion; its stdout in @out, its exit status returned. */
+static int run_capture(char *const argv[], char *out, size_t cap)
+{
+	int pipefd[2], status;
+	size_t n = 0;
+	ssize_t k;
+	pid_t pid;
+
+	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
+	pid = spawn(argv, pipefd[1], -1);
+	close(pipefd[1]);
+	while (n + 1 < cap && (k = read(pipefd[0], out + n, cap - 1 - n)) > 0)
+		n += (size_t)k;
+	out[n] = '\0';
+	close(pipefd[0]);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "%s died by signal %d", argv[0], WTERMSIG(status));
+	return WEXITSTATUS(status);
+}
+
+static bool can_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ok = connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(s);
+	return ok;
+}
+
+struct daemon {
+	pid_t pid;
+	char control[512];
+	char log[512];
+};
+
+/* memprofd in service mode with @config_text as its configuration; its
+ * stderr goes to a log file in the temp dir. @wrapper (may be NULL) is
+ * prepended (setpriv ...). */
+static void daemon_start(struct daemon *d, const char *config_text, char *const *wrapper)
+{
+	char *argv[32], cfg[512];
+	int n = 0, logfd;
+	FILE *f;
+
+	snprintf(d->control, sizeof(d->control), "%s", tmp_of("control"));
+	snprintf(d->log, sizeof(d->log), "%s", tmp_of("memprofd.log"));
+	snprintf(cfg, sizeof(cfg), "%s", tmp_of("memprofd.conf"));
+	f = fopen(cfg, "w");
+	cr_assert_not_null(f);
+	fputs(config_text, f);
+	fclose(f);
+	logfd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	cr_assert_geq(logfd, 0);
+	for (; wrapper && *wrapper; wrapper++)
+		argv[n++] = *wrapper;
+	argv[n++] = path_of("daemon/memprofd");
+	argv[n++] = "--control";
+	argv[n++] = d->control;
+	argv[n++] = "--config";
+	argv[n++] = strdup(cfg);
+	argv[n] = NULL;
+	d->pid = spawn(argv, logfd, logfd);
+	close(logfd);
+	for (int i = 0; i < 500 && !can_connect(d->control); i++) {
+		int st;
+
+		cr_assert_eq(waitpid(d->pid, &st, WNOHANG), 0, "memprofd exited early, see %s",
+			     d->log);
+		msleep(10);
+	}
+	cr_assert(can_connect(d->control), "memprofd never listened, see %s", d->log);
+}
+
+/* SIGTERM, wait; returns the exit status. */
+static int daemon_stop(struct daemon *d)
+{
+	int st;
+
+	kill(d->pid, SIGTERM);
+	cr_assert_eq(waitpid(d->pid, &st, 0), d->pid);
+	cr_assert(WIFEXITED(st), "memprofd died by signal %d", WTERMSIG(st));
+	return WEXITSTATUS(st);
+}
+
+static __attribute__((unused)) bool log_has(const struct daemon *d, const char *needle)
+{
+	char buf[65536];
+	FILE *f = fopen(d->log, "r");
+	size_t n;
+
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, needle) != NULL;
+}
+
+/* A fixture-attach process: in kernel "outer" with 500 bytes, waiting for
+ * SIGUSR1. @wrapper (NULL or setpriv ...) runs it as another user. */
+static pid_t fixture_start_of(const char *rel, char *const *wrapper)
+{
+	char line[64], *argv[16];
+	int pipefd[2], n = 0;
+	pid_t pid;
+	FILE *f;
+
+	for (; wrapper && *wrapper; wrapper++)
+		argv[n++] = *wrapper;
+	argv[n++] = path_of(rel);
+	argv[n] = NULL;
+	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
+	pid = spawn(argv, pipefd[1], -1);
+	close(pipefd[1]);
+	f = fdopen(pipefd[0], "r");
+	cr_assert_not_null(fgets(line, sizeof(line), f), "fixture said nothing");
+	cr_assert_str_eq(line, "ready\n");
+	fclose(f);
+	return pid;
+}
+
+static pid_t fixture_start(char *const *wrapper)
+{
+	return fixture_start_of("tests/e2e/fixture-attach", wrapper);
+}
+
+static void fixture_finish(pid_t pid)
+{
+	int st;
+
+	kill(pid, SIGUSR1);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fixture status %d", st);
+}
+
+static struct mp_profile *load(const char *path)
+{
+	struct mp_profile *p = NULL;
+	const char *why = NULL;
+
+	cr_assert_eq(mp_profile_load(path, &p, &why), 0, "loading %s: %s", path, why ? why : "");
+	return p;
+}
+
+/* [WRAPPER...] memprof CMD --control CONTROL ARGS... (NULL-terminated);
+ * stdout in @out. */
+static int client_as(char *const *wrapper, char *out, size_t cap, const struct daemon *d,
+		     const char *cmd, ...)
+{
+	char *argv[40];
+	const char *a;
+	va_list ap;
+	int n = 0;
+
+	for (; wrapper && *wrapper; wrapper++)
+		argv[n++] = *wrapper;
+	argv[n++] = path_of("daemon/memprof");
+	argv[n++] = (char *)cmd;
+	argv[n++] = "--control";
+	argv[n++] = (char *)d->control;
+	va_start(ap, cmd);
+	while ((a = va_arg(ap, const char *)) && n < 31)
+		argv[n++] = (char *)a;
+	va_end(ap);
+	argv[n] = NULL;
+	return run_capture(argv, out, cap);
+}
+
+#define client(out, cap, d, ...) client_as(NULL, out, cap, d, __VA_ARGS__)
+
+#endif

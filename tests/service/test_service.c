@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The memprofd service end to end: a real daemon on a temporary control
+ * socket, real fixture processes (tests/e2e/fixture-attach: in kernel
+ * "outer" with 500 bytes, then on SIGUSR1 700 more, frees the 500, exits),
+ * the real memprof client. Needs root; says why it skips otherwise.
+ */
+#include <grp.h>
+#include <pwd.h>
+
+#include "helpers.h"
+
+static void assert_outer_untouched(const struct mp_profile *p, pid_t pid)
+{
+	struct mp_mem_stats zero = { 0 };
+
+	cr_assert_eq(p->pid, pid);
+	cr_assert_str_eq(p->exe, path_of("tests/e2e/fixture-attach"));
+	cr_assert_eq(p->n_invocations, 1);
+	cr_assert_str_eq(p->names[p->invocations[0].name], "outer");
+	cr_assert_eq(p->invocations[0].flags, MP_INV_F_OPEN_AT_ATTACH | MP_INV_F_TRUNCATED);
+	cr_assert(!memcmp(&p->invocations[0].incl, &zero, sizeof(zero)));
+	cr_assert(!memcmp(&p->mem, &zero, sizeof(zero)));
+	cr_assert_eq(p->truncated, true);
+	cr_assert_eq(p->unknown_frees, 0);
+}
+
+/* "pid=P id=N uid=U state=running seconds=S output=O streams=K exe=E" */
+static void assert_list_line(const char *line, pid_t pid, unsigned uid, const char *output)
+{
+	char want_head[128], want_tail[4200];
+	const char *sec;
+
+	snprintf(want_head, sizeof(want_head), "pid=%d id=", (int)pid);
+	cr_assert(!strncmp(line, want_head, strlen(want_head)), "list line: %s", line);
+	snprintf(want_head, sizeof(want_head), " uid=%u state=running seconds=", uid);
+	cr_assert_not_null(strstr(line, want_head), "list line: %s", line);
+	sec = strstr(line, "seconds=") + 8;
+	while ((*sec >= '0' && *sec <= '9') || *sec == '.')
+		sec++;
+	snprintf(want_tail, sizeof(want_tail), " output=%s streams=0 exe=%s", output,
+		 path_of("tests/e2e/fixture-attach"));
+	cr_assert_str_eq(sec, want_tail);
+}
+
+Test(service, lifecycle_attach_list_status_dump_detach_sigterm, .timeout = 120, .fini = cleanup)
+{
+	struct daemon d;
+	char out[8192], want[256], *lines[8], *save = NULL;
+	pid_t f1, f2;
+	int n = 0;
+
+	need_root();
+	daemon_start(&d, "# test\nrss_hz = 50\nmax_targets = 8\n", NULL);
+	f1 = fixture_start(NULL);
+	f2 = fixture_start(NULL);
+	char p1s[32], p2s[32];
+	snprintf(p1s, sizeof(p1s), "%d", (int)f1);
+	snprintf(p2s, sizeof(p2s), "%d", (int)f2);
+
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", p1s, "-o", tmp_of("p1.memprof"), NULL),
+		     0);
+	snprintf(want, sizeof(want), "attached to pid %d (target 1)\n", (int)f1);
+	cr_assert_str_eq(out, want);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", p2s, "-o", tmp_of("p2.memprof"), NULL),
+		     0);
+	snprintf(want, sizeof(want), "attached to pid %d (target 2)\n", (int)f2);
+	cr_assert_str_eq(out, want);
+	/* One target per process. */
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", p1s, NULL), 1);
+	cr_assert_str_eq(out, "");
+
+	cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
+	for (char *l = strtok_r(out, "\n", &save); l && n < 8; l = strtok_r(NULL, "\n", &save))
+		lines[n++] = l;
+	cr_assert_eq(n, 2);
+	/* Newest first. */
+	assert_list_line(lines[0], f2, 0, "file");
+	assert_list_line(lines[1], f1, 0, "file");
+
+	cr_assert_eq(client(out, sizeof(out), &d, "status", NULL), 0);
+	snprintf(want, sizeof(want), "pid: %d\n", (int)d.pid);
+	cr_assert(!strncmp(out, want, strlen(want)), "status: %s", out);
+	snprintf(want, sizeof(want),
+		 "targets: 2\nmax_targets: 8\nconfig: %s\nstream_interval_s: 10.000\nrss_hz: 50\n",
+		 tmp_of("memprofd.conf"));
+	cr_assert_not_null(strstr(out, want), "status: %s", out);
+
+	/* A snapshot, the session goes on. */
+	cr_assert_eq(client(out, sizeof(out), &d, "dump", p1s, "-o", tmp_of("d1.memprof"), NULL),
+		     0);
+	struct mp_profile *p = load(tmp_of("d1.memprof"));
+	assert_outer_untouched(p, f1);
+	mp_profile_free(p);
+	/* Without -o: the table on stdout. */
+	cr_assert_eq(client(out, sizeof(out), &d, "dump", p1s, NULL), 0);
+	snprintf(want, sizeof(want), "memprofd profile: pid %d %s\n", (int)f1,
+		 path_of("tests/e2e/fixture-attach"));
+	cr_assert(!strncmp(out, want, strlen(want)), "dump: %s", out);
+
+	cr_assert_eq(client(out, sizeof(out), &d, "detach", p2s, NULL), 0);
+	snprintf(want, sizeof(want), "detached from pid %d\n", (int)f2);
+	cr_assert_str_eq(out, want);
+	p = load(tmp_of("p2.memprof"));
+	assert_outer_untouched(p, f2);
+	mp_profile_free(p);
+	cr_assert_eq(client(out, sizeof(out), &d, "detach", p2s, NULL), 1);
+
+	/* SIGTERM flushes the target still attached. */
+	cr_assert_eq(daemon_stop(&d), 0);
+	p = load(tmp_of("p1.memprof"));
+	assert_outer_untouched(p, f1);
+	mp_profile_free(p);
+	cr_assert(log_has(&d, "stopping: flushing 1 targets"));
+	cr_assert(!can_connect(d.control));
+	fixture_finish(f1);
+	fixture_finish(f2);
+}
+
+Test(service, target_exit_flushes_its_profile, .timeout = 120, .fini = cleanup)
+{
+	struct daemon d;
+	char out[4096], ps[32];
+	pid_t f;
+
+	need_root();
+	daemon_start(&d, "", NULL);
+	f = fixture_start(NULL);
+	snprintf(ps, sizeof(ps), "%d", (int)f);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "-o", tmp_of("p.memprof"), NULL),
+		     0);
+	fixture_finish(f);
+	for (int i = 0; i < 1000; i++) {
+		cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
+		if (!strcmp(out, "no targets\n"))
+			break;
+		msleep(20);
+	}
+	cr_assert_str_eq(out, "no targets\n");
+	struct mp_profile *p = load(tmp_of("p.memprof"));
+	struct mp_mem_stats want = {
+		.bytes_added = 700, .tensors_added = 1, .alloc_bytes = 700, .alloc_count = 1
+	};
+	cr_assert_eq(p->n_invocations, 1);
+	cr_assert_eq(p->invocations[0].flags, MP_INV_F_OPEN_AT_ATTACH);
+	cr_assert(!memcmp(&p->invocations[0].incl, &want, sizeof(want)));
+	cr_assert_eq(p->unknown_frees, 1);
+	cr_assert_eq(p->truncated, false);
+	mp_profile_free(p);
+	cr_assert_eq(daemon_stop(&d), 0);
+}
+
+Test(service, many_independent_targets, .timeout = 180, .fini = cleanup)
+{
+	enum { N = 16 };
+	struct daemon d;
+	char out[65536], ps[32], name[32];
+	pid_t f[N];
+
+	need_root();
+	/* Small BPF rings. 16, not 64: every target costs ~2 s of detach,
+	 * serialized in the kernel (docs/SERVICE.md). */
+	daemon_start(&d, "bpf_ring_size = 256K\nrss_hz = 10\n", NULL);
+	for (int i = 0; i < N; i++)
+		f[i] = fixture_start(NULL);
+	for (int i = 0; i < N; i++) {
+		snprintf(ps, sizeof(ps), "%d", (int)f[i]);
+		snprintf(name, sizeof(name), "m%d.memprof", i);
+		cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "-o", tmp_of(name), NULL),
+			     0, "attach %d", i);
+	}
+	/* A failing attach (no such process) disturbs no other target. */
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", "999999999", NULL), 1);
+	cr_assert_eq(client(out, sizeof(out), &d, "status", NULL), 0);
+	cr_assert_not_null(strstr(out, "\ntargets: 16\n"), "%s", out);
+	/* Half exit on their own, half are flushed by SIGTERM. */
+	for (int i = 0; i < N; i += 2)
+		fixture_finish(f[i]);
+	cr_assert_eq(daemon_stop(&d), 0);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "m%d.memprof", i);
+		struct mp_profile *p = load(tmp_of(name));
+		cr_assert_eq(p->pid, f[i]);
+		cr_assert_eq(p->n_invocations, 1);
+		cr_assert_eq(p->invocations[0].incl.alloc_bytes, i % 2 ? 0 : 700, "target %d", i);
+		mp_profile_free(p);
+		if (i % 2)
+			fixture_finish(f[i]);
+	}
+}
+
+/* The test user, created if missing. */
+static void test_user(uid_t *uid, gid_t *gid)
+{
+	struct passwd *pw = getpwnam("memproftest");
+
+	if (!pw) {
+		char out[256];
+		char *argv[] = { "/usr/sbin/useradd",
+				 "--system",
+				 "--no-create-home",
+				 "--shell",
+				 "/usr/sbin/nologin",
+				 "memproftest",
+				 NULL };
+		cr_assert_eq(run_capture(argv, out, sizeof(out)), 0, "useradd memproftest");
+		pw = getpwnam("memproftest");
+	}
+	cr_assert_not_null(pw);
+	*uid = pw->pw_uid;
+	*gid = pw->pw_gid;
+}
+
+static char *const *as_user(uid_t uid, gid_t gid)
+{
+	static char u[32], g[32];
+	static char *w[] = { "/usr/bin/setpriv", u, g, "--clear-groups", NULL };
+
+	snprintf(u, sizeof(u), "--reuid=%u", (unsigned)uid);
+	snprintf(g, sizeof(g), "--regid=%u", (unsigned)gid);
+	return w;
+}
+
+Test(service, authorization_by_peer_credentials, .timeout = 120, .fini = cleanup)
+{
+	struct daemon d;
+	char out[4096], pr[32], pu[32], po[32], want[256], udir[512];
+	uid_t uid;
+	gid_t gid;
+	pid_t fr, fu, fo;
+	struct stat st;
+
+	need_root();
+	test_user(&uid, &gid);
+	daemon_start(&d, "", NULL);
+	fr = fixture_start(NULL);
+	fu = fixture_start(as_user(uid, gid));
+	/* Another non-root user: nobody. */
+	fo = fixture_start(as_user(65534, 65534));
+	snprintf(pr, sizeof(pr), "%d", (int)fr);
+	snprintf(pu, sizeof(pu), "%d", (int)fu);
+	snprintf(po, sizeof(po), "%d", (int)fo);
+	snprintf(udir, sizeof(udir), "%s", tmp_of("user"));
+	cr_assert_eq(mkdir(udir, 0755), 0);
+	cr_assert_eq(chown(udir, uid, gid), 0);
+	char upath[600];
+	snprintf(upath, sizeof(upath), "%s/own.memprof", udir);
+
+	/* Root's and another user's processes: refused, logged. */
+	cr_assert_eq(client_as(as_user(uid, gid), out, sizeof(out), &d, "attach", pr, NULL), 1);
+	snprintf(want, sizeof(want), "refused attach to pid %d requested by uid %u", (int)fr,
+		 (unsigned)uid);
+	cr_assert(log_has(&d, want), "no '%s' in %s", want, d.log);
+	cr_assert_eq(client_as(as_user(uid, gid), out, sizeof(out), &d, "attach", po, NULL), 1);
+	snprintf(want, sizeof(want), "refused attach to pid %d requested by uid %u", (int)fo,
+		 (unsigned)uid);
+	cr_assert(log_has(&d, want), "no '%s' in %s", want, d.log);
+
+	/* Its own but not dumpable: refused (ptrace would refuse it too). */
+	pid_t fn = fixture_start_of("tests/service/fixture-nodump", as_user(uid, gid));
+	char pn[32];
+	snprintf(pn, sizeof(pn), "%d", (int)fn);
+	cr_assert_eq(client_as(as_user(uid, gid), out, sizeof(out), &d, "attach", pn, NULL), 1);
+	snprintf(want, sizeof(want), "process %d is not dumpable", (int)fn);
+	cr_assert(log_has(&d, want), "no '%s' in %s", want, d.log);
+	kill(fn, SIGUSR1);
+	waitpid(fn, NULL, 0);
+	/* A Unix socket stream is root's privilege. */
+	cr_assert_eq(client_as(as_user(uid, gid), out, sizeof(out), &d, "attach", pu, "--stream",
+			       "unix:/run/whatever.sock", NULL),
+		     1);
+
+	/* Its own: allowed; the file is the requester's. */
+	cr_assert_eq(
+		client_as(as_user(uid, gid), out, sizeof(out), &d, "attach", pu, "-o", upath, NULL),
+		0);
+	cr_assert_eq(stat(upath, &st), 0);
+	cr_assert_eq(st.st_uid, uid);
+	cr_assert_eq(st.st_gid, gid);
+	/* Root sees it; another user neither sees nor detaches it. */
+	cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
+	snprintf(want, sizeof(want), "pid=%d id=1 uid=%u state=running", (int)fu, (unsigned)uid);
+	cr_assert(!strncmp(out, want, strlen(want)), "list: %s", out);
+	cr_assert_eq(client_as(as_user(65534, 65534), out, sizeof(out), &d, "list", NULL), 0);
+	cr_assert_str_eq(out, "no targets\n");
+	cr_assert_eq(client_as(as_user(65534, 65534), out, sizeof(out), &d, "detach", pu, NULL), 1);
+	cr_assert_eq(client_as(as_user(65534, 65534), out, sizeof(out), &d, "dump", pu, NULL), 1);
+	/* The owner dumps and detaches. */
+	cr_assert_eq(client_as(as_user(uid, gid), out, sizeof(out), &d, "dump", pu, NULL), 0);
+	cr_assert_eq(client_as(as_user(uid, gid), out, sizeof(out), &d, "detach", pu, NULL), 0);
+	cr_assert_eq(stat(upath, &st), 0);
+	cr_assert_eq(st.st_uid, uid);
+	struct mp_profile *p = load(upath);
+	assert_outer_untouched(p, fu);
+	mp_profile_free(p);
+	cr_assert_eq(daemon_stop(&d), 0);
+	fixture_finish(fr);
+	fixture_finish(fu);
+	fixture_finish(fo);
+}
+
+static int raw_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	cr_assert_eq(connect(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return s;
+}
+
+/* Writes @len bytes with @nfds descriptors, returns what the daemon said
+ * (0 bytes: it closed the connection). */
+static ssize_t raw_request(const char *path, const void *buf, size_t len, int nfds, char *reply,
+			   size_t cap)
+{
+	union {
+		char b[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr a;
+	} cm;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int s = raw_connect(path), fds[4];
+	ssize_t n, total = 0;
+
+	if (nfds) {
+		struct cmsghdr *c;
+
+		memset(&cm, 0, sizeof(cm));
+		mh.msg_control = cm.b;
+		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		for (int i = 0; i < nfds; i++)
+			fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+	}
+	cr_assert_eq(sendmsg(s, &mh, MSG_NOSIGNAL), (ssize_t)len);
+	for (int i = 0; i < nfds; i++)
+		close(fds[i]);
+	shutdown(s, SHUT_WR);
+	while ((n = read(s, reply + total, cap - 1 - (size_t)total)) > 0)
+		total += n;
+	reply[total] = '\0';
+	close(s);
+	return total;
+}
+
+Test(service, hostile_control_requests_are_refused, .timeout = 60, .fini = cleanup)
+{
+	struct daemon d;
+	char reply[4096], out[4096];
+	static const uint8_t huge[] = { 0xff, 0xff, 0xff, 0xff, 'x' };
+	static const uint8_t garbage[] = { 5, 0, 0, 0, 'a', 'b', 'c', 'd', '\n' };
+	static const uint8_t nul[] = { 5, 0, 0, 0, 'c', '=', 0, 'x', '\n' };
+	static const uint8_t unknown[] = { 6, 0, 0, 0, 'c', 'm', 'd', '=', 'x', '\n' };
+	static const uint8_t list[] = { 9, 0, 0, 0, 'c', 'm', 'd', '=', 'l', 'i', 's', 't', '\n' };
+	static const uint8_t badpid[] = { 19,  0,   0,	 0,   'c',  'm', 'd', '=',
+					  'd', 'u', 'm', 'p', '\n', 'p', 'i', 'd',
+					  '=', '-', '1', '2', '3',  '4', '\n' };
+
+	need_root();
+	daemon_start(&d, "", NULL);
+	cr_assert_eq(raw_request(d.control, huge, sizeof(huge), 0, reply, sizeof(reply)), 0);
+	cr_assert_eq(raw_request(d.control, garbage, sizeof(garbage), 0, reply, sizeof(reply)), 0);
+	cr_assert_eq(raw_request(d.control, nul, sizeof(nul), 0, reply, sizeof(reply)), 0);
+	cr_assert_eq(raw_request(d.control, list, sizeof(list), 3, reply, sizeof(reply)), 0);
+	cr_assert_eq(raw_request(d.control, list, 3, 0, reply, sizeof(reply)), 0);
+	raw_request(d.control, unknown, sizeof(unknown), 0, reply, sizeof(reply));
+	cr_assert_str_eq(reply + 4, "status=error\nerrno=95\nmessage=unknown command\n");
+	raw_request(d.control, badpid, sizeof(badpid), 1, reply, sizeof(reply));
+	cr_assert_str_eq(reply + 4, "status=error\nerrno=22\nmessage=missing or invalid pid\n");
+	raw_request(d.control, list, sizeof(list), 0, reply, sizeof(reply));
+	cr_assert_str_eq(reply + 4, "status=ok\n");
+	/* A client that connects and says nothing is dropped after a timeout;
+	 * meanwhile others are served. */
+	int idle = raw_connect(d.control);
+	cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
+	cr_assert_str_eq(out, "no targets\n");
+	close(idle);
+	cr_assert_eq(daemon_stop(&d), 0);
+}
+
+/* The daemon as an unprivileged user with only the capabilities
+ * systemd/memprofd.service grants profiles another user's (root's) process
+ * exactly, markers included. Without CAP_SYS_ADMIN this kernel refuses
+ * uprobe perf events, without CAP_DAC_READ_SEARCH /proc/PID/fd of another
+ * user (docs/SERVICE.md). */
+#define CAPS "+bpf,+perfmon,+sys_ptrace,+dac_read_search,+sys_admin"
+Test(service, least_privilege_profiles_a_fixture, .timeout = 120, .fini = cleanup)
+{
+	struct daemon d;
+	char out[4096], ps[32], u[32], g[32];
+	uid_t uid;
+	gid_t gid;
+	pid_t f;
+
+	need_root();
+	test_user(&uid, &gid);
+	snprintf(u, sizeof(u), "--reuid=%u", (unsigned)uid);
+	snprintf(g, sizeof(g), "--regid=%u", (unsigned)gid);
+	char *wrapper[] = { "/usr/bin/setpriv",
+			    u,
+			    g,
+			    "--clear-groups",
+			    "--inh-caps=-all," CAPS,
+			    "--ambient-caps=" CAPS,
+			    "--bounding-set=-all," CAPS,
+			    NULL };
+	/* The daemon creates its socket here. */
+	cr_assert_eq(chown(tmpdir, uid, gid), 0);
+	daemon_start(&d, "", wrapper);
+	f = fixture_start(NULL);
+	snprintf(ps, sizeof(ps), "%d", (int)f);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "-o", tmp_of("lp.memprof"), NULL),
+		     0);
+	fixture_finish(f);
+	for (int i = 0; i < 1000; i++) {
+		cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
+		if (!strcmp(out, "no targets\n"))
+			break;
+		msleep(20);
+	}
+	struct mp_profile *p = load(tmp_of("lp.memprof"));
+	struct mp_mem_stats want = {
+		.bytes_added = 700, .tensors_added = 1, .alloc_bytes = 700, .alloc_count = 1
+	};
+	cr_assert_eq(p->pid, f);
+	cr_assert_eq(p->n_invocations, 1);
+	cr_assert_eq(p->invocations[0].flags, MP_INV_F_OPEN_AT_ATTACH);
+	cr_assert(!memcmp(&p->invocations[0].incl, &want, sizeof(want)));
+	cr_assert_eq(p->unknown_frees, 1);
+	cr_assert_eq(p->drops_ring, 0);
+	cr_assert_eq(p->drops_bpf, 0);
+	mp_profile_free(p);
+	/* The daemon really ran without root. */
+	char status[64];
+	snprintf(status, sizeof(status), "/proc/%d/status", (int)d.pid);
+	FILE *sf = fopen(status, "r");
+	char line[256], want_uid[64];
+	bool seen = false;
+	snprintf(want_uid, sizeof(want_uid), "Uid:\t%u\t%u\t%u\t%u\n", (unsigned)uid, (unsigned)uid,
+		 (unsigned)uid, (unsigned)uid);
+	cr_assert_not_null(sf);
+	while (fgets(line, sizeof(line), sf))
+		if (!strncmp(line, "Uid:", 4))
+			seen = !strcmp(line, want_uid);
+	fclose(sf);
+	cr_assert(seen, "memprofd does not run as uid %u only", (unsigned)uid);
+	cr_assert_eq(daemon_stop(&d), 0);
+}

@@ -1,0 +1,431 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Streaming from the service to the reference collector (`memprof
+ * collect`) over TCP and a Unix socket, with the collector killed and
+ * restarted mid-stream. Needs root; says why it skips otherwise.
+ */
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+
+#include "helpers.h"
+#include "stream.h"
+
+struct coll {
+	pid_t pid;
+	int out; /* its stdout */
+	char buf[65536];
+	size_t len;
+};
+
+static void coll_start(struct coll *c, const char *listen, const char *dir)
+{
+	char *argv[] = { path_of("daemon/memprof"),
+			 "collect",
+			 "--listen",
+			 (char *)listen,
+			 "--out",
+			 (char *)dir,
+			 NULL };
+	int pipefd[2];
+
+	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
+	c->pid = spawn(argv, pipefd[1], -1);
+	close(pipefd[1]);
+	c->out = pipefd[0];
+	c->len = 0;
+}
+
+static bool coll_line(struct coll *c, char *line, size_t cap, int ms);
+
+static void coll_wait_listening(struct coll *c)
+{
+	char line[512];
+
+	cr_assert(coll_line(c, line, sizeof(line), 10000), "collector did not start");
+	cr_assert(!strncmp(line, "listening ", 10), "collector said %s", line);
+}
+
+/* Next stdout line of the collector, waiting at most @ms. */
+static bool coll_line(struct coll *c, char *line, size_t cap, int ms)
+{
+	for (;;) {
+		char *nl = memchr(c->buf, '\n', c->len);
+		struct pollfd pf = { .fd = c->out, .events = POLLIN };
+		ssize_t n;
+
+		if (nl) {
+			size_t k = (size_t)(nl - c->buf);
+
+			cr_assert_lt(k, cap);
+			memcpy(line, c->buf, k);
+			line[k] = '\0';
+			memmove(c->buf, nl + 1, c->len - k - 1);
+			c->len -= k + 1;
+			return true;
+		}
+		if (poll(&pf, 1, ms) != 1)
+			return false;
+		n = read(c->out, c->buf + c->len, sizeof(c->buf) - c->len);
+		if (n <= 0)
+			return false;
+		c->len += (size_t)n;
+	}
+}
+
+static void coll_kill(struct coll *c, int sig)
+{
+	int st;
+
+	kill(c->pid, sig);
+	cr_assert_eq(waitpid(c->pid, &st, 0), c->pid);
+	close(c->out);
+}
+
+struct chunk {
+	int pid;
+	uint64_t target, seq, lost;
+	int final;
+	char file[1024];
+};
+
+/* Reads lines until a chunk line; a "gap" line before it goes to @gap. */
+static void next_chunk(struct coll *c, struct chunk *ch, char *gap, size_t gap_cap)
+{
+	char line[2048];
+	uint64_t win, bytes;
+
+	if (gap)
+		gap[0] = '\0';
+	for (;;) {
+		cr_assert(coll_line(c, line, sizeof(line), 20000), "no chunk within 20 s");
+		if (!strncmp(line, "join ", 5))
+			continue;
+		if (!strncmp(line, "gap ", 4) && gap) {
+			snprintf(gap, gap_cap, "%.500s", line);
+			continue;
+		}
+		cr_assert(strncmp(line, "gap ", 4), "unexpected %s", line);
+		if (!strncmp(line, "listening ", 10))
+			continue;
+		cr_assert_eq(sscanf(line,
+				    "chunk pid=%d target=%" SCNu64 " seq=%" SCNu64 " lost=%" SCNu64
+				    " final=%d window_ns=%" SCNu64 " bytes=%" SCNu64 " file=",
+				    &ch->pid, &ch->target, &ch->seq, &ch->lost, &ch->final, &win,
+				    &bytes),
+			     7, "line: %s", line);
+		snprintf(ch->file, sizeof(ch->file), "%s", strstr(line, "file=") + 5);
+		return;
+	}
+}
+
+static int free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+
+	cr_assert_eq(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(getsockname(s, (struct sockaddr *)&sa, &len), 0);
+	close(s);
+	return ntohs(sa.sin_port);
+}
+
+static void assert_chunk_profile(const struct chunk *ch, pid_t pid)
+{
+	struct mp_profile *p = load(ch->file);
+
+	cr_assert_eq(p->pid, pid);
+	cr_assert_eq(p->n_invocations, 1);
+	cr_assert_str_eq(p->names[p->invocations[0].name], "outer");
+	mp_profile_free(p);
+}
+
+/*
+ * One target streamed to @url every 0.2 s; the collector is killed right
+ * after it reported a chunk, stays down ~1.2 s (about 6 intervals), and is
+ * restarted. Returns how many sequence numbers the restarted collector
+ * found missing and how many the daemon reported lost.
+ */
+static void kill_restart(const char *config, const char *url, const char *stream_opt,
+			 uint64_t *ret_missing, uint64_t *ret_lost)
+{
+	struct daemon d;
+	struct coll c;
+	struct chunk ch;
+	char out[4096], ps[32], gap[512], dir[512];
+	uint64_t next = 0, missing = 0;
+	pid_t f;
+
+	snprintf(dir, sizeof(dir), "%s", tmp_of("chunks"));
+	coll_start(&c, url, dir);
+	coll_wait_listening(&c);
+	daemon_start(&d, config, NULL);
+	f = fixture_start(NULL);
+	snprintf(ps, sizeof(ps), "%d", (int)f);
+	if (stream_opt)
+		cr_assert_eq(
+			client(out, sizeof(out), &d, "attach", ps, "--stream", stream_opt, NULL),
+			0);
+	else
+		cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, NULL), 0);
+
+	/* Contiguous from 0 while the collector is up. */
+	for (int i = 0; i < 3; i++) {
+		next_chunk(&c, &ch, NULL, 0);
+		cr_assert_eq(ch.pid, f);
+		cr_assert_eq(ch.target, 1);
+		cr_assert_eq(ch.seq, next, "seq %" PRIu64 ", want %" PRIu64, ch.seq, next);
+		cr_assert_eq(ch.lost, 0);
+		cr_assert_eq(ch.final, 0);
+		assert_chunk_profile(&ch, f);
+		next++;
+	}
+	coll_kill(&c, SIGKILL);
+	msleep(1200);
+	coll_start(&c, url, dir);
+	coll_wait_listening(&c);
+	/* The restarted collector "joins" the target: compare with what we
+	 * saw before the kill. Whatever was buffered comes first, then the
+	 * chunks made while it was down, or the report of their loss. */
+	uint64_t lost = 0;
+	for (int i = 0; i < 6; i++) {
+		next_chunk(&c, &ch, gap, sizeof(gap));
+		cr_assert_eq(ch.pid, f);
+		cr_assert_geq(ch.seq, next);
+		missing += ch.seq - next;
+		lost += ch.lost;
+		next = ch.seq + 1;
+	}
+	*ret_lost = lost;
+	cr_assert_eq(client(out, sizeof(out), &d, "detach", ps, NULL), 0);
+	do
+		next_chunk(&c, &ch, NULL, 0);
+	while (!ch.final);
+	cr_assert_eq(ch.pid, f);
+	assert_chunk_profile(&ch, f);
+	cr_assert_eq(daemon_stop(&d), 0);
+	coll_kill(&c, SIGTERM);
+	fixture_finish(f);
+	*ret_missing = missing;
+}
+
+Test(stream, tcp_collector_restart_loses_nothing_when_the_buffer_suffices, .timeout = 120,
+     .fini = cleanup)
+{
+	char url[64], config[256];
+	uint64_t missing, lost;
+
+	need_root();
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", free_port());
+	snprintf(config, sizeof(config), "stream_interval = 0.2\ncollector = %s\n", url);
+	kill_restart(config, url, NULL, &missing, &lost);
+	cr_assert_eq(missing, 0);
+	cr_assert_eq(lost, 0);
+}
+
+Test(stream, unix_collector_per_target_stream, .timeout = 120, .fini = cleanup)
+{
+	char url[600];
+	uint64_t missing, lost;
+
+	need_root();
+	snprintf(url, sizeof(url), "unix:%s", tmp_of("collector.sock"));
+	kill_restart("stream_interval = 0.2\n", url, url, &missing, &lost);
+	cr_assert_eq(missing, 0);
+	cr_assert_eq(lost, 0);
+}
+
+Test(stream, overflow_is_counted_and_reported_as_the_gap, .timeout = 120, .fini = cleanup)
+{
+	char url[64], config[256];
+	uint64_t missing, lost;
+
+	need_root();
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", free_port());
+	/* A 1-byte buffer holds one chunk (one always fits): the rest of the
+	 * chunks made while the collector is down overflow. */
+	snprintf(config, sizeof(config), "stream_interval = 0.2\nbuffer_size = 1\ncollector = %s\n",
+		 url);
+	kill_restart(config, url, NULL, &missing, &lost);
+	cr_assert_gt(missing, 0);
+	cr_assert_eq(lost, missing);
+}
+
+Test(stream, sighup_reloads_the_configuration, .timeout = 120, .fini = cleanup)
+{
+	struct daemon d;
+	struct coll c;
+	struct chunk ch;
+	char out[8192], url[64], text[256], ps[32];
+	pid_t f;
+	FILE *cf;
+
+	need_root();
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", free_port());
+	coll_start(&c, url, tmp_of("chunks"));
+	coll_wait_listening(&c);
+	daemon_start(&d, "stream_interval = 60\n", NULL);
+	cr_assert_eq(client(out, sizeof(out), &d, "status", NULL), 0);
+	cr_assert_not_null(strstr(out, "stream_interval_s: 60.000\n"), "%s", out);
+
+	snprintf(text, sizeof(text), "stream_interval = 0.2\ncollector = %s\n", url);
+	cf = fopen(tmp_of("memprofd.conf"), "w");
+	fputs(text, cf);
+	fclose(cf);
+	kill(d.pid, SIGHUP);
+	for (int i = 0; i < 500 && !log_has(&d, "configuration reloaded"); i++)
+		msleep(10);
+	cr_assert(log_has(&d, "SIGHUP: reloading"));
+	cr_assert_eq(client(out, sizeof(out), &d, "status", NULL), 0);
+	cr_assert_not_null(strstr(out, "stream_interval_s: 0.200\n"), "%s", out);
+	snprintf(text, sizeof(text), "collector: %s global state=idle", url);
+	cr_assert_not_null(strstr(out, text), "%s", out);
+
+	/* New targets stream with the new settings. */
+	f = fixture_start(NULL);
+	snprintf(ps, sizeof(ps), "%d", (int)f);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, NULL), 0);
+	next_chunk(&c, &ch, NULL, 0);
+	cr_assert_eq(ch.pid, f);
+	cr_assert_eq(ch.seq, 0);
+
+	/* A broken file keeps the running configuration. */
+	cf = fopen(tmp_of("memprofd.conf"), "w");
+	fputs("stream_interval = soon\n", cf);
+	fclose(cf);
+	kill(d.pid, SIGHUP);
+	for (int i = 0; i < 500 && !log_has(&d, "keeping the previous configuration"); i++)
+		msleep(10);
+	cr_assert(log_has(&d, "1: invalid value 'soon' for stream_interval (keeping the previous "
+			      "configuration)"));
+	cr_assert_eq(client(out, sizeof(out), &d, "status", NULL), 0);
+	cr_assert_not_null(strstr(out, "stream_interval_s: 0.200\n"), "%s", out);
+	cr_assert_eq(daemon_stop(&d), 0);
+	coll_kill(&c, SIGTERM);
+	fixture_finish(f);
+}
+
+/* A minimal HTTP server: answers 200 to each request and keeps the last
+ * request line and body. */
+struct http_rx {
+	int lfd;
+	char request_line[1024];
+	uint8_t body[1 << 20];
+	size_t body_len;
+	int requests;
+};
+
+static void *http_main(void *arg)
+{
+	struct http_rx *h = arg;
+
+	for (;;) {
+		char head[8192];
+		size_t n = 0, clen = 0;
+		char *end = NULL, *cl;
+		int s = accept(h->lfd, NULL, NULL);
+
+		if (s < 0)
+			return NULL;
+		while (n < sizeof(head) - 1 && !end) {
+			ssize_t k = read(s, head + n, sizeof(head) - 1 - n);
+
+			if (k <= 0)
+				break;
+			n += (size_t)k;
+			head[n] = '\0';
+			end = strstr(head, "\r\n\r\n");
+		}
+		if (!end) {
+			close(s);
+			continue;
+		}
+		cl = strcasestr(head, "\r\nContent-Length: ");
+		if (cl)
+			clen = strtoul(cl + 18, NULL, 10);
+		size_t have = n - (size_t)(end + 4 - head);
+		h->body_len = 0;
+		if (clen <= sizeof(h->body)) {
+			memcpy(h->body, end + 4, have);
+			h->body_len = have;
+			while (h->body_len < clen) {
+				ssize_t k = read(s, h->body + h->body_len, clen - h->body_len);
+
+				if (k <= 0)
+					break;
+				h->body_len += (size_t)k;
+			}
+		}
+		*strstr(head, "\r\n") = '\0';
+		snprintf(h->request_line, sizeof(h->request_line), "%.1000s", head);
+		__atomic_add_fetch(&h->requests, 1, __ATOMIC_SEQ_CST);
+		static const char ok[] =
+			"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+		if (write(s, ok, sizeof(ok) - 1) < 0) {
+			/* The daemon retries. */
+		}
+		close(s);
+	}
+}
+
+Test(stream, http_push_query_parameters, .timeout = 120, .fini = cleanup)
+{
+	static struct http_rx h;
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	struct daemon d;
+	char out[4096], url[64], ps[32], want[256];
+	pthread_t th;
+	pid_t f;
+
+	need_root();
+	h.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	cr_assert_eq(bind(h.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(getsockname(h.lfd, (struct sockaddr *)&sa, &len), 0);
+	cr_assert_eq(listen(h.lfd, 8), 0);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/ingest", ntohs(sa.sin_port));
+	cr_assert_eq(pthread_create(&th, NULL, http_main, &h), 0);
+	daemon_start(&d, "stream_interval = 0.3\n", NULL);
+	f = fixture_start(NULL);
+	snprintf(ps, sizeof(ps), "%d", (int)f);
+	if (mp_stream_url_check(url) == -EPROTONOSUPPORT) {
+		/* Built without daemon/pprof.h (merged separately): the URL is
+		 * refused up front, nothing else changes. */
+		cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "--stream", url, NULL), 1);
+		cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
+		cr_assert_str_eq(out, "no targets\n");
+	} else {
+		cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "--stream", url, NULL), 0);
+		for (int i = 0; i < 1000 && __atomic_load_n(&h.requests, __ATOMIC_SEQ_CST) < 2; i++)
+			msleep(10);
+		cr_assert_geq(h.requests, 2);
+		unsigned long from, until;
+		char name[256], tail[64];
+		cr_assert_eq(sscanf(h.request_line,
+				    "POST /ingest?name=%255[^&]&from=%lu&until=%lu&format=%63s",
+				    name, &from, &until, tail),
+			     4, "%s", h.request_line);
+		snprintf(want, sizeof(want), "memprofd.fixture-attach%%7Bpid%%3D%d%%7D", (int)f);
+		cr_assert_str_eq(name, want);
+		cr_assert_str_eq(tail, "pprof");
+		cr_assert(!strcmp(h.request_line + strlen(h.request_line) - 9, " HTTP/1.1"));
+		time_t now = time(NULL);
+		cr_assert(from <= until && until <= (unsigned long)now + 1 &&
+				  from + 60 >= (unsigned long)now,
+			  "from %lu until %lu now %ld", from, until, (long)now);
+		/* A gzip stream; decoding it with go tool pprof is the pprof
+		 * encoder's tests' job. */
+		cr_assert_gt(h.body_len, 2);
+		cr_assert(h.body[0] == 0x1f && h.body[1] == 0x8b);
+		cr_assert_eq(client(out, sizeof(out), &d, "detach", ps, NULL), 0);
+	}
+	cr_assert_eq(daemon_stop(&d), 0);
+	fixture_finish(f);
+	shutdown(h.lfd, SHUT_RDWR);
+	close(h.lfd);
+	pthread_join(th, NULL);
+}

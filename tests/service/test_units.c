@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+/* Pure parts of the service: control messages, configuration, stream URLs,
+ * varints. Unprivileged. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "control.h"
+#include "stream.h"
+
+static struct mp_ctl_msg msg;
+
+Test(control, parses_every_field_in_order)
+{
+	static const char text[] = "cmd=attach\npid=42\nstream=tcp://a:1\nstream=unix:/x=y\n";
+	uint64_t v;
+
+	cr_assert_eq(mp_ctl_parse(text, strlen(text), &msg), 0);
+	cr_assert_eq(msg.n, 4);
+	const char *want[][2] = { { "cmd", "attach" },
+				  { "pid", "42" },
+				  { "stream", "tcp://a:1" },
+				  { "stream", "unix:/x=y" } };
+	for (size_t i = 0; i < 4; i++) {
+		cr_assert_str_eq(msg.f[i].key, want[i][0]);
+		cr_assert_str_eq(msg.f[i].value, want[i][1]);
+	}
+	cr_assert_str_eq(mp_ctl_get(&msg, "stream"), "tcp://a:1");
+	cr_assert_null(mp_ctl_get(&msg, "duration_ns"));
+	cr_assert_eq(mp_ctl_get_u64(&msg, "pid", 100, &v), 0);
+	cr_assert_eq(v, 42);
+	cr_assert_eq(mp_ctl_get_u64(&msg, "pid", 41, &v), -EINVAL);
+	cr_assert_eq(mp_ctl_get_u64(&msg, "cmd", 100, &v), -EINVAL);
+	cr_assert_eq(mp_ctl_get_u64(&msg, "nope", 100, &v), -ENOENT);
+	cr_assert_eq(mp_ctl_parse("", 0, &msg), 0);
+	cr_assert_eq(msg.n, 0);
+}
+
+Test(control, rejects_malformed_text)
+{
+	static const char *const bad[] = {
+		"cmd=list", /* no final newline */
+		"=x\n", /* empty key */
+		"Cmd=list\n", /* key outside [a-z_] */
+		"cmd\n", /* no '=' */
+		"cmd=li\0st\n", /* NUL */
+	};
+	static const size_t len[] = { 8, 3, 9, 4, 10 };
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_assert_eq(mp_ctl_parse(bad[i], len[i], &msg), -EBADMSG, "case %zu", i);
+	char *many = malloc(MP_CTL_MAX_FIELDS * 4 + 4);
+	size_t n = 0;
+	for (size_t i = 0; i <= MP_CTL_MAX_FIELDS; i++) {
+		memcpy(many + n, "a=\n", 3);
+		n += 3;
+	}
+	cr_assert_eq(mp_ctl_parse(many, n, &msg), -EBADMSG);
+	cr_assert_eq(mp_ctl_parse(many, MP_CTL_MAX_MSG + 1, &msg), -EBADMSG);
+	free(many);
+}
+
+Test(control, builder_and_socket_round_trip_with_a_descriptor)
+{
+	struct mp_ctl_builder *b = malloc(sizeof(*b));
+	int sv[2], fd = -1;
+
+	mp_ctl_build_init(b);
+	mp_ctl_add(b, "cmd", "%s", "dump");
+	mp_ctl_add(b, "pid", "%d", 7);
+	mp_ctl_add(b, "message", "two\nlines");
+	cr_assert_eq(mp_ctl_build_end(b), 0);
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	cr_assert_eq(mp_ctl_send(sv[0], b->buf, b->len, 1), 0);
+	cr_assert_eq(mp_ctl_recv(sv[1], &msg, &fd), 0);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(msg.n, 3);
+	cr_assert_str_eq(mp_ctl_get(&msg, "cmd"), "dump");
+	cr_assert_str_eq(mp_ctl_get(&msg, "pid"), "7");
+	cr_assert_str_eq(mp_ctl_get(&msg, "message"), "two lines");
+	close(fd);
+	/* A receiver that accepts no descriptor refuses one. */
+	cr_assert_eq(mp_ctl_send(sv[0], b->buf, b->len, 1), 0);
+	cr_assert_eq(mp_ctl_recv(sv[1], &msg, NULL), -EBADMSG);
+	mp_ctl_build_init(b);
+	mp_ctl_add(b, "Bad", "x");
+	cr_assert_eq(mp_ctl_build_end(b), -EINVAL);
+	close(sv[0]);
+	close(sv[1]);
+	free(b);
+}
+
+static int load_text(const char *text, struct mp_config **c, char *err, size_t errlen)
+{
+	char path[] = "/tmp/memprof-conf-XXXXXX";
+	int fd = mkstemp(path), r;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	r = mp_config_load(path, c, err, errlen);
+	unlink(path);
+	return r;
+}
+
+Test(config, every_key)
+{
+	struct mp_config *c = NULL;
+	char err[256] = "";
+
+	cr_assert_eq(load_text("# comment\n\ncollector = tcp://127.0.0.1:9\n"
+			       "collector=unix:/run/c.sock\n  owner = libx*=x  \nrss_hz = 7\n"
+			       "pss_every = 3\nmax_targets = 5\nstream_interval = 0.5\n"
+			       "buffer_size = 2M\nbpf_ring_size = 64K\n",
+			       &c, err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(c->n_collectors, 2);
+	cr_assert_str_eq(c->collectors[0], "tcp://127.0.0.1:9");
+	cr_assert_str_eq(c->collectors[1], "unix:/run/c.sock");
+	cr_assert_eq(c->n_owners, 1);
+	cr_assert_str_eq(c->owners[0], "libx*=x");
+	cr_assert_eq(c->rss_hz, 7);
+	cr_assert_eq(c->pss_every, 3);
+	cr_assert_eq(c->max_targets, 5);
+	cr_assert_eq(c->stream_interval_ns, 500000000ull);
+	cr_assert_eq(c->buffer_bytes, 2ull << 20);
+	cr_assert_eq(c->bpf_ring_bytes, 64u << 10);
+	mp_config_free(c);
+}
+
+Test(config, errors_name_the_line)
+{
+	struct mp_config *c = NULL;
+	char err[256];
+
+	cr_assert_eq(load_text("rss_hz = 1\nfoo = 2\n", &c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "2: unknown key 'foo'");
+	cr_assert_eq(load_text("collector = ftp://x:1\n", &c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "1: invalid value 'ftp://x:1' for collector");
+	cr_assert_eq(load_text("\nbpf_ring_size = 3000\n", &c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "2: invalid value '3000' for bpf_ring_size");
+	cr_assert_eq(load_text("max_targets\n", &c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "1: expected 'key = value'");
+	cr_assert_null(c);
+}
+
+Test(stream, url_check)
+{
+	cr_assert_eq(mp_stream_url_check("tcp://127.0.0.1:4000"), 0);
+	cr_assert_eq(mp_stream_url_check("tcp://[::1]:4000"), 0);
+	cr_assert_eq(mp_stream_url_check("tcp://collector.example:1"), 0);
+	cr_assert_eq(mp_stream_url_check("unix:/run/x.sock"), 0);
+	cr_assert_eq(mp_stream_url_check("unix:relative"), -EINVAL);
+	cr_assert_eq(mp_stream_url_check("tcp://host"), -EINVAL);
+	cr_assert_eq(mp_stream_url_check("tcp://host:0"), -EINVAL);
+	cr_assert_eq(mp_stream_url_check("tcp://host:65536"), -EINVAL);
+	cr_assert_eq(mp_stream_url_check("tcp://host:1/path"), -EINVAL);
+	cr_assert_eq(mp_stream_url_check("udp://host:1"), -EINVAL);
+	int http = mp_stream_url_check("http://127.0.0.1:4040/ingest");
+	cr_assert(http == 0 || http == -EPROTONOSUPPORT);
+	cr_assert_eq(mp_stream_url_check("http://127.0.0.1:4040/in gest"), -EINVAL);
+}
+
+Test(stream, varints)
+{
+	static const uint64_t vals[] = { 0, 1, 127, 128, 300, 1ull << 35, UINT64_MAX };
+	uint8_t buf[10];
+	uint64_t v;
+
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+		size_t n = mp_varint_encode(vals[i], buf);
+
+		cr_assert_eq(mp_varint_decode(buf, n, &v), (int)n);
+		cr_assert_eq(v, vals[i]);
+		cr_assert_eq(mp_varint_decode(buf, n - 1, &v), 0, "truncated");
+	}
+	memset(buf, 0xff, sizeof(buf));
+	cr_assert_eq(mp_varint_decode(buf, 10, &v), -EBADMSG);
+}
