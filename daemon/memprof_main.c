@@ -56,7 +56,7 @@ static void run_usage(FILE *f)
 	      "\n"
 	      "Start CMD stopped at its entry point, attach the profiler, let it run to\n"
 	      "its exit, then print the per-kernel table (and write -o FILE). Exits with\n"
-	      "CMD's exit status. Needs root (or CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE).\n"
+	      "CMD's exit status. Needs root (the capabilities memprofd needs).\n"
 	      "\n"
 	      "Options:\n",
 	      f);

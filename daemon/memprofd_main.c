@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: MIT
 /* memprofd: profile one live process, in the foreground. */
 #include <errno.h>
-#include <stdbool.h>
 #include <getopt.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "control.h"
@@ -13,6 +18,7 @@
 #include "profile.h"
 #include "service.h"
 #include "session.h"
+#include "stream.h"
 
 static void usage(FILE *f)
 {
@@ -22,7 +28,8 @@ static void usage(FILE *f)
 	      "Attach to the running process PID, trace its allocator with eBPF, read\n"
 	      "its libmemprof kernel markers and RSS, and report memory per kernel when\n"
 	      "it exits, the duration elapses, or on SIGINT/SIGTERM. Needs root (or\n"
-	      "CAP_BPF, CAP_PERFMON and CAP_SYS_PTRACE).\n"
+	      "CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, CAP_SYS_ADMIN and\n"
+	      "CAP_DAC_READ_SEARCH: docs/SERVICE.md says why each).\n"
 	      "\n"
 	      "Options:\n",
 	      f);
@@ -87,6 +94,108 @@ static int service_main(int argc, char **argv)
 	return mp_service_run(&so) < 0 ? 1 : 0;
 }
 
+/* --stream in the foreground: the session runs with a ctl (periodic
+ * snapshots go to the streamer), so SIGINT/SIGTERM reach it through a
+ * thread that turns them into its stop event. */
+struct fg {
+	struct mp_options *o;
+	struct mp_streamer *streamer;
+	struct mp_session_ctl ctl;
+	uint64_t seq;
+	sigset_t sigs;
+};
+
+static void fg_push(struct fg *g, const struct mp_profile *p, bool final)
+{
+	struct mp_chunk_meta m = {
+		.target_id = 1,
+		.pid = (int32_t)g->o->session.pid,
+		.exe = p->exe,
+		.sequence = g->seq++,
+		.window_begin_ns = p->begin_ns,
+		.window_end_ns = p->end_ns,
+		.final = final,
+	};
+	int r = mp_streamer_push(g->streamer, &m, p, NULL, 0);
+
+	if (r < 0)
+		fprintf(stderr, "memprofd: pid %d: streaming chunk %" PRIu64 ": %s\n", (int)m.pid,
+			m.sequence, strerror(-r));
+}
+
+static void fg_on_snapshot(void *ctx, enum mp_snapshot_reason why, struct mp_profile *p, int err)
+{
+	if (p)
+		fg_push(ctx, p, false);
+	mp_profile_free(p);
+}
+
+static void *fg_signals(void *arg)
+{
+	struct fg *g = arg;
+	uint64_t one = 1;
+	int sig;
+
+	if (sigwait(&g->sigs, &sig) == 0 && sig != SIGUSR1)
+		if (write(g->ctl.stop_fd, &one, sizeof(one)) < 0)
+			perror("memprofd: stop");
+	return NULL;
+}
+
+static int run_streaming(struct mp_options *o, struct mp_profile **ret)
+{
+	struct fg g = { .o = o };
+	pthread_t th;
+	bool th_ok = false;
+	int r;
+
+	sigemptyset(&g.sigs);
+	sigaddset(&g.sigs, SIGINT);
+	sigaddset(&g.sigs, SIGTERM);
+	sigaddset(&g.sigs, SIGUSR1); /* ends the signal thread */
+	/* Before any thread starts, so every thread inherits the mask. */
+	pthread_sigmask(SIG_BLOCK, &g.sigs, NULL);
+	g.ctl = (struct mp_session_ctl){
+		.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK),
+		.snapshot_fd = -1,
+		.snapshot_period_ns = o->stream_interval_ns,
+		.on_snapshot = fg_on_snapshot,
+		.ctx = &g,
+	};
+	if (g.ctl.stop_fd < 0) {
+		perror("memprofd: eventfd");
+		return -errno;
+	}
+	r = mp_streamer_new(64ull << 20, &g.streamer);
+	if (r == 0)
+		r = mp_streamer_set_global(g.streamer, o->streams, o->n_streams);
+	if (r < 0) {
+		fprintf(stderr, "memprofd: streaming: %s\n", strerror(-r));
+		goto out;
+	}
+	th_ok = pthread_create(&th, NULL, fg_signals, &g) == 0;
+	if (!th_ok) {
+		r = -EAGAIN;
+		fprintf(stderr, "memprofd: cannot start the signal thread\n");
+		goto out;
+	}
+	o->session.ctl = &g.ctl;
+	r = mp_session_run(&o->session, ret);
+	if (r == 0) {
+		fg_push(&g, *ret, true);
+		/* Bounded: a dead collector must not hold the exit. */
+		mp_streamer_flush(g.streamer, 5ull * 1000000000ull);
+	}
+out:
+	if (th_ok) {
+		pthread_kill(th, SIGUSR1);
+		pthread_join(th, NULL);
+	}
+	mp_streamer_free(g.streamer);
+	close(g.ctl.stop_fd);
+	return r;
+}
+
 int main(int argc, char **argv)
 {
 	struct mp_options o;
@@ -107,7 +216,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "memprofd: unexpected argument '%s' (see --help)\n", argv[optind]);
 		return 2;
 	}
-	r = mp_session_run(&o.session, &p);
+	r = o.n_streams ? run_streaming(&o, &p) : mp_session_run(&o.session, &p);
 	if (r < 0)
 		return 1;
 	r = mp_options_emit(&o, p);

@@ -10,6 +10,7 @@
 #include "pprof.h"
 #include "profile_pb.h"
 #include "rss.h"
+#include "stream.h"
 
 enum {
 	OPT_ALLOC = 0x100,
@@ -23,6 +24,8 @@ enum {
 	OPT_REGION,
 	OPT_LAG,
 	OPT_FORMAT,
+	OPT_STREAM,
+	OPT_STREAM_INTERVAL,
 };
 
 void mp_options_init(struct mp_options *o)
@@ -31,12 +34,20 @@ void mp_options_init(struct mp_options *o)
 	o->session.rss_hz = MP_RSS_DEFAULT_HZ;
 	o->session.pss_every = MP_RSS_DEFAULT_PSS_EVERY;
 	o->print = MP_REPORT_TABLE;
+	o->stream_interval_ns = 10ull * 1000000000ull;
 }
 
 void mp_options_help(FILE *f, bool with_pid)
 {
 	if (with_pid)
-		fputs("  -p, --pid PID           process to profile (required)\n", f);
+		fputs("  -p, --pid PID           process to profile (required)\n"
+		      "      --stream URL        also stream profile chunks to a collector:\n"
+		      "                          tcp://HOST:PORT, unix:PATH (length-delimited\n"
+		      "                          memprof.proto) or http://HOST:PORT/ingest\n"
+		      "                          (Pyroscope); repeatable\n"
+		      "      --stream-interval S send a chunk every S seconds (default 10) and\n"
+		      "                          a final one at the end\n",
+		      f);
 	fputs("  -d, --duration SECONDS  stop after SECONDS (default: when the target exits,\n"
 	      "                          or on SIGINT/SIGTERM)\n"
 	      "  -o, --output FILE       write the profile to FILE (memprof.proto; read it\n"
@@ -96,6 +107,8 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 		{ "duration", required_argument, NULL, 'd' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, OPT_FORMAT },
+		{ "stream", required_argument, NULL, OPT_STREAM },
+		{ "stream-interval", required_argument, NULL, OPT_STREAM_INTERVAL },
 		{ "print", required_argument, NULL, OPT_PRINT },
 		{ "region", required_argument, NULL, OPT_REGION },
 		{ "alloc", required_argument, NULL, OPT_ALLOC },
@@ -138,6 +151,23 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 			break;
 		case 'o':
 			o->output = optarg;
+			break;
+		case OPT_STREAM:
+			if (!with_pid)
+				return bad("option",
+					   "--stream (memprofd --pid, or memprof attach)");
+			if (o->n_streams >= MP_OPTIONS_MAX_STREAMS)
+				return bad("(too many) --stream", optarg);
+			if (mp_stream_url_check(optarg) < 0)
+				return bad("--stream URL", optarg);
+			o->streams[o->n_streams++] = optarg;
+			break;
+		case OPT_STREAM_INTERVAL:
+			errno = 0;
+			d = strtod(optarg, &end);
+			if (errno || *end || !(d >= 0.05) || d > 86400)
+				return bad("--stream-interval", optarg);
+			o->stream_interval_ns = (uint64_t)(d * 1e9);
 			break;
 		case OPT_FORMAT:
 			if (!strcmp(optarg, "pprof"))

@@ -9,6 +9,8 @@
 #include "report.h"
 #include "session.h"
 
+#define MP_OPTIONS_MAX_STREAMS 16
+
 struct mp_options {
 	struct mp_session_opts session;
 	const char *output; /* -o FILE: memprof.proto profile */
@@ -16,6 +18,10 @@ struct mp_options {
 	enum mp_report_format print; /* what to print on stdout at the end */
 	bool print_none;
 	const char *region; /* --region for the tfjs view */
+	/* memprofd --pid only: collectors to stream chunks to, and how often. */
+	char *streams[MP_OPTIONS_MAX_STREAMS];
+	size_t n_streams;
+	uint64_t stream_interval_ns;
 };
 
 /* Defaults: RSS at 100 Hz, Pss every 10th sample, print a table. */

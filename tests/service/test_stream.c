@@ -458,3 +458,45 @@ Test(stream, http_push_query_parameters, .timeout = 120, .fini = cleanup)
 	close(h.lfd);
 	pthread_join(th, NULL);
 }
+
+/* memprofd --pid in the foreground streams too: chunks every interval with
+ * contiguous sequence numbers, and a final one when SIGTERM ends it. */
+Test(stream, foreground_memprofd_stream, .timeout = 120, .fini = cleanup)
+{
+	char url[64], dir[256], ps[32];
+	struct chunk ch;
+	struct coll c;
+	pid_t f, d;
+	int st;
+
+	need_root();
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", free_port());
+	snprintf(dir, sizeof(dir), "%s", tmp_of("fg"));
+	coll_start(&c, url, dir);
+	coll_wait_listening(&c);
+	f = fixture_start(NULL);
+	snprintf(ps, sizeof(ps), "%d", (int)f);
+	char *argv[] = { path_of("daemon/memprofd"), "--pid", ps,	 "--stream", url,
+			 "--stream-interval",	     "0.2",   "--print", "none",     NULL };
+	d = spawn(argv, -1, -1);
+	for (uint64_t want = 0; want < 3; want++) {
+		next_chunk(&c, &ch, NULL, 0);
+		cr_assert_eq(ch.seq, want);
+		cr_assert_eq(ch.pid, f);
+		cr_assert_eq(ch.final, 0);
+		cr_assert_eq(ch.lost, 0);
+		assert_chunk_profile(&ch, f);
+	}
+	kill(d, SIGTERM);
+	do {
+		uint64_t prev = ch.seq;
+
+		next_chunk(&c, &ch, NULL, 0);
+		cr_assert_eq(ch.seq, prev + 1);
+	} while (!ch.final);
+	assert_chunk_profile(&ch, f);
+	cr_assert_eq(waitpid(d, &st, 0), d);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprofd status %d", st);
+	fixture_finish(f);
+	coll_kill(&c, SIGTERM);
+}
