@@ -30,6 +30,9 @@ struct mp_tracer_opts {
 	const struct mp_tracer_func *extra; /* enum mp_alloc_fn MP_FN_CUSTOM + i */
 	size_t n_extra;
 	bool naive_placement; /* probe every function at its entry */
+	/* One perf-event uprobe per function even when the kernel has
+	 * multi-uprobe links (slow to detach; for comparison). */
+	bool perf_uprobes;
 	bool rss_exact; /* also deliver MP_RAW_RSS_STAT */
 	/* BPF ring buffer size: a power of two, at least one page; 0 means
 	 * MP_TRACER_RING_BYTES. */
@@ -80,6 +83,10 @@ int mp_tracer_fd(const struct mp_tracer *t);
  * number of events delivered.
  */
 int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx);
+
+/* Whether the uprobes are multi-uprobe BPF links (kernel 6.6+) rather than
+ * one perf event each. */
+bool mp_tracer_multi_uprobes(const struct mp_tracer *t);
 
 /* Events lost to a full ring buffer since attach (all CPUs). */
 uint64_t mp_tracer_drops(const struct mp_tracer *t);
