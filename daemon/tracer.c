@@ -5,6 +5,7 @@
 #include <bpf/libbpf.h>
 #include <capstone/capstone.h>
 #include <errno.h>
+#include <math.h>
 #include <bpf/btf.h>
 #include <poll.h>
 #include <pthread.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,7 +24,7 @@
 #include "memprof_probe.h"
 #include "symbols.h"
 
-_Static_assert(MP_FN_MMAP == 10 && MP_FN_MUNMAP == 11 && MP_FN_MREMAP == 12,
+_Static_assert(MP_FN_MMAP == 10 && MP_FN_MUNMAP == 11 && MP_FN_MREMAP == 12 && MP_FN_BRK == 13,
 	       "bpf/memprof.bpf.c hard-codes these");
 _Static_assert(MP_FN_CUSTOM + MP_TRACER_MAX_EXTRA <= 0xff,
 	       "the attach cookie holds the function in 8 bits");
@@ -67,6 +69,7 @@ static const char *const fn_names[MP_FN_BUILTIN_COUNT] = {
 	[MP_FN_MMAP] = "mmap",
 	[MP_FN_MUNMAP] = "munmap",
 	[MP_FN_MREMAP] = "mremap",
+	[MP_FN_BRK] = "brk",
 };
 
 struct probe {
@@ -97,6 +100,10 @@ struct mp_tracer {
 	size_t n_probes;
 	int pidfd, epfd;
 	bool exited, exec_pending;
+	/* duty cycle */
+	int dutyfd;
+	bool duty_on;
+	uint64_t duty_since_ns, duty_total_ns;
 	/* during consume */
 	mp_raw_cb cb;
 	void *cb_ctx;
@@ -187,6 +194,8 @@ void mp_tracer_free(struct mp_tracer *t)
 		close(t->epfd);
 	if (t->pidfd >= 0)
 		close(t->pidfd);
+	if (t->dutyfd >= 0)
+		close(t->dutyfd);
 	free(t);
 }
 
@@ -505,6 +514,30 @@ static int resolve_and_attach(struct mp_tracer *t, bool after_exec)
 	return r;
 }
 
+uint64_t mp_tracer_sample_estimate(uint64_t size, uint64_t interval)
+{
+	double p;
+
+	if (!interval || size >= interval || !size)
+		return size;
+	/* Probability that a Poisson process of rate 1/interval puts a
+	 * sample point in @size bytes. */
+	p = -expm1(-(double)size / (double)interval);
+	return (uint64_t)llround((double)size / p);
+}
+
+/* E[-ln U | U in ((i)/n, (i+1)/n)] in 16.16: the antiderivative of -ln u
+ * is u - u ln u. Exact conditional means keep the mean draw at 1. */
+static void fill_exp_table(volatile uint32_t *tab, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		double a = (double)i / (double)n, b = (double)(i + 1) / (double)n;
+		double fa = a > 0 ? a - a * log(a) : 0, fb = b - b * log(b);
+
+		tab[i] = (uint32_t)llround((fb - fa) / (b - a) * 65536.0);
+	}
+}
+
 static int on_sample(void *ctx, void *data, size_t size)
 {
 	struct mp_tracer *t = ctx;
@@ -514,6 +547,10 @@ static int on_sample(void *ctx, void *data, size_t size)
 	if (size < sizeof(ev))
 		return 0;
 	memcpy(&ev, data, sizeof(ev));
+	if (ev.type & MP_RAW_F_SCALED) {
+		ev.type &= ~MP_RAW_F_SCALED;
+		ev.size = mp_tracer_sample_estimate(ev.size, t->opts.sample_bytes);
+	}
 	if (ev.type == MP_RAW_EXEC)
 		t->exec_pending = true;
 	t->n_delivered++;
@@ -566,6 +603,37 @@ static bool kernel_has_uprobe_multi(void)
 	return cached;
 }
 
+static int duty_arm(struct mp_tracer *t, uint64_t ns)
+{
+	struct itimerspec it = { .it_value = { .tv_sec = (time_t)(ns / 1000000000ULL),
+					       .tv_nsec = (long)(ns % 1000000000ULL) } };
+
+	return timerfd_settime(t->dutyfd, 0, &it, NULL) < 0 ? -errno : 0;
+}
+
+/* The duty timer expired: switch the allocator probes off or on. Frees of
+ * blocks allocated in an ON window are missed while OFF (see TRACER.md). */
+static int duty_toggle(struct mp_tracer *t)
+{
+	uint64_t exp, now = now_ns();
+	int r;
+
+	if (read(t->dutyfd, &exp, sizeof(exp)) != sizeof(exp))
+		return 0;
+	if (t->duty_on) {
+		detach_probes(t);
+		t->duty_on = false;
+		t->duty_total_ns += now - t->duty_since_ns;
+		return duty_arm(t, t->opts.duty_period_ns - t->opts.duty_on_ns);
+	}
+	r = resolve_and_attach(t, false);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	t->duty_on = true;
+	t->duty_since_ns = now_ns();
+	return duty_arm(t, t->opts.duty_on_ns);
+}
+
 int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 {
 	struct mp_tracer *t;
@@ -580,7 +648,7 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	t->pidfd = t->epfd = -1;
+	t->pidfd = t->epfd = t->dutyfd = -1;
 	for (size_t i = 0; i < MP_MAX_MULTI; i++)
 		t->multi_fds[i] = -1;
 	t->opts = *opts;
@@ -599,6 +667,25 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		goto fail;
 	}
 	t->skel->rodata->target_tgid = (uint32_t)opts->pid;
+	if (opts->mode > MP_TRACE_RSS || (opts->mode == MP_TRACE_SAMPLED && !opts->sample_bytes) ||
+	    (opts->sample_bytes >> 40) ||
+	    (opts->duty_period_ns &&
+	     (!opts->duty_on_ns || opts->duty_on_ns >= opts->duty_period_ns))) {
+		r = -EINVAL;
+		goto fail;
+	}
+	if (opts->mode == MP_TRACE_SAMPLED) {
+		t->skel->rodata->sample_bytes = opts->sample_bytes;
+		fill_exp_table(t->skel->rodata->exp_table, MP_EXP_TABLE);
+		r = bpf_map__set_max_entries(t->skel->maps.sampled, opts->sampled_max ?
+									    opts->sampled_max :
+									    MP_TRACER_SAMPLED_MAX);
+		if (r < 0)
+			goto fail;
+	}
+	t->skel->rodata->trace_brk = opts->mode == MP_TRACE_RSS;
+	if (opts->mode == MP_TRACE_RSS)
+		t->opts.rss_exact = true;
 	t->multi = !opts->perf_uprobes && kernel_has_uprobe_multi();
 	if (t->multi) {
 		struct bpf_program *up[] = { t->skel->progs.mp_entry, t->skel->progs.mp_return,
@@ -621,7 +708,7 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		if (t->skel->rodata->wakeup_bytes > rb / 4)
 			t->skel->rodata->wakeup_bytes = rb / 4;
 	}
-	bpf_program__set_autoload(t->skel->progs.mp_rss_stat, opts->rss_exact);
+	bpf_program__set_autoload(t->skel->progs.mp_rss_stat, t->opts.rss_exact);
 	r = memprof_bpf__load(t->skel);
 	if (r < 0)
 		goto fail;
@@ -632,7 +719,7 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		r = -errno;
 		goto fail;
 	}
-	if (opts->rss_exact) {
+	if (t->opts.rss_exact) {
 		t->sys_links[3] = bpf_program__attach(t->skel->progs.mp_rss_stat);
 		if (!t->sys_links[3]) {
 			r = -errno;
@@ -644,9 +731,13 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		r = -errno;
 		goto fail;
 	}
-	r = resolve_and_attach(t, false);
-	if (r < 0)
-		goto fail;
+	if (opts->mode != MP_TRACE_RSS) {
+		r = resolve_and_attach(t, false);
+		if (r < 0)
+			goto fail;
+		t->duty_on = true;
+		t->duty_since_ns = now_ns();
+	}
 	t->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (t->epfd < 0) {
 		r = -errno;
@@ -661,6 +752,17 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->pidfd, &ee) < 0) {
 		r = -errno;
 		goto fail;
+	}
+	if (opts->duty_period_ns && opts->mode != MP_TRACE_RSS) {
+		t->dutyfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		r = t->dutyfd < 0 ? -errno : duty_arm(t, opts->duty_on_ns);
+		if (r < 0)
+			goto fail;
+		ee.data.fd = t->dutyfd;
+		if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->dutyfd, &ee) < 0) {
+			r = -errno;
+			goto fail;
+		}
 	}
 	*ret = t;
 	return 0;
@@ -721,11 +823,22 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 	}
 	if (t->exec_pending) {
 		t->exec_pending = false;
-		detach_probes(t);
-		r = resolve_and_attach(t, true);
+		/* With the probes off (rss mode, duty OFF) there is nothing to
+		 * move; the next ON window attaches to the new image. */
+		if (t->opts.mode != MP_TRACE_RSS && t->duty_on) {
+			detach_probes(t);
+			r = resolve_and_attach(t, true);
+		} else {
+			r = 0;
+		}
 		/* A new image without an allocator (static, no malloc) is
 		 * still traced for its mappings. */
 		if (r < 0 && r != -ENOENT)
+			return r;
+	}
+	if (t->dutyfd >= 0) {
+		r = duty_toggle(t);
+		if (r < 0)
 			return r;
 	}
 	return t->n_delivered;
@@ -747,6 +860,16 @@ uint64_t mp_tracer_drops(const struct mp_tracer *t)
 			sum += v[i];
 	free(v);
 	return sum;
+}
+
+bool mp_tracer_duty_on(const struct mp_tracer *t)
+{
+	return t->duty_on;
+}
+
+uint64_t mp_tracer_duty_on_ns(const struct mp_tracer *t)
+{
+	return t->duty_total_ns + (t->duty_on ? now_ns() - t->duty_since_ns : 0);
 }
 
 bool mp_tracer_multi_uprobes(const struct mp_tracer *t)
