@@ -185,6 +185,18 @@ struct mp_profile {
 	uint64_t rss_samples; /* samples seen */
 	uint64_t rss_peak; /* max VmRSS sampled */
 	uint64_t vm_hwm; /* last VmHWM sampled, MP_UNKNOWN if none */
+
+	/* Tracing mode of the run (filled in by the daemon; enum
+	 * mp_trace_mode of daemon/tracer.h: 0 precise, 1 sampled — heap
+	 * figures are estimates from blocks sampled with mean interval
+	 * sample_bytes — 2 rss: no allocator probes, heap figures cover
+	 * anonymous mappings and brk only). */
+	uint32_t trace_mode;
+	uint64_t sample_bytes;
+	/* Duty cycle (0: none): allocator probes attached duty_on_ns of
+	 * every duty_period_ns, duty_active_ns in total; heap figures cover
+	 * only those windows. */
+	uint64_t duty_on_ns, duty_period_ns, duty_active_ns;
 };
 
 struct mp_profile *mp_profile_new(void);

@@ -417,6 +417,11 @@ static int setup(struct session *s, sigset_t *blocked)
 		.extra = o->extra,
 		.n_extra = o->n_extra,
 		.rss_exact = o->rss_exact,
+		/* low-overhead modes (H7) */
+		.mode = o->mode,
+		.sample_bytes = o->sample_bytes,
+		.duty_on_ns = o->duty_on_ns,
+		.duty_period_ns = o->duty_period_ns,
 	};
 	struct mp_correlator_opts copts = {
 		.resolve_owner = resolve_owner,
@@ -642,6 +647,13 @@ int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 			opts->rss_hz && opts->pss_every ? p->rss_interval_ns * opts->pss_every : 0;
 		p->rss_exact = opts->rss_exact;
 		p->drops_bpf = mp_tracer_drops(s.tracer);
+		/* low-overhead modes (H7): rss mode implies rss_stat */
+		p->trace_mode = opts->mode;
+		p->sample_bytes = opts->mode == MP_TRACE_SAMPLED ? opts->sample_bytes : 0;
+		p->rss_exact = opts->rss_exact || opts->mode == MP_TRACE_RSS;
+		p->duty_on_ns = opts->duty_period_ns ? opts->duty_on_ns : 0;
+		p->duty_period_ns = opts->duty_period_ns;
+		p->duty_active_ns = opts->duty_period_ns ? mp_tracer_duty_on_ns(s.tracer) : 0;
 		p->drops_ring = s.ring_drops_closed + (s.ring ? mp_consumer_drops(s.ring) : 0);
 		*ret = p;
 		p = NULL;
