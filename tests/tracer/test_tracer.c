@@ -8,6 +8,7 @@
 #include <bpf/bpf.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -209,6 +210,14 @@ static bool in_exe(const struct exe_ranges *x, uint64_t a)
 		if (a >= x->lo[i] && a < x->hi[i])
 			return true;
 	return false;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 static void pump(struct mp_tracer *t, struct events *ev, int timeout_ms)
@@ -829,6 +838,122 @@ Test(tracer, detach_leaves_nothing, .timeout = 60)
 	waitpid(f.pid, &status, 0);
 	close(f.to);
 	close(f.from);
+}
+
+/*
+ * Sampled mode, interval N = 4096: 10 blocks of 8192 bytes (>= N) are
+ * always sent at their true size; 40000 blocks of s = 256 bytes are each
+ * sampled with probability p = 1 - exp(-s/N) = 0.0606 and then counted as
+ * s/p bytes. With independent Bernoulli draws the estimate of their total
+ * T = 10.24 MB has standard deviation sqrt(n s^2 (1-p)/p) = 0.20 MB (2.0 %);
+ * a countdown of exponential intervals is more regular than that, not
+ * less. The bound of 15 % is 7.5 standard deviations: it fails by chance
+ * with probability < 1e-13. Only sampled blocks' frees are sent, so there
+ * are no unknown frees and every sampled small block is freed.
+ */
+Test(tracer, sampled_mode, .timeout = 120)
+{
+	char *argv[] = { FIXTURE_GLIBC, "sampled", NULL };
+	struct mp_tracer_opts o = { .mode = MP_TRACE_SAMPLED, .sample_bytes = 4096 };
+	const double total = 40000.0 * 256;
+	struct mp_live_stats want = { 0 };
+	const struct mp_live_fn_stats *m;
+	struct result r;
+	double small;
+
+	require_root();
+	run(argv, false, &o, &r);
+	m = &r.st.fn[MP_FN_MALLOC];
+	small = (double)(m->alloc_bytes - 10 * 8192);
+	cr_assert(fabs(small - total) < 0.15 * total, "estimate %.0f, truth %.0f", small, total);
+	/* Everything else is exact: the whole statistics with the sampled
+	 * figures substituted. */
+	want.live_bytes = 5 * 8192;
+	want.live_blocks = 5;
+	set_fn(&want, MP_FN_MALLOC, m->allocs, m->alloc_bytes, 0, 0);
+	set_fn(&want, MP_FN_FREE, 0, 0, m->allocs - 5, m->alloc_bytes - 5 * 8192);
+	assert_result(&r, &want, 0);
+	cr_assert_gt(m->allocs, 10 + 40000 * 0.0606 * 0.8);
+	cr_assert_lt(m->allocs, 10 + 40000 * 0.0606 * 1.2);
+	cr_assert_eq(mp_tracer_sample_estimate(256, 4096), 4225); /* 4225.3 */
+	cr_assert_eq(mp_tracer_sample_estimate(8192, 4096), 8192);
+}
+
+/* rss mode: no allocator probe at all; the mapping, the heap break moved
+ * directly and the pages faulted in are still reported. */
+Test(tracer, rss_mode, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "rssmode", NULL };
+	struct mp_tracer_opts o = { .mode = MP_TRACE_RSS };
+	struct mp_live_stats want = { 0 };
+	struct result r;
+	const int64_t slack = 32 * 4096 * 2;
+
+	require_root();
+	run(argv, false, &o, &r);
+	cr_assert_eq(r.n_probes, 0);
+	want.live_bytes = (4 << 20) + 49152;
+	want.live_blocks = 2;
+	set_fn(&want, MP_FN_MMAP, 1, 4 << 20, 0, 0);
+	set_fn(&want, MP_FN_BRK, 2, 65536 + 49152, 1, 65536);
+	assert_result(&r, &want, 0);
+	cr_assert_geq(r.rss_max - r.rss_first, (4 << 20) + 65536 - slack,
+		      "anon rss rose by %lld only", (long long)(r.rss_max - r.rss_first));
+}
+
+/* Duty cycle 200 ms / 500 ms over a malloc every 10 ms for 1.2 s: mallocs
+ * are seen in bursts (ON windows) separated by gaps of about 300 ms (OFF),
+ * and the probes were on for well under the whole time. */
+Test(tracer, duty_cycle, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "duty", NULL };
+	struct mp_tracer_opts o = { .duty_on_ns = 200000000ULL, .duty_period_ns = 500000000ULL };
+	struct events ev = { 0 };
+	struct exe_ranges x;
+	struct mp_tracer *t;
+	struct fixture f;
+	struct result r = { 0 };
+	uint64_t t0, last = 0, on_ns, max_gap = 0;
+	size_t seen = 0;
+	int status;
+
+	require_root();
+	fx_start(&f, argv);
+	fx_expect_ready(&f);
+	exe_ranges(f.tpid, &x);
+	o.pid = f.tpid;
+	cr_assert_eq(mp_tracer_new(&o, &t), 0);
+	cr_assert(mp_tracer_duty_on(t));
+	t0 = mono_ns();
+	fx_go(&f);
+	while (mono_ns() - t0 < 1500000000ULL)
+		pump(t, &ev, 20);
+	fx_read_done(&f, &r);
+	on_ns = mp_tracer_duty_on_ns(t);
+	fx_go(&f);
+	for (int i = 0; i < 200 && !mp_tracer_exited(t); i++)
+		pump(t, &ev, 100);
+	cr_assert(mp_tracer_exited(t));
+	cr_assert_eq(mp_tracer_drops(t), 0);
+	mp_tracer_free(t);
+	waitpid(f.pid, &status, 0);
+	close(f.to);
+	close(f.from);
+	for (size_t i = 0; i < ev.n; i++) {
+		const struct mp_raw_event *e = &ev.ev[i];
+
+		if (e->type != MP_RAW_ALLOC || e->fn != MP_FN_MALLOC || !in_exe(&x, e->caller))
+			continue;
+		cr_assert_eq(e->size, 1000);
+		if (seen++ && e->ts_ns - last > max_gap)
+			max_gap = e->ts_ns - last;
+		last = e->ts_ns;
+	}
+	free(ev.ev);
+	/* ON 200 ms of every 500 ms: ~40 % of 120, and at least one OFF gap. */
+	cr_assert(seen >= 10 && seen <= 90, "%zu mallocs seen", seen);
+	cr_assert_gt(max_gap, 200000000ULL, "largest gap %llu ns", (unsigned long long)max_gap);
+	cr_assert_lt(on_ns, 1000000000ULL, "probes on for %llu ns", (unsigned long long)on_ns);
 }
 
 /* Regression: perf-event uprobes took 0.1-0.2 s each to detach, 2-5 s for
