@@ -91,7 +91,8 @@ int main(int argc, char **argv)
 	qsort(att, RUNS, sizeof(double), cmp);
 	qsort(first, RUNS, sizeof(double), cmp);
 	qsort(det, RUNS, sizeof(double), cmp);
-	printf("uprobes: %s; median of %d runs\n", perf ? "perf events" : "multi-uprobe links", RUNS);
+	printf("uprobes: %s; median of %d runs\n", perf ? "perf events" : "multi-uprobe links",
+	       RUNS);
 	printf("attach request -> attached:       %8.1f ms\n", att[RUNS / 2]);
 	printf("attach request -> first event:    %8.1f ms   (target < 200 ms)\n", first[RUNS / 2]);
 	printf("detach (all probes and programs): %8.1f ms\n", det[RUNS / 2]);
