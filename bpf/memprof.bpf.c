@@ -41,6 +41,11 @@ const volatile __u32 exp_table[MP_EXP_TABLE] = {};
 /* Waking the consumer on every event costs more than the probe itself;
  * wake it once this much is pending (it also polls on a timer). */
 const volatile __u64 wakeup_bytes = 256 << 10;
+/* Bumped by tracer.c before every (re-)attach of the uprobes: a call
+ * recorded under an older generation lost its return probe (detached in
+ * the middle of the call: duty cycle, exec) and must not make later calls
+ * look nested. */
+volatile __u64 attach_gen = 0;
 /* A ring-buffer record: 8-byte header, body rounded up to 8. */
 #define RECORD_BYTES (8 + ((sizeof(struct mp_raw_event) + 7) & ~7ULL))
 
@@ -66,6 +71,7 @@ struct call_state {
 	__u32 depth; /* nested probed calls inside this one (reallocarray ->
 		      * realloc, an allocator calling another entry point) */
 	__u32 seeded; /* countdown drawn (sampled mode) */
+	__u64 gen; /* attach_gen when recorded */
 	__s64 countdown; /* sampled mode: bytes left before the next sample */
 };
 
@@ -129,6 +135,13 @@ static __always_inline void *thread_state(void *map, bool create)
 {
 	return bpf_task_storage_get(map, bpf_get_current_task_btf(), 0,
 				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* A call of this thread is in progress at a stack pointer at or above @sp
+ * (so a probed call at @sp is inside it). */
+static __always_inline bool in_call(const struct call_state *st, __u64 sp)
+{
+	return st && st->active && st->gen == attach_gen && sp <= st->sp;
 }
 
 static __always_inline bool is_target(__u64 pid_tgid)
@@ -323,11 +336,12 @@ int mp_entry(struct pt_regs *ctx)
 	/* A deeper (or, for a tail call, equal) stack than the recorded
 	 * call's means we are inside it; a shallower one means its return was
 	 * never seen (longjmp, probe detached mid-call): start over. */
-	if (st->active && sp <= st->sp) {
+	if (in_call(st, sp)) {
 		st->depth++;
 		return 0;
 	}
 	st->active = 1;
+	st->gen = attach_gen;
 	st->depth = 0;
 	st->cookie = cookie;
 	st->a = arg(ctx, MP_COOKIE_A(cookie));
@@ -350,7 +364,7 @@ int mp_return(struct pt_regs *ctx)
 	if (!is_target(pid_tgid))
 		return 0;
 	st = thread_state(&calls, false);
-	if (!st || !st->active)
+	if (!st || !st->active || st->gen != attach_gen)
 		return 0;
 	if (st->depth) {
 		st->depth--;
@@ -396,20 +410,22 @@ int mp_free(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u64 ptr = arg(ctx, MP_COOKIE_A(cookie));
+	__u64 ptr = arg(ctx, MP_COOKIE_A(cookie)), sp = ctx->sp;
 	struct call_state *st;
 
+	/* One load of ctx->sp: the verifier refuses a derived ctx pointer. */
+	barrier_var(sp);
 	if (!ptr || !is_target(pid_tgid))
 		return 0;
 	st = thread_state(&calls, false);
 	/* Released by an allocator function in progress (realloc built on
 	 * free): that call's own event accounts for it. */
-	if (st && st->active && ctx->sp <= st->sp)
+	if (in_call(st, sp))
 		return 0;
 	if (!was_sampled(ptr))
 		return 0;
 	return emit(pid_tgid, MP_RAW_FREE, MP_COOKIE_FN(cookie), ptr, 0, 0,
-		    read_caller(ctx->sp, MP_COOKIE_SP_SLOTS(cookie)));
+		    read_caller(sp, MP_COOKIE_SP_SLOTS(cookie)));
 }
 
 SEC("uprobe")
@@ -445,7 +461,7 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 	usp = BPF_CORE_READ(regs, sp);
 	/* Mappings made by the allocator itself belong to its blocks. */
 	st = thread_state(&calls, false);
-	if (st && st->active && usp <= st->sp)
+	if (in_call(st, usp))
 		return 0;
 	if (id == NR_MMAP && !(BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS_FLAG))
 		return 0;

@@ -334,14 +334,16 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 			return -errno;
 		return 0;
 	}
-	p->entry = bpf_program__attach_uprobe_opts(t->skel->progs.mp_entry, t->opts.pid,
-						   sym.root_path, sym.offset, &uo);
-	if (!p->entry)
-		return -errno;
+	/* Return probe first, see attach_multi(). */
 	uo.retprobe = true;
 	p->ret = bpf_program__attach_uprobe_opts(t->skel->progs.mp_return, t->opts.pid,
 						 sym.root_path, sym.offset, &uo);
 	if (!p->ret)
+		return -errno;
+	uo.retprobe = false;
+	p->entry = bpf_program__attach_uprobe_opts(t->skel->progs.mp_entry, t->opts.pid,
+						   sym.root_path, sym.offset, &uo);
+	if (!p->entry)
 		return -errno;
 	return 0;
 }
@@ -409,9 +411,13 @@ static int attach_multi(struct mp_tracer *t)
 			cookies[k][n[k]++] = p->cookie;
 		}
 		for (int k = 0; k < 2; k++) {
+			/* Return probes first: a call whose entry is seen
+			 * must have its return seen too, or it would stay
+			 * "in progress" and make every later call at the same
+			 * depth look nested (nothing would be reported). */
 			struct bpf_program *progs[2] = { k ? t->skel->progs.mp_free :
-							     t->skel->progs.mp_entry,
-							 k ? NULL : t->skel->progs.mp_return };
+							     t->skel->progs.mp_return,
+							 k ? NULL : t->skel->progs.mp_entry };
 
 			if (!n[k])
 				continue;
@@ -421,7 +427,7 @@ static int attach_multi(struct mp_tracer *t)
 				if (t->n_multi >= MP_MAX_MULTI)
 					return -E2BIG;
 				fd = link_uprobe_multi(t, progs[r], t->probes[i].root_path, offs[k],
-						       cookies[k], n[k], r == 1);
+						       cookies[k], n[k], !k && r == 0);
 				if (fd < 0)
 					return fd;
 				t->multi_fds[t->n_multi++] = fd;
@@ -508,6 +514,9 @@ static int resolve_and_attach(struct mp_tracer *t, bool after_exec)
 		usleep(1000);
 	}
 	r = attach_probes(t, syms);
+	/* Calls in progress while the probes were (re)attached may lack
+	 * their return probe: a new generation makes their state stale. */
+	__atomic_add_fetch(&t->skel->bss->attach_gen, 1, __ATOMIC_SEQ_CST);
 	mp_symbols_free(syms);
 	if (r < 0)
 		detach_probes(t);

@@ -956,6 +956,55 @@ Test(tracer, duty_cycle, .timeout = 60)
 	cr_assert_lt(on_ns, 1000000000ULL, "probes on for %llu ns", (unsigned long long)on_ns);
 }
 
+static int count_allocs(void *ctx, const struct mp_raw_event *ev)
+{
+	size_t *n = ctx;
+
+	if (ev->type == MP_RAW_ALLOC && ev->fn == MP_FN_MALLOC && ev->size == 64)
+		(*n)++;
+	return 0;
+}
+
+/*
+ * Regression: attaching to a process that is calling malloc now and then.
+ * With entry probes attached before return probes, a call entered in
+ * between never saw its return, stayed "in progress", and every later call
+ * at the same stack depth looked nested: nothing was ever reported (one
+ * attach in four). Eight attaches in a row must each see the mallocs.
+ */
+Test(tracer, attach_while_allocating, .timeout = 60)
+{
+	pid_t pid = fork();
+	int status;
+
+	require_root();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		for (;;) {
+			void *volatile p = malloc(64);
+
+			free(p);
+			usleep(100);
+		}
+	}
+	usleep(20000);
+	for (int run = 0; run < 8; run++) {
+		struct mp_tracer_opts o = { .pid = pid };
+		struct mp_tracer *t;
+		size_t n = 0;
+
+		cr_assert_eq(mp_tracer_new(&o, &t), 0);
+		for (int i = 0; i < 20 && n < 50; i++) {
+			usleep(10000);
+			cr_assert_geq(mp_tracer_consume(t, count_allocs, &n), 0);
+		}
+		mp_tracer_free(t);
+		cr_assert_geq(n, 50, "attach %d: %zu mallocs seen", run, n);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+}
+
 /* Regression: perf-event uprobes took 0.1-0.2 s each to detach, 2-5 s for
  * one process (and `memprof run` returned that long after its target). */
 Test(tracer, detach_is_fast, .timeout = 60)
