@@ -62,7 +62,7 @@ void mp_options_help(FILE *f, bool with_pid)
 	      "      --rss-exact         attribute every RSS change to its kernel with the\n"
 	      "                          kernel's rss_stat tracepoint\n"
 	      "      --mode MODE         precise (default): every allocation, exact figures;\n"
-	      "                          costs ~3 uprobe hits per malloc+free pair.\n"
+	      "                          costs ~4 uprobe hits per malloc+free pair.\n"
 	      "                          sampled: byte-weighted Poisson sampling in BPF\n"
 	      "                          (see --sample-bytes); heap figures are unbiased\n"
 	      "                          estimates, block counts are of sampled blocks;\n"
