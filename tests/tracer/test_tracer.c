@@ -25,6 +25,7 @@
 #include "live.h"
 #include "procmaps.h"
 #include "rss_sample.h"
+#include "session.h"
 #include "tracer.h"
 
 #define MAX_BLOCKS 64
@@ -1003,6 +1004,84 @@ Test(tracer, attach_while_allocating, .timeout = 60)
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, &status, 0);
+}
+
+static int session_go(void *ctx)
+{
+	fx_go(ctx);
+	return 0;
+}
+
+/* The mode figures a session writes into the profile. */
+struct mode_marks {
+	uint32_t trace_mode;
+	uint32_t rss_exact; /* no padding: compared as bytes */
+	uint64_t sample_bytes, duty_on_ns, duty_period_ns;
+};
+
+/* One session (memprofd --pid) of @mode_script under @so for 1.5 s. */
+static struct mp_profile *session_of(const char *script, struct mp_session_opts *so,
+				     struct mode_marks *ret)
+{
+	char *argv[] = { FIXTURE_GLIBC, (char *)script, NULL };
+	struct mp_profile *p = NULL;
+	struct fixture f;
+	int status, r;
+
+	fx_start(&f, argv);
+	fx_expect_ready(&f);
+	so->pid = f.tpid;
+	so->duration_ns = 1500000000ULL;
+	so->on_attached = session_go;
+	so->on_attached_ctx = &f;
+	r = mp_session_run(so, &p);
+	cr_assert_eq(r, 0, "session: %s", strerror(-r));
+	kill(f.pid, SIGKILL);
+	waitpid(f.pid, &status, 0);
+	close(f.to);
+	close(f.from);
+	*ret = (struct mode_marks){
+		.trace_mode = p->trace_mode,
+		.rss_exact = p->rss_exact,
+		.sample_bytes = p->sample_bytes,
+		.duty_on_ns = p->duty_on_ns,
+		.duty_period_ns = p->duty_period_ns,
+	};
+	return p;
+}
+
+/* The profile says how it was taken: mode, sampling interval, duty cycle
+ * and how long the probes were on. */
+Test(tracer, profile_marks_modes, .timeout = 60)
+{
+	struct mp_session_opts so = { 0 };
+	struct mode_marks got, want;
+	struct mp_profile *p;
+
+	require_root();
+	so.duty_on_ns = 200000000ULL;
+	so.duty_period_ns = 500000000ULL;
+	p = session_of("duty", &so, &got);
+	want = (struct mode_marks){ .duty_on_ns = 200000000ULL, .duty_period_ns = 500000000ULL };
+	cr_assert_arr_eq(&got, &want, sizeof(got));
+	/* ON windows in 1.5 s: [0, .2), [.5, .7), [1, 1.2): 0.6 s, plus
+	 * the switching delays. */
+	cr_assert(p->duty_active_ns > 500000000ULL && p->duty_active_ns < 1000000000ULL,
+		  "probes on for %llu ns", (unsigned long long)p->duty_active_ns);
+	mp_profile_free(p);
+
+	so = (struct mp_session_opts){ .mode = MP_TRACE_SAMPLED, .sample_bytes = 4096 };
+	p = session_of("seq", &so, &got);
+	want = (struct mode_marks){ .trace_mode = MP_TRACE_SAMPLED, .sample_bytes = 4096 };
+	cr_assert_arr_eq(&got, &want, sizeof(got));
+	cr_assert_eq(p->duty_active_ns, 0);
+	mp_profile_free(p);
+
+	so = (struct mp_session_opts){ .mode = MP_TRACE_RSS };
+	p = session_of("rssmode", &so, &got);
+	want = (struct mode_marks){ .trace_mode = MP_TRACE_RSS, .rss_exact = true };
+	cr_assert_arr_eq(&got, &want, sizeof(got));
+	mp_profile_free(p);
 }
 
 /* Regression: perf-event uprobes took 0.1-0.2 s each to detach, 2-5 s for
