@@ -18,16 +18,34 @@ char LICENSE[] SEC("license") = "Dual MIT/GPL";
 #define FN_MMAP 10
 #define FN_MUNMAP 11
 #define FN_MREMAP 12
+#define FN_BRK 13
 
 #define NR_MMAP 9
 #define NR_MUNMAP 11
 #define NR_MREMAP 25
+#define NR_BRK 12
 #define MAP_ANONYMOUS_FLAG 0x20
 
 const volatile __u32 target_tgid = 0;
+/*
+ * Sampled mode when non-zero: byte-weighted Poisson sampling with mean
+ * interval sample_bytes (per-thread countdown); allocations of at least
+ * sample_bytes are always sent. exp_table[i] is E[-ln U | U in the i-th
+ * 1/MP_EXP_TABLE of (0, 1)] in 16.16 fixed point, filled in by tracer.c, so
+ * that a draw has exactly mean sample_bytes.
+ */
+const volatile __u64 sample_bytes = 0;
+/* rss mode: no allocator probes, the heap is followed through brk. */
+const volatile bool trace_brk = false;
+const volatile __u32 exp_table[MP_EXP_TABLE] = {};
 /* Waking the consumer on every event costs more than the probe itself;
  * wake it once this much is pending (it also polls on a timer). */
 const volatile __u64 wakeup_bytes = 256 << 10;
+/* Bumped by tracer.c before every (re-)attach of the uprobes: a call
+ * recorded under an older generation lost its return probe (detached in
+ * the middle of the call: duty cycle, exec) and must not make later calls
+ * look nested. */
+volatile __u64 attach_gen = 0;
 /* A ring-buffer record: 8-byte header, body rounded up to 8. */
 #define RECORD_BYTES (8 + ((sizeof(struct mp_raw_event) + 7) & ~7ULL))
 
@@ -52,7 +70,9 @@ struct call_state {
 	__u64 sp; /* user stack pointer at entry: nesting check */
 	__u32 depth; /* nested probed calls inside this one (reallocarray ->
 		      * realloc, an allocator calling another entry point) */
-	__u32 pad;
+	__u32 seeded; /* countdown drawn (sampled mode) */
+	__u64 gen; /* attach_gen when recorded */
+	__s64 countdown; /* sampled mode: bytes left before the next sample */
 };
 
 /* Per-thread state lives in task storage: cheaper than a hash map on
@@ -93,6 +113,16 @@ struct {
 	__type(value, struct caller_hint);
 } hints SEC(".maps");
 
+/* Sampled mode: blocks that were sampled, so that only their frees are
+ * sent (max_entries set by tracer.c; 1 in precise mode). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1);
+	__type(key, __u64);
+	__type(value, __u8);
+} sampled SEC(".maps");
+
 /* rss_stat: the target's mm, learnt from the target's own threads. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -105,6 +135,13 @@ static __always_inline void *thread_state(void *map, bool create)
 {
 	return bpf_task_storage_get(map, bpf_get_current_task_btf(), 0,
 				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* A call of this thread is in progress at a stack pointer at or above @sp
+ * (so a probed call at @sp is inside it). */
+static __always_inline bool in_call(const struct call_state *st, __u64 sp)
+{
+	return st && st->active && st->gen == attach_gen && sp <= st->sp;
 }
 
 static __always_inline bool is_target(__u64 pid_tgid)
@@ -201,6 +238,88 @@ static __always_inline __u64 read_caller(__u64 sp, __u32 slots)
 	return ra;
 }
 
+static __always_inline __s64 draw_interval(void)
+{
+	__u32 i = bpf_get_prandom_u32() & (MP_EXP_TABLE - 1);
+
+	return (__s64)((sample_bytes * exp_table[i]) >> 16) + 1;
+}
+
+enum { NOT_SAMPLED = 0, SAMPLED_EXACT = 1, SAMPLED_SCALED = 2 };
+
+/* Whether an allocation of @size bytes is sampled; every byte allocated
+ * below sample_bytes advances this thread's countdown. */
+static __always_inline int sample(struct call_state *st, __u64 size)
+{
+	if (!sample_bytes || size >= sample_bytes)
+		return SAMPLED_EXACT;
+	if (!st->seeded) {
+		st->seeded = 1;
+		st->countdown = draw_interval();
+	}
+	st->countdown -= (__s64)size;
+	if (st->countdown > 0)
+		return NOT_SAMPLED;
+	for (int i = 0; i < 64 && st->countdown <= 0; i++)
+		st->countdown += draw_interval();
+	return SAMPLED_SCALED;
+}
+
+/* Remember a sampled block; a block that cannot be remembered is not sent
+ * (its free would be lost). */
+static __always_inline int keep_sampled(__u64 addr, int how)
+{
+	__u8 one = 1;
+
+	if (!sample_bytes || how == NOT_SAMPLED)
+		return how;
+	if (bpf_map_update_elem(&sampled, &addr, &one, BPF_ANY)) {
+		count_drop();
+		return NOT_SAMPLED;
+	}
+	return how;
+}
+
+/* Forget a block being released; false when it was not sampled. */
+static __always_inline bool was_sampled(__u64 addr)
+{
+	return !sample_bytes || bpf_map_delete_elem(&sampled, &addr) == 0;
+}
+
+static __always_inline __u32 alloc_type(int how)
+{
+	return how == SAMPLED_SCALED ? MP_RAW_ALLOC | MP_RAW_F_SCALED : MP_RAW_ALLOC;
+}
+
+/* realloc family: @old (0: none) resized to @size bytes returned @ret. */
+static __always_inline void emit_realloc(__u64 pid_tgid, struct call_state *st, __u32 fn, __u64 ret,
+					 __u64 size, __u64 old)
+{
+	bool old_s;
+	int how;
+
+	if (!sample_bytes) {
+		emit(pid_tgid, MP_RAW_REALLOC, fn, ret, size, old, st->caller);
+		return;
+	}
+	if (!ret) {
+		/* size 0 frees the block; otherwise a failure keeps it. */
+		if (size == 0 && old && was_sampled(old))
+			emit(pid_tgid, MP_RAW_REALLOC, fn, 0, 0, old, st->caller);
+		return;
+	}
+	old_s = old && was_sampled(old);
+	how = keep_sampled(ret, sample(st, size));
+	if (old_s && how != NOT_SAMPLED)
+		emit(pid_tgid,
+		     how == SAMPLED_SCALED ? MP_RAW_REALLOC | MP_RAW_F_SCALED : MP_RAW_REALLOC, fn,
+		     ret, size, old, st->caller);
+	else if (old_s)
+		emit(pid_tgid, MP_RAW_FREE, fn, old, 0, 0, st->caller);
+	else if (how != NOT_SAMPLED)
+		emit(pid_tgid, alloc_type(how), fn, ret, size, 0, st->caller);
+}
+
 SEC("uprobe")
 int mp_entry(struct pt_regs *ctx)
 {
@@ -217,11 +336,12 @@ int mp_entry(struct pt_regs *ctx)
 	/* A deeper (or, for a tail call, equal) stack than the recorded
 	 * call's means we are inside it; a shallower one means its return was
 	 * never seen (longjmp, probe detached mid-call): start over. */
-	if (st->active && sp <= st->sp) {
+	if (in_call(st, sp)) {
 		st->depth++;
 		return 0;
 	}
 	st->active = 1;
+	st->gen = attach_gen;
 	st->depth = 0;
 	st->cookie = cookie;
 	st->a = arg(ctx, MP_COOKIE_A(cookie));
@@ -239,11 +359,12 @@ int mp_return(struct pt_regs *ctx)
 	__u64 ret = ctx->ax, size, ptr = 0;
 	struct call_state *st;
 	__u32 fn, kind;
+	int how;
 
 	if (!is_target(pid_tgid))
 		return 0;
 	st = thread_state(&calls, false);
-	if (!st || !st->active)
+	if (!st || !st->active || st->gen != attach_gen)
 		return 0;
 	if (st->depth) {
 		st->depth--;
@@ -253,30 +374,31 @@ int mp_return(struct pt_regs *ctx)
 	kind = MP_COOKIE_KIND(st->cookie);
 	switch (kind) {
 	case MP_KIND_ALLOC:
-		if (ret)
-			emit(pid_tgid, MP_RAW_ALLOC, fn, ret, st->a, 0, st->caller);
+		if (ret && (how = keep_sampled(ret, sample(st, st->a))))
+			emit(pid_tgid, alloc_type(how), fn, ret, st->a, 0, st->caller);
 		break;
 	case MP_KIND_CALLOC:
 		/* An overflowing product fails in calloc itself. */
-		if (ret && !mul_overflow(st->a, st->b, &size))
-			emit(pid_tgid, MP_RAW_ALLOC, fn, ret, size, 0, st->caller);
+		if (ret && !mul_overflow(st->a, st->b, &size) &&
+		    (how = keep_sampled(ret, sample(st, size))))
+			emit(pid_tgid, alloc_type(how), fn, ret, size, 0, st->caller);
 		break;
 	case MP_KIND_REALLOC:
-		emit(pid_tgid, MP_RAW_REALLOC, fn, ret, st->b, st->a, st->caller);
+		emit_realloc(pid_tgid, st, fn, ret, st->b, st->a);
 		break;
 	case MP_KIND_REALLOCARRAY:
 		/* On overflow reallocarray fails without touching the block. */
 		if (!mul_overflow(st->b, st->c, &size))
-			emit(pid_tgid, MP_RAW_REALLOC, fn, ret, size, st->a, st->caller);
+			emit_realloc(pid_tgid, st, fn, ret, size, st->a);
 		break;
 	case MP_KIND_FREE:
-		if (st->a)
+		if (st->a && was_sampled(st->a))
 			emit(pid_tgid, MP_RAW_FREE, fn, st->a, 0, 0, st->caller);
 		break;
 	case MP_KIND_MEMALIGN_OUT:
 		if ((__u32)ret == 0 && !bpf_probe_read_user(&ptr, sizeof(ptr), (void *)st->a) &&
-		    ptr)
-			emit(pid_tgid, MP_RAW_ALLOC, fn, ptr, st->c, 0, st->caller);
+		    ptr && (how = keep_sampled(ptr, sample(st, st->c))))
+			emit(pid_tgid, alloc_type(how), fn, ptr, st->c, 0, st->caller);
 		break;
 	}
 	st->active = 0;
@@ -288,18 +410,22 @@ int mp_free(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u64 ptr = arg(ctx, MP_COOKIE_A(cookie));
+	__u64 ptr = arg(ctx, MP_COOKIE_A(cookie)), sp = ctx->sp;
 	struct call_state *st;
 
+	/* One load of ctx->sp: the verifier refuses a derived ctx pointer. */
+	barrier_var(sp);
 	if (!ptr || !is_target(pid_tgid))
 		return 0;
 	st = thread_state(&calls, false);
 	/* Released by an allocator function in progress (realloc built on
 	 * free): that call's own event accounts for it. */
-	if (st && st->active && ctx->sp <= st->sp)
+	if (in_call(st, sp))
+		return 0;
+	if (!was_sampled(ptr))
 		return 0;
 	return emit(pid_tgid, MP_RAW_FREE, MP_COOKIE_FN(cookie), ptr, 0, 0,
-		    read_caller(ctx->sp, MP_COOKIE_SP_SLOTS(cookie)));
+		    read_caller(sp, MP_COOKIE_SP_SLOTS(cookie)));
 }
 
 SEC("uprobe")
@@ -328,14 +454,14 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 	struct caller_hint *h;
 	__u64 usp, caller = 0;
 
-	if (id != NR_MMAP && id != NR_MUNMAP && id != NR_MREMAP)
+	if (id != NR_MMAP && id != NR_MUNMAP && id != NR_MREMAP && (id != NR_BRK || !trace_brk))
 		return 0;
 	if (!is_target(pid_tgid))
 		return 0;
 	usp = BPF_CORE_READ(regs, sp);
 	/* Mappings made by the allocator itself belong to its blocks. */
 	st = thread_state(&calls, false);
-	if (st && st->active && usp <= st->sp)
+	if (in_call(st, usp))
 		return 0;
 	if (id == NR_MMAP && !(BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS_FLAG))
 		return 0;
@@ -358,6 +484,12 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 	s->b = BPF_CORE_READ(regs, si);
 	s->c = BPF_CORE_READ(regs, dx);
 	s->caller = caller;
+	if (id == NR_BRK) {
+		struct task_struct *cur = bpf_get_current_task_btf();
+
+		/* The break before the call: brk() returns the new one. */
+		s->a = BPF_CORE_READ(cur, mm, brk);
+	}
 	return 0;
 }
 
@@ -384,6 +516,11 @@ int BPF_PROG(mp_sys_exit, struct pt_regs *regs, long ret)
 		break;
 	case NR_MREMAP:
 		emit(pid_tgid, MP_RAW_REALLOC, FN_MREMAP, ret, s->c, s->a, s->caller);
+		break;
+	case NR_BRK:
+		/* brk(0) and failures leave the break where it was. */
+		if ((__u64)ret != s->a)
+			emit(pid_tgid, MP_RAW_REALLOC, FN_BRK, ret, 0, s->a, s->caller);
 		break;
 	}
 	return 0;

@@ -16,7 +16,8 @@ enum mp_raw_type {
 	/* @fn released @addr; @size is the length for munmap, else 0. */
 	MP_RAW_FREE = 2,
 	/* realloc/reallocarray/mremap(@old_addr, @size) returned @addr (0 on
-	 * failure; realloc(p, 0) returning NULL frees p). */
+	 * failure; realloc(p, 0) returning NULL frees p). For brk: the break
+	 * moved from @old_addr to @addr (@size 0). */
 	MP_RAW_REALLOC = 3,
 	/* The target called execve: its address space was replaced. */
 	MP_RAW_EXEC = 4,
@@ -26,6 +27,14 @@ enum mp_raw_type {
 	 * @size bytes. */
 	MP_RAW_RSS_STAT = 6,
 };
+
+/* Or'ed into @type by the BPF side in sampled mode for a sampled allocation
+ * smaller than the sampling interval; the tracer replaces @size with its
+ * unbiased estimate and clears the flag before delivering the event. */
+#define MP_RAW_F_SCALED 0x100u
+
+/* Entries of the exponential-draw table of sampled mode. */
+#define MP_EXP_TABLE 4096
 
 struct mp_raw_event {
 	__u32 type; /* enum mp_raw_type */

@@ -31,6 +31,7 @@ enum mp_alloc_fn {
 	MP_FN_MMAP,
 	MP_FN_MUNMAP,
 	MP_FN_MREMAP,
+	MP_FN_BRK, /* the heap break moved (growth: alloc, shrink: free) */
 	MP_FN_BUILTIN_COUNT,
 	MP_FN_CUSTOM = 32,
 };

@@ -12,6 +12,7 @@ struct mp_live {
 	struct mp_live_block *slots;
 	size_t mask; /* capacity - 1, capacity a power of two */
 	size_t used;
+	size_t brk_blocks; /* live blocks with fn MP_FN_BRK */
 	struct mp_live_stats st;
 };
 
@@ -141,6 +142,8 @@ static void do_alloc(struct mp_live *l, const struct mp_raw_event *ev, uint64_t 
 	/* The allocator handed out a block we think is live: we missed its
 	 * release (dropped event). Forget the stale one quietly. */
 	if (old) {
+		if (old->fn == MP_FN_BRK)
+			l->brk_blocks--;
 		l->st.live_bytes -= old->size;
 		l->st.live_blocks--;
 		remove_slot(l, old);
@@ -158,6 +161,8 @@ static void do_alloc(struct mp_live *l, const struct mp_raw_event *ev, uint64_t 
 		b.user = cb(ctx, &he);
 	}
 	put(l, &b);
+	if (b.fn == MP_FN_BRK)
+		l->brk_blocks++;
 	fs->allocs++;
 	fs->alloc_bytes += ev->size;
 	l->st.live_bytes += ev->size;
@@ -196,6 +201,8 @@ static void do_free(struct mp_live *l, const struct mp_raw_event *ev, uint64_t a
 	fs->freed_bytes += b->size;
 	l->st.live_bytes -= b->size;
 	l->st.live_blocks--;
+	if (b->fn == MP_FN_BRK)
+		l->brk_blocks--;
 	remove_slot(l, b);
 	if (cb)
 		cb(ctx, &he);
@@ -204,6 +211,50 @@ static void do_free(struct mp_live *l, const struct mp_raw_event *ev, uint64_t a
 static bool is_mapping_fn(uint32_t fn)
 {
 	return fn == MP_FN_MMAP || fn == MP_FN_MREMAP;
+}
+
+/*
+ * The heap break moved from ev->old_addr to ev->addr: growth is a block of
+ * its own; a shrink releases every heap block above the new break (a block
+ * it cuts is released and its remaining part allocated again).
+ */
+static int do_brk(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb, void *ctx)
+{
+	uint64_t brk = ev->addr;
+
+	if (brk > ev->old_addr) {
+		struct mp_raw_event a = *ev;
+
+		a.type = MP_RAW_ALLOC;
+		a.size = brk - ev->old_addr;
+		do_alloc(l, &a, ev->old_addr, cb, ctx);
+		return 0;
+	}
+	for (size_t i = 0; l->brk_blocks && i <= l->mask;) {
+		struct mp_live_block b = l->slots[i];
+
+		if (!b.addr || b.fn != MP_FN_BRK || b.addr + b.size <= brk) {
+			i++;
+			continue;
+		}
+		/* Backward-shift deletion may move another block into slot i:
+		 * look at it again. */
+		do_free(l, ev, b.addr, cb, ctx);
+		if (b.addr < brk) {
+			struct mp_raw_event a = *ev;
+			int r = reserve(l);
+
+			if (r < 0)
+				return r;
+			a.type = MP_RAW_ALLOC;
+			a.size = brk - b.addr;
+			do_alloc(l, &a, b.addr, cb, ctx);
+			/* The table may have grown: start over (the cut block
+			 * now ends at the break and is skipped). */
+			i = 0;
+		}
+	}
+	return 0;
 }
 
 static void do_realloc(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb, void *ctx)
@@ -269,12 +320,15 @@ int mp_live_apply(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb c
 		r = reserve(l);
 		if (r < 0)
 			return r;
+		if (ev->fn == MP_FN_BRK)
+			return do_brk(l, ev, cb, ctx);
 		do_realloc(l, ev, cb, ctx);
 		return 0;
 	case MP_RAW_EXEC:
 		l->st.exec_dropped += l->st.live_blocks;
 		memset(l->slots, 0, (l->mask + 1) * sizeof(*l->slots));
 		l->used = 0;
+		l->brk_blocks = 0;
 		l->st.live_bytes = 0;
 		l->st.live_blocks = 0;
 		return 0;

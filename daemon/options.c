@@ -26,6 +26,9 @@ enum {
 	OPT_FORMAT,
 	OPT_STREAM,
 	OPT_STREAM_INTERVAL,
+	OPT_MODE, /* low-overhead modes (H7) */
+	OPT_SAMPLE_BYTES,
+	OPT_DUTY,
 };
 
 void mp_options_init(struct mp_options *o)
@@ -73,6 +76,22 @@ void mp_options_help(FILE *f, bool with_pid)
 	      "                          (default 10, 0 = never)\n"
 	      "      --rss-exact         attribute every RSS change to its kernel with the\n"
 	      "                          kernel's rss_stat tracepoint\n"
+	      "      --mode MODE         precise (default): every allocation, exact figures;\n"
+	      "                          costs ~4 uprobe hits per malloc+free pair.\n"
+	      "                          sampled: byte-weighted Poisson sampling in BPF\n"
+	      "                          (see --sample-bytes); heap figures are unbiased\n"
+	      "                          estimates, block counts are of sampled blocks;\n"
+	      "                          the probes still fire on every call, only the\n"
+	      "                          event cost is saved. rss: no allocator probes;\n"
+	      "                          per-kernel RSS (exact rss_stat attribution),\n"
+	      "                          anonymous mmap and brk growth at near-zero cost\n"
+	      "      --sample-bytes N    mean sampling interval of --mode sampled in bytes\n"
+	      "                          (default 4096; allocations >= N always exact;\n"
+	      "                          implies --mode sampled)\n"
+	      "      --duty ON/PERIOD    attach the allocator probes only for ON of every\n"
+	      "                          PERIOD (e.g. 1s/10s, units ms or s): cost falls\n"
+	      "                          by ~PERIOD/ON; heap figures cover ON windows only\n"
+	      "                          (frees made while off are missed)\n"
 	      "      --dump-events       print every event as it is correlated\n"
 	      "  -v, --verbose           log what is attached and libbpf's messages\n"
 	      "  -h, --help              show this help\n",
@@ -100,6 +119,48 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *ret)
 	return 0;
 }
 
+/* "1s", "250ms", "1.5s" -> ns; 0 on error. */
+static uint64_t parse_span(const char *s, size_t len)
+{
+	char buf[32], *end;
+	double d, unit;
+
+	if (!len || len >= sizeof(buf))
+		return 0;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	errno = 0;
+	d = strtod(buf, &end);
+	if (errno || end == buf || !isfinite(d) || !(d > 0))
+		return 0;
+	if (!strcmp(end, "ms"))
+		unit = 1e6;
+	else if (!strcmp(end, "s") || !*end)
+		unit = 1e9;
+	else
+		return 0;
+	if (d * unit > 1e15)
+		return 0;
+	return (uint64_t)(d * unit);
+}
+
+/* --duty ON/PERIOD with 0 < ON < PERIOD. */
+static int parse_duty(const char *arg, uint64_t *ret_on, uint64_t *ret_period)
+{
+	const char *slash = strchr(arg, '/');
+	uint64_t on, period;
+
+	if (!slash)
+		return -EINVAL;
+	on = parse_span(arg, (size_t)(slash - arg));
+	period = parse_span(slash + 1, strlen(slash + 1));
+	if (!on || !period || on >= period)
+		return -EINVAL;
+	*ret_on = on;
+	*ret_period = period;
+	return 0;
+}
+
 int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 {
 	static const struct option longopts[] = {
@@ -119,6 +180,9 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 		{ "rss-exact", no_argument, NULL, OPT_RSS_EXACT },
 		{ "dump-events", no_argument, NULL, OPT_DUMP },
 		{ "merge-lag-ms", required_argument, NULL, OPT_LAG },
+		{ "mode", required_argument, NULL, OPT_MODE },
+		{ "sample-bytes", required_argument, NULL, OPT_SAMPLE_BYTES },
+		{ "duty", required_argument, NULL, OPT_DUTY },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -225,6 +289,26 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 				return bad("--merge-lag-ms", optarg);
 			s->lag_ns = (uint64_t)v * 1000000ull;
 			break;
+		case OPT_MODE:
+			if (!strcmp(optarg, "precise"))
+				s->mode = MP_TRACE_PRECISE;
+			else if (!strcmp(optarg, "sampled"))
+				s->mode = MP_TRACE_SAMPLED;
+			else if (!strcmp(optarg, "rss"))
+				s->mode = MP_TRACE_RSS;
+			else
+				return bad("--mode", optarg);
+			break;
+		case OPT_SAMPLE_BYTES:
+			if (parse_uint(optarg, 1ul << 40, &v) < 0 || !v)
+				return bad("--sample-bytes", optarg);
+			s->sample_bytes = v;
+			s->mode = MP_TRACE_SAMPLED;
+			break;
+		case OPT_DUTY:
+			if (parse_duty(optarg, &s->duty_on_ns, &s->duty_period_ns) < 0)
+				return bad("--duty", optarg);
+			break;
 		case 'v':
 			s->verbose = true;
 			break;
@@ -234,6 +318,10 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 			return -EINVAL;
 		}
 	}
+	if (s->mode == MP_TRACE_SAMPLED && !s->sample_bytes)
+		s->sample_bytes = 4096;
+	if (s->duty_period_ns && s->mode == MP_TRACE_RSS)
+		return bad("--duty with --mode", "rss");
 	if (with_pid && !s->pid) {
 		fprintf(stderr, "memprofd: --pid PID is required (see --help)\n");
 		return -EINVAL;

@@ -201,6 +201,17 @@ struct mp_profile {
 	struct mp_object *objects;
 	uint32_t n_locations;
 	struct mp_location *locations;
+	/* Tracing mode of the run (filled in by the daemon; enum
+	 * mp_trace_mode of daemon/tracer.h: 0 precise, 1 sampled — heap
+	 * figures are estimates from blocks sampled with mean interval
+	 * sample_bytes — 2 rss: no allocator probes, heap figures cover
+	 * anonymous mappings and brk only). */
+	uint32_t trace_mode;
+	uint64_t sample_bytes;
+	/* Duty cycle (0: none): allocator probes attached duty_on_ns of
+	 * every duty_period_ns, duty_active_ns in total; heap figures cover
+	 * only those windows. */
+	uint64_t duty_on_ns, duty_period_ns, duty_active_ns;
 };
 
 /* An allocation site: allocations with the same caller address charged

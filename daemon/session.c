@@ -421,6 +421,11 @@ static int setup(struct session *s, sigset_t *blocked)
 		.extra = o->extra,
 		.n_extra = o->n_extra,
 		.rss_exact = o->rss_exact,
+		/* low-overhead modes (H7) */
+		.mode = o->mode,
+		.sample_bytes = o->sample_bytes,
+		.duty_on_ns = o->duty_on_ns,
+		.duty_period_ns = o->duty_period_ns,
 	};
 	struct mp_correlator_opts copts = {
 		.resolve_owner = resolve_owner,
@@ -539,8 +544,14 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 		return r;
 	p->rss_interval_ns = o->rss_hz ? 1000000000ull / o->rss_hz : 0;
 	p->pss_interval_ns = o->rss_hz && o->pss_every ? p->rss_interval_ns * o->pss_every : 0;
-	p->rss_exact = o->rss_exact;
 	p->drops_bpf = mp_tracer_drops(s->tracer);
+	/* rss mode implies rss_stat attribution */
+	p->rss_exact = o->rss_exact || o->mode == MP_TRACE_RSS;
+	p->trace_mode = o->mode;
+	p->sample_bytes = o->mode == MP_TRACE_SAMPLED ? o->sample_bytes : 0;
+	p->duty_on_ns = o->duty_period_ns ? o->duty_on_ns : 0;
+	p->duty_period_ns = o->duty_period_ns;
+	p->duty_active_ns = o->duty_period_ns ? mp_tracer_duty_on_ns(s->tracer) : 0;
 	p->drops_ring = s->ring_drops_closed + (s->ring ? mp_consumer_drops(s->ring) : 0);
 	/* Best effort: a profile without symbols is still a profile. */
 	if (mp_symbolize_profile(p, s->maps, o->pid) < 0)

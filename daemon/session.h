@@ -48,6 +48,11 @@ struct mp_session_opts {
 	unsigned rss_hz; /* 0: no RSS sampling */
 	unsigned pss_every; /* read smaps_rollup every Nth sample; 0: never */
 	bool rss_exact; /* rss_stat tracepoint attribution */
+	/* Tracing mode (enum mp_trace_mode), sampling interval, duty cycle:
+	 * see struct mp_tracer_opts. */
+	uint32_t mode;
+	uint64_t sample_bytes;
+	uint64_t duty_on_ns, duty_period_ns;
 	struct mp_tracer_func extra[MP_TRACER_MAX_EXTRA];
 	size_t n_extra;
 	const char *owner_rules[MP_SESSION_MAX_OWNER_RULES]; /* "GLOB=NAME" */

@@ -5,13 +5,17 @@
 #include <bpf/libbpf.h>
 #include <capstone/capstone.h>
 #include <errno.h>
+#include <math.h>
+#include <bpf/btf.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,7 +24,7 @@
 #include "memprof_probe.h"
 #include "symbols.h"
 
-_Static_assert(MP_FN_MMAP == 10 && MP_FN_MUNMAP == 11 && MP_FN_MREMAP == 12,
+_Static_assert(MP_FN_MMAP == 10 && MP_FN_MUNMAP == 11 && MP_FN_MREMAP == 12 && MP_FN_BRK == 13,
 	       "bpf/memprof.bpf.c hard-codes these");
 _Static_assert(MP_FN_CUSTOM + MP_TRACER_MAX_EXTRA <= 0xff,
 	       "the attach cookie holds the function in 8 bits");
@@ -65,14 +69,21 @@ static const char *const fn_names[MP_FN_BUILTIN_COUNT] = {
 	[MP_FN_MMAP] = "mmap",
 	[MP_FN_MUNMAP] = "munmap",
 	[MP_FN_MREMAP] = "mremap",
+	[MP_FN_BRK] = "brk",
 };
 
 struct probe {
 	struct mp_probe_info info;
 	char *name;
 	char *path;
-	struct bpf_link *entry, *ret;
+	char *root_path; /* what the kernel opens */
+	struct bpf_link *entry, *ret; /* perf-event uprobes */
+	bool is_free; /* mp_free only, no return probe */
+	uint64_t cookie;
 };
+
+/* Multi-uprobe links: one per (object, program), see attach_multi(). */
+#define MP_MAX_MULTI (4 * (MP_MAX_PROBES + 1))
 
 struct mp_tracer {
 	struct mp_tracer_opts opts;
@@ -82,10 +93,17 @@ struct mp_tracer {
 	struct bpf_link *sys_links[4];
 	struct probe probes[MP_MAX_PROBES];
 	struct bpf_link *hint_link;
+	bool multi; /* uprobe_multi links instead of perf-event uprobes */
+	int multi_fds[MP_MAX_MULTI];
+	size_t n_multi;
 	struct mp_probe_info infos[MP_MAX_PROBES];
 	size_t n_probes;
 	int pidfd, epfd;
 	bool exited, exec_pending;
+	/* duty cycle */
+	int dutyfd;
+	bool duty_on;
+	uint64_t duty_since_ns, duty_total_ns;
 	/* during consume */
 	mp_raw_cb cb;
 	void *cb_ctx;
@@ -107,13 +125,55 @@ const char *mp_tracer_fn_name(const struct mp_tracer *t, uint32_t fn)
 	return mp_alloc_fn_name(fn);
 }
 
+static void *close_thread(void *arg)
+{
+	close((int)(intptr_t)arg);
+	return NULL;
+}
+
+/*
+ * Releasing a multi-uprobe link waits for an RCU-tasks-trace grace period
+ * (tens of ms); releases made concurrently share grace periods, so each
+ * link is closed in a thread of its own. (Perf-event uprobes cannot be
+ * helped this way: their release holds the kernel's event_mutex across
+ * three grace periods, 80-230 ms per probe, one after the other.)
+ */
+static void close_parallel(int *fds, size_t n)
+{
+	pthread_t th[MP_MAX_MULTI];
+	bool started[MP_MAX_MULTI] = { false };
+	pthread_attr_t attr;
+	bool attr_ok = pthread_attr_init(&attr) == 0;
+
+	if (attr_ok)
+		pthread_attr_setstacksize(&attr, 64 << 10);
+	for (size_t i = 0; i < n && i < MP_MAX_MULTI; i++) {
+		if (fds[i] < 0)
+			continue;
+		if (n > 1 && pthread_create(&th[i], attr_ok ? &attr : NULL, close_thread,
+					    (void *)(intptr_t)fds[i]) == 0)
+			started[i] = true;
+		else
+			close(fds[i]);
+		fds[i] = -1;
+	}
+	for (size_t i = 0; i < n && i < MP_MAX_MULTI; i++)
+		if (started[i])
+			pthread_join(th[i], NULL);
+	if (attr_ok)
+		pthread_attr_destroy(&attr);
+}
+
 static void detach_probes(struct mp_tracer *t)
 {
+	close_parallel(t->multi_fds, t->n_multi);
+	t->n_multi = 0;
 	for (size_t i = 0; i < t->n_probes; i++) {
 		bpf_link__destroy(t->probes[i].entry);
 		bpf_link__destroy(t->probes[i].ret);
 		free(t->probes[i].name);
 		free(t->probes[i].path);
+		free(t->probes[i].root_path);
 	}
 	memset(t->probes, 0, sizeof(t->probes));
 	t->n_probes = 0;
@@ -134,6 +194,8 @@ void mp_tracer_free(struct mp_tracer *t)
 		close(t->epfd);
 	if (t->pidfd >= 0)
 		close(t->pidfd);
+	if (t->dutyfd >= 0)
+		close(t->dutyfd);
 	free(t);
 }
 
@@ -229,9 +291,12 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 	p->info.alias_of = -1;
 	p->name = strdup(name);
 	p->path = strdup(sym.path);
-	if (!p->name || !p->path) {
+	p->root_path = strdup(sym.root_path);
+	if (!p->name || !p->path || !p->root_path) {
 		free(p->name);
 		free(p->path);
+		free(p->root_path);
+		p->name = p->path = p->root_path = NULL;
 		return -ENOMEM;
 	}
 	p->info.name = p->name;
@@ -253,7 +318,12 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 			delta = mp_tracer_place_free_probe(code, len, a);
 	}
 	p->info.probe_delta = delta;
-	uo.bpf_cookie = MP_COOKIE(fn, kind, a, b, c, 0);
+	p->is_free = kind == MP_KIND_FREE && fn == MP_FN_FREE;
+	p->cookie = MP_COOKIE(fn, kind, a, b, c, 0);
+	/* Multi-uprobe links are made per object once every probe is known. */
+	if (t->multi)
+		return 0;
+	uo.bpf_cookie = p->cookie;
 	/* Builtin free needs no return probe; a custom free may be built on
 	 * free, so it is tracked from entry to return like an allocation,
 	 * which makes the inner free a nested call. */
@@ -264,15 +334,106 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 			return -errno;
 		return 0;
 	}
-	p->entry = bpf_program__attach_uprobe_opts(t->skel->progs.mp_entry, t->opts.pid,
-						   sym.root_path, sym.offset, &uo);
-	if (!p->entry)
-		return -errno;
+	/* Return probe first, see attach_multi(). */
 	uo.retprobe = true;
 	p->ret = bpf_program__attach_uprobe_opts(t->skel->progs.mp_return, t->opts.pid,
 						 sym.root_path, sym.offset, &uo);
 	if (!p->ret)
 		return -errno;
+	uo.retprobe = false;
+	p->entry = bpf_program__attach_uprobe_opts(t->skel->progs.mp_entry, t->opts.pid,
+						   sym.root_path, sym.offset, &uo);
+	if (!p->entry)
+		return -errno;
+	return 0;
+}
+
+/* BPF_LINK_CREATE for BPF_TRACE_UPROBE_MULTI (kernel 6.6+), which libbpf
+ * 1.1 does not know: the link_create layout of union bpf_attr. */
+struct uprobe_multi_attr {
+	uint32_t prog_fd;
+	uint32_t target_fd;
+	uint32_t attach_type;
+	uint32_t flags;
+	uint64_t path;
+	uint64_t offsets;
+	uint64_t ref_ctr_offsets;
+	uint64_t cookies;
+	uint32_t cnt;
+	uint32_t um_flags;
+	uint32_t pid;
+	uint32_t pad;
+};
+
+#define MP_BPF_LINK_CREATE 28
+#define MP_BPF_TRACE_UPROBE_MULTI 48
+#define MP_BPF_F_UPROBE_MULTI_RETURN 1
+
+static int link_uprobe_multi(struct mp_tracer *t, struct bpf_program *prog, const char *path,
+			     const uint64_t *offsets, const uint64_t *cookies, uint32_t cnt,
+			     bool retprobe)
+{
+	struct uprobe_multi_attr a = {
+		.prog_fd = (uint32_t)bpf_program__fd(prog),
+		.attach_type = MP_BPF_TRACE_UPROBE_MULTI,
+		.path = (uint64_t)(uintptr_t)path,
+		.offsets = (uint64_t)(uintptr_t)offsets,
+		.cookies = (uint64_t)(uintptr_t)cookies,
+		.cnt = cnt,
+		.um_flags = retprobe ? MP_BPF_F_UPROBE_MULTI_RETURN : 0,
+		.pid = (uint32_t)t->opts.pid,
+	};
+	int fd = (int)syscall(__NR_bpf, MP_BPF_LINK_CREATE, &a, sizeof(a));
+
+	return fd < 0 ? -errno : fd;
+}
+
+/* One link per (object, program) for every probe recorded by attach_one(). */
+static int attach_multi(struct mp_tracer *t)
+{
+	bool done[MP_MAX_PROBES] = { false };
+
+	for (size_t i = 0; i < t->n_probes; i++) {
+		uint64_t offs[2][MP_MAX_PROBES], cookies[2][MP_MAX_PROBES];
+		uint32_t n[2] = { 0, 0 }; /* [0] allocation functions, [1] free */
+
+		if (done[i] || t->probes[i].info.alias_of >= 0)
+			continue;
+		for (size_t j = i; j < t->n_probes; j++) {
+			struct probe *p = &t->probes[j];
+			int k = p->is_free;
+
+			if (done[j] || p->info.alias_of >= 0 ||
+			    strcmp(p->root_path, t->probes[i].root_path))
+				continue;
+			done[j] = true;
+			offs[k][n[k]] = p->info.offset + p->info.probe_delta;
+			cookies[k][n[k]++] = p->cookie;
+		}
+		for (int k = 0; k < 2; k++) {
+			/* Return probes first: a call whose entry is seen
+			 * must have its return seen too, or it would stay
+			 * "in progress" and make every later call at the same
+			 * depth look nested (nothing would be reported). */
+			struct bpf_program *progs[2] = { k ? t->skel->progs.mp_free :
+							     t->skel->progs.mp_return,
+							 k ? NULL : t->skel->progs.mp_entry };
+
+			if (!n[k])
+				continue;
+			for (int r = 0; r < 2 && progs[r]; r++) {
+				int fd;
+
+				if (t->n_multi >= MP_MAX_MULTI)
+					return -E2BIG;
+				fd = link_uprobe_multi(t, progs[r], t->probes[i].root_path, offs[k],
+						       cookies[k], n[k], !k && r == 0);
+				if (fd < 0)
+					return fd;
+				t->multi_fds[t->n_multi++] = fd;
+			}
+		}
+	}
 	return 0;
 }
 
@@ -303,11 +464,26 @@ static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 	}
 	for (size_t i = 0; i < t->n_probes; i++)
 		t->infos[i] = t->probes[i].info;
+	if (t->multi) {
+		r = attach_multi(t);
+		if (r < 0)
+			return r;
+	}
 	/* Best effort: without it mremap's caller is a word of its frame. */
-	if (mp_symbols_lookup(syms, "mremap", NULL, &sym) == 0)
-		t->hint_link =
-			bpf_program__attach_uprobe_opts(t->skel->progs.mp_caller_hint, t->opts.pid,
-							sym.root_path, sym.offset, NULL);
+	if (mp_symbols_lookup(syms, "mremap", NULL, &sym) == 0) {
+		if (t->multi) {
+			uint64_t off = sym.offset, cookie = 0;
+			int fd = link_uprobe_multi(t, t->skel->progs.mp_caller_hint, sym.root_path,
+						   &off, &cookie, 1, false);
+
+			if (fd >= 0)
+				t->multi_fds[t->n_multi++] = fd;
+		} else {
+			t->hint_link = bpf_program__attach_uprobe_opts(
+				t->skel->progs.mp_caller_hint, t->opts.pid, sym.root_path,
+				sym.offset, NULL);
+		}
+	}
 	return 0;
 }
 
@@ -338,10 +514,37 @@ static int resolve_and_attach(struct mp_tracer *t, bool after_exec)
 		usleep(1000);
 	}
 	r = attach_probes(t, syms);
+	/* Calls in progress while the probes were (re)attached may lack
+	 * their return probe: a new generation makes their state stale. */
+	__atomic_add_fetch(&t->skel->bss->attach_gen, 1, __ATOMIC_SEQ_CST);
 	mp_symbols_free(syms);
 	if (r < 0)
 		detach_probes(t);
 	return r;
+}
+
+uint64_t mp_tracer_sample_estimate(uint64_t size, uint64_t interval)
+{
+	double p;
+
+	if (!interval || size >= interval || !size)
+		return size;
+	/* Probability that a Poisson process of rate 1/interval puts a
+	 * sample point in @size bytes. */
+	p = -expm1(-(double)size / (double)interval);
+	return (uint64_t)llround((double)size / p);
+}
+
+/* E[-ln U | U in ((i)/n, (i+1)/n)] in 16.16: the antiderivative of -ln u
+ * is u - u ln u. Exact conditional means keep the mean draw at 1. */
+static void fill_exp_table(volatile uint32_t *tab, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		double a = (double)i / (double)n, b = (double)(i + 1) / (double)n;
+		double fa = a > 0 ? a - a * log(a) : 0, fb = b - b * log(b);
+
+		tab[i] = (uint32_t)llround((fb - fa) / (b - a) * 65536.0);
+	}
 }
 
 static int on_sample(void *ctx, void *data, size_t size)
@@ -353,6 +556,10 @@ static int on_sample(void *ctx, void *data, size_t size)
 	if (size < sizeof(ev))
 		return 0;
 	memcpy(&ev, data, sizeof(ev));
+	if (ev.type & MP_RAW_F_SCALED) {
+		ev.type &= ~MP_RAW_F_SCALED;
+		ev.size = mp_tracer_sample_estimate(ev.size, t->opts.sample_bytes);
+	}
 	if (ev.type == MP_RAW_EXEC)
 		t->exec_pending = true;
 	t->n_delivered++;
@@ -389,6 +596,53 @@ static int check_target(pid_t pid)
 	return tgid == pid ? 0 : -EINVAL;
 }
 
+/* Multi-uprobe links (kernel 6.6+): attach in one call per object and,
+ * above all, detach in milliseconds instead of 0.1-0.2 s per probe. */
+static bool kernel_has_uprobe_multi(void)
+{
+	static int cached = -1;
+	struct btf *btf;
+
+	if (cached < 0) {
+		btf = btf__load_vmlinux_btf();
+		cached = btf &&
+			 btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
+		btf__free(btf);
+	}
+	return cached;
+}
+
+static int duty_arm(struct mp_tracer *t, uint64_t ns)
+{
+	struct itimerspec it = { .it_value = { .tv_sec = (time_t)(ns / 1000000000ULL),
+					       .tv_nsec = (long)(ns % 1000000000ULL) } };
+
+	return timerfd_settime(t->dutyfd, 0, &it, NULL) < 0 ? -errno : 0;
+}
+
+/* The duty timer expired: switch the allocator probes off or on. Frees of
+ * blocks allocated in an ON window are missed while OFF (see TRACER.md). */
+static int duty_toggle(struct mp_tracer *t)
+{
+	uint64_t exp, now = now_ns();
+	int r;
+
+	if (read(t->dutyfd, &exp, sizeof(exp)) != sizeof(exp))
+		return 0;
+	if (t->duty_on) {
+		detach_probes(t);
+		t->duty_on = false;
+		t->duty_total_ns += now - t->duty_since_ns;
+		return duty_arm(t, t->opts.duty_period_ns - t->opts.duty_on_ns);
+	}
+	r = resolve_and_attach(t, false);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	t->duty_on = true;
+	t->duty_since_ns = now_ns();
+	return duty_arm(t, t->opts.duty_on_ns);
+}
+
 int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 {
 	struct mp_tracer *t;
@@ -403,7 +657,9 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	t->pidfd = t->epfd = -1;
+	t->pidfd = t->epfd = t->dutyfd = -1;
+	for (size_t i = 0; i < MP_MAX_MULTI; i++)
+		t->multi_fds[i] = -1;
 	t->opts = *opts;
 	if (opts->n_extra)
 		memcpy(t->extra, opts->extra, opts->n_extra * sizeof(*opts->extra));
@@ -420,6 +676,34 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		goto fail;
 	}
 	t->skel->rodata->target_tgid = (uint32_t)opts->pid;
+	if (opts->mode > MP_TRACE_RSS || (opts->mode == MP_TRACE_SAMPLED && !opts->sample_bytes) ||
+	    (opts->sample_bytes >> 40) ||
+	    (opts->duty_period_ns &&
+	     (!opts->duty_on_ns || opts->duty_on_ns >= opts->duty_period_ns))) {
+		r = -EINVAL;
+		goto fail;
+	}
+	if (opts->mode == MP_TRACE_SAMPLED) {
+		t->skel->rodata->sample_bytes = opts->sample_bytes;
+		fill_exp_table(t->skel->rodata->exp_table, MP_EXP_TABLE);
+		r = bpf_map__set_max_entries(t->skel->maps.sampled, opts->sampled_max ?
+									    opts->sampled_max :
+									    MP_TRACER_SAMPLED_MAX);
+		if (r < 0)
+			goto fail;
+	}
+	t->skel->rodata->trace_brk = opts->mode == MP_TRACE_RSS;
+	if (opts->mode == MP_TRACE_RSS)
+		t->opts.rss_exact = true;
+	t->multi = !opts->perf_uprobes && kernel_has_uprobe_multi();
+	if (t->multi) {
+		struct bpf_program *up[] = { t->skel->progs.mp_entry, t->skel->progs.mp_return,
+					     t->skel->progs.mp_free,
+					     t->skel->progs.mp_caller_hint };
+
+		for (size_t i = 0; i < sizeof(up) / sizeof(up[0]); i++)
+			bpf_program__set_expected_attach_type(up[i], MP_BPF_TRACE_UPROBE_MULTI);
+	}
 	if (opts->ring_bytes) {
 		uint32_t rb = opts->ring_bytes;
 
@@ -433,7 +717,7 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		if (t->skel->rodata->wakeup_bytes > rb / 4)
 			t->skel->rodata->wakeup_bytes = rb / 4;
 	}
-	bpf_program__set_autoload(t->skel->progs.mp_rss_stat, opts->rss_exact);
+	bpf_program__set_autoload(t->skel->progs.mp_rss_stat, t->opts.rss_exact);
 	r = memprof_bpf__load(t->skel);
 	if (r < 0)
 		goto fail;
@@ -444,7 +728,7 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		r = -errno;
 		goto fail;
 	}
-	if (opts->rss_exact) {
+	if (t->opts.rss_exact) {
 		t->sys_links[3] = bpf_program__attach(t->skel->progs.mp_rss_stat);
 		if (!t->sys_links[3]) {
 			r = -errno;
@@ -456,9 +740,13 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		r = -errno;
 		goto fail;
 	}
-	r = resolve_and_attach(t, false);
-	if (r < 0)
-		goto fail;
+	if (opts->mode != MP_TRACE_RSS) {
+		r = resolve_and_attach(t, false);
+		if (r < 0)
+			goto fail;
+		t->duty_on = true;
+		t->duty_since_ns = now_ns();
+	}
 	t->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (t->epfd < 0) {
 		r = -errno;
@@ -473,6 +761,17 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->pidfd, &ee) < 0) {
 		r = -errno;
 		goto fail;
+	}
+	if (opts->duty_period_ns && opts->mode != MP_TRACE_RSS) {
+		t->dutyfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		r = t->dutyfd < 0 ? -errno : duty_arm(t, opts->duty_on_ns);
+		if (r < 0)
+			goto fail;
+		ee.data.fd = t->dutyfd;
+		if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->dutyfd, &ee) < 0) {
+			r = -errno;
+			goto fail;
+		}
 	}
 	*ret = t;
 	return 0;
@@ -533,11 +832,22 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 	}
 	if (t->exec_pending) {
 		t->exec_pending = false;
-		detach_probes(t);
-		r = resolve_and_attach(t, true);
+		/* With the probes off (rss mode, duty OFF) there is nothing to
+		 * move; the next ON window attaches to the new image. */
+		if (t->opts.mode != MP_TRACE_RSS && t->duty_on) {
+			detach_probes(t);
+			r = resolve_and_attach(t, true);
+		} else {
+			r = 0;
+		}
 		/* A new image without an allocator (static, no malloc) is
 		 * still traced for its mappings. */
 		if (r < 0 && r != -ENOENT)
+			return r;
+	}
+	if (t->dutyfd >= 0) {
+		r = duty_toggle(t);
+		if (r < 0)
 			return r;
 	}
 	return t->n_delivered;
@@ -559,6 +869,21 @@ uint64_t mp_tracer_drops(const struct mp_tracer *t)
 			sum += v[i];
 	free(v);
 	return sum;
+}
+
+bool mp_tracer_duty_on(const struct mp_tracer *t)
+{
+	return t->duty_on;
+}
+
+uint64_t mp_tracer_duty_on_ns(const struct mp_tracer *t)
+{
+	return t->duty_total_ns + (t->duty_on ? now_ns() - t->duty_since_ns : 0);
+}
+
+bool mp_tracer_multi_uprobes(const struct mp_tracer *t)
+{
+	return t->multi;
 }
 
 bool mp_tracer_exited(const struct mp_tracer *t)

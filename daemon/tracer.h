@@ -25,11 +25,33 @@ struct mp_tracer_func {
 	uint32_t arg; /* 0-based index of the size (alloc) or pointer (free) */
 };
 
+enum mp_trace_mode {
+	/* Every allocation and free, exact. */
+	MP_TRACE_PRECISE = 0,
+	/* Byte-weighted Poisson sampling decided in BPF (mean interval
+	 * sample_bytes); only sampled blocks and their frees are sent, sizes
+	 * of sampled blocks below the interval are unbiased estimates. */
+	MP_TRACE_SAMPLED = 1,
+	/* No allocator probes: anonymous mappings, brk and rss_stat only. */
+	MP_TRACE_RSS = 2,
+};
+
 struct mp_tracer_opts {
 	pid_t pid;
+	uint32_t mode; /* enum mp_trace_mode */
+	uint64_t sample_bytes; /* MP_TRACE_SAMPLED: mean sampling interval */
+	/* Sampled blocks tracked in BPF at once (0: MP_TRACER_SAMPLED_MAX);
+	 * a sampled block beyond that is counted as a drop. */
+	uint32_t sampled_max;
+	/* Duty cycle (0: always on): the allocator probes are attached for
+	 * duty_on_ns at the start of every duty_period_ns. */
+	uint64_t duty_on_ns, duty_period_ns;
 	const struct mp_tracer_func *extra; /* enum mp_alloc_fn MP_FN_CUSTOM + i */
 	size_t n_extra;
 	bool naive_placement; /* probe every function at its entry */
+	/* One perf-event uprobe per function even when the kernel has
+	 * multi-uprobe links (slow to detach; for comparison). */
+	bool perf_uprobes;
 	bool rss_exact; /* also deliver MP_RAW_RSS_STAT */
 	/* BPF ring buffer size: a power of two, at least one page; 0 means
 	 * MP_TRACER_RING_BYTES. */
@@ -37,6 +59,11 @@ struct mp_tracer_opts {
 };
 
 #define MP_TRACER_RING_BYTES (8u << 20)
+#define MP_TRACER_SAMPLED_MAX (1u << 20)
+
+/* Unbiased size estimate of a block of @size bytes sampled with mean
+ * interval @interval (size < interval): size / (1 - exp(-size/interval)). */
+uint64_t mp_tracer_sample_estimate(uint64_t size, uint64_t interval);
 
 /* One attached allocator function. */
 struct mp_probe_info {
@@ -80,6 +107,15 @@ int mp_tracer_fd(const struct mp_tracer *t);
  * number of events delivered.
  */
 int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx);
+
+/* Whether the uprobes are multi-uprobe BPF links (kernel 6.6+) rather than
+ * one perf event each. */
+bool mp_tracer_multi_uprobes(const struct mp_tracer *t);
+
+/* Duty cycle: whether the allocator probes are attached now, and for how
+ * long they have been in total since attach. */
+bool mp_tracer_duty_on(const struct mp_tracer *t);
+uint64_t mp_tracer_duty_on_ns(const struct mp_tracer *t);
 
 /* Events lost to a full ring buffer since attach (all CPUs). */
 uint64_t mp_tracer_drops(const struct mp_tracer *t);

@@ -14,12 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <fcntl.h>
 
 #define N_THREADS 8
 #define THREAD_ITERS 1000
 #define N_PRE 50
+#define N_SMALL 40000
+#define SMALL 256
+#define LARGE 8192
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -200,6 +204,46 @@ int main(int argc, char **argv)
 
 		memset(m, 1, 4 << 20);
 		munmap(m, 4 << 20);
+	} else if (!strcmp(mode, "sampled")) {
+		/* N_SMALL blocks of SMALL bytes allocated then freed; LARGE
+		 * blocks (>= the test's interval) kept and released. */
+		static void *small[N_SMALL];
+		void *large[10];
+
+		for (int i = 0; i < N_SMALL; i++)
+			small[i] = malloc(SMALL);
+		for (int i = 0; i < 10; i++)
+			large[i] = malloc(LARGE);
+		for (int i = 0; i < N_SMALL; i++)
+			free(small[i]);
+		for (int i = 0; i < 10; i += 2)
+			free(large[i]);
+		for (int i = 1; i < 10; i += 2)
+			say("live malloc %p %d\n", large[i], LARGE);
+	} else if (!strcmp(mode, "rssmode")) {
+		/* Seen in rss mode: the mapping (and its pages) and the heap
+		 * break moved directly; not seen: the malloc. */
+		char *m = mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			       -1, 0);
+		uintptr_t b0;
+
+		memset(m, 1, 4 << 20);
+		/* Before reading the break: malloc may grow it itself. */
+		sink = malloc(100);
+		b0 = (uintptr_t)syscall(SYS_brk, 0);
+		if ((uintptr_t)syscall(SYS_brk, b0 + 65536) != b0 + 65536)
+			_exit(10);
+		memset((void *)b0, 1, 65536);
+		if ((uintptr_t)syscall(SYS_brk, b0 + 49152) != b0 + 49152)
+			_exit(11);
+		say("live mmap %p %d\n", m, 4 << 20);
+		say("live brk %p %d\n", (void *)b0, 49152);
+	} else if (!strcmp(mode, "duty")) {
+		/* A malloc every 10 ms for 1.2 s. */
+		for (int i = 0; i < 120; i++) {
+			sink = malloc(1000);
+			usleep(10000);
+		}
 	} else if (!strcmp(mode, "custom")) {
 		void *a = fx_alloc(1, 123), *b = fx_alloc(2, 77);
 

@@ -273,3 +273,47 @@ Test(live, grows_and_deletes)
 	mp_live_free(l);
 	mp_live_free(NULL);
 }
+
+/* brk (rss mode): growth is a block of its own; a shrink frees every heap
+ * block above the new break and cuts the one it lands in. */
+Test(live, brk_growth_and_shrink)
+{
+	struct mp_live *l;
+	struct rec r = { 0 };
+	struct mp_live_stats st, want = { 0 };
+	struct mp_heap_event exp[] = {
+		hev(MP_HEAP_ALLOC, MP_FN_BRK, 1, 0x10000, 0x1000, 0xb1),
+		hev(MP_HEAP_ALLOC, MP_FN_BRK, 2, 0x11000, 0x3000, 0xb2),
+		hev(MP_HEAP_ALLOC, MP_FN_MMAP, 3, 0x14000, 0x1000, 0xb3),
+		/* break 0x14000 -> 0x10800: the second block goes, the first
+		 * is cut at 0x10800; the mapping above is not heap */
+		hfree(MP_FN_BRK, 4, 0x11000, 0xb4, 0x3000, 2, 0xb2, 2000),
+		hfree(MP_FN_BRK, 4, 0x10000, 0xb4, 0x1000, 1, 0xb1, 1000),
+		hev(MP_HEAP_ALLOC, MP_FN_BRK, 4, 0x10000, 0x800, 0xb4),
+	};
+	int ok;
+
+	cr_assert_eq(mp_live_new(&l), 0);
+	apply(l, raw(MP_RAW_REALLOC, MP_FN_BRK, 1, 0x11000, 0, 0x10000, 0xb1), &r);
+	apply(l, raw(MP_RAW_REALLOC, MP_FN_BRK, 2, 0x14000, 0, 0x11000, 0xb2), &r);
+	apply(l, raw(MP_RAW_ALLOC, MP_FN_MMAP, 3, 0x14000, 0x1000, 0, 0xb3), &r);
+	apply(l, raw(MP_RAW_REALLOC, MP_FN_BRK, 4, 0x10800, 0, 0x14000, 0xb4), &r);
+	cr_assert_eq(r.n, sizeof(exp) / sizeof(exp[0]), "%zu events", r.n);
+	/* The two frees may come in table order. */
+	ok = !memcmp(r.ev, exp, sizeof(exp));
+	if (!ok) {
+		struct mp_heap_event t = exp[3];
+
+		exp[3] = exp[4];
+		exp[4] = t;
+		ok = !memcmp(r.ev, exp, sizeof(exp));
+	}
+	cr_assert(ok, "events differ");
+	mp_live_stats(l, &st);
+	want.live_bytes = 0x800 + 0x1000;
+	want.live_blocks = 2;
+	want.fn[MP_FN_BRK] = (struct mp_live_fn_stats){ 3, 0x4800, 2, 0x4000, 0 };
+	want.fn[MP_FN_MMAP] = (struct mp_live_fn_stats){ 1, 0x1000, 0, 0, 0 };
+	cr_assert_arr_eq(&st, &want, sizeof(st));
+	mp_live_free(l);
+}

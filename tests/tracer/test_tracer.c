@@ -8,6 +8,7 @@
 #include <bpf/bpf.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
@@ -24,6 +25,7 @@
 #include "live.h"
 #include "procmaps.h"
 #include "rss_sample.h"
+#include "session.h"
 #include "tracer.h"
 
 #define MAX_BLOCKS 64
@@ -209,6 +211,14 @@ static bool in_exe(const struct exe_ranges *x, uint64_t a)
 		if (a >= x->lo[i] && a < x->hi[i])
 			return true;
 	return false;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 static void pump(struct mp_tracer *t, struct events *ev, int timeout_ms)
@@ -766,12 +776,14 @@ static bool has_id(const uint32_t *ids, size_t n, uint32_t id)
 Test(tracer, detach_leaves_nothing, .timeout = 60)
 {
 	static uint32_t before[2][4096], during[2][4096], after[2][4096];
+	static bool named[4096];
 	size_t nb[2], nd[2], na[2];
 	char *argv[] = { FIXTURE_GLIBC, "seq", NULL };
 	struct mp_tracer_opts o = { 0 };
 	struct mp_tracer *t;
 	struct fixture f;
 	size_t ours = 0;
+	bool multi;
 	int status;
 
 	require_root();
@@ -782,8 +794,12 @@ Test(tracer, detach_leaves_nothing, .timeout = 60)
 	o.pid = f.tpid;
 	o.rss_exact = true;
 	cr_assert_eq(mp_tracer_new(&o, &t), 0);
+	multi = mp_tracer_multi_uprobes(t);
 	for (int k = 0; k < 2; k++)
 		bpf_ids(k, during[k], &nd[k], 4096);
+	/* Names must be read while the programs exist. */
+	for (size_t i = 0; i < nd[0]; i++)
+		named[i] = is_our_prog(during[0][i]);
 	mp_tracer_free(t);
 	/* The kernel frees programs after an RCU grace period and perf
 	 * events from a work queue: allow it a moment. */
@@ -805,8 +821,7 @@ Test(tracer, detach_leaves_nothing, .timeout = 60)
 	 * programs, carry our names). */
 	for (int k = 0; k < 2; k++) {
 		for (size_t i = 0; i < nd[k]; i++) {
-			if (has_id(before[k], nb[k], during[k][i]) ||
-			    (k == 0 && !is_our_prog(during[k][i])))
+			if (has_id(before[k], nb[k], during[k][i]) || (k == 0 && !named[i]))
 				continue;
 			ours++;
 			cr_assert(!has_id(after[k], na[k], during[k][i]), "%s %u left behind",
@@ -814,9 +829,286 @@ Test(tracer, detach_leaves_nothing, .timeout = 60)
 		}
 	}
 	/* mp_entry, mp_return, mp_free, mp_caller_hint, sys_enter, sys_exit,
-	 * exec, rss_stat programs; the 4 tracepoint links (uprobe links are
-	 * perf events, not BPF links). */
-	cr_assert_geq(ours, 8 + 4);
+	 * exec, rss_stat programs; the 4 tracepoint links; with multi-uprobe
+	 * links also one per uprobe program in libc (perf-event uprobes are
+	 * not BPF links). */
+	cr_assert_geq(ours, 8 + 4 + (multi ? 4 : 0),
+		      "%zu ours, %zu/%zu/%zu progs, %zu/%zu/%zu links", ours, nb[0], nd[0], na[0],
+		      nb[1], nd[1], na[1]);
+	kill(f.pid, SIGKILL);
+	waitpid(f.pid, &status, 0);
+	close(f.to);
+	close(f.from);
+}
+
+/*
+ * Sampled mode, interval N = 4096: 10 blocks of 8192 bytes (>= N) are
+ * always sent at their true size; 40000 blocks of s = 256 bytes are each
+ * sampled with probability p = 1 - exp(-s/N) = 0.0606 and then counted as
+ * s/p bytes. With independent Bernoulli draws the estimate of their total
+ * T = 10.24 MB has standard deviation sqrt(n s^2 (1-p)/p) = 0.20 MB (2.0 %);
+ * a countdown of exponential intervals is more regular than that, not
+ * less. The bound of 15 % is 7.5 standard deviations: it fails by chance
+ * with probability < 1e-13. Only sampled blocks' frees are sent, so there
+ * are no unknown frees and every sampled small block is freed.
+ */
+Test(tracer, sampled_mode, .timeout = 120)
+{
+	char *argv[] = { FIXTURE_GLIBC, "sampled", NULL };
+	struct mp_tracer_opts o = { .mode = MP_TRACE_SAMPLED, .sample_bytes = 4096 };
+	const double total = 40000.0 * 256;
+	struct mp_live_stats want = { 0 };
+	const struct mp_live_fn_stats *m;
+	struct result r;
+	double small;
+
+	require_root();
+	run(argv, false, &o, &r);
+	m = &r.st.fn[MP_FN_MALLOC];
+	small = (double)(m->alloc_bytes - 10 * 8192);
+	cr_assert(fabs(small - total) < 0.15 * total, "estimate %.0f, truth %.0f", small, total);
+	/* Everything else is exact: the whole statistics with the sampled
+	 * figures substituted. */
+	want.live_bytes = 5 * 8192;
+	want.live_blocks = 5;
+	set_fn(&want, MP_FN_MALLOC, m->allocs, m->alloc_bytes, 0, 0);
+	set_fn(&want, MP_FN_FREE, 0, 0, m->allocs - 5, m->alloc_bytes - 5 * 8192);
+	assert_result(&r, &want, 0);
+	cr_assert_gt(m->allocs, 10 + 40000 * 0.0606 * 0.8);
+	cr_assert_lt(m->allocs, 10 + 40000 * 0.0606 * 1.2);
+	cr_assert_eq(mp_tracer_sample_estimate(256, 4096), 4225); /* 4225.3 */
+	cr_assert_eq(mp_tracer_sample_estimate(8192, 4096), 8192);
+}
+
+/* rss mode: no allocator probe at all; the mapping, the heap break moved
+ * directly and the pages faulted in are still reported. */
+Test(tracer, rss_mode, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "rssmode", NULL };
+	struct mp_tracer_opts o = { .mode = MP_TRACE_RSS };
+	struct mp_live_stats want = { 0 };
+	struct result r;
+	const int64_t slack = 32 * 4096 * 2;
+
+	require_root();
+	run(argv, false, &o, &r);
+	cr_assert_eq(r.n_probes, 0);
+	want.live_bytes = (4 << 20) + 49152;
+	want.live_blocks = 2;
+	set_fn(&want, MP_FN_MMAP, 1, 4 << 20, 0, 0);
+	set_fn(&want, MP_FN_BRK, 2, 65536 + 49152, 1, 65536);
+	assert_result(&r, &want, 0);
+	cr_assert_geq(r.rss_max - r.rss_first, (4 << 20) + 65536 - slack,
+		      "anon rss rose by %lld only", (long long)(r.rss_max - r.rss_first));
+}
+
+/* Duty cycle 200 ms / 500 ms over a malloc every 10 ms for 1.2 s: mallocs
+ * are seen in bursts (ON windows) separated by gaps of about 300 ms (OFF),
+ * and the probes were on for well under the whole time. */
+Test(tracer, duty_cycle, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "duty", NULL };
+	struct mp_tracer_opts o = { .duty_on_ns = 200000000ULL, .duty_period_ns = 500000000ULL };
+	struct events ev = { 0 };
+	struct exe_ranges x;
+	struct mp_tracer *t;
+	struct fixture f;
+	struct result r = { 0 };
+	uint64_t t0, last = 0, on_ns, max_gap = 0;
+	size_t seen = 0;
+	int status;
+
+	require_root();
+	fx_start(&f, argv);
+	fx_expect_ready(&f);
+	exe_ranges(f.tpid, &x);
+	o.pid = f.tpid;
+	cr_assert_eq(mp_tracer_new(&o, &t), 0);
+	cr_assert(mp_tracer_duty_on(t));
+	t0 = mono_ns();
+	fx_go(&f);
+	while (mono_ns() - t0 < 1500000000ULL)
+		pump(t, &ev, 20);
+	fx_read_done(&f, &r);
+	on_ns = mp_tracer_duty_on_ns(t);
+	fx_go(&f);
+	for (int i = 0; i < 200 && !mp_tracer_exited(t); i++)
+		pump(t, &ev, 100);
+	cr_assert(mp_tracer_exited(t));
+	cr_assert_eq(mp_tracer_drops(t), 0);
+	mp_tracer_free(t);
+	waitpid(f.pid, &status, 0);
+	close(f.to);
+	close(f.from);
+	for (size_t i = 0; i < ev.n; i++) {
+		const struct mp_raw_event *e = &ev.ev[i];
+
+		if (e->type != MP_RAW_ALLOC || e->fn != MP_FN_MALLOC || !in_exe(&x, e->caller))
+			continue;
+		cr_assert_eq(e->size, 1000);
+		if (seen++ && e->ts_ns - last > max_gap)
+			max_gap = e->ts_ns - last;
+		last = e->ts_ns;
+	}
+	free(ev.ev);
+	/* ON 200 ms of every 500 ms: ~40 % of 120, and at least one OFF gap. */
+	cr_assert(seen >= 10 && seen <= 90, "%zu mallocs seen", seen);
+	cr_assert_gt(max_gap, 200000000ULL, "largest gap %llu ns", (unsigned long long)max_gap);
+	cr_assert_lt(on_ns, 1000000000ULL, "probes on for %llu ns", (unsigned long long)on_ns);
+}
+
+static int count_allocs(void *ctx, const struct mp_raw_event *ev)
+{
+	size_t *n = ctx;
+
+	if (ev->type == MP_RAW_ALLOC && ev->fn == MP_FN_MALLOC && ev->size == 64)
+		(*n)++;
+	return 0;
+}
+
+/*
+ * Regression: attaching to a process that is calling malloc now and then.
+ * With entry probes attached before return probes, a call entered in
+ * between never saw its return, stayed "in progress", and every later call
+ * at the same stack depth looked nested: nothing was ever reported (one
+ * attach in four). Eight attaches in a row must each see the mallocs.
+ */
+Test(tracer, attach_while_allocating, .timeout = 60)
+{
+	pid_t pid = fork();
+	int status;
+
+	require_root();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		for (;;) {
+			void *volatile p = malloc(64);
+
+			free(p);
+			usleep(100);
+		}
+	}
+	usleep(20000);
+	for (int run = 0; run < 8; run++) {
+		struct mp_tracer_opts o = { .pid = pid };
+		struct mp_tracer *t;
+		size_t n = 0;
+
+		cr_assert_eq(mp_tracer_new(&o, &t), 0);
+		for (int i = 0; i < 20 && n < 50; i++) {
+			usleep(10000);
+			cr_assert_geq(mp_tracer_consume(t, count_allocs, &n), 0);
+		}
+		mp_tracer_free(t);
+		cr_assert_geq(n, 50, "attach %d: %zu mallocs seen", run, n);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+}
+
+static int session_go(void *ctx)
+{
+	fx_go(ctx);
+	return 0;
+}
+
+/* The mode figures a session writes into the profile. */
+struct mode_marks {
+	uint32_t trace_mode;
+	uint32_t rss_exact; /* no padding: compared as bytes */
+	uint64_t sample_bytes, duty_on_ns, duty_period_ns;
+};
+
+/* One session (memprofd --pid) of @mode_script under @so for 1.5 s. */
+static struct mp_profile *session_of(const char *script, struct mp_session_opts *so,
+				     struct mode_marks *ret)
+{
+	char *argv[] = { FIXTURE_GLIBC, (char *)script, NULL };
+	struct mp_profile *p = NULL;
+	struct fixture f;
+	int status, r;
+
+	fx_start(&f, argv);
+	fx_expect_ready(&f);
+	so->pid = f.tpid;
+	so->duration_ns = 1500000000ULL;
+	so->on_attached = session_go;
+	so->on_attached_ctx = &f;
+	r = mp_session_run(so, &p);
+	cr_assert_eq(r, 0, "session: %s", strerror(-r));
+	kill(f.pid, SIGKILL);
+	waitpid(f.pid, &status, 0);
+	close(f.to);
+	close(f.from);
+	*ret = (struct mode_marks){
+		.trace_mode = p->trace_mode,
+		.rss_exact = p->rss_exact,
+		.sample_bytes = p->sample_bytes,
+		.duty_on_ns = p->duty_on_ns,
+		.duty_period_ns = p->duty_period_ns,
+	};
+	return p;
+}
+
+/* The profile says how it was taken: mode, sampling interval, duty cycle
+ * and how long the probes were on. */
+Test(tracer, profile_marks_modes, .timeout = 60)
+{
+	struct mp_session_opts so = { 0 };
+	struct mode_marks got, want;
+	struct mp_profile *p;
+
+	require_root();
+	so.duty_on_ns = 200000000ULL;
+	so.duty_period_ns = 500000000ULL;
+	p = session_of("duty", &so, &got);
+	want = (struct mode_marks){ .duty_on_ns = 200000000ULL, .duty_period_ns = 500000000ULL };
+	cr_assert_arr_eq(&got, &want, sizeof(got));
+	/* ON windows in 1.5 s: [0, .2), [.5, .7), [1, 1.2): 0.6 s, plus
+	 * the switching delays. */
+	cr_assert(p->duty_active_ns > 500000000ULL && p->duty_active_ns < 1000000000ULL,
+		  "probes on for %llu ns", (unsigned long long)p->duty_active_ns);
+	mp_profile_free(p);
+
+	so = (struct mp_session_opts){ .mode = MP_TRACE_SAMPLED, .sample_bytes = 4096 };
+	p = session_of("seq", &so, &got);
+	want = (struct mode_marks){ .trace_mode = MP_TRACE_SAMPLED, .sample_bytes = 4096 };
+	cr_assert_arr_eq(&got, &want, sizeof(got));
+	cr_assert_eq(p->duty_active_ns, 0);
+	mp_profile_free(p);
+
+	so = (struct mp_session_opts){ .mode = MP_TRACE_RSS };
+	p = session_of("rssmode", &so, &got);
+	want = (struct mode_marks){ .trace_mode = MP_TRACE_RSS, .rss_exact = true };
+	cr_assert_arr_eq(&got, &want, sizeof(got));
+	mp_profile_free(p);
+}
+
+/* Regression: perf-event uprobes took 0.1-0.2 s each to detach, 2-5 s for
+ * one process (and `memprof run` returned that long after its target). */
+Test(tracer, detach_is_fast, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "seq", NULL };
+	struct mp_tracer_opts o = { 0 };
+	const struct mp_probe_info *pi;
+	struct mp_tracer *t;
+	struct timespec a, b;
+	struct fixture f;
+	double ms;
+	int status;
+
+	require_root();
+	fx_start(&f, argv);
+	fx_expect_ready(&f);
+	o.pid = f.tpid;
+	cr_assert_eq(mp_tracer_new(&o, &t), 0);
+	cr_assert(mp_tracer_multi_uprobes(t), "kernel 6.18 has multi-uprobe links");
+	cr_assert_geq(mp_tracer_probes(t, &pi), 9);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	mp_tracer_free(t);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+	cr_assert_lt(ms, 500.0, "detaching took %.0f ms", ms);
 	kill(f.pid, SIGKILL);
 	waitpid(f.pid, &status, 0);
 	close(f.to);
