@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "tracer.h"
 #include "rss.h"
 #include "stream.h"
 
@@ -23,6 +24,9 @@ int mp_config_new(struct mp_config **ret)
 	c->max_targets = 256;
 	c->stream_interval_ns = 10ull * 1000000000ull;
 	c->buffer_bytes = 64ull << 20;
+	/* Always-on profiling must be cheap: no allocator uprobes by default. */
+	c->mode = MP_TRACE_RSS;
+	c->sample_bytes = 4096;
 	*ret = c;
 	return 0;
 }
@@ -101,6 +105,14 @@ static int set(struct mp_config *c, const char *k, const char *v)
 		if (c->n_owners >= MP_CONFIG_MAX_OWNERS || !strchr(v, '=') || v[0] == '=')
 			return -EINVAL;
 		return (c->owners[c->n_owners++] = strdup(v)) ? 0 : -ENOMEM;
+	}
+	if (!strcmp(k, "mode"))
+		return mp_trace_mode_parse(v, &c->mode);
+	if (!strcmp(k, "sample_bytes")) {
+		if (parse_u64(v, 1ull << 40, true, &x) < 0 || !x)
+			return -EINVAL;
+		c->sample_bytes = x;
+		return 0;
 	}
 	if (!strcmp(k, "rss_hz")) {
 		if (parse_u64(v, MP_RSS_MAX_HZ, false, &x) < 0)

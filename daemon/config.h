@@ -32,6 +32,8 @@ struct mp_config {
 	uint64_t stream_interval_ns;
 	uint64_t buffer_bytes;
 	uint32_t bpf_ring_bytes; /* 0: the tracer's default */
+	uint32_t mode; /* enum mp_trace_mode of targets attached without --mode */
+	uint64_t sample_bytes; /* their sampling interval in sampled mode */
 };
 
 /* Defaults only. */

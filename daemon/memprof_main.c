@@ -25,6 +25,7 @@
 #include "profile_pb.h"
 #include "report.h"
 #include "session.h"
+#include "tracer.h"
 
 static void usage(FILE *f)
 {
@@ -312,6 +313,8 @@ struct client_args {
 	size_t n_streams;
 	double duration;
 	long pid;
+	const char *mode;
+	unsigned long long sample_bytes;
 };
 
 static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, bool opts_out,
@@ -322,6 +325,8 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 		{ "output", required_argument, NULL, 'o' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "stream", required_argument, NULL, 's' },
+		{ "mode", required_argument, NULL, 'm' },
+		{ "sample-bytes", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -349,6 +354,31 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 				return 2;
 			}
 			break;
+		case 'm':
+		case 'b':
+			if (strcmp(cmd, "attach"))
+				goto bad;
+			if (c == 'm') {
+				uint32_t m;
+
+				if (mp_trace_mode_parse(optarg, &m) < 0) {
+					fprintf(stderr,
+						"memprof %s: invalid mode '%s' (precise, sampled, "
+						"rss)\n",
+						cmd, optarg);
+					return 2;
+				}
+				a->mode = optarg;
+			} else {
+				errno = 0;
+				a->sample_bytes = strtoull(optarg, &end, 10);
+				if (errno || *end || !a->sample_bytes || optarg[0] == '-') {
+					fprintf(stderr, "memprof %s: invalid --sample-bytes '%s'\n",
+						cmd, optarg);
+					return 2;
+				}
+			}
+			break;
 		case 's':
 			if (strcmp(cmd, "attach"))
 				goto bad;
@@ -360,6 +390,7 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 			break;
 		case 'h':
 			printf("Usage: memprof attach PID [--duration S] [-o FILE] [--stream URL]...\n"
+			       "                   [--mode precise|sampled|rss] [--sample-bytes N]\n"
 			       "       memprof detach PID\n"
 			       "       memprof dump PID [-o FILE]\n"
 			       "       memprof list | status\n"
@@ -469,6 +500,10 @@ static int cmd_attach(int argc, char **argv)
 		mp_ctl_add(b, "duration_ns", "%" PRIu64, (uint64_t)ceil(a.duration * 1e9));
 	for (size_t i = 0; i < a.n_streams; i++)
 		mp_ctl_add(b, "stream", "%s", a.streams[i]);
+	if (a.mode)
+		mp_ctl_add(b, "mode", "%s", a.mode);
+	if (a.sample_bytes)
+		mp_ctl_add(b, "sample_bytes", "%llu", a.sample_bytes);
 	if (a.output) {
 		fd = open_output("attach", a.output, &created);
 		if (fd < 0) {

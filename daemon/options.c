@@ -290,13 +290,7 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 			s->lag_ns = (uint64_t)v * 1000000ull;
 			break;
 		case OPT_MODE:
-			if (!strcmp(optarg, "precise"))
-				s->mode = MP_TRACE_PRECISE;
-			else if (!strcmp(optarg, "sampled"))
-				s->mode = MP_TRACE_SAMPLED;
-			else if (!strcmp(optarg, "rss"))
-				s->mode = MP_TRACE_RSS;
-			else
+			if (mp_trace_mode_parse(optarg, &s->mode) < 0)
 				return bad("--mode", optarg);
 			break;
 		case OPT_SAMPLE_BYTES:

@@ -489,7 +489,9 @@ static int do_attach(struct request *q)
 	struct mp_config *cfg;
 	struct target *t;
 	struct timespec ts;
-	uint64_t dur = 0;
+	uint64_t dur = 0, sample_bytes = 0;
+	uint32_t mode = UINT32_MAX; /* the configured default */
+	const char *mode_s;
 	char why[256], path[64];
 	pid_t pid = 0;
 	ssize_t n;
@@ -501,6 +503,12 @@ static int do_attach(struct request *q)
 	r = mp_ctl_get_u64(&q->msg, "duration_ns", UINT64_MAX / 2, &dur);
 	if (r == -EINVAL)
 		return fail(q, r, "invalid duration_ns");
+	mode_s = mp_ctl_get(&q->msg, "mode");
+	if (mode_s && mp_trace_mode_parse(mode_s, &mode) < 0)
+		return fail(q, -EINVAL, "invalid mode (precise, sampled or rss)");
+	r = mp_ctl_get_u64(&q->msg, "sample_bytes", 1ull << 40, &sample_bytes);
+	if (r == -EINVAL || (r == 0 && !sample_bytes))
+		return fail(q, -EINVAL, "invalid sample_bytes");
 	r = check_out_fd(q);
 	if (r < 0)
 		return r;
@@ -577,6 +585,8 @@ static int do_attach(struct request *q)
 		t->sopts.rss_hz = cfg->rss_hz;
 		t->sopts.pss_every = cfg->pss_every;
 		t->sopts.bpf_ring_bytes = cfg->bpf_ring_bytes;
+		t->sopts.mode = mode != UINT32_MAX ? mode : cfg->mode;
+		t->sopts.sample_bytes = sample_bytes ? sample_bytes : cfg->sample_bytes;
 		t->sopts.verbose = svc->o->verbose;
 		t->sopts.on_attached = on_attached;
 		t->sopts.on_attached_ctx = t;
@@ -757,6 +767,7 @@ static int do_status(struct request *q)
 	mp_ctl_add(&q->reply, "stream_interval_s", "%.3f",
 		   (double)svc->cfg->stream_interval_ns / 1e9);
 	mp_ctl_add(&q->reply, "rss_hz", "%u", svc->cfg->rss_hz);
+	mp_ctl_add(&q->reply, "mode", "%s", mp_trace_mode_name(svc->cfg->mode));
 	pthread_mutex_unlock(&svc->lock);
 	mp_streamer_describe(svc->streamer, describe_line, q);
 	return 0;

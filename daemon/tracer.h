@@ -135,6 +135,9 @@ uint64_t mp_tracer_place_free_probe(const uint8_t *code, size_t len, uint32_t pt
 
 /* Name of a builtin function ("custom" for MP_FN_CUSTOM and above). */
 const char *mp_alloc_fn_name(uint32_t fn);
+/* "precise", "sampled", "rss" <-> enum mp_trace_mode; -EINVAL otherwise. */
+int mp_trace_mode_parse(const char *s, uint32_t *ret);
+const char *mp_trace_mode_name(uint32_t mode);
 /* Same, with the symbol of --alloc/--free functions. */
 const char *mp_tracer_fn_name(const struct mp_tracer *t, uint32_t fn);
 

@@ -147,6 +147,10 @@ struct daemon {
 	char log[512];
 };
 
+/* Tests assert exact heap figures, so their daemons trace in precise mode
+ * unless a test sets this to see the service's own default. */
+static bool daemon_default_mode;
+
 /* memprofd in service mode with @config_text as its configuration; its
  * stderr goes to a log file in the temp dir. @wrapper (may be NULL) is
  * prepended (setpriv ...). */
@@ -161,6 +165,8 @@ static void daemon_start(struct daemon *d, const char *config_text, char *const 
 	snprintf(cfg, sizeof(cfg), "%s", tmp_of("memprofd.conf"));
 	f = fopen(cfg, "w");
 	cr_assert_not_null(f);
+	if (!daemon_default_mode)
+		fputs("mode = precise\n", f);
 	fputs(config_text, f);
 	fclose(f);
 	logfd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
