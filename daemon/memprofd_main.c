@@ -28,8 +28,8 @@ static void usage(FILE *f)
 	      "Attach to the running process PID, trace its allocator with eBPF, read\n"
 	      "its libmemprof kernel markers and RSS, and report memory per kernel when\n"
 	      "it exits, the duration elapses, or on SIGINT/SIGTERM. Needs root (or\n"
-	      "CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, CAP_SYS_ADMIN and\n"
-	      "CAP_DAC_READ_SEARCH: docs/SERVICE.md says why each).\n"
+	      "CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_DAC_READ_SEARCH:\n"
+	      "docs/SERVICE.md says why each).\n"
 	      "\n"
 	      "Options:\n",
 	      f);

@@ -433,10 +433,10 @@ Test(service, hostile_control_requests_are_refused, .timeout = 60, .fini = clean
 
 /* The daemon as an unprivileged user with only the capabilities
  * systemd/memprofd.service grants profiles another user's (root's) process
- * exactly, markers included. Without CAP_SYS_ADMIN this kernel refuses
- * uprobe perf events, without CAP_DAC_READ_SEARCH /proc/PID/fd of another
- * user (docs/SERVICE.md). */
-#define CAPS "+bpf,+perfmon,+sys_ptrace,+dac_read_search,+sys_admin"
+ * exactly, markers included. Without CAP_DAC_READ_SEARCH /proc/PID/fd of
+ * another user is closed (docs/SERVICE.md); CAP_SYS_ADMIN is not needed with
+ * uprobe multi-links. */
+#define CAPS "+bpf,+perfmon,+sys_ptrace,+dac_read_search"
 Test(service, least_privilege_profiles_a_fixture, .timeout = 120, .fini = cleanup)
 {
 	struct daemon d;
