@@ -118,6 +118,20 @@ Test(service, lifecycle_attach_list_status_dump_detach_sigterm, .timeout = 120, 
 	fixture_finish(f2);
 }
 
+/* Until every target has ended (their profiles are then written). */
+static void wait_no_targets(const struct daemon *d)
+{
+	char out[4096];
+
+	for (int i = 0; i < 1000; i++) {
+		cr_assert_eq(client(out, sizeof(out), d, "list", NULL), 0);
+		if (!strcmp(out, "no targets\n"))
+			return;
+		msleep(20);
+	}
+	cr_assert_fail("targets still listed: %s", out);
+}
+
 Test(service, target_exit_flushes_its_profile, .timeout = 120, .fini = cleanup)
 {
 	struct daemon d;
@@ -131,13 +145,7 @@ Test(service, target_exit_flushes_its_profile, .timeout = 120, .fini = cleanup)
 	cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "-o", tmp_of("p.memprof"), NULL),
 		     0);
 	fixture_finish(f);
-	for (int i = 0; i < 1000; i++) {
-		cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
-		if (!strcmp(out, "no targets\n"))
-			break;
-		msleep(20);
-	}
-	cr_assert_str_eq(out, "no targets\n");
+	wait_no_targets(&d);
 	struct mp_profile *p = load(tmp_of("p.memprof"));
 	struct mp_mem_stats want = {
 		.bytes_added = 700, .tensors_added = 1, .alloc_bytes = 700, .alloc_count = 1
@@ -180,12 +188,7 @@ Test(service, default_mode_is_rss_and_attach_can_ask_for_precise, .timeout = 120
 					    NULL),
 				     0);
 		fixture_finish(f);
-		for (int k = 0; k < 1000; k++) {
-			cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
-			if (!strcmp(out, "no targets\n"))
-				break;
-			msleep(20);
-		}
+		wait_no_targets(&d);
 		struct mp_profile *p = load(tmp_of(file));
 		cr_assert_eq(p->trace_mode, i ? MP_TRACE_PRECISE : MP_TRACE_RSS);
 		cr_assert_eq(p->n_invocations, 1);
@@ -465,12 +468,7 @@ Test(service, least_privilege_profiles_a_fixture, .timeout = 120, .fini = cleanu
 	cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "-o", tmp_of("lp.memprof"), NULL),
 		     0);
 	fixture_finish(f);
-	for (int i = 0; i < 1000; i++) {
-		cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
-		if (!strcmp(out, "no targets\n"))
-			break;
-		msleep(20);
-	}
+	wait_no_targets(&d);
 	struct mp_profile *p = load(tmp_of("lp.memprof"));
 	struct mp_mem_stats want = {
 		.bytes_added = 700, .tensors_added = 1, .alloc_bytes = 700, .alloc_count = 1
