@@ -11,6 +11,13 @@
 
 #include "memprof.pb-c.h"
 #include "profile_pb.h"
+#include "tracer.h"
+
+/* The file stores enum mp_trace_mode as is. */
+_Static_assert((int)MEMPROF__TRACE_MODE__TRACE_MODE_PRECISE == (int)MP_TRACE_PRECISE &&
+		       (int)MEMPROF__TRACE_MODE__TRACE_MODE_SAMPLED == (int)MP_TRACE_SAMPLED &&
+		       (int)MEMPROF__TRACE_MODE__TRACE_MODE_RSS == (int)MP_TRACE_RSS,
+	       "memprof.TraceMode and enum mp_trace_mode differ");
 
 /* ---- encoding: the messages borrow the model's strings and live in an
  * arena freed after packing ---- */
@@ -286,6 +293,12 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	smp->rss_interval_ns = p->rss_interval_ns;
 	smp->pss_interval_ns = p->pss_interval_ns;
 	smp->rss_exact = p->rss_exact;
+	/* Written as is: the decoder rejects a value it does not know. */
+	smp->trace_mode = (Memprof__TraceMode)p->trace_mode;
+	smp->sample_bytes = p->sample_bytes;
+	smp->duty_on_ns = p->duty_on_ns;
+	smp->duty_period_ns = p->duty_period_ns;
+	smp->duty_active_ns = p->duty_active_ns;
 	o->sampling = smp;
 	o->begin_ns = p->begin_ns;
 	o->end_ns = p->end_ns;
@@ -693,6 +706,39 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 	return 0;
 }
 
+/* The renderers word the figures after the mode: it must be one they know
+ * and its parameters must be the ones the daemon can write. */
+static int dec_mode(const Memprof__Sampling *o, struct mp_profile *p, const char **ret_why)
+{
+	switch ((int)o->trace_mode) {
+	case MEMPROF__TRACE_MODE__TRACE_MODE_PRECISE:
+	case MEMPROF__TRACE_MODE__TRACE_MODE_RSS:
+		if (o->sample_bytes)
+			BAD("sampling interval set outside sampled mode");
+		break;
+	case MEMPROF__TRACE_MODE__TRACE_MODE_SAMPLED:
+		if (!o->sample_bytes)
+			BAD("sampled mode without a sampling interval");
+		break;
+	default:
+		BAD("unknown tracing mode (written by a newer memprofd?)");
+	}
+	if (o->duty_period_ns) {
+		if (!o->duty_on_ns || o->duty_on_ns >= o->duty_period_ns)
+			BAD("duty cycle ON not within (0, PERIOD)");
+		if (o->trace_mode == MEMPROF__TRACE_MODE__TRACE_MODE_RSS)
+			BAD("duty cycle in rss mode (no allocator probes to cycle)");
+	} else if (o->duty_on_ns || o->duty_active_ns) {
+		BAD("duty cycle ON or active time without a PERIOD");
+	}
+	p->trace_mode = (uint32_t)o->trace_mode;
+	p->sample_bytes = o->sample_bytes;
+	p->duty_on_ns = o->duty_on_ns;
+	p->duty_period_ns = o->duty_period_ns;
+	p->duty_active_ns = o->duty_active_ns;
+	return 0;
+}
+
 static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
 {
 	int r;
@@ -719,6 +765,9 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		p->rss_interval_ns = o->sampling->rss_interval_ns;
 		p->pss_interval_ns = o->sampling->pss_interval_ns;
 		p->rss_exact = o->sampling->rss_exact;
+		r = dec_mode(o->sampling, p, ret_why);
+		if (r < 0)
+			return r;
 	}
 	p->begin_ns = o->begin_ns;
 	p->end_ns = o->end_ns;

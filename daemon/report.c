@@ -5,6 +5,7 @@
 
 #include "json.h"
 #include "report.h"
+#include "tracer.h"
 
 int mp_report_format_parse(const char *s, enum mp_report_format *ret)
 {
@@ -35,6 +36,19 @@ static const char *name_of(const struct mp_profile *p, uint32_t id)
 static const char *pool_name(const struct mp_pool *v, uint32_t n, uint32_t id)
 {
 	return id < n ? v[id].name : "(invalid)";
+}
+
+static const char *mode_name(uint32_t mode)
+{
+	switch (mode) {
+	case MP_TRACE_PRECISE:
+		return "precise";
+	case MP_TRACE_SAMPLED:
+		return "sampled";
+	case MP_TRACE_RSS:
+		return "rss";
+	}
+	return "unknown";
 }
 
 /* ---- tfjs ---- */
@@ -224,6 +238,70 @@ static void json_pools(struct mp_json *j, const char *key, const struct mp_pool 
 	mp_json_array_end(j);
 }
 
+/* Sites name their kernel, phase and owner like invocations do; objects
+ * and locations refer to each other by index, as in the proto. */
+static void json_sites(struct mp_json *j, const struct mp_profile *p)
+{
+	mp_json_array_begin(j, "sites");
+	for (uint32_t i = 0; i < p->n_sites; i++) {
+		const struct mp_site *st = &p->sites[i];
+
+		mp_json_object_begin(j, NULL);
+		mp_json_u64(j, "caller", st->caller);
+		if (st->name == MP_NONE)
+			mp_json_null(j, "kernel");
+		else
+			mp_json_str(j, "kernel", name_of(p, st->name));
+		if (st->phase < p->n_phases)
+			mp_json_str(j, "phase", p->phases[st->phase].name);
+		else
+			mp_json_null(j, "phase");
+		mp_json_str(j, "owner", pool_name(p->owners, p->n_owners, st->owner));
+		mp_json_u64(j, "thread", st->tid);
+		mp_json_u64(j, "allocObjects", st->alloc_objects);
+		mp_json_u64(j, "allocSpace", st->alloc_space);
+		mp_json_u64(j, "inuseObjects", st->inuse_objects);
+		mp_json_u64(j, "inuseSpace", st->inuse_space);
+		mp_json_object_end(j);
+	}
+	mp_json_array_end(j);
+	mp_json_array_begin(j, "objects");
+	for (uint32_t i = 0; i < p->n_objects; i++) {
+		const struct mp_object *ob = &p->objects[i];
+
+		mp_json_object_begin(j, NULL);
+		mp_json_u64(j, "start", ob->start);
+		mp_json_u64(j, "limit", ob->limit);
+		mp_json_u64(j, "fileOffset", ob->file_offset);
+		mp_json_str(j, "path", ob->path);
+		mp_json_str(j, "buildId", ob->build_id);
+		mp_json_bool(j, "hasFunctions", ob->flags & MP_OBJ_F_FUNCTIONS);
+		mp_json_bool(j, "hasLines", ob->flags & MP_OBJ_F_LINES);
+		mp_json_object_end(j);
+	}
+	mp_json_array_end(j);
+	mp_json_array_begin(j, "locations");
+	for (uint32_t i = 0; i < p->n_locations; i++) {
+		const struct mp_location *l = &p->locations[i];
+
+		mp_json_object_begin(j, NULL);
+		mp_json_u64(j, "address", l->addr);
+		if (l->object < p->n_objects)
+			mp_json_u64(j, "object", l->object);
+		else
+			mp_json_null(j, "object");
+		mp_json_u64(j, "relAddress", l->rel_addr);
+		mp_json_str(j, "function", l->function);
+		mp_json_str(j, "file", l->file);
+		if (l->line)
+			mp_json_u64(j, "line", l->line);
+		else
+			mp_json_null(j, "line");
+		mp_json_object_end(j);
+	}
+	mp_json_array_end(j);
+}
+
 static int write_json(const struct mp_profile *p, FILE *f)
 {
 	struct mp_json j;
@@ -242,6 +320,11 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_u64(&j, "rssIntervalNs", p->rss_interval_ns);
 	mp_json_u64(&j, "pssIntervalNs", p->pss_interval_ns);
 	mp_json_bool(&j, "rssExact", p->rss_exact);
+	mp_json_str(&j, "traceMode", mode_name(p->trace_mode));
+	mp_json_u64(&j, "sampleBytes", p->sample_bytes);
+	mp_json_u64(&j, "dutyOnNs", p->duty_on_ns);
+	mp_json_u64(&j, "dutyPeriodNs", p->duty_period_ns);
+	mp_json_u64(&j, "dutyActiveNs", p->duty_active_ns);
 	mp_json_object_end(&j);
 	mp_json_u64(&j, "beginNs", p->begin_ns);
 	mp_json_u64(&j, "endNs", p->end_ns);
@@ -257,6 +340,7 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_u64(&j, "bpf", p->drops_bpf);
 	mp_json_u64(&j, "invocations", p->invocations_dropped);
 	mp_json_u64(&j, "markers", p->dropped_markers);
+	mp_json_u64(&j, "sites", p->sites_dropped);
 	mp_json_object_end(&j);
 	mp_json_object_begin(&j, "anomalies");
 	mp_json_u64(&j, "unmatchedEnds", p->unmatched_ends);
@@ -307,10 +391,12 @@ static int write_json(const struct mp_profile *p, FILE *f)
 		json_opt_u64(&j, "rssShmem", pt->rss_shmem);
 		json_opt_u64(&j, "vmSwap", pt->vm_swap);
 		json_opt_u64(&j, "pss", pt->pss);
+		json_opt_u64(&j, "heapLive", pt->heap_live);
 		mp_json_object_end(&j);
 	}
 	mp_json_array_end(&j);
 	mp_json_object_end(&j);
+	json_sites(&j, p);
 	mp_json_object_end(&j);
 	return mp_json_finish(&j);
 }
@@ -333,6 +419,54 @@ static void put_bytes(FILE *f, int64_t v)
 	fprintf(f, " %14" PRId64, v);
 }
 
+/* A duration as --duty takes it: the largest unit that divides it. */
+static void put_span(FILE *f, uint64_t ns)
+{
+	static const struct {
+		uint64_t ns;
+		const char *unit;
+	} units[] = { { 1000000000, "s" }, { 1000000, "ms" }, { 1000, "us" } };
+
+	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (ns && ns % units[i].ns == 0) {
+			fprintf(f, "%" PRIu64 "%s", ns / units[i].ns, units[i].unit);
+			return;
+		}
+	}
+	fprintf(f, "%" PRIu64 "ns", ns);
+}
+
+/* What the heap figures below mean depends on how they were traced. */
+static void put_mode(FILE *f, const struct mp_profile *p)
+{
+	switch (p->trace_mode) {
+	case MP_TRACE_PRECISE:
+		fputs("mode: precise\n", f);
+		break;
+	case MP_TRACE_SAMPLED:
+		fprintf(f,
+			"mode: sampled, mean interval %" PRIu64 " B (heap figures are estimates)\n",
+			p->sample_bytes);
+		break;
+	case MP_TRACE_RSS:
+		fputs("mode: rss (no allocator probes: heap figures cover anonymous mappings and "
+		      "brk)\n",
+		      f);
+		break;
+	default:
+		fprintf(f, "mode: unknown (%" PRIu32 ")\n", p->trace_mode);
+		break;
+	}
+	if (p->duty_period_ns) {
+		fputs("duty cycle ", f);
+		put_span(f, p->duty_on_ns);
+		fputc('/', f);
+		put_span(f, p->duty_period_ns);
+		fprintf(f, ", active %.3f s: heap figures cover only those windows\n",
+			p->duty_active_ns / 1e9);
+	}
+}
+
 static int write_table(const struct mp_profile *p, FILE *f)
 {
 	uint64_t win = p->end_ns > p->begin_ns ? p->end_ns - p->begin_ns : 0;
@@ -340,6 +474,7 @@ static int write_table(const struct mp_profile *p, FILE *f)
 	fprintf(f, "memprofd profile: pid %" PRId32 " ", p->pid);
 	put_name(f, p->exe ? p->exe : "?", 0);
 	fprintf(f, "\nwindow: %.3f s%s\n", win / 1e9, p->truncated ? " (truncated)" : "");
+	put_mode(f, p);
 	fprintf(f,
 		"heap: new %" PRId64 " B in %" PRId64 " blocks, peak %" PRIu64
 		" B, allocated %" PRIu64 " B in %" PRIu64 " blocks, freed %" PRIu64 " B in %" PRIu64

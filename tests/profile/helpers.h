@@ -419,6 +419,11 @@ static UNUSED void expect_profile_eq(const struct mp_profile *g, const struct mp
 	EQ(path, rss_interval_ns, g, w);
 	EQ(path, pss_interval_ns, g, w);
 	EQ(path, rss_exact, g, w);
+	EQ(path, trace_mode, g, w);
+	EQ(path, sample_bytes, g, w);
+	EQ(path, duty_on_ns, g, w);
+	EQ(path, duty_period_ns, g, w);
+	EQ(path, duty_active_ns, g, w);
 	EQ(path, begin_ns, g, w);
 	EQ(path, end_ns, g, w);
 	expect_mem_eq("profile.mem", &g->mem, &w->mem);

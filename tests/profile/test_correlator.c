@@ -1058,6 +1058,7 @@ Test(report, table_example2)
 		txt,
 		"memprofd profile: pid 4242 /usr/bin/tfjs?[2J\n"
 		"window: 0.000 s\n"
+		"mode: precise\n"
 		"heap: new 32 B in 3 blocks, peak 32 B, allocated 32 B in 3 blocks, freed 0 B in 0 "
 		"blocks, unknown frees 0\n"
 		"\n"
@@ -1080,6 +1081,69 @@ Test(report, table_example2)
 		"truncated: no\n");
 	free(txt);
 	mp_profile_free(p);
+}
+
+/* The heap figures mean something else in each tracing mode: the table
+ * says which, right under the window. */
+Test(report, table_names_the_mode)
+{
+	static const char head[] = "memprofd profile: pid 0 ?\n"
+				   "window: 0.000 s\n";
+	static const char body[] =
+		"heap: new 32 B in 3 blocks, peak 32 B, allocated 32 B in 3 blocks, freed 0 B in 0 "
+		"blocks, unknown frees 0\n"
+		"\n"
+		"KERNEL                              CALLS    BYTES_ADDED    ALLOC_BYTES     "
+		"PEAK_ADDED      PEAK_LIVE      RSS_DELTA      TIME_MS\n"
+		"matMul                                  1              8              8        "
+		"      8             32              -        0.000\n"
+		"\n"
+		"OWNER                               ALLOC_BYTES     LIVE_BYTES     PEAK_BYTES      "
+		"NET_BYTES\n"
+		"(unknown)                                    32             32             32      "
+		"       32\n"
+		"\n"
+		"TAG                                 ALLOC_BYTES     LIVE_BYTES     PEAK_BYTES      "
+		"NET_BYTES\n"
+		"(untagged)                                   32             32             32      "
+		"       32\n"
+		"\n"
+		"drops: ring 0, bpf 0, invocations beyond cap 0, markers 0; unmatched ends 0; "
+		"truncated: no\n";
+	const struct {
+		uint32_t mode;
+		uint64_t sample_bytes, on, period, active;
+		const char *lines;
+	} cases[] = {
+		{ 1, 4096, 0, 0, 0,
+		  "mode: sampled, mean interval 4096 B (heap figures are estimates)\n" },
+		{ 2, 0, 0, 0, 0,
+		  "mode: rss (no allocator probes: heap figures cover anonymous mappings and brk)\n" },
+		{ 0, 0, 10000000, 1000000000, 2500000000,
+		  "mode: precise\n"
+		  "duty cycle 10ms/1s, active 2.500 s: heap figures cover only those windows\n" },
+		{ 1, 65536, 1500, 1000001, 3000,
+		  "mode: sampled, mean interval 65536 B (heap figures are estimates)\n"
+		  "duty cycle 1500ns/1000001ns, active 0.000 s: heap figures cover only those "
+		  "windows\n" },
+		{ 7, 0, 0, 0, 0, "mode: unknown (7)\n" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct mp_profile *p = tfjs_example2();
+		char want[4096], *txt;
+
+		p->trace_mode = cases[i].mode;
+		p->sample_bytes = cases[i].sample_bytes;
+		p->duty_on_ns = cases[i].on;
+		p->duty_period_ns = cases[i].period;
+		p->duty_active_ns = cases[i].active;
+		snprintf(want, sizeof(want), "%s%s%s", head, cases[i].lines, body);
+		txt = render(p, MP_REPORT_TABLE, NULL);
+		cr_expect_str_eq(txt, want, "cases[%zu]:\n%s", i, txt);
+		free(txt);
+		mp_profile_free(p);
+	}
 }
 
 Test(report, json_is_the_whole_model)

@@ -10,6 +10,7 @@
 #include "helpers.h"
 #include "memprof.pb-c.h"
 #include "profile_pb.h"
+#include "tracer.h"
 
 #define U MP_UNKNOWN
 
@@ -104,6 +105,11 @@ static struct mp_profile *rich_profile(void)
 	p->rss_interval_ns = 10000000;
 	p->pss_interval_ns = 1000000000;
 	p->rss_exact = true;
+	p->trace_mode = MP_TRACE_SAMPLED;
+	p->sample_bytes = 4096;
+	p->duty_on_ns = 10000000;
+	p->duty_period_ns = 100000000;
+	p->duty_active_ns = 250000000;
 	p->drops_ring = 2;
 	p->drops_bpf = 3;
 	/* Sanity: the content the round trip must carry is really there. */
@@ -283,6 +289,50 @@ Test(profile_pb, inconsistent_messages_refused)
 	cr_expect_str_eq(why, "kernel aggregate names no kernel");
 	ker.name = 0;
 	cr_expect_eq(decode_msg(&m, &why), 0);
+
+	/* The tracing mode and its parameters. */
+	Memprof__Sampling smp = MEMPROF__SAMPLING__INIT;
+	const struct {
+		int mode;
+		uint64_t sample_bytes, on, period, active;
+		const char *why; /* NULL: accepted */
+	} modes[] = {
+		{ MEMPROF__TRACE_MODE__TRACE_MODE_PRECISE, 0, 0, 0, 0, NULL },
+		{ MEMPROF__TRACE_MODE__TRACE_MODE_SAMPLED, 512, 1, 2, 7, NULL },
+		{ MEMPROF__TRACE_MODE__TRACE_MODE_RSS, 0, 0, 0, 0, NULL },
+		{ 3, 0, 0, 0, 0, "unknown tracing mode (written by a newer memprofd?)" },
+		{ -1, 0, 0, 0, 0, "unknown tracing mode (written by a newer memprofd?)" },
+		{ MEMPROF__TRACE_MODE__TRACE_MODE_SAMPLED, 0, 0, 0, 0,
+		  "sampled mode without a sampling interval" },
+		{ MEMPROF__TRACE_MODE__TRACE_MODE_PRECISE, 4096, 0, 0, 0,
+		  "sampling interval set outside sampled mode" },
+		{ MEMPROF__TRACE_MODE__TRACE_MODE_PRECISE, 0, 5, 5, 0,
+		  "duty cycle ON not within (0, PERIOD)" },
+		{ MEMPROF__TRACE_MODE__TRACE_MODE_PRECISE, 0, 0, 5, 0,
+		  "duty cycle ON not within (0, PERIOD)" },
+		{ MEMPROF__TRACE_MODE__TRACE_MODE_PRECISE, 0, 1, 0, 0,
+		  "duty cycle ON or active time without a PERIOD" },
+		{ MEMPROF__TRACE_MODE__TRACE_MODE_PRECISE, 0, 0, 0, 1,
+		  "duty cycle ON or active time without a PERIOD" },
+		{ MEMPROF__TRACE_MODE__TRACE_MODE_RSS, 0, 1, 5, 1,
+		  "duty cycle in rss mode (no allocator probes to cycle)" },
+	};
+	m.sampling = &smp;
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		smp.trace_mode = modes[i].mode;
+		smp.sample_bytes = modes[i].sample_bytes;
+		smp.duty_on_ns = modes[i].on;
+		smp.duty_period_ns = modes[i].period;
+		smp.duty_active_ns = modes[i].active;
+		why = NULL;
+		if (modes[i].why) {
+			cr_expect_eq(decode_msg(&m, &why), -EBADMSG, "modes[%zu]", i);
+			cr_expect_str_eq(why ? why : "(null)", modes[i].why, "modes[%zu]", i);
+		} else {
+			cr_expect_eq(decode_msg(&m, &why), 0, "modes[%zu]: %s", i, why);
+		}
+	}
+	m.sampling = NULL;
 
 	cr_expect_eq(mp_profile_decode("\xff\xff\xff", 3, &(struct mp_profile *){ NULL }, &why),
 		     -EBADMSG);

@@ -106,6 +106,26 @@ Test(sites, table_is_bounded_and_overflow_counted)
 	mp_profile_free(p);
 }
 
+/* Fills in what mp_symbolize_profile() would for callers 0x1100 and
+ * 0x2200 of resolve()'s files. */
+static void add_symbols(struct mp_profile *p)
+{
+	p->n_objects = 2;
+	p->objects = calloc(2, sizeof(*p->objects));
+	cr_assert_not_null(p->objects);
+	p->objects[0] = (struct mp_object){ 0x1000,	      0x2000,
+					    0x3000,	      strdup("/usr/lib/libx.so"),
+					    strdup("0a1b2c"), MP_OBJ_F_FUNCTIONS | MP_OBJ_F_LINES };
+	p->objects[1] =
+		(struct mp_object){ 0x2000, 0x2800, 0, strdup("/opt/app/bin/runner"), NULL, 0 };
+	p->n_locations = 2;
+	p->locations = calloc(2, sizeof(*p->locations));
+	cr_assert_not_null(p->locations);
+	p->locations[0] = (struct mp_location){ 0x1100,		  0, 0x4100, strdup("conv_im2col"),
+						strdup("conv.c"), 42 };
+	p->locations[1] = (struct mp_location){ 0x2200, 1, 0x1200, NULL, NULL, 0 };
+}
+
 /* Sites and symbols survive write → read, and a snapshot carries them. */
 Test(sites, round_trip_and_snapshot)
 {
@@ -129,18 +149,7 @@ Test(sites, round_trip_and_snapshot)
 	kend(&s, 7);
 	p = finish(&s);
 	p->sites_dropped = 3;
-	p->n_objects = 2;
-	p->objects = calloc(2, sizeof(*p->objects));
-	p->objects[0] = (struct mp_object){ 0x1000,	      0x2000,
-					    0x3000,	      strdup("/usr/lib/libx.so"),
-					    strdup("0a1b2c"), MP_OBJ_F_FUNCTIONS | MP_OBJ_F_LINES };
-	p->objects[1] =
-		(struct mp_object){ 0x2000, 0x2800, 0, strdup("/opt/app/bin/runner"), NULL, 0 };
-	p->n_locations = 2;
-	p->locations = calloc(2, sizeof(*p->locations));
-	p->locations[0] = (struct mp_location){ 0x1100,		  0, 0x4100, strdup("conv_im2col"),
-						strdup("conv.c"), 42 };
-	p->locations[1] = (struct mp_location){ 0x2200, 1, 0x1200, NULL, NULL, 0 };
+	add_symbols(p);
 
 	cr_assert_eq(mp_profile_file_encode(p, &buf, &len), 0);
 	cr_assert_eq(mp_profile_file_decode(buf, len, &q, &why), 0, "%s", why ? why : "");
@@ -152,6 +161,49 @@ Test(sites, round_trip_and_snapshot)
 	mp_profile_free(p);
 	mp_profile_free(q);
 	mp_profile_free(snap);
+}
+
+/* --print json / convert --to json are the whole model: sites, objects and
+ * locations included, and the tracing mode the figures come from. */
+Test(sites, json_carries_sites_symbols_and_mode)
+{
+	struct mp_correlator_opts o = { .resolve_owner = resolve };
+	const char *src = getenv("MEMPROF_SOURCE_ROOT");
+	char path[4096], *want = NULL, *txt;
+	struct mp_profile *p;
+	struct stream s;
+	struct block b;
+	size_t len = 0;
+	FILE *f;
+
+	cr_assert_not_null(src, "MEMPROF_SOURCE_ROOT is not set (run through meson test)");
+	stream_init(&s, &o);
+	alloc_from(&s, 3, 16, 0x2200); /* no kernel, no phase */
+	phase(&s, "run");
+	kbegin(&s, 7, "conv");
+	b = alloc_from(&s, 7, 4096, 0x1100);
+	alloc_from(&s, 7, 8, 0x1100);
+	release(&s, 7, &b);
+	kend(&s, 7);
+	p = finish(&s);
+	cr_assert_eq(mp_profile_set_process(p, 9, "/opt/app/bin/runner", NULL, "runner"), 0);
+	p->trace_mode = 1; /* MP_TRACE_SAMPLED */
+	p->sample_bytes = 524288;
+	p->duty_on_ns = 50000000;
+	p->duty_period_ns = 1000000000;
+	p->duty_active_ns = 150000000;
+	p->sites_dropped = 4;
+	add_symbols(p);
+	txt = render(p, MP_REPORT_JSON, NULL);
+	snprintf(path, sizeof(path), "%s/tests/profile/golden/sites.json", src);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s: %m", path);
+	cr_assert_gt(getdelim(&want, &len, '\0', f), 0);
+	fclose(f);
+	cr_expect_str_eq(txt, want, "JSON differs from %s:\n%s", path, txt);
+	free(want);
+	free(txt);
+	mp_profile_free(p);
 }
 
 static int decode_msg(const Memprof__Profile *m, const char **why)
