@@ -552,6 +552,10 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 	p->duty_on_ns = o->duty_period_ns ? o->duty_on_ns : 0;
 	p->duty_period_ns = o->duty_period_ns;
 	p->duty_active_ns = o->duty_period_ns ? mp_tracer_duty_on_ns(s->tracer) : 0;
+	/* The first ON window opens while attaching, just before the profile's
+	 * window does: active time never exceeds the window. */
+	if (p->duty_active_ns > p->end_ns - p->begin_ns)
+		p->duty_active_ns = p->end_ns - p->begin_ns;
 	p->drops_ring = s->ring_drops_closed + (s->ring ? mp_consumer_drops(s->ring) : 0);
 	/* Best effort: a profile without symbols is still a profile. */
 	if (mp_symbolize_profile(p, s->maps, o->pid) < 0)

@@ -820,6 +820,11 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 		if (r < 0)
 			return r;
 		t->exited = true;
+		/* The duty cycle's active time ends with the target. */
+		if (t->duty_on) {
+			t->duty_total_ns += now_ns() - t->duty_since_ns;
+			t->duty_on = false;
+		}
 		detach_probes(t);
 		ev.ts_ns = now_ns();
 		t->n_delivered++;
