@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 enum mp_heap_kind {
-	MP_HEAP_ALLOC = 1,        /* a new live block */
-	MP_HEAP_FREE = 2,         /* a block allocated while attached is released */
+	MP_HEAP_ALLOC = 1, /* a new live block */
+	MP_HEAP_FREE = 2, /* a block allocated while attached is released */
 	MP_HEAP_UNKNOWN_FREE = 3, /* free of a block allocated before attach */
 };
 
@@ -38,15 +38,15 @@ enum mp_alloc_fn {
 
 struct mp_heap_event {
 	uint32_t kind; /* enum mp_heap_kind */
-	uint32_t fn;   /* enum mp_alloc_fn of this event */
+	uint32_t fn; /* enum mp_alloc_fn of this event */
 	uint32_t tid;
 	uint32_t alloc_tid; /* FREE: thread that allocated the block */
-	uint64_t ts_ns;     /* CLOCK_MONOTONIC, same clock as the markers */
+	uint64_t ts_ns; /* CLOCK_MONOTONIC, same clock as the markers */
 	uint64_t addr;
-	uint64_t size;          /* ALLOC/FREE: requested size; UNKNOWN_FREE: 0 */
-	uint64_t caller;        /* return address into the caller of @fn */
-	uint64_t alloc_ts_ns;   /* FREE: when the block was allocated */
-	uint64_t alloc_caller;  /* FREE: caller of the allocation */
+	uint64_t size; /* ALLOC/FREE: requested size; UNKNOWN_FREE: 0 */
+	uint64_t caller; /* return address into the caller of @fn */
+	uint64_t alloc_ts_ns; /* FREE: when the block was allocated */
+	uint64_t alloc_caller; /* FREE: caller of the allocation */
 	/* FREE: the value the consumer stored for this block when it saw the
 	 * ALLOC (see mp_heap_cb); 0 otherwise. */
 	uint64_t user;
