@@ -36,13 +36,14 @@ static void lookup(struct mp_symbols *s, const char *name, const char *object, s
 
 	if (mp_symbols_lookup(s, name, object, &sym) < 0)
 		return;
+	/* The offset is where the uprobe goes: inside the file. */
 	if (sym.object >= mp_symbols_count(s) || !sym.path || !sym.root_path ||
-	    mp_symbols_object(s, sym.object) != sym.path)
+	    mp_symbols_object(s, sym.object) != sym.path || sym.offset >= size)
 		__builtin_trap();
 	if (mp_symbols_read_code(s, &sym, code, sizeof(code), &n) < 0)
 		return;
 	/* The code comes from the file: never more than asked or than it holds. */
-	if (n > sizeof(code) || (n && (sym.offset >= size || n > size - sym.offset)))
+	if (n > sizeof(code) || n > size - sym.offset)
 		__builtin_trap();
 }
 
