@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "procmaps.h"
@@ -21,6 +22,7 @@ struct mp_object {
 	char *path; /* as the target sees it */
 	char *root_path; /* /proc/PID/root + path */
 	int fd;
+	uint64_t size; /* of the file when opened */
 	Elf *elf; /* NULL if not an ELF file we can read */
 	const char *soname;
 };
@@ -48,6 +50,24 @@ static bool is_deleted(const char *path)
 	return n > k && !strcmp(path + n - k, DELETED_SUFFIX);
 }
 
+/* Takes over @fd (closed by object_close). */
+static void object_load(struct mp_object *o, int fd)
+{
+	struct stat st;
+
+	o->fd = fd;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return; /* vanished or unreadable: never matches */
+	o->size = (uint64_t)st.st_size;
+	/* Not ELF_C_READ_MMAP: the target can truncate its own files, and
+	 * touching a mapping past the new end is a SIGBUS in the daemon. */
+	o->elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (o->elf && elf_kind(o->elf) != ELF_K_ELF) {
+		elf_end(o->elf);
+		o->elf = NULL;
+	}
+}
+
 static int object_open(struct mp_object *o, pid_t pid, const struct mp_mapping *m)
 {
 	const char *path = m->path;
@@ -68,14 +88,8 @@ static int object_open(struct mp_object *o, pid_t pid, const struct mp_mapping *
 	o->root_path = strdup(rp);
 	if (!o->path || !o->root_path)
 		return -ENOMEM;
-	o->fd = open(rp, O_RDONLY | O_CLOEXEC);
-	if (o->fd < 0)
-		return 0; /* vanished or unreadable: never matches */
-	o->elf = elf_begin(o->fd, ELF_C_READ_MMAP, NULL);
-	if (o->elf && elf_kind(o->elf) != ELF_K_ELF) {
-		elf_end(o->elf);
-		o->elf = NULL;
-	}
+	/* O_NONBLOCK: the target may have put a FIFO where its file was. */
+	object_load(o, open(rp, O_RDONLY | O_CLOEXEC | O_NONBLOCK));
 	return 0;
 }
 
@@ -141,6 +155,12 @@ static void dynamic_strings(Elf *elf, bool soname, void (*cb)(void *ctx, const c
 static void set_soname(void *ctx, const char *str)
 {
 	((struct mp_object *)ctx)->soname = str;
+}
+
+static void object_set_soname(struct mp_object *o)
+{
+	if (o->elf)
+		dynamic_strings(o->elf, true, set_soname, o);
 }
 
 struct order {
@@ -260,7 +280,8 @@ static int build_order(struct mp_symbols *s, const char *exe)
 		return -ENOMEM;
 	}
 	place_name(&o, exe);
-	place_preload(&o, s->pid);
+	if (s->pid > 0)
+		place_preload(&o, s->pid);
 	/* Breadth-first over DT_NEEDED: o.out grows while we walk it. */
 	for (size_t q = 0; q < o.n_out; q++) {
 		struct mp_object *ob = &s->objs[o.out[q]];
@@ -322,9 +343,7 @@ int mp_symbols_new(pid_t pid, struct mp_symbols **ret)
 		r = object_open(&s->objs[s->n++], pid, m);
 		if (r < 0)
 			goto out;
-		if (s->objs[s->n - 1].elf)
-			dynamic_strings(s->objs[s->n - 1].elf, true, set_soname,
-					&s->objs[s->n - 1]);
+		object_set_soname(&s->objs[s->n - 1]);
 	}
 	r = build_order(s, exe);
 	if (r < 0)
@@ -334,6 +353,49 @@ int mp_symbols_new(pid_t pid, struct mp_symbols **ret)
 out:
 	mp_symbols_free(s);
 	mp_procmaps_free(pm);
+	return r;
+}
+
+int mp_symbols_new_from_fds(const int *fds, const char *const *paths, size_t n,
+			    struct mp_symbols **ret)
+{
+	struct mp_symbols *s = NULL;
+	size_t i = 0;
+	int r = -EINVAL;
+
+	if (elf_version(EV_CURRENT) == EV_NONE) {
+		r = -ENOTSUP;
+		goto out;
+	}
+	if (!n || n > MP_MAX_OBJECTS)
+		goto out;
+	r = -ENOMEM;
+	s = calloc(1, sizeof(*s));
+	if (!s || !(s->objs = calloc(n, sizeof(*s->objs))))
+		goto out;
+	for (; i < n; i++) {
+		struct mp_object *o = &s->objs[s->n++];
+
+		object_load(o, fds[i]);
+		o->path = strdup(paths[i]);
+		o->root_path = strdup(paths[i]);
+		if (!o->path || !o->root_path) {
+			i++;
+			goto out;
+		}
+		object_set_soname(o);
+	}
+	r = build_order(s, paths[0]);
+	if (r < 0)
+		goto out;
+	*ret = s;
+	return 0;
+out:
+	mp_symbols_free(s);
+	/* The objects own fds[0, i). */
+	for (; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
 	return r;
 }
 
@@ -359,16 +421,20 @@ static bool object_matches(const struct mp_object *o, const char *want)
 	return !strcmp(o->path, want) || !strcmp(b, want) || !strncmp(b, want, strlen(want));
 }
 
-static int vaddr_to_offset(Elf *elf, uint64_t vaddr, uint64_t *ret)
+/* Only into segments the file holds: the offset goes to the uprobe and to
+ * mp_symbols_read_code. */
+static int vaddr_to_offset(Elf *elf, uint64_t file_size, uint64_t vaddr, uint64_t *ret)
 {
 	size_t n;
 
 	if (elf_getphdrnum(elf, &n))
 		return -EINVAL;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && i < INT_MAX; i++) {
 		GElf_Phdr ph;
 
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD || !(ph.p_flags & PF_X))
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+		    !(ph.p_flags & PF_X) || ph.p_offset > file_size ||
+		    ph.p_filesz > file_size - ph.p_offset)
 			continue;
 		if (vaddr >= ph.p_vaddr && vaddr - ph.p_vaddr < ph.p_filesz) {
 			*ret = vaddr - ph.p_vaddr + ph.p_offset;
@@ -391,7 +457,7 @@ static int find_in(Elf *elf, GElf_Word type, const char *name, GElf_Sym *ret)
 	if (!d)
 		return -ENOENT;
 	n = d->d_size / sh.sh_entsize;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && i < INT_MAX; i++) {
 		GElf_Sym sym;
 		const char *sn;
 		int bind;
@@ -424,7 +490,7 @@ int mp_symbols_lookup(struct mp_symbols *s, const char *name, const char *object
 		if (find_in(o->elf, SHT_DYNSYM, name, &sym) < 0 &&
 		    (i != 0 || find_in(o->elf, SHT_SYMTAB, name, &sym) < 0))
 			continue;
-		if (vaddr_to_offset(o->elf, sym.st_value, &off) < 0)
+		if (vaddr_to_offset(o->elf, o->size, sym.st_value, &off) < 0)
 			continue;
 		*ret_sym = (struct mp_symbol){
 			.path = o->path,
@@ -446,6 +512,8 @@ int mp_symbols_read_code(struct mp_symbols *s, const struct mp_symbol *sym, uint
 
 	if (sym->object >= s->n || s->objs[sym->object].fd < 0)
 		return -EBADF;
+	if (sym->offset > INT64_MAX)
+		return -EINVAL;
 	if (sym->size && sym->size < len)
 		len = sym->size;
 	n = pread(s->objs[sym->object].fd, buf, len, (off_t)sym->offset);

@@ -52,4 +52,14 @@ int mp_symbols_lookup(struct mp_symbols *s, const char *name, const char *object
 int mp_symbols_read_code(struct mp_symbols *s, const struct mp_symbol *sym, uint8_t *buf,
 			 size_t len, size_t *ret_len);
 
+/*
+ * Internal, for fuzz/fuzz_elf.c: the same lookup set over already open
+ * files instead of a process's mappings. Takes over @fds (closed by
+ * mp_symbols_free, or here on error; -1 is an unreadable object). @paths are
+ * the objects' paths as a target would see them; @paths[0] is the
+ * executable. No LD_PRELOAD is read.
+ */
+int mp_symbols_new_from_fds(const int *fds, const char *const *paths, size_t n,
+			    struct mp_symbols **ret);
+
 #endif /* MP_SYMBOLS_H */
