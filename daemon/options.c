@@ -26,7 +26,7 @@ enum {
 	OPT_FORMAT,
 	OPT_STREAM,
 	OPT_STREAM_INTERVAL,
-	OPT_MODE, /* low-overhead modes (H7) */
+	OPT_MODE,
 	OPT_SAMPLE_BYTES,
 	OPT_DUTY,
 };

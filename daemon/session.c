@@ -421,7 +421,7 @@ static int setup(struct session *s, sigset_t *blocked)
 		.extra = o->extra,
 		.n_extra = o->n_extra,
 		.rss_exact = o->rss_exact,
-		/* low-overhead modes (H7) */
+		/* low-overhead modes */
 		.mode = o->mode,
 		.sample_bytes = o->sample_bytes,
 		.duty_on_ns = o->duty_on_ns,
