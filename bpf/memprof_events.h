@@ -38,7 +38,7 @@ enum mp_raw_type {
 
 struct mp_raw_event {
 	__u32 type; /* enum mp_raw_type */
-	__u32 fn; /* enum mp_alloc_fn (daemon/heap_event.h) */
+	__u32 fn; /* enum mp_alloc_fn (daemon/correlate/heap_event.h) */
 	__u32 pid; /* tgid */
 	__u32 tid;
 	__u64 ts_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */

@@ -122,8 +122,8 @@ static void assert_tfjs(const char *fixture, const char *want)
 {
 	char out[8192];
 	char *argv[] = {
-		path_of("daemon/memprof"), "run", "--print", "tfjs", "--region", "profile", "--",
-		path_of(fixture),	   NULL
+		path_of("cli/memprof"), "run", "--print", "tfjs", "--region", "profile", "--",
+		path_of(fixture),	NULL
 	};
 
 	cr_assert_eq(run_capture(argv, out, sizeof(out)), 0);
@@ -162,7 +162,7 @@ static struct mp_profile *profile_of(const char *fixture, const char *opt1, cons
 	int n = 0;
 
 	tmp_profile(path, sizeof(path));
-	argv[n++] = path_of("daemon/memprof");
+	argv[n++] = path_of("cli/memprof");
 	argv[n++] = "run";
 	argv[n++] = "-o";
 	argv[n++] = path;
@@ -365,15 +365,9 @@ Test(e2e, attach_mid_run_sees_the_open_kernel)
 
 	char pidbuf[32];
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)fix);
-	char *pargv[] = { path_of("daemon/memprofd"),
-			  "--pid",
-			  pidbuf,
-			  "-o",
-			  path,
-			  "--print",
-			  "none",
-			  "-v",
-			  NULL };
+	char *pargv[] = {
+		path_of("cli/memprofd"), "--pid", pidbuf, "-o", path, "--print", "none", "-v", NULL
+	};
 	cr_assert_eq(pipe2(err_pipe, O_CLOEXEC), 0);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);

@@ -10,7 +10,6 @@
 #include "helpers.h"
 #include "memprof.pb-c.h"
 #include "profile_pb.h"
-#include "tracer.h"
 
 #define U MP_UNKNOWN
 

@@ -173,7 +173,7 @@ static void daemon_start(struct daemon *d, const char *config_text, char *const 
 	cr_assert_geq(logfd, 0);
 	for (; wrapper && *wrapper; wrapper++)
 		argv[n++] = *wrapper;
-	argv[n++] = path_of("daemon/memprofd");
+	argv[n++] = path_of("cli/memprofd");
 	argv[n++] = "--control";
 	argv[n++] = d->control;
 	argv[n++] = "--config";
@@ -274,7 +274,7 @@ static int client_as(char *const *wrapper, char *out, size_t cap, const struct d
 
 	for (; wrapper && *wrapper; wrapper++)
 		argv[n++] = *wrapper;
-	argv[n++] = path_of("daemon/memprof");
+	argv[n++] = path_of("cli/memprof");
 	argv[n++] = (char *)cmd;
 	argv[n++] = "--control";
 	argv[n++] = (char *)d->control;

@@ -9,7 +9,6 @@
 #include <pwd.h>
 
 #include "helpers.h"
-#include "tracer.h"
 
 static void assert_outer_untouched(const struct mp_profile *p, pid_t pid)
 {

@@ -21,7 +21,7 @@ struct coll {
 
 static void coll_start(struct coll *c, const char *listen, const char *dir)
 {
-	char *argv[] = { path_of("daemon/memprof"),
+	char *argv[] = { path_of("cli/memprof"),
 			 "collect",
 			 "--listen",
 			 (char *)listen,
@@ -476,8 +476,8 @@ Test(stream, foreground_memprofd_stream, .timeout = 120, .fini = cleanup)
 	coll_wait_listening(&c);
 	f = fixture_start(NULL);
 	snprintf(ps, sizeof(ps), "%d", (int)f);
-	char *argv[] = { path_of("daemon/memprofd"), "--pid", ps,	 "--stream", url,
-			 "--stream-interval",	     "0.2",   "--print", "none",     NULL };
+	char *argv[] = { path_of("cli/memprofd"), "--pid", ps,	      "--stream", url,
+			 "--stream-interval",	  "0.2",   "--print", "none",	  NULL };
 	d = spawn(argv, -1, -1);
 	for (uint64_t want = 0; want < 3; want++) {
 		next_chunk(&c, &ch, NULL, 0);

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "memprof_events.h"
+#include "profile.h" /* enum mp_trace_mode */
 
 #define MP_TRACER_MAX_EXTRA 32
 
@@ -23,17 +24,6 @@ struct mp_tracer_func {
 	char object[256]; /* "" = first definition in lookup order */
 	bool is_free;
 	uint32_t arg; /* 0-based index of the size (alloc) or pointer (free) */
-};
-
-enum mp_trace_mode {
-	/* Every allocation and free, exact. */
-	MP_TRACE_PRECISE = 0,
-	/* Byte-weighted Poisson sampling decided in BPF (mean interval
-	 * sample_bytes); only sampled blocks and their frees are sent, sizes
-	 * of sampled blocks below the interval are unbiased estimates. */
-	MP_TRACE_SAMPLED = 1,
-	/* No allocator probes: anonymous mappings, brk and rss_stat only. */
-	MP_TRACE_RSS = 2,
 };
 
 struct mp_tracer_opts {
@@ -135,9 +125,6 @@ uint64_t mp_tracer_place_free_probe(const uint8_t *code, size_t len, uint32_t pt
 
 /* Name of a builtin function ("custom" for MP_FN_CUSTOM and above). */
 const char *mp_alloc_fn_name(uint32_t fn);
-/* "precise", "sampled", "rss" <-> enum mp_trace_mode; -EINVAL otherwise. */
-int mp_trace_mode_parse(const char *s, uint32_t *ret);
-const char *mp_trace_mode_name(uint32_t mode);
 /* Same, with the symbol of --alloc/--free functions. */
 const char *mp_tracer_fn_name(const struct mp_tracer *t, uint32_t fn);
 

@@ -79,7 +79,7 @@ static __attribute__((unused)) const char *memprof_bin(void)
 	const char *b = getenv("MEMPROF_BUILD_ROOT");
 
 	cr_assert_not_null(b, "MEMPROF_BUILD_ROOT is not set (run through meson test)");
-	snprintf(path, sizeof(path), "%s/daemon/memprof", b);
+	snprintf(path, sizeof(path), "%s/cli/memprof", b);
 	return path;
 }
 

@@ -6,7 +6,7 @@
  */
 #include <inttypes.h>
 
-#include "helpers.h"
+#include "../profile/helpers.h"
 
 #define U MP_UNKNOWN
 #define MEM(added, tensors, ab, ac, fb, fc)                                              \

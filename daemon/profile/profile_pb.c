@@ -11,7 +11,6 @@
 
 #include "memprof.pb-c.h"
 #include "profile_pb.h"
-#include "tracer.h"
 
 /* The file stores enum mp_trace_mode as is. */
 _Static_assert((int)MEMPROF__TRACE_MODE__TRACE_MODE_PRECISE == (int)MP_TRACE_PRECISE &&

@@ -6,8 +6,8 @@
  */
 #include <inttypes.h>
 
-#include "helpers_chrome.h"
-#include "run_helpers.h"
+#include "../export/helpers_chrome.h"
+#include "../export/run_helpers.h"
 
 static char profile[128], trace[160];
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * End-to-end: `memprof run` profiles the fixture (tests/pprof/fixture_pprof.c)
+ * End-to-end: `memprof run` profiles the fixture (tests/export/fixture_pprof.c)
  * with real BPF; its pprof output is read by `go tool pprof`, its
  * memprof.proto output by `protoc --decode`, and the symbols of its
  * allocation sites are checked against nm, readelf and the source, for the
@@ -172,7 +172,7 @@ static char *pprof(const char *file, const char *a1, const char *a2, const char 
  * the target's pid (from the JSON report). */
 static int profile(const char *fixture, bool pprof_fmt, const char *out)
 {
-	char *argv[] = { path_in(build_root, "daemon/memprof"),
+	char *argv[] = { path_in(build_root, "cli/memprof"),
 			 "run",
 			 "--format",
 			 pprof_fmt ? "pprof" : "memprof",
@@ -203,7 +203,7 @@ Test(pprof_e2e, go_tool_pprof_functions_kernels_tags)
 
 	if (!have("go"))
 		cr_skip_test("go (Debian golang-go) is not installed");
-	pid = profile("tests/pprof/fixture-pprof", true, f);
+	pid = profile("tests/export/fixture-pprof", true, f);
 
 	/* Per function, in bytes (and as pprof prints by default). */
 	out = pprof(f, "-top", "-unit=B", "-sample_index=alloc_space", NULL);
@@ -259,7 +259,7 @@ Test(pprof_e2e, go_tool_pprof_functions_kernels_tags)
 Test(pprof_e2e, convert_to_pprof)
 {
 	const char *m = path_in(tmpdir, "c.memprof"), *g = path_in(tmpdir, "c.pb.gz");
-	char *argv[] = { path_in(build_root, "daemon/memprof"),
+	char *argv[] = { path_in(build_root, "cli/memprof"),
 			 "convert",
 			 (char *)m,
 			 "--to",
@@ -271,7 +271,7 @@ Test(pprof_e2e, convert_to_pprof)
 
 	if (!have("go"))
 		cr_skip_test("go (Debian golang-go) is not installed");
-	profile("tests/pprof/fixture-pprof", false, m);
+	profile("tests/export/fixture-pprof", false, m);
 	cr_assert_eq(run(argv, NULL, &out), 0, "memprof convert failed: %s", out);
 	free(out);
 	out = pprof(g, "-tagfocus=kernel=matmul", "-top", "-unit=B", "-sample_index=alloc_space");
@@ -314,7 +314,7 @@ enum symbols { FULL, STRIP_DEBUG, STRIP_ALL };
 static void check_symbols(const char *fixture, enum symbols level)
 {
 	const char *f = path_in(tmpdir, "p.memprof"), *why = NULL;
-	const char *unstripped = path_in(build_root, "tests/pprof/fixture-pprof");
+	const char *unstripped = path_in(build_root, "tests/export/fixture-pprof");
 	const char *exe = path_in(build_root, fixture);
 	struct mp_profile *p = NULL;
 	uint64_t va, sa, vb, sb;
@@ -327,7 +327,7 @@ static void check_symbols(const char *fixture, enum symbols level)
 	nm_symbol(unstripped, "alloc_a", &va, &sa);
 	nm_symbol(unstripped, "alloc_b", &vb, &sb);
 	bid = build_id_of(exe);
-	cr_assert_not_null(realpath(path_in(source_root, "tests/pprof/fixture_pprof.c"), src));
+	cr_assert_not_null(realpath(path_in(source_root, "tests/export/fixture_pprof.c"), src));
 
 	/* One mapping: the fixture's text. */
 	cr_assert_eq(p->n_objects, 1, "%u objects", p->n_objects);
@@ -398,18 +398,18 @@ static void protoc_decodes(const char *f);
 /* With debug info; protoc then decodes the same file. */
 Test(pprof_e2e, symbols_with_debug_info_and_protoc_decodes)
 {
-	check_symbols("tests/pprof/fixture-pprof", FULL);
+	check_symbols("tests/export/fixture-pprof", FULL);
 	protoc_decodes(path_in(tmpdir, "p.memprof"));
 }
 
 Test(pprof_e2e, symbols_strip_debug_from_symtab)
 {
-	check_symbols("tests/pprof/fixture-pprof-strip-debug", STRIP_DEBUG);
+	check_symbols("tests/export/fixture-pprof-strip-debug", STRIP_DEBUG);
 }
 
 Test(pprof_e2e, symbols_strip_all_addresses_only)
 {
-	check_symbols("tests/pprof/fixture-pprof-strip-all", STRIP_ALL);
+	check_symbols("tests/export/fixture-pprof-strip-all", STRIP_ALL);
 }
 
 /* protoc, knowing only proto/memprof.proto, decodes what memprofd wrote

@@ -337,7 +337,7 @@ static const char *fixture(const char *name)
 	char *p = buf[i++ % 4];
 
 	cr_assert_not_null(b, "MEMPROF_BUILD_ROOT is not set (run through meson test)");
-	snprintf(p, 4096, "%s/tests/pprof/%s", b, name);
+	snprintf(p, 4096, "%s/tests/export/%s", b, name);
 	return p;
 }
 

@@ -14,6 +14,22 @@
 
 #include "memprof_consumer.h"
 
+/* How allocations were traced (the file stores it as memprof.TraceMode). */
+enum mp_trace_mode {
+	/* Every allocation and free, exact. */
+	MP_TRACE_PRECISE = 0,
+	/* Byte-weighted Poisson sampling decided in BPF (mean interval
+	 * sample_bytes); only sampled blocks and their frees are sent, sizes
+	 * of sampled blocks below the interval are unbiased estimates. */
+	MP_TRACE_SAMPLED = 1,
+	/* No allocator probes: anonymous mappings, brk and rss_stat only. */
+	MP_TRACE_RSS = 2,
+};
+
+/* "precise", "sampled", "rss" <-> enum mp_trace_mode; -EINVAL otherwise. */
+int mp_trace_mode_parse(const char *s, uint32_t *ret);
+const char *mp_trace_mode_name(uint32_t mode);
+
 #define MP_PROFILE_FORMAT_VERSION 1
 
 /* "No such index" (parent of a top-level invocation, phase before any
@@ -202,7 +218,7 @@ struct mp_profile {
 	uint32_t n_locations;
 	struct mp_location *locations;
 	/* Tracing mode of the run (filled in by the daemon; enum
-	 * mp_trace_mode of daemon/tracer.h: 0 precise, 1 sampled — heap
+	 * mp_trace_mode of daemon/profile/profile.h: 0 precise, 1 sampled — heap
 	 * figures are estimates from blocks sampled with mean interval
 	 * sample_bytes — 2 rss: no allocator probes, heap figures cover
 	 * anonymous mappings and brk only). */

@@ -5,7 +5,6 @@
 
 #include "json.h"
 #include "report.h"
-#include "tracer.h"
 
 int mp_report_format_parse(const char *s, enum mp_report_format *ret)
 {

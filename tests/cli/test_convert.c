@@ -7,9 +7,9 @@
 #include <stdlib.h>
 
 #include "helpers.h"
-#include "helpers_chrome.h"
+#include "../export/helpers_chrome.h"
 #include "profile_pb.h"
-#include "run_helpers.h"
+#include "../export/run_helpers.h"
 
 static char dir[] = "/tmp/memprof-convert-XXXXXX";
 static char file[128];

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Chrome trace test helpers: render a profile to text, and check a trace
- * with tests/chrome/validate_trace.py (strict JSON, fields, counters
+ * with tests/export/validate_trace.py (strict JSON, fields, counters
  * monotone, slices nested, names present).
  */
 #ifndef MP_TEST_CHROME_HELPERS_H
@@ -38,7 +38,7 @@ static CHROME_UNUSED char *validate_file(const char *path)
 
 	cr_assert_not_null(src, "MEMPROF_SOURCE_ROOT is not set (run through meson test)");
 	cr_assert_not_null(line);
-	snprintf(cmd, sizeof(cmd), "python3 '%s/tests/chrome/validate_trace.py' '%s' 2>&1", src,
+	snprintf(cmd, sizeof(cmd), "python3 '%s/tests/export/validate_trace.py' '%s' 2>&1", src,
 		 path);
 	f = popen(cmd, "r");
 	cr_assert_not_null(f);

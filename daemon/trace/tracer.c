@@ -931,26 +931,3 @@ int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *
 	*ret = f;
 	return 0;
 }
-
-static const char *const trace_mode_names[] = {
-	[MP_TRACE_PRECISE] = "precise",
-	[MP_TRACE_SAMPLED] = "sampled",
-	[MP_TRACE_RSS] = "rss",
-};
-
-int mp_trace_mode_parse(const char *s, uint32_t *ret)
-{
-	for (uint32_t m = 0; m < sizeof(trace_mode_names) / sizeof(trace_mode_names[0]); m++)
-		if (!strcmp(s, trace_mode_names[m])) {
-			*ret = m;
-			return 0;
-		}
-	return -EINVAL;
-}
-
-const char *mp_trace_mode_name(uint32_t mode)
-{
-	return mode < sizeof(trace_mode_names) / sizeof(trace_mode_names[0]) ?
-		       trace_mode_names[mode] :
-		       "?";
-}
