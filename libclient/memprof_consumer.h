@@ -24,6 +24,12 @@ enum mp_record_type {
 	MP_REC_PHASE = 5,
 	MP_REC_TAG_BEGIN = 6,
 	MP_REC_TAG_END = 7,
+	/* Ranges reserved so that work in parallel does not collide; each
+	 * range's owner defines its records, and the first to add any sets
+	 * MP_RING_ABI_VERSION to 2 (one bump for this release):
+	 *   8-15  allocation records of the in-process path (interposer)
+	 *   16-23 pool records (memprof_pool_* API)
+	 *   24-31 call-stack payload records */
 };
 
 /* The record was synthesised from a thread's open-kernel (or open-tag) stack
