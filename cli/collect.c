@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "collect.h"
+#include "log.h"
 #include "memprof.pb-c.h"
 #include "profile_pb.h"
 #include "stream.h"
@@ -132,14 +133,13 @@ static int on_chunk(struct collector *c, const uint8_t *buf, size_t len)
 	int r;
 
 	if (!ch) {
-		fprintf(stderr, "memprof collect: undecodable chunk of %zu bytes skipped\n", len);
+		log_error("undecodable chunk of %zu bytes skipped", len);
 		return 0;
 	}
 	r = mp_profile_decode(ch->profile.data, ch->profile.len, &p, &why);
 	if (r < 0) {
-		fprintf(stderr,
-			"memprof collect: chunk %" PRIu64 " of pid %d: bad profile (%s), skipped\n",
-			ch->sequence, (int)ch->pid, why ? why : strerror(-r));
+		log_error("chunk %" PRIu64 " of pid %d: bad profile (%s), skipped", ch->sequence,
+			  (int)ch->pid, why ? why : strerror(-r));
 		memprof__chunk__free_unpacked(ch, NULL);
 		return 0;
 	}
@@ -160,26 +160,24 @@ static int on_chunk(struct collector *c, const uint8_t *buf, size_t len)
 			" missing=%" PRIu64 " reported_lost=%" PRIu64 "\n",
 			kind, (int)ch->pid, ch->target_id, s->next_seq, ch->sequence, missing,
 			ch->lost_chunks);
-		fprintf(stderr,
-			"memprof collect: pid %d target %" PRIu64 ": %s, expected chunk %" PRIu64
-			", got %" PRIu64 " (%" PRIu64 " missing, daemon reports %" PRIu64
-			" lost)\n",
-			(int)ch->pid, ch->target_id, kind, s->next_seq, ch->sequence, missing,
-			ch->lost_chunks);
+		log_error("pid %d target %" PRIu64 ": %s, expected chunk %" PRIu64 ", got %" PRIu64
+			  " (%" PRIu64 " missing, daemon reports %" PRIu64 " lost)",
+			  (int)ch->pid, ch->target_id, kind, s->next_seq, ch->sequence, missing,
+			  ch->lost_chunks);
 	}
 	if (s && ch->sequence >= s->next_seq)
 		s->next_seq = ch->sequence + 1;
 	snprintf(path, sizeof(path), "%s/%d-%" PRIu64, c->dir, (int)ch->pid, ch->target_id);
 	if (mkdir(path, 0755) < 0 && errno != EEXIST) {
 		r = -errno;
-		fprintf(stderr, "memprof collect: %s: %s\n", path, strerror(errno));
+		log_error_errno(-errno, "%s: %m", path);
 		goto out;
 	}
 	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/%08" PRIu64 ".memprof",
 		 ch->sequence);
 	r = mp_profile_save(p, path);
 	if (r < 0) {
-		fprintf(stderr, "memprof collect: %s: %s\n", path, strerror(-r));
+		log_error_errno(r, "%s: %m", path);
 		goto out;
 	}
 	fprintf(c->report,
@@ -263,7 +261,7 @@ int mp_collect_run(const char *listen_url, const char *out_dir, FILE *report)
 	bool running = true;
 
 	if (mkdir(out_dir, 0755) < 0 && errno != EEXIST) {
-		fprintf(stderr, "memprof collect: %s: %s\n", out_dir, strerror(errno));
+		log_error_errno(-errno, "%s: %m", out_dir);
 		return -errno;
 	}
 	sigemptyset(&mask);
@@ -274,8 +272,7 @@ int mp_collect_run(const char *listen_url, const char *out_dir, FILE *report)
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC);
 	r = listen_on(listen_url, &lfd);
 	if (r < 0 || sfd < 0) {
-		fprintf(stderr, "memprof collect: cannot listen on %s: %s\n", listen_url,
-			strerror(r < 0 ? -r : errno));
+		log_error_errno(r < 0 ? r : -errno, "cannot listen on %s: %m", listen_url);
 		if (sfd >= 0)
 			close(sfd);
 		return r < 0 ? r : -errno;
@@ -307,8 +304,7 @@ int mp_collect_run(const char *listen_url, const char *out_dir, FILE *report)
 			if (pf[i + 2].fd == conns[i].fd && pf[i + 2].revents)
 				e = conn_read(&c, &conns[i]);
 			if (e == -EBADMSG)
-				fprintf(stderr,
-					"memprof collect: malformed stream, connection closed\n");
+				log_error("malformed stream, connection closed");
 			if (e == -ENOMEM || e == -ENOSPC || e == -EACCES || e == -EROFS) {
 				r = e;
 				running = false;

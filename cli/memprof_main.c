@@ -19,6 +19,7 @@
 #include "collect.h"
 #include "control.h"
 #include "launch.h"
+#include "log.h"
 #include "options.h"
 #include "pprof.h"
 #include "profile.h"
@@ -87,15 +88,15 @@ static int cmd_run(int argc, char **argv)
 	if (r < 0)
 		return 2;
 	if (optind >= argc) {
-		fprintf(stderr,
-			"memprof run: no command given (memprof run [OPTIONS] -- CMD...)\n");
+		log_error("no command given (memprof run [OPTIONS] -- CMD...)");
 		return 2;
 	}
 
 	r = mp_launch(argv + optind, &pid);
 	if (r < 0) {
-		fprintf(stderr, "memprof run: cannot start '%s': %s\n", argv[optind],
-			r == -ECHILD ? "it exited before reaching its entry point" : strerror(-r));
+		log_error("cannot start '%s': %s", argv[optind],
+			  r == -ECHILD ? "it exited before reaching its entry point" :
+					 strerror(-r));
 		return 127;
 	}
 	o.session.pid = pid;
@@ -134,9 +135,7 @@ static int cmd_report(int argc, char **argv)
 		switch (c) {
 		case 'f':
 			if (mp_report_format_parse(optarg, &format) < 0) {
-				fprintf(stderr,
-					"memprof report: unknown format '%s' (table, json, tfjs)\n",
-					optarg);
+				log_error("unknown format '%s' (table, json, tfjs)", optarg);
 				return 2;
 			}
 			break;
@@ -159,19 +158,19 @@ static int cmd_report(int argc, char **argv)
 		}
 	}
 	if (optind + 1 != argc) {
-		fprintf(stderr, "memprof report: expected exactly one FILE (see --help)\n");
+		log_error("expected exactly one FILE (see --help)");
 		return 2;
 	}
 	r = mp_profile_load(argv[optind], &p, &why);
 	if (r < 0) {
-		fprintf(stderr, "memprof report: %s: %s\n", argv[optind], why ? why : strerror(-r));
+		log_error("%s: %s", argv[optind], why ? why : strerror(-r));
 		return 1;
 	}
 	r = mp_report_write(p, format, region, stdout);
 	if (r == -ENOENT)
-		fprintf(stderr, "memprof report: no invocation '%s' in %s\n", region, argv[optind]);
+		log_error("no invocation '%s' in %s", region, argv[optind]);
 	else if (r < 0)
-		fprintf(stderr, "memprof report: %s\n", strerror(-r));
+		log_error_errno(r, "%m");
 	mp_profile_free(p);
 	return r < 0 ? 1 : 0;
 }
@@ -246,9 +245,7 @@ static int cmd_convert(int argc, char **argv)
 			else if (!strcmp(optarg, "json"))
 				to = TO_JSON;
 			else {
-				fprintf(stderr,
-					"memprof convert: unknown format '%s' (pprof, chrome, json)\n",
-					optarg);
+				log_error("unknown format '%s' (pprof, chrome, json)", optarg);
 				return 2;
 			}
 			break;
@@ -263,30 +260,29 @@ static int cmd_convert(int argc, char **argv)
 		}
 	}
 	if (optind + 1 != argc) {
-		fprintf(stderr, "memprof convert: expected exactly one FILE (see --help)\n");
+		log_error("expected exactly one FILE (see --help)");
 		return 2;
 	}
 	if (to == TO_NONE) {
-		fprintf(stderr, "memprof convert: --to pprof|chrome|json is required\n");
+		log_error("--to pprof|chrome|json is required");
 		return 2;
 	}
 	if (to == TO_PPROF && !out && isatty(STDOUT_FILENO)) {
-		fprintf(stderr, "memprof convert: pprof is binary: not writing it to a terminal "
-				"(use -o FILE or a redirection)\n");
+		log_error("pprof is binary: not writing it to a terminal "
+			  "(use -o FILE or a redirection)");
 		return 2;
 	}
 	in = argv[optind];
 	r = mp_profile_load(in, &p, &why);
 	if (r < 0) {
-		fprintf(stderr, "memprof convert: %s: %s\n", in, why ? why : strerror(-r));
+		log_error("%s: %s", in, why ? why : strerror(-r));
 		return 1;
 	}
 	if (out) {
 		f = fopen(out, "we");
 		if (!f) {
 			r = -errno;
-			fprintf(stderr, "memprof convert: cannot create %s: %s\n", out,
-				strerror(-r));
+			log_error_errno(r, "cannot create %s: %m", out);
 			mp_profile_free(p);
 			return 1;
 		}
@@ -296,8 +292,7 @@ static int cmd_convert(int argc, char **argv)
 	if ((f != stdout ? fclose(f) : fflush(f)) != 0)
 		r = errno ? -errno : -EIO;
 	if (r < 0) {
-		fprintf(stderr, "memprof convert: writing %s: %s\n", out ? out : "standard output",
-			strerror(-r));
+		log_error_errno(r, "writing %s: %m", out ? out : "standard output");
 		if (out)
 			unlink(out);
 	}
@@ -351,7 +346,7 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 			errno = 0;
 			a->duration = strtod(optarg, &end);
 			if (errno || *end || !(a->duration > 0) || a->duration > 1e9) {
-				fprintf(stderr, "memprof %s: invalid duration '%s'\n", cmd, optarg);
+				log_error("invalid duration '%s'", optarg);
 				return 2;
 			}
 			break;
@@ -363,10 +358,9 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 				uint32_t m;
 
 				if (mp_trace_mode_parse(optarg, &m) < 0) {
-					fprintf(stderr,
-						"memprof %s: invalid mode '%s' (precise, sampled, "
-						"rss)\n",
-						cmd, optarg);
+					log_error("invalid mode '%s' (precise, sampled, "
+						  "rss)",
+						  optarg);
 					return 2;
 				}
 				a->mode = optarg;
@@ -374,8 +368,7 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 				errno = 0;
 				a->sample_bytes = strtoull(optarg, &end, 10);
 				if (errno || *end || !a->sample_bytes || optarg[0] == '-') {
-					fprintf(stderr, "memprof %s: invalid --sample-bytes '%s'\n",
-						cmd, optarg);
+					log_error("invalid --sample-bytes '%s'", optarg);
 					return 2;
 				}
 			}
@@ -384,7 +377,7 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 			if (strcmp(cmd, "attach"))
 				goto bad;
 			if (a->n_streams >= 16) {
-				fprintf(stderr, "memprof %s: too many --stream\n", cmd);
+				log_error("too many --stream");
 				return 2;
 			}
 			a->streams[a->n_streams++] = optarg;
@@ -407,22 +400,22 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 	}
 	if (want_pid) {
 		if (optind + 1 != argc) {
-			fprintf(stderr, "memprof %s: expected one PID (see --help)\n", cmd);
+			log_error("expected one PID (see --help)");
 			return 2;
 		}
 		errno = 0;
 		a->pid = strtol(argv[optind], &end, 10);
 		if (errno || *end || a->pid <= 0 || a->pid > INT32_MAX) {
-			fprintf(stderr, "memprof %s: invalid pid '%s'\n", cmd, argv[optind]);
+			log_error("invalid pid '%s'", argv[optind]);
 			return 2;
 		}
 	} else if (optind != argc) {
-		fprintf(stderr, "memprof %s: unexpected argument '%s'\n", cmd, argv[optind]);
+		log_error("unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
 	return 0;
 bad:
-	fprintf(stderr, "memprof %s: invalid option (see --help)\n", cmd);
+	log_error("invalid option (see --help)");
 	return 2;
 }
 
@@ -437,13 +430,13 @@ static int client_call(const char *cmd, const char *control, struct mp_ctl_build
 
 	r = mp_ctl_build_end(b);
 	if (r < 0) {
-		fprintf(stderr, "memprof %s: request too long\n", cmd);
+		log_error("request too long");
 		return r;
 	}
 	r = mp_ctl_connect(control, &sock);
 	if (r < 0) {
-		fprintf(stderr, "memprof %s: cannot reach memprofd at %s: %s\n", cmd,
-			control ? control : MP_CTL_DEFAULT_PATH, strerror(-r));
+		log_error_errno(r, "cannot reach memprofd at %s: %m",
+				control ? control : MP_CTL_DEFAULT_PATH);
 		return r;
 	}
 	/* Detach waits for the final flush; attach for the probes. */
@@ -453,14 +446,14 @@ static int client_call(const char *cmd, const char *control, struct mp_ctl_build
 		r = mp_ctl_recv(sock, reply, NULL);
 	close(sock);
 	if (r < 0) {
-		fprintf(stderr, "memprof %s: talking to memprofd: %s\n", cmd, strerror(-r));
+		log_error_errno(r, "talking to memprofd: %m");
 		return r;
 	}
 	st = mp_ctl_get(reply, "status");
 	if (st && !strcmp(st, "ok"))
 		return 0;
 	msg = mp_ctl_get(reply, "message");
-	fprintf(stderr, "memprof %s: %s\n", cmd, msg ? msg : "the service refused");
+	log_error("%s", msg ? msg : "the service refused");
 	return -EPERM;
 }
 
@@ -475,7 +468,7 @@ static int open_output(const char *cmd, const char *path, bool *created)
 	if (fd < 0 && errno == EEXIST)
 		fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
-		fprintf(stderr, "memprof %s: %s: %s\n", cmd, path, strerror(errno));
+		log_error_errno(-errno, "%s: %m", path);
 	return fd;
 }
 
@@ -558,7 +551,7 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 				memfd_create("memprof-dump", MFD_CLOEXEC);
 		if (fd < 0) {
 			if (!a.output)
-				perror("memprof dump: memfd_create");
+				log_error_errno(-errno, "memfd_create: %m");
 			r = 1;
 			goto out;
 		}
@@ -600,8 +593,7 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 		if (!r)
 			r = mp_report_write(p, MP_REPORT_TABLE, NULL, stdout) < 0;
 		if (r)
-			fprintf(stderr, "memprof dump: unreadable profile%s%s\n", why ? ": " : "",
-				why ? why : "");
+			log_error("unreadable profile%s%s", why ? ": " : "", why ? why : "");
 	} else {
 		printf("dumped pid %ld to %s\n", a.pid, a.output);
 	}
@@ -645,7 +637,7 @@ static int cmd_collect(int argc, char **argv)
 		}
 	}
 	if (!listen || !out || optind != argc) {
-		fprintf(stderr, "memprof collect: --listen URL and --out DIR are required\n");
+		log_error("--listen URL and --out DIR are required");
 		return 2;
 	}
 	return mp_collect_run(listen, out, stdout) < 0 ? 1 : 0;
@@ -653,6 +645,12 @@ static int cmd_collect(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	static char ident[64];
+
+	/* Messages name the subcommand: "memprof convert: ...". */
+	snprintf(ident, sizeof(ident), "memprof%s%.40s", argc >= 2 && argv[1][0] != '-' ? " " : "",
+		 argc >= 2 && argv[1][0] != '-' ? argv[1] : "");
+	mp_log_open(ident, MP_LOG_AUTO);
 	if (argc < 2) {
 		usage(stderr);
 		return 2;
@@ -675,6 +673,7 @@ int main(int argc, char **argv)
 		return cmd_simple(argv[1], argc - 1, argv + 1);
 	if (!strcmp(argv[1], "collect"))
 		return cmd_collect(argc - 1, argv + 1);
-	fprintf(stderr, "memprof: unknown command '%s' (see memprof --help)\n", argv[1]);
+	mp_log_open("memprof", MP_LOG_AUTO);
+	log_error("unknown command '%s' (see memprof --help)", argv[1]);
 	return 2;
 }

@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "control.h"
+#include "log.h"
 #include "options.h"
 #include "profile.h"
 #include "service.h"
@@ -70,6 +71,8 @@ static int service_main(int argc, char **argv)
 	struct mp_service_opts so = { 0 };
 	int c;
 
+	/* The service logs for journald: priorities, no name. */
+	mp_log_open("memprofd", MP_LOG_JOURNAL);
 	while ((c = getopt_long(argc, argv, "v", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
@@ -80,15 +83,16 @@ static int service_main(int argc, char **argv)
 			break;
 		case 'v':
 			so.verbose = true;
+			mp_log_set_max_level(LOG_DEBUG);
 			break;
 		default:
-			fprintf(stderr, "memprofd: service mode takes --control, --config and -v "
-					"(see --help)\n");
+			log_error("service mode takes --control, --config and -v "
+				  "(see --help)");
 			return 2;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "memprofd: unexpected argument '%s' (see --help)\n", argv[optind]);
+		log_error("unexpected argument '%s' (see --help)", argv[optind]);
 		return 2;
 	}
 	return mp_service_run(&so) < 0 ? 1 : 0;
@@ -119,8 +123,8 @@ static void fg_push(struct fg *g, const struct mp_profile *p, bool final)
 	int r = mp_streamer_push(g->streamer, &m, p, NULL, 0);
 
 	if (r < 0)
-		fprintf(stderr, "memprofd: pid %d: streaming chunk %" PRIu64 ": %s\n", (int)m.pid,
-			m.sequence, strerror(-r));
+		log_warning_errno(r, "pid %d: streaming chunk %" PRIu64 ": %m", (int)m.pid,
+				  m.sequence);
 }
 
 static void fg_on_snapshot(void *ctx, enum mp_snapshot_reason why, struct mp_profile *p, int err)
@@ -138,7 +142,7 @@ static void *fg_signals(void *arg)
 
 	if (sigwait(&g->sigs, &sig) == 0 && sig != SIGUSR1)
 		if (write(g->ctl.stop_fd, &one, sizeof(one)) < 0)
-			perror("memprofd: stop");
+			log_error_errno(-errno, "stop: %m");
 	return NULL;
 }
 
@@ -163,20 +167,19 @@ static int run_streaming(struct mp_options *o, struct mp_profile **ret)
 		.ctx = &g,
 	};
 	if (g.ctl.stop_fd < 0) {
-		perror("memprofd: eventfd");
-		return -errno;
+		return log_error_errno(-errno, "eventfd: %m");
 	}
 	r = mp_streamer_new(64ull << 20, &g.streamer);
 	if (r == 0)
 		r = mp_streamer_set_global(g.streamer, o->streams, o->n_streams);
 	if (r < 0) {
-		fprintf(stderr, "memprofd: streaming: %s\n", strerror(-r));
+		log_error_errno(r, "streaming: %m");
 		goto out;
 	}
 	th_ok = pthread_create(&th, NULL, fg_signals, &g) == 0;
 	if (!th_ok) {
 		r = -EAGAIN;
-		fprintf(stderr, "memprofd: cannot start the signal thread\n");
+		log_error("cannot start the signal thread");
 		goto out;
 	}
 	o->session.ctl = &g.ctl;
@@ -204,6 +207,7 @@ int main(int argc, char **argv)
 
 	if (service_mode(argc, argv))
 		return service_main(argc, argv);
+	mp_log_open("memprofd", MP_LOG_AUTO);
 	mp_options_init(&o);
 	r = mp_options_parse(&o, argc, argv, true);
 	if (r == 1) {
@@ -213,7 +217,7 @@ int main(int argc, char **argv)
 	if (r < 0)
 		return 2;
 	if (optind < argc) {
-		fprintf(stderr, "memprofd: unexpected argument '%s' (see --help)\n", argv[optind]);
+		log_error("unexpected argument '%s' (see --help)", argv[optind]);
 		return 2;
 	}
 	r = o.n_streams ? run_streaming(&o, &p) : mp_session_run(&o.session, &p);

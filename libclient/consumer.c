@@ -23,6 +23,7 @@
 
 #include "memprof_consumer.h"
 #include "ring_abi.h"
+#include "util.h"
 
 #define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
 #define STORE(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
@@ -83,14 +84,6 @@ struct mp_consumer {
 	size_t nsynth, next_synth;
 	char **names; /* per string id, sanitised copies */
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static struct mp_slot *slot_at(const struct mp_consumer *c, uint32_t ring, uint64_t pos)
 {
@@ -288,7 +281,7 @@ static int synth_add(struct mp_consumer *c, size_t *cap, uint32_t type, uint32_t
 static int snapshot(struct mp_consumer *c)
 {
 	struct mp_thread t, phase = { 0 };
-	uint64_t attach_ts = now_ns();
+	uint64_t attach_ts = mp_now_ns();
 	size_t cap = 0;
 	int r;
 

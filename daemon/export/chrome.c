@@ -155,20 +155,6 @@ static void metadata(struct out *o, const char *what, uint32_t tid, const char *
 	args_end(o, &j);
 }
 
-static void shapes(struct mp_json *j, const char *key, const struct mp_shape *s, uint32_t n)
-{
-	if (!n)
-		return;
-	mp_json_array_begin(j, key);
-	for (uint32_t i = 0; i < n; i++) {
-		mp_json_array_begin(j, NULL);
-		for (uint32_t d = 0; d < s[i].rank && d < MP_MAX_RANK; d++)
-			mp_json_i64(j, NULL, s[i].dims[d]);
-		mp_json_array_end(j);
-	}
-	mp_json_array_end(j);
-}
-
 static void slice(struct out *o, uint32_t idx, uint64_t b, uint64_t e)
 {
 	const struct mp_profile *p = o->p;
@@ -208,8 +194,10 @@ static void slice(struct out *o, uint32_t idx, uint64_t b, uint64_t e)
 		mp_json_i64(&j, "rssExact", v->rss_exact_incl);
 	if (v->phase < p->n_phases && p->phases[v->phase].name)
 		mp_json_str(&j, "phase", p->phases[v->phase].name);
-	shapes(&j, "inputShapes", v->inputs, v->n_inputs);
-	shapes(&j, "outputShapes", v->outputs, v->n_outputs);
+	if (v->n_inputs)
+		mp_json_shapes(&j, "inputShapes", v->inputs, v->n_inputs);
+	if (v->n_outputs)
+		mp_json_shapes(&j, "outputShapes", v->outputs, v->n_outputs);
 	if (v->flags & MP_INV_F_OPEN_AT_ATTACH)
 		mp_json_bool(&j, "openAtAttach", true);
 	if (v->flags & MP_INV_F_TRUNCATED)

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 
 #include "json.h"
+#include "profile.h"
 
 void mp_json_init(struct mp_json *j, FILE *f, bool pretty)
 {
@@ -212,4 +213,16 @@ int mp_json_finish(struct mp_json *j)
 	if (j->depth)
 		return -EINVAL;
 	return ferror(j->f) ? -EIO : 0;
+}
+
+void mp_json_shapes(struct mp_json *j, const char *key, const struct mp_shape *s, uint32_t n)
+{
+	mp_json_array_begin_flat(j, key);
+	for (uint32_t i = 0; i < n; i++) {
+		mp_json_array_begin(j, NULL);
+		for (uint32_t d = 0; d < s[i].rank && d < MP_MAX_RANK; d++)
+			mp_json_i64(j, NULL, s[i].dims[d]);
+		mp_json_array_end(j);
+	}
+	mp_json_array_end(j);
 }

@@ -39,6 +39,10 @@ void mp_json_null(struct mp_json *j, const char *key);
 /* Ends the document with a newline; 0 or -EIO / -EINVAL (unbalanced). */
 int mp_json_finish(struct mp_json *j);
 
+struct mp_shape;
+/* @key: an array of @n shapes, each a flat array of its dimensions. */
+void mp_json_shapes(struct mp_json *j, const char *key, const struct mp_shape *s, uint32_t n);
+
 /* Writes @s as a JSON string literal (with quotes). */
 void mp_json_write_string(FILE *f, const char *s);
 

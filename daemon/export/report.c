@@ -52,18 +52,6 @@ static const char *mode_name(uint32_t mode)
 
 /* ---- tfjs ---- */
 
-static void json_shapes(struct mp_json *j, const char *key, const struct mp_shape *s, uint32_t n)
-{
-	mp_json_array_begin_flat(j, key);
-	for (uint32_t i = 0; i < n; i++) {
-		mp_json_array_begin(j, NULL);
-		for (uint32_t d = 0; d < s[i].rank && d < MP_MAX_RANK; d++)
-			mp_json_i64(j, NULL, s[i].dims[d]);
-		mp_json_array_end(j);
-	}
-	mp_json_array_end(j);
-}
-
 static int write_tfjs(const struct mp_profile *p, const char *region, FILE *f)
 {
 	struct mp_region rg;
@@ -98,8 +86,8 @@ static int write_tfjs(const struct mp_profile *p, const char *region, FILE *f)
 		mp_json_u64(&j, "totalBytesSnapshot", inv->total_bytes_snapshot);
 		mp_json_i64(&j, "tensorsAdded", inv->incl.tensors_added);
 		mp_json_u64(&j, "totalTensorsSnapshot", inv->total_tensors_snapshot);
-		json_shapes(&j, "inputShapes", inv->inputs, inv->n_inputs);
-		json_shapes(&j, "outputShapes", inv->outputs, inv->n_outputs);
+		mp_json_shapes(&j, "inputShapes", inv->inputs, inv->n_inputs);
+		mp_json_shapes(&j, "outputShapes", inv->outputs, inv->n_outputs);
 		mp_json_object_end(&j);
 	}
 	mp_json_array_end(&j);
@@ -172,8 +160,8 @@ static void json_invocation(struct mp_json *j, const struct mp_profile *p, uint3
 	mp_json_u64(j, "totalBytesSnapshot", v->total_bytes_snapshot);
 	mp_json_i64(j, "tensorsAdded", v->incl.tensors_added);
 	mp_json_u64(j, "totalTensorsSnapshot", v->total_tensors_snapshot);
-	json_shapes(j, "inputShapes", v->inputs, v->n_inputs);
-	json_shapes(j, "outputShapes", v->outputs, v->n_outputs);
+	mp_json_shapes(j, "inputShapes", v->inputs, v->n_inputs);
+	mp_json_shapes(j, "outputShapes", v->outputs, v->n_outputs);
 	json_mem(j, "inclusive", &v->incl);
 	json_mem(j, "exclusive", &v->excl);
 	mp_json_u64(j, "peakBytes", v->peak_bytes);

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 /* Large enough for status with the usual handful of supplementary groups;
  * grown once (never per sample) if a target has thousands. */
 #define READ_BUF_INITIAL 4096
@@ -161,14 +163,6 @@ int mp_rss_parse_smaps_rollup(const char *buf, size_t len, uint64_t *ret_pss)
 	return 0;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int open_proc(pid_t pid, const char *name, int *ret_fd)
 {
 	char path[64];
@@ -201,7 +195,6 @@ void mp_rss_sampler_free(struct mp_rss_sampler *s)
 int mp_rss_sampler_new(pid_t pid, unsigned hz, unsigned pss_every_n, struct mp_rss_sampler **ret)
 {
 	struct mp_rss_sampler *s;
-	struct itimerspec its = { 0 };
 	uint64_t period_ns;
 	int r;
 
@@ -237,13 +230,9 @@ int mp_rss_sampler_new(pid_t pid, unsigned hz, unsigned pss_every_n, struct mp_r
 		goto fail;
 	}
 	period_ns = 1000000000u / hz;
-	its.it_interval.tv_sec = (time_t)(period_ns / 1000000000u);
-	its.it_interval.tv_nsec = (long)(period_ns % 1000000000u);
-	its.it_value = its.it_interval;
-	if (timerfd_settime(s->timer_fd, 0, &its, NULL) < 0) {
-		r = -errno;
+	r = mp_timer_arm(s->timer_fd, period_ns, period_ns);
+	if (r < 0)
 		goto fail;
-	}
 	*ret = s;
 	return 0;
 fail:
@@ -374,9 +363,9 @@ static int read_status(struct mp_rss_sampler *s, struct mp_rss_sample *ret)
 		size_t len;
 		int r;
 
-		t0 = now_ns();
+		t0 = mp_now_ns();
 		r = read_whole(s, fd, &len);
-		t1 = now_ns();
+		t1 = mp_now_ns();
 		if (r == 0)
 			r = mp_rss_parse_status(s->buf, len, ret);
 		if (r == 0 && ret->vm_rss != UINT64_MAX) {

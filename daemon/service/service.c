@@ -22,10 +22,12 @@
 
 #include "config.h"
 #include "control.h"
+#include "log.h"
 #include "profile_pb.h"
 #include "service.h"
 #include "session.h"
 #include "stream.h"
+#include "util.h"
 
 #define MAX_CONNS 64
 #define MAX_TARGET_STREAMS 8
@@ -84,27 +86,6 @@ struct service {
 	struct mp_streamer *streamer;
 	uint64_t started_ns;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logmsg(const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	/* One write per line: lines of concurrent threads don't mix. */
-	fprintf(stderr, "memprofd: %s\n", buf);
-}
 
 static void wake_reaper(struct service *svc)
 {
@@ -251,8 +232,8 @@ static void stream_chunk(struct target *t, const struct mp_profile *p, bool fina
 	int r = mp_streamer_push(t->svc->streamer, &m, p, t->streams, t->n_streams);
 
 	if (r < 0)
-		logmsg("pid %d: streaming chunk %" PRIu64 ": %s", (int)t->pid, m.sequence,
-		       strerror(-r));
+		log_warning_errno(r, "pid %d: streaming chunk %" PRIu64 ": %m", (int)t->pid,
+				  m.sequence);
 }
 
 static void on_snapshot(void *ctx, enum mp_snapshot_reason why, struct mp_profile *p, int err)
@@ -309,10 +290,9 @@ static void *target_main(void *arg)
 			int w = write_profile(t->out_fd, p);
 
 			if (w < 0)
-				logmsg("pid %d: writing the profile: %s", (int)t->pid,
-				       strerror(-w));
-			else if (svc->o->verbose)
-				logmsg("pid %d: profile written", (int)t->pid);
+				log_error_errno(w, "pid %d: writing the profile: %m", (int)t->pid);
+			else
+				log_debug("pid %d: profile written", (int)t->pid);
 		}
 		stream_chunk(t, p, true);
 	}
@@ -321,8 +301,8 @@ static void *target_main(void *arg)
 		close(t->out_fd);
 		t->out_fd = -1;
 	}
-	logmsg("pid %d: detached (target %" PRIu64 ")%s", (int)t->pid, t->id,
-	       r < 0 ? ", session failed" : "");
+	log_info("pid %d: detached (target %" PRIu64 ")%s", (int)t->pid, t->id,
+		 r < 0 ? ", session failed" : "");
 	pthread_mutex_lock(&svc->lock);
 	t->state = T_DONE;
 	t->result = r;
@@ -514,8 +494,8 @@ static int do_attach(struct request *q)
 		return r;
 	r = mp_service_authorize(q->uid, q->gid, pid, why, sizeof(why));
 	if (r < 0) {
-		logmsg("refused attach to pid %d requested by uid %u (pid %d): %s", (int)pid,
-		       (unsigned)q->uid, (int)q->peer_pid, why);
+		log_notice("refused attach to pid %d requested by uid %u (pid %d): %s", (int)pid,
+			   (unsigned)q->uid, (int)q->peer_pid, why);
 		return fail(q, r, "not permitted: %s", why);
 	}
 
@@ -531,7 +511,7 @@ static int do_attach(struct request *q)
 	q->fd = -1;
 	t->ctl.stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	t->ctl.snapshot_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	t->started_ns = now_ns();
+	t->started_ns = mp_now_ns();
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	n = readlink(path, t->exe, sizeof(t->exe) - 1);
 	t->exe[n > 0 ? n : 0] = '\0';
@@ -625,8 +605,8 @@ static int do_attach(struct request *q)
 		ok(q);
 		mp_ctl_add(&q->reply, "target", "%" PRIu64, t->id);
 		mp_ctl_add(&q->reply, "exe", "%s", t->exe);
-		logmsg("pid %d (%s): attached for uid %u (target %" PRIu64 ")", (int)pid, t->exe,
-		       (unsigned)q->uid, t->id);
+		log_info("pid %d (%s): attached for uid %u (target %" PRIu64 ")", (int)pid, t->exe,
+			 (unsigned)q->uid, t->id);
 	} else if (t->state == T_DONE) {
 		r = t->result < 0 ? t->result : -ESRCH;
 		fail(q, r, "attaching to pid %d failed: %s (see the service log)", (int)pid,
@@ -727,7 +707,7 @@ static int do_dump(struct request *q)
 static int do_list(struct request *q)
 {
 	struct service *svc = q->svc;
-	uint64_t now = now_ns();
+	uint64_t now = mp_now_ns();
 
 	ok(q);
 	pthread_mutex_lock(&svc->lock);
@@ -760,7 +740,7 @@ static int do_status(struct request *q)
 	ok(q);
 	pthread_mutex_lock(&svc->lock);
 	mp_ctl_add(&q->reply, "pid", "%d", (int)getpid());
-	mp_ctl_add(&q->reply, "uptime_s", "%.1f", (double)(now_ns() - svc->started_ns) / 1e9);
+	mp_ctl_add(&q->reply, "uptime_s", "%.1f", (double)(mp_now_ns() - svc->started_ns) / 1e9);
 	mp_ctl_add(&q->reply, "targets", "%u", svc->n_targets);
 	mp_ctl_add(&q->reply, "max_targets", "%u", svc->cfg->max_targets);
 	mp_ctl_add(&q->reply, "config", "%s", svc->config_path);
@@ -782,9 +762,7 @@ static void *conn_main(void *arg)
 
 	r = mp_ctl_recv(q->sock, &q->msg, &q->fd);
 	if (r < 0) {
-		if (svc->o->verbose)
-			logmsg("control request from pid %d dropped: %s", (int)q->peer_pid,
-			       strerror(-r));
+		log_debug_errno(r, "control request from pid %d dropped: %m", (int)q->peer_pid);
 		goto out;
 	}
 	cmd = mp_ctl_get(&q->msg, "cmd");
@@ -805,8 +783,8 @@ static void *conn_main(void *arg)
 	if (mp_ctl_build_end(&q->reply) < 0)
 		fail(q, -E2BIG, "reply too long");
 	r = mp_ctl_send(q->sock, q->reply.buf, q->reply.len, -1);
-	if (r < 0 && svc->o->verbose)
-		logmsg("control reply to pid %d: %s", (int)q->peer_pid, strerror(-r));
+	if (r < 0)
+		log_debug_errno(r, "control reply to pid %d: %m", (int)q->peer_pid);
 out:
 	if (q->fd >= 0)
 		close(q->fd);
@@ -841,7 +819,8 @@ static void accept_one(struct service *svc, int lfd)
 	pthread_mutex_lock(&svc->lock);
 	if (svc->n_conns >= MAX_CONNS) {
 		pthread_mutex_unlock(&svc->lock);
-		logmsg("too many control connections, refusing one from pid %d", (int)cred.pid);
+		log_warning("too many control connections, refusing one from pid %d",
+			    (int)cred.pid);
 		close(s);
 		return;
 	}
@@ -863,7 +842,7 @@ static void accept_one(struct service *svc, int lfd)
 		pthread_attr_destroy(&attr);
 	}
 	if (r) {
-		logmsg("control connection: %s", strerror(r));
+		log_error_errno(r, "control connection: %m");
 		free(q);
 		close(s);
 		pthread_mutex_lock(&svc->lock);
@@ -884,17 +863,17 @@ static int load_config(struct service *svc, bool initial)
 	if (r == -ENOENT && !svc->o->config_path) {
 		r = mp_config_new(&c);
 		if (r == 0 && initial)
-			logmsg("no %s, using defaults", svc->config_path);
+			log_info("no %s, using defaults", svc->config_path);
 	} else if (r < 0) {
-		logmsg("%s: %s%s", svc->config_path, err,
-		       initial ? "" : " (keeping the previous configuration)");
+		log_error("%s: %s%s", svc->config_path, err,
+			  initial ? "" : " (keeping the previous configuration)");
 		return r;
 	}
 	if (r < 0)
 		return r;
 	r = mp_streamer_set_global(svc->streamer, c->collectors, c->n_collectors);
 	if (r < 0) {
-		logmsg("%s: collectors: %s", svc->config_path, strerror(-r));
+		log_error_errno(r, "%s: collectors: %m", svc->config_path);
 		mp_config_free(c);
 		return r;
 	}
@@ -903,10 +882,10 @@ static int load_config(struct service *svc, bool initial)
 	mp_config_free(svc->cfg);
 	svc->cfg = c;
 	pthread_mutex_unlock(&svc->lock);
-	logmsg("configuration %s from %s: %zu collectors, max_targets %u, stream_interval "
-	       "%.3fs",
-	       initial ? "loaded" : "reloaded", svc->config_path, c->n_collectors, c->max_targets,
-	       (double)c->stream_interval_ns / 1e9);
+	log_info("configuration %s from %s: %zu collectors, max_targets %u, stream_interval "
+		 "%.3fs",
+		 initial ? "loaded" : "reloaded", svc->config_path, c->n_collectors, c->max_targets,
+		 (double)c->stream_interval_ns / 1e9);
 	return 0;
 }
 
@@ -962,8 +941,8 @@ static void shutdown_all(struct service *svc)
 	pthread_mutex_unlock(&svc->lock);
 	reap(svc);
 	if (mp_streamer_flush(svc->streamer, SHUTDOWN_FLUSH_NS) < 0)
-		logmsg("collectors did not take every chunk within %llu s, the rest is lost",
-		       (unsigned long long)(SHUTDOWN_FLUSH_NS / 1000000000ull));
+		log_warning("collectors did not take every chunk within %llu s, the rest is lost",
+			    (unsigned long long)(SHUTDOWN_FLUSH_NS / 1000000000ull));
 }
 
 int mp_service_run(const struct mp_service_opts *o)
@@ -973,7 +952,7 @@ int mp_service_run(const struct mp_service_opts *o)
 		.control_path = o->control_path ? o->control_path : MP_CTL_DEFAULT_PATH,
 		.config_path = o->config_path ? o->config_path : MP_CONFIG_DEFAULT_PATH,
 		.reap_fd = -1,
-		.started_ns = now_ns(),
+		.started_ns = mp_now_ns(),
 	};
 	int lfd = -1, sfd = -1, r;
 	sigset_t mask;
@@ -998,13 +977,12 @@ int mp_service_run(const struct mp_service_opts *o)
 	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	svc.reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (sfd < 0 || svc.reap_fd < 0) {
-		r = -errno;
-		logmsg("signalfd/eventfd: %s", strerror(errno));
+		r = log_error_errno(-errno, "signalfd/eventfd: %m");
 		goto out;
 	}
 	r = mp_streamer_new(64ull << 20, &svc.streamer);
 	if (r < 0) {
-		logmsg("streamer: %s", strerror(-r));
+		log_error_errno(r, "streamer: %m");
 		goto out;
 	}
 	r = load_config(&svc, true);
@@ -1012,11 +990,14 @@ int mp_service_run(const struct mp_service_opts *o)
 		goto out;
 	r = open_control(svc.control_path, &lfd);
 	if (r < 0) {
-		logmsg("control socket %s: %s", svc.control_path,
-		       r == -EADDRINUSE ? "another memprofd is running" : strerror(-r));
+		if (r == -EADDRINUSE)
+			log_error("control socket %s: another memprofd is running",
+				  svc.control_path);
+		else
+			log_error_errno(r, "control socket %s: %m", svc.control_path);
 		goto out;
 	}
-	logmsg("listening on %s", svc.control_path);
+	log_info("listening on %s", svc.control_path);
 	sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%d", svc.control_path,
 		   (int)getpid());
 
@@ -1030,8 +1011,7 @@ int mp_service_run(const struct mp_service_opts *o)
 		if (poll(pf, 3, -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			r = -errno;
-			logmsg("poll: %s", strerror(errno));
+			r = log_error_errno(-errno, "poll: %m");
 			break;
 		}
 		if (pf[2].revents & POLLIN) {
@@ -1046,7 +1026,7 @@ int mp_service_run(const struct mp_service_opts *o)
 			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
 				if (si.ssi_signo == SIGHUP) {
 					sd_notify(0, "RELOADING=1");
-					logmsg("SIGHUP: reloading %s", svc.config_path);
+					log_info("SIGHUP: reloading %s", svc.config_path);
 					load_config(&svc, false);
 					sd_notify(0, "READY=1");
 				} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
@@ -1061,9 +1041,9 @@ int mp_service_run(const struct mp_service_opts *o)
 	close(lfd);
 	lfd = -1;
 	unlink(svc.control_path);
-	logmsg("stopping: flushing %u targets", svc.n_targets);
+	log_info("stopping: flushing %u targets", svc.n_targets);
 	shutdown_all(&svc);
-	logmsg("stopped");
+	log_info("stopped");
 out:
 	if (lfd >= 0)
 		close(lfd);

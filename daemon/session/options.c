@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "options.h"
 #include "pprof.h"
 #include "profile_pb.h"
@@ -100,8 +101,7 @@ void mp_options_help(FILE *f, bool with_pid)
 
 static int bad(const char *what, const char *arg)
 {
-	fprintf(stderr, "memprof: invalid %s '%s' (see --help)\n", what, arg);
-	return -EINVAL;
+	return log_error_errno(-EINVAL, "invalid %s '%s' (see --help)", what, arg);
 }
 
 static int parse_uint(const char *s, unsigned long max, unsigned long *ret)
@@ -305,6 +305,7 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 			break;
 		case 'v':
 			s->verbose = true;
+			mp_log_set_max_level(LOG_DEBUG);
 			break;
 		case 'h':
 			return 1;
@@ -317,8 +318,7 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 	if (s->duty_period_ns && s->mode == MP_TRACE_RSS)
 		return bad("--duty with --mode", "rss");
 	if (with_pid && !s->pid) {
-		fprintf(stderr, "memprofd: --pid PID is required (see --help)\n");
-		return -EINVAL;
+		return log_error_errno(-EINVAL, "--pid PID is required (see --help)");
 	}
 	return 0;
 }
@@ -330,20 +330,17 @@ int mp_options_emit(const struct mp_options *o, const struct mp_profile *p)
 	if (o->output) {
 		r = o->output_pprof ? mp_pprof_save(p, o->output) : mp_profile_save(p, o->output);
 		if (r < 0) {
-			fprintf(stderr, "memprof: writing %s: %s\n", o->output, strerror(-r));
-			return r;
+			return log_error_errno(r, "writing %s: %m", o->output);
 		}
 	}
 	if (!o->print_none) {
 		r = mp_report_write(p, o->print, o->region, stdout);
 		if (r == -ENOENT) {
-			fprintf(stderr, "memprof: no invocation '%s' in the profile (--region)\n",
-				o->region);
-			return r;
+			return log_error_errno(r, "no invocation '%s' in the profile (--region)",
+					       o->region);
 		}
 		if (r < 0) {
-			fprintf(stderr, "memprof: printing the profile: %s\n", strerror(-r));
-			return r;
+			return log_error_errno(r, "printing the profile: %m");
 		}
 		fflush(stdout);
 	}

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "correlator.h"
+#include "log.h"
 #include "live.h"
 #include "memprof_consumer.h"
 #include "merge.h"
@@ -23,6 +24,7 @@
 #include "rss.h"
 #include "session.h"
 #include "symbolize.h"
+#include "util.h"
 
 #define DEFAULT_LAG_NS (10 * 1000 * 1000ull)
 /* Ring drain and watermark release period. */
@@ -65,27 +67,6 @@ struct session {
 	int err;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static int log_errno(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int log_errno(int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("memprofd: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fprintf(stderr, ": %s\n", strerror(err < 0 ? -err : err));
-	return err < 0 ? err : -err;
-}
-
 static const char *resolve_owner(void *ctx, uint64_t addr)
 {
 	struct session *s = ctx;
@@ -93,10 +74,10 @@ static const char *resolve_owner(void *ctx, uint64_t addr)
 
 	if (s->maps)
 		m = mp_procmaps_find(s->maps, addr);
-	if (!m && !s->exited && now_ns() - s->maps_read_ns >= MAPS_REREAD_NS) {
+	if (!m && !s->exited && mp_now_ns() - s->maps_read_ns >= MAPS_REREAD_NS) {
 		struct mp_procmaps *fresh;
 
-		s->maps_read_ns = now_ns();
+		s->maps_read_ns = mp_now_ns();
 		if (mp_procmaps_read(s->o->pid, &fresh) == 0) {
 			mp_procmaps_free(s->maps);
 			s->maps = fresh;
@@ -108,26 +89,24 @@ static const char *resolve_owner(void *ctx, uint64_t addr)
 	return m->path;
 }
 
-static bool libbpf_verbose;
-
+/* libbpf's messages through the log module: its warnings as warnings,
+ * the rest only at debug level (-v). */
 __attribute__((format(printf, 2, 0))) static int libbpf_print(enum libbpf_print_level level,
 							      const char *fmt, va_list ap)
 {
-	if (!__atomic_load_n(&libbpf_verbose, __ATOMIC_RELAXED) && level != LIBBPF_WARN)
+	int lvl = level == LIBBPF_WARN ? LOG_WARNING : LOG_DEBUG;
+	char buf[1024];
+	int n;
+
+	if (lvl > mp_log_get_max_level())
 		return 0;
-	return vfprintf(stderr, fmt, ap);
-}
-
-static int timer_arm(int fd, uint64_t first_ns, uint64_t period_ns)
-{
-	struct itimerspec it = {
-		.it_value = { .tv_sec = first_ns / 1000000000ull,
-			      .tv_nsec = first_ns % 1000000000ull },
-		.it_interval = { .tv_sec = period_ns / 1000000000ull,
-				 .tv_nsec = period_ns % 1000000000ull },
-	};
-
-	return timerfd_settime(fd, 0, &it, NULL) < 0 ? -errno : 0;
+	n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	if (n < 0)
+		return n;
+	if (n > 0 && (size_t)n < sizeof(buf) && buf[n - 1] == '\n')
+		buf[n - 1] = '\0';
+	mp_log_internal(lvl, 0, "%s", buf);
+	return n;
 }
 
 static int ep_add(struct session *s, int fd, uint32_t tag)
@@ -216,7 +195,7 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev)
 	}
 	r = mp_live_apply(s->live, ev, on_heap, s);
 	if (r < 0)
-		return log_errno(r, "pid %d: live-allocation table", (int)s->o->pid);
+		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
 	return 0;
 }
 
@@ -289,7 +268,7 @@ static int drain_tracer(struct session *s)
 		return 0;
 	}
 	if (r < 0)
-		return log_errno(r, "pid %d: reading BPF events", (int)s->o->pid);
+		return log_error_errno(r, "pid %d: reading BPF events: %m", (int)s->o->pid);
 	if (mp_tracer_exited(s->tracer))
 		s->exited = true;
 	return 0;
@@ -301,7 +280,7 @@ static int drain_ring(struct session *s)
 	int r;
 
 	if (!s->ring) {
-		uint64_t now = now_ns();
+		uint64_t now = mp_now_ns();
 
 		if (s->exited || now < s->ring_retry_ns)
 			return 0;
@@ -312,21 +291,21 @@ static int drain_ring(struct session *s)
 		if (r < 0) {
 			/* A broken or foreign ring costs us the markers, not the
 			 * allocation profile. */
-			log_errno(r, "pid %d: marker ring unusable, profiling without markers",
-				  (int)s->o->pid);
+			log_warning_errno(
+				r, "pid %d: marker ring unusable, profiling without markers: %m",
+				(int)s->o->pid);
 			s->ring_retry_ns = UINT64_MAX;
 			return 0;
 		}
-		if (s->o->verbose)
-			fprintf(stderr, "memprofd: pid %d: marker ring attached\n", (int)s->o->pid);
+		log_debug("pid %d: marker ring attached", (int)s->o->pid);
 	}
 	for (int i = 0; i < RING_BATCH; i++) {
 		r = mp_consumer_read(s->ring, &rec);
 		if (r == 0)
 			return 0;
 		if (r < 0) {
-			log_errno(r, "pid %d: marker ring corrupted, markers stop here",
-				  (int)s->o->pid);
+			log_warning_errno(r, "pid %d: marker ring corrupted, markers stop here: %m",
+					  (int)s->o->pid);
 			s->ring_drops_closed += mp_consumer_drops(s->ring);
 			mp_consumer_free(s->ring);
 			s->ring = NULL;
@@ -335,7 +314,7 @@ static int drain_ring(struct session *s)
 		}
 		r = mp_merge_push(s->merge, ITEM_MARKER, rec.ts_ns, &rec, sizeof(rec));
 		if (r < 0)
-			return log_errno(r, "pid %d: merging markers", (int)s->o->pid);
+			return log_error_errno(r, "pid %d: merging markers: %m", (int)s->o->pid);
 	}
 	return 0;
 }
@@ -351,7 +330,7 @@ static int sample_rss(struct session *s)
 	if (r < 0) {
 		/* The process may be gone between its exit and our noticing. */
 		if (!s->exited)
-			log_errno(r, "pid %d: RSS sample", (int)s->o->pid);
+			log_warning_errno(r, "pid %d: RSS sample: %m", (int)s->o->pid);
 		return 0;
 	}
 	return mp_merge_push(s->merge, ITEM_RSS, rs.ts_ns, &rs, sizeof(rs));
@@ -362,7 +341,7 @@ static int sample_rss(struct session *s)
  * after them is (up to the lag) newer. */
 static int cycle(struct session *s)
 {
-	uint64_t t0 = now_ns(), lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS;
+	uint64_t t0 = mp_now_ns(), lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS;
 	int r;
 
 	r = drain_tracer(s);
@@ -433,9 +412,6 @@ static int setup(struct session *s, sigset_t *blocked)
 	};
 	int r;
 
-	/* Sessions of the service share it: set, never cleared. */
-	if (o->verbose)
-		__atomic_store_n(&libbpf_verbose, true, __ATOMIC_RELAXED);
 	libbpf_set_print(libbpf_print);
 
 	s->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -447,54 +423,56 @@ static int setup(struct session *s, sigset_t *blocked)
 		s->periodicfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	if (s->epfd < 0 || s->tickfd < 0 || s->deadlinefd < 0 || (!o->ctl && s->sigfd < 0) ||
 	    (o->ctl && o->ctl->snapshot_period_ns && s->periodicfd < 0))
-		return log_errno(-errno, "pid %d: event loop setup", (int)o->pid);
+		return log_error_errno(-errno, "pid %d: event loop setup: %m", (int)o->pid);
 
 	r = mp_merge_new(4096, &s->merge);
 	if (r < 0)
-		return log_errno(r, "pid %d: merge", (int)o->pid);
+		return log_error_errno(r, "pid %d: merge: %m", (int)o->pid);
 	r = mp_live_new(&s->live);
 	if (r < 0)
-		return log_errno(r, "pid %d: live-allocation table", (int)o->pid);
+		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)o->pid);
 
 	/* The address space as it is now: the owners of allocations made by
 	 * a process that exits before we process them are still known. */
-	s->maps_read_ns = now_ns();
+	s->maps_read_ns = mp_now_ns();
 	r = mp_procmaps_read(o->pid, &s->maps);
 	if (r < 0)
-		return log_errno(r, "pid %d: reading /proc/%d/maps", (int)o->pid, (int)o->pid);
+		return log_error_errno(r, "pid %d: reading /proc/%d/maps: %m", (int)o->pid,
+				       (int)o->pid);
 
 	describe_process(s);
 	r = mp_tracer_new(&topts, &s->tracer);
 	if (r < 0)
-		return log_errno(r, "pid %d: attaching the allocator tracer", (int)o->pid);
+		return log_error_errno(r, "pid %d: attaching the allocator tracer: %m",
+				       (int)o->pid);
 
-	copts.begin_ns = now_ns();
+	copts.begin_ns = mp_now_ns();
 	r = mp_correlator_new(&copts, &s->corr);
 	if (r < 0)
-		return log_errno(r, "pid %d: correlator", (int)o->pid);
+		return log_error_errno(r, "pid %d: correlator: %m", (int)o->pid);
 	for (size_t i = 0; i < o->n_owner_rules; i++) {
 		r = mp_correlator_add_owner_rule(s->corr, o->owner_rules[i]);
 		if (r < 0)
-			return log_errno(r, "invalid --owner '%s' (expected GLOB=NAME)",
-					 o->owner_rules[i]);
+			return log_error_errno(r, "invalid --owner '%s' (expected GLOB=NAME): %m",
+					       o->owner_rules[i]);
 	}
 
 	if (o->rss_hz) {
 		r = mp_rss_sampler_new(o->pid, o->rss_hz, o->pss_every, &s->rss);
 		if (r < 0)
-			return log_errno(r, "pid %d: RSS sampler", (int)o->pid);
+			return log_error_errno(r, "pid %d: RSS sampler: %m", (int)o->pid);
 		r = ep_add(s, mp_rss_sampler_fd(s->rss), EP_RSS);
 		if (r < 0)
-			return log_errno(r, "pid %d: epoll", (int)o->pid);
+			return log_error_errno(r, "pid %d: epoll: %m", (int)o->pid);
 	}
 
-	r = timer_arm(s->tickfd, TICK_NS, TICK_NS);
+	r = mp_timer_arm(s->tickfd, TICK_NS, TICK_NS);
 	if (r < 0)
-		return log_errno(r, "timerfd");
+		return log_error_errno(r, "timerfd: %m");
 	if (o->duration_ns) {
-		r = timer_arm(s->deadlinefd, o->duration_ns, 0);
+		r = mp_timer_arm(s->deadlinefd, o->duration_ns, 0);
 		if (r < 0)
-			return log_errno(r, "timerfd");
+			return log_error_errno(r, "timerfd: %m");
 	}
 	r = ep_add(s, mp_tracer_fd(s->tracer), EP_TRACER);
 	if (r == 0)
@@ -506,29 +484,29 @@ static int setup(struct session *s, sigset_t *blocked)
 	if (r == 0 && o->ctl && o->ctl->snapshot_fd >= 0)
 		r = ep_add(s, o->ctl->snapshot_fd, EP_SNAPSHOT);
 	if (r == 0 && s->periodicfd >= 0) {
-		r = timer_arm(s->periodicfd, o->ctl->snapshot_period_ns,
-			      o->ctl->snapshot_period_ns);
+		r = mp_timer_arm(s->periodicfd, o->ctl->snapshot_period_ns,
+				 o->ctl->snapshot_period_ns);
 		if (r == 0)
 			r = ep_add(s, s->periodicfd, EP_PERIODIC);
 	}
 	if (r == 0)
 		r = ep_add(s, s->deadlinefd, EP_DEADLINE);
 	if (r < 0)
-		return log_errno(r, "pid %d: epoll", (int)o->pid);
+		return log_error_errno(r, "pid %d: epoll: %m", (int)o->pid);
 
 	/* The ring may already exist (memprof run stops the target after
 	 * libmemprof's constructor): open it before the target runs on. */
 	r = drain_ring(s);
 	if (r < 0)
 		return r;
-	if (o->verbose || o->dump)
-		fprintf(stderr, "memprofd: attached to pid %d (%zu allocator probes)\n",
-			(int)o->pid,
-			mp_tracer_probes(s->tracer, &(const struct mp_probe_info *){ NULL }));
+	/* --dump-events announces it: a consumer of the dump waits for it. */
+	log_full_errno(o->dump ? LOG_INFO : LOG_DEBUG, 0,
+		       "attached to pid %d (%zu allocator probes)", (int)o->pid,
+		       mp_tracer_probes(s->tracer, &(const struct mp_probe_info *){ NULL }));
 	if (o->on_attached) {
 		r = o->on_attached(o->on_attached_ctx);
 		if (r < 0)
-			return log_errno(r, "pid %d: resuming the target", (int)o->pid);
+			return log_error_errno(r, "pid %d: resuming the target: %m", (int)o->pid);
 	}
 	return 0;
 }
@@ -559,7 +537,7 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 	p->drops_ring = s->ring_drops_closed + (s->ring ? mp_consumer_drops(s->ring) : 0);
 	/* Best effort: a profile without symbols is still a profile. */
 	if (mp_symbolize_profile(p, s->maps, o->pid) < 0)
-		log_errno(-ENOMEM, "pid %d: symbolizing allocation sites", (int)o->pid);
+		log_warning_errno(-ENOMEM, "pid %d: symbolizing allocation sites: %m", (int)o->pid);
 	return 0;
 }
 
@@ -568,14 +546,14 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 static void snapshot(struct session *s, enum mp_snapshot_reason why)
 {
 	struct mp_profile *p = NULL;
-	uint64_t now = now_ns();
+	uint64_t now = mp_now_ns();
 	int r;
 
 	r = mp_correlator_snapshot(s->corr, now > s->last_ts ? now : s->last_ts, &p);
 	if (r == 0)
 		r = fill_profile(s, p);
 	if (r < 0) {
-		log_errno(r, "pid %d: snapshot", (int)s->o->pid);
+		log_error_errno(r, "pid %d: snapshot: %m", (int)s->o->pid);
 		mp_profile_free(p);
 		p = NULL;
 	}
@@ -593,14 +571,14 @@ static int loop(struct session *s)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return log_errno(-errno, "epoll_wait");
+			return log_error_errno(-errno, "epoll_wait: %m");
 		}
 		for (int i = 0; i < n; i++) {
 			switch (evs[i].data.u32) {
 			case EP_TICK:
 				if (read(s->tickfd, &expirations, sizeof(expirations)) < 0 &&
 				    errno != EAGAIN)
-					return log_errno(-errno, "timerfd");
+					return log_error_errno(-errno, "timerfd: %m");
 				break;
 			case EP_RSS:
 				r = sample_rss(s);
@@ -725,10 +703,10 @@ int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 			dump_summary(&s);
 	}
 	if (r == 0) {
-		end = s.exited && s.last_ts ? s.last_ts : now_ns();
+		end = s.exited && s.last_ts ? s.last_ts : mp_now_ns();
 		r = mp_correlator_finish(s.corr, end > s.last_ts ? end : s.last_ts, &p);
 		if (r < 0)
-			log_errno(r, "pid %d: building the profile", (int)opts->pid);
+			log_error_errno(r, "pid %d: building the profile: %m", (int)opts->pid);
 	}
 	if (r == 0)
 		r = fill_profile(&s, p);

@@ -14,9 +14,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "memprof.pb-c.h"
 #include "profile_pb.h"
 #include "stream.h"
+#include "util.h"
 
 #if __has_include("pprof.h")
 #include "pprof.h"
@@ -71,14 +73,6 @@ struct mp_streamer {
 	struct collector *c[MP_STREAM_MAX_COLLECTORS];
 	size_t n;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 size_t mp_varint_encode(uint64_t v, uint8_t out[10])
 {
@@ -206,8 +200,8 @@ static void fail(struct collector *c, int err, uint64_t now)
 	c->next_try_ns = now + c->backoff_ns;
 	if (!c->down) {
 		c->down = true;
-		fprintf(stderr, "memprofd: collector %s unreachable (%s), buffering and retrying\n",
-			c->url, strerror(err < 0 ? -err : err));
+		log_warning_errno(err, "collector %s unreachable (%m), buffering and retrying",
+				  c->url);
 	}
 }
 
@@ -268,7 +262,7 @@ static void pop(struct mp_streamer *s, struct collector *c)
 static void up(struct collector *c)
 {
 	if (c->down)
-		fprintf(stderr, "memprofd: collector %s reachable again\n", c->url);
+		log_notice("collector %s reachable again", c->url);
 	c->down = false;
 	c->backoff_ns = 0;
 }
@@ -332,7 +326,7 @@ static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 		c->sent++;
 	} else {
 		c->rejected++;
-		fprintf(stderr, "memprofd: collector %s refused a chunk: %.12s\n", c->url, c->resp);
+		log_warning("collector %s refused a chunk: %.12s", c->url, c->resp);
 	}
 	pop(s, c);
 	close(c->fd);
@@ -349,7 +343,7 @@ static void *stream_main(void *arg)
 
 	pthread_mutex_lock(&s->lock);
 	while (!s->quit) {
-		uint64_t now = now_ns(), wait_ns = UINT64_MAX, v;
+		uint64_t now = mp_now_ns(), wait_ns = UINT64_MAX, v;
 		size_t n = 1;
 		int timeout;
 
@@ -382,7 +376,7 @@ static void *stream_main(void *arg)
 		if (pf[0].revents & POLLIN && read(s->wake_fd, &v, sizeof(v)) < 0) {
 			/* Nothing pending after all. */
 		}
-		now = now_ns();
+		now = mp_now_ns();
 		for (size_t k = 1; k < n; k++) {
 			struct collector *c = s->c[idx[k]];
 			short re = pf[k].revents;
@@ -594,7 +588,7 @@ static struct item *frame_chunk(const struct mp_chunk_meta *m, const uint8_t *pb
 static uint64_t unix_s(uint64_t mono_ns)
 {
 	struct timespec rt;
-	uint64_t now = now_ns(), rt_ns;
+	uint64_t now = mp_now_ns(), rt_ns;
 
 	clock_gettime(CLOCK_REALTIME, &rt);
 	rt_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;

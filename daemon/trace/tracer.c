@@ -23,6 +23,7 @@
 #include "memprof.skel.h"
 #include "memprof_probe.h"
 #include "symbols.h"
+#include "util.h"
 
 _Static_assert(MP_FN_MMAP == 10 && MP_FN_MUNMAP == 11 && MP_FN_MREMAP == 12 && MP_FN_BRK == 13,
 	       "bpf/memprof.bpf.c hard-codes these");
@@ -487,19 +488,11 @@ static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 	return 0;
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Resolve and attach; right after an exec, wait (bounded) for the dynamic
  * loader to map every needed object first. */
 static int resolve_and_attach(struct mp_tracer *t, bool after_exec)
 {
-	uint64_t deadline = now_ns() + MP_EXEC_SETTLE_NS;
+	uint64_t deadline = mp_now_ns() + MP_EXEC_SETTLE_NS;
 	struct mp_symbols *syms = NULL;
 	int r;
 
@@ -507,7 +500,7 @@ static int resolve_and_attach(struct mp_tracer *t, bool after_exec)
 		r = mp_symbols_new(t->opts.pid, &syms);
 		if (r < 0)
 			return r == -ENOENT ? -ESRCH : r;
-		if (!after_exec || mp_symbols_complete(syms) || now_ns() > deadline)
+		if (!after_exec || mp_symbols_complete(syms) || mp_now_ns() > deadline)
 			break;
 		mp_symbols_free(syms);
 		syms = NULL;
@@ -612,19 +605,11 @@ static bool kernel_has_uprobe_multi(void)
 	return cached;
 }
 
-static int duty_arm(struct mp_tracer *t, uint64_t ns)
-{
-	struct itimerspec it = { .it_value = { .tv_sec = (time_t)(ns / 1000000000ULL),
-					       .tv_nsec = (long)(ns % 1000000000ULL) } };
-
-	return timerfd_settime(t->dutyfd, 0, &it, NULL) < 0 ? -errno : 0;
-}
-
 /* The duty timer expired: switch the allocator probes off or on. Frees of
  * blocks allocated in an ON window are missed while OFF (see TRACER.md). */
 static int duty_toggle(struct mp_tracer *t)
 {
-	uint64_t exp, now = now_ns();
+	uint64_t exp, now = mp_now_ns();
 	int r;
 
 	if (read(t->dutyfd, &exp, sizeof(exp)) != sizeof(exp))
@@ -633,14 +618,14 @@ static int duty_toggle(struct mp_tracer *t)
 		detach_probes(t);
 		t->duty_on = false;
 		t->duty_total_ns += now - t->duty_since_ns;
-		return duty_arm(t, t->opts.duty_period_ns - t->opts.duty_on_ns);
+		return mp_timer_arm(t->dutyfd, t->opts.duty_period_ns - t->opts.duty_on_ns, 0);
 	}
 	r = resolve_and_attach(t, false);
 	if (r < 0 && r != -ENOENT)
 		return r;
 	t->duty_on = true;
-	t->duty_since_ns = now_ns();
-	return duty_arm(t, t->opts.duty_on_ns);
+	t->duty_since_ns = mp_now_ns();
+	return mp_timer_arm(t->dutyfd, t->opts.duty_on_ns, 0);
 }
 
 int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
@@ -745,7 +730,7 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		if (r < 0)
 			goto fail;
 		t->duty_on = true;
-		t->duty_since_ns = now_ns();
+		t->duty_since_ns = mp_now_ns();
 	}
 	t->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (t->epfd < 0) {
@@ -764,7 +749,7 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 	}
 	if (opts->duty_period_ns && opts->mode != MP_TRACE_RSS) {
 		t->dutyfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-		r = t->dutyfd < 0 ? -errno : duty_arm(t, opts->duty_on_ns);
+		r = t->dutyfd < 0 ? -errno : mp_timer_arm(t->dutyfd, opts->duty_on_ns, 0);
 		if (r < 0)
 			goto fail;
 		ee.data.fd = t->dutyfd;
@@ -822,11 +807,11 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 		t->exited = true;
 		/* The duty cycle's active time ends with the target. */
 		if (t->duty_on) {
-			t->duty_total_ns += now_ns() - t->duty_since_ns;
+			t->duty_total_ns += mp_now_ns() - t->duty_since_ns;
 			t->duty_on = false;
 		}
 		detach_probes(t);
-		ev.ts_ns = now_ns();
+		ev.ts_ns = mp_now_ns();
 		t->n_delivered++;
 		if (cb) {
 			r = cb(ctx, &ev);
@@ -883,7 +868,7 @@ bool mp_tracer_duty_on(const struct mp_tracer *t)
 
 uint64_t mp_tracer_duty_on_ns(const struct mp_tracer *t)
 {
-	return t->duty_total_ns + (t->duty_on ? now_ns() - t->duty_since_ns : 0);
+	return t->duty_total_ns + (t->duty_on ? mp_now_ns() - t->duty_since_ns : 0);
 }
 
 bool mp_tracer_multi_uprobes(const struct mp_tracer *t)

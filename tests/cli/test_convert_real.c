@@ -6,6 +6,7 @@
  */
 #include <inttypes.h>
 
+#include "../common/helpers.h"
 #include "../export/helpers_chrome.h"
 #include "../export/run_helpers.h"
 
@@ -13,8 +14,7 @@ static char profile[128], trace[160];
 
 static void need_root(void)
 {
-	if (geteuid() != 0)
-		cr_skip_test("needs root for BPF and ptrace (running as uid %d)", (int)geteuid());
+	mp_test_need_root("BPF and ptrace");
 }
 
 static char *fixture(const char *name)

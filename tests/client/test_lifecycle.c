@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/helpers.h"
 #include "memprof.h"
 #include "ring_test.h"
 
@@ -96,11 +97,8 @@ static struct mp_consumer *expect_open_kernel(pid_t pid, const char *name)
 
 static bool need_root(void)
 {
-	if (geteuid() == 0)
-		return true;
-	cr_log_warn("skipped: opening another process's /proc/PID/fd needs root");
-	cr_skip_test("needs root");
-	return false;
+	mp_test_need_root("opening another process's /proc/PID/fd");
+	return true;
 }
 
 Test(lifecycle, fork_child_gets_fresh_ring)

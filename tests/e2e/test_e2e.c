@@ -15,57 +15,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/helpers.h"
 #include "profile.h"
 #include "profile_pb.h"
 
 extern char **environ;
 
-static char build_root[2048];
-
 static void need_root(void)
 {
-	const char *b = getenv("MEMPROF_BUILD_ROOT");
-
-	if (geteuid() != 0)
-		cr_skip_test("needs root for BPF and ptrace (running as uid %d)", (int)geteuid());
-	cr_assert_not_null(b, "MEMPROF_BUILD_ROOT is not set (run through meson test)");
-	snprintf(build_root, sizeof(build_root), "%s", b);
+	mp_test_need_root("BPF and ptrace");
 }
 
-static char *path_of(const char *rel)
-{
-	static char buf[8][4096];
-	static int i;
-	char *p = buf[i++ % 8];
-
-	if ((size_t)snprintf(p, 4096, "%s/%s", build_root, rel) >= 4096)
-		cr_assert_fail("path too long");
-	return p;
-}
-
-/* Runs argv, returns its exit status; its stdout (up to @cap-1 bytes) in @out. */
-static int run_capture(char *const argv[], char *out, size_t cap)
-{
-	posix_spawn_file_actions_t fa;
-	int pipefd[2], status;
-	size_t n = 0;
-	ssize_t k;
-	pid_t pid;
-
-	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s", argv[0]);
-	posix_spawn_file_actions_destroy(&fa);
-	close(pipefd[1]);
-	while (n + 1 < cap && (k = read(pipefd[0], out + n, cap - 1 - n)) > 0)
-		n += (size_t)k;
-	out[n] = '\0';
-	close(pipefd[0]);
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	cr_assert(WIFEXITED(status), "%s died by signal %d", argv[0], WTERMSIG(status));
-	return WEXITSTATUS(status);
-}
+#define path_of mp_test_build_path
+#define run_capture mp_test_run_capture
 
 static void tmp_profile(char *path, size_t len)
 {

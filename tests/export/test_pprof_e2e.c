@@ -7,6 +7,7 @@
  * -g binary and for stripped copies. Needs root; skips (saying why) when
  * unprivileged or when go/protoc are missing.
  */
+#include "../common/helpers.h"
 #include "../profile/helpers.h"
 
 #include <errno.h>
@@ -31,10 +32,7 @@ static char build_root[2048], source_root[2048], tmpdir[64];
 
 static void rm_tmpdir(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	if (system(cmd) != 0)
+	if (mp_test_rmtree(tmpdir) < 0)
 		fprintf(stderr, "cannot remove %s\n", tmpdir);
 }
 
@@ -42,13 +40,11 @@ static void setup(void)
 {
 	const char *b = getenv("MEMPROF_BUILD_ROOT"), *s = getenv("MEMPROF_SOURCE_ROOT");
 
-	if (geteuid() != 0)
-		cr_skip_test("needs root for BPF and ptrace (running as uid %d)", (int)geteuid());
+	mp_test_need_root("BPF and ptrace");
 	cr_assert(b && s, "MEMPROF_BUILD_ROOT/MEMPROF_SOURCE_ROOT not set (run through meson)");
 	snprintf(build_root, sizeof(build_root), "%s", b);
 	snprintf(source_root, sizeof(source_root), "%s", s);
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/memprof-pprof-XXXXXX");
-	cr_assert_not_null(mkdtemp(tmpdir));
+	mp_test_tmpdir(tmpdir, sizeof(tmpdir), "pprof");
 	/* go tool needs a writable home and build cache. */
 	setenv("HOME", tmpdir, 1);
 	setenv("GOCACHE", tmpdir, 1);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/helpers.h"
 #include "profile.h"
 #include "profile_pb.h"
 
@@ -32,12 +33,10 @@ static void need_root(void)
 {
 	const char *b = getenv("MEMPROF_BUILD_ROOT");
 
-	if (geteuid() != 0)
-		cr_skip_test("needs root for BPF and ptrace (running as uid %d)", (int)geteuid());
+	mp_test_need_root("BPF and ptrace");
 	cr_assert_not_null(b, "MEMPROF_BUILD_ROOT is not set (run through meson test)");
 	snprintf(build_root, sizeof(build_root), "%s", b);
-	snprintf(tmpdir, sizeof(tmpdir), "/tmp/memprof-svc-%d-XXXXXX", (int)getpid());
-	cr_assert_not_null(mkdtemp(tmpdir));
+	mp_test_tmpdir(tmpdir, sizeof(tmpdir), "svc");
 	chmod(tmpdir, 0755);
 }
 
@@ -81,29 +80,15 @@ static __attribute__((unused)) void cleanup(void)
 			waitpid(spawned[i], NULL, 0);
 		}
 	n_spawned = 0;
-	if (tmpdir[0]) {
-		char *argv[] = { "/bin/rm", "-rf", tmpdir, NULL };
-		pid_t pid;
-
-		if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ) == 0)
-			waitpid(pid, NULL, 0);
-		tmpdir[0] = '\0';
-	}
+	mp_test_rmtree(tmpdir);
+	tmpdir[0] = '\0';
 }
 
 /* Spawns argv with stdout/stderr to the given fds (-1: inherit). */
 static pid_t spawn(char *const argv[], int out_fd, int err_fd)
 {
-	posix_spawn_file_actions_t fa;
-	pid_t pid;
+	pid_t pid = mp_test_spawn(argv, out_fd, err_fd);
 
-	posix_spawn_file_actions_init(&fa);
-	if (out_fd >= 0)
-		posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
-	if (err_fd >= 0)
-		posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s", argv[0]);
-	posix_spawn_file_actions_destroy(&fa);
 	if (n_spawned < 256)
 		spawned[n_spawned++] = pid;
 	return pid;
@@ -112,21 +97,13 @@ static pid_t spawn(char *const argv[], int out_fd, int err_fd)
 /* Runs argv to completion; its stdout in @out, its exit status returned. */
 static int run_capture(char *const argv[], char *out, size_t cap)
 {
-	int pipefd[2], status;
-	size_t n = 0;
-	ssize_t k;
+	int pipefd[2];
 	pid_t pid;
 
 	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
 	pid = spawn(argv, pipefd[1], -1);
 	close(pipefd[1]);
-	while (n + 1 < cap && (k = read(pipefd[0], out + n, cap - 1 - n)) > 0)
-		n += (size_t)k;
-	out[n] = '\0';
-	close(pipefd[0]);
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	cr_assert(WIFEXITED(status), "%s died by signal %d", argv[0], WTERMSIG(status));
-	return WEXITSTATUS(status);
+	return mp_test_collect(pid, pipefd[0], out, cap);
 }
 
 static bool can_connect(const char *path)

@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/helpers.h"
 #include "live.h"
 #include "procmaps.h"
 #include "rss_sample.h"
@@ -64,11 +65,6 @@ struct result {
 	char probe_paths[MP_FN_BUILTIN_COUNT + 4][PATH_MAX];
 	size_t n_probes;
 };
-
-static bool privileged(void)
-{
-	return geteuid() == 0;
-}
 
 static int collect(void *ctx, const struct mp_raw_event *ev)
 {
@@ -461,8 +457,7 @@ static const char *probe_path(const struct result *r, uint32_t fn)
 
 static void require_root(void)
 {
-	if (!privileged())
-		cr_skip_test("needs root (CAP_BPF, CAP_PERFMON) for uprobes");
+	mp_test_need_root("uprobes (CAP_BPF, CAP_PERFMON)");
 }
 
 Test(tracer, glibc_sequence_exact, .timeout = 60)

@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/* Shared by every test folder: the root check of the tests that load BPF
+ * or read other processes, paths in the build tree, temp dirs, and
+ * running a program as a fixture. Header only (each test is one
+ * criterion executable); include it as "../common/helpers.h". */
+#ifndef TESTS_COMMON_HELPERS_H
+#define TESTS_COMMON_HELPERS_H
+
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static inline bool mp_test_is_root(void)
+{
+	return geteuid() == 0;
+}
+
+/* Skips the test, saying why, unless it runs as root (here it always
+ * does: integration tests run, they never skip in CI). */
+#define mp_test_need_root(why)                                                       \
+	do {                                                                         \
+		if (!mp_test_is_root())                                              \
+			cr_skip_test("needs root for %s (running as uid %d)", (why), \
+				     (int)geteuid());                                \
+	} while (0)
+
+/* @rel inside the build tree (MEMPROF_BUILD_ROOT, set by meson test); a
+ * ring of buffers, so a few can be used in one expression. */
+static __attribute__((unused)) char *mp_test_build_path(const char *rel)
+{
+	static char buf[16][4096];
+	static int i;
+	const char *b = getenv("MEMPROF_BUILD_ROOT");
+	char *p = buf[i++ % 16];
+
+	cr_assert_not_null(b, "MEMPROF_BUILD_ROOT is not set (run through meson test)");
+	cr_assert_lt((size_t)snprintf(p, 4096, "%s/%s", b, rel), 4096, "path too long");
+	return p;
+}
+
+/* A fresh directory /tmp/memprof-TAG-PID-XXXXXX in @buf. */
+static __attribute__((unused)) void mp_test_tmpdir(char *buf, size_t size, const char *tag)
+{
+	cr_assert_lt((size_t)snprintf(buf, size, "/tmp/memprof-%s-%d-XXXXXX", tag, (int)getpid()),
+		     size);
+	cr_assert_not_null(mkdtemp(buf), "mkdtemp %s", buf);
+}
+
+static __attribute__((unused)) int mp_test_rm_one(const char *path, const struct stat *st, int flag,
+						  struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+/* Removes @dir and everything in it; 0 or -1. An empty @dir is a no-op. */
+static __attribute__((unused)) int mp_test_rmtree(const char *dir)
+{
+	if (!dir[0])
+		return 0;
+	return nftw(dir, mp_test_rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Spawns argv[0] with stdout / stderr to the given fds (-1: inherited). */
+static __attribute__((unused)) pid_t mp_test_spawn(char *const argv[], int out_fd, int err_fd)
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+
+	posix_spawn_file_actions_init(&fa);
+	if (out_fd >= 0)
+		posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
+	if (err_fd >= 0)
+		posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
+	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s", argv[0]);
+	posix_spawn_file_actions_destroy(&fa);
+	return pid;
+}
+
+/* Reads @fd to its end into @out (at most @cap - 1 bytes, NUL-terminated),
+ * then reaps @pid: its exit status (a death by signal fails the test). */
+static __attribute__((unused)) int mp_test_collect(pid_t pid, int fd, char *out, size_t cap)
+{
+	size_t n = 0;
+	ssize_t k;
+	int status;
+
+	while (n + 1 < cap && (k = read(fd, out + n, cap - 1 - n)) > 0)
+		n += (size_t)k;
+	out[n] = '\0';
+	close(fd);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "pid %d died by signal %d", (int)pid, WTERMSIG(status));
+	return WEXITSTATUS(status);
+}
+
+/* Runs argv to completion; its stdout in @out, its exit status returned. */
+static __attribute__((unused)) int mp_test_run_capture(char *const argv[], char *out, size_t cap)
+{
+	int pipefd[2];
+	pid_t pid;
+
+	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
+	pid = mp_test_spawn(argv, pipefd[1], -1);
+	close(pipefd[1]);
+	return mp_test_collect(pid, pipefd[0], out, cap);
+}
+
+#endif
