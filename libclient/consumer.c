@@ -588,6 +588,11 @@ uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c)
 	return c && c->hdr ? LOAD(&c->hdr->alloc_drops, RELAXED) : 0;
 }
 
+int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c)
+{
+	return c && c->hdr ? LOAD(&c->hdr->alloc_tls_off, RELAXED) : 0;
+}
+
 uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c)
 {
 	return c && c->hdr ? LOAD(&c->hdr->alloc_waits, RELAXED) : 0;
@@ -663,8 +668,7 @@ static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_r
 		/* fn: a builtin allocator function (enum mp_alloc_fn); a
 		 * scaled sample is only an allocation. */
 		if (copy->rank || copy->name_id >= MP_HEAP_FN_MAX ||
-		    (copy->flags & ~MP_REC_F_SCALED) ||
-		    (copy->flags && copy->type == MP_REC_FREE))
+		    (copy->flags & ~MP_REC_F_SCALED) || (copy->flags && copy->type == MP_REC_FREE))
 			return -EBADMSG;
 		r->fn = copy->name_id;
 		r->heap.addr = (uint64_t)copy->dims[0];

@@ -331,9 +331,9 @@ static bool set_insert(uint64_t p, uint64_t epoch)
 
 		if (v == p)
 			return true;
-		if (!free_slot && v <= TOMB && __atomic_compare_exchange_n(k, &v, p, false,
-									   __ATOMIC_RELAXED,
-									   __ATOMIC_RELAXED))
+		if (!free_slot && v <= TOMB &&
+		    __atomic_compare_exchange_n(k, &v, p, false, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
 			free_slot = k;
 		if (v == 0 && free_slot)
 			break;
@@ -476,16 +476,51 @@ static inline __attribute__((always_inline)) uint32_t mode_now(void)
 	return LOAD(&LOAD(&mp_alloc_hdr, RELAXED)->alloc_mode, RELAXED);
 }
 
-/* ---- the interposed functions ---- */
+/* Nonzero while this thread is inside the next allocator on behalf of a
+ * traced call: the daemon's syscall tracepoints read it (through the ring
+ * header's alloc_tls_off) to leave the allocator's own mmap/munmap to the
+ * heap records. Written only when the path is on. */
+static __thread uint64_t in_alloc __attribute__((tls_model("initial-exec")));
+
+MP_HIDDEN int64_t mp_interpose_tls_off(void)
+{
+	return (int64_t)((uintptr_t)&in_alloc - (uintptr_t)__builtin_thread_pointer());
+}
+
+#define ENTER() (in_alloc++, atomic_signal_fence(memory_order_seq_cst))
+#define LEAVE() (atomic_signal_fence(memory_order_seq_cst), in_alloc--)
+
+/* ---- the interposed functions: dormant, a tail call to the next
+ * allocator; on, a noinline traced twin ---- */
+
+static __attribute__((noinline)) void *malloc_on(uint32_t m, size_t n, uint64_t caller)
+{
+	void *p;
+
+	ENTER();
+	p = next.malloc(n);
+	LEAVE();
+	if (p)
+		on_alloc(m, FN_MALLOC, p, n, caller);
+	return p;
+}
 
 EXPORT void *malloc(size_t n)
 {
-	void *p = next.malloc(n);
 	uint32_t m = mode_now();
 
-	if (unlikely(m) && p)
-		on_alloc(m, FN_MALLOC, p, n, CALLER);
-	return p;
+	if (likely(!m))
+		return next.malloc(n);
+	return malloc_on(m, n, CALLER);
+}
+
+static __attribute__((noinline)) void free_on(uint32_t m, void *p, uint64_t caller)
+{
+	if (p)
+		on_free(m, p, caller);
+	ENTER();
+	next.free(p);
+	LEAVE();
 }
 
 EXPORT void free(void *p)
@@ -494,20 +529,33 @@ EXPORT void free(void *p)
 
 	if (unlikely(in_arena(p)))
 		return;
-	if (unlikely(m) && p)
-		on_free(m, p, CALLER);
-	next.free(p);
+	if (likely(!m)) {
+		next.free(p);
+		return;
+	}
+	free_on(m, p, CALLER);
+}
+
+static __attribute__((noinline)) void *calloc_on(uint32_t m, size_t n, size_t size, uint64_t caller)
+{
+	void *p;
+
+	ENTER();
+	p = next.calloc(n, size);
+	LEAVE();
+	/* an overflowing product fails in calloc itself */
+	if (p)
+		on_alloc(m, FN_CALLOC, p, (uint64_t)n * size, caller);
+	return p;
 }
 
 EXPORT void *calloc(size_t n, size_t size)
 {
-	void *p = next.calloc(n, size);
 	uint32_t m = mode_now();
 
-	/* an overflowing product fails in calloc itself */
-	if (unlikely(m) && p)
-		on_alloc(m, FN_CALLOC, p, (uint64_t)n * size, CALLER);
-	return p;
+	if (likely(!m))
+		return next.calloc(n, size);
+	return calloc_on(m, n, size, CALLER);
 }
 
 static void *realloc_arena(void *p, size_t n)
@@ -520,18 +568,27 @@ static void *realloc_arena(void *p, size_t n)
 	return q;
 }
 
-EXPORT void *realloc(void *p, size_t n)
+static __attribute__((noinline)) void *realloc_on(uint32_t m, void *p, size_t n, uint64_t caller)
 {
 	void *q;
+
+	ENTER();
+	q = next.realloc(p, n);
+	LEAVE();
+	on_realloc(m, FN_REALLOC, (uintptr_t)q, n, (uintptr_t)p, caller);
+	return q;
+}
+
+EXPORT void *realloc(void *p, size_t n)
+{
 	uint32_t m;
 
 	if (unlikely(in_arena(p)))
 		return realloc_arena(p, n);
-	q = next.realloc(p, n);
 	m = mode_now();
-	if (unlikely(m))
-		on_realloc(m, FN_REALLOC, (uintptr_t)q, n, (uintptr_t)p, CALLER);
-	return q;
+	if (likely(!m))
+		return next.realloc(p, n);
+	return realloc_on(m, p, n, CALLER);
 }
 
 EXPORT void *reallocarray(void *p, size_t n, size_t size)
@@ -549,10 +606,14 @@ EXPORT void *reallocarray(void *p, size_t n, size_t size)
 		return realloc_arena(p, total);
 	if (!next.reallocarray && !resolve())
 		return NULL;
-	q = next.reallocarray ? next.reallocarray(p, n, size) : next.realloc(p, total);
 	m = mode_now();
-	if (unlikely(m))
+	if (m)
+		ENTER();
+	q = next.reallocarray ? next.reallocarray(p, n, size) : next.realloc(p, total);
+	if (m) {
+		LEAVE();
 		on_realloc(m, FN_REALLOCARRAY, (uintptr_t)q, total, (uintptr_t)p, CALLER);
+	}
 	return q;
 }
 
@@ -560,6 +621,9 @@ EXPORT void *reallocarray(void *p, size_t n, size_t size)
  * them (they are resolved with malloc), else its memalign. */
 static void *aligned_next(uint32_t fn, size_t align, size_t n)
 {
+	void *p = NULL;
+	int r;
+
 	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolve())
 		return arena_alloc(n, align);
 	switch (fn) {
@@ -581,9 +645,7 @@ static void *aligned_next(uint32_t fn, size_t align, size_t n)
 	if (next.memalign)
 		return next.memalign(align, n);
 	if (next.posix_memalign) {
-		void *p = NULL;
-		int r = next.posix_memalign(&p, align, n);
-
+		r = next.posix_memalign(&p, align, n);
 		if (r) {
 			errno = r;
 			return NULL;
@@ -592,6 +654,21 @@ static void *aligned_next(uint32_t fn, size_t align, size_t n)
 	}
 	errno = ENOMEM;
 	return NULL;
+}
+
+static void *aligned_traced(uint32_t fn, size_t align, size_t n, size_t size, uint64_t caller)
+{
+	uint32_t m = mode_now();
+	void *p;
+
+	if (likely(!m))
+		return aligned_next(fn, align, n);
+	ENTER();
+	p = aligned_next(fn, align, n);
+	LEAVE();
+	if (p)
+		on_alloc(m, fn, p, size, caller);
+	return p;
 }
 
 EXPORT int posix_memalign(void **ret, size_t align, size_t n)
@@ -605,52 +682,37 @@ EXPORT int posix_memalign(void **ret, size_t align, size_t n)
 	}
 	if (!next.posix_memalign)
 		return ENOMEM;
-	r = next.posix_memalign(ret, align, n);
 	m = mode_now();
-	if (unlikely(m) && r == 0 && *ret)
+	if (likely(!m))
+		return next.posix_memalign(ret, align, n);
+	ENTER();
+	r = next.posix_memalign(ret, align, n);
+	LEAVE();
+	if (r == 0 && *ret)
 		on_alloc(m, FN_POSIX_MEMALIGN, *ret, n, CALLER);
 	return r;
 }
 
 EXPORT void *aligned_alloc(size_t align, size_t n)
 {
-	void *p = aligned_next(FN_ALIGNED_ALLOC, align, n);
-	uint32_t m = mode_now();
-
-	if (unlikely(m) && p)
-		on_alloc(m, FN_ALIGNED_ALLOC, p, n, CALLER);
-	return p;
+	return aligned_traced(FN_ALIGNED_ALLOC, align, n, n, CALLER);
 }
 
 EXPORT void *memalign(size_t align, size_t n)
 {
-	void *p = aligned_next(FN_MEMALIGN, align, n);
-	uint32_t m = mode_now();
-
-	if (unlikely(m) && p)
-		on_alloc(m, FN_MEMALIGN, p, n, CALLER);
-	return p;
+	return aligned_traced(FN_MEMALIGN, align, n, n, CALLER);
 }
 
 EXPORT void *valloc(size_t n)
 {
-	void *p = aligned_next(FN_VALLOC, (size_t)sysconf(_SC_PAGESIZE), n);
-	uint32_t m = mode_now();
-
-	if (unlikely(m) && p)
-		on_alloc(m, FN_VALLOC, p, n, CALLER);
-	return p;
+	return aligned_traced(FN_VALLOC, (size_t)sysconf(_SC_PAGESIZE), n, n, CALLER);
 }
 
 EXPORT void *pvalloc(size_t n)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	void *p = aligned_next(FN_PVALLOC, page, (n + page - 1) & ~(page - 1));
-	uint32_t m = mode_now();
 
-	if (unlikely(m) && p)
-		on_alloc(m, FN_PVALLOC, p, n, CALLER);
-	return p;
+	return aligned_traced(FN_PVALLOC, page, (n + page - 1) & ~(page - 1), n, CALLER);
 }
 
 EXPORT size_t malloc_usable_size(void *p)

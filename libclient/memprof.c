@@ -239,6 +239,7 @@ static int ring_create(void)
 	h->threads_off = threads_off;
 	h->strent_off = strent_off;
 	h->blob_off = blob_off;
+	h->alloc_tls_off = mp_interpose_tls_off();
 	/* id 0 names whatever could not be interned */
 	memcpy(r.blob, "?", 2);
 	h->blob_used = 2;

@@ -105,6 +105,9 @@ uint64_t mp_consumer_drops(const struct mp_consumer *c);
 /* Of those, heap records (ALLOC, FREE, REALLOC): figures of the in-process
  * path are lower bounds when nonzero. */
 uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c);
+/* The header's alloc_tls_off (ring_abi.h); hostile like every field: it
+ * only ever locates a word in the target's own memory. */
+int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c);
 /* Times an allocating thread of the target waited for ring space. */
 uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c);
 

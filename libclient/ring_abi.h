@@ -70,7 +70,11 @@ struct mp_ring_hdr {
 	/* Incremented by each consumer that turns the interposer on: the
 	 * interposer forgets the sampled blocks of an earlier session. */
 	uint64_t alloc_epoch;
-	uint64_t reserved2;
+	/* Offset from the thread pointer (x86-64 fs base) of the interposer's
+	 * per-thread word that is nonzero while it is inside the allocator:
+	 * the daemon's syscall tracepoints skip the allocator's own mappings
+	 * with it. Written once by the creator; 0 unknown. */
+	int64_t alloc_tls_off;
 	/* Records dropped because a ring was full, all threads. */
 	uint64_t drops __attribute__((aligned(64)));
 	/* Global order of memprof_phase() calls, for the attach snapshot. */

@@ -40,6 +40,9 @@ enum mp_rw_wait {
 MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
 			    unsigned nw, enum mp_rw_wait wait);
 
+/* interpose.c: alloc_tls_off of the ring header. */
+MP_HIDDEN int64_t mp_interpose_tls_off(void);
+
 /* Counts one heap record as dropped (drops and alloc_drops). */
 MP_HIDDEN void mp_ring_count_alloc_drop(void);
 
