@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../tracer_env.h"
+
 extern char **environ;
 
 static inline bool mp_test_is_root(void)
@@ -81,7 +83,8 @@ static __attribute__((unused)) pid_t mp_test_spawn(char *const argv[], int out_f
 		posix_spawn_file_actions_adddup2(&fa, out_fd, 1);
 	if (err_fd >= 0)
 		posix_spawn_file_actions_adddup2(&fa, err_fd, 2);
-	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s", argv[0]);
+	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, mp_test_argv(argv), environ), 0,
+		     "spawn %s", argv[0]);
 	posix_spawn_file_actions_destroy(&fa);
 	return pid;
 }
