@@ -103,7 +103,7 @@ static const char *preload_lib(char *buf, size_t len)
  * ahead of any allocator the user preloads, which it then forwards to. */
 static int set_preload(void)
 {
-	char lib[PATH_MAX], *val;
+	char lib[PATH_MAX], real[PATH_MAX], *val;
 	const char *old = getenv("LD_PRELOAD"), *path = preload_lib(lib, sizeof(lib));
 	int r;
 
@@ -112,6 +112,9 @@ static int set_preload(void)
 				"using the eBPF path\n");
 		return 0;
 	}
+	/* the real file: what the target's maps will show */
+	if (realpath(path, real))
+		path = real;
 	if (old && old[0])
 		r = asprintf(&val, "%s:%s", path, old);
 	else

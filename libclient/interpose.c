@@ -124,6 +124,18 @@ static __thread bool resolving __attribute__((tls_model("initial-exec")));
 
 #define SYM(name) dlsym(RTLD_NEXT, name)
 
+/* @fn when it comes from the object of @malloc_fn: an allocator without
+ * pvalloc (jemalloc) must not get glibc's, whose blocks it cannot free.
+ * The missing ones are then built on that allocator's memalign. */
+static void *same_object(void *malloc_fn, void *fn)
+{
+	Dl_info a, b;
+
+	if (!fn || !dladdr(malloc_fn, &a) || !dladdr(fn, &b))
+		return NULL;
+	return a.dli_fbase == b.dli_fbase ? fn : NULL;
+}
+
 /* True once the next allocator's malloc and free are known. Another thread
  * arriving while one resolves is served by the arena too: a few calls, and
  * no thread ever waits on another. */
@@ -149,13 +161,13 @@ static bool resolve(void)
 	}
 	next.calloc = SYM("calloc");
 	next.realloc = SYM("realloc");
-	next.reallocarray = SYM("reallocarray");
-	next.posix_memalign = SYM("posix_memalign");
-	next.aligned_alloc = SYM("aligned_alloc");
-	next.memalign = SYM("memalign");
-	next.valloc = SYM("valloc");
-	next.pvalloc = SYM("pvalloc");
-	next.malloc_usable_size = SYM("malloc_usable_size");
+	next.reallocarray = same_object(m, SYM("reallocarray"));
+	next.posix_memalign = same_object(m, SYM("posix_memalign"));
+	next.aligned_alloc = same_object(m, SYM("aligned_alloc"));
+	next.memalign = same_object(m, SYM("memalign"));
+	next.valloc = same_object(m, SYM("valloc"));
+	next.pvalloc = same_object(m, SYM("pvalloc"));
+	next.malloc_usable_size = same_object(m, SYM("malloc_usable_size"));
 	STORE(&next.free, (void (*)(void *))f, RELEASE);
 	STORE(&next.malloc, (void *(*)(size_t))m, RELEASE);
 	resolving = false;
@@ -497,6 +509,10 @@ static __attribute__((noinline)) void *malloc_on(uint32_t m, size_t n, uint64_t 
 {
 	void *p;
 
+	/* called by the next allocator inside a traced call (glibc's
+	 * reallocarray calls realloc): that call's record accounts for it */
+	if (in_alloc)
+		return next.malloc(n);
 	ENTER();
 	p = next.malloc(n);
 	LEAVE();
@@ -516,6 +532,10 @@ EXPORT void *malloc(size_t n)
 
 static __attribute__((noinline)) void free_on(uint32_t m, void *p, uint64_t caller)
 {
+	if (in_alloc) {
+		next.free(p);
+		return;
+	}
 	if (p)
 		on_free(m, p, caller);
 	ENTER();
@@ -540,6 +560,8 @@ static __attribute__((noinline)) void *calloc_on(uint32_t m, size_t n, size_t si
 {
 	void *p;
 
+	if (in_alloc)
+		return next.calloc(n, size);
 	ENTER();
 	p = next.calloc(n, size);
 	LEAVE();
@@ -572,6 +594,8 @@ static __attribute__((noinline)) void *realloc_on(uint32_t m, void *p, size_t n,
 {
 	void *q;
 
+	if (in_alloc)
+		return next.realloc(p, n);
 	ENTER();
 	q = next.realloc(p, n);
 	LEAVE();
@@ -606,7 +630,7 @@ EXPORT void *reallocarray(void *p, size_t n, size_t size)
 		return realloc_arena(p, total);
 	if (!next.reallocarray && !resolve())
 		return NULL;
-	m = mode_now();
+	m = in_alloc ? 0 : mode_now();
 	if (m)
 		ENTER();
 	q = next.reallocarray ? next.reallocarray(p, n, size) : next.realloc(p, total);
@@ -661,7 +685,7 @@ static void *aligned_traced(uint32_t fn, size_t align, size_t n, size_t size, ui
 	uint32_t m = mode_now();
 	void *p;
 
-	if (likely(!m))
+	if (likely(!m) || in_alloc)
 		return aligned_next(fn, align, n);
 	ENTER();
 	p = aligned_next(fn, align, n);
@@ -683,7 +707,7 @@ EXPORT int posix_memalign(void **ret, size_t align, size_t n)
 	if (!next.posix_memalign)
 		return ENOMEM;
 	m = mode_now();
-	if (likely(!m))
+	if (likely(!m) || in_alloc)
 		return next.posix_memalign(ret, align, n);
 	ENTER();
 	r = next.posix_memalign(ret, align, n);

@@ -81,7 +81,10 @@ static const char *resolve_owner(void *ctx, uint64_t addr)
 
 	if (s->maps)
 		m = mp_procmaps_find(s->maps, addr);
-	if (!m && !s->exited && mp_now_ns() - s->maps_read_ns >= MAPS_REREAD_NS) {
+	/* Also when the event is younger than our copy: a library dlopen'd
+	 * since then allocates. */
+	if (!m && !s->exited &&
+	    (mp_now_ns() - s->maps_read_ns >= MAPS_REREAD_NS || s->maps_read_ns < s->last_ts)) {
 		struct mp_procmaps *fresh;
 
 		s->maps_read_ns = mp_now_ns();
