@@ -46,6 +46,10 @@ const volatile __u64 wakeup_bytes = 256 << 10;
  * the middle of the call: duty cycle, exec) and must not make later calls
  * look nested. */
 volatile __u64 attach_gen = 0;
+/* In-process path: offset from the thread pointer (x86-64 fs base) of
+ * libmemprof's per-thread "inside an allocator call" word, set by the
+ * daemon from the ring header; 0 when the path is off. */
+volatile __s64 inproc_tls_off = 0;
 /* A ring-buffer record: 8-byte header, body rounded up to 8. */
 #define RECORD_BYTES (8 + ((sizeof(struct mp_raw_event) + 7) & ~7ULL))
 
@@ -463,6 +467,17 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 	st = thread_state(&calls, false);
 	if (in_call(st, usp))
 		return 0;
+	if (inproc_tls_off) {
+		struct task_struct *cur = bpf_get_current_task_btf();
+		__u64 in_alloc = 0;
+
+		/* the interposer's word; a target can only hide its own
+		 * mappings with it */
+		bpf_probe_read_user(&in_alloc, sizeof(in_alloc),
+				    (void *)(BPF_CORE_READ(cur, thread.fsbase) + inproc_tls_off));
+		if (in_alloc)
+			return 0;
+	}
 	if (id == NR_MMAP && !(BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS_FLAG))
 		return 0;
 	/* The mmap and munmap wrappers make no stack frame before the

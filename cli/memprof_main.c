@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -72,6 +73,59 @@ static int resume(void *ctx)
 	return mp_launch_resume(*(pid_t *)ctx);
 }
 
+/* libmemprof for LD_PRELOAD: $MEMPROF_PRELOAD_LIB, the build tree next to
+ * this executable (cli/ -> libclient/), then the installed one. */
+static const char *preload_lib(char *buf, size_t len)
+{
+	const char *env = getenv("MEMPROF_PRELOAD_LIB");
+	char *slash;
+	ssize_t n;
+
+	if (env && env[0])
+		return access(env, R_OK) == 0 ? env : NULL;
+	n = readlink("/proc/self/exe", buf, len - 1);
+	if (n > 0) {
+		buf[n] = '\0';
+		slash = strrchr(buf, '/');
+		if (slash &&
+		    (size_t)(slash - buf) + sizeof("/../libclient/libmemprof.so.0") < len) {
+			strcpy(slash, "/../libclient/libmemprof.so.0");
+			if (access(buf, R_OK) == 0)
+				return buf;
+		}
+	}
+	snprintf(buf, len, "%s", MP_LIBDIR "/libmemprof.so.0");
+	return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
+/* The command inherits our environment: put libmemprof first in its
+ * LD_PRELOAD so that its malloc is the interposer (the in-process path),
+ * ahead of any allocator the user preloads, which it then forwards to. */
+static int set_preload(void)
+{
+	char lib[PATH_MAX], real[PATH_MAX], *val;
+	const char *old = getenv("LD_PRELOAD"), *path = preload_lib(lib, sizeof(lib));
+	int r;
+
+	if (!path) {
+		fprintf(stderr, "memprof run: libmemprof not found (set MEMPROF_PRELOAD_LIB); "
+				"using the eBPF path\n");
+		return 0;
+	}
+	/* the real file: what the target's maps will show */
+	if (realpath(path, real))
+		path = real;
+	if (old && old[0])
+		r = asprintf(&val, "%s:%s", path, old);
+	else
+		r = asprintf(&val, "%s", path);
+	if (r < 0)
+		return -ENOMEM;
+	r = setenv("LD_PRELOAD", val, 1) < 0 ? -errno : 0;
+	free(val);
+	return r;
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	struct mp_options o;
@@ -92,6 +146,15 @@ static int cmd_run(int argc, char **argv)
 		return 2;
 	}
 
+	/* --no-preload forces eBPF; so does a sanitizer build, whose
+	 * libmemprof needs the sanitizer runtime loaded first. */
+	if (o.no_preload || !MP_PRELOAD_DEFAULT) {
+		if (o.no_preload && !o.session.tracer)
+			o.session.tracer = MP_PATH_BPF;
+	} else if (set_preload() < 0) {
+		fprintf(stderr, "memprof run: setting LD_PRELOAD: out of memory\n");
+		return 1;
+	}
 	r = mp_launch(argv + optind, &pid);
 	if (r < 0) {
 		log_error("cannot start '%s': %s", argv[optind],

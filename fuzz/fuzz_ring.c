@@ -85,17 +85,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			struct mp_thread *t = (struct mp_thread *)(mem + toff) + r;
 			struct mp_slot *ring = (struct mp_slot *)(mem + off) + (size_t)r * slots;
 
-			for (uint64_t p = t->tail, i = 0; i < slots; i++, p++)
+			for (uint64_t p = t->tail, i = 0; i < slots; i++, p++) {
 				if (flags & 4 || i < 4)
 					ring[p & mask].seq = p + 1;
+				/* the in-process path's heap records (types
+				 * 8-10), whatever else the input put there */
+				if (flags & 16)
+					ring[p & mask].type = 8 + ring[p & mask].type % 3;
+			}
 		}
 	}
 
 	if (mp_consumer_open_mem(mem, (flags & 8) ? len - shrink % 64 : len, &c) == 0) {
-		for (int i = 0; i < 10000; i++)
+		/* turning the interposer on or off only writes the header */
+		(void)mp_consumer_set_alloc_mode(c, shrink % 4, flags & 32 ? 0 : 4096);
+		for (int i = 0; i < 10000; i++) {
 			if (mp_consumer_read(c, &rec) <= 0)
 				break;
+			/* a heap record names a builtin function and carries
+			 * no name */
+			if (rec.type >= MP_REC_ALLOC && rec.type <= MP_REC_REALLOC &&
+			    (rec.fn >= 32 || rec.name || rec.rank))
+				__builtin_trap();
+		}
 		(void)mp_consumer_drops(c);
+		(void)mp_consumer_alloc_drops(c);
+		(void)mp_consumer_alloc_waits(c);
+		(void)mp_consumer_alloc_tls_off(c);
 		(void)mp_consumer_pid(c);
 		mp_consumer_free(c);
 	}

@@ -41,6 +41,16 @@
  * hostile writer) cannot make the open take long. */
 #define SNAP_YIELD_BUDGET 2048
 #define MAX_FD_SCAN 65536
+/* A slot's first cache line: header fields and dims[0..2]. */
+#define HEAP_WORDS_END 64
+_Static_assert(offsetof(struct mp_slot, dims) + 3 * 8 == HEAP_WORDS_END, "heap record layout");
+/* Heap records name a builtin function of enum mp_alloc_fn. */
+#define MP_HEAP_FN_MAX 32u
+
+static bool mp_record_is_heap(uint32_t type)
+{
+	return type >= MP_REC_ALLOC && type <= MP_REC_REALLOC;
+}
 
 struct tstate {
 	uint64_t pos; /* next position in this thread slot's ring */
@@ -71,6 +81,7 @@ struct mp_consumer {
 	int err;
 	int err_pending; /* found by a refill; reported after its records */
 	bool attached; /* we set the header's attached flag */
+	bool alloc_on; /* we turned the interposer on */
 	unsigned yield_budget;
 	struct tstate *ts; /* per thread slot */
 	uint32_t scan_start;
@@ -383,8 +394,13 @@ void mp_consumer_free(struct mp_consumer *c)
 {
 	if (!c)
 		return;
-	if (c->attached)
+	if (c->attached) {
+		/* Dormant again before the markers stop: nothing waits for a
+		 * consumer that is gone. */
+		if (c->alloc_on)
+			STORE(&c->hdr->alloc_mode, MP_ALLOC_OFF, RELEASE);
 		STORE(&c->hdr->attached, 0, RELEASE);
+	}
 	if (c->names) {
 		for (uint32_t i = 0; i < c->str_max; i++)
 			free(c->names[i]);
@@ -567,6 +583,39 @@ uint64_t mp_consumer_drops(const struct mp_consumer *c)
 	return c && c->hdr ? LOAD(&c->hdr->drops, RELAXED) : 0;
 }
 
+uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c)
+{
+	return c && c->hdr ? LOAD(&c->hdr->alloc_drops, RELAXED) : 0;
+}
+
+int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c)
+{
+	return c && c->hdr ? LOAD(&c->hdr->alloc_tls_off, RELAXED) : 0;
+}
+
+uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c)
+{
+	return c && c->hdr ? LOAD(&c->hdr->alloc_waits, RELAXED) : 0;
+}
+
+int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sample_bytes)
+{
+	if (!c || !c->hdr || mode > MP_ALLOC_SAMPLED || (mode == MP_ALLOC_SAMPLED && !sample_bytes))
+		return -EINVAL;
+	if (mode == MP_ALLOC_OFF) {
+		STORE(&c->hdr->alloc_mode, MP_ALLOC_OFF, RELEASE);
+		c->alloc_on = false;
+		return 0;
+	}
+	/* Interval and epoch before the mode: a thread that sees the mode
+	 * sees them too. */
+	STORE(&c->hdr->alloc_sample_bytes, mode == MP_ALLOC_SAMPLED ? sample_bytes : 0, RELAXED);
+	__atomic_fetch_add(&c->hdr->alloc_epoch, 1, __ATOMIC_RELAXED);
+	STORE(&c->hdr->alloc_mode, mode, RELEASE);
+	c->alloc_on = true;
+	return 0;
+}
+
 pid_t mp_consumer_pid(const struct mp_consumer *c)
 {
 	return c ? c->pid : 0;
@@ -589,6 +638,12 @@ const char *mp_record_type_name(uint32_t type)
 		return "tag_begin";
 	case MP_REC_TAG_END:
 		return "tag_end";
+	case MP_REC_ALLOC:
+		return "alloc";
+	case MP_REC_FREE:
+		return "free";
+	case MP_REC_REALLOC:
+		return "realloc";
 	default:
 		return "unknown";
 	}
@@ -609,6 +664,19 @@ static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_r
 	r->tid = copy->tid;
 	r->ts_ns = copy->ts_ns;
 	r->seq = copy->tseq;
+	if (mp_record_is_heap(copy->type)) {
+		/* fn: a builtin allocator function (enum mp_alloc_fn); a
+		 * scaled sample is only an allocation. */
+		if (copy->rank || copy->name_id >= MP_HEAP_FN_MAX ||
+		    (copy->flags & ~MP_REC_F_SCALED) || (copy->flags && copy->type == MP_REC_FREE))
+			return -EBADMSG;
+		r->fn = copy->name_id;
+		r->heap.addr = (uint64_t)copy->dims[0];
+		r->heap.size = (uint64_t)copy->dims[1];
+		r->heap.caller = (uint64_t)copy->dims[2];
+		r->heap.old_addr = copy->type == MP_REC_REALLOC ? (uint64_t)copy->dims[3] : 0;
+		return 0;
+	}
 	if (copy->flags & ~MP_REC_F_THREAD_EXIT)
 		return -EBADMSG;
 	switch (copy->type) {
@@ -686,12 +754,20 @@ static int refill(struct mp_consumer *c)
 			}
 			/* the first cache line; dims (second line) only for
 			 * shapes */
-			copy_words(&copy, s, offsetof(struct mp_slot, dims) / 8);
+			/* the first cache line (a heap record's addr, size and
+			 * caller are in it); the rest only for shapes and
+			 * realloc */
+			copy_words(&copy, s, HEAP_WORDS_END / 8);
 			if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE)
 				copy_words(copy.dims, s->dims, sizeof(copy.dims) / 8);
+			else if (copy.type == MP_REC_REALLOC)
+				copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
 			t->pos++;
 			scanned++;
-			if (t->snap_valid && (int32_t)(copy.tseq - t->snap_seq) <= 0)
+			/* Heap records carry no stack change: the attach
+			 * snapshot never reflects them. */
+			if (t->snap_valid && !mp_record_is_heap(copy.type) &&
+			    (int32_t)(copy.tseq - t->snap_seq) <= 0)
 				continue; /* already reflected in the attach snapshot */
 			r = decode(c, &copy, &c->batch[n]);
 			if (r < 0) {

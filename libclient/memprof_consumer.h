@@ -25,11 +25,18 @@ enum mp_record_type {
 	MP_REC_TAG_BEGIN = 6,
 	MP_REC_TAG_END = 7,
 	/* Ranges reserved so that work in parallel does not collide; each
-	 * range's owner defines its records, and the first to add any sets
-	 * MP_RING_ABI_VERSION to 2 (one bump for this release):
+	 * range's owner defines its records (MP_RING_ABI_VERSION 2):
 	 *   8-15  allocation records of the in-process path (interposer)
 	 *   16-23 pool records (memprof_pool_* API)
 	 *   24-31 call-stack payload records */
+	/* In-process path (docs/RING.md): the same events as the eBPF
+	 * tracer's raw MP_RAW_ALLOC / MP_RAW_FREE / MP_RAW_REALLOC, with
+	 * the same semantics; fn is enum mp_alloc_fn. */
+	MP_REC_ALLOC = 8, /* fn returned addr for a request of size bytes */
+	MP_REC_FREE = 9, /* fn is releasing addr (stamped before release) */
+	/* fn resized old_addr (0: none) to size bytes and returned addr
+	 * (0: failed; with size 0, old_addr was freed). */
+	MP_REC_REALLOC = 10,
 };
 
 /* The record was synthesised from a thread's open-kernel (or open-tag) stack
@@ -42,6 +49,10 @@ enum mp_record_type {
  * attached, so the library did not read the clock; ts_ns is the attach time
  * (an upper bound of the real begin). */
 #define MP_REC_F_TS_UNKNOWN 0x4u
+/* ALLOC / REALLOC in sampled mode: a sample of a block smaller than the
+ * sampling interval; size is the requested size, which the consumer of the
+ * record replaces by its unbiased estimate (as for MP_RAW_F_SCALED). */
+#define MP_REC_F_SCALED 0x8u
 
 /* A decoded, validated record. */
 struct mp_record {
@@ -54,11 +65,20 @@ struct mp_record {
 	 * printable ASCII, owned by the consumer and valid until
 	 * mp_consumer_free(). NULL for other types. */
 	const char *name;
-	int64_t dims[MP_MAX_RANK];
+	union {
+		int64_t dims[MP_MAX_RANK]; /* shapes */
+		struct { /* ALLOC, FREE, REALLOC */
+			uint64_t addr;
+			uint64_t size;
+			uint64_t caller; /* return address into fn's caller */
+			uint64_t old_addr;
+		} heap;
+	};
 	/* Record number of the writer's thread slot: consecutive for one
 	 * thread while a consumer is attached (a gap there is a dropped
 	 * record). Continues across threads reusing the slot. */
 	uint32_t seq;
+	uint32_t fn; /* ALLOC, FREE, REALLOC: enum mp_alloc_fn */
 };
 
 struct mp_consumer;
@@ -82,6 +102,20 @@ void mp_consumer_free(struct mp_consumer *c);
 int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret);
 /* Records the producers dropped because the ring was full. */
 uint64_t mp_consumer_drops(const struct mp_consumer *c);
+/* Of those, heap records (ALLOC, FREE, REALLOC): figures of the in-process
+ * path are lower bounds when nonzero. */
+uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c);
+/* The header's alloc_tls_off (ring_abi.h); hostile like every field: it
+ * only ever locates a word in the target's own memory. */
+int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c);
+/* Times an allocating thread of the target waited for ring space. */
+uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c);
+
+/* Turns the target's interposer on (enum mp_alloc_mode of ring_abi.h,
+ * @sample_bytes for MP_ALLOC_SAMPLED) or off (MP_ALLOC_OFF). The
+ * interposer is also turned off by mp_consumer_free(). -EINVAL for an
+ * unknown mode or a sampled mode without an interval. */
+int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sample_bytes);
 /* pid that created the ring (from the header, validated against the
  * opened process when opened by pid). */
 pid_t mp_consumer_pid(const struct mp_consumer *c);

@@ -17,7 +17,7 @@
  * /proc/PID/fd. */
 #define MP_RING_MEMFD_NAME "memprof-ring"
 #define MP_RING_MAGIC 0x3130474e4952504dULL /* "MPRING01" little-endian */
-#define MP_RING_ABI_VERSION 1u
+#define MP_RING_ABI_VERSION 2u
 
 /* Limits the consumer enforces on a header (anything larger is corrupt). */
 /* all rings together */
@@ -31,6 +31,13 @@
 #define MP_TSTACK_MAX 16u
 
 /* Ring record types are enum mp_record_type of memprof_consumer.h. */
+
+/* Values of mp_ring_hdr.alloc_mode. */
+enum mp_alloc_mode {
+	MP_ALLOC_OFF = 0, /* dormant: no record, no shared write */
+	MP_ALLOC_PRECISE = 1, /* every call; a full ring makes the caller wait */
+	MP_ALLOC_SAMPLED = 2, /* byte-weighted Poisson samples; never waits */
+};
 
 struct mp_ring_hdr {
 	/* Written once by the creator before the memfd is visible. */
@@ -54,8 +61,20 @@ struct mp_ring_hdr {
 	 * detach: shares its line with read-only data. Nonzero while a
 	 * consumer is attached. */
 	uint32_t attached;
-	uint32_t reserved1;
-	uint64_t reserved2[3];
+	/* In-process allocation path (ABI 2), written by the consumer only,
+	 * read by the interposer on every allocator call: enum mp_alloc_mode.
+	 * MP_ALLOC_OFF (the value of a fresh ring) keeps it dormant. */
+	uint32_t alloc_mode;
+	/* MP_ALLOC_SAMPLED: mean sampling interval in bytes. */
+	uint64_t alloc_sample_bytes;
+	/* Incremented by each consumer that turns the interposer on: the
+	 * interposer forgets the sampled blocks of an earlier session. */
+	uint64_t alloc_epoch;
+	/* Offset from the thread pointer (x86-64 fs base) of the interposer's
+	 * per-thread word that is nonzero while it is inside the allocator:
+	 * the daemon's syscall tracepoints skip the allocator's own mappings
+	 * with it. Written once by the creator; 0 unknown. */
+	int64_t alloc_tls_off;
 	/* Records dropped because a ring was full, all threads. */
 	uint64_t drops __attribute__((aligned(64)));
 	/* Global order of memprof_phase() calls, for the attach snapshot. */
@@ -63,7 +82,14 @@ struct mp_ring_hdr {
 	/* String table allocation. */
 	uint32_t str_count;
 	uint32_t blob_used;
-	uint64_t reserved4[5];
+	/* Heap records (types 8-15) dropped: ring full after the bounded wait
+	 * (precise), ring full (sampled), a sampled block that could not be
+	 * remembered, or an allocator call re-entered from a signal handler
+	 * while the thread was writing a record. Also counted in drops. */
+	uint64_t alloc_drops;
+	/* Times an allocating thread found its ring full and waited. */
+	uint64_t alloc_waits;
+	uint64_t reserved4[3];
 };
 
 /* One ring slot. Thread slot i owns ring i. seq == pos + 1 once the record

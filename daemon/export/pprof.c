@@ -133,8 +133,9 @@ struct build {
 	Perftools__Profiles__Function *funcs, **funcp;
 	Perftools__Profiles__Mapping *maps, **mapp;
 	char (*tids)[12]; /* the thread labels' text, one per sample */
-	int64_t comments[2];
+	int64_t comments[3];
 	char dropped_note[128];
+	char path_note[96];
 };
 
 static void build_free(struct build *b)
@@ -407,6 +408,11 @@ static int build_profile(struct build *b, const struct mp_profile *p,
 	o->duration_nanos = p->end_ns > p->begin_ns ? clamp(p->end_ns - p->begin_ns) : 0;
 	if (p->exe)
 		b->comments[o->n_comment++] = S(p->exe);
+	if (p->tracer_path) {
+		snprintf(b->path_note, sizeof(b->path_note), "memprofd: tracer path %s",
+			 mp_tracer_path_name(p->tracer_path));
+		b->comments[o->n_comment++] = S(b->path_note);
+	}
 	if (p->sites_dropped) {
 		snprintf(b->dropped_note, sizeof(b->dropped_note),
 			 "memprofd: %llu allocations beyond the site table are not in the samples",

@@ -312,6 +312,11 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_u64(&j, "dutyOnNs", p->duty_on_ns);
 	mp_json_u64(&j, "dutyPeriodNs", p->duty_period_ns);
 	mp_json_u64(&j, "dutyActiveNs", p->duty_active_ns);
+	/* profiles from before the in-process path say nothing about it */
+	if (p->tracer_path) {
+		mp_json_str(&j, "tracerPath", mp_tracer_path_name(p->tracer_path));
+		mp_json_u64(&j, "heapWaits", p->heap_waits);
+	}
 	mp_json_object_end(&j);
 	mp_json_u64(&j, "beginNs", p->begin_ns);
 	mp_json_u64(&j, "endNs", p->end_ns);
@@ -328,6 +333,8 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_u64(&j, "invocations", p->invocations_dropped);
 	mp_json_u64(&j, "markers", p->dropped_markers);
 	mp_json_u64(&j, "sites", p->sites_dropped);
+	if (p->tracer_path)
+		mp_json_u64(&j, "heap", p->drops_heap);
 	mp_json_object_end(&j);
 	mp_json_object_begin(&j, "anomalies");
 	mp_json_u64(&j, "unmatchedEnds", p->unmatched_ends);
@@ -444,6 +451,13 @@ static void put_mode(FILE *f, const struct mp_profile *p)
 		fprintf(f, "mode: unknown (%" PRIu32 ")\n", p->trace_mode);
 		break;
 	}
+	if (p->tracer_path == MP_PATH_INPROCESS)
+		fputs("path: in-process (libmemprof interposer)\n", f);
+	else if (p->tracer_path == MP_PATH_BPF)
+		fputs("path: eBPF uprobes\n", f);
+	if (p->drops_heap)
+		fprintf(f, "heap records dropped: %" PRIu64 " (heap figures are lower bounds)\n",
+			p->drops_heap);
 	if (p->duty_period_ns) {
 		fputs("duty cycle ", f);
 		put_span(f, p->duty_on_ns);

@@ -235,3 +235,22 @@ const char *mp_trace_mode_name(uint32_t mode)
 		       trace_mode_names[mode] :
 		       "?";
 }
+
+static const char *const tracer_path_names[] = { "unknown", "bpf", "inprocess" };
+
+int mp_tracer_path_parse(const char *s, uint32_t *ret)
+{
+	for (uint32_t i = 1; i < sizeof(tracer_path_names) / sizeof(tracer_path_names[0]); i++)
+		if (!strcmp(s, tracer_path_names[i])) {
+			*ret = i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+const char *mp_tracer_path_name(uint32_t path)
+{
+	return path < sizeof(tracer_path_names) / sizeof(tracer_path_names[0]) ?
+		       tracer_path_names[path] :
+		       "unknown";
+}

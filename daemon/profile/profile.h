@@ -26,6 +26,19 @@ enum mp_trace_mode {
 	MP_TRACE_RSS = 2,
 };
 
+/* Which path delivered the allocator calls (docs/TRACER.md "Two allocation
+ * paths"). */
+enum mp_tracer_path {
+	MP_PATH_UNKNOWN = 0, /* written before the in-process path existed */
+	MP_PATH_BPF = 1, /* uprobes on the target's allocator */
+	MP_PATH_INPROCESS = 2, /* libmemprof's interposer, through the ring */
+};
+
+/* "bpf", "inprocess" <-> enum mp_tracer_path; -EINVAL otherwise. */
+int mp_tracer_path_parse(const char *s, uint32_t *ret);
+/* "unknown" for MP_PATH_UNKNOWN and values out of range. */
+const char *mp_tracer_path_name(uint32_t path);
+
 /* "precise", "sampled", "rss" <-> enum mp_trace_mode; -EINVAL otherwise. */
 int mp_trace_mode_parse(const char *s, uint32_t *ret);
 const char *mp_trace_mode_name(uint32_t mode);
@@ -228,6 +241,13 @@ struct mp_profile {
 	 * every duty_period_ns, duty_active_ns in total; heap figures cover
 	 * only those windows. */
 	uint64_t duty_on_ns, duty_period_ns, duty_active_ns;
+	/* How allocator calls were seen (enum mp_tracer_path; filled in by
+	 * the daemon), and on the in-process path the heap records the
+	 * target dropped (heap figures are then lower bounds) and the times
+	 * an allocating thread waited for ring space. */
+	uint32_t tracer_path;
+	uint64_t drops_heap;
+	uint64_t heap_waits;
 };
 
 /* An allocation site: allocations with the same caller address charged

@@ -298,6 +298,8 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	smp->duty_on_ns = p->duty_on_ns;
 	smp->duty_period_ns = p->duty_period_ns;
 	smp->duty_active_ns = p->duty_active_ns;
+	smp->tracer_path = (Memprof__TracerPath)p->tracer_path;
+	smp->heap_waits = p->heap_waits;
 	o->sampling = smp;
 	o->begin_ns = p->begin_ns;
 	o->end_ns = p->end_ns;
@@ -311,6 +313,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	drops->invocations = p->invocations_dropped;
 	drops->markers = p->dropped_markers;
 	drops->sites = p->sites_dropped;
+	drops->heap = p->drops_heap;
 	o->drops = drops;
 	memprof__anomalies__init(an);
 	an->unmatched_ends = p->unmatched_ends;
@@ -735,6 +738,10 @@ static int dec_mode(const Memprof__Sampling *o, struct mp_profile *p, const char
 	p->duty_on_ns = o->duty_on_ns;
 	p->duty_period_ns = o->duty_period_ns;
 	p->duty_active_ns = o->duty_active_ns;
+	if ((uint32_t)o->tracer_path > MP_PATH_INPROCESS)
+		BAD("unknown tracer path (written by a newer memprofd?)");
+	p->tracer_path = (uint32_t)o->tracer_path;
+	p->heap_waits = o->heap_waits;
 	return 0;
 }
 
@@ -780,6 +787,7 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		p->invocations_dropped = o->drops->invocations;
 		p->dropped_markers = o->drops->markers;
 		p->sites_dropped = o->drops->sites;
+		p->drops_heap = o->drops->heap;
 	}
 	if (o->anomalies) {
 		p->unmatched_ends = o->anomalies->unmatched_ends;

@@ -30,6 +30,8 @@ enum {
 	OPT_MODE,
 	OPT_SAMPLE_BYTES,
 	OPT_DUTY,
+	OPT_TRACER,
+	OPT_NO_PRELOAD,
 };
 
 void mp_options_init(struct mp_options *o)
@@ -93,7 +95,18 @@ void mp_options_help(FILE *f, bool with_pid)
 	      "                          PERIOD (e.g. 1s/10s, units ms or s): cost falls\n"
 	      "                          by ~PERIOD/ON; heap figures cover ON windows only\n"
 	      "                          (frees made while off are missed)\n"
-	      "      --dump-events       print every event as it is correlated\n"
+	      "      --tracer PATH       how allocator calls are seen: auto (default) uses\n"
+	      "                          libmemprof's in-process interposer whenever the\n"
+	      "                          target's malloc is libmemprof's (~10-20 ns per\n"
+	      "                          call), else eBPF uprobes; inprocess or bpf force\n"
+	      "                          one (docs/TRACER.md \"Two allocation paths\")\n",
+	      f);
+	if (!with_pid)
+		fputs("      --no-preload        do not LD_PRELOAD libmemprof into CMD (its\n"
+		      "                          allocator calls then go through eBPF uprobes\n"
+		      "                          unless it links libmemprof itself)\n",
+		      f);
+	fputs("      --dump-events       print every event as it is correlated\n"
 	      "  -v, --verbose           log what is attached and libbpf's messages\n"
 	      "  -h, --help              show this help\n",
 	      f);
@@ -183,6 +196,8 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 		{ "mode", required_argument, NULL, OPT_MODE },
 		{ "sample-bytes", required_argument, NULL, OPT_SAMPLE_BYTES },
 		{ "duty", required_argument, NULL, OPT_DUTY },
+		{ "tracer", required_argument, NULL, OPT_TRACER },
+		{ "no-preload", no_argument, NULL, OPT_NO_PRELOAD },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -302,6 +317,17 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 		case OPT_DUTY:
 			if (parse_duty(optarg, &s->duty_on_ns, &s->duty_period_ns) < 0)
 				return bad("--duty", optarg);
+			break;
+		case OPT_TRACER:
+			if (!strcmp(optarg, "auto"))
+				s->tracer = 0;
+			else if (mp_tracer_path_parse(optarg, &s->tracer) < 0)
+				return bad("--tracer", optarg);
+			break;
+		case OPT_NO_PRELOAD:
+			if (with_pid)
+				return bad("option", "--no-preload");
+			o->no_preload = true;
 			break;
 		case 'v':
 			s->verbose = true;

@@ -20,7 +20,9 @@
 #include "live.h"
 #include "memprof_consumer.h"
 #include "merge.h"
+#include "path.h"
 #include "procmaps.h"
+#include "ring_abi.h"
 #include "rss.h"
 #include "session.h"
 #include "symbolize.h"
@@ -29,6 +31,9 @@
 #define DEFAULT_LAG_NS (10 * 1000 * 1000ull)
 /* Ring drain and watermark release period. */
 #define TICK_NS (5 * 1000 * 1000ull)
+/* In-process path: an allocating thread fills its ring (32k slots) in about
+ * a millisecond, and in precise mode waits when it is full. */
+#define TICK_INPROCESS_NS (500 * 1000ull)
 /* How often to look for the target's marker ring until it has one. */
 #define RING_RETRY_NS (50 * 1000 * 1000ull)
 /* Bounded work per ring drain so one flooding producer can't starve the
@@ -58,6 +63,8 @@ struct session {
 	uint64_t maps_read_ns;
 	uint64_t ring_retry_ns;
 	uint64_t ring_drops_closed; /* drops of rings closed at exec */
+	uint64_t heap_drops_closed, heap_waits_closed; /* the same, heap records */
+	uint32_t path; /* enum mp_tracer_path */
 	uint64_t last_ts;
 	int epfd, tickfd, sigfd, deadlinefd, periodicfd;
 	char exe[PATH_MAX];
@@ -74,7 +81,10 @@ static const char *resolve_owner(void *ctx, uint64_t addr)
 
 	if (s->maps)
 		m = mp_procmaps_find(s->maps, addr);
-	if (!m && !s->exited && mp_now_ns() - s->maps_read_ns >= MAPS_REREAD_NS) {
+	/* Also when the event is younger than our copy: a library dlopen'd
+	 * since then allocates. */
+	if (!m && !s->exited &&
+	    (mp_now_ns() - s->maps_read_ns >= MAPS_REREAD_NS || s->maps_read_ns < s->last_ts)) {
 		struct mp_procmaps *fresh;
 
 		s->maps_read_ns = mp_now_ns();
@@ -178,10 +188,14 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev)
 		/* The new image gets a new ring and a new address space. */
 		if (s->ring) {
 			s->ring_drops_closed += mp_consumer_drops(s->ring);
+			s->heap_drops_closed += mp_consumer_alloc_drops(s->ring);
+			s->heap_waits_closed += mp_consumer_alloc_waits(s->ring);
 			mp_consumer_free(s->ring);
 			s->ring = NULL;
 		}
 		s->ring_retry_ns = 0;
+		/* the new image's interposer word, if any, is elsewhere */
+		mp_tracer_set_inproc_tls(s->tracer, 0);
 		mp_procmaps_free(s->maps);
 		s->maps = NULL;
 		s->maps_read_ns = 0;
@@ -194,6 +208,39 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev)
 		break;
 	}
 	r = mp_live_apply(s->live, ev, on_heap, s);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
+	return 0;
+}
+
+/* In-process path: a heap record of the ring is the raw event the uprobes
+ * would have delivered, and goes through the same live table. */
+static int handle_heap_record(struct session *s, const struct mp_record *rec)
+{
+	struct mp_raw_event ev = {
+		.type = rec->type == MP_REC_ALLOC ? MP_RAW_ALLOC :
+			rec->type == MP_REC_FREE  ? MP_RAW_FREE :
+						    MP_RAW_REALLOC,
+		.fn = rec->fn,
+		.pid = (uint32_t)s->o->pid,
+		.tid = rec->tid,
+		.ts_ns = rec->ts_ns,
+		.addr = rec->heap.addr,
+		.size = rec->heap.size,
+		.old_addr = rec->heap.old_addr,
+		.caller = rec->heap.caller,
+	};
+	int r;
+
+	/* Records come only when we turned the interposer on; a forged one
+	 * is just another event of a process that can lie about its heap. */
+	if (rec->fn >= MP_FN_MMAP)
+		return 0;
+	if (rec->type == MP_REC_FREE)
+		ev.size = 0;
+	if ((rec->flags & MP_REC_F_SCALED) && s->o->mode == MP_TRACE_SAMPLED)
+		ev.size = mp_tracer_sample_estimate(ev.size, s->o->sample_bytes);
+	r = mp_live_apply(s->live, &ev, on_heap, s);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
 	return 0;
@@ -212,6 +259,8 @@ static int dispatch(struct session *s, const struct mp_merge_item *it)
 		struct mp_record rec;
 
 		memcpy(&rec, it->payload.bytes, sizeof(rec));
+		if (rec.type >= MP_REC_ALLOC && rec.type <= MP_REC_REALLOC)
+			return handle_heap_record(s, &rec);
 		if (s->o->dump)
 			dump_record(s->o->dump, &rec);
 		return mp_correlator_on_record(s->corr, &rec);
@@ -297,7 +346,19 @@ static int drain_ring(struct session *s)
 			s->ring_retry_ns = UINT64_MAX;
 			return 0;
 		}
-		log_debug("pid %d: marker ring attached", (int)s->o->pid);
+		if (s->path == MP_PATH_INPROCESS) {
+			mp_tracer_set_inproc_tls(s->tracer, mp_consumer_alloc_tls_off(s->ring));
+			r = mp_consumer_set_alloc_mode(s->ring,
+						       s->o->mode == MP_TRACE_SAMPLED ?
+							       MP_ALLOC_SAMPLED :
+							       MP_ALLOC_PRECISE,
+						       s->o->sample_bytes);
+			if (r < 0)
+				return log_error_errno(r, "pid %d: turning the interposer on: %m",
+						       (int)s->o->pid);
+		}
+		log_debug("pid %d: marker ring attached%s", (int)s->o->pid,
+			  s->path == MP_PATH_INPROCESS ? ", in-process allocation path on" : "");
 	}
 	for (int i = 0; i < RING_BATCH; i++) {
 		r = mp_consumer_read(s->ring, &rec);
@@ -307,6 +368,8 @@ static int drain_ring(struct session *s)
 			log_warning_errno(r, "pid %d: marker ring corrupted, markers stop here: %m",
 					  (int)s->o->pid);
 			s->ring_drops_closed += mp_consumer_drops(s->ring);
+			s->heap_drops_closed += mp_consumer_alloc_drops(s->ring);
+			s->heap_waits_closed += mp_consumer_alloc_waits(s->ring);
 			mp_consumer_free(s->ring);
 			s->ring = NULL;
 			s->ring_retry_ns = UINT64_MAX;
@@ -441,6 +504,18 @@ static int setup(struct session *s, sigset_t *blocked)
 				       (int)o->pid);
 
 	describe_process(s);
+	{
+		const char *why = "";
+
+		r = mp_path_pick(o->pid, o->tracer, o->mode, o->duty_period_ns, &s->path, &why);
+		if (r == -EOPNOTSUPP)
+			return log_error_errno(r, "pid %d: --tracer inprocess: %s", (int)o->pid,
+					       why);
+		if (r < 0)
+			return log_error_errno(r, "pid %d: choosing the allocation path: %m",
+					       (int)o->pid);
+	}
+	topts.no_heap_probes = s->path == MP_PATH_INPROCESS;
 	r = mp_tracer_new(&topts, &s->tracer);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: attaching the allocator tracer: %m",
@@ -466,7 +541,8 @@ static int setup(struct session *s, sigset_t *blocked)
 			return log_error_errno(r, "pid %d: epoll: %m", (int)o->pid);
 	}
 
-	r = mp_timer_arm(s->tickfd, TICK_NS, TICK_NS);
+	r = mp_timer_arm(s->tickfd, s->path == MP_PATH_INPROCESS ? TICK_INPROCESS_NS : TICK_NS,
+			 s->path == MP_PATH_INPROCESS ? TICK_INPROCESS_NS : TICK_NS);
 	if (r < 0)
 		return log_error_errno(r, "timerfd: %m");
 	if (o->duration_ns) {
@@ -501,7 +577,8 @@ static int setup(struct session *s, sigset_t *blocked)
 		return r;
 	/* --dump-events announces it: a consumer of the dump waits for it. */
 	log_full_errno(o->dump ? LOG_INFO : LOG_DEBUG, 0,
-		       "attached to pid %d (%zu allocator probes)", (int)o->pid,
+		       "attached to pid %d (%s path, %zu allocator probes)", (int)o->pid,
+		       s->path == MP_PATH_INPROCESS ? "in-process" : "eBPF",
 		       mp_tracer_probes(s->tracer, &(const struct mp_probe_info *){ NULL }));
 	if (o->on_attached) {
 		r = o->on_attached(o->on_attached_ctx);
@@ -535,6 +612,9 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 	if (p->duty_active_ns > p->end_ns - p->begin_ns)
 		p->duty_active_ns = p->end_ns - p->begin_ns;
 	p->drops_ring = s->ring_drops_closed + (s->ring ? mp_consumer_drops(s->ring) : 0);
+	p->tracer_path = s->path;
+	p->drops_heap = s->heap_drops_closed + (s->ring ? mp_consumer_alloc_drops(s->ring) : 0);
+	p->heap_waits = s->heap_waits_closed + (s->ring ? mp_consumer_alloc_waits(s->ring) : 0);
 	/* Best effort: a profile without symbols is still a profile. */
 	if (mp_symbolize_profile(p, s->maps, o->pid) < 0)
 		log_warning_errno(-ENOMEM, "pid %d: symbolizing allocation sites: %m", (int)o->pid);

@@ -66,6 +66,10 @@ struct mp_session_opts {
 	/* NULL: stop on SIGINT/SIGTERM (foreground use). */
 	const struct mp_session_ctl *ctl;
 	uint32_t bpf_ring_bytes; /* 0: MP_TRACER_RING_BYTES */
+	/* --tracer: MP_PATH_BPF, MP_PATH_INPROCESS (enum mp_tracer_path), or
+	 * 0 for auto (in-process whenever the target's malloc is
+	 * libmemprof's). */
+	uint32_t tracer;
 };
 
 /* Without a ctl, blocks SIGINT and SIGTERM in the calling thread (they end

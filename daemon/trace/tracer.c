@@ -443,7 +443,8 @@ static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 	struct mp_symbol sym;
 	int r;
 
-	for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
+	for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]) && !t->opts.no_heap_probes;
+	     i++) {
 		const struct builtin *b = &builtins[i];
 
 		r = attach_one(t, syms, b->fn, b->name, NULL, b->kind, b->a, b->b, b->c);
@@ -841,6 +842,11 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 			return r;
 	}
 	return t->n_delivered;
+}
+
+void mp_tracer_set_inproc_tls(struct mp_tracer *t, int64_t tls_off)
+{
+	__atomic_store_n(&t->skel->bss->inproc_tls_off, tls_off, __ATOMIC_SEQ_CST);
 }
 
 uint64_t mp_tracer_drops(const struct mp_tracer *t)

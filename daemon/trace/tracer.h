@@ -43,6 +43,10 @@ struct mp_tracer_opts {
 	 * multi-uprobe links (slow to detach; for comparison). */
 	bool perf_uprobes;
 	bool rss_exact; /* also deliver MP_RAW_RSS_STAT */
+	/* In-process path: libmemprof reports the malloc family through the
+	 * marker ring, so no uprobe on it (--alloc/--free functions and the
+	 * syscall tracepoints stay). */
+	bool no_heap_probes;
 	/* BPF ring buffer size: a power of two, at least one page; 0 means
 	 * MP_TRACER_RING_BYTES. */
 	uint32_t ring_bytes;
@@ -107,6 +111,11 @@ bool mp_tracer_multi_uprobes(const struct mp_tracer *t);
 bool mp_tracer_duty_on(const struct mp_tracer *t);
 uint64_t mp_tracer_duty_on_ns(const struct mp_tracer *t);
 
+/* In-process path: mappings a thread makes while its libmemprof
+ * interposer word at @tls_off from its thread pointer is nonzero belong to
+ * an allocator call (reported through the ring) and are not delivered.
+ * 0 turns that off. */
+void mp_tracer_set_inproc_tls(struct mp_tracer *t, int64_t tls_off);
 /* Events lost to a full ring buffer since attach (all CPUs). */
 uint64_t mp_tracer_drops(const struct mp_tracer *t);
 bool mp_tracer_exited(const struct mp_tracer *t);

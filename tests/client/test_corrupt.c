@@ -144,28 +144,28 @@ Test(corrupt, wrapped_indices)
 }
 
 /* Header corruption is refused at open with the right error. */
-#define HDR_CASES(X)                               \
-	X(-EBADMSG, h->magic ^= 1)                 \
-	X(-EPROTO, h->abi_version = 2)             \
-	X(-EPROTO, h->abi_version = 0)             \
-	X(-EBADMSG, h->hdr_size = 8)               \
-	X(-EBADMSG, h->slot_size = 64)             \
-	X(-EBADMSG, h->thread_size = 0)            \
-	X(-EBADMSG, h->slot_count = 6)             \
-	X(-EBADMSG, h->slot_count = 0)             \
-	X(-EBADMSG, h->slot_count = 1u << 31)      \
-	X(-EBADMSG, h->thread_count = 0)           \
-	X(-EBADMSG, h->thread_count = 1u << 30)    \
-	X(-EBADMSG, h->str_max = 0)                \
-	X(-EBADMSG, h->str_max = UINT32_MAX)       \
-	X(-EBADMSG, h->blob_size = UINT32_MAX)     \
-	X(-EBADMSG, h->total_size = UINT64_MAX)    \
-	X(-EBADMSG, h->ring_off = UINT64_MAX - 64) \
-	X(-EBADMSG, h->ring_off = 8)               \
-	X(-EBADMSG, h->threads_off = h->ring_off)  \
-	X(-EBADMSG, h->blob_off = h->strent_off)   \
-	X(-EBADMSG, h->strent_off = h->total_size) \
-	X(-EBADMSG, h->strent_off += 3)            \
+#define HDR_CASES(X)                                         \
+	X(-EBADMSG, h->magic ^= 1)                           \
+	X(-EPROTO, h->abi_version = MP_RING_ABI_VERSION + 1) \
+	X(-EPROTO, h->abi_version = 0)                       \
+	X(-EBADMSG, h->hdr_size = 8)                         \
+	X(-EBADMSG, h->slot_size = 64)                       \
+	X(-EBADMSG, h->thread_size = 0)                      \
+	X(-EBADMSG, h->slot_count = 6)                       \
+	X(-EBADMSG, h->slot_count = 0)                       \
+	X(-EBADMSG, h->slot_count = 1u << 31)                \
+	X(-EBADMSG, h->thread_count = 0)                     \
+	X(-EBADMSG, h->thread_count = 1u << 30)              \
+	X(-EBADMSG, h->str_max = 0)                          \
+	X(-EBADMSG, h->str_max = UINT32_MAX)                 \
+	X(-EBADMSG, h->blob_size = UINT32_MAX)               \
+	X(-EBADMSG, h->total_size = UINT64_MAX)              \
+	X(-EBADMSG, h->ring_off = UINT64_MAX - 64)           \
+	X(-EBADMSG, h->ring_off = 8)                         \
+	X(-EBADMSG, h->threads_off = h->ring_off)            \
+	X(-EBADMSG, h->blob_off = h->strent_off)             \
+	X(-EBADMSG, h->strent_off = h->total_size)           \
+	X(-EBADMSG, h->strent_off += 3)                      \
 	X(-EBADMSG, h->blob_off = h->total_size - 1)
 
 static void hdr_mutate(size_t i, struct mp_ring_hdr *h)

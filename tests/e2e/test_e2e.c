@@ -18,6 +18,7 @@
 #include "../common/helpers.h"
 #include "profile.h"
 #include "profile_pb.h"
+#include "../tracer_env.h"
 
 extern char **environ;
 
@@ -44,6 +45,10 @@ static struct mp_profile *load(const char *path)
 
 	cr_assert_eq(mp_profile_load(path, &p, &why), 0, "loading %s: %s", path, why ? why : "");
 	unlink(path);
+	/* the suite's path was the one used */
+	if (getenv("MEMPROF_TEST_TRACER"))
+		cr_assert_str_eq(mp_tracer_path_name(p->tracer_path),
+				 getenv("MEMPROF_TEST_TRACER"));
 	return p;
 }
 
@@ -333,7 +338,7 @@ Test(e2e, attach_mid_run_sees_the_open_kernel)
 	cr_assert_eq(pipe2(err_pipe, O_CLOEXEC), 0);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-	cr_assert_eq(posix_spawn(&prof, pargv[0], &fa, NULL, pargv, environ), 0);
+	cr_assert_eq(posix_spawn(&prof, pargv[0], &fa, NULL, mp_test_argv(pargv), environ), 0);
 	posix_spawn_file_actions_destroy(&fa);
 	close(err_pipe[1]);
 	f = fdopen(err_pipe[0], "r");

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "profile_pb.h"
+#include "../tracer_env.h"
 
 extern char **environ;
 
@@ -78,7 +79,8 @@ static int run(char *const argv[], const char *in, char **ret_out)
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
 	posix_spawn_file_actions_addopen(&fa, 0, in ? in : "/dev/null", O_RDONLY, 0);
-	cr_assert_eq(posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s", argv[0]);
+	cr_assert_eq(posix_spawnp(&pid, argv[0], &fa, NULL, mp_test_argv(argv), environ), 0,
+		     "spawn %s", argv[0]);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pipefd[1]);
 	while ((k = read(pipefd[0], out + n, cap - 1 - n)) > 0) {
