@@ -17,7 +17,8 @@
  * /proc/PID/fd. */
 #define MP_RING_MEMFD_NAME "memprof-ring"
 #define MP_RING_MAGIC 0x3130474e4952504dULL /* "MPRING01" little-endian */
-#define MP_RING_ABI_VERSION 1u
+/* 2: pool records (types 16-19, payload in dims). */
+#define MP_RING_ABI_VERSION 2u
 
 /* Limits the consumer enforces on a header (anything larger is corrupt). */
 /* all rings together */

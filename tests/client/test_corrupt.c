@@ -146,7 +146,7 @@ Test(corrupt, wrapped_indices)
 /* Header corruption is refused at open with the right error. */
 #define HDR_CASES(X)                               \
 	X(-EBADMSG, h->magic ^= 1)                 \
-	X(-EPROTO, h->abi_version = 2)             \
+	X(-EPROTO, h->abi_version = MP_RING_ABI_VERSION + 1) \
 	X(-EPROTO, h->abi_version = 0)             \
 	X(-EBADMSG, h->hdr_size = 8)               \
 	X(-EBADMSG, h->slot_size = 64)             \
