@@ -1635,6 +1635,7 @@ static int pools_begin(struct mp_correlator *c, struct mp_invocation *r)
 		if (!b)
 			return -ENOMEM;
 		b->peak_bytes = b->live_end = c->p->mempools[i].live_bytes;
+		b->live_count_end = c->p->mempools[i].live_count;
 	}
 	return 0;
 }
@@ -1642,8 +1643,10 @@ static int pools_begin(struct mp_correlator *c, struct mp_invocation *r)
 static void pools_end(struct mp_correlator *c, struct mp_invocation *r)
 {
 	for (uint32_t i = 0; i < r->n_pools; i++)
-		if (r->pools[i].id < c->p->n_mempools)
+		if (r->pools[i].id < c->p->n_mempools) {
 			r->pools[i].live_end = c->p->mempools[r->pools[i].id].live_bytes;
+			r->pools[i].live_count_end = c->p->mempools[r->pools[i].id].live_count;
+		}
 }
 
 static int pool_buckets_merge(struct mp_pool_bucket **dst, uint32_t *n,
@@ -1673,6 +1676,7 @@ static int pool_buckets_merge(struct mp_pool_bucket **dst, uint32_t *n,
 		if (src[i].peak_bytes > b->peak_bytes)
 			b->peak_bytes = src[i].peak_bytes;
 		b->live_end = src[i].live_end;
+		b->live_count_end = src[i].live_count_end;
 	}
 	return 0;
 }

@@ -90,6 +90,7 @@ struct mp_pool_bucket {
 	 * end. Kernel: max over calls / at the end of the last call. */
 	uint64_t peak_bytes;
 	uint64_t live_end;
+	uint64_t live_count_end; /* pool live slices at the end */
 };
 
 struct mp_invocation {

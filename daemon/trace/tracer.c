@@ -80,6 +80,7 @@ struct probe {
 	char *root_path; /* what the kernel opens */
 	struct bpf_link *entry, *ret; /* perf-event uprobes */
 	bool is_free; /* mp_free only, no return probe */
+	bool is_pool; /* mp_pool_entry/mp_pool_return */
 	uint64_t cookie;
 };
 
@@ -320,7 +321,9 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 	}
 	p->info.probe_delta = delta;
 	p->is_free = kind == MP_KIND_FREE && fn == MP_FN_FREE;
-	p->cookie = MP_COOKIE(fn, kind, a, b, c, 0);
+	p->is_pool = kind == MP_KIND_POOL;
+	/* pool functions: @c holds the MP_POOL_F_* flags */
+	p->cookie = p->is_pool ? MP_POOL_COOKIE(fn, a, b, c) : MP_COOKIE(fn, kind, a, b, c, 0);
 	/* Multi-uprobe links are made per object once every probe is known. */
 	if (t->multi)
 		return 0;
@@ -337,13 +340,15 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 	}
 	/* Return probe first, see attach_multi(). */
 	uo.retprobe = true;
-	p->ret = bpf_program__attach_uprobe_opts(t->skel->progs.mp_return, t->opts.pid,
-						 sym.root_path, sym.offset, &uo);
+	p->ret = bpf_program__attach_uprobe_opts(p->is_pool ? t->skel->progs.mp_pool_return :
+							      t->skel->progs.mp_return,
+						 t->opts.pid, sym.root_path, sym.offset, &uo);
 	if (!p->ret)
 		return -errno;
 	uo.retprobe = false;
-	p->entry = bpf_program__attach_uprobe_opts(t->skel->progs.mp_entry, t->opts.pid,
-						   sym.root_path, sym.offset, &uo);
+	p->entry = bpf_program__attach_uprobe_opts(p->is_pool ? t->skel->progs.mp_pool_entry :
+								t->skel->progs.mp_entry,
+						   t->opts.pid, sym.root_path, sym.offset, &uo);
 	if (!p->entry)
 		return -errno;
 	return 0;
@@ -395,14 +400,15 @@ static int attach_multi(struct mp_tracer *t)
 	bool done[MP_MAX_PROBES] = { false };
 
 	for (size_t i = 0; i < t->n_probes; i++) {
-		uint64_t offs[2][MP_MAX_PROBES], cookies[2][MP_MAX_PROBES];
-		uint32_t n[2] = { 0, 0 }; /* [0] allocation functions, [1] free */
+		uint64_t offs[3][MP_MAX_PROBES], cookies[3][MP_MAX_PROBES];
+		/* [0] allocation functions, [1] free, [2] pool functions */
+		uint32_t n[3] = { 0, 0, 0 };
 
 		if (done[i] || t->probes[i].info.alias_of >= 0)
 			continue;
 		for (size_t j = i; j < t->n_probes; j++) {
 			struct probe *p = &t->probes[j];
-			int k = p->is_free;
+			int k = p->is_pool ? 2 : p->is_free;
 
 			if (done[j] || p->info.alias_of >= 0 ||
 			    strcmp(p->root_path, t->probes[i].root_path))
@@ -411,24 +417,26 @@ static int attach_multi(struct mp_tracer *t)
 			offs[k][n[k]] = p->info.offset + p->info.probe_delta;
 			cookies[k][n[k]++] = p->cookie;
 		}
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 3; k++) {
 			/* Return probes first: a call whose entry is seen
 			 * must have its return seen too, or it would stay
 			 * "in progress" and make every later call at the same
 			 * depth look nested (nothing would be reported). */
-			struct bpf_program *progs[2] = { k ? t->skel->progs.mp_free :
-							     t->skel->progs.mp_return,
-							 k ? NULL : t->skel->progs.mp_entry };
+			struct bpf_program *progs[3][2] = {
+				{ t->skel->progs.mp_return, t->skel->progs.mp_entry },
+				{ t->skel->progs.mp_free, NULL },
+				{ t->skel->progs.mp_pool_return, t->skel->progs.mp_pool_entry },
+			};
 
 			if (!n[k])
 				continue;
-			for (int r = 0; r < 2 && progs[r]; r++) {
+			for (int r = 0; r < 2 && progs[k][r]; r++) {
 				int fd;
 
 				if (t->n_multi >= MP_MAX_MULTI)
 					return -E2BIG;
-				fd = link_uprobe_multi(t, progs[r], t->probes[i].root_path, offs[k],
-						       cookies[k], n[k], !k && r == 0);
+				fd = link_uprobe_multi(t, progs[k][r], t->probes[i].root_path,
+						       offs[k], cookies[k], n[k], k != 1 && r == 0);
 				if (fd < 0)
 					return fd;
 				t->multi_fds[t->n_multi++] = fd;
@@ -436,6 +444,32 @@ static int attach_multi(struct mp_tracer *t)
 		}
 	}
 	return 0;
+}
+
+/* Cookie arguments of a pool function: ptr argument, size argument, flags. */
+static void pool_probe_args(const struct mp_tracer_func *f, uint32_t *ret_a, uint32_t *ret_b,
+			    uint32_t *ret_flags)
+{
+	uint32_t flags = 0;
+
+	if (f->is_free) {
+		*ret_a = f->arg;
+		flags |= MP_POOL_F_FREE | MP_POOL_F_NO_SIZE;
+	} else {
+		*ret_a = f->ptr_arg;
+		if (f->ptr == MP_FUNC_PTR_OUT)
+			flags |= MP_POOL_F_DEREF;
+		else
+			flags |= MP_POOL_F_PTR_RET;
+		if (!f->has_size)
+			flags |= MP_POOL_F_NO_SIZE;
+	}
+	*ret_b = f->is_free ? 0 : f->arg;
+	if (f->ok == MP_FUNC_OK_ZERO)
+		flags |= MP_POOL_F_OK_ZERO;
+	else if (f->ok == MP_FUNC_OK_NONZERO)
+		flags |= MP_POOL_F_OK_NONZERO;
+	*ret_flags = flags;
 }
 
 static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
@@ -456,10 +490,21 @@ static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 	}
 	for (size_t i = 0; i < t->opts.n_extra; i++) {
 		const struct mp_tracer_func *f = &t->extra[i];
+		uint32_t kind = f->is_free ? MP_KIND_FREE : MP_KIND_ALLOC, a = f->arg, b = 0, c = 0;
 
+		if (f->pool[0]) {
+			kind = MP_KIND_POOL;
+			pool_probe_args(f, &a, &b, &c);
+		} else if (f->ptr == MP_FUNC_PTR_OUT) {
+			/* posix_memalign's shape, on the heap */
+			kind = MP_KIND_MEMALIGN_OUT;
+			a = f->ptr_arg;
+			c = f->arg;
+		}
 		r = attach_one(t, syms, MP_FN_CUSTOM + (uint32_t)i, f->name,
-			       f->object[0] ? f->object : NULL,
-			       f->is_free ? MP_KIND_FREE : MP_KIND_ALLOC, f->arg, 0, 0);
+			       f->object[0] ? f->object : NULL, kind, a, b, c);
+		if (r == -ENOENT && f->optional)
+			continue;
 		if (r < 0)
 			return r == -ENOENT ? -ENXIO : r;
 	}
@@ -887,20 +932,121 @@ size_t mp_tracer_probes(const struct mp_tracer *t, const struct mp_probe_info **
 	return t->n_probes;
 }
 
+/* "argN", N in 0..5. */
+static int parse_argn(const char *v, size_t len, uint32_t *ret)
+{
+	if (len != 4 || strncmp(v, "arg", 3) || v[3] < '0' || v[3] > '5')
+		return -EINVAL;
+	*ret = (uint32_t)(v[3] - '0');
+	return 0;
+}
+
+static bool is_val(const char *v, size_t len, const char *want)
+{
+	return len == strlen(want) && !strncmp(v, want, len);
+}
+
+/* One KEY=VALUE of a function spec; @seen has a bit per key. */
+static int parse_func_kv(struct mp_tracer_func *f, const char *kv, size_t len, unsigned *seen)
+{
+	static const char *const keys[] = { "size", "ptr", "ok", "pool", "kind" };
+	const char *eq = memchr(kv, '=', len), *v;
+	size_t klen, vlen, k;
+
+	if (!eq)
+		return -EINVAL;
+	klen = (size_t)(eq - kv);
+	v = eq + 1;
+	vlen = len - klen - 1;
+	for (k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+		if (is_val(kv, klen, keys[k]))
+			break;
+	if (k == sizeof(keys) / sizeof(keys[0]) || (*seen & (1u << k)) || !vlen)
+		return -EINVAL;
+	*seen |= 1u << k;
+	switch (k) {
+	case 0: /* size */
+		if (f->is_free || parse_argn(v, vlen, &f->arg) < 0)
+			return -EINVAL;
+		f->has_size = true;
+		return 0;
+	case 1: /* ptr */
+		if (f->is_free) {
+			f->ptr = MP_FUNC_PTR_ARG;
+			if (parse_argn(v, vlen, &f->ptr_arg) < 0)
+				return -EINVAL;
+			f->arg = f->ptr_arg;
+			return 0;
+		}
+		if (is_val(v, vlen, "ret")) {
+			f->ptr = MP_FUNC_PTR_RET;
+			return 0;
+		}
+		f->ptr = MP_FUNC_PTR_OUT;
+		return v[0] == '*' ? parse_argn(v + 1, vlen - 1, &f->ptr_arg) : -EINVAL;
+	case 2: /* ok */
+		if (is_val(v, vlen, "ret==0"))
+			f->ok = MP_FUNC_OK_ZERO;
+		else if (is_val(v, vlen, "ret!=0"))
+			f->ok = MP_FUNC_OK_NONZERO;
+		else
+			return -EINVAL;
+		return 0;
+	case 3: /* pool */
+		if (vlen >= sizeof(f->pool))
+			return -EINVAL;
+		for (size_t i = 0; i < vlen; i++)
+			if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= 'A' && v[i] <= 'Z') ||
+			      (v[i] >= '0' && v[i] <= '9') || v[i] == '_' || v[i] == '-' ||
+			      v[i] == '.'))
+				return -EINVAL;
+		memcpy(f->pool, v, vlen);
+		f->pool[vlen] = '\0';
+		return 0;
+	default: /* kind */
+		if (is_val(v, vlen, "host"))
+			f->pool_kind = MP_POOL_KIND_HOST;
+		else if (is_val(v, vlen, "device"))
+			f->pool_kind = MP_POOL_KIND_DEVICE;
+		else
+			return -EINVAL;
+		return 0;
+	}
+}
+
 int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *ret)
 {
-	struct mp_tracer_func f = { .is_free = is_free };
-	const char *colon = strrchr(spec, ':'), *at, *key = is_free ? "ptr=arg" : "size=arg";
+	struct mp_tracer_func f = { .is_free = is_free, .pool_kind = MP_POOL_KIND_DEVICE };
+	const char *colon, *at, *kv;
+	unsigned seen = 0;
 	size_t nlen;
-	char *end;
-	unsigned long arg;
 
-	if (!colon || strncmp(colon + 1, key, strlen(key)))
+	if (!spec)
 		return -EINVAL;
-	arg = strtoul(colon + 1 + strlen(key), &end, 10);
-	if (*end || end == colon + 1 + strlen(key) || arg > 5)
+	colon = strrchr(spec, ':');
+	if (!colon)
 		return -EINVAL;
-	f.arg = (uint32_t)arg;
+	for (kv = colon + 1;;) {
+		const char *end = strchr(kv, ',');
+		size_t len = end ? (size_t)(end - kv) : strlen(kv);
+
+		if (parse_func_kv(&f, kv, len, &seen) < 0)
+			return -EINVAL;
+		if (!end)
+			break;
+		kv = end + 1;
+	}
+	/* seen: 1 size, 2 ptr, 4 ok, 8 pool, 16 kind */
+	if (is_free ? !(seen & 2) : !(seen & 1))
+		return -EINVAL;
+	if (!f.pool[0]) {
+		/* The heap path knows plain functions and posix_memalign's
+		 * shape only. */
+		if ((seen & 16) || (is_free && (seen & 4)))
+			return -EINVAL;
+		if (!is_free && f.ptr == MP_FUNC_PTR_OUT ? f.ok != MP_FUNC_OK_ZERO : f.ok != 0)
+			return -EINVAL;
+	}
 	at = memchr(spec, '@', (size_t)(colon - spec));
 	nlen = (size_t)((at ? at : colon) - spec);
 	if (!nlen || nlen >= sizeof(f.name))
@@ -915,4 +1061,76 @@ int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *
 	}
 	*ret = f;
 	return 0;
+}
+
+/* Signatures (CUDA 12 runtime and driver API, HIP 6):
+ *   cudaError_t cudaMalloc(void **devPtr, size_t size)
+ *   cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned flags)
+ *   cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t s)
+ *   cudaError_t cudaMallocHost(void **ptr, size_t size)
+ *   cudaError_t cudaFree(void *devPtr), cudaFreeAsync(void *devPtr, cudaStream_t s),
+ *               cudaFreeHost(void *ptr)
+ *   CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+ *   CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned flags)
+ *   CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+ *   CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+ *   CUresult cuMemFree_v2(CUdeviceptr dptr), cuMemFreeAsync(CUdeviceptr, CUstream),
+ *            cuMemFreeHost(void *p)
+ *   hipError_t hipMalloc(void **ptr, size_t size)
+ *   hipError_t hipMallocManaged(void **ptr, size_t size, unsigned flags)
+ *   hipError_t hipMallocAsync(void **ptr, size_t size, hipStream_t s)
+ *   hipError_t hipHostMalloc(void **ptr, size_t size, unsigned flags)
+ *   hipError_t hipFree(void *ptr), hipFreeAsync(void *ptr, hipStream_t s),
+ *              hipHostFree(void *ptr)
+ * Every success is 0. CUdeviceptr is 64 bits on 64-bit hosts. */
+#define DEV_ALLOC(sym, obj, pl, k)                                                          \
+	{ .name = sym, .object = obj, .arg = 1, .ptr = MP_FUNC_PTR_OUT, .ptr_arg = 0,      \
+	  .ok = MP_FUNC_OK_ZERO, .has_size = true, .pool = pl, .pool_kind = k, .optional = true }
+#define DEV_FREE(sym, obj, pl, k)                                                         \
+	{ .name = sym, .object = obj, .is_free = true, .arg = 0, .ptr = MP_FUNC_PTR_ARG,   \
+	  .ptr_arg = 0, .ok = MP_FUNC_OK_ZERO, .pool = pl, .pool_kind = k, .optional = true }
+#define D MP_POOL_KIND_DEVICE
+#define H MP_POOL_KIND_HOST
+
+static const struct mp_tracer_func preset_cuda[] = {
+	DEV_ALLOC("cudaMalloc", "libcudart.so*", "cuda", D),
+	DEV_ALLOC("cudaMallocAsync", "libcudart.so*", "cuda", D),
+	DEV_ALLOC("cudaMallocManaged", "libcudart.so*", "cuda-managed", D),
+	DEV_ALLOC("cudaMallocHost", "libcudart.so*", "cuda-host", H),
+	DEV_FREE("cudaFree", "libcudart.so*", "cuda", D),
+	DEV_FREE("cudaFreeAsync", "libcudart.so*", "cuda", D),
+	DEV_FREE("cudaFreeHost", "libcudart.so*", "cuda-host", H),
+	DEV_ALLOC("cuMemAlloc_v2", "libcuda.so*", "cuda", D),
+	DEV_ALLOC("cuMemAllocAsync", "libcuda.so*", "cuda", D),
+	DEV_ALLOC("cuMemAllocManaged", "libcuda.so*", "cuda-managed", D),
+	DEV_ALLOC("cuMemAllocHost_v2", "libcuda.so*", "cuda-host", H),
+	DEV_FREE("cuMemFree_v2", "libcuda.so*", "cuda", D),
+	DEV_FREE("cuMemFreeAsync", "libcuda.so*", "cuda", D),
+	DEV_FREE("cuMemFreeHost", "libcuda.so*", "cuda-host", H),
+};
+
+static const struct mp_tracer_func preset_hip[] = {
+	DEV_ALLOC("hipMalloc", "libamdhip64.so*", "hip", D),
+	DEV_ALLOC("hipMallocAsync", "libamdhip64.so*", "hip", D),
+	DEV_ALLOC("hipMallocManaged", "libamdhip64.so*", "hip-managed", D),
+	DEV_ALLOC("hipHostMalloc", "libamdhip64.so*", "hip-host", H),
+	DEV_FREE("hipFree", "libamdhip64.so*", "hip", D),
+	DEV_FREE("hipFreeAsync", "libamdhip64.so*", "hip", D),
+	DEV_FREE("hipHostFree", "libamdhip64.so*", "hip-host", H),
+};
+
+int mp_tracer_device_preset(const char *name, const struct mp_tracer_func **ret_funcs,
+			    size_t *ret_n)
+{
+	if (name && !strcmp(name, "cuda")) {
+		*ret_funcs = preset_cuda;
+		*ret_n = sizeof(preset_cuda) / sizeof(preset_cuda[0]);
+		return 0;
+	}
+	if (name && !strcmp(name, "hip")) {
+		*ret_funcs = preset_hip;
+		*ret_n = sizeof(preset_hip) / sizeof(preset_hip[0]);
+		return 0;
+	}
+	return -EINVAL;
 }
