@@ -29,8 +29,7 @@ static inline int pool_split(int pool, uint32_t *ret_name, int64_t *ret_kind)
 {
 	uint32_t id = (uint32_t)pool;
 
-	if (pool <= 0 || (id >> POOL_KIND_SHIFT) > MP_POOL_KIND_DEVICE ||
-	    !(id & POOL_NAME_MASK))
+	if (pool <= 0 || (id >> POOL_KIND_SHIFT) > MP_POOL_KIND_DEVICE || !(id & POOL_NAME_MASK))
 		return -EINVAL;
 	*ret_name = id & POOL_NAME_MASK;
 	*ret_kind = id >> POOL_KIND_SHIFT;

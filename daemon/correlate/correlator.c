@@ -1487,8 +1487,8 @@ int mp_correlator_pool_declare(struct mp_correlator *c, const char *name, uint32
 	}
 	if (p->n_mempools >= MAX_MEMPOOLS)
 		return -E2BIG;
-	if (grow((void **)&p->mempools, &c->mempools_cap, p->n_mempools + 1,
-		 sizeof(*p->mempools)) < 0)
+	if (grow((void **)&p->mempools, &c->mempools_cap, p->n_mempools + 1, sizeof(*p->mempools)) <
+	    0)
 		return -ENOMEM;
 	/* pool_head has mempools_cap entries, zeroed as they are added */
 	if (p->n_mempools == 0 || (p->n_mempools & (p->n_mempools - 1)) == 0) {
@@ -1508,8 +1508,7 @@ int mp_correlator_pool_declare(struct mp_correlator *c, const char *name, uint32
 	return 0;
 }
 
-int mp_correlator_set_fn_pool(struct mp_correlator *c, uint32_t fn, const char *name,
-			      uint32_t kind)
+int mp_correlator_set_fn_pool(struct mp_correlator *c, uint32_t fn, const char *name, uint32_t kind)
 {
 	uint32_t pool;
 	int r;

@@ -195,8 +195,8 @@ static void json_pool_buckets(struct mp_json *j, const struct mp_profile *p,
 	mp_json_array_begin(j, "pools");
 	for (uint32_t i = 0; i < n; i++) {
 		mp_json_object_begin(j, NULL);
-		mp_json_str(j, "pool", b[i].id < p->n_mempools ? p->mempools[b[i].id].name :
-								   "(invalid)");
+		mp_json_str(j, "pool",
+			    b[i].id < p->n_mempools ? p->mempools[b[i].id].name : "(invalid)");
 		mp_json_u64(j, "allocBytes", b[i].alloc_bytes);
 		mp_json_u64(j, "allocCount", b[i].alloc_count);
 		mp_json_u64(j, "freeBytes", b[i].free_bytes);

@@ -103,7 +103,7 @@ static Memprof__Bucket **enc_buckets(struct arena *a, const struct mp_bucket *b,
 }
 
 static Memprof__PoolBucket **enc_pool_buckets(struct arena *a, const struct mp_pool_bucket *b,
-						uint32_t n)
+					      uint32_t n)
 {
 	Memprof__PoolBucket **v = arena_alloc(a, n, sizeof(*v));
 	Memprof__PoolBucket *o = arena_alloc(a, n, sizeof(*o));
@@ -136,8 +136,9 @@ static Memprof__MemPool **enc_mempools(struct arena *a, const struct mp_mempool 
 	for (uint32_t i = 0; i < n; i++) {
 		memprof__mem_pool__init(&o[i]);
 		o[i].name = str_or_empty(v[i].name);
-		o[i].kind = v[i].kind == MP_POOL_KIND_DEVICE ? MEMPROF__POOL_KIND__POOL_KIND_DEVICE :
-							       MEMPROF__POOL_KIND__POOL_KIND_HOST;
+		o[i].kind = v[i].kind == MP_POOL_KIND_DEVICE ?
+				    MEMPROF__POOL_KIND__POOL_KIND_DEVICE :
+				    MEMPROF__POOL_KIND__POOL_KIND_HOST;
 		o[i].source = v[i].source == MP_POOL_SRC_PROBE ?
 				      MEMPROF__POOL_SOURCE__POOL_SOURCE_PROBE :
 				      MEMPROF__POOL_SOURCE__POOL_SOURCE_API;

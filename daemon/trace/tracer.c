@@ -727,9 +727,11 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		t->opts.rss_exact = true;
 	t->multi = !opts->perf_uprobes && kernel_has_uprobe_multi();
 	if (t->multi) {
-		struct bpf_program *up[] = { t->skel->progs.mp_entry, t->skel->progs.mp_return,
-					     t->skel->progs.mp_free,
-					     t->skel->progs.mp_caller_hint };
+		struct bpf_program *up[] = {
+			t->skel->progs.mp_entry,      t->skel->progs.mp_return,
+			t->skel->progs.mp_free,	      t->skel->progs.mp_caller_hint,
+			t->skel->progs.mp_pool_entry, t->skel->progs.mp_pool_return
+		};
 
 		for (size_t i = 0; i < sizeof(up) / sizeof(up[0]); i++)
 			bpf_program__set_expected_attach_type(up[i], MP_BPF_TRACE_UPROBE_MULTI);
@@ -1084,11 +1086,16 @@ int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *
  *              hipHostFree(void *ptr)
  * Every success is 0. CUdeviceptr is 64 bits on 64-bit hosts. */
 #define DEV_ALLOC(sym, obj, pl, k)                                                          \
-	{ .name = sym, .object = obj, .arg = 1, .ptr = MP_FUNC_PTR_OUT, .ptr_arg = 0,      \
-	  .ok = MP_FUNC_OK_ZERO, .has_size = true, .pool = pl, .pool_kind = k, .optional = true }
-#define DEV_FREE(sym, obj, pl, k)                                                         \
-	{ .name = sym, .object = obj, .is_free = true, .arg = 0, .ptr = MP_FUNC_PTR_ARG,   \
-	  .ptr_arg = 0, .ok = MP_FUNC_OK_ZERO, .pool = pl, .pool_kind = k, .optional = true }
+	{                                                                                   \
+		.name = sym, .object = obj, .arg = 1, .ptr = MP_FUNC_PTR_OUT, .ptr_arg = 0, \
+		.ok = MP_FUNC_OK_ZERO, .has_size = true, .pool = pl, .pool_kind = k,        \
+		.optional = true                                                            \
+	}
+#define DEV_FREE(sym, obj, pl, k)                                                                 \
+	{                                                                                         \
+		.name = sym, .object = obj, .is_free = true, .arg = 0, .ptr = MP_FUNC_PTR_ARG,    \
+		.ptr_arg = 0, .ok = MP_FUNC_OK_ZERO, .pool = pl, .pool_kind = k, .optional = true \
+	}
 #define D MP_POOL_KIND_DEVICE
 #define H MP_POOL_KIND_HOST
 
