@@ -51,6 +51,7 @@
 struct slice {
 	uint64_t addr, size;
 	uint32_t pool;
+	uint32_t site; /* index + 1, 0: none */
 	uint32_t hnext; /* hash chain */
 	uint32_t pnext, pprev; /* the pool's live slices */
 };
@@ -549,25 +550,13 @@ static void site_ht_insert(struct mp_correlator *c, uint32_t id)
 	c->site_ht[i] = id + 1;
 }
 
-/* The site of an allocation, created if new; MP_NONE beyond the cap (the
- * allocation is counted in sites_dropped) or when out of memory. */
-static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
-			uint32_t owner, uint32_t tid)
+/* A new site (MP_NONE beyond the cap, counted, or out of memory). */
+static uint32_t site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
+			 uint32_t owner, uint32_t tid)
 {
 	struct mp_profile *p = c->p;
-	uint32_t mask, i, id;
+	uint32_t id;
 
-	if (c->site_ht_cap) {
-		mask = c->site_ht_cap - 1;
-		for (i = site_hash(caller, name, phase, owner, tid) & mask; c->site_ht[i];
-		     i = (i + 1) & mask) {
-			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
-
-			if (st->caller == caller && st->name == name && st->phase == phase &&
-			    st->owner == owner && st->tid == tid)
-				return c->site_ht[i] - 1;
-		}
-	}
 	if (p->n_sites >= c->opts.max_sites) {
 		p->sites_dropped++;
 		return MP_NONE;
@@ -596,6 +585,28 @@ static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name,
 	};
 	site_ht_insert(c, id);
 	return id;
+}
+
+/* The site of an allocation, created if new; MP_NONE beyond the cap (the
+ * allocation is counted in sites_dropped) or when out of memory. */
+static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
+			uint32_t owner, uint32_t tid)
+{
+	struct mp_profile *p = c->p;
+	uint32_t mask, i;
+
+	if (c->site_ht_cap) {
+		mask = c->site_ht_cap - 1;
+		for (i = site_hash(caller, name, phase, owner, tid) & mask; c->site_ht[i];
+		     i = (i + 1) & mask) {
+			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
+
+			if (st->caller == caller && st->name == name && st->phase == phase &&
+			    st->owner == owner && st->tid == tid && !st->pool)
+				return c->site_ht[i] - 1;
+		}
+	}
+	return site_new(c, caller, name, phase, owner, tid);
 }
 
 /* ---- heap accounting ---- */
@@ -1740,10 +1751,38 @@ static void pool_charge(struct mp_correlator *c, uint32_t tid, uint32_t pool, ui
 	}
 }
 
-static void pool_alloc_slice(struct mp_correlator *c, uint32_t pool, uint32_t tid, uint64_t addr,
-			     uint64_t size)
+/* The site of a pool slice: sites of the heap's kind with the pool set, in
+ * the same table (the hash ignores the pool, lookups compare it). */
+static uint32_t pool_site_of(struct mp_correlator *c, uint32_t pool, uint32_t tid, uint64_t caller)
 {
-	uint32_t old = slice_find(c, pool, addr);
+	struct mp_profile *p = c->p;
+	uint32_t owner = owner_of(c, caller), name = MP_NONE, mask, i, id;
+	struct thread *t;
+	struct frame *f = attribute(c, tid, &t, &(bool){ false });
+
+	if (f)
+		name = f->name;
+	if (c->site_ht_cap) {
+		mask = c->site_ht_cap - 1;
+		for (i = site_hash(caller, name, c->cur_phase, owner, tid) & mask; c->site_ht[i];
+		     i = (i + 1) & mask) {
+			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
+
+			if (st->caller == caller && st->name == name && st->phase == c->cur_phase &&
+			    st->owner == owner && st->tid == tid && st->pool == pool + 1)
+				return c->site_ht[i] - 1;
+		}
+	}
+	id = site_new(c, caller, name, c->cur_phase, owner, tid);
+	if (id != MP_NONE)
+		p->sites[id].pool = pool + 1;
+	return id;
+}
+
+static void pool_alloc_slice(struct mp_correlator *c, uint32_t pool, uint32_t tid, uint64_t addr,
+			     uint64_t size, uint64_t caller)
+{
+	uint32_t old = slice_find(c, pool, addr), slice, site;
 
 	if (old) {
 		/* Handed out again without being given back: the old slice
@@ -1752,13 +1791,35 @@ static void pool_alloc_slice(struct mp_correlator *c, uint32_t pool, uint32_t ti
 		pool_charge(c, tid, pool, c->slices[old].size, 1, false);
 		slice_remove(c, old);
 	}
-	if (!slice_insert(c, pool, addr, size)) {
+	slice = slice_insert(c, pool, addr, size);
+	if (!slice) {
 		if (c->n_live_slices < MAX_SLICES)
 			c->oom = true;
 		c->p->dropped_markers++;
 		return;
 	}
 	pool_charge(c, tid, pool, size, 1, true);
+	site = pool_site_of(c, pool, tid, caller);
+	if (site != MP_NONE) {
+		struct mp_site *st = &c->p->sites[site];
+
+		st->alloc_objects++;
+		st->alloc_space += size;
+		st->inuse_objects++;
+		st->inuse_space += size;
+		c->slices[slice].site = site + 1;
+	}
+}
+
+static void slice_site_free(struct mp_correlator *c, uint32_t i)
+{
+	struct mp_site *st;
+
+	if (!c->slices[i].site || c->slices[i].site > c->p->n_sites)
+		return;
+	st = &c->p->sites[c->slices[i].site - 1];
+	sub_clamped(&st->inuse_space, c->slices[i].size);
+	sub_clamped(&st->inuse_objects, 1);
 }
 
 /* Frees slice @addr of @pool; with @any, of any probed pool if not there
@@ -1777,6 +1838,7 @@ static void pool_free_slice(struct mp_correlator *c, uint32_t pool, uint32_t tid
 	}
 	pool = c->slices[i].pool;
 	pool_charge(c, tid, pool, c->slices[i].size, 1, false);
+	slice_site_free(c, i);
 	slice_remove(c, i);
 }
 
@@ -1789,6 +1851,7 @@ static void pool_reset(struct mp_correlator *c, uint32_t pool, uint32_t tid)
 
 		bytes += c->slices[i].size;
 		count++;
+		slice_site_free(c, i);
 		slice_remove(c, i);
 	}
 	c->p->mempools[pool].resets++;
@@ -1811,7 +1874,7 @@ static int pool_record(struct mp_correlator *c, const struct mp_record *rec)
 		return r;
 	switch (rec->type) {
 	case MP_REC_POOL_ALLOC:
-		pool_alloc_slice(c, pool, rec->tid, rec->pool.addr, rec->pool.size);
+		pool_alloc_slice(c, pool, rec->tid, rec->pool.addr, rec->pool.size, rec->pool.caller);
 		break;
 	case MP_REC_POOL_FREE:
 		pool_free_slice(c, pool, rec->tid, rec->pool.addr, false);
@@ -1846,6 +1909,6 @@ static uint64_t pool_heap_alloc(struct mp_correlator *c, const struct mp_heap_ev
 		c->p->mempools[pool].unknown_frees++;
 		return 0;
 	}
-	pool_alloc_slice(c, pool, ev->tid, ev->addr, ev->size);
+	pool_alloc_slice(c, pool, ev->tid, ev->addr, ev->size, ev->caller);
 	return U_POOL_FLAG | (uint64_t)pool << U_OWNER_SHIFT;
 }

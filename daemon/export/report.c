@@ -350,6 +350,14 @@ static void json_sites(struct mp_json *j, const struct mp_profile *p)
 		mp_json_u64(j, "allocSpace", st->alloc_space);
 		mp_json_u64(j, "inuseObjects", st->inuse_objects);
 		mp_json_u64(j, "inuseSpace", st->inuse_space);
+		/* pool slices: a view apart from the heap sites (only in
+		 * profiles with pools) */
+		if (p->n_mempools) {
+			if (st->pool && st->pool <= p->n_mempools)
+				mp_json_str(j, "pool", p->mempools[st->pool - 1].name);
+			else
+				mp_json_null(j, "pool");
+		}
 		mp_json_object_end(j);
 	}
 	mp_json_array_end(j);

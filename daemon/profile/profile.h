@@ -288,6 +288,9 @@ struct mp_site {
 	uint32_t tid; /* allocating thread */
 	uint64_t alloc_objects, alloc_space; /* all allocations */
 	uint64_t inuse_objects, inuse_space; /* still live at the end */
+	/* 0: heap blocks; else slices of pool mempools[pool - 1], a view
+	 * apart from the heap sites. */
+	uint32_t pool;
 };
 
 /* mp_object.flags: what symbolization found for the object. */

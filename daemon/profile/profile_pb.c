@@ -290,6 +290,7 @@ static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Prof
 		so[i].alloc_space = st->alloc_space;
 		so[i].inuse_objects = st->inuse_objects;
 		so[i].inuse_space = st->inuse_space;
+		so[i].pool = st->pool;
 		o->sites[i] = &so[i];
 	}
 	o->n_sites = p->n_sites;
@@ -777,6 +778,8 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 		if ((st->kernel != MP_NONE && st->kernel >= p->n_names) ||
 		    (st->phase != MP_NONE && st->phase >= p->n_phases) || st->owner >= p->n_owners)
 			BAD("site refers to no kernel, phase or owner");
+		if (st->pool > p->n_mempools)
+			BAD("site refers to no pool");
 		p->sites[i] = (struct mp_site){
 			.caller = st->caller,
 			.name = st->kernel,
@@ -787,6 +790,7 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 			.alloc_space = st->alloc_space,
 			.inuse_objects = st->inuse_objects,
 			.inuse_space = st->inuse_space,
+			.pool = st->pool,
 		};
 		p->n_sites = i + 1;
 	}

@@ -108,6 +108,20 @@ static void expect_arena(const struct mp_profile *p)
 	cr_expect_eq(mp->peak_bytes, 4024);
 	cr_expect_eq(mp->resets, 2);
 	cr_expect_eq(mp->unknown_frees, 1);
+	/* sites: the heap's one block, and the pool's slices per kernel */
+	cr_assert_eq(p->n_sites, 4);
+	cr_expect_eq(p->sites[0].pool, 0);
+	cr_expect_eq(p->sites[0].alloc_space, 1 << 20);
+	for (uint32_t i = 1; i < 4; i++) {
+		static const uint64_t space[] = { 0, 3000, 6000, 48 }, objects[] = { 0, 4, 2, 2 };
+
+		cr_expect_eq(p->sites[i].pool, 1, "site %u", i);
+		cr_expect_eq(p->sites[i].caller, 0x401000);
+		cr_expect_eq(p->sites[i].alloc_space, space[i], "site %u", i);
+		cr_expect_eq(p->sites[i].alloc_objects, objects[i], "site %u", i);
+		cr_expect_eq(p->sites[i].inuse_space, 0);
+		cr_expect_eq(p->sites[i].inuse_objects, 0);
+	}
 	/* load began before the pool existed: no bucket */
 	k = mp_profile_kernel(p, "load");
 	cr_expect_eq(k->n_pools, 0);
