@@ -7,6 +7,7 @@
 #include <inttypes.h>
 
 #include "../profile/helpers.h"
+#include "chrome.h"
 #include "profile_pb.h"
 #include "tracer.h"
 
@@ -212,6 +213,31 @@ Test(pools_model, table_json_tfjs)
 	free(tfjs);
 	free(table);
 	free(json);
+	mp_profile_free(p);
+}
+
+/* One counter track per pool: its live slices at each kernel end. */
+Test(pools_model, chrome_counter_track)
+{
+	struct mp_profile *p = arena_profile();
+	char *buf = NULL, *at;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	static const uint64_t want[] = { 0, 1000, 4024, 4024, 1000, 4024, 4024, 0 };
+	size_t n = 0;
+
+	cr_assert_eq(mp_chrome_write(p, f), 0);
+	fclose(f);
+	for (at = buf; (at = strstr(at, "\"name\":\"pool arena (host)\"")); at++) {
+		char *live = strstr(at, "\"live\":");
+
+		cr_assert_not_null(live);
+		cr_assert_lt(n, sizeof(want) / sizeof(want[0]));
+		cr_expect_eq(strtoull(live + 7, NULL, 10), want[n], "point %zu", n);
+		n++;
+	}
+	cr_expect_eq(n, sizeof(want) / sizeof(want[0]));
+	free(buf);
 	mp_profile_free(p);
 }
 
