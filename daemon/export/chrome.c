@@ -299,11 +299,13 @@ static int pool_counters(struct out *o)
 		n++;
 		for (uint32_t i = 0; i < p->n_invocations; i++) {
 			const struct mp_invocation *v = &p->invocations[i];
-			const struct mp_pool_bucket *bk = mp_pool_bucket_find(v->pools, v->n_pools, pl);
+			const struct mp_pool_bucket *bk =
+				mp_pool_bucket_find(v->pools, v->n_pools, pl);
 
 			if (!bk)
 				continue;
-			pts[n] = (struct heap_pt){ clamp(v->end_ns, o->w0, o->w1), bk->live_end, n };
+			pts[n] =
+				(struct heap_pt){ clamp(v->end_ns, o->w0, o->w1), bk->live_end, n };
 			n++;
 		}
 		pts[n] = (struct heap_pt){ o->w1, mp->live_bytes, n };

@@ -363,10 +363,8 @@ int mp_options_emit(const struct mp_options *o, const struct mp_profile *p)
 	}
 	if (!o->print_none) {
 		r = mp_report_write_pool(p, o->print, o->region, o->pool, stdout);
-		if (r == -ESRCH) {
-			fprintf(stderr, "memprof: no pool '%s' in the profile (--pool)\n", o->pool);
-			return r;
-		}
+		if (r == -ESRCH)
+			return log_error_errno(r, "no pool '%s' in the profile (--pool)", o->pool);
 		if (r == -ENOENT) {
 			return log_error_errno(r, "no invocation '%s' in the profile (--region)",
 					       o->region);

@@ -462,8 +462,8 @@ static int setup(struct session *s, sigset_t *blocked)
 		r = mp_correlator_set_fn_pool(s->corr, MP_FN_CUSTOM + (uint32_t)i, o->extra[i].pool,
 					      o->extra[i].pool_kind);
 		if (r < 0)
-			return log_errno(r, "pid %d: pool '%s' of %s", (int)o->pid,
-					 o->extra[i].pool, o->extra[i].name);
+			return log_error_errno(r, "pid %d: pool '%s' of %s: %m", (int)o->pid,
+					       o->extra[i].pool, o->extra[i].name);
 	}
 
 	if (o->rss_hz) {

@@ -4,78 +4,30 @@
  * device runtimes (stub_device.h) and an arena on the pools API. Every
  * figure asserted is exact: the fixtures are deterministic.
  */
-#include <criterion/criterion.h>
-#include <fcntl.h>
-#include <spawn.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/helpers.h"
 #include "profile.h"
 #include "profile_pb.h"
 
-extern char **environ;
-
-static char build_root[2048];
-
 static void need_root(void)
 {
-	const char *b = getenv("MEMPROF_BUILD_ROOT");
-
-	cr_assert_eq(geteuid(), 0, "needs root for BPF (uid %d)", (int)geteuid());
-	cr_assert_not_null(b, "MEMPROF_BUILD_ROOT is not set (run through meson test)");
-	snprintf(build_root, sizeof(build_root), "%s", b);
-}
-
-static char *path_of(const char *rel)
-{
-	static char buf[8][4096];
-	static int i;
-	char *p = buf[i++ % 8];
-
-	if ((size_t)snprintf(p, 4096, "%s/%s", build_root, rel) >= 4096)
-		cr_assert_fail("path too long");
-	return p;
-}
-
-/* Runs argv; its stdout (up to @cap - 1 bytes) in @out; its exit status. */
-static int run_capture(char *const argv[], char *out, size_t cap)
-{
-	posix_spawn_file_actions_t fa;
-	int pipefd[2], status;
-	size_t n = 0;
-	ssize_t k;
-	pid_t pid;
-
-	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s", argv[0]);
-	posix_spawn_file_actions_destroy(&fa);
-	close(pipefd[1]);
-	while (n + 1 < cap && (k = read(pipefd[0], out + n, cap - 1 - n)) > 0)
-		n += (size_t)k;
-	out[n] = '\0';
-	close(pipefd[0]);
-	cr_assert_eq(waitpid(pid, &status, 0), pid);
-	cr_assert(WIFEXITED(status), "%s died by signal %d", argv[0], WTERMSIG(status));
-	return WEXITSTATUS(status);
+	mp_test_need_root("BPF");
 }
 
 /* `memprof run -o TMP --print none OPTS... -- FIXTURE`, loaded. */
 static struct mp_profile *profile_of(const char *fixture, const char *const *opts)
 {
-	char path[256], out[4096], dir[] = "/tmp/memprof-pools-XXXXXX";
+	char path[4200], out[4096], dir[256];
 	char *argv[24];
 	struct mp_profile *p = NULL;
 	const char *why = NULL;
 	int n = 0;
 
-	cr_assert_not_null(mkdtemp(dir));
+	mp_test_tmpdir(dir, sizeof(dir), "pools");
 	snprintf(path, sizeof(path), "%s/profile.memprof", dir);
-	argv[n++] = path_of("cli/memprof");
+	argv[n++] = mp_test_build_path("cli/memprof");
 	argv[n++] = "run";
 	argv[n++] = "-o";
 	argv[n++] = path;
@@ -84,12 +36,12 @@ static struct mp_profile *profile_of(const char *fixture, const char *const *opt
 	for (; opts && *opts && n < 20; opts++)
 		argv[n++] = (char *)*opts;
 	argv[n++] = "--";
-	argv[n++] = path_of(fixture);
+	argv[n++] = mp_test_build_path(fixture);
 	argv[n] = NULL;
-	cr_assert_eq(run_capture(argv, out, sizeof(out)), 0, "memprof run %s failed", fixture);
+	cr_assert_eq(mp_test_run_capture(argv, out, sizeof(out)), 0, "memprof run %s failed",
+		     fixture);
 	cr_assert_eq(mp_profile_load(path, &p, &why), 0, "loading %s: %s", path, why ? why : "");
-	unlink(path);
-	rmdir(dir);
+	mp_test_rmtree(dir);
 	return p;
 }
 
