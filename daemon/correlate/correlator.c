@@ -1874,7 +1874,8 @@ static int pool_record(struct mp_correlator *c, const struct mp_record *rec)
 		return r;
 	switch (rec->type) {
 	case MP_REC_POOL_ALLOC:
-		pool_alloc_slice(c, pool, rec->tid, rec->pool.addr, rec->pool.size, rec->pool.caller);
+		pool_alloc_slice(c, pool, rec->tid, rec->pool.addr, rec->pool.size,
+				 rec->pool.caller);
 		break;
 	case MP_REC_POOL_FREE:
 		pool_free_slice(c, pool, rec->tid, rec->pool.addr, false);

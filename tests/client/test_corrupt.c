@@ -146,8 +146,9 @@ Test(corrupt, wrapped_indices)
 /* Header corruption is refused at open with the right error. */
 #define HDR_CASES(X)                               \
 	X(-EBADMSG, h->magic ^= 1)                 \
-	X(-EPROTO, h->abi_version = MP_RING_ABI_VERSION + 1) \
+	X(-EPROTO, h->abi_version = 99)            \
 	X(-EPROTO, h->abi_version = 0)             \
+	X(-EPROTO, h->abi_version = 1)             \
 	X(-EBADMSG, h->hdr_size = 8)               \
 	X(-EBADMSG, h->slot_size = 64)             \
 	X(-EBADMSG, h->thread_size = 0)            \
