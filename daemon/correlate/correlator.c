@@ -1003,6 +1003,8 @@ static void pools_end(struct mp_correlator *c, struct mp_invocation *r);
 static int pool_buckets_merge(struct mp_pool_bucket **dst, uint32_t *n,
 			      const struct mp_pool_bucket *src, uint32_t ns);
 static int pool_record(struct mp_correlator *c, const struct mp_record *rec);
+static int pools_phase_enter(struct mp_correlator *c, struct mp_phase *ph);
+static void pools_phase_leave(struct mp_correlator *c, struct mp_phase *ph);
 
 /* ---- markers ---- */
 
@@ -1253,6 +1255,7 @@ static void phase_leave(struct mp_correlator *c, uint64_t ts)
 	ph = &c->p->phases[c->cur_phase];
 	if (ts > c->phase_entered)
 		ph->duration_ns += ts - c->phase_entered;
+	pools_phase_leave(c, ph);
 }
 
 static int phase(struct mp_correlator *c, const struct mp_record *rec)
@@ -1292,7 +1295,7 @@ static int phase(struct mp_correlator *c, const struct mp_record *rec)
 		ph->peak_bytes = c->live_bytes;
 	if (c->last_rss.val != MP_UNKNOWN && c->last_rss.val > ph->rss_peak)
 		ph->rss_peak = c->last_rss.val;
-	return 0;
+	return pools_phase_enter(c, ph);
 }
 
 static int tag_begin(struct mp_correlator *c, const struct mp_record *rec)
@@ -1620,18 +1623,74 @@ static void slice_remove(struct mp_correlator *c, uint32_t i)
 	c->n_live_slices--;
 }
 
-static struct mp_pool_bucket *pool_bucket(struct mp_invocation *r, uint32_t pool)
+static struct mp_pool_bucket *bucket_in(struct mp_pool_bucket **v, uint32_t *n, uint32_t pool)
 {
 	struct mp_pool_bucket *b;
 
-	for (uint32_t i = 0; i < r->n_pools; i++)
-		if (r->pools[i].id == pool)
-			return &r->pools[i];
-	if (grow_implicit((void **)&r->pools, r->n_pools, sizeof(*r->pools)) < 0)
+	for (uint32_t i = 0; i < *n; i++)
+		if ((*v)[i].id == pool)
+			return &(*v)[i];
+	if (grow_implicit((void **)v, *n, sizeof(**v)) < 0)
 		return NULL;
-	b = &r->pools[r->n_pools++];
+	b = &(*v)[(*n)++];
 	*b = (struct mp_pool_bucket){ .id = pool };
 	return b;
+}
+
+static struct mp_pool_bucket *pool_bucket(struct mp_invocation *r, uint32_t pool)
+{
+	return bucket_in(&r->pools, &r->n_pools, pool);
+}
+
+/* What is live in a pool when a phase is entered is live during it. */
+static int pools_phase_enter(struct mp_correlator *c, struct mp_phase *ph)
+{
+	for (uint32_t i = 0; i < c->p->n_mempools; i++) {
+		struct mp_pool_bucket *b = bucket_in(&ph->pools, &ph->n_pools, i);
+
+		if (!b)
+			return -ENOMEM;
+		if (c->p->mempools[i].live_bytes > b->peak_bytes)
+			b->peak_bytes = c->p->mempools[i].live_bytes;
+	}
+	return 0;
+}
+
+static void pools_phase_leave(struct mp_correlator *c, struct mp_phase *ph)
+{
+	for (uint32_t i = 0; i < ph->n_pools; i++) {
+		if (ph->pools[i].id < c->p->n_mempools) {
+			ph->pools[i].live_end = c->p->mempools[ph->pools[i].id].live_bytes;
+			ph->pools[i].live_count_end = c->p->mempools[ph->pools[i].id].live_count;
+		}
+	}
+}
+
+/* The current phase's bucket of @pool: traffic and peaks while current. */
+static void pool_charge_phase(struct mp_correlator *c, uint32_t pool, uint64_t bytes,
+			      uint64_t count, bool alloc)
+{
+	struct mp_pool_bucket *b;
+
+	if (c->cur_phase == MP_NONE)
+		return;
+	b = bucket_in(&c->p->phases[c->cur_phase].pools, &c->p->phases[c->cur_phase].n_pools,
+		      pool);
+	if (!b) {
+		c->oom = true;
+		return;
+	}
+	if (alloc) {
+		b->alloc_bytes += bytes;
+		b->alloc_count += count;
+		if (b->alloc_bytes > b->free_bytes && b->alloc_bytes - b->free_bytes > b->peak_added)
+			b->peak_added = b->alloc_bytes - b->free_bytes;
+		if (c->p->mempools[pool].live_bytes > b->peak_bytes)
+			b->peak_bytes = c->p->mempools[pool].live_bytes;
+	} else {
+		b->free_bytes += bytes;
+		b->free_count += count;
+	}
 }
 
 /* What is live in a pool when a kernel begins is live during it. */
@@ -1718,6 +1777,7 @@ static void pool_charge(struct mp_correlator *c, uint32_t tid, uint32_t pool, ui
 		sub_clamped(&mp->live_bytes, bytes);
 		sub_clamped(&mp->live_count, count);
 	}
+	pool_charge_phase(c, pool, bytes, count, alloc);
 	for (f = attribute(c, tid, &t, &cross); f; f = f->up) {
 		struct mp_pool_bucket *b = pool_bucket(inv_rec(c, f), pool);
 		uint64_t net;

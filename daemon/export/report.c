@@ -464,6 +464,7 @@ static int write_json(const struct mp_profile *p, FILE *f)
 		json_mem(&j, "heap", &ph->mem);
 		mp_json_u64(&j, "peakBytes", ph->peak_bytes);
 		mp_json_u64(&j, "rssPeak", ph->rss_peak);
+		json_pool_buckets(&j, p, ph->pools, ph->n_pools);
 		mp_json_object_end(&j);
 	}
 	mp_json_array_end(&j);
@@ -586,6 +587,31 @@ static void table_pools(const struct mp_profile *p, FILE *f)
 		put_bytes(f, (int64_t)mp->peak_bytes);
 		put_bytes(f, mp->mem.bytes_added);
 		fprintf(f, " %8" PRIu64 "\n", mp->resets);
+	}
+	if (p->n_phases) {
+		fprintf(f, "\n%-32s %-16s %14s %14s %14s %14s\n", "PHASE", "POOL", "ALLOC_BYTES",
+			"FREE_BYTES", "PEAK_ADDED", "PEAK_LIVE");
+		for (uint32_t i = 0; i < p->n_phases; i++) {
+			const struct mp_phase *ph = &p->phases[i];
+
+			for (uint32_t b = 0; b < ph->n_pools; b++) {
+				const struct mp_pool_bucket *pb = &ph->pools[b];
+
+				if (!pb->peak_bytes && !pb->alloc_count && !pb->free_count)
+					continue;
+				put_name(f, ph->name, 32);
+				fputc(' ', f);
+				put_name(f,
+					 pb->id < p->n_mempools ? p->mempools[pb->id].name :
+								  "(invalid)",
+					 16);
+				put_bytes(f, (int64_t)pb->alloc_bytes);
+				put_bytes(f, (int64_t)pb->free_bytes);
+				put_bytes(f, (int64_t)pb->peak_added);
+				put_bytes(f, (int64_t)pb->peak_bytes);
+				fputc('\n', f);
+			}
+		}
 	}
 	fprintf(f, "\n%-32s %-16s %14s %14s %14s %14s\n", "KERNEL", "POOL", "ALLOC_BYTES",
 		"FREE_BYTES", "PEAK_ADDED", "PEAK_LIVE");

@@ -46,8 +46,10 @@ void mp_profile_free(struct mp_profile *p)
 		free(p->kernels[i].pools);
 	}
 	free(p->kernels);
-	for (uint32_t i = 0; i < p->n_phases; i++)
+	for (uint32_t i = 0; i < p->n_phases; i++) {
 		free(p->phases[i].name);
+		free(p->phases[i].pools);
+	}
 	free(p->phases);
 	for (uint32_t i = 0; i < p->n_owners; i++)
 		free(p->owners[i].name);

@@ -167,6 +167,12 @@ struct mp_phase {
 	struct mp_mem_stats mem; /* all heap traffic while it was current */
 	uint64_t peak_bytes; /* process live bytes peak while current */
 	uint64_t rss_peak; /* max VmRSS sampled while current */
+	/* One bucket per pool known while the phase was current: slice
+	 * traffic while current, peak_added, peak_bytes (the pool's highest
+	 * live bytes while current, what was live on entry included) and the
+	 * pool's live bytes and slices when the phase was last left. */
+	uint32_t n_pools;
+	struct mp_pool_bucket *pools;
 };
 
 /* An owner (object file of the allocation's caller) or a tag. */

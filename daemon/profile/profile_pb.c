@@ -404,6 +404,8 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 		po->heap = enc_mem(a, &ph->mem);
 		po->peak_bytes = ph->peak_bytes;
 		po->rss_peak = ph->rss_peak;
+		po->n_pools = ph->n_pools;
+		po->pools = enc_pool_buckets(a, ph->pools, ph->n_pools);
 		o->phases[i] = po;
 	}
 	o->n_owners = p->n_owners;
@@ -965,6 +967,13 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 	r = dec_mempools(o, p, ret_why);
 	if (r < 0)
 		return r;
+	/* phases' pool buckets refer to the pools */
+	for (size_t i = 0; i < o->n_phases; i++) {
+		r = dec_pool_buckets(o->phases[i]->pools, o->phases[i]->n_pools, p->n_mempools,
+				     &p->phases[i].pools, &p->phases[i].n_pools, ret_why);
+		if (r < 0)
+			return r;
+	}
 	if (o->n_invocations) {
 		p->invocations = calloc(o->n_invocations, sizeof(*p->invocations));
 		if (!p->invocations)

@@ -98,6 +98,27 @@ static void expect_kernel_pool(const struct mp_profile *p, const char *kernel, c
 	cr_expect_eq(k->incl.free_count, 0, "%s: heap frees", kernel);
 }
 
+/* Phase @phase's bucket of pool @pool is exactly @want (id ignored). */
+static void expect_phase_pool(const struct mp_profile *p, const char *phase, const char *pool,
+			      const struct mp_pool_bucket *want)
+{
+	const struct mp_phase *ph = mp_profile_phase(p, phase);
+	const struct mp_pool_bucket *b;
+
+	cr_assert_not_null(ph, "no phase %s", phase);
+	b = mp_pool_bucket_find(ph->pools, ph->n_pools, pool_index(p, pool));
+	cr_assert_not_null(b, "phase %s has no bucket of pool %s", phase, pool);
+	cr_expect(b->alloc_bytes == want->alloc_bytes && b->alloc_count == want->alloc_count &&
+			  b->free_bytes == want->free_bytes && b->free_count == want->free_count &&
+			  b->peak_added == want->peak_added && b->peak_bytes == want->peak_bytes &&
+			  b->live_end == want->live_end,
+		  "phase %s/%s: alloc %llu/%llu free %llu/%llu peak_added %llu peak %llu end %llu",
+		  phase, pool, (unsigned long long)b->alloc_bytes,
+		  (unsigned long long)b->alloc_count, (unsigned long long)b->free_bytes,
+		  (unsigned long long)b->free_count, (unsigned long long)b->peak_added,
+		  (unsigned long long)b->peak_bytes, (unsigned long long)b->live_end);
+}
+
 #define B(ab, ac, fb, fc, pa, pk)                       \
 	(&(struct mp_pool_bucket){ .alloc_bytes = (ab), \
 				   .alloc_count = (ac), \
@@ -123,6 +144,21 @@ static void expect_device(const struct mp_profile *p, bool driver)
 	expect_kernel_pool(p, "matmul", "cuda", 3,
 			   B(mm_alloc, mm_allocs, 3 * 32768 + mm_alloc, 3 + mm_allocs,
 			     driver ? 8192 : 0, W + 32768 + (driver ? 8192 : 0)));
+	/* peak per phase: load vs inference */
+	expect_phase_pool(p, "load", "cuda",
+			  &(struct mp_pool_bucket){ .alloc_bytes = W,
+						    .alloc_count = 1,
+						    .peak_added = W,
+						    .peak_bytes = W,
+						    .live_end = W });
+	expect_phase_pool(p, "inference", "cuda",
+			  &(struct mp_pool_bucket){ .alloc_bytes = 245760 + 98304 + mm_alloc,
+						    .alloc_count = 9 + mm_allocs,
+						    .free_bytes = 49152 + 196608 + 98304 + mm_alloc,
+						    .free_count = 9 + mm_allocs,
+						    .peak_added = 65536 + 32768,
+						    .peak_bytes = W + 65536 + 32768,
+						    .live_end = W });
 	expect_mempool(p, &(struct mp_mempool){
 				  .name = "cuda",
 				  .kind = MP_POOL_KIND_DEVICE,

@@ -241,6 +241,36 @@ Test(pools_model, chrome_counter_track)
 	mp_profile_free(p);
 }
 
+/* Per phase: the pool's traffic and peak while each phase was current. */
+Test(pools_model, phases)
+{
+	struct stream s;
+	struct mp_profile *p;
+	const struct mp_phase *load, *inf;
+
+	stream_init(&s, NULL);
+	phase(&s, "load");
+	PA(&s, "arena", 0x1000, 700); /* stays: live when inference begins */
+	PA(&s, "arena", 0x2000, 300);
+	PF(&s, "arena", 0x2000);
+	phase(&s, "inference");
+	for (int i = 0; i < 2; i++) {
+		kbegin(&s, 1, "k");
+		PA(&s, "arena", 0x3000, 50);
+		kend(&s, 1);
+		PR(&s, "arena");
+	}
+	p = finish(&s);
+	load = mp_profile_phase(p, "load");
+	inf = mp_profile_phase(p, "inference");
+	cr_assert_eq(load->n_pools, 1);
+	cr_assert_eq(inf->n_pools, 1);
+	expect_bucket("load", &load->pools[0], PB(1000, 2, 300, 1, 1000, 1000, 700, 1));
+	/* the first reset frees the 700 too: net -650 over the phase */
+	expect_bucket("inference", &inf->pools[0], PB(100, 2, 800, 3, 50, 750, 0, 0));
+	mp_profile_free(p);
+}
+
 /* Blocks of probed pool functions (--alloc ...,pool=) never touch the heap. */
 Test(pools_model, probed_functions)
 {
