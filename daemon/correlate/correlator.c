@@ -1674,8 +1674,7 @@ static void pool_charge_phase(struct mp_correlator *c, uint32_t pool, uint64_t b
 
 	if (c->cur_phase == MP_NONE)
 		return;
-	b = bucket_in(&c->p->phases[c->cur_phase].pools, &c->p->phases[c->cur_phase].n_pools,
-		      pool);
+	b = bucket_in(&c->p->phases[c->cur_phase].pools, &c->p->phases[c->cur_phase].n_pools, pool);
 	if (!b) {
 		c->oom = true;
 		return;
@@ -1683,7 +1682,8 @@ static void pool_charge_phase(struct mp_correlator *c, uint32_t pool, uint64_t b
 	if (alloc) {
 		b->alloc_bytes += bytes;
 		b->alloc_count += count;
-		if (b->alloc_bytes > b->free_bytes && b->alloc_bytes - b->free_bytes > b->peak_added)
+		if (b->alloc_bytes > b->free_bytes &&
+		    b->alloc_bytes - b->free_bytes > b->peak_added)
 			b->peak_added = b->alloc_bytes - b->free_bytes;
 		if (c->p->mempools[pool].live_bytes > b->peak_bytes)
 			b->peak_bytes = c->p->mempools[pool].live_bytes;
