@@ -27,8 +27,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(spec, data + 1, size - 1);
 	spec[size - 1] = '\0';
 	if (mp_tracer_parse_func(spec, data[0] & 1, &f) == 0) {
-		if (f.arg > 5 || f.ptr_arg > 5 || f.ptr > MP_FUNC_PTR_ARG ||
+		if (f.arg > 5 || f.ptr_arg > 5 || f.ptr > MP_FUNC_PTR_OUT ||
 		    f.ok > MP_FUNC_OK_NONZERO || f.pool_kind > MP_POOL_KIND_DEVICE ||
+		    (f.is_free && f.ptr) || (!f.pool[0] && f.pool_kind) ||
 		    !memchr(f.name, '\0', sizeof(f.name)) ||
 		    !memchr(f.object, '\0', sizeof(f.object)) ||
 		    !memchr(f.pool, '\0', sizeof(f.pool)) || !f.name[0])

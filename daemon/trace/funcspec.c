@@ -44,18 +44,10 @@ static int parse_func_kv(struct mp_tracer_func *f, const char *kv, size_t len, u
 	*seen |= 1u << k;
 	switch (k) {
 	case 0: /* size */
-		if (f->is_free || parse_argn(v, vlen, &f->arg) < 0)
-			return -EINVAL;
-		f->has_size = true;
-		return 0;
+		return f->is_free ? -EINVAL : parse_argn(v, vlen, &f->arg);
 	case 1: /* ptr */
-		if (f->is_free) {
-			f->ptr = MP_FUNC_PTR_ARG;
-			if (parse_argn(v, vlen, &f->ptr_arg) < 0)
-				return -EINVAL;
-			f->arg = f->ptr_arg;
-			return 0;
-		}
+		if (f->is_free)
+			return parse_argn(v, vlen, &f->arg);
 		if (is_val(v, vlen, "ret")) {
 			f->ptr = MP_FUNC_PTR_RET;
 			return 0;
@@ -94,7 +86,7 @@ static int parse_func_kv(struct mp_tracer_func *f, const char *kv, size_t len, u
 
 int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *ret)
 {
-	struct mp_tracer_func f = { .is_free = is_free, .pool_kind = MP_POOL_KIND_DEVICE };
+	struct mp_tracer_func f = { .is_free = is_free };
 	const char *colon, *at, *kv;
 	unsigned seen = 0;
 	size_t nlen;
@@ -117,6 +109,8 @@ int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *
 	/* seen: 1 size, 2 ptr, 4 ok, 8 pool, 16 kind */
 	if (is_free ? !(seen & 2) : !(seen & 1))
 		return -EINVAL;
+	if (f.pool[0] && !(seen & 16))
+		f.pool_kind = MP_POOL_KIND_DEVICE;
 	if (!f.pool[0]) {
 		/* The heap path knows plain functions and posix_memalign's
 		 * shape only. */
@@ -164,13 +158,12 @@ int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *
 #define DEV_ALLOC(sym, obj, pl, k)                                                          \
 	{                                                                                   \
 		.name = sym, .object = obj, .arg = 1, .ptr = MP_FUNC_PTR_OUT, .ptr_arg = 0, \
-		.ok = MP_FUNC_OK_ZERO, .has_size = true, .pool = pl, .pool_kind = k,        \
-		.optional = true                                                            \
+		.ok = MP_FUNC_OK_ZERO, .pool = pl, .pool_kind = k, .optional = true         \
 	}
-#define DEV_FREE(sym, obj, pl, k)                                                                 \
-	{                                                                                         \
-		.name = sym, .object = obj, .is_free = true, .arg = 0, .ptr = MP_FUNC_PTR_ARG,    \
-		.ptr_arg = 0, .ok = MP_FUNC_OK_ZERO, .pool = pl, .pool_kind = k, .optional = true \
+#define DEV_FREE(sym, obj, pl, k)                                                             \
+	{                                                                                     \
+		.name = sym, .object = obj, .is_free = true, .arg = 0, .ok = MP_FUNC_OK_ZERO, \
+		.pool = pl, .pool_kind = k, .optional = true                                  \
 	}
 #define D MP_POOL_KIND_DEVICE
 #define H MP_POOL_KIND_HOST

@@ -461,8 +461,6 @@ static void pool_probe_args(const struct mp_tracer_func *f, uint32_t *ret_a, uin
 			flags |= MP_POOL_F_DEREF;
 		else
 			flags |= MP_POOL_F_PTR_RET;
-		if (!f->has_size)
-			flags |= MP_POOL_F_NO_SIZE;
 	}
 	*ret_b = f->is_free ? 0 : f->arg;
 	if (f->ok == MP_FUNC_OK_ZERO)

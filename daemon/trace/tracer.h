@@ -22,7 +22,6 @@
 enum mp_func_ptr {
 	MP_FUNC_PTR_RET = 0, /* the return value (allocators) / argument (frees) */
 	MP_FUNC_PTR_OUT = 1, /* stored through argument ptr_arg: ptr=*argN */
-	MP_FUNC_PTR_ARG = 2, /* argument ptr_arg (frees) */
 };
 enum mp_func_ok {
 	MP_FUNC_OK_ANY = 0, /* every return (allocators: a non-NULL pointer) */
@@ -40,9 +39,8 @@ struct mp_tracer_func {
 	uint32_t ptr; /* enum mp_func_ptr */
 	uint32_t ptr_arg;
 	uint32_t ok; /* enum mp_func_ok */
-	bool has_size; /* allocators: size=argN given */
 	char pool[64]; /* "": the heap; else its blocks are slices of this pool */
-	uint32_t pool_kind; /* MP_POOL_KIND_*, kind=host|device (default device) */
+	uint32_t pool_kind; /* with pool: MP_POOL_KIND_*, kind=host|device (default device) */
 	bool optional; /* --device presets: skipped when not found */
 };
 

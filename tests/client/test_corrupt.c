@@ -148,7 +148,6 @@ Test(corrupt, wrapped_indices)
 	X(-EBADMSG, h->magic ^= 1)                 \
 	X(-EPROTO, h->abi_version = 99)            \
 	X(-EPROTO, h->abi_version = 0)             \
-	X(-EPROTO, h->abi_version = 1)             \
 	X(-EBADMSG, h->hdr_size = 8)               \
 	X(-EBADMSG, h->slot_size = 64)             \
 	X(-EBADMSG, h->thread_size = 0)            \

@@ -345,12 +345,11 @@ static void expect_func(const char *spec, bool is_free, const struct mp_tracer_f
 	cr_expect(!strcmp(f.name, want->name) && !strcmp(f.object, want->object) &&
 			  f.is_free == want->is_free && f.arg == want->arg && f.ptr == want->ptr &&
 			  f.ptr_arg == want->ptr_arg && f.ok == want->ok &&
-			  f.has_size == want->has_size && !strcmp(f.pool, want->pool) &&
-			  f.pool_kind == want->pool_kind && f.optional == want->optional,
+			  !strcmp(f.pool, want->pool) && f.pool_kind == want->pool_kind &&
+			  f.optional == want->optional,
 		  "%s: name %s object %s arg %u ptr %u/%u ok %u "
-		  "size %d pool %s/%u",
-		  spec, f.name, f.object, f.arg, f.ptr, f.ptr_arg, f.ok, f.has_size, f.pool,
-		  f.pool_kind);
+		  "pool %s/%u",
+		  spec, f.name, f.object, f.arg, f.ptr, f.ptr_arg, f.ok, f.pool, f.pool_kind);
 }
 
 Test(pools_model, spec_parser)
@@ -379,7 +378,6 @@ Test(pools_model, spec_parser)
 				       .ptr = MP_FUNC_PTR_OUT,
 				       .ptr_arg = 0,
 				       .ok = MP_FUNC_OK_ZERO,
-				       .has_size = true,
 				       .pool = "cuda",
 				       .pool_kind = MP_POOL_KIND_DEVICE };
 
@@ -388,7 +386,6 @@ Test(pools_model, spec_parser)
 	expect_func("cudaMalloc@libcudart.so*:ptr=*arg0,size=arg1,ok=ret==0,pool=cuda", false,
 		    &want);
 	want = (struct mp_tracer_func){ .is_free = true,
-					.ptr = MP_FUNC_PTR_ARG,
 					.ok = MP_FUNC_OK_ZERO,
 					.pool = "cuda",
 					.pool_kind = MP_POOL_KIND_DEVICE };
@@ -398,24 +395,18 @@ Test(pools_model, spec_parser)
 	want = (struct mp_tracer_func){ .arg = 2,
 					.ptr = MP_FUNC_PTR_RET,
 					.ok = MP_FUNC_OK_ANY,
-					.has_size = true,
 					.pool = "npu.0",
 					.pool_kind = MP_POOL_KIND_HOST };
 	strcpy(want.name, "npu_alloc");
 	expect_func("npu_alloc:size=arg2,ptr=ret,kind=host,pool=npu.0", false, &want);
 	/* posix_memalign's shape on the heap */
-	want = (struct mp_tracer_func){ .arg = 2,
-					.ptr = MP_FUNC_PTR_OUT,
-					.ptr_arg = 0,
-					.ok = MP_FUNC_OK_ZERO,
-					.has_size = true,
-					.pool_kind = MP_POOL_KIND_DEVICE };
+	want = (struct mp_tracer_func){
+		.arg = 2, .ptr = MP_FUNC_PTR_OUT, .ptr_arg = 0, .ok = MP_FUNC_OK_ZERO
+	};
 	strcpy(want.name, "my_memalign");
 	expect_func("my_memalign:ptr=*arg0,size=arg2,ok=ret==0", false, &want);
 	/* the plain forms are unchanged */
-	want = (struct mp_tracer_func){ .arg = 2,
-					.has_size = true,
-					.pool_kind = MP_POOL_KIND_DEVICE };
+	want = (struct mp_tracer_func){ .arg = 2 };
 	strcpy(want.name, "xnn_allocate_memory");
 	strcpy(want.object, "libXNNPACK.so");
 	expect_func("xnn_allocate_memory@libXNNPACK.so:size=arg2", false, &want);
