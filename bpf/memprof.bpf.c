@@ -584,3 +584,95 @@ int BPF_PROG(mp_rss_stat, struct mm_struct *mm, int member)
 	return emit((pid_tgid & 0xffffffff00000000ULL) | tid, MP_RAW_RSS_STAT, member, 0, value, 0,
 		    0);
 }
+
+/*
+ * Pool functions (--alloc/--free with pool=, --device): device allocators
+ * return the pointer through an out-parameter, read at return from the
+ * address saved at entry, and report success in their return value; a
+ * failed call records nothing. Their own call state, apart from the
+ * allocator's, so that host allocations made inside a device allocator
+ * still count as host allocations, while a pool function called inside
+ * another (cudaMalloc -> cuMemAlloc_v2) counts once. Never sampled.
+ */
+struct pool_call {
+	__u64 active;
+	__u64 cookie;
+	__u64 a, b;
+	__u64 caller;
+	__u64 sp;
+	__u64 gen;
+	__u32 depth;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct pool_call);
+} pool_calls SEC(".maps");
+
+SEC("uprobe")
+int mp_pool_entry(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 sp = ctx->sp;
+	struct pool_call *st;
+
+	if (!is_target(pid_tgid))
+		return 0;
+	st = thread_state(&pool_calls, true);
+	if (!st)
+		return 0;
+	if (st->active && st->gen == attach_gen && sp <= st->sp) {
+		st->depth++;
+		return 0;
+	}
+	st->active = 1;
+	st->gen = attach_gen;
+	st->depth = 0;
+	st->cookie = cookie;
+	st->a = arg(ctx, MP_COOKIE_A(cookie));
+	st->b = arg(ctx, MP_COOKIE_B(cookie));
+	st->caller = read_caller(sp, 0);
+	st->sp = sp;
+	return 0;
+}
+
+SEC("uretprobe")
+int mp_pool_return(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 ret = ctx->ax, ptr = 0;
+	struct pool_call *st;
+	__u32 flags;
+
+	if (!is_target(pid_tgid))
+		return 0;
+	st = thread_state(&pool_calls, false);
+	if (!st || !st->active || st->gen != attach_gen)
+		return 0;
+	if (st->depth) {
+		st->depth--;
+		return 0;
+	}
+	st->active = 0;
+	flags = MP_COOKIE_POOL_FLAGS(st->cookie);
+	if ((flags & MP_POOL_F_OK_ZERO) && (__u32)ret != 0)
+		return 0;
+	if ((flags & MP_POOL_F_OK_NONZERO) && ret == 0)
+		return 0;
+	if (flags & MP_POOL_F_PTR_RET)
+		ptr = ret;
+	else if (!(flags & MP_POOL_F_DEREF))
+		ptr = st->a;
+	else if (bpf_probe_read_user(&ptr, sizeof(ptr), (void *)st->a))
+		return 0;
+	if (!ptr)
+		return 0;
+	if (flags & MP_POOL_F_FREE)
+		return emit(pid_tgid, MP_RAW_FREE, MP_COOKIE_FN(st->cookie), ptr, 0, 0, st->caller);
+	return emit(pid_tgid, MP_RAW_ALLOC, MP_COOKIE_FN(st->cookie), ptr,
+		    (flags & MP_POOL_F_NO_SIZE) ? 0 : st->b, 0, st->caller);
+}

@@ -36,7 +36,7 @@ static void usage(FILE *f)
 	      "Commands:\n"
 	      "  run [OPTIONS] -- CMD [ARGS...]   start CMD, profile it from before its main()\n"
 	      "                                   until it exits, print a per-kernel table\n"
-	      "  report FILE [--format table|json|tfjs] [--region NAME[#N]]\n"
+	      "  report FILE [--format table|json|tfjs] [--region NAME[#N]] [--pool NAME]\n"
 	      "                                   print a profile written with -o\n"
 	      "  convert FILE --to pprof|chrome|json [-o OUT]\n"
 	      "                                   convert a profile to another format\n"
@@ -186,15 +186,16 @@ static int cmd_report(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "region", required_argument, NULL, 'r' },
+		{ "pool", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	enum mp_report_format format = MP_REPORT_TABLE;
-	const char *region = NULL, *why = NULL;
+	const char *region = NULL, *why = NULL, *pool = NULL;
 	struct mp_profile *p = NULL;
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "f:r:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:r:P:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			if (mp_report_format_parse(optarg, &format) < 0) {
@@ -205,15 +206,19 @@ static int cmd_report(int argc, char **argv)
 		case 'r':
 			region = optarg;
 			break;
+		case 'P':
+			pool = optarg;
+			break;
 		case 'h':
 			fputs("Usage: memprof report FILE [--format table|json|tfjs] "
-			      "[--region NAME[#N]]\n"
+			      "[--region NAME[#N]] [--pool NAME]\n"
 			      "\n"
 			      "Print a profile written by `memprofd -o` or `memprof run -o`.\n"
 			      "  -f, --format FMT   table (default), json (the whole profile) or\n"
 			      "                     tfjs (tf.profile's ProfileInfo for the region)\n"
 			      "  -r, --region SPEC  NAME or NAME#N: the N-th invocation of kernel\n"
-			      "                     NAME and the kernels nested in it (tfjs)\n",
+			      "                     NAME and the kernels nested in it (tfjs)\n"
+			      "      --pool NAME    tfjs: the figures of pool NAME, not the heap\n",
 			      stdout);
 			return 0;
 		default:
@@ -229,9 +234,11 @@ static int cmd_report(int argc, char **argv)
 		log_error("%s: %s", argv[optind], why ? why : strerror(-r));
 		return 1;
 	}
-	r = mp_report_write(p, format, region, stdout);
+	r = mp_report_write_pool(p, format, region, pool, stdout);
 	if (r == -ENOENT)
 		log_error("no invocation '%s' in %s", region, argv[optind]);
+	else if (r == -ESRCH)
+		log_error("no pool '%s' in %s", pool, argv[optind]);
 	else if (r < 0)
 		log_error_errno(r, "%m");
 	mp_profile_free(p);

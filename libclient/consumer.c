@@ -644,6 +644,14 @@ const char *mp_record_type_name(uint32_t type)
 		return "free";
 	case MP_REC_REALLOC:
 		return "realloc";
+	case MP_REC_POOL_ALLOC:
+		return "pool_alloc";
+	case MP_REC_POOL_FREE:
+		return "pool_free";
+	case MP_REC_POOL_RESET:
+		return "pool_reset";
+	case MP_REC_POOL_DECLARE:
+		return "pool_declare";
 	default:
 		return "unknown";
 	}
@@ -653,6 +661,38 @@ static int fail(struct mp_consumer *c, int err)
 {
 	c->err = err;
 	return err;
+}
+
+/* Pool records: dims[0] kind, then ALLOC: ptr, size, caller; FREE: ptr,
+ * caller; RESET: caller; DECLARE: nothing. */
+static int decode_pool(struct mp_consumer *c, const struct mp_slot *copy, struct mp_record *r)
+{
+	static const uint8_t words[] = { [MP_REC_POOL_ALLOC - MP_REC_POOL_ALLOC] = 4,
+					 [MP_REC_POOL_FREE - MP_REC_POOL_ALLOC] = 3,
+					 [MP_REC_POOL_RESET - MP_REC_POOL_ALLOC] = 2,
+					 [MP_REC_POOL_DECLARE - MP_REC_POOL_ALLOC] = 1 };
+	const uint64_t *w = (const uint64_t *)copy->dims;
+
+	if (copy->flags || copy->rank != words[copy->type - MP_REC_POOL_ALLOC] ||
+	    w[0] > MP_POOL_KIND_DEVICE)
+		return -EBADMSG;
+	r->pool.kind = (uint32_t)w[0];
+	switch (copy->type) {
+	case MP_REC_POOL_ALLOC:
+		r->pool.addr = w[1];
+		r->pool.size = w[2];
+		r->pool.caller = w[3];
+		break;
+	case MP_REC_POOL_FREE:
+		r->pool.addr = w[1];
+		r->pool.caller = w[2];
+		break;
+	case MP_REC_POOL_RESET:
+		r->pool.caller = w[1];
+		break;
+	}
+	r->name = name_get(c, copy->name_id);
+	return r->name ? 0 : -EBADMSG;
 }
 
 /* Validates the copy of a slot of ring @ring and decodes it into @r. */
@@ -699,6 +739,11 @@ static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_r
 	case MP_REC_KERNEL_END:
 	case MP_REC_TAG_END:
 		return copy->rank ? -EBADMSG : 0;
+	case MP_REC_POOL_ALLOC:
+	case MP_REC_POOL_FREE:
+	case MP_REC_POOL_RESET:
+	case MP_REC_POOL_DECLARE:
+		return decode_pool(c, copy, r);
 	default:
 		return -EBADMSG;
 	}
@@ -753,12 +798,12 @@ static int refill(struct mp_consumer *c)
 				break;
 			}
 			/* the first cache line; dims (second line) only for
-			 * shapes */
-			/* the first cache line (a heap record's addr, size and
-			 * caller are in it); the rest only for shapes and
-			 * realloc */
+			 * shapes and pool records; the first cache line holds a
+			 * heap record's addr, size and caller, dims[3] a realloc's
+			 * old address */
 			copy_words(&copy, s, HEAP_WORDS_END / 8);
-			if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE)
+			if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE ||
+			    (copy.type >= MP_REC_POOL_ALLOC && copy.type <= MP_REC_POOL_DECLARE))
 				copy_words(copy.dims, s->dims, sizeof(copy.dims) / 8);
 			else if (copy.type == MP_REC_REALLOC)
 				copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client_internal.h"
 #include "memprof.h"
 #include "memprof_consumer.h"
 #include "ring_abi.h"
@@ -843,6 +844,35 @@ MEMPROF_API int memprof_phase(const char *name)
 	if (!attached())
 		return 0;
 	return ring_put(t, MP_REC_PHASE, 0, id, ts, NULL, 0);
+}
+
+int mp__intern(const char *name, uint32_t *ret_id)
+{
+	struct tls *t;
+	int r;
+
+	t = tls_get(&r);
+	if (unlikely(!t))
+		return r;
+	*ret_id = intern(t, name);
+	return 0;
+}
+
+int mp__ring_record(uint8_t type, uint32_t name_id, const int64_t *words, int n)
+{
+	struct tls *t;
+	int r;
+
+	t = tls_get(&r);
+	if (unlikely(!t))
+		return r;
+	/* A fresh record number, as for shapes: a consumer attaching now
+	 * must not take this record for one its snapshot already holds. */
+	gen_begin(t);
+	gen_end(t);
+	if (likely(!attached()))
+		return 0;
+	return ring_put(t, type, 0, name_id, now_ns(), words, n);
 }
 
 MEMPROF_API uint64_t memprof_dropped(void)

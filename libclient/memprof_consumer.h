@@ -37,7 +37,16 @@ enum mp_record_type {
 	/* fn resized old_addr (0: none) to size bytes and returned addr
 	 * (0: failed; with size 0, old_addr was freed). */
 	MP_REC_REALLOC = 10,
+	/* Pools (memprof_pool_*): @name is the pool's name, @pool the rest. */
+	MP_REC_POOL_ALLOC = 16,
+	MP_REC_POOL_FREE = 17,
+	MP_REC_POOL_RESET = 18,
+	MP_REC_POOL_DECLARE = 19,
 };
+
+/* Kinds of pool (memprof.h's enum memprof_pool_kind). */
+#define MP_POOL_KIND_HOST 0u
+#define MP_POOL_KIND_DEVICE 1u
 
 /* The record was synthesised from a thread's open-kernel (or open-tag) stack
  * when the consumer attached: the kernel was already open. */
@@ -79,6 +88,13 @@ struct mp_record {
 	 * record). Continues across threads reusing the slot. */
 	uint32_t seq;
 	uint32_t fn; /* ALLOC, FREE, REALLOC: enum mp_alloc_fn */
+	/* POOL_*: the slice (addr, size: ALLOC; addr: FREE), the return
+	 * address into the caller of the memprof_pool_* function, and the
+	 * pool's kind (MP_POOL_KIND_*). Zero for other types. */
+	struct {
+		uint64_t addr, size, caller;
+		uint32_t kind;
+	} pool;
 };
 
 struct mp_consumer;

@@ -17,6 +17,7 @@
  * /proc/PID/fd. */
 #define MP_RING_MEMFD_NAME "memprof-ring"
 #define MP_RING_MAGIC 0x3130474e4952504dULL /* "MPRING01" little-endian */
+/* 2: heap records (types 8-10) and pool records (types 16-19). */
 #define MP_RING_ABI_VERSION 2u
 
 /* Limits the consumer enforces on a header (anything larger is corrupt). */

@@ -40,6 +40,21 @@
  * index instead (the site knows both), so its free can update the site's
  * in-use figures: site = owner field | name field << 12. */
 #define U_SITE_FLAG (1ull << 63)
+/* A block of a --alloc function with pool=: the pool's index is in the
+ * owner field and the slice is in the pool table. */
+#define U_POOL_FLAG (1ull << 62)
+#define MAX_MEMPOOLS 256
+#define MAX_SLICES (1u << 24)
+#define FN_POOL_MAX 64 /* MP_LIVE_FN_MAX */
+
+/* A live slice of a pool; indices are 1-based, 0 ends a list. */
+struct slice {
+	uint64_t addr, size;
+	uint32_t pool;
+	uint32_t site; /* index + 1, 0: none */
+	uint32_t hnext; /* hash chain */
+	uint32_t pnext, pprev; /* the pool's live slices */
+};
 
 struct rss_cand {
 	uint64_t ts;
@@ -121,6 +136,15 @@ struct mp_correlator {
 	uint32_t sites_cap;
 	uint32_t *site_ht; /* site index + 1, 0 empty */
 	uint32_t site_ht_cap;
+
+	/* pools */
+	uint32_t mempools_cap;
+	uint32_t *pool_head; /* per pool: first live slice */
+	struct slice *slices; /* [0] unused */
+	uint32_t slices_cap, slices_used, free_slices, n_live_slices;
+	uint32_t *slice_ht;
+	uint32_t slice_ht_cap;
+	uint32_t fn_pool[FN_POOL_MAX]; /* pool + 1 of a probed function, 0: none */
 };
 
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elsz)
@@ -240,6 +264,7 @@ static void frames_free(struct frame *f, bool scratch)
 			free(f->scratch.outputs);
 			free(f->scratch.owners);
 			free(f->scratch.tags);
+			free(f->scratch.pools);
 		}
 		free(f);
 		f = n;
@@ -265,6 +290,9 @@ void mp_correlator_free(struct mp_correlator *c)
 	free(c->owner_cache);
 	free(c->pending);
 	free(c->site_ht);
+	free(c->pool_head);
+	free(c->slices);
+	free(c->slice_ht);
 	free(c);
 }
 
@@ -522,25 +550,13 @@ static void site_ht_insert(struct mp_correlator *c, uint32_t id)
 	c->site_ht[i] = id + 1;
 }
 
-/* The site of an allocation, created if new; MP_NONE beyond the cap (the
- * allocation is counted in sites_dropped) or when out of memory. */
-static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
-			uint32_t owner, uint32_t tid)
+/* A new site (MP_NONE beyond the cap, counted, or out of memory). */
+static uint32_t site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
+			 uint32_t owner, uint32_t tid)
 {
 	struct mp_profile *p = c->p;
-	uint32_t mask, i, id;
+	uint32_t id;
 
-	if (c->site_ht_cap) {
-		mask = c->site_ht_cap - 1;
-		for (i = site_hash(caller, name, phase, owner, tid) & mask; c->site_ht[i];
-		     i = (i + 1) & mask) {
-			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
-
-			if (st->caller == caller && st->name == name && st->phase == phase &&
-			    st->owner == owner && st->tid == tid)
-				return c->site_ht[i] - 1;
-		}
-	}
 	if (p->n_sites >= c->opts.max_sites) {
 		p->sites_dropped++;
 		return MP_NONE;
@@ -569,6 +585,28 @@ static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name,
 	};
 	site_ht_insert(c, id);
 	return id;
+}
+
+/* The site of an allocation, created if new; MP_NONE beyond the cap (the
+ * allocation is counted in sites_dropped) or when out of memory. */
+static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
+			uint32_t owner, uint32_t tid)
+{
+	struct mp_profile *p = c->p;
+	uint32_t mask, i;
+
+	if (c->site_ht_cap) {
+		mask = c->site_ht_cap - 1;
+		for (i = site_hash(caller, name, phase, owner, tid) & mask; c->site_ht[i];
+		     i = (i + 1) & mask) {
+			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
+
+			if (st->caller == caller && st->name == name && st->phase == phase &&
+			    st->owner == owner && st->tid == tid && !st->pool)
+				return c->site_ht[i] - 1;
+		}
+	}
+	return site_new(c, caller, name, phase, owner, tid);
 }
 
 /* ---- heap accounting ---- */
@@ -797,6 +835,9 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 		charge(c, f, ev->size, false, owner, tag);
 }
 
+static bool pool_heap_event(struct mp_correlator *c, const struct mp_heap_event *ev);
+static uint64_t pool_heap_alloc(struct mp_correlator *c, const struct mp_heap_event *ev);
+
 uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev)
 {
 	struct mp_correlator *c = ctx;
@@ -804,6 +845,8 @@ uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev)
 	if (c->finished)
 		return 0;
 	start(c, ev->ts_ns);
+	if (pool_heap_event(c, ev))
+		return pool_heap_alloc(c, ev);
 	switch (ev->kind) {
 	case MP_HEAP_ALLOC:
 		return on_alloc(c, ev);
@@ -953,6 +996,16 @@ int mp_correlator_on_rss_stat(struct mp_correlator *c, const struct mp_rss_stat_
 	return 0;
 }
 
+/* ---- pools (defined at the end) ---- */
+
+static int pools_begin(struct mp_correlator *c, struct mp_invocation *r);
+static void pools_end(struct mp_correlator *c, struct mp_invocation *r);
+static int pool_buckets_merge(struct mp_pool_bucket **dst, uint32_t *n,
+			      const struct mp_pool_bucket *src, uint32_t ns);
+static int pool_record(struct mp_correlator *c, const struct mp_record *rec);
+static int pools_phase_enter(struct mp_correlator *c, struct mp_phase *ph);
+static void pools_phase_leave(struct mp_correlator *c, struct mp_phase *ph);
+
 /* ---- markers ---- */
 
 static int kernel_begin(struct mp_correlator *c, const struct mp_record *rec)
@@ -1014,6 +1067,8 @@ static int kernel_begin(struct mp_correlator *c, const struct mp_record *rec)
 		.rss_begin = MP_UNKNOWN,
 		.rss_end = MP_UNKNOWN,
 	};
+	if (pools_begin(c, r) < 0)
+		c->oom = true;
 	f->rss_b = c->last_rss;
 	f->rss_b_pending = true;
 	f->up = t->top;
@@ -1090,7 +1145,8 @@ static int aggregate(struct mp_profile *p, const struct mp_invocation *r)
 	if (r->flags & MP_INV_F_TRUNCATED)
 		k->truncated++;
 	if (buckets_merge(&k->owners, &k->n_owners, r->owners, r->n_owners) < 0 ||
-	    buckets_merge(&k->tags, &k->n_tags, r->tags, r->n_tags) < 0)
+	    buckets_merge(&k->tags, &k->n_tags, r->tags, r->n_tags) < 0 ||
+	    pool_buckets_merge(&k->pools, &k->n_pools, r->pools, r->n_pools) < 0)
 		return -ENOMEM;
 	return 0;
 }
@@ -1112,6 +1168,7 @@ static void frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, u
 	r->flags |= flags;
 	r->total_bytes_snapshot = c->live_bytes;
 	r->total_tensors_snapshot = c->live_count;
+	pools_end(c, r);
 	if (aggregate(c->p, r) < 0)
 		c->oom = true;
 
@@ -1138,6 +1195,7 @@ static void frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, u
 		free(r->outputs);
 		free(r->owners);
 		free(r->tags);
+		free(r->pools);
 	}
 	f->next = c->free_frames;
 	c->free_frames = f;
@@ -1197,6 +1255,7 @@ static void phase_leave(struct mp_correlator *c, uint64_t ts)
 	ph = &c->p->phases[c->cur_phase];
 	if (ts > c->phase_entered)
 		ph->duration_ns += ts - c->phase_entered;
+	pools_phase_leave(c, ph);
 }
 
 static int phase(struct mp_correlator *c, const struct mp_record *rec)
@@ -1236,7 +1295,7 @@ static int phase(struct mp_correlator *c, const struct mp_record *rec)
 		ph->peak_bytes = c->live_bytes;
 	if (c->last_rss.val != MP_UNKNOWN && c->last_rss.val > ph->rss_peak)
 		ph->rss_peak = c->last_rss.val;
-	return 0;
+	return pools_phase_enter(c, ph);
 }
 
 static int tag_begin(struct mp_correlator *c, const struct mp_record *rec)
@@ -1319,6 +1378,12 @@ int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec
 		break;
 	case MP_REC_TAG_END:
 		tag_end(c, rec);
+		break;
+	case MP_REC_POOL_ALLOC:
+	case MP_REC_POOL_FREE:
+	case MP_REC_POOL_RESET:
+	case MP_REC_POOL_DECLARE:
+		r = pool_record(c, rec);
 		break;
 	default:
 		c->p->dropped_markers++;
@@ -1408,4 +1473,503 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 	q->end_ns = now_ns;
 	*ret = q;
 	return 0;
+}
+
+/* ---- pools ----
+ *
+ * Slices of pools (memprof_pool_* records, and blocks of --alloc functions
+ * with pool=) are accounted here, apart from the heap: they never change a
+ * heap figure. Each invocation gets one bucket per pool, so per-kernel pool
+ * peaks are exact like the heap's. */
+
+int mp_correlator_pool_declare(struct mp_correlator *c, const char *name, uint32_t kind,
+			       uint32_t source, uint32_t *ret)
+{
+	struct mp_profile *p = c->p;
+	struct mp_mempool *mp;
+	char *d;
+	uint32_t i;
+
+	if (!name || kind > MP_POOL_KIND_DEVICE)
+		return -EINVAL;
+	for (i = 0; i < p->n_mempools; i++) {
+		if (p->mempools[i].kind == kind &&
+		    strncmp(p->mempools[i].name, name, MAX_NAME_LEN) == 0) {
+			*ret = i;
+			return 0;
+		}
+	}
+	if (p->n_mempools >= MAX_MEMPOOLS)
+		return -E2BIG;
+	if (grow((void **)&p->mempools, &c->mempools_cap, p->n_mempools + 1, sizeof(*p->mempools)) <
+	    0)
+		return -ENOMEM;
+	/* pool_head has mempools_cap entries, zeroed as they are added */
+	if (p->n_mempools == 0 || (p->n_mempools & (p->n_mempools - 1)) == 0) {
+		uint32_t *h = reallocarray(c->pool_head, c->mempools_cap, sizeof(*h));
+
+		if (!h)
+			return -ENOMEM;
+		c->pool_head = h;
+	}
+	d = strndup(name, MAX_NAME_LEN);
+	if (!d)
+		return -ENOMEM;
+	mp = &p->mempools[p->n_mempools];
+	*mp = (struct mp_mempool){ .name = d, .kind = kind, .source = source };
+	c->pool_head[p->n_mempools] = 0;
+	*ret = p->n_mempools++;
+	return 0;
+}
+
+int mp_correlator_set_fn_pool(struct mp_correlator *c, uint32_t fn, const char *name, uint32_t kind)
+{
+	uint32_t pool;
+	int r;
+
+	if (fn >= FN_POOL_MAX)
+		return -EINVAL;
+	r = mp_correlator_pool_declare(c, name, kind, MP_POOL_SRC_PROBE, &pool);
+	if (r < 0)
+		return r;
+	c->fn_pool[fn] = pool + 1;
+	return 0;
+}
+
+static uint32_t slice_hash(const struct mp_correlator *c, uint32_t pool, uint64_t addr)
+{
+	return hash_u64(addr ^ (uint64_t)pool << 48) & (c->slice_ht_cap - 1);
+}
+
+static uint32_t slice_find(const struct mp_correlator *c, uint32_t pool, uint64_t addr)
+{
+	if (!c->slice_ht_cap)
+		return 0;
+	for (uint32_t i = c->slice_ht[slice_hash(c, pool, addr)]; i; i = c->slices[i].hnext)
+		if (c->slices[i].addr == addr && c->slices[i].pool == pool)
+			return i;
+	return 0;
+}
+
+static int slice_rehash(struct mp_correlator *c)
+{
+	uint32_t ncap = c->slice_ht_cap ? c->slice_ht_cap * 2 : 1024;
+	uint32_t *ht = calloc(ncap, sizeof(*ht));
+
+	if (!ht)
+		return -ENOMEM;
+	free(c->slice_ht);
+	c->slice_ht = ht;
+	c->slice_ht_cap = ncap;
+	for (uint32_t pl = 0; pl < c->p->n_mempools; pl++) {
+		for (uint32_t i = c->pool_head[pl]; i; i = c->slices[i].pnext) {
+			uint32_t h = slice_hash(c, pl, c->slices[i].addr);
+
+			c->slices[i].hnext = ht[h];
+			ht[h] = i;
+		}
+	}
+	return 0;
+}
+
+/* A new live slice; 0 when out of memory or beyond MAX_SLICES. */
+static uint32_t slice_insert(struct mp_correlator *c, uint32_t pool, uint64_t addr, uint64_t size)
+{
+	struct slice *sl;
+	uint32_t i, h;
+
+	if (c->n_live_slices >= MAX_SLICES)
+		return 0;
+	if (c->n_live_slices + 1 > c->slice_ht_cap && slice_rehash(c) < 0)
+		return 0;
+	if (c->free_slices) {
+		i = c->free_slices;
+		c->free_slices = c->slices[i].hnext;
+	} else {
+		if (grow((void **)&c->slices, &c->slices_cap, c->slices_used + 2,
+			 sizeof(*c->slices)) < 0)
+			return 0;
+		i = ++c->slices_used;
+	}
+	sl = &c->slices[i];
+	h = slice_hash(c, pool, addr);
+	*sl = (struct slice){ .addr = addr, .size = size, .pool = pool };
+	sl->hnext = c->slice_ht[h];
+	c->slice_ht[h] = i;
+	sl->pnext = c->pool_head[pool];
+	if (sl->pnext)
+		c->slices[sl->pnext].pprev = i;
+	c->pool_head[pool] = i;
+	c->n_live_slices++;
+	return i;
+}
+
+static void slice_remove(struct mp_correlator *c, uint32_t i)
+{
+	struct slice *sl = &c->slices[i];
+	uint32_t *pp = &c->slice_ht[slice_hash(c, sl->pool, sl->addr)];
+
+	while (*pp != i)
+		pp = &c->slices[*pp].hnext;
+	*pp = sl->hnext;
+	if (sl->pprev)
+		c->slices[sl->pprev].pnext = sl->pnext;
+	else
+		c->pool_head[sl->pool] = sl->pnext;
+	if (sl->pnext)
+		c->slices[sl->pnext].pprev = sl->pprev;
+	sl->hnext = c->free_slices;
+	c->free_slices = i;
+	c->n_live_slices--;
+}
+
+static struct mp_pool_bucket *bucket_in(struct mp_pool_bucket **v, uint32_t *n, uint32_t pool)
+{
+	struct mp_pool_bucket *b;
+
+	for (uint32_t i = 0; i < *n; i++)
+		if ((*v)[i].id == pool)
+			return &(*v)[i];
+	if (grow_implicit((void **)v, *n, sizeof(**v)) < 0)
+		return NULL;
+	b = &(*v)[(*n)++];
+	*b = (struct mp_pool_bucket){ .id = pool };
+	return b;
+}
+
+static struct mp_pool_bucket *pool_bucket(struct mp_invocation *r, uint32_t pool)
+{
+	return bucket_in(&r->pools, &r->n_pools, pool);
+}
+
+/* What is live in a pool when a phase is entered is live during it. */
+static int pools_phase_enter(struct mp_correlator *c, struct mp_phase *ph)
+{
+	for (uint32_t i = 0; i < c->p->n_mempools; i++) {
+		struct mp_pool_bucket *b = bucket_in(&ph->pools, &ph->n_pools, i);
+
+		if (!b)
+			return -ENOMEM;
+		if (c->p->mempools[i].live_bytes > b->peak_bytes)
+			b->peak_bytes = c->p->mempools[i].live_bytes;
+	}
+	return 0;
+}
+
+static void pools_phase_leave(struct mp_correlator *c, struct mp_phase *ph)
+{
+	for (uint32_t i = 0; i < ph->n_pools; i++) {
+		if (ph->pools[i].id < c->p->n_mempools) {
+			ph->pools[i].live_end = c->p->mempools[ph->pools[i].id].live_bytes;
+			ph->pools[i].live_count_end = c->p->mempools[ph->pools[i].id].live_count;
+		}
+	}
+}
+
+/* The current phase's bucket of @pool: traffic and peaks while current. */
+static void pool_charge_phase(struct mp_correlator *c, uint32_t pool, uint64_t bytes,
+			      uint64_t count, bool alloc)
+{
+	struct mp_pool_bucket *b;
+
+	if (c->cur_phase == MP_NONE)
+		return;
+	b = bucket_in(&c->p->phases[c->cur_phase].pools, &c->p->phases[c->cur_phase].n_pools, pool);
+	if (!b) {
+		c->oom = true;
+		return;
+	}
+	if (alloc) {
+		b->alloc_bytes += bytes;
+		b->alloc_count += count;
+		if (b->alloc_bytes > b->free_bytes &&
+		    b->alloc_bytes - b->free_bytes > b->peak_added)
+			b->peak_added = b->alloc_bytes - b->free_bytes;
+		if (c->p->mempools[pool].live_bytes > b->peak_bytes)
+			b->peak_bytes = c->p->mempools[pool].live_bytes;
+	} else {
+		b->free_bytes += bytes;
+		b->free_count += count;
+	}
+}
+
+/* What is live in a pool when a kernel begins is live during it. */
+static int pools_begin(struct mp_correlator *c, struct mp_invocation *r)
+{
+	r->n_pools = 0;
+	r->pools = NULL;
+	for (uint32_t i = 0; i < c->p->n_mempools; i++) {
+		struct mp_pool_bucket *b = pool_bucket(r, i);
+
+		if (!b)
+			return -ENOMEM;
+		b->peak_bytes = b->live_end = c->p->mempools[i].live_bytes;
+		b->live_count_end = c->p->mempools[i].live_count;
+	}
+	return 0;
+}
+
+static void pools_end(struct mp_correlator *c, struct mp_invocation *r)
+{
+	for (uint32_t i = 0; i < r->n_pools; i++)
+		if (r->pools[i].id < c->p->n_mempools) {
+			r->pools[i].live_end = c->p->mempools[r->pools[i].id].live_bytes;
+			r->pools[i].live_count_end = c->p->mempools[r->pools[i].id].live_count;
+		}
+}
+
+static int pool_buckets_merge(struct mp_pool_bucket **dst, uint32_t *n,
+			      const struct mp_pool_bucket *src, uint32_t ns)
+{
+	for (uint32_t i = 0; i < ns; i++) {
+		struct mp_pool_bucket *b = NULL;
+
+		for (uint32_t j = 0; j < *n; j++) {
+			if ((*dst)[j].id == src[i].id) {
+				b = &(*dst)[j];
+				break;
+			}
+		}
+		if (!b) {
+			if (grow_implicit((void **)dst, *n, sizeof(**dst)) < 0)
+				return -ENOMEM;
+			b = &(*dst)[(*n)++];
+			*b = (struct mp_pool_bucket){ .id = src[i].id };
+		}
+		b->alloc_bytes += src[i].alloc_bytes;
+		b->alloc_count += src[i].alloc_count;
+		b->free_bytes += src[i].free_bytes;
+		b->free_count += src[i].free_count;
+		if (src[i].peak_added > b->peak_added)
+			b->peak_added = src[i].peak_added;
+		if (src[i].peak_bytes > b->peak_bytes)
+			b->peak_bytes = src[i].peak_bytes;
+		b->live_end = src[i].live_end;
+		b->live_count_end = src[i].live_count_end;
+	}
+	return 0;
+}
+
+/* Charges @count slices of @bytes in all to the invocation of @tid (the
+ * attribution rule of the heap) and every kernel enclosing it. */
+static void pool_charge(struct mp_correlator *c, uint32_t tid, uint32_t pool, uint64_t bytes,
+			uint64_t count, bool alloc)
+{
+	struct mp_mempool *mp = &c->p->mempools[pool];
+	struct thread *t;
+	struct frame *f;
+	bool cross;
+
+	if (alloc) {
+		add_signed(&mp->mem.bytes_added, bytes);
+		add_signed(&mp->mem.tensors_added, count);
+		mp->mem.alloc_bytes += bytes;
+		mp->mem.alloc_count += count;
+		mp->live_bytes += bytes;
+		mp->live_count += count;
+		if (mp->live_bytes > mp->peak_bytes)
+			mp->peak_bytes = mp->live_bytes;
+	} else {
+		add_signed(&mp->mem.bytes_added, -bytes);
+		add_signed(&mp->mem.tensors_added, -count);
+		mp->mem.free_bytes += bytes;
+		mp->mem.free_count += count;
+		sub_clamped(&mp->live_bytes, bytes);
+		sub_clamped(&mp->live_count, count);
+	}
+	pool_charge_phase(c, pool, bytes, count, alloc);
+	for (f = attribute(c, tid, &t, &cross); f; f = f->up) {
+		struct mp_pool_bucket *b = pool_bucket(inv_rec(c, f), pool);
+		uint64_t net;
+
+		if (!b) {
+			c->oom = true;
+			return;
+		}
+		if (alloc) {
+			b->alloc_bytes += bytes;
+			b->alloc_count += count;
+		} else {
+			b->free_bytes += bytes;
+			b->free_count += count;
+		}
+		net = b->alloc_bytes - b->free_bytes;
+		if (b->alloc_bytes > b->free_bytes && net > b->peak_added)
+			b->peak_added = net;
+	}
+	if (!alloc)
+		return;
+	for (f = c->open_tail; f; f = f->prev) {
+		struct mp_pool_bucket *b = pool_bucket(inv_rec(c, f), pool);
+
+		if (!b) {
+			c->oom = true;
+			return;
+		}
+		if (mp->live_bytes > b->peak_bytes)
+			b->peak_bytes = mp->live_bytes;
+	}
+}
+
+/* The site of a pool slice: sites of the heap's kind with the pool set, in
+ * the same table (the hash ignores the pool, lookups compare it). */
+static uint32_t pool_site_of(struct mp_correlator *c, uint32_t pool, uint32_t tid, uint64_t caller)
+{
+	struct mp_profile *p = c->p;
+	uint32_t owner = owner_of(c, caller), name = MP_NONE, mask, i, id;
+	struct thread *t;
+	struct frame *f = attribute(c, tid, &t, &(bool){ false });
+
+	if (f)
+		name = f->name;
+	if (c->site_ht_cap) {
+		mask = c->site_ht_cap - 1;
+		for (i = site_hash(caller, name, c->cur_phase, owner, tid) & mask; c->site_ht[i];
+		     i = (i + 1) & mask) {
+			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
+
+			if (st->caller == caller && st->name == name && st->phase == c->cur_phase &&
+			    st->owner == owner && st->tid == tid && st->pool == pool + 1)
+				return c->site_ht[i] - 1;
+		}
+	}
+	id = site_new(c, caller, name, c->cur_phase, owner, tid);
+	if (id != MP_NONE)
+		p->sites[id].pool = pool + 1;
+	return id;
+}
+
+static void pool_alloc_slice(struct mp_correlator *c, uint32_t pool, uint32_t tid, uint64_t addr,
+			     uint64_t size, uint64_t caller)
+{
+	uint32_t old = slice_find(c, pool, addr), slice, site;
+
+	if (old) {
+		/* Handed out again without being given back: the old slice
+		 * is gone. */
+		c->p->accounting_errors++;
+		pool_charge(c, tid, pool, c->slices[old].size, 1, false);
+		slice_remove(c, old);
+	}
+	slice = slice_insert(c, pool, addr, size);
+	if (!slice) {
+		if (c->n_live_slices < MAX_SLICES)
+			c->oom = true;
+		c->p->dropped_markers++;
+		return;
+	}
+	pool_charge(c, tid, pool, size, 1, true);
+	site = pool_site_of(c, pool, tid, caller);
+	if (site != MP_NONE) {
+		struct mp_site *st = &c->p->sites[site];
+
+		st->alloc_objects++;
+		st->alloc_space += size;
+		st->inuse_objects++;
+		st->inuse_space += size;
+		c->slices[slice].site = site + 1;
+	}
+}
+
+static void slice_site_free(struct mp_correlator *c, uint32_t i)
+{
+	struct mp_site *st;
+
+	if (!c->slices[i].site || c->slices[i].site > c->p->n_sites)
+		return;
+	st = &c->p->sites[c->slices[i].site - 1];
+	sub_clamped(&st->inuse_space, c->slices[i].size);
+	sub_clamped(&st->inuse_objects, 1);
+}
+
+/* Frees slice @addr of @pool; with @any, of any probed pool if not there
+ * (one free function for several pools: cudaFree of managed memory). */
+static void pool_free_slice(struct mp_correlator *c, uint32_t pool, uint32_t tid, uint64_t addr,
+			    bool any)
+{
+	uint32_t i = slice_find(c, pool, addr);
+
+	for (uint32_t pl = 0; !i && any && pl < c->p->n_mempools; pl++)
+		if (c->p->mempools[pl].source == MP_POOL_SRC_PROBE)
+			i = slice_find(c, pl, addr);
+	if (!i) {
+		c->p->mempools[pool].unknown_frees++;
+		return;
+	}
+	pool = c->slices[i].pool;
+	pool_charge(c, tid, pool, c->slices[i].size, 1, false);
+	slice_site_free(c, i);
+	slice_remove(c, i);
+}
+
+static void pool_reset(struct mp_correlator *c, uint32_t pool, uint32_t tid)
+{
+	uint64_t bytes = 0, count = 0;
+
+	while (c->pool_head[pool]) {
+		uint32_t i = c->pool_head[pool];
+
+		bytes += c->slices[i].size;
+		count++;
+		slice_site_free(c, i);
+		slice_remove(c, i);
+	}
+	c->p->mempools[pool].resets++;
+	if (count)
+		pool_charge(c, tid, pool, bytes, count, false);
+}
+
+static int pool_record(struct mp_correlator *c, const struct mp_record *rec)
+{
+	uint32_t pool;
+	int r;
+
+	r = mp_correlator_pool_declare(c, rec->name ? rec->name : "(null)", rec->pool.kind,
+				       MP_POOL_SRC_API, &pool);
+	if (r == -E2BIG || r == -EINVAL) {
+		c->p->dropped_markers++;
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	switch (rec->type) {
+	case MP_REC_POOL_ALLOC:
+		pool_alloc_slice(c, pool, rec->tid, rec->pool.addr, rec->pool.size,
+				 rec->pool.caller);
+		break;
+	case MP_REC_POOL_FREE:
+		pool_free_slice(c, pool, rec->tid, rec->pool.addr, false);
+		break;
+	case MP_REC_POOL_RESET:
+		pool_reset(c, pool, rec->tid);
+		break;
+	}
+	return c->oom ? -ENOMEM : 0;
+}
+
+/* Heap events of probed pool functions, and frees of their blocks. */
+static bool pool_heap_event(struct mp_correlator *c, const struct mp_heap_event *ev)
+{
+	if (ev->kind == MP_HEAP_FREE)
+		return (ev->user & U_POOL_FLAG) != 0;
+	return ev->fn < FN_POOL_MAX && c->fn_pool[ev->fn];
+}
+
+static uint64_t pool_heap_alloc(struct mp_correlator *c, const struct mp_heap_event *ev)
+{
+	uint32_t pool;
+
+	if (ev->kind == MP_HEAP_FREE) {
+		pool = (uint32_t)(ev->user >> U_OWNER_SHIFT) & U_POOL_MASK;
+		if (pool < c->p->n_mempools)
+			pool_free_slice(c, pool, ev->tid, ev->addr, true);
+		return 0;
+	}
+	pool = c->fn_pool[ev->fn] - 1;
+	if (ev->kind == MP_HEAP_UNKNOWN_FREE) {
+		c->p->mempools[pool].unknown_frees++;
+		return 0;
+	}
+	pool_alloc_slice(c, pool, ev->tid, ev->addr, ev->size, ev->caller);
+	return U_POOL_FLAG | (uint64_t)pool << U_OWNER_SHIFT;
 }

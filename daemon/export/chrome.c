@@ -275,6 +275,52 @@ static int heap_counter(struct out *o)
 	return 0;
 }
 
+/* One counter track per pool, apart from the heap track: a pool's live
+ * slices are known at each kernel end (its bucket's live_end) and at the
+ * window's end. Device pools are never added to the heap or RSS tracks. */
+static int pool_counters(struct out *o)
+{
+	const struct mp_profile *p = o->p;
+	struct heap_pt *pts;
+
+	if (!p->n_mempools)
+		return 0;
+	pts = malloc(((size_t)p->n_invocations + 2) * sizeof(*pts));
+	if (!pts)
+		return -ENOMEM;
+	for (uint32_t pl = 0; pl < p->n_mempools; pl++) {
+		const struct mp_mempool *mp = &p->mempools[pl];
+		char name[96];
+		uint32_t n = 0;
+
+		snprintf(name, sizeof(name), "pool %.64s (%s)", mp->name,
+			 mp_pool_kind_name(mp->kind));
+		pts[n] = (struct heap_pt){ o->w0, 0, n };
+		n++;
+		for (uint32_t i = 0; i < p->n_invocations; i++) {
+			const struct mp_invocation *v = &p->invocations[i];
+			const struct mp_pool_bucket *bk =
+				mp_pool_bucket_find(v->pools, v->n_pools, pl);
+
+			if (!bk)
+				continue;
+			pts[n] =
+				(struct heap_pt){ clamp(v->end_ns, o->w0, o->w1), bk->live_end, n };
+			n++;
+		}
+		pts[n] = (struct heap_pt){ o->w1, mp->live_bytes, n };
+		n++;
+		qsort(pts, n, sizeof(*pts), by_ts);
+		for (uint32_t i = 0; i < n; i++) {
+			if (i + 1 < n && pts[i + 1].ts == pts[i].ts)
+				continue;
+			counter_u64(o, name, pts[i].ts, "live", pts[i].live);
+		}
+	}
+	free(pts);
+	return 0;
+}
+
 static void rss_counter(struct out *o)
 {
 	const struct mp_profile *p = o->p;
@@ -366,6 +412,9 @@ int mp_chrome_write(const struct mp_profile *p, FILE *f)
 	for (uint32_t i = 0; i < n; i++)
 		slice(&o, i, b[i], e[i]);
 	r = heap_counter(&o);
+	if (r < 0)
+		goto out;
+	r = pool_counters(&o);
 	if (r < 0)
 		goto out;
 	rss_counter(&o);

@@ -88,6 +88,24 @@ struct mp_bucket {
 	uint64_t free_count;
 };
 
+/* Traffic of one invocation (or kernel) in one pool (mp_profile.mempools),
+ * inclusive of nested kernels. */
+struct mp_pool_bucket {
+	uint32_t id; /* index into mp_profile.mempools */
+	uint64_t alloc_bytes;
+	uint64_t alloc_count;
+	uint64_t free_bytes;
+	uint64_t free_count;
+	/* Highest net bytes (allocated - freed) the invocation held in the
+	 * pool at any time (>= 0). Kernel: max over calls. */
+	uint64_t peak_added;
+	/* Pool live bytes: highest while the invocation was open, and at its
+	 * end. Kernel: max over calls / at the end of the last call. */
+	uint64_t peak_bytes;
+	uint64_t live_end;
+	uint64_t live_count_end; /* pool live slices at the end */
+};
+
 struct mp_invocation {
 	uint32_t name; /* index into mp_profile.names */
 	uint32_t tid; /* thread that ran the kernel */
@@ -125,6 +143,10 @@ struct mp_invocation {
 	struct mp_shape *inputs, *outputs;
 	uint32_t n_owners, n_tags;
 	struct mp_bucket *owners, *tags; /* inclusive */
+	/* One bucket per pool known when the invocation began or touched by
+	 * it (capacity as above). */
+	uint32_t n_pools;
+	struct mp_pool_bucket *pools;
 };
 
 /* All invocations of one kernel name (including those beyond the
@@ -145,6 +167,8 @@ struct mp_kernel {
 	uint64_t truncated; /* calls flagged MP_INV_F_TRUNCATED */
 	uint32_t n_owners, n_tags;
 	struct mp_bucket *owners, *tags;
+	uint32_t n_pools;
+	struct mp_pool_bucket *pools;
 };
 
 /* A process-wide phase; re-entering a phase accumulates into one entry. */
@@ -156,6 +180,12 @@ struct mp_phase {
 	struct mp_mem_stats mem; /* all heap traffic while it was current */
 	uint64_t peak_bytes; /* process live bytes peak while current */
 	uint64_t rss_peak; /* max VmRSS sampled while current */
+	/* One bucket per pool known while the phase was current: slice
+	 * traffic while current, peak_added, peak_bytes (the pool's highest
+	 * live bytes while current, what was live on entry included) and the
+	 * pool's live bytes and slices when the phase was last left. */
+	uint32_t n_pools;
+	struct mp_pool_bucket *pools;
 };
 
 /* An owner (object file of the allocation's caller) or a tag. */
@@ -164,6 +194,27 @@ struct mp_pool {
 	struct mp_mem_stats mem;
 	uint64_t live_bytes, live_count; /* at profile end */
 	uint64_t peak_bytes; /* peak of live_bytes */
+};
+
+/* Where a pool's slices are reported from. */
+enum mp_pool_source {
+	MP_POOL_SRC_API = 0, /* memprof_pool_* in the process */
+	MP_POOL_SRC_PROBE = 1, /* --alloc/--free/--device functions with pool= */
+};
+
+/* A pool: memory the program (memprof_pool_*) or a device runtime
+ * (--device, pool=) hands out. Its slices are a view of their own, never
+ * part of the heap figures (the malloc backing an arena is in the heap
+ * view once), and device pools are never part of RSS figures. */
+struct mp_mempool {
+	char *name;
+	uint32_t kind; /* MP_POOL_KIND_HOST or MP_POOL_KIND_DEVICE */
+	uint32_t source; /* enum mp_pool_source, as first seen */
+	struct mp_mem_stats mem;
+	uint64_t live_bytes, live_count; /* at profile end */
+	uint64_t peak_bytes; /* peak of live_bytes */
+	uint64_t resets; /* memprof_pool_reset() calls */
+	uint64_t unknown_frees; /* slices freed that were never seen allocated */
 };
 
 struct mp_rss_point {
@@ -248,6 +299,9 @@ struct mp_profile {
 	uint32_t tracer_path;
 	uint64_t drops_heap;
 	uint64_t heap_waits;
+	/* Pools, in order of first sight. */
+	uint32_t n_mempools;
+	struct mp_mempool *mempools;
 };
 
 /* An allocation site: allocations with the same caller address charged
@@ -260,6 +314,9 @@ struct mp_site {
 	uint32_t tid; /* allocating thread */
 	uint64_t alloc_objects, alloc_space; /* all allocations */
 	uint64_t inuse_objects, inuse_space; /* still live at the end */
+	/* 0: heap blocks; else slices of pool mempools[pool - 1], a view
+	 * apart from the heap sites. */
+	uint32_t pool;
 };
 
 /* mp_object.flags: what symbolization found for the object. */
@@ -296,6 +353,11 @@ const struct mp_kernel *mp_profile_kernel(const struct mp_profile *p, const char
 const struct mp_phase *mp_profile_phase(const struct mp_profile *p, const char *name);
 const struct mp_pool *mp_profile_tag(const struct mp_profile *p, const char *name);
 const struct mp_pool *mp_profile_owner(const struct mp_profile *p, const char *name);
+const struct mp_mempool *mp_profile_mempool(const struct mp_profile *p, const char *name);
+const char *mp_pool_kind_name(uint32_t kind);
+/* Bucket of pool @id of an invocation's or kernel's pool breakdown, or NULL. */
+const struct mp_pool_bucket *mp_pool_bucket_find(const struct mp_pool_bucket *b, uint32_t n,
+						 uint32_t id);
 /* The location of @addr (p->locations is sorted), or NULL. */
 const struct mp_location *mp_profile_location(const struct mp_profile *p, uint64_t addr);
 /* Bucket @id of an invocation's or kernel's owner/tag breakdown, or NULL. */

@@ -102,6 +102,57 @@ static Memprof__Bucket **enc_buckets(struct arena *a, const struct mp_bucket *b,
 	return v;
 }
 
+static Memprof__PoolBucket **enc_pool_buckets(struct arena *a, const struct mp_pool_bucket *b,
+					      uint32_t n)
+{
+	Memprof__PoolBucket **v = arena_alloc(a, n, sizeof(*v));
+	Memprof__PoolBucket *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!v || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__pool_bucket__init(&o[i]);
+		o[i].id = b[i].id;
+		o[i].alloc_bytes = b[i].alloc_bytes;
+		o[i].alloc_count = b[i].alloc_count;
+		o[i].free_bytes = b[i].free_bytes;
+		o[i].free_count = b[i].free_count;
+		o[i].peak_added = b[i].peak_added;
+		o[i].peak_bytes = b[i].peak_bytes;
+		o[i].live_bytes_end = b[i].live_end;
+		o[i].live_count_end = b[i].live_count_end;
+		v[i] = &o[i];
+	}
+	return v;
+}
+
+static Memprof__MemPool **enc_mempools(struct arena *a, const struct mp_mempool *v, uint32_t n)
+{
+	Memprof__MemPool **r = arena_alloc(a, n, sizeof(*r));
+	Memprof__MemPool *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!r || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__mem_pool__init(&o[i]);
+		o[i].name = str_or_empty(v[i].name);
+		o[i].kind = v[i].kind == MP_POOL_KIND_DEVICE ?
+				    MEMPROF__POOL_KIND__POOL_KIND_DEVICE :
+				    MEMPROF__POOL_KIND__POOL_KIND_HOST;
+		o[i].source = v[i].source == MP_POOL_SRC_PROBE ?
+				      MEMPROF__POOL_SOURCE__POOL_SOURCE_PROBE :
+				      MEMPROF__POOL_SOURCE__POOL_SOURCE_API;
+		o[i].slices = enc_mem(a, &v[i].mem);
+		o[i].live_bytes = v[i].live_bytes;
+		o[i].live_count = v[i].live_count;
+		o[i].peak_bytes = v[i].peak_bytes;
+		o[i].resets = v[i].resets;
+		o[i].unknown_frees = v[i].unknown_frees;
+		r[i] = &o[i];
+	}
+	return r;
+}
+
 static Memprof__Shape **enc_shapes(struct arena *a, const struct mp_shape *s, uint32_t n)
 {
 	Memprof__Shape **v = arena_alloc(a, n, sizeof(*v));
@@ -156,6 +207,8 @@ static Memprof__Invocation *enc_invocation(struct arena *a, const struct mp_invo
 	o->owners = enc_buckets(a, v->owners, v->n_owners);
 	o->n_tags = v->n_tags;
 	o->tags = enc_buckets(a, v->tags, v->n_tags);
+	o->n_pools = v->n_pools;
+	o->pools = enc_pool_buckets(a, v->pools, v->n_pools);
 	return o;
 }
 
@@ -189,6 +242,8 @@ static Memprof__Kernel *enc_kernel(struct arena *a, const struct mp_kernel *k)
 	o->owners = enc_buckets(a, k->owners, k->n_owners);
 	o->n_tags = k->n_tags;
 	o->tags = enc_buckets(a, k->tags, k->n_tags);
+	o->n_pools = k->n_pools;
+	o->pools = enc_pool_buckets(a, k->pools, k->n_pools);
 	return o;
 }
 
@@ -235,6 +290,7 @@ static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Prof
 		so[i].alloc_space = st->alloc_space;
 		so[i].inuse_objects = st->inuse_objects;
 		so[i].inuse_space = st->inuse_space;
+		so[i].pool = st->pool;
 		o->sites[i] = &so[i];
 	}
 	o->n_sites = p->n_sites;
@@ -351,12 +407,16 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 		po->heap = enc_mem(a, &ph->mem);
 		po->peak_bytes = ph->peak_bytes;
 		po->rss_peak = ph->rss_peak;
+		po->n_pools = ph->n_pools;
+		po->pools = enc_pool_buckets(a, ph->pools, ph->n_pools);
 		o->phases[i] = po;
 	}
 	o->n_owners = p->n_owners;
 	o->owners = enc_pools(a, p->owners, p->n_owners);
 	o->n_tags = p->n_tags;
 	o->tags = enc_pools(a, p->tags, p->n_tags);
+	o->n_mem_pools = p->n_mempools;
+	o->mem_pools = enc_mempools(a, p->mempools, p->n_mempools);
 
 	memprof__rss__init(rss);
 	rss->n_timeline = p->n_rss;
@@ -492,6 +552,73 @@ static int dec_buckets(Memprof__Bucket **in, size_t n, uint32_t n_ids, struct mp
 	return 0;
 }
 
+static int dec_pool_buckets(Memprof__PoolBucket **in, size_t n, uint32_t n_ids,
+			    struct mp_pool_bucket **ret, uint32_t *ret_n, const char **ret_why)
+{
+	struct mp_pool_bucket *b;
+
+	if (n > n_ids)
+		BAD("more pool buckets than pools");
+	*ret_n = 0;
+	*ret = NULL;
+	if (!n)
+		return 0;
+	b = calloc(implicit_cap(n), sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	*ret = b;
+	for (size_t i = 0; i < n; i++) {
+		if (!in[i] || in[i]->id >= n_ids)
+			BAD("pool bucket refers to no pool");
+		b[i] = (struct mp_pool_bucket){
+			.id = in[i]->id,
+			.alloc_bytes = in[i]->alloc_bytes,
+			.alloc_count = in[i]->alloc_count,
+			.free_bytes = in[i]->free_bytes,
+			.free_count = in[i]->free_count,
+			.peak_added = in[i]->peak_added,
+			.peak_bytes = in[i]->peak_bytes,
+			.live_end = in[i]->live_bytes_end,
+			.live_count_end = in[i]->live_count_end,
+		};
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static int dec_mempools(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
+	if (o->n_mem_pools > 256)
+		BAD("more pools than memprofd keeps");
+	if (!o->n_mem_pools)
+		return 0;
+	p->mempools = calloc(o->n_mem_pools, sizeof(*p->mempools));
+	if (!p->mempools)
+		return -ENOMEM;
+	for (size_t i = 0; i < o->n_mem_pools; i++) {
+		const Memprof__MemPool *in = o->mem_pools[i];
+		struct mp_mempool *v = &p->mempools[i];
+
+		if (!in)
+			BAD("empty pool");
+		if (dup_str(in->name, &v->name) < 0)
+			return -ENOMEM;
+		p->n_mempools = i + 1;
+		v->kind = in->kind == MEMPROF__POOL_KIND__POOL_KIND_DEVICE ? MP_POOL_KIND_DEVICE :
+									     MP_POOL_KIND_HOST;
+		v->source = in->source == MEMPROF__POOL_SOURCE__POOL_SOURCE_PROBE ?
+				    MP_POOL_SRC_PROBE :
+				    MP_POOL_SRC_API;
+		dec_mem(&v->mem, in->slices);
+		v->live_bytes = in->live_bytes;
+		v->live_count = in->live_count;
+		v->peak_bytes = in->peak_bytes;
+		v->resets = in->resets;
+		v->unknown_frees = in->unknown_frees;
+	}
+	return 0;
+}
+
 static int dec_shapes(Memprof__Shape **in, size_t n, struct mp_shape **ret, uint32_t *ret_n,
 		      const char **ret_why)
 {
@@ -563,7 +690,11 @@ static int dec_invocation(const Memprof__Invocation *o, uint32_t idx, const stru
 	r = dec_buckets(o->owners, o->n_owners, p->n_owners, &v->owners, &v->n_owners, ret_why);
 	if (r < 0)
 		return r;
-	return dec_buckets(o->tags, o->n_tags, p->n_tags, &v->tags, &v->n_tags, ret_why);
+	r = dec_buckets(o->tags, o->n_tags, p->n_tags, &v->tags, &v->n_tags, ret_why);
+	if (r < 0)
+		return r;
+	return dec_pool_buckets(o->pools, o->n_pools, p->n_mempools, &v->pools, &v->n_pools,
+				ret_why);
 }
 
 static int dec_kernel(const Memprof__Kernel *o, const struct mp_profile *p, struct mp_kernel *k,
@@ -597,7 +728,11 @@ static int dec_kernel(const Memprof__Kernel *o, const struct mp_profile *p, stru
 	r = dec_buckets(o->owners, o->n_owners, p->n_owners, &k->owners, &k->n_owners, ret_why);
 	if (r < 0)
 		return r;
-	return dec_buckets(o->tags, o->n_tags, p->n_tags, &k->tags, &k->n_tags, ret_why);
+	r = dec_buckets(o->tags, o->n_tags, p->n_tags, &k->tags, &k->n_tags, ret_why);
+	if (r < 0)
+		return r;
+	return dec_pool_buckets(o->pools, o->n_pools, p->n_mempools, &k->pools, &k->n_pools,
+				ret_why);
 }
 
 static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_t *ret_n,
@@ -648,6 +783,8 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 		if ((st->kernel != MP_NONE && st->kernel >= p->n_names) ||
 		    (st->phase != MP_NONE && st->phase >= p->n_phases) || st->owner >= p->n_owners)
 			BAD("site refers to no kernel, phase or owner");
+		if (st->pool > p->n_mempools)
+			BAD("site refers to no pool");
 		p->sites[i] = (struct mp_site){
 			.caller = st->caller,
 			.name = st->kernel,
@@ -658,6 +795,7 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 			.alloc_space = st->alloc_space,
 			.inuse_objects = st->inuse_objects,
 			.inuse_space = st->inuse_space,
+			.pool = st->pool,
 		};
 		p->n_sites = i + 1;
 	}
@@ -834,6 +972,16 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 	r = dec_pools(o->tags, o->n_tags, &p->tags, &p->n_tags, ret_why);
 	if (r < 0)
 		return r;
+	r = dec_mempools(o, p, ret_why);
+	if (r < 0)
+		return r;
+	/* phases' pool buckets refer to the pools */
+	for (size_t i = 0; i < o->n_phases; i++) {
+		r = dec_pool_buckets(o->phases[i]->pools, o->phases[i]->n_pools, p->n_mempools,
+				     &p->phases[i].pools, &p->phases[i].n_pools, ret_why);
+		if (r < 0)
+			return r;
+	}
 	if (o->n_invocations) {
 		p->invocations = calloc(o->n_invocations, sizeof(*p->invocations));
 		if (!p->invocations)

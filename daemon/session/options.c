@@ -32,6 +32,8 @@ enum {
 	OPT_DUTY,
 	OPT_TRACER,
 	OPT_NO_PRELOAD,
+	OPT_DEVICE,
+	OPT_POOL,
 };
 
 void mp_options_init(struct mp_options *o)
@@ -64,12 +66,21 @@ void mp_options_help(FILE *f, bool with_pid)
 	      "                          json, tfjs (tf.profile's ProfileInfo) or none\n"
 	      "      --region NAME[#N]   tfjs view of the N-th (default 1st) invocation of\n"
 	      "                          kernel NAME instead of the whole profile\n"
-	      "      --alloc SYM[@OBJ]:size=argN\n"
+	      "      --pool NAME         tfjs view of pool NAME instead of the heap\n"
+	      "      --alloc SYM[@OBJ]:size=argN[,ptr=ret|*argN][,ok=ret==0|ret!=0]\n"
+	      "              [,pool=NAME[,kind=device|host]]\n"
 	      "                          also trace allocator function SYM (in object OBJ,\n"
-	      "                          default: first definition in lookup order) whose\n"
-	      "                          size is argument N (from 0); repeatable\n"
-	      "      --free SYM[@OBJ]:ptr=argN\n"
+	      "                          a glob; default: first definition in lookup order)\n"
+	      "                          whose size is argument N (from 0); ptr=*argN: the\n"
+	      "                          pointer is stored through argument N (cudaMalloc);\n"
+	      "                          ok=: which return values are a success; pool=:\n"
+	      "                          its blocks are slices of pool NAME, reported apart\n"
+	      "                          from the heap (docs/TRACER.md); repeatable\n"
+	      "      --free SYM[@OBJ]:ptr=argN[,ok=...][,pool=NAME]\n"
 	      "                          also trace a free function; repeatable\n"
+	      "      --device cuda|hip   trace the device allocators of the CUDA runtime and\n"
+	      "                          driver or of HIP as pools (cuda, cuda-managed,\n"
+	      "                          cuda-host; hip, hip-managed, hip-host)\n"
 	      "      --owner GLOB=NAME   report allocations whose caller is in an object\n"
 	      "                          whose file name matches GLOB as owner NAME\n"
 	      "                          (e.g. 'libxnnpack*=xnnpack'); repeatable\n"
@@ -198,6 +209,8 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 		{ "duty", required_argument, NULL, OPT_DUTY },
 		{ "tracer", required_argument, NULL, OPT_TRACER },
 		{ "no-preload", no_argument, NULL, OPT_NO_PRELOAD },
+		{ "device", required_argument, NULL, OPT_DEVICE },
+		{ "pool", required_argument, NULL, OPT_POOL },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -275,6 +288,21 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 			if (mp_tracer_parse_func(optarg, c == OPT_FREE, &s->extra[s->n_extra]) < 0)
 				return bad(c == OPT_FREE ? "--free" : "--alloc", optarg);
 			s->n_extra++;
+			break;
+		case OPT_DEVICE: {
+			const struct mp_tracer_func *fs;
+			size_t n;
+
+			if (mp_tracer_device_preset(optarg, &fs, &n) < 0)
+				return bad("--device (cuda or hip)", optarg);
+			if (s->n_extra + n > MP_TRACER_MAX_EXTRA)
+				return bad("(too many functions with) --device", optarg);
+			for (size_t i = 0; i < n; i++)
+				s->extra[s->n_extra++] = fs[i];
+			break;
+		}
+		case OPT_POOL:
+			o->pool = optarg;
 			break;
 		case OPT_OWNER:
 			if (s->n_owner_rules >= MP_SESSION_MAX_OWNER_RULES)
@@ -360,7 +388,9 @@ int mp_options_emit(const struct mp_options *o, const struct mp_profile *p)
 		}
 	}
 	if (!o->print_none) {
-		r = mp_report_write(p, o->print, o->region, stdout);
+		r = mp_report_write_pool(p, o->print, o->region, o->pool, stdout);
+		if (r == -ESRCH)
+			return log_error_errno(r, "no pool '%s' in the profile (--pool)", o->pool);
 		if (r == -ENOENT) {
 			return log_error_errno(r, "no invocation '%s' in the profile (--region)",
 					       o->region);

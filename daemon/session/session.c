@@ -531,6 +531,15 @@ static int setup(struct session *s, sigset_t *blocked)
 			return log_error_errno(r, "invalid --owner '%s' (expected GLOB=NAME): %m",
 					       o->owner_rules[i]);
 	}
+	for (size_t i = 0; i < o->n_extra; i++) {
+		if (!o->extra[i].pool[0])
+			continue;
+		r = mp_correlator_set_fn_pool(s->corr, MP_FN_CUSTOM + (uint32_t)i, o->extra[i].pool,
+					      o->extra[i].pool_kind);
+		if (r < 0)
+			return log_error_errno(r, "pid %d: pool '%s' of %s: %m", (int)o->pid,
+					       o->extra[i].pool, o->extra[i].name);
+	}
 
 	if (o->rss_hz) {
 		r = mp_rss_sampler_new(o->pid, o->rss_hz, o->pss_every, &s->rss);

@@ -2,6 +2,7 @@
 #include "symbols.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -443,7 +444,9 @@ static bool object_matches(const struct mp_object *o, const char *want)
 {
 	const char *b = base_name(o->path);
 
-	return !strcmp(o->path, want) || !strcmp(b, want) || !strncmp(b, want, strlen(want));
+	/* "libcudart.so*": a glob on the file name */
+	return !strcmp(o->path, want) || !strcmp(b, want) || !strncmp(b, want, strlen(want)) ||
+	       (strpbrk(want, "*?[") && fnmatch(want, b, 0) == 0);
 }
 
 /* Only into segments the file holds: the offset goes to the uprobe and to

@@ -80,6 +80,7 @@ struct probe {
 	char *root_path; /* what the kernel opens */
 	struct bpf_link *entry, *ret; /* perf-event uprobes */
 	bool is_free; /* mp_free only, no return probe */
+	bool is_pool; /* mp_pool_entry/mp_pool_return */
 	uint64_t cookie;
 };
 
@@ -320,7 +321,9 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 	}
 	p->info.probe_delta = delta;
 	p->is_free = kind == MP_KIND_FREE && fn == MP_FN_FREE;
-	p->cookie = MP_COOKIE(fn, kind, a, b, c, 0);
+	p->is_pool = kind == MP_KIND_POOL;
+	/* pool functions: @c holds the MP_POOL_F_* flags */
+	p->cookie = p->is_pool ? MP_POOL_COOKIE(fn, a, b, c) : MP_COOKIE(fn, kind, a, b, c, 0);
 	/* Multi-uprobe links are made per object once every probe is known. */
 	if (t->multi)
 		return 0;
@@ -337,13 +340,15 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 	}
 	/* Return probe first, see attach_multi(). */
 	uo.retprobe = true;
-	p->ret = bpf_program__attach_uprobe_opts(t->skel->progs.mp_return, t->opts.pid,
-						 sym.root_path, sym.offset, &uo);
+	p->ret = bpf_program__attach_uprobe_opts(p->is_pool ? t->skel->progs.mp_pool_return :
+							      t->skel->progs.mp_return,
+						 t->opts.pid, sym.root_path, sym.offset, &uo);
 	if (!p->ret)
 		return -errno;
 	uo.retprobe = false;
-	p->entry = bpf_program__attach_uprobe_opts(t->skel->progs.mp_entry, t->opts.pid,
-						   sym.root_path, sym.offset, &uo);
+	p->entry = bpf_program__attach_uprobe_opts(p->is_pool ? t->skel->progs.mp_pool_entry :
+								t->skel->progs.mp_entry,
+						   t->opts.pid, sym.root_path, sym.offset, &uo);
 	if (!p->entry)
 		return -errno;
 	return 0;
@@ -395,14 +400,15 @@ static int attach_multi(struct mp_tracer *t)
 	bool done[MP_MAX_PROBES] = { false };
 
 	for (size_t i = 0; i < t->n_probes; i++) {
-		uint64_t offs[2][MP_MAX_PROBES], cookies[2][MP_MAX_PROBES];
-		uint32_t n[2] = { 0, 0 }; /* [0] allocation functions, [1] free */
+		uint64_t offs[3][MP_MAX_PROBES], cookies[3][MP_MAX_PROBES];
+		/* [0] allocation functions, [1] free, [2] pool functions */
+		uint32_t n[3] = { 0, 0, 0 };
 
 		if (done[i] || t->probes[i].info.alias_of >= 0)
 			continue;
 		for (size_t j = i; j < t->n_probes; j++) {
 			struct probe *p = &t->probes[j];
-			int k = p->is_free;
+			int k = p->is_pool ? 2 : p->is_free;
 
 			if (done[j] || p->info.alias_of >= 0 ||
 			    strcmp(p->root_path, t->probes[i].root_path))
@@ -411,24 +417,26 @@ static int attach_multi(struct mp_tracer *t)
 			offs[k][n[k]] = p->info.offset + p->info.probe_delta;
 			cookies[k][n[k]++] = p->cookie;
 		}
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 3; k++) {
 			/* Return probes first: a call whose entry is seen
 			 * must have its return seen too, or it would stay
 			 * "in progress" and make every later call at the same
 			 * depth look nested (nothing would be reported). */
-			struct bpf_program *progs[2] = { k ? t->skel->progs.mp_free :
-							     t->skel->progs.mp_return,
-							 k ? NULL : t->skel->progs.mp_entry };
+			struct bpf_program *progs[3][2] = {
+				{ t->skel->progs.mp_return, t->skel->progs.mp_entry },
+				{ t->skel->progs.mp_free, NULL },
+				{ t->skel->progs.mp_pool_return, t->skel->progs.mp_pool_entry },
+			};
 
 			if (!n[k])
 				continue;
-			for (int r = 0; r < 2 && progs[r]; r++) {
+			for (int r = 0; r < 2 && progs[k][r]; r++) {
 				int fd;
 
 				if (t->n_multi >= MP_MAX_MULTI)
 					return -E2BIG;
-				fd = link_uprobe_multi(t, progs[r], t->probes[i].root_path, offs[k],
-						       cookies[k], n[k], !k && r == 0);
+				fd = link_uprobe_multi(t, progs[k][r], t->probes[i].root_path,
+						       offs[k], cookies[k], n[k], k != 1 && r == 0);
 				if (fd < 0)
 					return fd;
 				t->multi_fds[t->n_multi++] = fd;
@@ -436,6 +444,30 @@ static int attach_multi(struct mp_tracer *t)
 		}
 	}
 	return 0;
+}
+
+/* Cookie arguments of a pool function: ptr argument, size argument, flags. */
+static void pool_probe_args(const struct mp_tracer_func *f, uint32_t *ret_a, uint32_t *ret_b,
+			    uint32_t *ret_flags)
+{
+	uint32_t flags = 0;
+
+	if (f->is_free) {
+		*ret_a = f->arg;
+		flags |= MP_POOL_F_FREE | MP_POOL_F_NO_SIZE;
+	} else {
+		*ret_a = f->ptr_arg;
+		if (f->ptr == MP_FUNC_PTR_OUT)
+			flags |= MP_POOL_F_DEREF;
+		else
+			flags |= MP_POOL_F_PTR_RET;
+	}
+	*ret_b = f->is_free ? 0 : f->arg;
+	if (f->ok == MP_FUNC_OK_ZERO)
+		flags |= MP_POOL_F_OK_ZERO;
+	else if (f->ok == MP_FUNC_OK_NONZERO)
+		flags |= MP_POOL_F_OK_NONZERO;
+	*ret_flags = flags;
 }
 
 static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
@@ -457,10 +489,21 @@ static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 	}
 	for (size_t i = 0; i < t->opts.n_extra; i++) {
 		const struct mp_tracer_func *f = &t->extra[i];
+		uint32_t kind = f->is_free ? MP_KIND_FREE : MP_KIND_ALLOC, a = f->arg, b = 0, c = 0;
 
+		if (f->pool[0]) {
+			kind = MP_KIND_POOL;
+			pool_probe_args(f, &a, &b, &c);
+		} else if (f->ptr == MP_FUNC_PTR_OUT) {
+			/* posix_memalign's shape, on the heap */
+			kind = MP_KIND_MEMALIGN_OUT;
+			a = f->ptr_arg;
+			c = f->arg;
+		}
 		r = attach_one(t, syms, MP_FN_CUSTOM + (uint32_t)i, f->name,
-			       f->object[0] ? f->object : NULL,
-			       f->is_free ? MP_KIND_FREE : MP_KIND_ALLOC, f->arg, 0, 0);
+			       f->object[0] ? f->object : NULL, kind, a, b, c);
+		if (r == -ENOENT && f->optional)
+			continue;
 		if (r < 0)
 			return r == -ENOENT ? -ENXIO : r;
 	}
@@ -683,9 +726,11 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 		t->opts.rss_exact = true;
 	t->multi = !opts->perf_uprobes && kernel_has_uprobe_multi();
 	if (t->multi) {
-		struct bpf_program *up[] = { t->skel->progs.mp_entry, t->skel->progs.mp_return,
-					     t->skel->progs.mp_free,
-					     t->skel->progs.mp_caller_hint };
+		struct bpf_program *up[] = {
+			t->skel->progs.mp_entry,      t->skel->progs.mp_return,
+			t->skel->progs.mp_free,	      t->skel->progs.mp_caller_hint,
+			t->skel->progs.mp_pool_entry, t->skel->progs.mp_pool_return
+		};
 
 		for (size_t i = 0; i < sizeof(up) / sizeof(up[0]); i++)
 			bpf_program__set_expected_attach_type(up[i], MP_BPF_TRACE_UPROBE_MULTI);
@@ -891,34 +936,4 @@ size_t mp_tracer_probes(const struct mp_tracer *t, const struct mp_probe_info **
 {
 	*ret_probes = t->infos;
 	return t->n_probes;
-}
-
-int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *ret)
-{
-	struct mp_tracer_func f = { .is_free = is_free };
-	const char *colon = strrchr(spec, ':'), *at, *key = is_free ? "ptr=arg" : "size=arg";
-	size_t nlen;
-	char *end;
-	unsigned long arg;
-
-	if (!colon || strncmp(colon + 1, key, strlen(key)))
-		return -EINVAL;
-	arg = strtoul(colon + 1 + strlen(key), &end, 10);
-	if (*end || end == colon + 1 + strlen(key) || arg > 5)
-		return -EINVAL;
-	f.arg = (uint32_t)arg;
-	at = memchr(spec, '@', (size_t)(colon - spec));
-	nlen = (size_t)((at ? at : colon) - spec);
-	if (!nlen || nlen >= sizeof(f.name))
-		return -EINVAL;
-	memcpy(f.name, spec, nlen);
-	if (at) {
-		size_t olen = (size_t)(colon - at - 1);
-
-		if (!olen || olen >= sizeof(f.object))
-			return -EINVAL;
-		memcpy(f.object, at + 1, olen);
-	}
-	*ret = f;
-	return 0;
 }

@@ -18,12 +18,30 @@
 
 #define MP_TRACER_MAX_EXTRA 32
 
+/* How a --alloc/--free function reports its pointer and success. */
+enum mp_func_ptr {
+	MP_FUNC_PTR_RET = 0, /* the return value (allocators) / argument (frees) */
+	MP_FUNC_PTR_OUT = 1, /* stored through argument ptr_arg: ptr=*argN */
+};
+enum mp_func_ok {
+	MP_FUNC_OK_ANY = 0, /* every return (allocators: a non-NULL pointer) */
+	MP_FUNC_OK_ZERO = 1, /* ok=ret==0 (cudaError_t, CUresult, hipError_t) */
+	MP_FUNC_OK_NONZERO = 2, /* ok=ret!=0 */
+};
+
 /* An extra allocator (--alloc) or free (--free) function. */
 struct mp_tracer_func {
 	char name[128];
-	char object[256]; /* "" = first definition in lookup order */
+	char object[256]; /* "" = first definition in lookup order; a glob */
 	bool is_free;
 	uint32_t arg; /* 0-based index of the size (alloc) or pointer (free) */
+	/* The out-parameter form (docs/TRACER.md, "Pools and device memory"). */
+	uint32_t ptr; /* enum mp_func_ptr */
+	uint32_t ptr_arg;
+	uint32_t ok; /* enum mp_func_ok */
+	char pool[64]; /* "": the heap; else its blocks are slices of this pool */
+	uint32_t pool_kind; /* with pool: MP_POOL_KIND_*, kind=host|device (default device) */
+	bool optional; /* --device presets: skipped when not found */
 };
 
 struct mp_tracer_opts {
@@ -123,9 +141,18 @@ bool mp_tracer_exited(const struct mp_tracer *t);
 /* The attached allocator functions, valid until the next consume/free. */
 size_t mp_tracer_probes(const struct mp_tracer *t, const struct mp_probe_info **ret_probes);
 
-/* Parse "SYMBOL[@OBJECT]:size=argN" (@is_free false) or
- * "SYMBOL[@OBJECT]:ptr=argN" (true), N counted from 0. */
+/* Parse "SYMBOL[@OBJECT]:KEY=VALUE[,KEY=VALUE...]", N counted from 0:
+ * allocators (@is_free false) size=argN, ptr=ret|*argN, ok=ret==0|ret!=0,
+ * pool=NAME, kind=host|device; frees (true) ptr=argN, ok=..., pool=NAME.
+ * "SYMBOL:size=argN" and "SYMBOL:ptr=argN" are the plain forms. An
+ * out-parameter (ptr=*argN) or ok= needs pool= unless it is exactly
+ * posix_memalign's shape (ptr=*argN,size=argM,ok=ret==0). -EINVAL. */
 int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *ret);
+
+/* The functions of --device @name ("cuda", "hip") in *ret_funcs (static
+ * storage), or -EINVAL. */
+int mp_tracer_device_preset(const char *name, const struct mp_tracer_func **ret_funcs,
+			    size_t *ret_n);
 
 /* Bytes after the entry of a free-like function (pointer in argument
  * @ptr_arg, code at @code) where its entry probe may go instead: past an

@@ -362,6 +362,7 @@ static UNUSED void expect_site_eq(const char *path, const struct mp_site *g,
 	EQ(path, alloc_space, g, w);
 	EQ(path, inuse_objects, g, w);
 	EQ(path, inuse_space, g, w);
+	EQ(path, pool, g, w);
 }
 
 static UNUSED void expect_object_eq(const char *path, const struct mp_object *g,
