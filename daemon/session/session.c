@@ -450,6 +450,11 @@ static int setup_pipeline(struct session *s)
 
 	describe_process(s);
 	r = mp_tracer_new(&topts, &s->tracer);
+	if (r == -EOPNOTSUPP && (o->rss_exact || o->mode == MP_TRACE_RSS))
+		return log_error_errno(r,
+				       "pid %d: --rss-exact (and --mode rss) does not apply: "
+				       "this kernel has no rss_stat tracepoint",
+				       (int)o->pid);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: attaching the allocator tracer: %m",
 				       (int)o->pid);

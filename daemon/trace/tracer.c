@@ -25,8 +25,6 @@
 #include "symbols.h"
 #include "util.h"
 
-_Static_assert(MP_FN_MMAP == 10 && MP_FN_MUNMAP == 11 && MP_FN_MREMAP == 12 && MP_FN_BRK == 13,
-	       "bpf/memprof.bpf.c hard-codes these");
 _Static_assert(MP_FN_CUSTOM + MP_TRACER_MAX_EXTRA <= 0xff,
 	       "the attach cookie holds the function in 8 bits");
 
@@ -589,20 +587,56 @@ static int check_target(pid_t pid)
 	return tgid == pid ? 0 : -EINVAL;
 }
 
-/* Multi-uprobe links (kernel 6.6+): attach in one call per object and,
- * above all, detach in milliseconds instead of 0.1-0.2 s per probe. */
-static bool kernel_has_uprobe_multi(void)
-{
-	static int cached = -1;
-	struct btf *btf;
+/* What the running kernel offers, read once from its BTF. */
+struct kernel_facts {
+	/* Multi-uprobe links (kernel 6.6+): attach in one call per object
+	 * and, above all, detach in milliseconds instead of 0.1-0.2 s per
+	 * probe. */
+	bool uprobe_multi;
+	bool rss_stat; /* the rss_stat tracepoint (5.5+) */
+	__u32 nr_mm_counters; /* enum NR_MM_COUNTERS, for rss_stat members */
+};
 
-	if (cached < 0) {
-		btf = btf__load_vmlinux_btf();
-		cached = btf &&
-			 btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
-		btf__free(btf);
+static __u32 btf_enum_value(const struct btf *btf, const char *name, __u32 dflt)
+{
+	__u32 n = btf__type_cnt(btf);
+
+	for (__u32 id = 1; id < n; id++) {
+		const struct btf_type *t = btf__type_by_id(btf, id);
+		const struct btf_enum *e;
+
+		if (!btf_is_enum(t))
+			continue;
+		e = btf_enum(t);
+		for (__u16 i = 0; i < btf_vlen(t); i++)
+			if (!strcmp(btf__name_by_offset(btf, e[i].name_off), name))
+				return (__u32)e[i].val;
 	}
-	return cached;
+	return dflt;
+}
+
+static struct kernel_facts facts;
+
+static void read_kernel_facts(void)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+
+	facts.nr_mm_counters = 4;
+	if (!btf)
+		return;
+	facts.uprobe_multi =
+		btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
+	facts.rss_stat = btf__find_by_name_kind(btf, "btf_trace_rss_stat", BTF_KIND_TYPEDEF) >= 0;
+	facts.nr_mm_counters = btf_enum_value(btf, "NR_MM_COUNTERS", 4);
+	btf__free(btf);
+}
+
+static const struct kernel_facts *kernel_facts(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, read_kernel_facts);
+	return &facts;
 }
 
 /* The duty timer expired: switch the allocator probes off or on. Frees of
@@ -656,7 +690,13 @@ static int tracer_open(struct mp_tracer *t)
 	t->skel->rodata->trace_brk = opts->mode == MP_TRACE_RSS;
 	if (opts->mode == MP_TRACE_RSS)
 		t->opts.rss_exact = true;
-	t->multi = !opts->perf_uprobes && kernel_has_uprobe_multi();
+	t->skel->rodata->page_size = (__u32)getpagesize();
+	/* The members userspace names (enum mp_rss_member) are the first 4. */
+	t->skel->rodata->nr_mm_counters =
+		kernel_facts()->nr_mm_counters < 4 ? kernel_facts()->nr_mm_counters : 4;
+	if (t->opts.rss_exact && !kernel_facts()->rss_stat)
+		return -EOPNOTSUPP;
+	t->multi = !opts->perf_uprobes && kernel_facts()->uprobe_multi;
 	if (t->multi) {
 		struct bpf_program *up[] = { t->skel->progs.mp_entry, t->skel->progs.mp_return,
 					     t->skel->progs.mp_free,
