@@ -14,19 +14,27 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-/* enum mp_alloc_fn values for the syscalls (checked in tracer.c). */
-#define FN_MMAP 10
-#define FN_MUNMAP 11
-#define FN_MREMAP 12
-#define FN_BRK 13
-
+/* Syscall numbers and mmap flags are per architecture; only x86-64 is
+ * supported (bpf/vmlinux/ has its vmlinux.h only). */
+#if defined(__TARGET_ARCH_x86)
 #define NR_MMAP 9
 #define NR_MUNMAP 11
 #define NR_MREMAP 25
 #define NR_BRK 12
 #define MAP_ANONYMOUS_FLAG 0x20
+/* libbpf before 1.3 (Debian 12 has 1.1) defines five parameters. */
+#ifndef PT_REGS_PARM6
+#define PT_REGS_PARM6(x) (__PT_REGS_CAST(x)->r9)
+#endif
+#else
+#error "memprofd's BPF side supports x86-64 only (see scripts/gen-vmlinux)"
+#endif
 
 const volatile __u32 target_tgid = 0;
+/* Machine facts of the running kernel, set by tracer.c before load (the
+ * verifier sees them as constants). */
+const volatile __u32 page_size = 4096;
+const volatile __u32 nr_mm_counters = 4; /* NR_MM_COUNTERS */
 /*
  * Sampled mode when non-zero: byte-weighted Poisson sampling with mean
  * interval sample_bytes (per-thread countdown); allocations of at least
@@ -196,27 +204,28 @@ static __always_inline __u64 arg(struct pt_regs *ctx, __u32 i)
 {
 	/* The verifier rejects a variable offset into ctx: load every argument
 	 * register at a fixed offset, then select. */
-	__u64 di = ctx->di, si = ctx->si, dx = ctx->dx, cx = ctx->cx, r8 = ctx->r8, r9 = ctx->r9;
+	__u64 a0 = PT_REGS_PARM1(ctx), a1 = PT_REGS_PARM2(ctx), a2 = PT_REGS_PARM3(ctx),
+	      a3 = PT_REGS_PARM4(ctx), a4 = PT_REGS_PARM5(ctx), a5 = PT_REGS_PARM6(ctx);
 
-	barrier_var(di);
-	barrier_var(si);
-	barrier_var(dx);
-	barrier_var(cx);
-	barrier_var(r8);
-	barrier_var(r9);
+	barrier_var(a0);
+	barrier_var(a1);
+	barrier_var(a2);
+	barrier_var(a3);
+	barrier_var(a4);
+	barrier_var(a5);
 	switch (i) {
 	case 0:
-		return di;
+		return a0;
 	case 1:
-		return si;
+		return a1;
 	case 2:
-		return dx;
+		return a2;
 	case 3:
-		return cx;
+		return a3;
 	case 4:
-		return r8;
+		return a4;
 	case 5:
-		return r9;
+		return a5;
 	}
 	return 0;
 }
@@ -329,7 +338,7 @@ int mp_entry(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u64 sp = ctx->sp;
+	__u64 sp = PT_REGS_SP(ctx);
 	struct call_state *st;
 
 	if (!is_target(pid_tgid))
@@ -360,7 +369,7 @@ SEC("uretprobe")
 int mp_return(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 ret = ctx->ax, size, ptr = 0;
+	__u64 ret = PT_REGS_RC(ctx), size, ptr = 0;
 	struct call_state *st;
 	__u32 fn, kind;
 	int how;
@@ -414,10 +423,10 @@ int mp_free(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u64 ptr = arg(ctx, MP_COOKIE_A(cookie)), sp = ctx->sp;
+	__u64 ptr = arg(ctx, MP_COOKIE_A(cookie)), sp = PT_REGS_SP(ctx);
 	struct call_state *st;
 
-	/* One load of ctx->sp: the verifier refuses a derived ctx pointer. */
+	/* One load of the stack pointer: the verifier refuses a derived ctx pointer. */
 	barrier_var(sp);
 	if (!ptr || !is_target(pid_tgid))
 		return 0;
@@ -444,7 +453,7 @@ int mp_caller_hint(struct pt_regs *ctx)
 	if (!h)
 		return 0;
 	h->active = 1;
-	h->sp = ctx->sp;
+	h->sp = PT_REGS_SP(ctx);
 	h->caller = read_caller(h->sp, 0);
 	return 0;
 }
@@ -462,7 +471,7 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	if (!is_target(pid_tgid))
 		return 0;
-	usp = BPF_CORE_READ(regs, sp);
+	usp = PT_REGS_SP_CORE(regs);
 	/* Mappings made by the allocator itself belong to its blocks. */
 	st = thread_state(&calls, false);
 	if (in_call(st, usp))
@@ -478,7 +487,7 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 		if (in_alloc)
 			return 0;
 	}
-	if (id == NR_MMAP && !(BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS_FLAG))
+	if (id == NR_MMAP && !(PT_REGS_PARM4_CORE_SYSCALL(regs) & MAP_ANONYMOUS_FLAG))
 		return 0;
 	/* The mmap and munmap wrappers make no stack frame before the
 	 * syscall, so the top of the stack is their return address; mremap's
@@ -495,9 +504,9 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	s->active = 1;
 	s->nr = id;
-	s->a = BPF_CORE_READ(regs, di);
-	s->b = BPF_CORE_READ(regs, si);
-	s->c = BPF_CORE_READ(regs, dx);
+	s->a = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	s->b = PT_REGS_PARM2_CORE_SYSCALL(regs);
+	s->c = PT_REGS_PARM3_CORE_SYSCALL(regs);
 	s->caller = caller;
 	if (id == NR_BRK) {
 		struct task_struct *cur = bpf_get_current_task_btf();
@@ -524,18 +533,18 @@ int BPF_PROG(mp_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	switch (s->nr) {
 	case NR_MMAP:
-		emit(pid_tgid, MP_RAW_ALLOC, FN_MMAP, ret, s->b, 0, s->caller);
+		emit(pid_tgid, MP_RAW_ALLOC, MP_FN_MMAP, ret, s->b, 0, s->caller);
 		break;
 	case NR_MUNMAP:
-		emit(pid_tgid, MP_RAW_FREE, FN_MUNMAP, s->a, s->b, 0, s->caller);
+		emit(pid_tgid, MP_RAW_FREE, MP_FN_MUNMAP, s->a, s->b, 0, s->caller);
 		break;
 	case NR_MREMAP:
-		emit(pid_tgid, MP_RAW_REALLOC, FN_MREMAP, ret, s->c, s->a, s->caller);
+		emit(pid_tgid, MP_RAW_REALLOC, MP_FN_MREMAP, ret, s->c, s->a, s->caller);
 		break;
 	case NR_BRK:
 		/* brk(0) and failures leave the break where it was. */
 		if ((__u64)ret != s->a)
-			emit(pid_tgid, MP_RAW_REALLOC, FN_BRK, ret, 0, s->a, s->caller);
+			emit(pid_tgid, MP_RAW_REALLOC, MP_FN_BRK, ret, 0, s->a, s->caller);
 		break;
 	}
 	return 0;
@@ -557,6 +566,27 @@ int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	return emit(pid_tgid, MP_RAW_EXEC, 0, 0, 0, 0, 0);
 }
 
+/* Kernels before 6.2 keep the counters in struct mm_rss_stat (atomics);
+ * later ones in an array of percpu_counter. Both are read as the
+ * tracepoint itself reports them: the approximate (non-summed) value. */
+struct mm_rss_stat___old {
+	atomic_long_t count[4];
+} __attribute__((preserve_access_index));
+
+struct mm_struct___old {
+	struct mm_rss_stat___old rss_stat;
+} __attribute__((preserve_access_index));
+
+static __always_inline long rss_count(struct mm_struct *mm, int member)
+{
+	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
+		struct mm_struct___old *om = (void *)mm;
+
+		return BPF_CORE_READ(om, rss_stat.count[member].counter);
+	}
+	return BPF_CORE_READ(mm, rss_stat[member].count);
+}
+
 /* Exact RSS changes of the target's mm (autoload off unless enabled). */
 SEC("tp_btf/rss_stat")
 int BPF_PROG(mp_rss_stat, struct mm_struct *mm, int member)
@@ -575,12 +605,11 @@ int BPF_PROG(mp_rss_stat, struct mm_struct *mm, int member)
 		*tmm = (__u64)BPF_CORE_READ(cur, mm);
 		tid = (__u32)pid_tgid;
 	}
-	if (!*tmm || *tmm != (__u64)mm || member < 0 || member >= 4)
+	if (!*tmm || *tmm != (__u64)mm || member < 0 || member >= nr_mm_counters)
 		return 0;
-	/* What the tracepoint itself reports: the counter's approximate
-	 * (non-summed) value, clamped at zero, in bytes. */
-	count = BPF_CORE_READ(mm, rss_stat[member].count);
-	value = count > 0 ? (__u64)count * 4096 : 0;
+	/* Clamped at zero, in bytes. */
+	count = rss_count(mm, member);
+	value = count > 0 ? (__u64)count * page_size : 0;
 	return emit((pid_tgid & 0xffffffff00000000ULL) | tid, MP_RAW_RSS_STAT, member, 0, value, 0,
 		    0);
 }

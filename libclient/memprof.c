@@ -176,7 +176,8 @@ static int ring_create(void)
 	struct ring r = { .fd = -1 };
 	struct mp_ring_hdr *h;
 	uint32_t slots, hash_size;
-	size_t off, threads_off, strent_off, blob_off, hash_off;
+	struct mp_ring_layout l;
+	size_t hash_off;
 	void *p;
 	int err;
 
@@ -188,11 +189,8 @@ static int ring_create(void)
 	r.blob_size = DEFAULT_BLOB;
 	r.mask = slots - 1;
 
-	off = align_up(sizeof(struct mp_ring_hdr), 128);
-	threads_off = off + (size_t)r.nthreads * slots * sizeof(struct mp_slot);
-	strent_off = threads_off + (size_t)r.nthreads * sizeof(struct mp_thread);
-	blob_off = strent_off + (size_t)r.str_max * sizeof(mp_strent);
-	r.size = align_up(blob_off + r.blob_size, 4096);
+	l = mp_ring_layout_of(slots, r.nthreads, r.str_max, r.blob_size);
+	r.size = align_up(l.end, 4096);
 
 	r.fd = memfd_create(MP_RING_MEMFD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (r.fd < 0)
@@ -206,10 +204,10 @@ static int ring_create(void)
 	if (p == MAP_FAILED)
 		goto fail_errno;
 	r.hdr = h = p;
-	r.slots = (struct mp_slot *)((char *)p + off);
-	r.threads = (struct mp_thread *)((char *)p + threads_off);
-	r.strent = (mp_strent *)((char *)p + strent_off);
-	r.blob = (char *)p + blob_off;
+	r.slots = (struct mp_slot *)((char *)p + l.ring_off);
+	r.threads = (struct mp_thread *)((char *)p + l.threads_off);
+	r.strent = (mp_strent *)((char *)p + l.strent_off);
+	r.blob = (char *)p + l.blob_off;
 
 	hash_size = r.str_max * 2;
 	hash_off = align_up((size_t)r.nthreads * sizeof(struct thread_priv), 64);
@@ -236,10 +234,10 @@ static int ring_create(void)
 	h->thread_count = r.nthreads;
 	h->str_max = r.str_max;
 	h->blob_size = r.blob_size;
-	h->ring_off = off;
-	h->threads_off = threads_off;
-	h->strent_off = strent_off;
-	h->blob_off = blob_off;
+	h->ring_off = l.ring_off;
+	h->threads_off = l.threads_off;
+	h->strent_off = l.strent_off;
+	h->blob_off = l.blob_off;
 	h->alloc_tls_off = mp_interpose_tls_off();
 	/* id 0 names whatever could not be interned */
 	memcpy(r.blob, "?", 2);

@@ -153,4 +153,30 @@ _Static_assert(sizeof(struct mp_ring_hdr) == 192, "ring header ABI");
 _Static_assert(sizeof(struct mp_slot) == 128, "ring slot ABI");
 _Static_assert(sizeof(struct mp_thread) == 896, "thread slot ABI");
 
+/* Where each part of a ring lives, from its parameters: the header, then
+ * thread_count rings of slot_count slots (128-byte aligned), the thread
+ * slots, the string table and the string blob; @end is the first byte
+ * after the blob. The creator (libmemprof), the test image builder and
+ * the fuzzer lay rings out with this one function. */
+struct mp_ring_layout {
+	uint64_t ring_off;
+	uint64_t threads_off;
+	uint64_t strent_off;
+	uint64_t blob_off;
+	uint64_t end;
+};
+
+static inline struct mp_ring_layout mp_ring_layout_of(uint32_t slot_count, uint32_t thread_count,
+						      uint32_t str_max, uint32_t blob_size)
+{
+	struct mp_ring_layout l;
+
+	l.ring_off = (sizeof(struct mp_ring_hdr) + 127) & ~(uint64_t)127;
+	l.threads_off = l.ring_off + (uint64_t)thread_count * slot_count * sizeof(struct mp_slot);
+	l.strent_off = l.threads_off + (uint64_t)thread_count * sizeof(struct mp_thread);
+	l.blob_off = l.strent_off + (uint64_t)str_max * sizeof(mp_strent);
+	l.end = l.blob_off + blob_size;
+	return l;
+}
+
 #endif /* MEMPROF_RING_ABI_H */

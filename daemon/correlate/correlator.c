@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "correlator.h"
-#include "profile_pb.h"
 
 /* Bounds: the marker stream comes from the profiled process and is hostile;
  * none of these may let it grow the daemon without limit. */
@@ -1421,21 +1420,13 @@ int mp_correlator_finish(struct mp_correlator *c, uint64_t end_ns, struct mp_pro
 int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_profile **ret)
 {
 	struct mp_profile *q;
-	uint8_t *buf;
-	size_t len;
 	int r;
 
 	if (c->finished)
 		return -EALREADY;
 	if (c->oom)
 		return -ENOMEM;
-	/* A deep copy through the storage format: it is exact (the round
-	 * trip is tested) and keeps one definition of the model's layout. */
-	r = mp_profile_encode(c->p, &buf, &len);
-	if (r < 0)
-		return r;
-	r = mp_profile_decode(buf, len, &q, NULL);
-	free(buf);
+	r = mp_profile_clone(c->p, &q);
 	if (r < 0)
 		return r;
 	for (uint32_t i = 0; i < c->n_pending; i++)

@@ -7,7 +7,7 @@
 
 #include "pprof.h"
 #include "profile.pb-c.h"
-#include "profile_pb.h"
+#include "util.h"
 
 /* Sample values, in the order of Go's heap profiles. */
 enum { V_ALLOC_OBJECTS, V_ALLOC_SPACE, V_INUSE_OBJECTS, V_INUSE_SPACE, N_VALUES };

@@ -344,6 +344,8 @@ struct mp_location {
 
 struct mp_profile *mp_profile_new(void);
 void mp_profile_free(struct mp_profile *p);
+/* A deep copy of @p in *@ret (free it with mp_profile_free()); -ENOMEM. */
+int mp_profile_clone(const struct mp_profile *p, struct mp_profile **ret);
 /* Sets the process fields (copies the strings, NULL allowed). */
 int mp_profile_set_process(struct mp_profile *p, int32_t pid, const char *exe, const char *build_id,
 			   const char *cmdline);

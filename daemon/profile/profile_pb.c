@@ -11,6 +11,7 @@
 
 #include "memprof.pb-c.h"
 #include "profile_pb.h"
+#include "util.h"
 
 /* The file stores enum mp_trace_mode as is. */
 _Static_assert((int)MEMPROF__TRACE_MODE__TRACE_MODE_PRECISE == (int)MP_TRACE_PRECISE &&
@@ -883,7 +884,8 @@ static int dec_mode(const Memprof__Sampling *o, struct mp_profile *p, const char
 	return 0;
 }
 
-static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+/* The header: format version, process, settings, whole-window figures. */
+static int dec_header(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
 {
 	int r;
 
@@ -935,6 +937,12 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 	}
 	p->truncated = o->truncated;
 
+	return 0;
+}
+
+/* Kernel names and phases (invocations refer to them). */
+static int dec_names_phases(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
 	if (o->n_kernel_names) {
 		p->names = calloc(o->n_kernel_names, sizeof(*p->names));
 		if (!p->names)
@@ -945,7 +953,6 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 			return -ENOMEM;
 		p->n_names = i + 1;
 	}
-	/* Phases, owners and tags first: invocations refer to them. */
 	if (o->n_phases) {
 		p->phases = calloc(o->n_phases, sizeof(*p->phases));
 		if (!p->phases)
@@ -966,6 +973,15 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		p->phases[i].peak_bytes = ph->peak_bytes;
 		p->phases[i].rss_peak = ph->rss_peak;
 	}
+	return 0;
+}
+
+/* Owners, tags, invocations and kernel aggregates. */
+static int dec_pools_invocations(const Memprof__Profile *o, struct mp_profile *p,
+				 const char **ret_why)
+{
+	int r;
+
 	r = dec_pools(o->owners, o->n_owners, &p->owners, &p->n_owners, ret_why);
 	if (r < 0)
 		return r;
@@ -1005,39 +1021,57 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		if (r < 0)
 			return r;
 	}
-	if (o->rss) {
-		const Memprof__Rss *rs = o->rss;
+	return 0;
+}
 
-		if (rs->n_timeline > (1u << 20))
-			BAD("RSS timeline longer than memprofd writes");
-		if (rs->n_timeline) {
-			p->rss = calloc(rs->n_timeline, sizeof(*p->rss));
-			if (!p->rss)
-				return -ENOMEM;
-		}
-		for (size_t i = 0; i < rs->n_timeline; i++) {
-			const Memprof__RssPoint *pt = rs->timeline[i];
-
-			if (!pt)
-				BAD("empty RSS point");
-			p->rss[i] = (struct mp_rss_point){
-				.ts_ns = pt->ts_ns,
-				.vm_rss = pt->vm_rss,
-				.rss_anon = pt->rss_anon,
-				.rss_file = pt->rss_file,
-				.rss_shmem = pt->rss_shmem,
-				.vm_swap = pt->vm_swap,
-				.pss = pt->pss,
-				.heap_live = rs->heap_live_recorded ? pt->heap_live : MP_UNKNOWN,
-			};
-		}
-		p->n_rss = rs->n_timeline;
-		p->rss_stride = rs->stride ? rs->stride : 1;
-		p->rss_samples = rs->samples;
-		p->rss_peak = rs->peak;
-		p->vm_hwm = rs->vm_hwm;
-		p->rss_exact_unattributed = rs->exact_unattributed;
+static int dec_rss(const Memprof__Rss *rs, struct mp_profile *p, const char **ret_why)
+{
+	if (rs->n_timeline > (1u << 20))
+		BAD("RSS timeline longer than memprofd writes");
+	if (rs->n_timeline) {
+		p->rss = calloc(rs->n_timeline, sizeof(*p->rss));
+		if (!p->rss)
+			return -ENOMEM;
 	}
+	for (size_t i = 0; i < rs->n_timeline; i++) {
+		const Memprof__RssPoint *pt = rs->timeline[i];
+
+		if (!pt)
+			BAD("empty RSS point");
+		p->rss[i] = (struct mp_rss_point){
+			.ts_ns = pt->ts_ns,
+			.vm_rss = pt->vm_rss,
+			.rss_anon = pt->rss_anon,
+			.rss_file = pt->rss_file,
+			.rss_shmem = pt->rss_shmem,
+			.vm_swap = pt->vm_swap,
+			.pss = pt->pss,
+			.heap_live = rs->heap_live_recorded ? pt->heap_live : MP_UNKNOWN,
+		};
+	}
+	p->n_rss = rs->n_timeline;
+	p->rss_stride = rs->stride ? rs->stride : 1;
+	p->rss_samples = rs->samples;
+	p->rss_peak = rs->peak;
+	p->vm_hwm = rs->vm_hwm;
+	p->rss_exact_unattributed = rs->exact_unattributed;
+	return 0;
+}
+
+static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
+	int r;
+
+	r = dec_header(o, p, ret_why);
+	if (r == 0)
+		r = dec_names_phases(o, p, ret_why);
+	/* Owners and tags before invocations: invocations refer to them. */
+	if (r == 0)
+		r = dec_pools_invocations(o, p, ret_why);
+	if (r == 0 && o->rss)
+		r = dec_rss(o->rss, p, ret_why);
+	if (r < 0)
+		return r;
 	return dec_sites(o, p, ret_why);
 }
 
@@ -1103,6 +1137,14 @@ static uint32_t crc_of(const uint8_t *buf, size_t len)
 	return (uint32_t)crc;
 }
 
+void mp_profile_file_header(const uint8_t *msg, size_t len, uint8_t *hdr)
+{
+	memcpy(hdr, MP_PROFILE_FILE_MAGIC, 8);
+	put_le(hdr + 8, MP_PROFILE_FILE_VERSION, 4);
+	put_le(hdr + 12, crc_of(msg, len), 4);
+	put_le(hdr + 16, len, 8);
+}
+
 int mp_profile_file_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret_len)
 {
 	uint8_t *msg, *buf;
@@ -1117,10 +1159,7 @@ int mp_profile_file_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t
 		free(msg);
 		return -ENOMEM;
 	}
-	memcpy(buf, MP_PROFILE_FILE_MAGIC, 8);
-	put_le(buf + 8, MP_PROFILE_FILE_VERSION, 4);
-	put_le(buf + 12, crc_of(msg, len), 4);
-	put_le(buf + 16, len, 8);
+	mp_profile_file_header(msg, len, buf);
 	memcpy(buf + MP_PROFILE_FILE_HEADER, msg, len);
 	free(msg);
 	*ret_buf = buf;
@@ -1160,51 +1199,6 @@ int mp_profile_file_decode(const void *data, size_t len, struct mp_profile **ret
 		return -EBADMSG;
 	}
 	return mp_profile_decode(buf + MP_PROFILE_FILE_HEADER, mlen, ret, ret_why);
-}
-
-int mp_file_write_atomic(const char *path, const void *data, size_t len)
-{
-	const uint8_t *buf = data;
-	char tmp[PATH_MAX];
-	size_t off = 0;
-	int fd, r;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	while (off < len) {
-		ssize_t n = write(fd, buf + off, len - off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -EIO;
-			goto fail;
-		}
-		off += n;
-	}
-	if (fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if (close(fd) < 0) {
-		r = -errno;
-		fd = -1;
-		goto fail;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	return 0;
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return r;
 }
 
 int mp_profile_save(const struct mp_profile *p, const char *path)

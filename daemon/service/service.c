@@ -187,38 +187,55 @@ int mp_service_authorize(uid_t uid, gid_t gid, pid_t pid, char *why, size_t why_
 
 /* --- targets --- */
 
-static int write_profile(int fd, const struct mp_profile *p)
+static int pwrite_all(int fd, const uint8_t *buf, size_t len, off_t at)
 {
-	uint8_t *buf = NULL;
-	size_t len, off = 0;
-	int r;
+	size_t off = 0;
 
-	r = mp_profile_file_encode(p, &buf, &len);
-	if (r < 0)
-		return r;
-	if (ftruncate(fd, 0) < 0) {
-		r = -errno;
-		goto out;
-	}
 	while (off < len) {
-		ssize_t n = pwrite(fd, buf + off, len - off, (off_t)off);
+		ssize_t n = pwrite(fd, buf + off, len - off, at + (off_t)off);
 
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			goto out;
-		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
 		off += (size_t)n;
 	}
-	if (fsync(fd) < 0 && errno != EINVAL && errno != EROFS)
+	return 0;
+}
+
+/* The profile file from @msg, the profile encoded once for the file and
+ * the final stream chunk. */
+static int write_profile_msg(int fd, const uint8_t *msg, size_t len)
+{
+	uint8_t hdr[MP_PROFILE_FILE_HEADER];
+	int r;
+
+	mp_profile_file_header(msg, len, hdr);
+	if (ftruncate(fd, 0) < 0)
+		return -errno;
+	r = pwrite_all(fd, hdr, sizeof(hdr), 0);
+	if (r == 0)
+		r = pwrite_all(fd, msg, len, (off_t)sizeof(hdr));
+	if (r == 0 && fsync(fd) < 0 && errno != EINVAL && errno != EROFS)
 		r = -errno;
-out:
-	free(buf);
 	return r;
 }
 
-static void stream_chunk(struct target *t, const struct mp_profile *p, bool final)
+static int write_profile(int fd, const struct mp_profile *p)
+{
+	uint8_t *msg;
+	size_t len;
+	int r = mp_profile_encode(p, &msg, &len);
+
+	if (r < 0)
+		return r;
+	r = write_profile_msg(fd, msg, len);
+	free(msg);
+	return r;
+}
+
+static void stream_chunk_encoded(struct target *t, const struct mp_profile *p, const uint8_t *msg,
+				 size_t msg_len, bool final)
 {
 	struct mp_chunk_meta m = {
 		.target_id = t->id,
@@ -229,11 +246,38 @@ static void stream_chunk(struct target *t, const struct mp_profile *p, bool fina
 		.window_end_ns = p->end_ns,
 		.final = final,
 	};
-	int r = mp_streamer_push(t->svc->streamer, &m, p, t->streams, t->n_streams);
+	int r = mp_streamer_push_encoded(t->svc->streamer, &m, p, msg, msg_len, t->streams,
+					 t->n_streams);
 
 	if (r < 0)
 		log_warning_errno(r, "pid %d: streaming chunk %" PRIu64 ": %m", (int)t->pid,
 				  m.sequence);
+}
+
+static void stream_chunk(struct target *t, const struct mp_profile *p, bool final)
+{
+	stream_chunk_encoded(t, p, NULL, 0, final);
+}
+
+/* The final profile: to the -o file and the collectors, encoded once. */
+static void emit_final(struct target *t, const struct mp_profile *p)
+{
+	uint8_t *msg = NULL;
+	size_t len = 0;
+	int r = 0;
+
+	if (t->out_fd >= 0 || mp_streamer_wanted(t->svc->streamer, t->n_streams))
+		r = mp_profile_encode(p, &msg, &len);
+	if (t->out_fd >= 0) {
+		int w = r < 0 ? r : write_profile_msg(t->out_fd, msg, len);
+
+		if (w < 0)
+			log_error_errno(w, "pid %d: writing the profile: %m", (int)t->pid);
+		else
+			log_debug("pid %d: profile written", (int)t->pid);
+	}
+	stream_chunk_encoded(t, p, msg, len, true);
+	free(msg);
 }
 
 static void on_snapshot(void *ctx, enum mp_snapshot_reason why, struct mp_profile *p, int err)
@@ -285,17 +329,8 @@ static void *target_main(void *arg)
 	int r;
 
 	r = mp_session_run(&t->sopts, &p);
-	if (r == 0) {
-		if (t->out_fd >= 0) {
-			int w = write_profile(t->out_fd, p);
-
-			if (w < 0)
-				log_error_errno(w, "pid %d: writing the profile: %m", (int)t->pid);
-			else
-				log_debug("pid %d: profile written", (int)t->pid);
-		}
-		stream_chunk(t, p, true);
-	}
+	if (r == 0)
+		emit_final(t, p);
 	mp_profile_free(p);
 	if (t->out_fd >= 0) {
 		close(t->out_fd);
@@ -463,47 +498,57 @@ static void deadline(struct timespec *ts, int seconds)
 	ts->tv_sec += seconds;
 }
 
-static int do_attach(struct request *q)
+/* What an attach request asks for. */
+struct attach_req {
+	pid_t pid;
+	uint64_t duration_ns, sample_bytes;
+	uint32_t mode; /* UINT32_MAX: the configured default */
+};
+
+/* Parses and authorizes an attach request; replies on failure. */
+static int attach_parse(struct request *q, struct attach_req *a)
 {
-	struct service *svc = q->svc;
-	struct mp_config *cfg;
-	struct target *t;
-	struct timespec ts;
-	uint64_t dur = 0, sample_bytes = 0;
-	uint32_t mode = UINT32_MAX; /* the configured default */
 	const char *mode_s;
-	char why[256], path[64];
-	pid_t pid = 0;
-	ssize_t n;
+	char why[256];
 	int r;
 
-	r = get_pid(q, &pid);
+	*a = (struct attach_req){ .mode = UINT32_MAX };
+	r = get_pid(q, &a->pid);
 	if (r < 0)
 		return r;
-	r = mp_ctl_get_u64(&q->msg, "duration_ns", UINT64_MAX / 2, &dur);
+	r = mp_ctl_get_u64(&q->msg, "duration_ns", UINT64_MAX / 2, &a->duration_ns);
 	if (r == -EINVAL)
 		return fail(q, r, "invalid duration_ns");
 	mode_s = mp_ctl_get(&q->msg, "mode");
-	if (mode_s && mp_trace_mode_parse(mode_s, &mode) < 0)
+	if (mode_s && mp_trace_mode_parse(mode_s, &a->mode) < 0)
 		return fail(q, -EINVAL, "invalid mode (precise, sampled or rss)");
-	r = mp_ctl_get_u64(&q->msg, "sample_bytes", 1ull << 40, &sample_bytes);
-	if (r == -EINVAL || (r == 0 && !sample_bytes))
+	r = mp_ctl_get_u64(&q->msg, "sample_bytes", 1ull << 40, &a->sample_bytes);
+	if (r == -EINVAL || (r == 0 && !a->sample_bytes))
 		return fail(q, -EINVAL, "invalid sample_bytes");
 	r = check_out_fd(q);
 	if (r < 0)
 		return r;
-	r = mp_service_authorize(q->uid, q->gid, pid, why, sizeof(why));
+	r = mp_service_authorize(q->uid, q->gid, a->pid, why, sizeof(why));
 	if (r < 0) {
-		log_notice("refused attach to pid %d requested by uid %u (pid %d): %s", (int)pid,
+		log_notice("refused attach to pid %d requested by uid %u (pid %d): %s", (int)a->pid,
 			   (unsigned)q->uid, (int)q->peer_pid, why);
 		return fail(q, r, "not permitted: %s", why);
 	}
+	return 0;
+}
+
+/* A new target for @pid, owning the request's output fd. */
+static int target_new(struct request *q, pid_t pid, struct target **ret)
+{
+	struct target *t;
+	char path[64];
+	ssize_t n;
 
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return fail(q, -ENOMEM, "out of memory");
 	pthread_mutex_init(&t->dump_lock, NULL);
-	t->svc = svc;
+	t->svc = q->svc;
 	t->pid = pid;
 	t->uid = q->uid;
 	t->gid = q->gid;
@@ -515,74 +560,130 @@ static int do_attach(struct request *q)
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	n = readlink(path, t->exe, sizeof(t->exe) - 1);
 	t->exe[n > 0 ? n : 0] = '\0';
-	if (t->ctl.stop_fd < 0 || t->ctl.snapshot_fd < 0) {
-		r = fail(q, -errno, "eventfd: %s", strerror(errno));
-		goto err;
-	}
+	*ret = t;
+	if (t->ctl.stop_fd < 0 || t->ctl.snapshot_fd < 0)
+		return fail(q, -errno, "eventfd: %s", strerror(errno));
+	return 0;
+}
+
+/* The request's own stream URLs, checked. */
+static int target_add_streams(struct request *q, struct target *t)
+{
+	int r;
+
 	for (size_t i = 0; i < q->msg.n; i++) {
 		const char *url = q->msg.f[i].value;
 
 		if (strcmp(q->msg.f[i].key, "stream"))
 			continue;
-		if (t->n_streams >= MAX_TARGET_STREAMS) {
-			r = fail(q, -E2BIG, "at most %d --stream per target", MAX_TARGET_STREAMS);
-			goto err;
-		}
+		if (t->n_streams >= MAX_TARGET_STREAMS)
+			return fail(q, -E2BIG, "at most %d --stream per target",
+				    MAX_TARGET_STREAMS);
 		/* The daemon may reach sockets the requester may not: only
 		 * root names Unix sockets (configured collectors are root's). */
-		if (q->uid != 0 && !strncmp(url, "unix:", 5)) {
-			r = fail(q, -EPERM, "only root may stream to a Unix socket ('%s')", url);
-			goto err;
-		}
+		if (q->uid != 0 && !strncmp(url, "unix:", 5))
+			return fail(q, -EPERM, "only root may stream to a Unix socket ('%s')", url);
 		r = mp_stream_url_check(url);
 		if (r < 0) {
 			fail(q, r, "invalid stream URL '%s'%s", url,
 			     r == -EPROTONOSUPPORT ? " (this build has no pprof encoder)" : "");
-			goto err;
+			return r;
 		}
 		t->streams[t->n_streams] = strdup(url);
-		if (!t->streams[t->n_streams]) {
-			r = fail(q, -ENOMEM, "out of memory");
-			goto err;
-		}
+		if (!t->streams[t->n_streams])
+			return fail(q, -ENOMEM, "out of memory");
 		t->n_streams++;
 	}
+	return 0;
+}
 
-	pthread_mutex_lock(&svc->lock);
-	cfg = svc->cfg;
-	r = 0;
+/* Under svc->lock: admission (shutdown, max_targets, one session per
+ * pid), then the session settings from the request and the
+ * configuration. */
+static int target_configure_locked(struct request *q, struct target *t, const struct attach_req *a)
+{
+	struct service *svc = q->svc;
+	struct mp_config *cfg = svc->cfg;
+	int r = 0;
+
 	if (svc->stopping)
-		r = fail(q, -ESHUTDOWN, "the service is shutting down");
-	else if (svc->n_targets >= cfg->max_targets)
-		r = fail(q, -EMFILE, "too many targets (max_targets = %u)", cfg->max_targets);
-	for (struct target *o = svc->targets; o && r == 0; o = o->next)
-		if (o->pid == pid && o->state != T_DONE)
-			r = fail(q, -EBUSY, "pid %d is already being profiled", (int)pid);
-	if (r == 0) {
-		t->id = ++svc->next_id;
-		t->sopts.pid = pid;
-		t->sopts.duration_ns = dur;
-		t->sopts.rss_hz = cfg->rss_hz;
-		t->sopts.pss_every = cfg->pss_every;
-		t->sopts.bpf_ring_bytes = cfg->bpf_ring_bytes;
-		t->sopts.mode = mode != UINT32_MAX ? mode : cfg->mode;
-		t->sopts.sample_bytes = sample_bytes ? sample_bytes : cfg->sample_bytes;
-		t->sopts.verbose = svc->o->verbose;
-		t->sopts.on_attached = on_attached;
-		t->sopts.on_attached_ctx = t;
-		t->sopts.ctl = &t->ctl;
-		t->ctl.snapshot_period_ns = cfg->stream_interval_ns;
-		t->ctl.on_snapshot = on_snapshot;
-		t->ctl.want_periodic = want_periodic;
-		t->ctl.ctx = t;
-		for (size_t i = 0; i < cfg->n_owners && r == 0; i++) {
-			t->owners[i] = strdup(cfg->owners[i]);
-			if (!t->owners[i])
-				r = fail(q, -ENOMEM, "out of memory");
-			else
-				t->sopts.owner_rules[t->sopts.n_owner_rules++] = t->owners[i];
-		}
+		return fail(q, -ESHUTDOWN, "the service is shutting down");
+	if (svc->n_targets >= cfg->max_targets)
+		return fail(q, -EMFILE, "too many targets (max_targets = %u)", cfg->max_targets);
+	for (struct target *o = svc->targets; o; o = o->next)
+		if (o->pid == a->pid && o->state != T_DONE)
+			return fail(q, -EBUSY, "pid %d is already being profiled", (int)a->pid);
+	t->id = ++svc->next_id;
+	t->sopts.pid = a->pid;
+	t->sopts.duration_ns = a->duration_ns;
+	t->sopts.rss_hz = cfg->rss_hz;
+	t->sopts.pss_every = cfg->pss_every;
+	t->sopts.bpf_ring_bytes = cfg->bpf_ring_bytes;
+	t->sopts.mode = a->mode != UINT32_MAX ? a->mode : cfg->mode;
+	t->sopts.sample_bytes = a->sample_bytes ? a->sample_bytes : cfg->sample_bytes;
+	t->sopts.verbose = svc->o->verbose;
+	t->sopts.on_attached = on_attached;
+	t->sopts.on_attached_ctx = t;
+	t->sopts.ctl = &t->ctl;
+	t->ctl.snapshot_period_ns = cfg->stream_interval_ns;
+	t->ctl.on_snapshot = on_snapshot;
+	t->ctl.want_periodic = want_periodic;
+	t->ctl.ctx = t;
+	for (size_t i = 0; i < cfg->n_owners && r == 0; i++) {
+		t->owners[i] = strdup(cfg->owners[i]);
+		if (!t->owners[i])
+			r = fail(q, -ENOMEM, "out of memory");
+		else
+			t->sopts.owner_rules[t->sopts.n_owner_rules++] = t->owners[i];
 	}
+	return r;
+}
+
+/* Under svc->lock: waits (bounded) for the session to attach, replies. */
+static int attach_wait_locked(struct request *q, struct target *t)
+{
+	struct service *svc = q->svc;
+	struct timespec ts;
+	int r = 0;
+
+	deadline(&ts, ATTACH_TIMEOUT_S);
+	while (t->state == T_STARTING)
+		if (pthread_cond_timedwait(&svc->cond, &svc->lock, &ts) == ETIMEDOUT)
+			break;
+	if (t->state == T_RUNNING) {
+		ok(q);
+		mp_ctl_add(&q->reply, "target", "%" PRIu64, t->id);
+		mp_ctl_add(&q->reply, "exe", "%s", t->exe);
+		log_info("pid %d (%s): attached for uid %u (target %" PRIu64 ")", (int)t->pid,
+			 t->exe, (unsigned)q->uid, t->id);
+	} else if (t->state == T_DONE) {
+		r = t->result < 0 ? t->result : -ESRCH;
+		fail(q, r, "attaching to pid %d failed: %s (see the service log)", (int)t->pid,
+		     strerror(-r));
+	} else {
+		/* Still attaching: the session goes on and can be detached. */
+		r = fail(q, -ETIMEDOUT, "attaching to pid %d takes too long", (int)t->pid);
+	}
+	return r;
+}
+
+static int do_attach(struct request *q)
+{
+	struct service *svc = q->svc;
+	struct attach_req a;
+	struct target *t = NULL;
+	int r;
+
+	r = attach_parse(q, &a);
+	if (r < 0)
+		return r;
+	r = target_new(q, a.pid, &t);
+	if (r == 0)
+		r = target_add_streams(q, t);
+	if (r < 0)
+		goto err;
+	pthread_mutex_lock(&svc->lock);
+	r = target_configure_locked(q, t, &a);
 	if (r == 0) {
 		t->state = T_STARTING;
 		t->users = 1;
@@ -597,24 +698,7 @@ static int do_attach(struct request *q)
 	t->next = svc->targets;
 	svc->targets = t;
 	svc->n_targets++;
-	deadline(&ts, ATTACH_TIMEOUT_S);
-	while (t->state == T_STARTING)
-		if (pthread_cond_timedwait(&svc->cond, &svc->lock, &ts) == ETIMEDOUT)
-			break;
-	if (t->state == T_RUNNING) {
-		ok(q);
-		mp_ctl_add(&q->reply, "target", "%" PRIu64, t->id);
-		mp_ctl_add(&q->reply, "exe", "%s", t->exe);
-		log_info("pid %d (%s): attached for uid %u (target %" PRIu64 ")", (int)pid, t->exe,
-			 (unsigned)q->uid, t->id);
-	} else if (t->state == T_DONE) {
-		r = t->result < 0 ? t->result : -ESRCH;
-		fail(q, r, "attaching to pid %d failed: %s (see the service log)", (int)pid,
-		     strerror(-r));
-	} else {
-		/* Still attaching: the session goes on and can be detached. */
-		r = fail(q, -ETIMEDOUT, "attaching to pid %d takes too long", (int)pid);
-	}
+	r = attach_wait_locked(q, t);
 	t->users--;
 	pthread_mutex_unlock(&svc->lock);
 	wake_reaper(svc);
@@ -945,6 +1029,94 @@ static void shutdown_all(struct service *svc)
 			    (unsigned long long)(SHUTDOWN_FLUSH_NS / 1000000000ull));
 }
 
+/* Every thread inherits the mask set here: signals go to the signalfd. */
+static int service_signals(int *ret_sfd)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	*ret_sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	return *ret_sfd < 0 ? -errno : 0;
+}
+
+/* Streamer, configuration, control socket; READY=1 once listening. */
+static int service_start(struct service *svc, int *ret_lfd)
+{
+	int r;
+
+	r = mp_streamer_new(64ull << 20, &svc->streamer);
+	if (r < 0)
+		return log_error_errno(r, "streamer: %m");
+	r = load_config(svc, true);
+	if (r < 0)
+		return r;
+	r = open_control(svc->control_path, ret_lfd);
+	if (r == -EADDRINUSE)
+		return log_error_errno(r, "control socket %s: another memprofd is running",
+				       svc->control_path);
+	if (r < 0)
+		return log_error_errno(r, "control socket %s: %m", svc->control_path);
+	log_info("listening on %s", svc->control_path);
+	sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%d", svc->control_path,
+		   (int)getpid());
+	return 0;
+}
+
+/* Drains the signalfd: SIGHUP reloads; returns false on SIGTERM/SIGINT. */
+static bool service_on_signals(struct service *svc, int sfd)
+{
+	struct signalfd_siginfo si;
+	bool running = true;
+
+	while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) {
+			sd_notify(0, "RELOADING=1");
+			log_info("SIGHUP: reloading %s", svc->config_path);
+			load_config(svc, false);
+			sd_notify(0, "READY=1");
+		} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+			running = false;
+		}
+	}
+	return running;
+}
+
+/* Until SIGTERM/SIGINT: control connections, ended targets, signals. */
+static int service_loop(struct service *svc, int lfd, int sfd)
+{
+	bool running = true;
+
+	while (running) {
+		struct pollfd pf[3] = {
+			{ .fd = lfd, .events = POLLIN },
+			{ .fd = sfd, .events = POLLIN },
+			{ .fd = svc->reap_fd, .events = POLLIN },
+		};
+
+		if (poll(pf, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return log_error_errno(-errno, "poll: %m");
+		}
+		if (pf[2].revents & POLLIN) {
+			uint64_t v;
+
+			if (read(svc->reap_fd, &v, sizeof(v)) == sizeof(v))
+				reap(svc);
+		}
+		if (pf[1].revents & POLLIN)
+			running = service_on_signals(svc, sfd);
+		if (running && (pf[0].revents & POLLIN))
+			accept_one(svc, lfd);
+	}
+	return 0;
+}
+
 int mp_service_run(const struct mp_service_opts *o)
 {
 	struct service svc = {
@@ -954,89 +1126,24 @@ int mp_service_run(const struct mp_service_opts *o)
 		.reap_fd = -1,
 		.started_ns = mp_now_ns(),
 	};
+	pthread_condattr_t ca;
 	int lfd = -1, sfd = -1, r;
-	sigset_t mask;
-	bool running = true;
 
 	pthread_mutex_init(&svc.lock, NULL);
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&svc.cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
-	/* Every thread inherits this mask: signals go to the signalfd. */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&svc.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	r = service_signals(&sfd);
 	svc.reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (sfd < 0 || svc.reap_fd < 0) {
-		r = log_error_errno(-errno, "signalfd/eventfd: %m");
+	if (r < 0 || svc.reap_fd < 0) {
+		r = log_error_errno(r < 0 ? r : -errno, "signalfd/eventfd: %m");
 		goto out;
 	}
-	r = mp_streamer_new(64ull << 20, &svc.streamer);
-	if (r < 0) {
-		log_error_errno(r, "streamer: %m");
-		goto out;
-	}
-	r = load_config(&svc, true);
+	r = service_start(&svc, &lfd);
 	if (r < 0)
 		goto out;
-	r = open_control(svc.control_path, &lfd);
-	if (r < 0) {
-		if (r == -EADDRINUSE)
-			log_error("control socket %s: another memprofd is running",
-				  svc.control_path);
-		else
-			log_error_errno(r, "control socket %s: %m", svc.control_path);
-		goto out;
-	}
-	log_info("listening on %s", svc.control_path);
-	sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%d", svc.control_path,
-		   (int)getpid());
-
-	while (running) {
-		struct pollfd pf[3] = {
-			{ .fd = lfd, .events = POLLIN },
-			{ .fd = sfd, .events = POLLIN },
-			{ .fd = svc.reap_fd, .events = POLLIN },
-		};
-
-		if (poll(pf, 3, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			r = log_error_errno(-errno, "poll: %m");
-			break;
-		}
-		if (pf[2].revents & POLLIN) {
-			uint64_t v;
-
-			if (read(svc.reap_fd, &v, sizeof(v)) == sizeof(v))
-				reap(&svc);
-		}
-		if (pf[1].revents & POLLIN) {
-			struct signalfd_siginfo si;
-
-			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-				if (si.ssi_signo == SIGHUP) {
-					sd_notify(0, "RELOADING=1");
-					log_info("SIGHUP: reloading %s", svc.config_path);
-					load_config(&svc, false);
-					sd_notify(0, "READY=1");
-				} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
-					running = false;
-				}
-			}
-		}
-		if (running && (pf[0].revents & POLLIN))
-			accept_one(&svc, lfd);
-	}
+	r = service_loop(&svc, lfd, sfd);
 	sd_notify(0, "STOPPING=1");
 	close(lfd);
 	lfd = -1;

@@ -185,6 +185,159 @@ static int parse_duty(const char *arg, uint64_t *ret_on, uint64_t *ret_period)
 	return 0;
 }
 
+/* An option parse_*_opt() does not know: the next one is asked. */
+#define NOT_MINE 1
+
+/* Where the profile goes: -o, --format, --stream, --print, --region. */
+static int parse_output_opt(struct mp_options *o, int c, bool with_pid)
+{
+	char *end;
+	double d;
+
+	switch (c) {
+	case 'o':
+		o->output = optarg;
+		return 0;
+	case OPT_STREAM:
+		if (!with_pid)
+			return bad("option", "--stream (memprofd --pid, or memprof attach)");
+		if (o->n_streams >= MP_OPTIONS_MAX_STREAMS)
+			return bad("(too many) --stream", optarg);
+		if (mp_stream_url_check(optarg) < 0)
+			return bad("--stream URL", optarg);
+		o->streams[o->n_streams++] = optarg;
+		return 0;
+	case OPT_STREAM_INTERVAL:
+		errno = 0;
+		d = strtod(optarg, &end);
+		if (errno || *end || !(d >= 0.05) || d > 86400)
+			return bad("--stream-interval", optarg);
+		o->stream_interval_ns = (uint64_t)(d * 1e9);
+		return 0;
+	case OPT_FORMAT:
+		if (!strcmp(optarg, "pprof"))
+			o->output_pprof = true;
+		else if (!strcmp(optarg, "memprof"))
+			o->output_pprof = false;
+		else
+			return bad("--format (memprof or pprof)", optarg);
+		return 0;
+	case OPT_PRINT:
+		if (!strcmp(optarg, "none")) {
+			o->print_none = true;
+			return 0;
+		}
+		o->print_none = false;
+		if (mp_report_format_parse(optarg, &o->print) < 0)
+			return bad("--print format", optarg);
+		return 0;
+	case OPT_POOL:
+		o->pool = optarg;
+		return 0;
+	case OPT_NO_PRELOAD:
+		if (with_pid)
+			return bad("option", "--no-preload");
+		o->no_preload = true;
+		return 0;
+	case OPT_REGION:
+		o->region = optarg;
+		return 0;
+	default:
+		return NOT_MINE;
+	}
+}
+
+/* What is traced and how: probes, owners, RSS, mode, duty cycle. */
+static int parse_trace_opt(struct mp_session_opts *s, int c)
+{
+	unsigned long v;
+
+	switch (c) {
+	case OPT_ALLOC:
+	case OPT_FREE:
+		if (s->n_extra >= MP_TRACER_MAX_EXTRA)
+			return bad("(too many) function", optarg);
+		if (mp_tracer_parse_func(optarg, c == OPT_FREE, &s->extra[s->n_extra]) < 0)
+			return bad(c == OPT_FREE ? "--free" : "--alloc", optarg);
+		s->n_extra++;
+		return 0;
+	case OPT_DEVICE: {
+		const struct mp_tracer_func *fs;
+		size_t n;
+
+		if (mp_tracer_device_preset(optarg, &fs, &n) < 0)
+			return bad("--device (cuda or hip)", optarg);
+		if (s->n_extra + n > MP_TRACER_MAX_EXTRA)
+			return bad("(too many functions with) --device", optarg);
+		for (size_t i = 0; i < n; i++)
+			s->extra[s->n_extra++] = fs[i];
+		return 0;
+	}
+	case OPT_OWNER:
+		if (s->n_owner_rules >= MP_SESSION_MAX_OWNER_RULES)
+			return bad("(too many) owner rule", optarg);
+		if (!strchr(optarg, '=') || optarg[0] == '=')
+			return bad("--owner", optarg);
+		s->owner_rules[s->n_owner_rules++] = optarg;
+		return 0;
+	case OPT_RSS_HZ:
+		if (parse_uint(optarg, MP_RSS_MAX_HZ, &v) < 0)
+			return bad("--rss-hz", optarg);
+		s->rss_hz = (unsigned)v;
+		return 0;
+	case OPT_PSS_EVERY:
+		if (parse_uint(optarg, 1000000, &v) < 0)
+			return bad("--pss-every", optarg);
+		s->pss_every = (unsigned)v;
+		return 0;
+	case OPT_RSS_EXACT:
+		s->rss_exact = true;
+		return 0;
+	case OPT_DUMP:
+		s->dump = stdout;
+		return 0;
+	case OPT_LAG:
+		if (parse_uint(optarg, 10000, &v) < 0)
+			return bad("--merge-lag-ms", optarg);
+		s->lag_ns = (uint64_t)v * 1000000ull;
+		return 0;
+	case OPT_MODE:
+		if (mp_trace_mode_parse(optarg, &s->mode) < 0)
+			return bad("--mode", optarg);
+		return 0;
+	case OPT_SAMPLE_BYTES:
+		if (parse_uint(optarg, 1ul << 40, &v) < 0 || !v)
+			return bad("--sample-bytes", optarg);
+		s->sample_bytes = v;
+		s->mode = MP_TRACE_SAMPLED;
+		return 0;
+	case OPT_TRACER:
+		if (!strcmp(optarg, "auto"))
+			s->tracer = 0;
+		else if (mp_tracer_path_parse(optarg, &s->tracer) < 0)
+			return bad("--tracer", optarg);
+		return 0;
+	case OPT_DUTY:
+		if (parse_duty(optarg, &s->duty_on_ns, &s->duty_period_ns) < 0)
+			return bad("--duty", optarg);
+		return 0;
+	default:
+		return NOT_MINE;
+	}
+}
+
+/* Settings that only make sense together. */
+static int options_check(struct mp_session_opts *s, bool with_pid)
+{
+	if (s->mode == MP_TRACE_SAMPLED && !s->sample_bytes)
+		s->sample_bytes = 4096;
+	if (s->duty_period_ns && s->mode == MP_TRACE_RSS)
+		return bad("--duty with --mode", "rss");
+	if (with_pid && !s->pid)
+		return log_error_errno(-EINVAL, "--pid PID is required (see --help)");
+	return 0;
+}
+
 int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 {
 	static const struct option longopts[] = {
@@ -219,7 +372,7 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 	unsigned long v;
 	char *end;
 	double d;
-	int c;
+	int c, r;
 
 	/* "+": stop at the first operand, it is the command of `memprof run`. */
 	while ((c = getopt_long(argc, argv, with_pid ? "+p:d:o:vh" : "+d:o:vh", longopts, NULL)) !=
@@ -241,122 +394,6 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 			if (!s->duration_ns)
 				s->duration_ns = 1;
 			break;
-		case 'o':
-			o->output = optarg;
-			break;
-		case OPT_STREAM:
-			if (!with_pid)
-				return bad("option",
-					   "--stream (memprofd --pid, or memprof attach)");
-			if (o->n_streams >= MP_OPTIONS_MAX_STREAMS)
-				return bad("(too many) --stream", optarg);
-			if (mp_stream_url_check(optarg) < 0)
-				return bad("--stream URL", optarg);
-			o->streams[o->n_streams++] = optarg;
-			break;
-		case OPT_STREAM_INTERVAL:
-			errno = 0;
-			d = strtod(optarg, &end);
-			if (errno || *end || !(d >= 0.05) || d > 86400)
-				return bad("--stream-interval", optarg);
-			o->stream_interval_ns = (uint64_t)(d * 1e9);
-			break;
-		case OPT_FORMAT:
-			if (!strcmp(optarg, "pprof"))
-				o->output_pprof = true;
-			else if (!strcmp(optarg, "memprof"))
-				o->output_pprof = false;
-			else
-				return bad("--format (memprof or pprof)", optarg);
-			break;
-		case OPT_PRINT:
-			if (!strcmp(optarg, "none")) {
-				o->print_none = true;
-				break;
-			}
-			o->print_none = false;
-			if (mp_report_format_parse(optarg, &o->print) < 0)
-				return bad("--print format", optarg);
-			break;
-		case OPT_REGION:
-			o->region = optarg;
-			break;
-		case OPT_ALLOC:
-		case OPT_FREE:
-			if (s->n_extra >= MP_TRACER_MAX_EXTRA)
-				return bad("(too many) function", optarg);
-			if (mp_tracer_parse_func(optarg, c == OPT_FREE, &s->extra[s->n_extra]) < 0)
-				return bad(c == OPT_FREE ? "--free" : "--alloc", optarg);
-			s->n_extra++;
-			break;
-		case OPT_DEVICE: {
-			const struct mp_tracer_func *fs;
-			size_t n;
-
-			if (mp_tracer_device_preset(optarg, &fs, &n) < 0)
-				return bad("--device (cuda or hip)", optarg);
-			if (s->n_extra + n > MP_TRACER_MAX_EXTRA)
-				return bad("(too many functions with) --device", optarg);
-			for (size_t i = 0; i < n; i++)
-				s->extra[s->n_extra++] = fs[i];
-			break;
-		}
-		case OPT_POOL:
-			o->pool = optarg;
-			break;
-		case OPT_OWNER:
-			if (s->n_owner_rules >= MP_SESSION_MAX_OWNER_RULES)
-				return bad("(too many) owner rule", optarg);
-			if (!strchr(optarg, '=') || optarg[0] == '=')
-				return bad("--owner", optarg);
-			s->owner_rules[s->n_owner_rules++] = optarg;
-			break;
-		case OPT_RSS_HZ:
-			if (parse_uint(optarg, MP_RSS_MAX_HZ, &v) < 0)
-				return bad("--rss-hz", optarg);
-			s->rss_hz = (unsigned)v;
-			break;
-		case OPT_PSS_EVERY:
-			if (parse_uint(optarg, 1000000, &v) < 0)
-				return bad("--pss-every", optarg);
-			s->pss_every = (unsigned)v;
-			break;
-		case OPT_RSS_EXACT:
-			s->rss_exact = true;
-			break;
-		case OPT_DUMP:
-			s->dump = stdout;
-			break;
-		case OPT_LAG:
-			if (parse_uint(optarg, 10000, &v) < 0)
-				return bad("--merge-lag-ms", optarg);
-			s->lag_ns = (uint64_t)v * 1000000ull;
-			break;
-		case OPT_MODE:
-			if (mp_trace_mode_parse(optarg, &s->mode) < 0)
-				return bad("--mode", optarg);
-			break;
-		case OPT_SAMPLE_BYTES:
-			if (parse_uint(optarg, 1ul << 40, &v) < 0 || !v)
-				return bad("--sample-bytes", optarg);
-			s->sample_bytes = v;
-			s->mode = MP_TRACE_SAMPLED;
-			break;
-		case OPT_DUTY:
-			if (parse_duty(optarg, &s->duty_on_ns, &s->duty_period_ns) < 0)
-				return bad("--duty", optarg);
-			break;
-		case OPT_TRACER:
-			if (!strcmp(optarg, "auto"))
-				s->tracer = 0;
-			else if (mp_tracer_path_parse(optarg, &s->tracer) < 0)
-				return bad("--tracer", optarg);
-			break;
-		case OPT_NO_PRELOAD:
-			if (with_pid)
-				return bad("option", "--no-preload");
-			o->no_preload = true;
-			break;
 		case 'v':
 			s->verbose = true;
 			mp_log_set_max_level(LOG_DEBUG);
@@ -364,17 +401,14 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 		case 'h':
 			return 1;
 		default:
-			return -EINVAL;
+			r = parse_output_opt(o, c, with_pid);
+			if (r == NOT_MINE)
+				r = parse_trace_opt(s, c);
+			if (r)
+				return r == NOT_MINE ? -EINVAL : r;
 		}
 	}
-	if (s->mode == MP_TRACE_SAMPLED && !s->sample_bytes)
-		s->sample_bytes = 4096;
-	if (s->duty_period_ns && s->mode == MP_TRACE_RSS)
-		return bad("--duty with --mode", "rss");
-	if (with_pid && !s->pid) {
-		return log_error_errno(-EINVAL, "--pid PID is required (see --help)");
-	}
-	return 0;
+	return options_check(s, with_pid);
 }
 
 int mp_options_emit(const struct mp_options *o, const struct mp_profile *p)

@@ -454,7 +454,28 @@ static void describe_process(struct session *s)
 	s->cmdline = read_text(path, 4096, true);
 }
 
-static int setup(struct session *s, sigset_t *blocked)
+/* The session's fds: epoll, tick, deadline, signals or the periodic
+ * snapshot timer. */
+static int setup_fds(struct session *s, sigset_t *blocked)
+{
+	const struct mp_session_opts *o = s->o;
+
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	s->deadlinefd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (!o->ctl)
+		s->sigfd = signalfd(-1, blocked, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (o->ctl && o->ctl->snapshot_period_ns)
+		s->periodicfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->epfd < 0 || s->tickfd < 0 || s->deadlinefd < 0 || (!o->ctl && s->sigfd < 0) ||
+	    (o->ctl && o->ctl->snapshot_period_ns && s->periodicfd < 0))
+		return log_error_errno(-errno, "pid %d: event loop setup: %m", (int)o->pid);
+
+	return 0;
+}
+
+/* The stages: merge, live table, maps, tracer, correlator, RSS sampler. */
+static int setup_pipeline(struct session *s)
 {
 	const struct mp_session_opts *o = s->o;
 	struct mp_tracer_opts topts = {
@@ -474,19 +495,6 @@ static int setup(struct session *s, sigset_t *blocked)
 		.resolve_ctx = s,
 	};
 	int r;
-
-	libbpf_set_print(libbpf_print);
-
-	s->epfd = epoll_create1(EPOLL_CLOEXEC);
-	s->tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	s->deadlinefd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (!o->ctl)
-		s->sigfd = signalfd(-1, blocked, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (o->ctl && o->ctl->snapshot_period_ns)
-		s->periodicfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (s->epfd < 0 || s->tickfd < 0 || s->deadlinefd < 0 || (!o->ctl && s->sigfd < 0) ||
-	    (o->ctl && o->ctl->snapshot_period_ns && s->periodicfd < 0))
-		return log_error_errno(-errno, "pid %d: event loop setup: %m", (int)o->pid);
 
 	r = mp_merge_new(4096, &s->merge);
 	if (r < 0)
@@ -517,6 +525,11 @@ static int setup(struct session *s, sigset_t *blocked)
 	}
 	topts.no_heap_probes = s->path == MP_PATH_INPROCESS;
 	r = mp_tracer_new(&topts, &s->tracer);
+	if (r == -EOPNOTSUPP && (o->rss_exact || o->mode == MP_TRACE_RSS))
+		return log_error_errno(r,
+				       "pid %d: --rss-exact (and --mode rss) does not apply: "
+				       "this kernel has no rss_stat tracepoint",
+				       (int)o->pid);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: attaching the allocator tracer: %m",
 				       (int)o->pid);
@@ -550,6 +563,15 @@ static int setup(struct session *s, sigset_t *blocked)
 			return log_error_errno(r, "pid %d: epoll: %m", (int)o->pid);
 	}
 
+	return 0;
+}
+
+/* Timers armed, every fd in the epoll set. */
+static int setup_loop(struct session *s)
+{
+	const struct mp_session_opts *o = s->o;
+	int r;
+
 	r = mp_timer_arm(s->tickfd, s->path == MP_PATH_INPROCESS ? TICK_INPROCESS_NS : TICK_NS,
 			 s->path == MP_PATH_INPROCESS ? TICK_INPROCESS_NS : TICK_NS);
 	if (r < 0)
@@ -578,6 +600,23 @@ static int setup(struct session *s, sigset_t *blocked)
 		r = ep_add(s, s->deadlinefd, EP_DEADLINE);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: epoll: %m", (int)o->pid);
+
+	return 0;
+}
+
+static int setup(struct session *s, sigset_t *blocked)
+{
+	const struct mp_session_opts *o = s->o;
+	int r;
+
+	libbpf_set_print(libbpf_print);
+	r = setup_fds(s, blocked);
+	if (r == 0)
+		r = setup_pipeline(s);
+	if (r == 0)
+		r = setup_loop(s);
+	if (r < 0)
+		return r;
 
 	/* The ring may already exist (memprof run stops the target after
 	 * libmemprof's constructor): open it before the target runs on. */

@@ -654,6 +654,13 @@ static struct item *http_request(const struct collector *c, const struct mp_chun
 int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 		     const struct mp_profile *p, char *const *extra, size_t n_extra)
 {
+	return mp_streamer_push_encoded(s, m, p, NULL, 0, extra, n_extra);
+}
+
+int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *m,
+			     const struct mp_profile *p, const uint8_t *msg, size_t msg_len,
+			     char *const *extra, size_t n_extra)
+{
 	struct collector *targets[MP_STREAM_MAX_COLLECTORS];
 	uint8_t *pb = NULL, *pp = NULL;
 	size_t nt = 0, pb_len = 0, pp_len = 0;
@@ -682,11 +689,14 @@ int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 	}
 	if (!nt)
 		return r;
-	/* Encoded once, outside the lock, framed per collector below. */
-	if (want_pb) {
+	/* Encoded once (or by the caller), outside the lock, framed per
+	 * collector below. */
+	if (want_pb && !msg) {
 		r = mp_profile_encode(p, &pb, &pb_len);
 		if (r < 0)
 			return r;
+		msg = pb;
+		msg_len = pb_len;
 	}
 #if HAVE_PPROF
 	if (want_pp) {
@@ -707,7 +717,7 @@ int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 		struct item *it = NULL;
 
 		if (c->kind != K_HTTP)
-			it = frame_chunk(m, pb, pb_len, l ? l->n : 0);
+			it = frame_chunk(m, msg, msg_len, l ? l->n : 0);
 #if HAVE_PPROF
 		else
 			it = http_request(c, m, pp, pp_len);

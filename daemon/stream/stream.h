@@ -54,6 +54,12 @@ void mp_streamer_set_buffer(struct mp_streamer *s, uint64_t buffer_bytes);
 int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 		     const struct mp_profile *p, char *const *extra, size_t n_extra);
 
+/* Same, with @p already encoded as a bare memprof.Profile in @msg (the
+ * caller wrote it to a file too): the profile is not encoded twice. */
+int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *m,
+			     const struct mp_profile *p, const uint8_t *msg, size_t msg_len,
+			     char *const *extra, size_t n_extra);
+
 /* Whether a chunk of a target with @n_extra own URLs would go anywhere. */
 bool mp_streamer_wanted(struct mp_streamer *s, size_t n_extra);
 

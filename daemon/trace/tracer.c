@@ -25,8 +25,6 @@
 #include "symbols.h"
 #include "util.h"
 
-_Static_assert(MP_FN_MMAP == 10 && MP_FN_MUNMAP == 11 && MP_FN_MREMAP == 12 && MP_FN_BRK == 13,
-	       "bpf/memprof.bpf.c hard-codes these");
 _Static_assert(MP_FN_CUSTOM + MP_TRACER_MAX_EXTRA <= 0xff,
 	       "the attach cookie holds the function in 8 bits");
 
@@ -633,20 +631,56 @@ static int check_target(pid_t pid)
 	return tgid == pid ? 0 : -EINVAL;
 }
 
-/* Multi-uprobe links (kernel 6.6+): attach in one call per object and,
- * above all, detach in milliseconds instead of 0.1-0.2 s per probe. */
-static bool kernel_has_uprobe_multi(void)
-{
-	static int cached = -1;
-	struct btf *btf;
+/* What the running kernel offers, read once from its BTF. */
+struct kernel_facts {
+	/* Multi-uprobe links (kernel 6.6+): attach in one call per object
+	 * and, above all, detach in milliseconds instead of 0.1-0.2 s per
+	 * probe. */
+	bool uprobe_multi;
+	bool rss_stat; /* the rss_stat tracepoint (5.5+) */
+	__u32 nr_mm_counters; /* enum NR_MM_COUNTERS, for rss_stat members */
+};
 
-	if (cached < 0) {
-		btf = btf__load_vmlinux_btf();
-		cached = btf &&
-			 btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
-		btf__free(btf);
+static __u32 btf_enum_value(const struct btf *btf, const char *name, __u32 dflt)
+{
+	__u32 n = btf__type_cnt(btf);
+
+	for (__u32 id = 1; id < n; id++) {
+		const struct btf_type *t = btf__type_by_id(btf, id);
+		const struct btf_enum *e;
+
+		if (!btf_is_enum(t))
+			continue;
+		e = btf_enum(t);
+		for (__u16 i = 0; i < btf_vlen(t); i++)
+			if (!strcmp(btf__name_by_offset(btf, e[i].name_off), name))
+				return (__u32)e[i].val;
 	}
-	return cached;
+	return dflt;
+}
+
+static struct kernel_facts facts;
+
+static void read_kernel_facts(void)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+
+	facts.nr_mm_counters = 4;
+	if (!btf)
+		return;
+	facts.uprobe_multi =
+		btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
+	facts.rss_stat = btf__find_by_name_kind(btf, "btf_trace_rss_stat", BTF_KIND_TYPEDEF) >= 0;
+	facts.nr_mm_counters = btf_enum_value(btf, "NR_MM_COUNTERS", 4);
+	btf__free(btf);
+}
+
+static const struct kernel_facts *kernel_facts(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, read_kernel_facts);
+	return &facts;
 }
 
 /* The duty timer expired: switch the allocator probes off or on. Frees of
@@ -672,10 +706,129 @@ static int duty_toggle(struct mp_tracer *t)
 	return mp_timer_arm(t->dutyfd, t->opts.duty_on_ns, 0);
 }
 
+/* The skeleton opened and configured through its rodata and map sizes,
+ * not loaded yet. */
+static int tracer_open(struct mp_tracer *t)
+{
+	const struct mp_tracer_opts *opts = &t->opts;
+	int r;
+
+	t->skel = memprof_bpf__open();
+	if (!t->skel)
+		return -errno;
+	t->skel->rodata->target_tgid = (uint32_t)opts->pid;
+	if (opts->mode > MP_TRACE_RSS || (opts->mode == MP_TRACE_SAMPLED && !opts->sample_bytes) ||
+	    (opts->sample_bytes >> 40) ||
+	    (opts->duty_period_ns &&
+	     (!opts->duty_on_ns || opts->duty_on_ns >= opts->duty_period_ns)))
+		return -EINVAL;
+	if (opts->mode == MP_TRACE_SAMPLED) {
+		t->skel->rodata->sample_bytes = opts->sample_bytes;
+		fill_exp_table(t->skel->rodata->exp_table, MP_EXP_TABLE);
+		r = bpf_map__set_max_entries(t->skel->maps.sampled, opts->sampled_max ?
+									    opts->sampled_max :
+									    MP_TRACER_SAMPLED_MAX);
+		if (r < 0)
+			return r;
+	}
+	t->skel->rodata->trace_brk = opts->mode == MP_TRACE_RSS;
+	if (opts->mode == MP_TRACE_RSS)
+		t->opts.rss_exact = true;
+	t->skel->rodata->page_size = (__u32)getpagesize();
+	/* The members userspace names (enum mp_rss_member) are the first 4. */
+	t->skel->rodata->nr_mm_counters =
+		kernel_facts()->nr_mm_counters < 4 ? kernel_facts()->nr_mm_counters : 4;
+	if (t->opts.rss_exact && !kernel_facts()->rss_stat)
+		return -EOPNOTSUPP;
+	t->multi = !opts->perf_uprobes && kernel_facts()->uprobe_multi;
+	if (t->multi) {
+		struct bpf_program *up[] = {
+			t->skel->progs.mp_entry,      t->skel->progs.mp_return,
+			t->skel->progs.mp_free,	      t->skel->progs.mp_caller_hint,
+			t->skel->progs.mp_pool_entry, t->skel->progs.mp_pool_return
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(up); i++)
+			bpf_program__set_expected_attach_type(up[i], MP_BPF_TRACE_UPROBE_MULTI);
+	}
+	if (opts->ring_bytes) {
+		uint32_t rb = opts->ring_bytes;
+
+		if (rb < (uint32_t)getpagesize() || (rb & (rb - 1)))
+			return -EINVAL;
+		r = bpf_map__set_max_entries(t->skel->maps.events, rb);
+		if (r < 0)
+			return r;
+		if (t->skel->rodata->wakeup_bytes > rb / 4)
+			t->skel->rodata->wakeup_bytes = rb / 4;
+	}
+	bpf_program__set_autoload(t->skel->progs.mp_rss_stat, t->opts.rss_exact);
+	return 0;
+}
+
+/* Loaded, the process-wide programs attached, the ring buffer open and,
+ * unless in rss mode, the allocator probes attached. */
+static int tracer_load_attach(struct mp_tracer *t)
+{
+	int r;
+
+	r = memprof_bpf__load(t->skel);
+	if (r < 0)
+		return r;
+	t->sys_links[0] = bpf_program__attach(t->skel->progs.mp_sys_enter);
+	t->sys_links[1] = t->sys_links[0] ? bpf_program__attach(t->skel->progs.mp_sys_exit) : NULL;
+	t->sys_links[2] = t->sys_links[1] ? bpf_program__attach(t->skel->progs.mp_exec) : NULL;
+	if (!t->sys_links[2])
+		return -errno;
+	if (t->opts.rss_exact) {
+		t->sys_links[3] = bpf_program__attach(t->skel->progs.mp_rss_stat);
+		if (!t->sys_links[3])
+			return -errno;
+	}
+	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_sample, t, NULL);
+	if (!t->rb)
+		return -errno;
+	if (t->opts.mode != MP_TRACE_RSS) {
+		r = resolve_and_attach(t, false);
+		if (r < 0)
+			return r;
+		t->duty_on = true;
+		t->duty_since_ns = mp_now_ns();
+	}
+	return 0;
+}
+
+static int epoll_add_in(int epfd, int fd)
+{
+	struct epoll_event ee = { .events = EPOLLIN, .data.fd = fd };
+
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ee) < 0 ? -errno : 0;
+}
+
+/* One epoll fd for the session: ring buffer, target exit, duty timer. */
+static int tracer_setup_epoll(struct mp_tracer *t)
+{
+	const struct mp_tracer_opts *opts = &t->opts;
+	int r;
+
+	t->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (t->epfd < 0)
+		return -errno;
+	r = epoll_add_in(t->epfd, ring_buffer__epoll_fd(t->rb));
+	if (r == 0)
+		r = epoll_add_in(t->epfd, t->pidfd);
+	if (r < 0 || !opts->duty_period_ns || opts->mode == MP_TRACE_RSS)
+		return r;
+	t->dutyfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	r = t->dutyfd < 0 ? -errno : mp_timer_arm(t->dutyfd, opts->duty_on_ns, 0);
+	if (r == 0)
+		r = epoll_add_in(t->epfd, t->dutyfd);
+	return r;
+}
+
 int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 {
 	struct mp_tracer *t;
-	struct epoll_event ee = { .events = EPOLLIN };
 	int r;
 
 	if (opts->n_extra > MP_TRACER_MAX_EXTRA)
@@ -695,120 +848,19 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 	t->opts.extra = t->extra;
 
 	t->pidfd = pidfd_open_(opts->pid);
-	if (t->pidfd < 0) {
-		r = -errno;
-		goto fail;
-	}
-	t->skel = memprof_bpf__open();
-	if (!t->skel) {
-		r = -errno;
-		goto fail;
-	}
-	t->skel->rodata->target_tgid = (uint32_t)opts->pid;
-	if (opts->mode > MP_TRACE_RSS || (opts->mode == MP_TRACE_SAMPLED && !opts->sample_bytes) ||
-	    (opts->sample_bytes >> 40) ||
-	    (opts->duty_period_ns &&
-	     (!opts->duty_on_ns || opts->duty_on_ns >= opts->duty_period_ns))) {
-		r = -EINVAL;
-		goto fail;
-	}
-	if (opts->mode == MP_TRACE_SAMPLED) {
-		t->skel->rodata->sample_bytes = opts->sample_bytes;
-		fill_exp_table(t->skel->rodata->exp_table, MP_EXP_TABLE);
-		r = bpf_map__set_max_entries(t->skel->maps.sampled, opts->sampled_max ?
-									    opts->sampled_max :
-									    MP_TRACER_SAMPLED_MAX);
-		if (r < 0)
-			goto fail;
-	}
-	t->skel->rodata->trace_brk = opts->mode == MP_TRACE_RSS;
-	if (opts->mode == MP_TRACE_RSS)
-		t->opts.rss_exact = true;
-	t->multi = !opts->perf_uprobes && kernel_has_uprobe_multi();
-	if (t->multi) {
-		struct bpf_program *up[] = {
-			t->skel->progs.mp_entry,      t->skel->progs.mp_return,
-			t->skel->progs.mp_free,	      t->skel->progs.mp_caller_hint,
-			t->skel->progs.mp_pool_entry, t->skel->progs.mp_pool_return
-		};
-
-		for (size_t i = 0; i < sizeof(up) / sizeof(up[0]); i++)
-			bpf_program__set_expected_attach_type(up[i], MP_BPF_TRACE_UPROBE_MULTI);
-	}
-	if (opts->ring_bytes) {
-		uint32_t rb = opts->ring_bytes;
-
-		if (rb < (uint32_t)getpagesize() || (rb & (rb - 1))) {
-			r = -EINVAL;
-			goto fail;
-		}
-		r = bpf_map__set_max_entries(t->skel->maps.events, rb);
-		if (r < 0)
-			goto fail;
-		if (t->skel->rodata->wakeup_bytes > rb / 4)
-			t->skel->rodata->wakeup_bytes = rb / 4;
-	}
-	bpf_program__set_autoload(t->skel->progs.mp_rss_stat, t->opts.rss_exact);
-	r = memprof_bpf__load(t->skel);
-	if (r < 0)
-		goto fail;
-	t->sys_links[0] = bpf_program__attach(t->skel->progs.mp_sys_enter);
-	t->sys_links[1] = t->sys_links[0] ? bpf_program__attach(t->skel->progs.mp_sys_exit) : NULL;
-	t->sys_links[2] = t->sys_links[1] ? bpf_program__attach(t->skel->progs.mp_exec) : NULL;
-	if (!t->sys_links[2]) {
-		r = -errno;
-		goto fail;
-	}
-	if (t->opts.rss_exact) {
-		t->sys_links[3] = bpf_program__attach(t->skel->progs.mp_rss_stat);
-		if (!t->sys_links[3]) {
-			r = -errno;
-			goto fail;
-		}
-	}
-	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_sample, t, NULL);
-	if (!t->rb) {
-		r = -errno;
-		goto fail;
-	}
-	if (opts->mode != MP_TRACE_RSS) {
-		r = resolve_and_attach(t, false);
-		if (r < 0)
-			goto fail;
-		t->duty_on = true;
-		t->duty_since_ns = mp_now_ns();
-	}
-	t->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (t->epfd < 0) {
-		r = -errno;
-		goto fail;
-	}
-	ee.data.fd = ring_buffer__epoll_fd(t->rb);
-	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, ee.data.fd, &ee) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	ee.data.fd = t->pidfd;
-	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->pidfd, &ee) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if (opts->duty_period_ns && opts->mode != MP_TRACE_RSS) {
-		t->dutyfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-		r = t->dutyfd < 0 ? -errno : mp_timer_arm(t->dutyfd, opts->duty_on_ns, 0);
-		if (r < 0)
-			goto fail;
-		ee.data.fd = t->dutyfd;
-		if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->dutyfd, &ee) < 0) {
-			r = -errno;
-			goto fail;
-		}
+	r = t->pidfd < 0 ? -errno : 0;
+	if (r == 0)
+		r = tracer_open(t);
+	if (r == 0)
+		r = tracer_load_attach(t);
+	if (r == 0)
+		r = tracer_setup_epoll(t);
+	if (r < 0) {
+		mp_tracer_free(t);
+		return r;
 	}
 	*ret = t;
 	return 0;
-fail:
-	mp_tracer_free(t);
-	return r;
 }
 
 int mp_tracer_fd(const struct mp_tracer *t)

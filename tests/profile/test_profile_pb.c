@@ -370,3 +370,67 @@ Test(profile_pb, decoded_renders_identically)
 	mp_profile_free(p);
 	mp_profile_free(q);
 }
+
+/* Symbols as mp_symbolize_profile() leaves them, so the clone covers
+ * every array of the model. */
+static void add_symbols(struct mp_profile *p)
+{
+	p->n_objects = 2;
+	p->objects = calloc(2, sizeof(*p->objects));
+	p->objects[0] = (struct mp_object){ .start = 0x1000,
+					    .limit = 0x2000,
+					    .path = strdup("/usr/lib/libxnnpack.so.1"),
+					    .build_id = strdup("abcdef"),
+					    .flags = MP_OBJ_F_FUNCTIONS };
+	p->objects[1] = (struct mp_object){ .start = 0x2000,
+					    .limit = 0x3000,
+					    .file_offset = 0x1000,
+					    .path = strdup("/opt/app/bin/runner") };
+	p->n_locations = 2;
+	p->locations = calloc(2, sizeof(*p->locations));
+	p->locations[0] = (struct mp_location){
+		.addr = 0x1100, .object = 0, .rel_addr = 0x100, .function = strdup("xnn_alloc")
+	};
+	p->locations[1] = (struct mp_location){ .addr = 0x2100,
+						.object = 1,
+						.rel_addr = 0x1100,
+						.function = strdup("run"),
+						.file = strdup("run.c"),
+						.line = 42 };
+}
+
+/* A clone is the same profile (it encodes to the same bytes), owns all of
+ * its memory (it outlives the original), and keeps the implied capacity
+ * of the small arrays (the correlator extends a snapshot's buckets). */
+Test(profile_pb, clone_is_deep_and_identical)
+{
+	struct mp_profile *p = rich_profile(), *q = NULL;
+	uint8_t *a, *b;
+	size_t alen, blen;
+	bool extended = false;
+
+	add_symbols(p);
+	cr_assert_eq(mp_profile_clone(p, &q), 0);
+	expect_profile_eq(q, p);
+	cr_assert_eq(mp_profile_file_encode(p, &a, &alen), 0);
+	mp_profile_free(p);
+	cr_assert_eq(mp_profile_file_encode(q, &b, &blen), 0);
+	cr_assert_eq(alen, blen);
+	cr_assert_eq(memcmp(a, b, alen), 0);
+	cr_assert_eq(q->n_objects, 2);
+	cr_assert_eq(q->n_locations, 2);
+	cr_assert_str_eq(q->locations[1].file, "run.c");
+	for (uint32_t i = 0; i < q->n_invocations; i++) {
+		struct mp_invocation *v = &q->invocations[i];
+
+		if (v->n_owners == 1) {
+			v->owners[1] = v->owners[0]; /* room of the implied capacity 2 */
+			extended = true;
+		}
+	}
+	cr_assert(extended);
+	free(a);
+	free(b);
+	mp_profile_free(q);
+	cr_assert_eq(mp_profile_clone(NULL, &q), -EINVAL);
+}
