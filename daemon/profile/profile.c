@@ -65,6 +65,9 @@ void mp_profile_free(struct mp_profile *p)
 		free(p->locations[i].file);
 	}
 	free(p->locations);
+	for (uint32_t i = 0; i < p->n_execs; i++)
+		free(p->execs[i].path);
+	free(p->execs);
 	free(p);
 }
 
