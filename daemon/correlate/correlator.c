@@ -851,9 +851,15 @@ static void pending_apply(struct mp_profile *p, const struct pending *pe)
 		p->invocations[pe->inv].rss_begin = pe->b.val;
 		p->invocations[pe->inv].rss_end = pe->e.val;
 	}
-	if (!pe->lost && pe->b.val != MP_UNKNOWN && pe->e.val != MP_UNKNOWN) {
+	/* Calls shorter than the sampling interval share their readings:
+	 * each interval between two samples counts once per kernel name, or
+	 * a tight loop of short calls would multiply one RSS change by the
+	 * number of calls. */
+	if (!pe->lost && pe->b.val != MP_UNKNOWN && pe->e.val != MP_UNKNOWN &&
+	    pe->b.ts >= k->rss_last_ns && pe->e.ts >= pe->b.ts) {
 		add_signed(&k->rss_delta_sum, pe->e.val - pe->b.val);
 		k->rss_calls++;
+		k->rss_last_ns = pe->e.ts;
 	}
 }
 
@@ -1460,6 +1466,9 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 	free(buf);
 	if (r < 0)
 		return r;
+	/* not in the file: the copy goes on from where the original is */
+	for (uint32_t i = 0; i < q->n_kernels && i < c->p->n_kernels; i++)
+		q->kernels[i].rss_last_ns = c->p->kernels[i].rss_last_ns;
 	for (uint32_t i = 0; i < c->n_pending; i++)
 		pending_apply(q, &c->pending[i]);
 	/* Close the open kernels at @now_ns in the copy only, as finish would. */

@@ -139,7 +139,12 @@ struct mp_kernel {
 	uint64_t retained_bytes, retained_count;
 	uint64_t cross_thread_allocs, cross_thread_bytes;
 	int64_t rss_delta_sum; /* sum of rss_end - rss_begin over rss_calls */
-	uint64_t rss_calls; /* calls with both RSS readings */
+	/* calls with both RSS readings whose sample interval does not overlap
+	 * that of an earlier counted call (docs/PROFILE.md) */
+	uint64_t rss_calls;
+	/* End reading's sample time of the last call counted (correlator
+	 * state; not in the file). */
+	uint64_t rss_last_ns;
 	int64_t rss_exact_incl, rss_exact_excl;
 	uint64_t open_at_attach; /* calls flagged MP_INV_F_OPEN_AT_ATTACH */
 	uint64_t truncated; /* calls flagged MP_INV_F_TRUNCATED */

@@ -155,6 +155,9 @@ int main(int argc, char **argv)
 	} else {
 		if (!own_ring_wait_attached(&r))
 			return 5;
+		memprof_phase("hostile");
+		if (!own_ring_wait_read(&r))
+			return 5;
 		mark();
 		if (corrupt(&r, argv[1], false) < 0)
 			return 4;

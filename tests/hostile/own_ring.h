@@ -92,4 +92,23 @@ static inline struct mp_slot *own_slot(const struct own_ring *r, uint32_t i, uin
 	       (pos & (r->hdr->slot_count - 1));
 }
 
+/* Waits (at most 20 s) until the consumer has read every record this
+ * thread wrote. Write a marker after own_ring_wait_attached() and wait for
+ * it: the consumer has then taken its attach snapshot and reads live
+ * records (markers written between the attach flag and the snapshot are
+ * only in the snapshot, and a kernel that closed there is in neither). */
+static inline bool own_ring_wait_read(const struct own_ring *r)
+{
+	uint32_t i;
+	struct mp_thread *t = own_thread(r, &i);
+
+	for (int n = 0; t && n < 20000; n++) {
+		if (__atomic_load_n(&t->tail, __ATOMIC_ACQUIRE) >=
+		    __atomic_load_n(&t->head, __ATOMIC_RELAXED))
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
 #endif /* MP_TEST_OWN_RING_H */
