@@ -6,6 +6,7 @@
  * image's kernels and records the event (docs/PROFILE.md).
  */
 #include "../profile/helpers.h"
+#include "chrome.h"
 
 /* Skips @n record numbers of @tid: records the ring dropped. */
 static void lose(struct stream *s, uint32_t tid, uint32_t n)
@@ -202,5 +203,53 @@ Test(exec, events_are_bounded_and_counted)
 	cr_expect_eq(p->exec_count, MP_PROFILE_MAX_EXECS + 10);
 	cr_expect_null(p->execs[1].path);
 	cr_expect_str_eq(p->execs[2].path, "/bin/x");
+	mp_profile_free(p);
+}
+
+/* The exporters show what the model holds: the table, JSON and the Chrome
+ * trace carry the exec, the lost markers and the corruption flag. */
+Test(exec, exporters_show_execs_lost_markers_and_corruption)
+{
+	struct stream s;
+	struct mp_profile *p;
+	char *txt, *buf = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	stream_init(&s, NULL);
+	kbegin(&s, 1, "k");
+	lose(&s, 1, 1);
+	kbegin(&s, 1, "k");
+	cr_assert_eq(mp_correlator_on_exec(s.c, tick(&s), 1, "/opt/new"), 0);
+	p = finish(&s);
+	p->corruption = MP_CORRUPT_RING_HEADER | MP_CORRUPT_RING_RECORDS;
+
+	txt = render(p, MP_REPORT_TABLE, NULL);
+	cr_expect(
+		strstr(txt, "lost markers: 1 gaps; 1 invocations left out of the kernel figures\n"),
+		"%s", txt);
+	cr_expect(strstr(txt, "CORRUPTED marker ring: header counters records; marker figures are "
+			      "incomplete\n"),
+		  "%s", txt);
+	cr_expect(strstr(txt, "by tid 1: /opt/new, 1 open kernels closed\n"), "%s", txt);
+	free(txt);
+	txt = render(p, MP_REPORT_JSON, NULL);
+	cr_expect(strstr(txt, "\"markerGaps\": 1"), "%s", txt);
+	cr_expect(strstr(txt, "\"ringHeader\": true"), "%s", txt);
+	cr_expect(strstr(txt, "\"ringOpen\": false"), "%s", txt);
+	cr_expect(strstr(txt, "\"path\": \"/opt/new\""), "%s", txt);
+	cr_expect(strstr(txt, "\"closedAtExec\": true"), "%s", txt);
+	cr_expect(strstr(txt, "\"markersLost\": 1"), "%s", txt);
+	free(txt);
+	f = open_memstream(&buf, &len);
+	cr_assert_not_null(f);
+	cr_assert_eq(mp_chrome_write(p, f), 0);
+	fclose(f);
+	cr_expect(strstr(buf, "\"cat\":\"exec\""), "%s", buf);
+	cr_expect(strstr(buf, "\"path\":\"/opt/new\""), "%s", buf);
+	cr_expect(strstr(buf, "\"closedAtExec\":true"), "%s", buf);
+	cr_expect(strstr(buf, "\"markersLost\":true"), "%s", buf);
+	cr_expect(strstr(buf, "\"corruption\":3"), "%s", buf);
+	free(buf);
 	mp_profile_free(p);
 }
