@@ -276,8 +276,9 @@ Test(e2e, rss_delta_of_64MiB_sampled_and_exact)
 	inv = inv_named(p, "touch", 1);
 	/* rss_stat reports the mm counter's global part, which lags the true
 	 * value by at most one per-CPU batch (32 pages here) per CPU; the
-	 * kernel offers nothing finer to BPF on this machine (docs/PROFILE.md). */
-	long slack = 32L * 4096 * sysconf(_SC_NPROCESSORS_CONF);
+	 * kernel offers nothing finer to BPF on this machine (docs/PROFILE.md).
+	 * Pages of this machine's size, not 4 KiB. */
+	long slack = 32L * sysconf(_SC_PAGESIZE) * sysconf(_SC_NPROCESSORS_CONF);
 	cr_assert(labs((long)inv->rss_exact_incl - (long)touched) <= slack,
 		  "exact RSS %lld, touched %lu", (long long)inv->rss_exact_incl, touched);
 	cr_assert_eq(kernel(p, "touch")->rss_exact_incl, inv->rss_exact_incl);
