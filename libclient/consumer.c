@@ -362,7 +362,7 @@ static int consumer_attach(struct mp_consumer *c, bool membarrier)
 		return -ENOMEM;
 
 	c->yield_budget = SNAP_YIELD_BUDGET;
-	c->attach_ns = now_ns();
+	c->attach_ns = mp_now_ns();
 	c->drops_base = LOAD(&c->hdr->drops, RELAXED);
 	STORE(&c->hdr->attached, 1, SEQ_CST);
 	c->attached = true;
@@ -580,7 +580,7 @@ uint64_t mp_consumer_drops(struct mp_consumer *c)
 	 * per nanosecond. */
 	cur = LOAD(&c->hdr->drops, RELAXED);
 	n = cur - c->drops_base;
-	if (cur < c->drops_base || n < c->drops_seen || n > now_ns() - c->attach_ns) {
+	if (cur < c->drops_base || n < c->drops_seen || n > mp_now_ns() - c->attach_ns) {
 		c->corruption |= MP_CONSUMER_CORRUPT_HEADER;
 		return c->drops_seen;
 	}

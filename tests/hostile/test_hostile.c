@@ -9,7 +9,6 @@
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,41 +16,33 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/helpers.h"
 #include "profile.h"
 #include "profile_pb.h"
 
-extern char **environ;
-
-static char build_root[2048];
+/* Profiles go to a fresh directory, removed after each test. */
+static char tmpdir[256];
 
 static void need_root(void)
 {
-	const char *b = getenv("MEMPROF_BUILD_ROOT");
+	mp_test_need_root("BPF and ptrace");
+	mp_test_tmpdir(tmpdir, sizeof(tmpdir), "hostile");
+}
 
-	if (geteuid() != 0)
-		cr_skip_test("needs root for BPF and ptrace (running as uid %d)", (int)geteuid());
-	cr_assert_not_null(b, "MEMPROF_BUILD_ROOT is not set (run through meson test)");
-	snprintf(build_root, sizeof(build_root), "%s", b);
+static void cleanup(void)
+{
+	mp_test_rmtree(tmpdir);
+	tmpdir[0] = '\0';
 }
 
 static char *path_of(const char *rel)
 {
-	static char buf[4][4096];
-	static int i;
-	char *p = buf[i++ % 4];
-
-	snprintf(p, 4096, "%s/%s", build_root, rel);
-	return p;
+	return mp_test_build_path(rel);
 }
 
 static void tmp_profile(char *path, size_t len)
 {
-	int fd;
-
-	snprintf(path, len, "/tmp/memprof-hostile-%d-XXXXXX", (int)getpid());
-	fd = mkstemp(path);
-	cr_assert_geq(fd, 0);
-	close(fd);
+	cr_assert_lt((size_t)snprintf(path, len, "%s/profile.mpf", tmpdir), len);
 }
 
 static struct mp_profile *load(const char *path)
@@ -91,7 +82,7 @@ static struct mp_profile *run_after(const char *how)
 	pid_t pid;
 
 	tmp_profile(path, sizeof(path));
-	cr_assert_eq(posix_spawn(&pid, argv[0], NULL, NULL, argv, environ), 0);
+	pid = mp_test_spawn(argv, -1, -1);
 	wait_ok(pid, "memprof run");
 	return load(path);
 }
@@ -176,31 +167,31 @@ static void check(struct mp_profile *p, uint32_t want_flags, bool want_kernels)
 	mp_profile_free(p);
 }
 
-Test(hostile, sequence_ahead_after_attach)
+Test(hostile, sequence_ahead_after_attach, .fini = cleanup)
 {
 	need_root();
 	check(run_after("seq"), MP_CORRUPT_RING_RECORDS, true);
 }
 
-Test(hostile, random_slot_after_attach)
+Test(hostile, random_slot_after_attach, .fini = cleanup)
 {
 	need_root();
 	check(run_after("slot"), MP_CORRUPT_RING_RECORDS, true);
 }
 
-Test(hostile, bad_name_after_attach)
+Test(hostile, bad_name_after_attach, .fini = cleanup)
 {
 	need_root();
 	check(run_after("name"), MP_CORRUPT_RING_RECORDS, true);
 }
 
-Test(hostile, bad_length_after_attach)
+Test(hostile, bad_length_after_attach, .fini = cleanup)
 {
 	need_root();
 	check(run_after("len"), MP_CORRUPT_RING_RECORDS, true);
 }
 
-Test(hostile, header_counters_after_attach)
+Test(hostile, header_counters_after_attach, .fini = cleanup)
 {
 	need_root();
 	struct mp_profile *p = run_after("header");
@@ -209,31 +200,31 @@ Test(hostile, header_counters_after_attach)
 	check(p, MP_CORRUPT_RING_HEADER, true);
 }
 
-Test(hostile, sequence_ahead_before_attach)
+Test(hostile, sequence_ahead_before_attach, .fini = cleanup)
 {
 	need_root();
 	check(attach_before("seq"), MP_CORRUPT_RING_RECORDS, false);
 }
 
-Test(hostile, random_slots_before_attach)
+Test(hostile, random_slots_before_attach, .fini = cleanup)
 {
 	need_root();
 	check(attach_before("slot"), MP_CORRUPT_RING_RECORDS, false);
 }
 
-Test(hostile, bad_names_before_attach)
+Test(hostile, bad_names_before_attach, .fini = cleanup)
 {
 	need_root();
 	check(attach_before("name"), MP_CORRUPT_RING_RECORDS, false);
 }
 
-Test(hostile, bad_lengths_before_attach)
+Test(hostile, bad_lengths_before_attach, .fini = cleanup)
 {
 	need_root();
 	check(attach_before("len"), MP_CORRUPT_RING_RECORDS, false);
 }
 
-Test(hostile, header_sizes_before_attach)
+Test(hostile, header_sizes_before_attach, .fini = cleanup)
 {
 	need_root();
 	struct mp_profile *p = attach_before("static");
