@@ -404,14 +404,7 @@ static int drain_ring(struct session *s)
 		if (s->exited || now < s->ring_retry_ns)
 			return 0;
 		s->ring_retry_ns = now + RING_RETRY_NS;
-		s->ring_ref = calloc(1, sizeof(*s->ring_ref));
-		if (!s->ring_ref)
-			return log_error_errno(-ENOMEM, "pid %d: marker ring: %m", (int)s->o->pid);
 		r = mp_consumer_open_pid(s->o->pid, &s->ring);
-		if (r < 0) {
-			free(s->ring_ref);
-			s->ring_ref = NULL;
-		}
 		if (r == -ENOENT || r == -ESRCH)
 			return 0;
 		if (r < 0) {
@@ -424,6 +417,12 @@ static int drain_ring(struct session *s)
 				s->corruption |= MP_CORRUPT_RING_OPEN;
 			s->ring_retry_ns = UINT64_MAX;
 			return 0;
+		}
+		s->ring_ref = calloc(1, sizeof(*s->ring_ref));
+		if (!s->ring_ref) {
+			mp_consumer_free(s->ring);
+			s->ring = NULL;
+			return log_error_errno(-ENOMEM, "pid %d: marker ring: %m", (int)s->o->pid);
 		}
 		s->ring_ref->c = s->ring;
 		log_debug("pid %d: marker ring attached", (int)s->o->pid);
