@@ -80,6 +80,9 @@ struct mp_consumer {
 
 	int err;
 	int err_pending; /* found by a refill; reported after its records */
+	uint32_t corruption; /* MP_CONSUMER_CORRUPT_* */
+	/* drops counter at attach, and the last plausible count since then */
+	uint64_t drops_base, drops_seen, attach_ns;
 	bool attached; /* we set the header's attached flag */
 	bool alloc_on; /* we turned the interposer on */
 	unsigned yield_budget;
@@ -370,6 +373,8 @@ static int consumer_attach(struct mp_consumer *c, bool membarrier)
 		return -ENOMEM;
 
 	c->yield_budget = SNAP_YIELD_BUDGET;
+	c->attach_ns = mp_now_ns();
+	c->drops_base = LOAD(&c->hdr->drops, RELAXED);
 	STORE(&c->hdr->attached, 1, SEQ_CST);
 	c->attached = true;
 	barrier_all(membarrier);
@@ -578,9 +583,30 @@ int mp_consumer_open_pid(pid_t pid, struct mp_consumer **ret)
 	return r;
 }
 
-uint64_t mp_consumer_drops(const struct mp_consumer *c)
+uint64_t mp_consumer_drops(struct mp_consumer *c)
 {
-	return c && c->hdr ? LOAD(&c->hdr->drops, RELAXED) : 0;
+	uint64_t cur, n;
+
+	if (!c || !c->hdr)
+		return 0;
+	if (c->corruption & MP_CONSUMER_CORRUPT_HEADER)
+		return c->drops_seen;
+	/* Producers only ever add one at a time, each add an atomic on one
+	 * shared line: the count cannot go back, nor grow by more than one
+	 * per nanosecond. */
+	cur = LOAD(&c->hdr->drops, RELAXED);
+	n = cur - c->drops_base;
+	if (cur < c->drops_base || n < c->drops_seen || n > mp_now_ns() - c->attach_ns) {
+		c->corruption |= MP_CONSUMER_CORRUPT_HEADER;
+		return c->drops_seen;
+	}
+	c->drops_seen = n;
+	return n;
+}
+
+uint32_t mp_consumer_corruption(const struct mp_consumer *c)
+{
+	return c ? c->corruption : 0;
 }
 
 uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c)
@@ -660,6 +686,8 @@ const char *mp_record_type_name(uint32_t type)
 static int fail(struct mp_consumer *c, int err)
 {
 	c->err = err;
+	if (err == -EBADMSG)
+		c->corruption |= MP_CONSUMER_CORRUPT_RECORDS;
 	return err;
 }
 

@@ -116,8 +116,20 @@ void mp_consumer_free(struct mp_consumer *c);
 /* Reads the next record: 1 when @ret was filled, 0 when nothing is ready,
  * negative errno when the ring is corrupted (the consumer is then unusable). */
 int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret);
-/* Records the producers dropped because the ring was full. */
-uint64_t mp_consumer_drops(const struct mp_consumer *c);
+/* Records the producers dropped because the ring was full since this
+ * consumer attached. The counter lives in memory the target writes: a value
+ * that goes back or grows faster than one drop per nanosecond since attach
+ * is not believed; the last plausible value is returned and
+ * MP_CONSUMER_CORRUPT_HEADER is set. */
+uint64_t mp_consumer_drops(struct mp_consumer *c);
+
+/* mp_consumer_corruption(): what the consumer found wrong in the ring. */
+/* a header counter (drops) overwritten with an impossible value */
+#define MP_CONSUMER_CORRUPT_HEADER 0x1u
+/* a slot, sequence number, length or name that fails validation: the
+ * consumer stopped there (mp_consumer_read() returned -EBADMSG) */
+#define MP_CONSUMER_CORRUPT_RECORDS 0x2u
+uint32_t mp_consumer_corruption(const struct mp_consumer *c);
 /* Of those, heap records (ALLOC, FREE, REALLOC): figures of the in-process
  * path are lower bounds when nonzero. */
 uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c);

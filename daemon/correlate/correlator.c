@@ -81,6 +81,11 @@ struct thread {
 	struct frame *top;
 	uint32_t ntags, tag_overflow;
 	uint16_t tags[MAX_TAG_DEPTH];
+	/* Record number and time of the thread's last record: the next
+	 * one must be last_seq + 1, or records were lost in between. */
+	bool seq_known;
+	uint32_t last_seq;
+	uint64_t last_ts;
 };
 
 /* An ended kernel whose RSS readings may still be improved by the next
@@ -90,6 +95,7 @@ struct pending {
 	uint64_t begin_ns, end_ns;
 	struct rss_cand b, e;
 	bool b_pending;
+	bool lost; /* MP_INV_F_MARKERS_LOST: no kernel figures */
 };
 
 struct owner_rule {
@@ -887,9 +893,15 @@ static void pending_apply(struct mp_profile *p, const struct pending *pe)
 		p->invocations[pe->inv].rss_begin = pe->b.val;
 		p->invocations[pe->inv].rss_end = pe->e.val;
 	}
-	if (pe->b.val != MP_UNKNOWN && pe->e.val != MP_UNKNOWN) {
+	/* Calls shorter than the sampling interval share their readings:
+	 * each interval between two samples counts once per kernel name, or
+	 * a tight loop of short calls would multiply one RSS change by the
+	 * number of calls. */
+	if (!pe->lost && pe->b.val != MP_UNKNOWN && pe->e.val != MP_UNKNOWN &&
+	    pe->b.ts >= k->rss_last_ns && pe->e.ts >= pe->b.ts) {
 		add_signed(&k->rss_delta_sum, pe->e.val - pe->b.val);
 		k->rss_calls++;
+		k->rss_last_ns = pe->e.ts;
 	}
 }
 
@@ -1123,6 +1135,12 @@ static int aggregate(struct mp_profile *p, const struct mp_invocation *r)
 	struct mp_kernel *k = &p->kernels[r->name];
 	uint64_t dur = r->end_ns > r->begin_ns ? r->end_ns - r->begin_ns : 0;
 
+	/* Its begin or end may be another invocation's: it would add time
+	 * and memory that belong to no single call. */
+	if (r->flags & MP_INV_F_MARKERS_LOST) {
+		k->markers_lost++;
+		return 0;
+	}
 	k->calls++;
 	k->total_ns += dur;
 	if (dur < k->min_ns)
@@ -1161,6 +1179,7 @@ static void frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, u
 		.b = f->rss_b,
 		.e = c->last_rss,
 		.b_pending = f->rss_b_pending,
+		.lost = !!(flags & MP_INV_F_MARKERS_LOST),
 	};
 
 	r->end_ns = ts;
@@ -1349,13 +1368,81 @@ static void tag_end(struct mp_correlator *c, const struct mp_record *rec)
 		c->p->unmatched_tag_ends++;
 }
 
+/* Records of @t were lost (the ring was full, or the thread slot was
+ * reused): whatever it has open may have ended, and what comes next may end
+ * something that never began. Its open kernels are closed where its last
+ * record was and flagged; its tags, whose ends may be lost too, are
+ * dropped. */
+static void markers_lost(struct mp_correlator *c, struct thread *t)
+{
+	c->p->marker_gaps++;
+	while (t->top)
+		frame_close(c, t->top, t->last_ts, MP_INV_F_MARKERS_LOST);
+	t->overflow = 0;
+	t->ntags = 0;
+	t->tag_overflow = 0;
+}
+
+int mp_correlator_on_exec(struct mp_correlator *c, uint64_t ts_ns, uint32_t tid, const char *path)
+{
+	struct mp_profile *p = c->p;
+	uint32_t closed = 0;
+
+	if (c->finished)
+		return -EALREADY;
+	start(c, ts_ns);
+	/* Innermost first, so each closes as the top of its thread. */
+	while (c->open_tail) {
+		frame_close(c, c->open_tail, ts_ns, MP_INV_F_TRUNCATED | MP_INV_F_EXEC);
+		closed++;
+	}
+	/* The old image's threads are gone; the new one numbers its
+	 * records afresh. */
+	for (uint32_t i = 0; i < c->thr_ht_cap; i++) {
+		struct thread *t = c->thr_ht[i];
+
+		if (!t)
+			continue;
+		t->overflow = 0;
+		t->ntags = 0;
+		t->tag_overflow = 0;
+		t->seq_known = false;
+	}
+	phase_leave(c, ts_ns);
+	c->cur_phase = MP_NONE;
+	p->exec_count++;
+	if (p->n_execs < MP_PROFILE_MAX_EXECS) {
+		struct mp_exec *e = reallocarray(p->execs, p->n_execs + 1, sizeof(*e));
+
+		if (!e) {
+			c->oom = true;
+			return -ENOMEM;
+		}
+		p->execs = e;
+		e = &p->execs[p->n_execs];
+		*e = (struct mp_exec){ .ts_ns = ts_ns, .tid = tid, .kernels_closed = closed };
+		if (path && !(e->path = strndup(path, 4096))) {
+			c->oom = true;
+			return -ENOMEM;
+		}
+		p->n_execs++;
+	}
+	return 0;
+}
+
 int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec)
 {
+	struct thread *t;
 	int r = 0;
 
 	if (c->finished)
 		return -EALREADY;
 	start(c, rec->ts_ns);
+	t = thread_find(c, rec->tid);
+	/* Open-at-attach records all carry the attach snapshot's number. */
+	if (t && t->seq_known && !(rec->flags & MP_REC_F_OPEN_AT_ATTACH) &&
+	    rec->seq != t->last_seq + 1)
+		markers_lost(c, t);
 	switch (rec->type) {
 	case MP_REC_KERNEL_BEGIN:
 		r = kernel_begin(c, rec);
@@ -1387,6 +1474,12 @@ int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec
 	default:
 		c->p->dropped_markers++;
 		break;
+	}
+	t = thread_find(c, rec->tid);
+	if (t) {
+		t->seq_known = true;
+		t->last_seq = rec->seq;
+		t->last_ts = rec->ts_ns;
 	}
 	if (r == -ENOMEM)
 		c->oom = true;
@@ -1429,6 +1522,9 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 	r = mp_profile_clone(c->p, &q);
 	if (r < 0)
 		return r;
+	/* not in the file: the copy goes on from where the original is */
+	for (uint32_t i = 0; i < q->n_kernels && i < c->p->n_kernels; i++)
+		q->kernels[i].rss_last_ns = c->p->kernels[i].rss_last_ns;
 	for (uint32_t i = 0; i < c->n_pending; i++)
 		pending_apply(q, &c->pending[i]);
 	/* Close the open kernels at @now_ns in the copy only, as finish would. */

@@ -53,6 +53,10 @@ int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec
  * to store with an allocated block, which it expects back in ->user when
  * the block is freed. */
 uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev);
+/* The process replaced its image (exec) at @ts_ns on thread @tid; @path is
+ * the new image (NULL if unknown). Every open kernel is closed, flagged
+ * truncated and exec; tags and the phase end; the event is recorded. */
+int mp_correlator_on_exec(struct mp_correlator *c, uint64_t ts_ns, uint32_t tid, const char *path);
 int mp_correlator_on_rss(struct mp_correlator *c, const struct mp_rss_sample *s);
 int mp_correlator_on_rss_stat(struct mp_correlator *c, const struct mp_rss_stat_event *ev);
 

@@ -202,6 +202,10 @@ static void slice(struct out *o, uint32_t idx, uint64_t b, uint64_t e)
 		mp_json_bool(&j, "openAtAttach", true);
 	if (v->flags & MP_INV_F_TRUNCATED)
 		mp_json_bool(&j, "truncated", true);
+	if (v->flags & MP_INV_F_MARKERS_LOST)
+		mp_json_bool(&j, "markersLost", true);
+	if (v->flags & MP_INV_F_EXEC)
+		mp_json_bool(&j, "closedAtExec", true);
 	if (b != v->begin_ns || e != v->end_ns) {
 		mp_json_u64(&j, "modelBeginNs", v->begin_ns);
 		mp_json_u64(&j, "modelEndNs", v->end_ns);
@@ -376,6 +380,28 @@ static void phases(struct out *o)
 	}
 }
 
+/* Execs, on the thread that called exec (kernels of the old image end
+ * there, flagged truncated). */
+static void execs(struct out *o)
+{
+	const struct mp_profile *p = o->p;
+
+	for (uint32_t i = 0; i < p->n_execs; i++) {
+		const struct mp_exec *x = &p->execs[i];
+		struct mp_json j;
+
+		ev_begin(o, "i", "exec", "exec");
+		fputs(",\"s\":\"p\"", o->f);
+		ev_tid(o, x->tid);
+		ev_ts(o, x->ts_ns);
+		args_begin(o, &j);
+		if (x->path)
+			mp_json_str(&j, "path", x->path);
+		mp_json_u64(&j, "kernelsClosed", x->kernels_closed);
+		args_end(o, &j);
+	}
+}
+
 int mp_chrome_write(const struct mp_profile *p, FILE *f)
 {
 	struct out o = { .p = p, .f = f, .w0 = p->begin_ns, .first = true };
@@ -419,6 +445,7 @@ int mp_chrome_write(const struct mp_profile *p, FILE *f)
 		goto out;
 	rss_counter(&o);
 	phases(&o);
+	execs(&o);
 	fputs("\n],\"displayTimeUnit\":\"ns\",\"otherData\":", f);
 	{
 		struct mp_json j;
@@ -432,6 +459,13 @@ int mp_chrome_write(const struct mp_profile *p, FILE *f)
 		mp_json_u64(&j, "endNs", p->end_ns);
 		mp_json_bool(&j, "truncated", p->truncated);
 		mp_json_u64(&j, "invocationsDropped", p->invocations_dropped);
+		/* Only damaged or exec'ing runs have these. */
+		if (p->marker_gaps)
+			mp_json_u64(&j, "markerGaps", p->marker_gaps);
+		if (p->corruption)
+			mp_json_u64(&j, "corruption", p->corruption);
+		if (p->exec_count)
+			mp_json_u64(&j, "execCount", p->exec_count);
 		mp_json_object_end(&j);
 		if (j.err || j.depth)
 			o.err = -EINVAL;

@@ -255,6 +255,8 @@ static void json_invocation(struct mp_json *j, const struct mp_profile *p, uint3
 	mp_json_u64(j, "durationNs", v->end_ns > v->begin_ns ? v->end_ns - v->begin_ns : 0);
 	mp_json_bool(j, "openAtAttach", v->flags & MP_INV_F_OPEN_AT_ATTACH);
 	mp_json_bool(j, "truncated", v->flags & MP_INV_F_TRUNCATED);
+	mp_json_bool(j, "markersLost", v->flags & MP_INV_F_MARKERS_LOST);
+	mp_json_bool(j, "closedAtExec", v->flags & MP_INV_F_EXEC);
 	mp_json_i64(j, "bytesAdded", v->incl.bytes_added);
 	mp_json_u64(j, "totalBytesSnapshot", v->total_bytes_snapshot);
 	mp_json_i64(j, "tensorsAdded", v->incl.tensors_added);
@@ -283,6 +285,30 @@ static void json_invocation(struct mp_json *j, const struct mp_profile *p, uint3
 	mp_json_object_end(j);
 }
 
+/* Ring corruption and execs (docs/PROFILE.md "Corruption", "Exec"). */
+static void json_hardening(struct mp_json *j, const struct mp_profile *p)
+{
+	mp_json_object_begin(j, "corruption");
+	mp_json_bool(j, "ringHeader", p->corruption & MP_CORRUPT_RING_HEADER);
+	mp_json_bool(j, "ringRecords", p->corruption & MP_CORRUPT_RING_RECORDS);
+	mp_json_bool(j, "ringOpen", p->corruption & MP_CORRUPT_RING_OPEN);
+	mp_json_object_end(j);
+	mp_json_u64(j, "execCount", p->exec_count);
+	mp_json_array_begin(j, "execs");
+	for (uint32_t i = 0; i < p->n_execs; i++) {
+		mp_json_object_begin(j, NULL);
+		mp_json_u64(j, "tsNs", p->execs[i].ts_ns);
+		mp_json_u64(j, "tid", p->execs[i].tid);
+		if (p->execs[i].path)
+			mp_json_str(j, "path", p->execs[i].path);
+		else
+			mp_json_null(j, "path");
+		mp_json_u64(j, "kernelsClosed", p->execs[i].kernels_closed);
+		mp_json_object_end(j);
+	}
+	mp_json_array_end(j);
+}
+
 static void json_kernel(struct mp_json *j, const struct mp_profile *p, const struct mp_kernel *k)
 {
 	mp_json_object_begin(j, NULL);
@@ -305,6 +331,7 @@ static void json_kernel(struct mp_json *j, const struct mp_profile *p, const str
 	mp_json_i64(j, "rssExactExclusive", k->rss_exact_excl);
 	mp_json_u64(j, "openAtAttach", k->open_at_attach);
 	mp_json_u64(j, "truncated", k->truncated);
+	mp_json_u64(j, "markersLost", k->markers_lost);
 	json_buckets(j, "owners", k->owners, k->n_owners, p->owners, p->n_owners);
 	json_buckets(j, "tags", k->tags, k->n_tags, p->tags, p->n_tags);
 	json_pool_buckets(j, p, k->pools, k->n_pools);
@@ -450,7 +477,9 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_u64(&j, "unmatchedTagEnds", p->unmatched_tag_ends);
 	mp_json_u64(&j, "orphanShapes", p->orphan_shapes);
 	mp_json_u64(&j, "accountingErrors", p->accounting_errors);
+	mp_json_u64(&j, "markerGaps", p->marker_gaps);
 	mp_json_object_end(&j);
+	json_hardening(&j, p);
 	mp_json_array_begin(&j, "kernels");
 	for (uint32_t i = 0; i < p->n_kernels; i++)
 		json_kernel(&j, p, &p->kernels[i]);
@@ -650,6 +679,35 @@ static void table_pools(const struct mp_profile *p, FILE *f)
 	}
 }
 
+/* Lines only a damaged or exec'ing run has, so other tables stay as they were. */
+static void put_hardening(FILE *f, const struct mp_profile *p)
+{
+	uint64_t lost = 0;
+
+	for (uint32_t i = 0; i < p->n_kernels; i++)
+		lost += p->kernels[i].markers_lost;
+	if (p->marker_gaps || lost)
+		fprintf(f,
+			"lost markers: %" PRIu64 " gaps; %" PRIu64
+			" invocations left out of the kernel figures\n",
+			p->marker_gaps, lost);
+	if (p->corruption)
+		fprintf(f, "CORRUPTED marker ring:%s%s%s; marker figures are incomplete\n",
+			p->corruption & MP_CORRUPT_RING_HEADER ? " header counters" : "",
+			p->corruption & MP_CORRUPT_RING_RECORDS ? " records" : "",
+			p->corruption & MP_CORRUPT_RING_OPEN ? " refused at attach" : "");
+	for (uint32_t i = 0; i < p->n_execs; i++) {
+		fprintf(f, "exec at +%.6f s by tid %" PRIu32 ": ",
+			p->execs[i].ts_ns > p->begin_ns ? (p->execs[i].ts_ns - p->begin_ns) / 1e9 :
+							  0.0,
+			p->execs[i].tid);
+		put_name(f, p->execs[i].path ? p->execs[i].path : "?", 0);
+		fprintf(f, ", %" PRIu32 " open kernels closed\n", p->execs[i].kernels_closed);
+	}
+	if (p->exec_count > p->n_execs)
+		fprintf(f, "%" PRIu64 " more execs\n", p->exec_count - p->n_execs);
+}
+
 static int write_table(const struct mp_profile *p, FILE *f)
 {
 	uint64_t win = p->end_ns > p->begin_ns ? p->end_ns - p->begin_ns : 0;
@@ -722,6 +780,7 @@ static int write_table(const struct mp_profile *p, FILE *f)
 		", markers %" PRIu64 "; unmatched ends %" PRIu64 "; truncated: %s\n",
 		p->drops_ring, p->drops_bpf, p->invocations_dropped, p->dropped_markers,
 		p->unmatched_ends, p->truncated ? "yes" : "no");
+	put_hardening(f, p);
 	return ferror(f) ? -EIO : 0;
 }
 

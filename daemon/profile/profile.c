@@ -72,6 +72,9 @@ void mp_profile_free(struct mp_profile *p)
 	for (uint32_t i = 0; i < p->n_mempools; i++)
 		free(p->mempools[i].name);
 	free(p->mempools);
+	for (uint32_t i = 0; i < p->n_execs; i++)
+		free(p->execs[i].path);
+	free(p->execs);
 	free(p);
 }
 

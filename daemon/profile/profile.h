@@ -44,6 +44,7 @@ int mp_trace_mode_parse(const char *s, uint32_t *ret);
 const char *mp_trace_mode_name(uint32_t mode);
 
 #define MP_PROFILE_FORMAT_VERSION 1
+#define MP_PROFILE_MAX_EXECS 256
 
 /* "No such index" (parent of a top-level invocation, phase before any
  * phase marker) and "unknown value" (RSS without samples). */
@@ -58,6 +59,18 @@ const char *mp_trace_mode_name(uint32_t mode);
 /* mp_invocation.flags */
 #define MP_INV_F_OPEN_AT_ATTACH 0x1u /* begun before the daemon attached */
 #define MP_INV_F_TRUNCATED 0x2u /* never ended: closed at profile end */
+/* Records of its thread were lost while it was open (a gap in the thread's
+ * record numbers): its begin or end may belong to another invocation, so it
+ * is left out of the per-kernel figures (docs/PROFILE.md "Lost markers"). */
+#define MP_INV_F_MARKERS_LOST 0x4u
+/* Closed (with MP_INV_F_TRUNCATED) because the process called exec. */
+#define MP_INV_F_EXEC 0x8u
+
+/* mp_profile.corruption: what the daemon found wrong in the target's marker
+ * ring (hostile or broken target); the marker figures are incomplete. */
+#define MP_CORRUPT_RING_HEADER 0x1u /* a header counter had an impossible value */
+#define MP_CORRUPT_RING_RECORDS 0x2u /* a record failed validation: markers stop there */
+#define MP_CORRUPT_RING_OPEN 0x4u /* the ring was refused at attach: no markers */
 
 enum mp_clock {
 	MP_CLOCK_MONOTONIC = 1,
@@ -161,14 +174,31 @@ struct mp_kernel {
 	uint64_t retained_bytes, retained_count;
 	uint64_t cross_thread_allocs, cross_thread_bytes;
 	int64_t rss_delta_sum; /* sum of rss_end - rss_begin over rss_calls */
-	uint64_t rss_calls; /* calls with both RSS readings */
+	/* calls with both RSS readings whose sample interval does not overlap
+	 * that of an earlier counted call (docs/PROFILE.md) */
+	uint64_t rss_calls;
+	/* End reading's sample time of the last call counted (correlator
+	 * state; not in the file). */
+	uint64_t rss_last_ns;
 	int64_t rss_exact_incl, rss_exact_excl;
 	uint64_t open_at_attach; /* calls flagged MP_INV_F_OPEN_AT_ATTACH */
 	uint64_t truncated; /* calls flagged MP_INV_F_TRUNCATED */
+	/* Calls flagged MP_INV_F_MARKERS_LOST: counted here only, in no
+	 * other field of the aggregate. */
+	uint64_t markers_lost;
 	uint32_t n_owners, n_tags;
 	struct mp_bucket *owners, *tags;
 	uint32_t n_pools;
 	struct mp_pool_bucket *pools;
+};
+
+/* The process replaced its image (exec): kernels open in the old image were
+ * closed there. */
+struct mp_exec {
+	uint64_t ts_ns;
+	uint32_t tid; /* thread that called exec */
+	uint32_t kernels_closed; /* open kernels closed (MP_INV_F_EXEC) */
+	char *path; /* the new image as /proc/PID/exe showed it, NULL if unknown */
 };
 
 /* A process-wide phase; re-entering a phase accumulates into one entry. */
@@ -248,6 +278,12 @@ struct mp_profile {
 	uint64_t accounting_errors; /* inconsistent frees, clamped */
 	bool truncated;
 	int64_t rss_exact_unattributed; /* rss_stat changes not charged */
+	/* Hardening (docs/PROFILE.md "Lost markers", "Exec", "Corruption"). */
+	uint64_t marker_gaps; /* gaps in a thread's record numbers */
+	uint32_t corruption; /* MP_CORRUPT_* (set by the daemon) */
+	uint32_t n_execs; /* at most MP_PROFILE_MAX_EXECS kept */
+	struct mp_exec *execs;
+	uint64_t exec_count; /* all execs, kept or not */
 
 	uint32_t n_names;
 	char **names; /* kernel names */

@@ -184,6 +184,8 @@ static Memprof__Invocation *enc_invocation(struct arena *a, const struct mp_invo
 	o->phase = v->phase;
 	o->open_at_attach = !!(v->flags & MP_INV_F_OPEN_AT_ATTACH);
 	o->truncated = !!(v->flags & MP_INV_F_TRUNCATED);
+	o->markers_lost = !!(v->flags & MP_INV_F_MARKERS_LOST);
+	o->closed_at_exec = !!(v->flags & MP_INV_F_EXEC);
 	o->begin_ns = v->begin_ns;
 	o->end_ns = v->end_ns;
 	o->inclusive = enc_mem(a, &v->incl);
@@ -239,6 +241,7 @@ static Memprof__Kernel *enc_kernel(struct arena *a, const struct mp_kernel *k)
 	o->rss_exact_exclusive = k->rss_exact_excl;
 	o->open_at_attach = k->open_at_attach;
 	o->truncated = k->truncated;
+	o->markers_lost = k->markers_lost;
 	o->n_owners = k->n_owners;
 	o->owners = enc_buckets(a, k->owners, k->n_owners);
 	o->n_tags = k->n_tags;
@@ -322,6 +325,28 @@ static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Prof
 		o->locations[i] = &lo[i];
 	}
 	o->n_locations = p->n_locations;
+}
+
+/* Lost markers, execs, ring corruption. */
+static void enc_hardening(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
+{
+	Memprof__ExecEvent *eo = arena_alloc(a, p->n_execs, sizeof(*eo));
+
+	o->anomalies->marker_gaps = p->marker_gaps;
+	o->corruption = p->corruption;
+	o->exec_count = p->exec_count;
+	o->execs = arena_alloc(a, p->n_execs, sizeof(*o->execs));
+	if (!eo || !o->execs)
+		return;
+	for (uint32_t i = 0; i < p->n_execs; i++) {
+		memprof__exec_event__init(&eo[i]);
+		eo[i].ts_ns = p->execs[i].ts_ns;
+		eo[i].tid = p->execs[i].tid;
+		eo[i].kernels_closed = p->execs[i].kernels_closed;
+		eo[i].path = str_or_empty(p->execs[i].path);
+		o->execs[i] = &eo[i];
+	}
+	o->n_execs = p->n_execs;
 }
 
 static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p)
@@ -446,6 +471,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	rss->heap_live_recorded = true;
 	o->rss = rss;
 	enc_sites(a, p, o);
+	enc_hardening(a, p, o);
 	return a->failed ? NULL : o;
 }
 
@@ -665,7 +691,9 @@ static int dec_invocation(const Memprof__Invocation *o, uint32_t idx, const stru
 	v->depth = o->depth;
 	v->phase = o->phase;
 	v->flags = (o->open_at_attach ? MP_INV_F_OPEN_AT_ATTACH : 0) |
-		   (o->truncated ? MP_INV_F_TRUNCATED : 0);
+		   (o->truncated ? MP_INV_F_TRUNCATED : 0) |
+		   (o->markers_lost ? MP_INV_F_MARKERS_LOST : 0) |
+		   (o->closed_at_exec ? MP_INV_F_EXEC : 0);
 	v->begin_ns = o->begin_ns;
 	v->end_ns = o->end_ns;
 	dec_mem(&v->incl, o->inclusive);
@@ -726,6 +754,7 @@ static int dec_kernel(const Memprof__Kernel *o, const struct mp_profile *p, stru
 	k->rss_exact_excl = o->rss_exact_exclusive;
 	k->open_at_attach = o->open_at_attach;
 	k->truncated = o->truncated;
+	k->markers_lost = o->markers_lost;
 	r = dec_buckets(o->owners, o->n_owners, p->n_owners, &k->owners, &k->n_owners, ret_why);
 	if (r < 0)
 		return r;
@@ -884,6 +913,34 @@ static int dec_mode(const Memprof__Sampling *o, struct mp_profile *p, const char
 	return 0;
 }
 
+static int dec_hardening(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
+	if (o->anomalies)
+		p->marker_gaps = o->anomalies->marker_gaps;
+	p->corruption = o->corruption;
+	p->exec_count = o->exec_count;
+	if (o->n_execs > MP_PROFILE_MAX_EXECS || o->n_execs > o->exec_count)
+		BAD("more exec events than memprofd writes");
+	if (!o->n_execs)
+		return 0;
+	p->execs = calloc(o->n_execs, sizeof(*p->execs));
+	if (!p->execs)
+		return -ENOMEM;
+	for (size_t i = 0; i < o->n_execs; i++) {
+		const Memprof__ExecEvent *e = o->execs[i];
+
+		if (!e)
+			BAD("empty exec event");
+		p->execs[i] = (struct mp_exec){ .ts_ns = e->ts_ns,
+						.tid = e->tid,
+						.kernels_closed = e->kernels_closed };
+		p->n_execs = i + 1;
+		if (dup_opt_str(e->path, &p->execs[i].path) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 /* The header: format version, process, settings, whole-window figures. */
 static int dec_header(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
 {
@@ -936,6 +993,9 @@ static int dec_header(const Memprof__Profile *o, struct mp_profile *p, const cha
 		p->accounting_errors = o->anomalies->accounting_errors;
 	}
 	p->truncated = o->truncated;
+	r = dec_hardening(o, p, ret_why);
+	if (r < 0)
+		return r;
 
 	return 0;
 }

@@ -43,10 +43,28 @@
  * re-read of /proc/PID/maps (libraries loaded after attach). */
 #define MAPS_REREAD_NS (100 * 1000 * 1000ull)
 
+/* Execs between two drains of the tracer beyond this get no path. */
+#define EXEC_PATHS 8
+
 enum item_kind {
 	ITEM_MARKER = 1,
 	ITEM_BPF = 2,
 	ITEM_RSS = 3,
+};
+
+/* A marker ring reader and the marker items of it still in the merge: the
+ * records' name strings belong to the reader, so a reader given up (ring
+ * corrupted, exec) is freed only when its last item has been dispatched. */
+struct ring_ref {
+	struct mp_consumer *c;
+	uint64_t pending; /* items in the merge that point into c */
+	struct ring_ref *next; /* retired list */
+};
+
+/* What an ITEM_MARKER carries. */
+struct marker_item {
+	struct mp_record rec;
+	struct ring_ref *ref;
 };
 
 enum { EP_TRACER = 1, EP_TICK, EP_RSS, EP_SIGNAL, EP_DEADLINE, EP_STOP, EP_SNAPSHOT, EP_PERIODIC };
@@ -55,7 +73,17 @@ struct session {
 	const struct mp_session_opts *o;
 	struct mp_tracer *tracer;
 	struct mp_live *live;
-	struct mp_consumer *ring;
+	struct mp_consumer *ring; /* = ring_ref->c */
+	struct ring_ref *ring_ref;
+	struct ring_ref *retired; /* given up, items still pending */
+	uint32_t corruption; /* MP_CORRUPT_* of rings given up */
+	/* Paths of execs seen by the tracer and not yet dispatched, read from
+	 * /proc/PID/exe when the event arrives (closer to the exec than its
+	 * dispatch, which waits for the merge). */
+	char *exec_paths[EXEC_PATHS];
+	uint64_t exec_idx[EXEC_PATHS]; /* which exec each path belongs to */
+	uint32_t exec_head, exec_n;
+	uint64_t execs_arrived, execs_dispatched;
 	struct mp_rss_sampler *rss;
 	struct mp_merge *merge;
 	struct mp_correlator *corr;
@@ -150,6 +178,92 @@ static const char *fn_name(const struct session *s, uint32_t fn)
 	return mp_alloc_fn_name(fn);
 }
 
+static void ring_ref_free(struct ring_ref *ref)
+{
+	if (!ref)
+		return;
+	mp_consumer_free(ref->c);
+	free(ref);
+}
+
+static uint32_t corruption_of(uint32_t consumer_flags)
+{
+	return (consumer_flags & MP_CONSUMER_CORRUPT_HEADER ? MP_CORRUPT_RING_HEADER : 0) |
+	       (consumer_flags & MP_CONSUMER_CORRUPT_RECORDS ? MP_CORRUPT_RING_RECORDS : 0);
+}
+
+/* Stops reading the current ring. Its reader lives on while merge items
+ * point into it. */
+static void ring_retire(struct session *s)
+{
+	struct ring_ref *ref = s->ring_ref;
+
+	if (!ref)
+		return;
+	s->ring_drops_closed += mp_consumer_drops(ref->c);
+	s->heap_drops_closed += mp_consumer_alloc_drops(ref->c);
+	s->heap_waits_closed += mp_consumer_alloc_waits(ref->c);
+	s->corruption |= corruption_of(mp_consumer_corruption(ref->c));
+	s->ring = NULL;
+	s->ring_ref = NULL;
+	if (!ref->pending) {
+		ring_ref_free(ref);
+		return;
+	}
+	ref->next = s->retired;
+	s->retired = ref;
+}
+
+/* One item of @ref has been dispatched. */
+static void ring_ref_put(struct session *s, struct ring_ref *ref)
+{
+	struct ring_ref **pp;
+
+	if (--ref->pending || ref == s->ring_ref)
+		return;
+	for (pp = &s->retired; *pp; pp = &(*pp)->next) {
+		if (*pp == ref) {
+			*pp = ref->next;
+			ring_ref_free(ref);
+			return;
+		}
+	}
+}
+
+/* Queues the image the target runs now, for the exec event being merged. */
+static void exec_path_push(struct session *s)
+{
+	char path[64], exe[PATH_MAX];
+	uint32_t i;
+	ssize_t n;
+
+	if (s->exec_n == EXEC_PATHS) {
+		s->execs_arrived++;
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)s->o->pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	i = (s->exec_head + s->exec_n++) % EXEC_PATHS;
+	s->exec_paths[i] = n > 0 ? strdup(exe) : NULL;
+	s->exec_idx[i] = s->execs_arrived++;
+}
+
+/* The path of the next exec dispatched, NULL when it got none. */
+static char *exec_path_pop(struct session *s)
+{
+	uint64_t want = s->execs_dispatched++;
+	char *p;
+
+	if (!s->exec_n || s->exec_idx[s->exec_head] != want)
+		return NULL;
+	p = s->exec_paths[s->exec_head];
+	s->exec_paths[s->exec_head] = NULL;
+	s->exec_head = (s->exec_head + 1) % EXEC_PATHS;
+	s->exec_n--;
+	return p;
+}
+
 static uint64_t on_heap(void *ctx, const struct mp_heap_event *e)
 {
 	struct session *s = ctx;
@@ -181,18 +295,18 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev)
 				" bytes=%" PRId64 "\n",
 				rs.member, rs.tid, rs.ts_ns, rs.value);
 		return mp_correlator_on_rss_stat(s->corr, &rs);
-	case MP_RAW_EXEC:
+	case MP_RAW_EXEC: {
+		char *path = exec_path_pop(s);
+
 		if (s->o->dump)
-			fprintf(s->o->dump, "exec tid=%" PRIu32 " ts=%" PRIu64 "\n", ev->tid,
-				(uint64_t)ev->ts_ns);
+			fprintf(s->o->dump, "exec tid=%" PRIu32 " ts=%" PRIu64 " path=%s\n",
+				ev->tid, (uint64_t)ev->ts_ns, path ? path : "?");
+		r = mp_correlator_on_exec(s->corr, ev->ts_ns, ev->tid, path);
+		free(path);
+		if (r < 0)
+			return log_error_errno(r, "pid %d: exec: %m", (int)s->o->pid);
 		/* The new image gets a new ring and a new address space. */
-		if (s->ring) {
-			s->ring_drops_closed += mp_consumer_drops(s->ring);
-			s->heap_drops_closed += mp_consumer_alloc_drops(s->ring);
-			s->heap_waits_closed += mp_consumer_alloc_waits(s->ring);
-			mp_consumer_free(s->ring);
-			s->ring = NULL;
-		}
+		ring_retire(s);
 		s->ring_retry_ns = 0;
 		/* the new image's interposer word, if any, is elsewhere */
 		mp_tracer_set_inproc_tls(s->tracer, 0);
@@ -200,6 +314,7 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev)
 		s->maps = NULL;
 		s->maps_read_ns = 0;
 		break;
+	}
 	case MP_RAW_EXIT:
 		if (s->o->dump)
 			fprintf(s->o->dump, "exit ts=%" PRIu64 "\n", (uint64_t)ev->ts_ns);
@@ -256,14 +371,20 @@ static int dispatch(struct session *s, const struct mp_merge_item *it)
 		s->last_ts = it->ts;
 	switch (it->kind) {
 	case ITEM_MARKER: {
-		struct mp_record rec;
+		struct marker_item mi;
+		int r;
 
-		memcpy(&rec, it->payload.bytes, sizeof(rec));
-		if (rec.type >= MP_REC_ALLOC && rec.type <= MP_REC_REALLOC)
-			return handle_heap_record(s, &rec);
+		memcpy(&mi, it->payload.bytes, sizeof(mi));
+		if (mi.rec.type >= MP_REC_ALLOC && mi.rec.type <= MP_REC_REALLOC) {
+			r = handle_heap_record(s, &mi.rec);
+			ring_ref_put(s, mi.ref);
+			return r;
+		}
 		if (s->o->dump)
-			dump_record(s->o->dump, &rec);
-		return mp_correlator_on_record(s->corr, &rec);
+			dump_record(s->o->dump, &mi.rec);
+		r = mp_correlator_on_record(s->corr, &mi.rec);
+		ring_ref_put(s, mi.ref);
+		return r;
 	}
 	case ITEM_BPF: {
 		struct mp_raw_event ev;
@@ -305,6 +426,8 @@ static int on_raw(void *ctx, const struct mp_raw_event *ev)
 
 	if (ev->type == MP_RAW_EXIT)
 		s->exited = true;
+	if (ev->type == MP_RAW_EXEC)
+		exec_path_push(s);
 	return mp_merge_push(s->merge, ITEM_BPF, ev->ts_ns, ev, sizeof(*ev));
 }
 
@@ -325,7 +448,6 @@ static int drain_tracer(struct session *s)
 
 static int drain_ring(struct session *s)
 {
-	struct mp_record rec;
 	int r;
 
 	if (!s->ring) {
@@ -343,9 +465,18 @@ static int drain_ring(struct session *s)
 			log_warning_errno(
 				r, "pid %d: marker ring unusable, profiling without markers: %m",
 				(int)s->o->pid);
+			if (r == -EBADMSG)
+				s->corruption |= MP_CORRUPT_RING_OPEN;
 			s->ring_retry_ns = UINT64_MAX;
 			return 0;
 		}
+		s->ring_ref = calloc(1, sizeof(*s->ring_ref));
+		if (!s->ring_ref) {
+			mp_consumer_free(s->ring);
+			s->ring = NULL;
+			return log_error_errno(-ENOMEM, "pid %d: marker ring: %m", (int)s->o->pid);
+		}
+		s->ring_ref->c = s->ring;
 		if (s->path == MP_PATH_INPROCESS) {
 			mp_tracer_set_inproc_tls(s->tracer, mp_consumer_alloc_tls_off(s->ring));
 			r = mp_consumer_set_alloc_mode(s->ring,
@@ -361,23 +492,23 @@ static int drain_ring(struct session *s)
 			  s->path == MP_PATH_INPROCESS ? ", in-process allocation path on" : "");
 	}
 	for (int i = 0; i < RING_BATCH; i++) {
-		r = mp_consumer_read(s->ring, &rec);
+		struct marker_item mi;
+
+		r = mp_consumer_read(s->ring, &mi.rec);
 		if (r == 0)
 			return 0;
 		if (r < 0) {
 			log_warning_errno(r, "pid %d: marker ring corrupted, markers stop here: %m",
 					  (int)s->o->pid);
-			s->ring_drops_closed += mp_consumer_drops(s->ring);
-			s->heap_drops_closed += mp_consumer_alloc_drops(s->ring);
-			s->heap_waits_closed += mp_consumer_alloc_waits(s->ring);
-			mp_consumer_free(s->ring);
-			s->ring = NULL;
+			ring_retire(s);
 			s->ring_retry_ns = UINT64_MAX;
 			return 0;
 		}
-		r = mp_merge_push(s->merge, ITEM_MARKER, rec.ts_ns, &rec, sizeof(rec));
+		mi.ref = s->ring_ref;
+		r = mp_merge_push(s->merge, ITEM_MARKER, mi.rec.ts_ns, &mi, sizeof(mi));
 		if (r < 0)
 			return log_error_errno(r, "pid %d: merging markers: %m", (int)s->o->pid);
+		s->ring_ref->pending++;
 	}
 	return 0;
 }
@@ -663,6 +794,7 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 	p->tracer_path = s->path;
 	p->drops_heap = s->heap_drops_closed + (s->ring ? mp_consumer_alloc_drops(s->ring) : 0);
 	p->heap_waits = s->heap_waits_closed + (s->ring ? mp_consumer_alloc_waits(s->ring) : 0);
+	p->corruption |= s->corruption | corruption_of(mp_consumer_corruption(s->ring));
 	/* Best effort: a profile without symbols is still a profile. */
 	if (mp_symbolize_profile(p, s->maps, o->pid) < 0)
 		log_warning_errno(-ENOMEM, "pid %d: symbolizing allocation sites: %m", (int)o->pid);
@@ -781,13 +913,24 @@ static void dump_summary(struct session *s)
 static void teardown(struct session *s)
 {
 	mp_tracer_free(s->tracer);
-	mp_consumer_free(s->ring);
+	ring_ref_free(s->ring_ref);
+	while (s->retired) {
+		struct ring_ref *next = s->retired->next;
+
+		ring_ref_free(s->retired);
+		s->retired = next;
+	}
 	mp_rss_sampler_free(s->rss);
 	mp_correlator_free(s->corr);
 	mp_live_free(s->live);
 	mp_merge_free(s->merge);
 	mp_procmaps_free(s->maps);
 	free(s->cmdline);
+	while (s->exec_n) {
+		free(s->exec_paths[s->exec_head]);
+		s->exec_head = (s->exec_head + 1) % EXEC_PATHS;
+		s->exec_n--;
+	}
 	if (s->epfd >= 0)
 		close(s->epfd);
 	if (s->tickfd >= 0)

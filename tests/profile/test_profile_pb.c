@@ -111,6 +111,17 @@ static struct mp_profile *rich_profile(void)
 	p->duty_active_ns = 250000000;
 	p->drops_ring = 2;
 	p->drops_bpf = 3;
+	/* Hardening fields (lost markers, exec, corruption) travel too. */
+	p->marker_gaps = 4;
+	p->corruption = MP_CORRUPT_RING_HEADER | MP_CORRUPT_RING_RECORDS;
+	p->exec_count = 3;
+	p->execs = calloc(2, sizeof(*p->execs));
+	cr_assert_not_null(p->execs);
+	p->execs[0] = (struct mp_exec){ .ts_ns = 77, .tid = 9, .kernels_closed = 2 };
+	p->execs[1] = (struct mp_exec){ .ts_ns = 78, .tid = 9, .path = strdup("/bin/true") };
+	p->n_execs = 2;
+	p->invocations[1].flags |= MP_INV_F_MARKERS_LOST | MP_INV_F_EXEC;
+	p->kernels[0].markers_lost = 5;
 	/* Sanity: the content the round trip must carry is really there. */
 	cr_assert_eq(p->n_invocations, 5);
 	cr_assert_eq(p->invocations_dropped, 3);

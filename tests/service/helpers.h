@@ -154,7 +154,7 @@ static void daemon_start(struct daemon *d, const char *config_text, char *const 
 	argv[n++] = "--control";
 	argv[n++] = d->control;
 	argv[n++] = "--config";
-	argv[n++] = strdup(cfg);
+	argv[n++] = cfg;
 	argv[n] = NULL;
 	d->pid = spawn(argv, logfd, logfd);
 	close(logfd);
