@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "memprof.pb-c.h"
+#include "outfile.h"
 #include "profile_pb.h"
 
 /* The file stores enum mp_trace_mode as is. */
@@ -1014,51 +1015,6 @@ int mp_profile_file_decode(const void *data, size_t len, struct mp_profile **ret
 	return mp_profile_decode(buf + MP_PROFILE_FILE_HEADER, mlen, ret, ret_why);
 }
 
-int mp_file_write_atomic(const char *path, const void *data, size_t len)
-{
-	const uint8_t *buf = data;
-	char tmp[PATH_MAX];
-	size_t off = 0;
-	int fd, r;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	while (off < len) {
-		ssize_t n = write(fd, buf + off, len - off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -EIO;
-			goto fail;
-		}
-		off += n;
-	}
-	if (fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if (close(fd) < 0) {
-		r = -errno;
-		fd = -1;
-		goto fail;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	return 0;
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return r;
-}
-
 int mp_profile_save(const struct mp_profile *p, const char *path)
 {
 	uint8_t *buf;
@@ -1068,7 +1024,7 @@ int mp_profile_save(const struct mp_profile *p, const char *path)
 	r = mp_profile_file_encode(p, &buf, &len);
 	if (r < 0)
 		return r;
-	r = mp_file_write_atomic(path, buf, len);
+	r = mp_output_write(path, buf, len);
 	free(buf);
 	return r;
 }

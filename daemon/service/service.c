@@ -912,8 +912,9 @@ static int open_control(const char *path, int *ret)
 	if (s < 0)
 		return -errno;
 	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    /* Any local user may ask; authorization is per request. */
-	    chmod(path, 0666) < 0 || listen(s, 128) < 0) {
+	    /* Any local user may ask; authorization is per request. Never
+	     * through a symlink swapped in since the bind. */
+	    fchmodat(AT_FDCWD, path, 0666, AT_SYMLINK_NOFOLLOW) < 0 || listen(s, 128) < 0) {
 		r = -errno;
 		close(s);
 		return r;
