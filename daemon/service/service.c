@@ -29,7 +29,6 @@
 #include "stream.h"
 #include "util.h"
 
-#define MAX_CONNS 64
 #define MAX_TARGET_STREAMS 8
 /* Bounds how long a client may keep a connection thread busy sending or
  * reading. */
@@ -79,7 +78,11 @@ struct service {
 	struct mp_config *cfg; /* under lock */
 	struct target *targets; /* under lock */
 	unsigned n_targets; /* not DONE */
-	unsigned n_conns;
+	/* Control connections (under lock): every connection thread is on
+	 * the list; n_live counts those not dropped to make room. */
+	struct request *conns;
+	unsigned n_conns, n_live;
+	uint64_t conns_dropped, conns_refused;
 	uint64_t next_id;
 	bool stopping;
 	int reap_fd; /* eventfd: a target ended or was released */
@@ -372,6 +375,10 @@ static void signal_fd(int fd)
 
 struct request {
 	struct service *svc;
+	struct request *next; /* svc->conns, under svc->lock */
+	uint64_t since_ns; /* accepted */
+	bool busy; /* its request arrived: being served, never dropped */
+	bool dropped; /* made room for a newer connection */
 	int sock;
 	uid_t uid;
 	gid_t gid;
@@ -748,26 +755,42 @@ static int do_status(struct request *q)
 		   (double)svc->cfg->stream_interval_ns / 1e9);
 	mp_ctl_add(&q->reply, "rss_hz", "%u", svc->cfg->rss_hz);
 	mp_ctl_add(&q->reply, "mode", "%s", mp_trace_mode_name(svc->cfg->mode));
+	mp_ctl_add(&q->reply, "connections", "%u", svc->n_live);
+	mp_ctl_add(&q->reply, "max_connections", "%u", svc->cfg->max_conns);
+	mp_ctl_add(&q->reply, "max_connections_per_uid", "%u", svc->cfg->max_conns_per_uid);
+	mp_ctl_add(&q->reply, "connections_dropped", "%" PRIu64, svc->conns_dropped);
+	mp_ctl_add(&q->reply, "connections_refused", "%" PRIu64, svc->conns_refused);
 	pthread_mutex_unlock(&svc->lock);
 	mp_streamer_describe(svc->streamer, describe_line, q);
 	return 0;
 }
 
-static void *conn_main(void *arg)
+static void conn_remove(struct service *svc, struct request *q)
 {
-	struct request *q = arg;
-	struct service *svc = q->svc;
-	const char *cmd;
+	pthread_mutex_lock(&svc->lock);
+	for (struct request **pp = &svc->conns; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	if (!q->dropped)
+		svc->n_live--;
+	svc->n_conns--;
+	pthread_cond_broadcast(&svc->cond);
+	pthread_mutex_unlock(&svc->lock);
+}
+
+static void dispatch(struct request *q)
+{
+	const char *cmd = mp_ctl_get(&q->msg, "cmd");
+	char why[160];
 	int r;
 
-	r = mp_ctl_recv(q->sock, &q->msg, &q->fd);
-	if (r < 0) {
-		log_debug_errno(r, "control request from pid %d dropped: %m", (int)q->peer_pid);
-		goto out;
-	}
-	cmd = mp_ctl_get(&q->msg, "cmd");
-	if (!cmd)
-		fail(q, -EINVAL, "no cmd");
+	r = mp_ctl_check_request(&q->msg, why, sizeof(why));
+	if (r == -EOPNOTSUPP)
+		fail(q, r, "unknown command");
+	else if (r < 0)
+		fail(q, r, "malformed request: %s", why);
 	else if (!strcmp(cmd, "attach"))
 		do_attach(q);
 	else if (!strcmp(cmd, "detach"))
@@ -776,10 +799,40 @@ static void *conn_main(void *arg)
 		do_dump(q);
 	else if (!strcmp(cmd, "list"))
 		do_list(q);
-	else if (!strcmp(cmd, "status"))
-		do_status(q);
 	else
-		fail(q, -EOPNOTSUPP, "unknown command");
+		do_status(q);
+}
+
+static void *conn_main(void *arg)
+{
+	struct request *q = arg;
+	struct service *svc = q->svc;
+	bool dropped;
+	int r;
+
+	r = mp_ctl_recv(q->sock, &q->msg, &q->fd);
+	pthread_mutex_lock(&svc->lock);
+	dropped = q->dropped;
+	q->busy = !dropped;
+	pthread_mutex_unlock(&svc->lock);
+	if (dropped) {
+		fail(q, -EAGAIN,
+		     "connection dropped: too many control connections (the idlest goes "
+		     "first); send the request right after connecting");
+	} else if (r < 0) {
+		if (q->msg.why[0])
+			log_debug("control request from pid %d uid %u refused: %s",
+				  (int)q->peer_pid, (unsigned)q->uid, q->msg.why);
+		else
+			log_debug_errno(r, "control request from pid %d uid %u dropped: %m",
+					(int)q->peer_pid, (unsigned)q->uid);
+		/* A peer that closed without a byte gets no answer. */
+		if (!q->msg.why[0])
+			goto out;
+		fail(q, r, "malformed request: %s", q->msg.why);
+	} else {
+		dispatch(q);
+	}
 	if (mp_ctl_build_end(&q->reply) < 0)
 		fail(q, -E2BIG, "reply too long");
 	r = mp_ctl_send(q->sock, q->reply.buf, q->reply.len, -1);
@@ -788,13 +841,89 @@ static void *conn_main(void *arg)
 out:
 	if (q->fd >= 0)
 		close(q->fd);
+	conn_remove(svc, q);
 	close(q->sock);
 	free(q);
-	pthread_mutex_lock(&svc->lock);
-	svc->n_conns--;
-	pthread_cond_broadcast(&svc->cond);
-	pthread_mutex_unlock(&svc->lock);
 	return NULL;
+}
+
+/* Under svc->lock. The connection still waiting for its request that was
+ * accepted first: of @uid only when @same_uid; otherwise of anyone, but
+ * root's only to make room for root. */
+static struct request *idlest(struct service *svc, uid_t uid, bool same_uid)
+{
+	struct request *best = NULL;
+
+	for (struct request *q = svc->conns; q; q = q->next) {
+		if (q->busy || q->dropped)
+			continue;
+		if (same_uid ? q->uid != uid : q->uid == 0 && uid != 0)
+			continue;
+		if (!best || q->since_ns < best->since_ns)
+			best = q;
+	}
+	return best;
+}
+
+/* Under svc->lock. Its thread wakes from recv and answers why. */
+static void drop_conn(struct service *svc, struct request *q)
+{
+	q->dropped = true;
+	svc->n_live--;
+	svc->conns_dropped++;
+	shutdown(q->sock, SHUT_RD);
+	log_debug("dropping idle control connection of uid %u (pid %d) for a newer one",
+		  (unsigned)q->uid, (int)q->peer_pid);
+}
+
+/* Under svc->lock. Makes room for one more connection of @uid, dropping
+ * the idlest ones: per non-root uid at most max_connections_per_uid, in
+ * all at most max_connections, of which the last is root's. A
+ * connection whose request arrived is never dropped; false when only
+ * such connections hold the room. */
+static bool admit(struct service *svc, uid_t uid)
+{
+	const struct mp_config *c = svc->cfg;
+	unsigned mine = 0, cap = uid == 0 ? c->max_conns : c->max_conns - 1;
+	struct request *v;
+
+	for (struct request *q = svc->conns; q; q = q->next)
+		mine += !q->dropped && q->uid == uid;
+	if (uid != 0 && mine >= c->max_conns_per_uid) {
+		v = idlest(svc, uid, true);
+		if (!v)
+			return false;
+		drop_conn(svc, v);
+	}
+	while (svc->n_live >= cap) {
+		v = idlest(svc, uid, false);
+		if (!v)
+			return false;
+		drop_conn(svc, v);
+	}
+	return true;
+}
+
+static void refuse_conn(struct service *svc, int s, const struct ucred *cred)
+{
+	struct mp_ctl_builder *b = malloc(sizeof(*b));
+
+	/* The reply fits the socket buffer of a new connection: never
+	 * blocks the accepting thread. */
+	if (b) {
+		mp_ctl_build_init(b);
+		mp_ctl_add(b, "status", "error");
+		mp_ctl_add(b, "errno", "%d", EUSERS);
+		mp_ctl_add(b, "message",
+			   "too many control connections in progress (max_connections %u, "
+			   "per uid %u)",
+			   svc->cfg->max_conns, svc->cfg->max_conns_per_uid);
+		if (mp_ctl_build_end(b) == 0)
+			mp_ctl_send(s, b->buf, b->len, -1);
+		free(b);
+	}
+	log_warning("too many control connections in progress, refusing one of uid %u (pid %d)",
+		    (unsigned)cred->uid, (int)cred->pid);
 }
 
 static void accept_one(struct service *svc, int lfd)
@@ -805,6 +934,7 @@ static void accept_one(struct service *svc, int lfd)
 	struct request *q;
 	pthread_attr_t attr;
 	pthread_t th;
+	bool ok;
 	int s, r;
 
 	s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -816,38 +946,45 @@ static void accept_one(struct service *svc, int lfd)
 	}
 	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	pthread_mutex_lock(&svc->lock);
-	if (svc->n_conns >= MAX_CONNS) {
-		pthread_mutex_unlock(&svc->lock);
-		log_warning("too many control connections, refusing one from pid %d",
-			    (int)cred.pid);
+	q = malloc(sizeof(*q));
+	if (!q) {
 		close(s);
 		return;
 	}
-	svc->n_conns++;
-	pthread_mutex_unlock(&svc->lock);
-	q = malloc(sizeof(*q));
-	r = q ? 0 : ENOMEM;
-	if (q) {
-		*q = (struct request){ .svc = svc,
-				       .sock = s,
-				       .uid = cred.uid,
-				       .gid = cred.gid,
-				       .peer_pid = cred.pid,
-				       .fd = -1 };
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&attr, 256 * 1024);
-		r = pthread_create(&th, &attr, conn_main, q);
-		pthread_attr_destroy(&attr);
+	*q = (struct request){ .svc = svc,
+			       .since_ns = mp_now_ns(),
+			       .sock = s,
+			       .uid = cred.uid,
+			       .gid = cred.gid,
+			       .peer_pid = cred.pid,
+			       .fd = -1 };
+	pthread_mutex_lock(&svc->lock);
+	ok = admit(svc, cred.uid);
+	if (ok) {
+		q->next = svc->conns;
+		svc->conns = q;
+		svc->n_conns++;
+		svc->n_live++;
+	} else {
+		svc->conns_refused++;
 	}
-	if (r) {
-		log_error_errno(r, "control connection: %m");
-		free(q);
+	pthread_mutex_unlock(&svc->lock);
+	if (!ok) {
+		refuse_conn(svc, s, &cred);
 		close(s);
-		pthread_mutex_lock(&svc->lock);
-		svc->n_conns--;
-		pthread_mutex_unlock(&svc->lock);
+		free(q);
+		return;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	r = pthread_create(&th, &attr, conn_main, q);
+	pthread_attr_destroy(&attr);
+	if (r) {
+		log_error_errno(r, "control connection of pid %d: %m", (int)cred.pid);
+		conn_remove(svc, q);
+		close(s);
+		free(q);
 	}
 }
 
@@ -934,7 +1071,11 @@ static void shutdown_all(struct service *svc)
 			signal_fd(t->ctl.stop_fd);
 	while (svc->n_targets)
 		pthread_cond_wait(&svc->cond, &svc->lock);
-	/* Connection threads end within their I/O timeouts. */
+	/* Connections still waiting for a request end now; the others
+	 * within their I/O timeouts. */
+	for (struct request *q = svc->conns; q; q = q->next)
+		if (!q->busy)
+			shutdown(q->sock, SHUT_RD);
 	deadline(&ts, 2 * IO_TIMEOUT_S);
 	while (svc->n_conns)
 		if (pthread_cond_timedwait(&svc->cond, &svc->lock, &ts) == ETIMEDOUT)
