@@ -160,6 +160,12 @@ static int set(struct mp_config *c, const char *k, const char *v)
 		c->buffer_bytes = x;
 		return 0;
 	}
+	if (!strcmp(k, "memory_budget")) {
+		if (parse_u64(v, 1ull << 50, true, &x) < 0)
+			return -EINVAL;
+		c->memory_budget = x;
+		return 0;
+	}
 	if (!strcmp(k, "bpf_ring_size")) {
 		if (parse_u64(v, 1ull << 30, true, &x) < 0 || x < 4096 || (x & (x - 1)))
 			return -EINVAL;

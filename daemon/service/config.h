@@ -11,7 +11,10 @@
  *   max_connections_per_uid = N  of them per non-root user
  *   stream_interval = S    seconds between chunks (decimal)
  *   buffer_size = N[K|M|G] per-collector buffer
- *   bpf_ring_size = N[K|M] BPF ring buffer per target (power of two)
+ *   bpf_ring_size = N[K|M] BPF ring buffer per target (power of two;
+ *                          default by mode: rss 1M, sampled/precise 8M)
+ *   memory_budget = N[K|M|G]  refuse attaches beyond it (0: 7/8 of the
+ *                          service cgroup's memory.max, if any)
  */
 #ifndef MP_CONFIG_H
 #define MP_CONFIG_H
@@ -37,7 +40,8 @@ struct mp_config {
 	unsigned max_conns_per_uid;
 	uint64_t stream_interval_ns;
 	uint64_t buffer_bytes;
-	uint32_t bpf_ring_bytes; /* 0: the tracer's default */
+	uint32_t bpf_ring_bytes; /* 0: the tracer's default for the mode */
+	uint64_t memory_budget; /* 0: from the cgroup */
 	uint32_t mode; /* enum mp_trace_mode of targets attached without --mode */
 	uint64_t sample_bytes; /* their sampling interval in sampled mode */
 };

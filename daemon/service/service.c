@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -50,6 +51,8 @@ struct target {
 	gid_t gid;
 	char exe[PATH_MAX];
 	uint64_t started_ns;
+	uint64_t cost; /* mp_service_target_cost() */
+	uint64_t ring_bytes;
 	int out_fd;
 	char *streams[MAX_TARGET_STREAMS];
 	size_t n_streams;
@@ -76,6 +79,9 @@ struct service {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct mp_config *cfg; /* under lock */
+	uint64_t budget; /* bytes for targets; 0: none (under lock) */
+	uint64_t budget_total; /* targets and the service's own reserve */
+	uint64_t cgroup_max; /* the service cgroup's memory.max; 0: none */
 	struct target *targets; /* under lock */
 	unsigned n_targets; /* not DONE */
 	/* Control connections (under lock): every connection thread is on
@@ -188,6 +194,126 @@ int mp_service_authorize(uid_t uid, gid_t gid, pid_t pid, char *why, size_t why_
 	return 0;
 }
 
+/* --- memory budget --- */
+
+uint64_t mp_service_target_cost(uint32_t mode, uint32_t ring_bytes)
+{
+	return MP_SERVICE_TARGET_BASE + mp_tracer_ring_bytes(mode, ring_bytes);
+}
+
+uint64_t mp_service_reserved(uint64_t buffer_bytes, size_t n_collectors, unsigned max_conns)
+{
+	/* A connection thread holds one struct request (a message and a
+	 * reply) and its stack. */
+	uint64_t conn = sizeof(struct mp_ctl_msg) + sizeof(struct mp_ctl_builder) + (256 << 10);
+
+	return MP_SERVICE_FIXED_BYTES + buffer_bytes * (n_collectors ? n_collectors : 1) +
+	       conn * max_conns;
+}
+
+/* The memory limit of the cgroup this process runs in: memory.max (v2)
+ * or memory.limit_in_bytes (v1); 0 when none or unknown. */
+static uint64_t cgroup_memory_max(void)
+{
+	char line[4096], path[4200], val[64];
+	uint64_t max = 0;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		char *ctrl = strchr(line, ':'), *rel = ctrl ? strchr(ctrl + 1, ':') : NULL;
+		size_t n = strlen(line);
+		FILE *m;
+
+		if (!rel || !n || line[n - 1] != '\n')
+			continue;
+		line[n - 1] = '\0';
+		*rel++ = '\0';
+		if (!strcmp(line, "0") && !ctrl[1])
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max", rel);
+		else if (!strcmp(ctrl + 1, "memory"))
+			snprintf(path, sizeof(path),
+				 "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", rel);
+		else
+			continue;
+		m = fopen(path, "re");
+		/* "max", or v1's page-rounded LLONG_MAX: no limit. */
+		if (m && fgets(val, sizeof(val), m) && val[0] >= '0' && val[0] <= '9' &&
+		    strtoull(val, NULL, 10) < (1ull << 60))
+			max = strtoull(val, NULL, 10);
+		if (m)
+			fclose(m);
+	}
+	if (f)
+		fclose(f);
+	return max;
+}
+
+/* The service's own anonymous memory: its heap, stacks and tables. */
+static uint64_t self_rss_anon(void)
+{
+	char line[256];
+	unsigned long long kib = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssAnon: %llu", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (uint64_t)kib << 10;
+}
+
+/* Under svc->lock: 0 when a target costing @cost fits the budget, else
+ * -ENOMEM with the reason in @why. Two checks: the estimates of every
+ * live target against the targets' share, and what the service really
+ * holds (its anonymous memory plus the targets' BPF ring buffers, which
+ * are kernel memory charged to its cgroup) against the whole budget. */
+static int budget_check(struct service *svc, uint64_t cost, uint32_t mode, char *why,
+			size_t why_len)
+{
+	uint64_t committed = 0, rings = 0, in_use;
+
+	if (!svc->budget)
+		return 0;
+	for (struct target *t = svc->targets; t; t = t->next)
+		if (t->state != T_DONE) {
+			committed += t->cost;
+			rings += t->ring_bytes;
+		}
+	in_use = self_rss_anon() + rings;
+	if (committed + cost <= svc->budget && in_use + cost <= svc->budget_total)
+		return 0;
+	snprintf(why, why_len,
+		 "the service's memory budget for targets is %" PRIu64 " MiB (memory_budget%s); "
+		 "its %u targets hold ~%" PRIu64 " MiB (estimated) and it uses %" PRIu64
+		 " MiB; one %s-mode target needs ~%" PRIu64 " MiB",
+		 svc->budget >> 20, svc->cfg->memory_budget ? "" : ", from MemoryMax",
+		 svc->n_targets, committed >> 20, in_use >> 20, mp_trace_mode_name(mode),
+		 cost >> 20);
+	return -ENOMEM;
+}
+
+/* Under svc->lock, after a configuration is loaded. */
+static void budget_update(struct service *svc)
+{
+	const struct mp_config *c = svc->cfg;
+	uint64_t total = c->memory_budget, reserved, per;
+
+	if (!total && svc->cgroup_max)
+		total = svc->cgroup_max / 8 * 7;
+	reserved = mp_service_reserved(c->buffer_bytes, c->n_collectors, c->max_conns);
+	svc->budget_total = total;
+	svc->budget = !total ? 0 : total > reserved ? total - reserved : 1;
+	per = mp_service_target_cost(c->mode, c->bpf_ring_bytes);
+	if (svc->budget && (uint64_t)c->max_targets * per > svc->budget)
+		log_warning("max_targets %u x ~%" PRIu64
+			    " MiB per %s-mode target exceeds the memory "
+			    "budget of %" PRIu64 " MiB for targets: attaches beyond ~%" PRIu64
+			    " such targets will be refused",
+			    c->max_targets, per >> 20, mp_trace_mode_name(c->mode),
+			    svc->budget >> 20, svc->budget / per);
+}
+
 /* --- targets --- */
 
 static int write_profile(int fd, const struct mp_profile *p)
@@ -272,6 +398,12 @@ static bool want_periodic(void *ctx)
 static int on_attached(void *ctx)
 {
 	struct target *t = ctx;
+
+	/* Loading the BPF object parses the kernel's BTF (~11 MiB of heap,
+	 * freed at once); the session's own allocations made after it pin
+	 * that memory in this thread's malloc arena unless it is given
+	 * back (docs/SERVICE.md, "Memory per target"). */
+	malloc_trim(0);
 
 	pthread_mutex_lock(&t->svc->lock);
 	t->state = T_RUNNING;
@@ -562,6 +694,18 @@ static int do_attach(struct request *q)
 		r = fail(q, -ESHUTDOWN, "the service is shutting down");
 	else if (svc->n_targets >= cfg->max_targets)
 		r = fail(q, -EMFILE, "too many targets (max_targets = %u)", cfg->max_targets);
+	if (r == 0) {
+		uint32_t m = mode != UINT32_MAX ? mode : cfg->mode;
+
+		t->cost = mp_service_target_cost(m, cfg->bpf_ring_bytes);
+		t->ring_bytes = mp_tracer_ring_bytes(m, cfg->bpf_ring_bytes);
+		r = budget_check(svc, t->cost, m, why, sizeof(why));
+		if (r < 0) {
+			log_notice("refused attach to pid %d requested by uid %u: %s", (int)pid,
+				   (unsigned)q->uid, why);
+			fail(q, r, "not enough memory: %s", why);
+		}
+	}
 	for (struct target *o = svc->targets; o && r == 0; o = o->next)
 		if (o->pid == pid && o->state != T_DONE)
 			r = fail(q, -EBUSY, "pid %d is already being profiled", (int)pid);
@@ -755,6 +899,7 @@ static int do_status(struct request *q)
 		   (double)svc->cfg->stream_interval_ns / 1e9);
 	mp_ctl_add(&q->reply, "rss_hz", "%u", svc->cfg->rss_hz);
 	mp_ctl_add(&q->reply, "mode", "%s", mp_trace_mode_name(svc->cfg->mode));
+	mp_ctl_add(&q->reply, "memory_budget_mib", "%" PRIu64, svc->budget >> 20);
 	mp_ctl_add(&q->reply, "connections", "%u", svc->n_live);
 	mp_ctl_add(&q->reply, "max_connections", "%u", svc->cfg->max_conns);
 	mp_ctl_add(&q->reply, "max_connections_per_uid", "%u", svc->cfg->max_conns_per_uid);
@@ -1018,6 +1163,7 @@ static int load_config(struct service *svc, bool initial)
 	pthread_mutex_lock(&svc->lock);
 	mp_config_free(svc->cfg);
 	svc->cfg = c;
+	budget_update(svc);
 	pthread_mutex_unlock(&svc->lock);
 	log_info("configuration %s from %s: %zu collectors, max_targets %u, stream_interval "
 		 "%.3fs",
@@ -1127,6 +1273,7 @@ int mp_service_run(const struct mp_service_opts *o)
 		log_error_errno(r, "streamer: %m");
 		goto out;
 	}
+	svc.cgroup_max = cgroup_memory_max();
 	r = load_config(&svc, true);
 	if (r < 0)
 		goto out;
