@@ -22,6 +22,7 @@
 #include "launch.h"
 #include "log.h"
 #include "options.h"
+#include "outfile.h"
 #include "pprof.h"
 #include "profile.h"
 #include "profile_pb.h"
@@ -303,6 +304,8 @@ static int cmd_convert(int argc, char **argv)
 	const char *out = NULL, *in, *why = NULL;
 	struct mp_profile *p = NULL;
 	FILE *f = stdout;
+	char *mbuf = NULL;
+	size_t mlen = 0;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "t:o:h", longopts, NULL)) != -1) {
@@ -349,10 +352,11 @@ static int cmd_convert(int argc, char **argv)
 		return 1;
 	}
 	if (out) {
-		f = fopen(out, "we");
+		/* Rendered in memory, then written like every output file
+		 * (outfile.h): atomically, never through an unsafe symlink. */
+		f = open_memstream(&mbuf, &mlen);
 		if (!f) {
-			r = -errno;
-			log_error_errno(r, "cannot create %s: %m", out);
+			log_error_errno(-errno, "open_memstream: %m");
 			mp_profile_free(p);
 			return 1;
 		}
@@ -363,9 +367,15 @@ static int cmd_convert(int argc, char **argv)
 		r = errno ? -errno : -EIO;
 	if (r < 0) {
 		log_error_errno(r, "writing %s: %m", out ? out : "standard output");
-		if (out)
-			unlink(out);
+	} else if (out) {
+		r = mp_output_write(out, mbuf, mlen);
+		if (r < 0)
+			log_error_errno(r, "%s %s: %s",
+					r == -ENOSPC || r == -EIO || r == -EDQUOT ? "writing" :
+										    "cannot create",
+					out, mp_output_strerror(r));
 	}
+	free(mbuf);
 	mp_profile_free(p);
 	return r < 0 ? 1 : 0;
 }
@@ -527,28 +537,31 @@ static int client_call(const char *cmd, const char *control, struct mp_ctl_build
 	return -EPERM;
 }
 
-/* Opened here, with the caller's rights; not truncated (the service does
- * that when it writes), so a refused request leaves an existing file as it
- * was. *@created says whether to remove it on failure. */
-static int open_output(const char *cmd, const char *path, bool *created)
+/* Opened here, with the caller's rights, through the same path walk and
+ * symlink rule as every output file (outfile.h); not truncated (the
+ * service does that when it writes), so a refused request leaves an
+ * existing file as it was. */
+static int open_output(const char *cmd, const char *path, struct mp_output_file *f)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	int r = mp_output_open(path, f);
 
-	*created = fd >= 0;
-	if (fd < 0 && errno == EEXIST)
-		fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		log_error_errno(-errno, "%s: %m", path);
-	return fd;
+	if (r == -EINVAL)
+		log_error_errno(r,
+				"%s: not a regular file (the service writes only regular files; "
+				"use memprof dump -o for other outputs)",
+				path);
+	else if (r < 0)
+		log_error_errno(r, "%s: %s", path, mp_output_strerror(r));
+	return r;
 }
 
 static int cmd_attach(int argc, char **argv)
 {
 	struct mp_ctl_builder *b = malloc(sizeof(*b));
 	struct mp_ctl_msg *reply = malloc(sizeof(*reply));
+	struct mp_output_file of = { .fd = -1, .dirfd = -1 };
 	struct client_args a;
-	bool created = false;
-	int fd = -1, r;
+	int r;
 
 	if (!b || !reply) {
 		r = 1;
@@ -568,25 +581,19 @@ static int cmd_attach(int argc, char **argv)
 		mp_ctl_add(b, "mode", "%s", a.mode);
 	if (a.sample_bytes)
 		mp_ctl_add(b, "sample_bytes", "%llu", a.sample_bytes);
-	if (a.output) {
-		fd = open_output("attach", a.output, &created);
-		if (fd < 0) {
-			r = 1;
-			goto out;
-		}
+	if (a.output && open_output("attach", a.output, &of) < 0) {
+		r = 1;
+		goto out;
 	}
-	r = client_call("attach", a.control, b, fd, reply) < 0 ? 1 : 0;
+	r = client_call("attach", a.control, b, of.fd, reply) < 0 ? 1 : 0;
 	if (r == 0)
 		printf("attached to pid %ld (target %s)\n", a.pid,
 		       mp_ctl_get(reply, "target") ?: "?");
-	else if (created)
-		unlink(a.output);
+	mp_output_close(&of, r == 0);
 	goto out;
 out_parse:
 	r = r == 1 ? 0 : r;
 out:
-	if (fd >= 0)
-		close(fd);
 	free(b);
 	free(reply);
 	return r;
@@ -599,7 +606,6 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 	bool is_dump = !strcmp(cmd, "dump"), with_pid = is_dump || !strcmp(cmd, "detach");
 	struct mp_profile *p = NULL;
 	struct client_args a;
-	bool created = false;
 	int fd = -1, r;
 
 	if (!b || !reply) {
@@ -616,22 +622,18 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 	if (with_pid)
 		mp_ctl_add(b, "pid", "%ld", a.pid);
 	if (is_dump) {
-		/* Without -o, an anonymous file to read the table from. */
-		fd = a.output ? open_output(cmd, a.output, &created) :
-				memfd_create("memprof-dump", MFD_CLOEXEC);
+		/* The service writes an anonymous file; the table is read
+		 * from it, or it is copied to -o like every output file. */
+		fd = memfd_create("memprof-dump", MFD_CLOEXEC);
 		if (fd < 0) {
-			if (!a.output)
-				log_error_errno(-errno, "memfd_create: %m");
+			log_error_errno(-errno, "memfd_create: %m");
 			r = 1;
 			goto out;
 		}
 	}
 	r = client_call(cmd, a.control, b, fd, reply) < 0 ? 1 : 0;
-	if (r) {
-		if (created)
-			unlink(a.output);
+	if (r)
 		goto out;
-	}
 	if (!strcmp(cmd, "detach")) {
 		printf("detached from pid %ld\n", a.pid);
 	} else if (!strcmp(cmd, "list")) {
@@ -647,7 +649,7 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 	} else if (!strcmp(cmd, "status")) {
 		for (size_t i = 1; i < reply->n; i++)
 			printf("%s: %s\n", reply->f[i].key, reply->f[i].value);
-	} else if (is_dump && !a.output) {
+	} else if (is_dump) {
 		struct stat st;
 		uint8_t *buf = NULL;
 		const char *why = NULL;
@@ -659,13 +661,21 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 		}
 		if (!r)
 			r = mp_profile_file_decode(buf, (size_t)st.st_size, &p, &why) < 0;
-		free(buf);
-		if (!r)
+		if (!r && a.output) {
+			int w = mp_output_write(a.output, buf, (size_t)st.st_size);
+
+			if (w < 0)
+				log_error_errno(w, "writing %s: %s", a.output,
+						mp_output_strerror(w));
+			else
+				printf("dumped pid %ld to %s\n", a.pid, a.output);
+			r = w < 0;
+		} else if (!r) {
 			r = mp_report_write(p, MP_REPORT_TABLE, NULL, stdout) < 0;
-		if (r)
+		} else {
 			log_error("unreadable profile%s%s", why ? ": " : "", why ? why : "");
-	} else {
-		printf("dumped pid %ld to %s\n", a.pid, a.output);
+		}
+		free(buf);
 	}
 out:
 	mp_profile_free(p);

@@ -247,10 +247,10 @@ int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlato
 	c->cur_phase = MP_NONE;
 	c->last_rss.val = MP_UNKNOWN;
 	c->p = mp_profile_new();
-	c->owner_cache = calloc(OWNER_CACHE_SIZE, sizeof(*c->owner_cache));
-	c->pending = calloc(MAX_PENDING, sizeof(*c->pending));
-	if (!c->p || !c->owner_cache || !c->pending ||
-	    pool_add(&c->p->owners, &c->p->n_owners, &c->owners_cap, "(unknown)") < 0 ||
+	/* owner_cache and pending come with the first allocation and the
+	 * first kernel: an rss-mode target without markers needs neither
+	 * (docs/SERVICE.md, "Memory per target"). */
+	if (!c->p || pool_add(&c->p->owners, &c->p->n_owners, &c->owners_cap, "(unknown)") < 0 ||
 	    pool_add(&c->p->tags, &c->p->n_tags, &c->tags_cap, "(untagged)") < 0) {
 		mp_correlator_free(c);
 		return -ENOMEM;
@@ -322,7 +322,8 @@ int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
 	}
 	c->n_rules++;
 	/* Owners already cached were named without this rule. */
-	memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
+	if (c->owner_cache)
+		memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
 	c->owner_cache_used = 0;
 	return 0;
 }
@@ -520,6 +521,10 @@ static uint32_t owner_of(struct mp_correlator *c, uint64_t caller)
 
 	if (!caller || !c->opts.resolve_owner)
 		return MP_OWNER_UNKNOWN;
+	if (!c->owner_cache)
+		c->owner_cache = calloc(OWNER_CACHE_SIZE, sizeof(*c->owner_cache));
+	if (!c->owner_cache)
+		return owner_for_path(c, c->opts.resolve_owner(c->opts.resolve_ctx, caller));
 	for (i = hash_u64(caller) & mask; c->owner_cache[i].caller; i = (i + 1) & mask)
 		if (c->owner_cache[i].caller == caller)
 			return c->owner_cache[i].owner;
@@ -1204,9 +1209,14 @@ static void frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, u
 	if (c->finishing) {
 		pending_apply(c->p, &pe);
 	} else {
-		if (c->n_pending == MAX_PENDING)
+		if (c->n_pending == MAX_PENDING || !c->pending)
 			pending_flush(c);
-		c->pending[c->n_pending++] = pe;
+		if (!c->pending)
+			c->pending = calloc(MAX_PENDING, sizeof(*c->pending));
+		if (c->pending)
+			c->pending[c->n_pending++] = pe;
+		else
+			c->oom = true;
 	}
 	if (f->inv == MP_NONE) {
 		free(r->inputs);

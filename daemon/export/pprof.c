@@ -5,6 +5,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "outfile.h"
 #include "pprof.h"
 #include "profile.pb-c.h"
 #include "util.h"
@@ -521,7 +522,7 @@ int mp_pprof_save(const struct mp_profile *p, const char *path)
 	r = mp_pprof_encode(p, true, &buf, &len);
 	if (r < 0)
 		return r;
-	r = mp_file_write_atomic(path, buf, len);
+	r = mp_output_write(path, buf, len);
 	free(buf);
 	return r;
 }

@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "memprof.pb-c.h"
+#include "outfile.h"
 #include "profile_pb.h"
 #include "util.h"
 
@@ -1270,7 +1271,7 @@ int mp_profile_save(const struct mp_profile *p, const char *path)
 	r = mp_profile_file_encode(p, &buf, &len);
 	if (r < 0)
 		return r;
-	r = mp_file_write_atomic(path, buf, len);
+	r = mp_output_write(path, buf, len);
 	free(buf);
 	return r;
 }

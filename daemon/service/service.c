@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,7 +30,6 @@
 #include "stream.h"
 #include "util.h"
 
-#define MAX_CONNS 64
 #define MAX_TARGET_STREAMS 8
 /* Bounds how long a client may keep a connection thread busy sending or
  * reading. */
@@ -51,6 +51,8 @@ struct target {
 	gid_t gid;
 	char exe[PATH_MAX];
 	uint64_t started_ns;
+	uint64_t cost; /* mp_service_target_cost() */
+	uint64_t ring_bytes;
 	int out_fd;
 	char *streams[MAX_TARGET_STREAMS];
 	size_t n_streams;
@@ -77,9 +79,16 @@ struct service {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct mp_config *cfg; /* under lock */
+	uint64_t budget; /* bytes for targets; 0: none (under lock) */
+	uint64_t budget_total; /* targets and the service's own reserve */
+	uint64_t cgroup_max; /* the service cgroup's memory.max; 0: none */
 	struct target *targets; /* under lock */
 	unsigned n_targets; /* not DONE */
-	unsigned n_conns;
+	/* Control connections (under lock): every connection thread is on
+	 * the list; n_live counts those not dropped to make room. */
+	struct request *conns;
+	unsigned n_conns, n_live;
+	uint64_t conns_dropped, conns_refused;
 	uint64_t next_id;
 	bool stopping;
 	int reap_fd; /* eventfd: a target ended or was released */
@@ -183,6 +192,126 @@ int mp_service_authorize(uid_t uid, gid_t gid, pid_t pid, char *why, size_t why_
 		return -EPERM;
 	}
 	return 0;
+}
+
+/* --- memory budget --- */
+
+uint64_t mp_service_target_cost(uint32_t mode, uint32_t ring_bytes)
+{
+	return MP_SERVICE_TARGET_BASE + mp_tracer_ring_bytes(mode, ring_bytes);
+}
+
+uint64_t mp_service_reserved(uint64_t buffer_bytes, size_t n_collectors, unsigned max_conns)
+{
+	/* A connection thread holds one struct request (a message and a
+	 * reply) and its stack. */
+	uint64_t conn = sizeof(struct mp_ctl_msg) + sizeof(struct mp_ctl_builder) + (256 << 10);
+
+	return MP_SERVICE_FIXED_BYTES + buffer_bytes * (n_collectors ? n_collectors : 1) +
+	       conn * max_conns;
+}
+
+/* The memory limit of the cgroup this process runs in: memory.max (v2)
+ * or memory.limit_in_bytes (v1); 0 when none or unknown. */
+static uint64_t cgroup_memory_max(void)
+{
+	char line[4096], path[4200], val[64];
+	uint64_t max = 0;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		char *ctrl = strchr(line, ':'), *rel = ctrl ? strchr(ctrl + 1, ':') : NULL;
+		size_t n = strlen(line);
+		FILE *m;
+
+		if (!rel || !n || line[n - 1] != '\n')
+			continue;
+		line[n - 1] = '\0';
+		*rel++ = '\0';
+		if (!strcmp(line, "0") && !ctrl[1])
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max", rel);
+		else if (!strcmp(ctrl + 1, "memory"))
+			snprintf(path, sizeof(path),
+				 "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", rel);
+		else
+			continue;
+		m = fopen(path, "re");
+		/* "max", or v1's page-rounded LLONG_MAX: no limit. */
+		if (m && fgets(val, sizeof(val), m) && val[0] >= '0' && val[0] <= '9' &&
+		    strtoull(val, NULL, 10) < (1ull << 60))
+			max = strtoull(val, NULL, 10);
+		if (m)
+			fclose(m);
+	}
+	if (f)
+		fclose(f);
+	return max;
+}
+
+/* The service's own anonymous memory: its heap, stacks and tables. */
+static uint64_t self_rss_anon(void)
+{
+	char line[256];
+	unsigned long long kib = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssAnon: %llu", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (uint64_t)kib << 10;
+}
+
+/* Under svc->lock: 0 when a target costing @cost fits the budget, else
+ * -ENOMEM with the reason in @why. Two checks: the estimates of every
+ * live target against the targets' share, and what the service really
+ * holds (its anonymous memory plus the targets' BPF ring buffers, which
+ * are kernel memory charged to its cgroup) against the whole budget. */
+static int budget_check(struct service *svc, uint64_t cost, uint32_t mode, char *why,
+			size_t why_len)
+{
+	uint64_t committed = 0, rings = 0, in_use;
+
+	if (!svc->budget)
+		return 0;
+	for (struct target *t = svc->targets; t; t = t->next)
+		if (t->state != T_DONE) {
+			committed += t->cost;
+			rings += t->ring_bytes;
+		}
+	in_use = self_rss_anon() + rings;
+	if (committed + cost <= svc->budget && in_use + cost <= svc->budget_total)
+		return 0;
+	snprintf(why, why_len,
+		 "the service's memory budget for targets is %" PRIu64 " MiB (memory_budget%s); "
+		 "its %u targets hold ~%" PRIu64 " MiB (estimated) and it uses %" PRIu64
+		 " MiB; one %s-mode target needs ~%" PRIu64 " MiB",
+		 svc->budget >> 20, svc->cfg->memory_budget ? "" : ", from MemoryMax",
+		 svc->n_targets, committed >> 20, in_use >> 20, mp_trace_mode_name(mode),
+		 cost >> 20);
+	return -ENOMEM;
+}
+
+/* Under svc->lock, after a configuration is loaded. */
+static void budget_update(struct service *svc)
+{
+	const struct mp_config *c = svc->cfg;
+	uint64_t total = c->memory_budget, reserved, per;
+
+	if (!total && svc->cgroup_max)
+		total = svc->cgroup_max / 8 * 7;
+	reserved = mp_service_reserved(c->buffer_bytes, c->n_collectors, c->max_conns);
+	svc->budget_total = total;
+	svc->budget = !total ? 0 : total > reserved ? total - reserved : 1;
+	per = mp_service_target_cost(c->mode, c->bpf_ring_bytes);
+	if (svc->budget && (uint64_t)c->max_targets * per > svc->budget)
+		log_warning("max_targets %u x ~%" PRIu64
+			    " MiB per %s-mode target exceeds the memory "
+			    "budget of %" PRIu64 " MiB for targets: attaches beyond ~%" PRIu64
+			    " such targets will be refused",
+			    c->max_targets, per >> 20, mp_trace_mode_name(c->mode),
+			    svc->budget >> 20, svc->budget / per);
 }
 
 /* --- targets --- */
@@ -314,6 +443,12 @@ static int on_attached(void *ctx)
 {
 	struct target *t = ctx;
 
+	/* Loading the BPF object parses the kernel's BTF (~11 MiB of heap,
+	 * freed at once); the session's own allocations made after it pin
+	 * that memory in this thread's malloc arena unless it is given
+	 * back (docs/SERVICE.md, "Memory per target"). */
+	malloc_trim(0);
+
 	pthread_mutex_lock(&t->svc->lock);
 	t->state = T_RUNNING;
 	pthread_cond_broadcast(&t->svc->cond);
@@ -407,6 +542,10 @@ static void signal_fd(int fd)
 
 struct request {
 	struct service *svc;
+	struct request *next; /* svc->conns, under svc->lock */
+	uint64_t since_ns; /* accepted */
+	bool busy; /* its request arrived: being served, never dropped */
+	bool dropped; /* made room for a newer connection */
 	int sock;
 	uid_t uid;
 	gid_t gid;
@@ -610,6 +749,19 @@ static int target_configure_locked(struct request *q, struct target *t, const st
 		return fail(q, -ESHUTDOWN, "the service is shutting down");
 	if (svc->n_targets >= cfg->max_targets)
 		return fail(q, -EMFILE, "too many targets (max_targets = %u)", cfg->max_targets);
+	{
+		uint32_t m = a->mode != UINT32_MAX ? a->mode : cfg->mode;
+		char why[256];
+
+		t->cost = mp_service_target_cost(m, cfg->bpf_ring_bytes);
+		t->ring_bytes = mp_tracer_ring_bytes(m, cfg->bpf_ring_bytes);
+		r = budget_check(svc, t->cost, m, why, sizeof(why));
+		if (r < 0) {
+			log_notice("refused attach to pid %d requested by uid %u: %s", (int)a->pid,
+				   (unsigned)q->uid, why);
+			return fail(q, r, "not enough memory: %s", why);
+		}
+	}
 	for (struct target *o = svc->targets; o; o = o->next)
 		if (o->pid == a->pid && o->state != T_DONE)
 			return fail(q, -EBUSY, "pid %d is already being profiled", (int)a->pid);
@@ -832,26 +984,43 @@ static int do_status(struct request *q)
 		   (double)svc->cfg->stream_interval_ns / 1e9);
 	mp_ctl_add(&q->reply, "rss_hz", "%u", svc->cfg->rss_hz);
 	mp_ctl_add(&q->reply, "mode", "%s", mp_trace_mode_name(svc->cfg->mode));
+	mp_ctl_add(&q->reply, "memory_budget_mib", "%" PRIu64, svc->budget >> 20);
+	mp_ctl_add(&q->reply, "connections", "%u", svc->n_live);
+	mp_ctl_add(&q->reply, "max_connections", "%u", svc->cfg->max_conns);
+	mp_ctl_add(&q->reply, "max_connections_per_uid", "%u", svc->cfg->max_conns_per_uid);
+	mp_ctl_add(&q->reply, "connections_dropped", "%" PRIu64, svc->conns_dropped);
+	mp_ctl_add(&q->reply, "connections_refused", "%" PRIu64, svc->conns_refused);
 	pthread_mutex_unlock(&svc->lock);
 	mp_streamer_describe(svc->streamer, describe_line, q);
 	return 0;
 }
 
-static void *conn_main(void *arg)
+static void conn_remove(struct service *svc, struct request *q)
 {
-	struct request *q = arg;
-	struct service *svc = q->svc;
-	const char *cmd;
+	pthread_mutex_lock(&svc->lock);
+	for (struct request **pp = &svc->conns; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	if (!q->dropped)
+		svc->n_live--;
+	svc->n_conns--;
+	pthread_cond_broadcast(&svc->cond);
+	pthread_mutex_unlock(&svc->lock);
+}
+
+static void dispatch(struct request *q)
+{
+	const char *cmd = mp_ctl_get(&q->msg, "cmd");
+	char why[160];
 	int r;
 
-	r = mp_ctl_recv(q->sock, &q->msg, &q->fd);
-	if (r < 0) {
-		log_debug_errno(r, "control request from pid %d dropped: %m", (int)q->peer_pid);
-		goto out;
-	}
-	cmd = mp_ctl_get(&q->msg, "cmd");
-	if (!cmd)
-		fail(q, -EINVAL, "no cmd");
+	r = mp_ctl_check_request(&q->msg, why, sizeof(why));
+	if (r == -EOPNOTSUPP)
+		fail(q, r, "unknown command");
+	else if (r < 0)
+		fail(q, r, "malformed request: %s", why);
 	else if (!strcmp(cmd, "attach"))
 		do_attach(q);
 	else if (!strcmp(cmd, "detach"))
@@ -860,10 +1029,40 @@ static void *conn_main(void *arg)
 		do_dump(q);
 	else if (!strcmp(cmd, "list"))
 		do_list(q);
-	else if (!strcmp(cmd, "status"))
-		do_status(q);
 	else
-		fail(q, -EOPNOTSUPP, "unknown command");
+		do_status(q);
+}
+
+static void *conn_main(void *arg)
+{
+	struct request *q = arg;
+	struct service *svc = q->svc;
+	bool dropped;
+	int r;
+
+	r = mp_ctl_recv(q->sock, &q->msg, &q->fd);
+	pthread_mutex_lock(&svc->lock);
+	dropped = q->dropped;
+	q->busy = !dropped;
+	pthread_mutex_unlock(&svc->lock);
+	if (dropped) {
+		fail(q, -EAGAIN,
+		     "connection dropped: too many control connections (the idlest goes "
+		     "first); send the request right after connecting");
+	} else if (r < 0) {
+		if (q->msg.why[0])
+			log_debug("control request from pid %d uid %u refused: %s",
+				  (int)q->peer_pid, (unsigned)q->uid, q->msg.why);
+		else
+			log_debug_errno(r, "control request from pid %d uid %u dropped: %m",
+					(int)q->peer_pid, (unsigned)q->uid);
+		/* A peer that closed without a byte gets no answer. */
+		if (!q->msg.why[0])
+			goto out;
+		fail(q, r, "malformed request: %s", q->msg.why);
+	} else {
+		dispatch(q);
+	}
 	if (mp_ctl_build_end(&q->reply) < 0)
 		fail(q, -E2BIG, "reply too long");
 	r = mp_ctl_send(q->sock, q->reply.buf, q->reply.len, -1);
@@ -872,13 +1071,89 @@ static void *conn_main(void *arg)
 out:
 	if (q->fd >= 0)
 		close(q->fd);
+	conn_remove(svc, q);
 	close(q->sock);
 	free(q);
-	pthread_mutex_lock(&svc->lock);
-	svc->n_conns--;
-	pthread_cond_broadcast(&svc->cond);
-	pthread_mutex_unlock(&svc->lock);
 	return NULL;
+}
+
+/* Under svc->lock. The connection still waiting for its request that was
+ * accepted first: of @uid only when @same_uid; otherwise of anyone, but
+ * root's only to make room for root. */
+static struct request *idlest(struct service *svc, uid_t uid, bool same_uid)
+{
+	struct request *best = NULL;
+
+	for (struct request *q = svc->conns; q; q = q->next) {
+		if (q->busy || q->dropped)
+			continue;
+		if (same_uid ? q->uid != uid : q->uid == 0 && uid != 0)
+			continue;
+		if (!best || q->since_ns < best->since_ns)
+			best = q;
+	}
+	return best;
+}
+
+/* Under svc->lock. Its thread wakes from recv and answers why. */
+static void drop_conn(struct service *svc, struct request *q)
+{
+	q->dropped = true;
+	svc->n_live--;
+	svc->conns_dropped++;
+	shutdown(q->sock, SHUT_RD);
+	log_debug("dropping idle control connection of uid %u (pid %d) for a newer one",
+		  (unsigned)q->uid, (int)q->peer_pid);
+}
+
+/* Under svc->lock. Makes room for one more connection of @uid, dropping
+ * the idlest ones: per non-root uid at most max_connections_per_uid, in
+ * all at most max_connections, of which the last is root's. A
+ * connection whose request arrived is never dropped; false when only
+ * such connections hold the room. */
+static bool admit(struct service *svc, uid_t uid)
+{
+	const struct mp_config *c = svc->cfg;
+	unsigned mine = 0, cap = uid == 0 ? c->max_conns : c->max_conns - 1;
+	struct request *v;
+
+	for (struct request *q = svc->conns; q; q = q->next)
+		mine += !q->dropped && q->uid == uid;
+	if (uid != 0 && mine >= c->max_conns_per_uid) {
+		v = idlest(svc, uid, true);
+		if (!v)
+			return false;
+		drop_conn(svc, v);
+	}
+	while (svc->n_live >= cap) {
+		v = idlest(svc, uid, false);
+		if (!v)
+			return false;
+		drop_conn(svc, v);
+	}
+	return true;
+}
+
+static void refuse_conn(struct service *svc, int s, const struct ucred *cred)
+{
+	struct mp_ctl_builder *b = malloc(sizeof(*b));
+
+	/* The reply fits the socket buffer of a new connection: never
+	 * blocks the accepting thread. */
+	if (b) {
+		mp_ctl_build_init(b);
+		mp_ctl_add(b, "status", "error");
+		mp_ctl_add(b, "errno", "%d", EUSERS);
+		mp_ctl_add(b, "message",
+			   "too many control connections in progress (max_connections %u, "
+			   "per uid %u)",
+			   svc->cfg->max_conns, svc->cfg->max_conns_per_uid);
+		if (mp_ctl_build_end(b) == 0)
+			mp_ctl_send(s, b->buf, b->len, -1);
+		free(b);
+	}
+	log_warning("too many control connections in progress, refusing one of uid %u (pid %d)",
+		    (unsigned)cred->uid, (int)cred->pid);
 }
 
 static void accept_one(struct service *svc, int lfd)
@@ -889,6 +1164,7 @@ static void accept_one(struct service *svc, int lfd)
 	struct request *q;
 	pthread_attr_t attr;
 	pthread_t th;
+	bool ok;
 	int s, r;
 
 	s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -900,38 +1176,45 @@ static void accept_one(struct service *svc, int lfd)
 	}
 	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	pthread_mutex_lock(&svc->lock);
-	if (svc->n_conns >= MAX_CONNS) {
-		pthread_mutex_unlock(&svc->lock);
-		log_warning("too many control connections, refusing one from pid %d",
-			    (int)cred.pid);
+	q = malloc(sizeof(*q));
+	if (!q) {
 		close(s);
 		return;
 	}
-	svc->n_conns++;
-	pthread_mutex_unlock(&svc->lock);
-	q = malloc(sizeof(*q));
-	r = q ? 0 : ENOMEM;
-	if (q) {
-		*q = (struct request){ .svc = svc,
-				       .sock = s,
-				       .uid = cred.uid,
-				       .gid = cred.gid,
-				       .peer_pid = cred.pid,
-				       .fd = -1 };
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&attr, 256 * 1024);
-		r = pthread_create(&th, &attr, conn_main, q);
-		pthread_attr_destroy(&attr);
+	*q = (struct request){ .svc = svc,
+			       .since_ns = mp_now_ns(),
+			       .sock = s,
+			       .uid = cred.uid,
+			       .gid = cred.gid,
+			       .peer_pid = cred.pid,
+			       .fd = -1 };
+	pthread_mutex_lock(&svc->lock);
+	ok = admit(svc, cred.uid);
+	if (ok) {
+		q->next = svc->conns;
+		svc->conns = q;
+		svc->n_conns++;
+		svc->n_live++;
+	} else {
+		svc->conns_refused++;
 	}
-	if (r) {
-		log_error_errno(r, "control connection: %m");
-		free(q);
+	pthread_mutex_unlock(&svc->lock);
+	if (!ok) {
+		refuse_conn(svc, s, &cred);
 		close(s);
-		pthread_mutex_lock(&svc->lock);
-		svc->n_conns--;
-		pthread_mutex_unlock(&svc->lock);
+		free(q);
+		return;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	r = pthread_create(&th, &attr, conn_main, q);
+	pthread_attr_destroy(&attr);
+	if (r) {
+		log_error_errno(r, "control connection of pid %d: %m", (int)cred.pid);
+		conn_remove(svc, q);
+		close(s);
+		free(q);
 	}
 }
 
@@ -965,6 +1248,7 @@ static int load_config(struct service *svc, bool initial)
 	pthread_mutex_lock(&svc->lock);
 	mp_config_free(svc->cfg);
 	svc->cfg = c;
+	budget_update(svc);
 	pthread_mutex_unlock(&svc->lock);
 	log_info("configuration %s from %s: %zu collectors, max_targets %u, stream_interval "
 		 "%.3fs",
@@ -996,8 +1280,9 @@ static int open_control(const char *path, int *ret)
 	if (s < 0)
 		return -errno;
 	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    /* Any local user may ask; authorization is per request. */
-	    chmod(path, 0666) < 0 || listen(s, 128) < 0) {
+	    /* Any local user may ask; authorization is per request. Never
+	     * through a symlink swapped in since the bind. */
+	    fchmodat(AT_FDCWD, path, 0666, AT_SYMLINK_NOFOLLOW) < 0 || listen(s, 128) < 0) {
 		r = -errno;
 		close(s);
 		return r;
@@ -1017,7 +1302,11 @@ static void shutdown_all(struct service *svc)
 			signal_fd(t->ctl.stop_fd);
 	while (svc->n_targets)
 		pthread_cond_wait(&svc->cond, &svc->lock);
-	/* Connection threads end within their I/O timeouts. */
+	/* Connections still waiting for a request end now; the others
+	 * within their I/O timeouts. */
+	for (struct request *q = svc->conns; q; q = q->next)
+		if (!q->busy)
+			shutdown(q->sock, SHUT_RD);
 	deadline(&ts, 2 * IO_TIMEOUT_S);
 	while (svc->n_conns)
 		if (pthread_cond_timedwait(&svc->cond, &svc->lock, &ts) == ETIMEDOUT)
@@ -1140,6 +1429,7 @@ int mp_service_run(const struct mp_service_opts *o)
 		r = log_error_errno(r < 0 ? r : -errno, "signalfd/eventfd: %m");
 		goto out;
 	}
+	svc.cgroup_max = cgroup_memory_max();
 	r = service_start(&svc, &lfd);
 	if (r < 0)
 		goto out;

@@ -8,6 +8,7 @@
 
 #include "log.h"
 #include "options.h"
+#include "outfile.h"
 #include "pprof.h"
 #include "profile_pb.h"
 #include "rss.h"
@@ -418,7 +419,8 @@ int mp_options_emit(const struct mp_options *o, const struct mp_profile *p)
 	if (o->output) {
 		r = o->output_pprof ? mp_pprof_save(p, o->output) : mp_profile_save(p, o->output);
 		if (r < 0) {
-			return log_error_errno(r, "writing %s: %m", o->output);
+			return log_error_errno(r, "writing %s: %s", o->output,
+					       mp_output_strerror(r));
 		}
 	}
 	if (!o->print_none) {

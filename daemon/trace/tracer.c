@@ -706,6 +706,13 @@ static int duty_toggle(struct mp_tracer *t)
 	return mp_timer_arm(t->dutyfd, t->opts.duty_on_ns, 0);
 }
 
+uint32_t mp_tracer_ring_bytes(uint32_t mode, uint32_t configured)
+{
+	if (configured)
+		return configured;
+	return mode == MP_TRACE_RSS ? MP_TRACER_RSS_RING_BYTES : MP_TRACER_RING_BYTES;
+}
+
 /* The skeleton opened and configured through its rodata and map sizes,
  * not loaded yet. */
 static int tracer_open(struct mp_tracer *t)
@@ -751,8 +758,8 @@ static int tracer_open(struct mp_tracer *t)
 		for (size_t i = 0; i < ARRAY_SIZE(up); i++)
 			bpf_program__set_expected_attach_type(up[i], MP_BPF_TRACE_UPROBE_MULTI);
 	}
-	if (opts->ring_bytes) {
-		uint32_t rb = opts->ring_bytes;
+	if (mp_tracer_ring_bytes(opts->mode, opts->ring_bytes) != MP_TRACER_RING_BYTES) {
+		uint32_t rb = mp_tracer_ring_bytes(opts->mode, opts->ring_bytes);
 
 		if (rb < (uint32_t)getpagesize() || (rb & (rb - 1)))
 			return -EINVAL;

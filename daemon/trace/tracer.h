@@ -66,11 +66,20 @@ struct mp_tracer_opts {
 	 * syscall tracepoints stay). */
 	bool no_heap_probes;
 	/* BPF ring buffer size: a power of two, at least one page; 0 means
-	 * MP_TRACER_RING_BYTES. */
+	 * mp_tracer_ring_bytes(mode, 0). */
 	uint32_t ring_bytes;
 };
 
 #define MP_TRACER_RING_BYTES (8u << 20)
+/* An rss-mode target sends no allocator events, only syscalls, exec and
+ * at most one rss_stat record per page-counter change: 16384 records of
+ * 64 bytes, a quarter of which wakes the consumer (docs/SERVICE.md,
+ * "Memory per target"). */
+#define MP_TRACER_RSS_RING_BYTES (1u << 20)
+
+/* The ring buffer size of a target of @mode: @configured, or the default
+ * of the mode when it is 0. */
+uint32_t mp_tracer_ring_bytes(uint32_t mode, uint32_t configured);
 #define MP_TRACER_SAMPLED_MAX (1u << 20)
 
 /* Unbiased size estimate of a block of @size bytes sampled with mean
