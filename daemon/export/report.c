@@ -341,6 +341,9 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_u64(&j, "unmatchedTagEnds", p->unmatched_tag_ends);
 	mp_json_u64(&j, "orphanShapes", p->orphan_shapes);
 	mp_json_u64(&j, "accountingErrors", p->accounting_errors);
+	/* Only when it happened: it means the heap figures are not real. */
+	if (p->probe_hits_unmatched)
+		mp_json_u64(&j, "probeHitsUnmatched", p->probe_hits_unmatched);
 	mp_json_object_end(&j);
 	mp_json_array_begin(&j, "kernels");
 	for (uint32_t i = 0; i < p->n_kernels; i++)
@@ -539,6 +542,11 @@ static int write_table(const struct mp_profile *p, FILE *f)
 		", markers %" PRIu64 "; unmatched ends %" PRIu64 "; truncated: %s\n",
 		p->drops_ring, p->drops_bpf, p->invocations_dropped, p->dropped_markers,
 		p->unmatched_ends, p->truncated ? "yes" : "no");
+	if (p->probe_hits_unmatched)
+		fprintf(f,
+			"warning: %" PRIu64 " allocator probe hits were not the target's "
+			"(pid not recognised): heap figures are incomplete\n",
+			p->probe_hits_unmatched);
 	return ferror(f) ? -EIO : 0;
 }
 

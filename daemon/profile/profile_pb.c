@@ -320,6 +320,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	an->unmatched_tag_ends = p->unmatched_tag_ends;
 	an->orphan_shapes = p->orphan_shapes;
 	an->accounting_errors = p->accounting_errors;
+	an->probe_hits_unmatched = p->probe_hits_unmatched;
 	o->anomalies = an;
 	o->truncated = p->truncated;
 
@@ -794,6 +795,7 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		p->unmatched_tag_ends = o->anomalies->unmatched_tag_ends;
 		p->orphan_shapes = o->anomalies->orphan_shapes;
 		p->accounting_errors = o->anomalies->accounting_errors;
+		p->probe_hits_unmatched = o->anomalies->probe_hits_unmatched;
 	}
 	p->truncated = o->truncated;
 
