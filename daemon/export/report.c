@@ -335,6 +335,9 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_u64(&j, "sites", p->sites_dropped);
 	if (p->tracer_path)
 		mp_json_u64(&j, "heap", p->drops_heap);
+	/* Only when streaming lost something: older readers' shape stays. */
+	if (p->stream_chunks_lost)
+		mp_json_u64(&j, "streamChunks", p->stream_chunks_lost);
 	mp_json_object_end(&j);
 	mp_json_object_begin(&j, "anomalies");
 	mp_json_u64(&j, "unmatchedEnds", p->unmatched_ends);
@@ -542,6 +545,9 @@ static int write_table(const struct mp_profile *p, FILE *f)
 		", markers %" PRIu64 "; unmatched ends %" PRIu64 "; truncated: %s\n",
 		p->drops_ring, p->drops_bpf, p->invocations_dropped, p->dropped_markers,
 		p->unmatched_ends, p->truncated ? "yes" : "no");
+	if (p->stream_chunks_lost)
+		fprintf(f, "streaming: %" PRIu64 " chunks not delivered to a collector\n",
+			p->stream_chunks_lost);
 	if (p->probe_hits_unmatched)
 		fprintf(f,
 			"warning: %" PRIu64 " allocator probe hits were not the target's "

@@ -314,6 +314,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	drops->markers = p->dropped_markers;
 	drops->sites = p->sites_dropped;
 	drops->heap = p->drops_heap;
+	drops->stream_chunks = p->stream_chunks_lost;
 	o->drops = drops;
 	memprof__anomalies__init(an);
 	an->unmatched_ends = p->unmatched_ends;
@@ -789,6 +790,7 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		p->dropped_markers = o->drops->markers;
 		p->sites_dropped = o->drops->sites;
 		p->drops_heap = o->drops->heap;
+		p->stream_chunks_lost = o->drops->stream_chunks;
 	}
 	if (o->anomalies) {
 		p->unmatched_ends = o->anomalies->unmatched_ends;

@@ -10,6 +10,8 @@
  *   stream_interval = S    seconds between chunks (decimal)
  *   buffer_size = N[K|M|G] per-collector buffer
  *   bpf_ring_size = N[K|M] BPF ring buffer per target (power of two)
+ *   stream_collectors_per_uid = N  distinct --stream collectors of a uid
+ *   stream_total_size = N[K|M|G]   all collectors' buffers together
  */
 #ifndef MP_CONFIG_H
 #define MP_CONFIG_H
@@ -34,6 +36,8 @@ struct mp_config {
 	uint32_t bpf_ring_bytes; /* 0: the tracer's default */
 	uint32_t mode; /* enum mp_trace_mode of targets attached without --mode */
 	uint64_t sample_bytes; /* their sampling interval in sampled mode */
+	unsigned stream_per_uid; /* 0: no limit (root is never limited) */
+	uint64_t stream_total_bytes; /* 0: no limit */
 };
 
 /* Defaults only. */

@@ -597,10 +597,9 @@ static void warn_unmatched(struct session *s, struct mp_profile *p)
 	if (!p->probe_hits_unmatched || mp_tracer_heap_events(s->tracer) || s->warned_unmatched)
 		return;
 	s->warned_unmatched = true;
-	fprintf(stderr,
-		"memprofd: pid %d: warning: %" PRIu64 " allocator probe hits, none of them "
-		"recognised as the target's: the heap figures are empty\n",
-		(int)s->o->pid, p->probe_hits_unmatched);
+	log_warning("pid %d: %" PRIu64 " allocator probe hits, none of them recognised as the "
+		    "target's: the heap figures are empty",
+		    (int)s->o->pid, p->probe_hits_unmatched);
 }
 
 /* The daemon's part of a profile: process, settings, drop counters. */
