@@ -36,6 +36,17 @@ const volatile __u32 target_tgid = 0;
 const volatile __u32 page_size = 4096;
 const volatile __u32 nr_mm_counters = 4; /* NR_MM_COUNTERS */
 /*
+ * The daemon's pid namespace (nsfs device and inode of /proc/self/ns/pid)
+ * when it is not the initial one: target_tgid is then a pid of that
+ * namespace, while bpf_get_current_pid_tgid() returns initial-namespace
+ * ids. 0: the daemon runs in the initial namespace.
+ */
+const volatile __u64 pidns_dev = 0;
+const volatile __u64 pidns_ino = 0;
+/* The target's initial-namespace tgid, learnt from its first probe hit
+ * (pidns_ino set only). */
+__u32 target_host_tgid = 0;
+/*
  * Sampled mode when non-zero: byte-weighted Poisson sampling with mean
  * interval sample_bytes (per-thread countdown); allocations of at least
  * sample_bytes are always sent. exp_table[i] is E[-ln U | U in the i-th
@@ -72,6 +83,13 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} unmatched SEC(".maps");
 
 /* An allocator call in progress on a thread, from entry to return. */
 struct call_state {
@@ -158,7 +176,30 @@ static __always_inline bool in_call(const struct call_state *st, __u64 sp)
 
 static __always_inline bool is_target(__u64 pid_tgid)
 {
-	return (__u32)(pid_tgid >> 32) == target_tgid;
+	struct bpf_pidns_info ns;
+	__u32 tgid = pid_tgid >> 32;
+
+	if (!pidns_ino)
+		return tgid == target_tgid;
+	if (target_host_tgid)
+		return tgid == target_host_tgid;
+	/* Fails for a task of another namespace than the daemon's. */
+	if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)) ||
+	    ns.tgid != target_tgid)
+		return false;
+	target_host_tgid = tgid;
+	return true;
+}
+
+/* Uprobe hits that were not the target's (the uprobes are attached to the
+ * target alone): a pid mismatch, reported by the tracer, never silent. */
+static __always_inline void count_unmatched(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&unmatched, &zero);
+
+	if (n)
+		*n += 1;
 }
 
 static __always_inline void count_drop(void)
@@ -186,6 +227,14 @@ static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr
 	e->fn = fn;
 	e->pid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
+	if (pidns_ino) {
+		/* Userspace (markers, /proc) knows the daemon's namespace ids. */
+		struct bpf_pidns_info ns = {};
+
+		bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns));
+		e->pid = ns.tgid;
+		e->tid = e->tid ? ns.pid : 0;
+	}
 	e->ts_ns = bpf_ktime_get_ns();
 	e->addr = addr;
 	e->size = size;
@@ -341,8 +390,10 @@ int mp_entry(struct pt_regs *ctx)
 	__u64 sp = PT_REGS_SP(ctx);
 	struct call_state *st;
 
-	if (!is_target(pid_tgid))
+	if (!is_target(pid_tgid)) {
+		count_unmatched();
 		return 0;
+	}
 	st = thread_state(&calls, true);
 	if (!st)
 		return 0;
@@ -428,8 +479,12 @@ int mp_free(struct pt_regs *ctx)
 
 	/* One load of the stack pointer: the verifier refuses a derived ctx pointer. */
 	barrier_var(sp);
-	if (!ptr || !is_target(pid_tgid))
+	if (!ptr)
 		return 0;
+	if (!is_target(pid_tgid)) {
+		count_unmatched();
+		return 0;
+	}
 	st = thread_state(&calls, false);
 	/* Released by an allocator function in progress (realloc built on
 	 * free): that call's own event accounts for it. */

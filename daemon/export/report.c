@@ -471,6 +471,9 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_u64(&j, "sites", p->sites_dropped);
 	if (p->tracer_path)
 		mp_json_u64(&j, "heap", p->drops_heap);
+	/* Only when streaming lost something: older readers' shape stays. */
+	if (p->stream_chunks_lost)
+		mp_json_u64(&j, "streamChunks", p->stream_chunks_lost);
 	mp_json_object_end(&j);
 	mp_json_object_begin(&j, "anomalies");
 	mp_json_u64(&j, "unmatchedEnds", p->unmatched_ends);
@@ -478,6 +481,9 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_u64(&j, "orphanShapes", p->orphan_shapes);
 	mp_json_u64(&j, "accountingErrors", p->accounting_errors);
 	mp_json_u64(&j, "markerGaps", p->marker_gaps);
+	/* Only when it happened: it means the heap figures are not real. */
+	if (p->probe_hits_unmatched)
+		mp_json_u64(&j, "probeHitsUnmatched", p->probe_hits_unmatched);
 	mp_json_object_end(&j);
 	json_hardening(&j, p);
 	mp_json_array_begin(&j, "kernels");
@@ -781,6 +787,14 @@ static int write_table(const struct mp_profile *p, FILE *f)
 		p->drops_ring, p->drops_bpf, p->invocations_dropped, p->dropped_markers,
 		p->unmatched_ends, p->truncated ? "yes" : "no");
 	put_hardening(f, p);
+	if (p->stream_chunks_lost)
+		fprintf(f, "streaming: %" PRIu64 " chunks not delivered to a collector\n",
+			p->stream_chunks_lost);
+	if (p->probe_hits_unmatched)
+		fprintf(f,
+			"warning: %" PRIu64 " allocator probe hits were not the target's "
+			"(pid not recognised): heap figures are incomplete\n",
+			p->probe_hits_unmatched);
 	return ferror(f) ? -EIO : 0;
 }
 

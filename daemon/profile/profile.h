@@ -276,6 +276,8 @@ struct mp_profile {
 	uint64_t invocations_dropped; /* beyond the record cap */
 	uint64_t dropped_markers; /* beyond stack/name/shape caps */
 	uint64_t accounting_errors; /* inconsistent frees, clamped */
+	uint64_t probe_hits_unmatched; /* not the target's (daemon-filled) */
+	uint64_t stream_chunks_lost; /* not delivered to a collector (daemon) */
 	bool truncated;
 	int64_t rss_exact_unattributed; /* rss_stat changes not charged */
 	/* Hardening (docs/PROFILE.md "Lost markers", "Exec", "Corruption"). */

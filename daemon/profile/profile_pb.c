@@ -397,12 +397,14 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	drops->markers = p->dropped_markers;
 	drops->sites = p->sites_dropped;
 	drops->heap = p->drops_heap;
+	drops->stream_chunks = p->stream_chunks_lost;
 	o->drops = drops;
 	memprof__anomalies__init(an);
 	an->unmatched_ends = p->unmatched_ends;
 	an->unmatched_tag_ends = p->unmatched_tag_ends;
 	an->orphan_shapes = p->orphan_shapes;
 	an->accounting_errors = p->accounting_errors;
+	an->probe_hits_unmatched = p->probe_hits_unmatched;
 	o->anomalies = an;
 	o->truncated = p->truncated;
 
@@ -986,12 +988,14 @@ static int dec_header(const Memprof__Profile *o, struct mp_profile *p, const cha
 		p->dropped_markers = o->drops->markers;
 		p->sites_dropped = o->drops->sites;
 		p->drops_heap = o->drops->heap;
+		p->stream_chunks_lost = o->drops->stream_chunks;
 	}
 	if (o->anomalies) {
 		p->unmatched_ends = o->anomalies->unmatched_ends;
 		p->unmatched_tag_ends = o->anomalies->unmatched_tag_ends;
 		p->orphan_shapes = o->anomalies->orphan_shapes;
 		p->accounting_errors = o->anomalies->accounting_errors;
+		p->probe_hits_unmatched = o->anomalies->probe_hits_unmatched;
 	}
 	p->truncated = o->truncated;
 	r = dec_hardening(o, p, ret_why);

@@ -29,6 +29,8 @@ int mp_config_new(struct mp_config **ret)
 	/* Always-on profiling must be cheap: no allocator uprobes by default. */
 	c->mode = MP_TRACE_RSS;
 	c->sample_bytes = 4096;
+	c->stream_per_uid = 4;
+	c->stream_total_bytes = 256ull << 20;
 	*ret = c;
 	return 0;
 }
@@ -164,6 +166,18 @@ static int set(struct mp_config *c, const char *k, const char *v)
 		if (parse_u64(v, 1ull << 50, true, &x) < 0)
 			return -EINVAL;
 		c->memory_budget = x;
+		return 0;
+	}
+	if (!strcmp(k, "stream_collectors_per_uid")) {
+		if (parse_u64(v, MP_STREAM_MAX_COLLECTORS, false, &x) < 0)
+			return -EINVAL;
+		c->stream_per_uid = (unsigned)x;
+		return 0;
+	}
+	if (!strcmp(k, "stream_total_size")) {
+		if (parse_u64(v, 1ull << 40, true, &x) < 0)
+			return -EINVAL;
+		c->stream_total_bytes = x;
 		return 0;
 	}
 	if (!strcmp(k, "bpf_ring_size")) {

@@ -15,6 +15,8 @@
  *                          default by mode: rss 1M, sampled/precise 8M)
  *   memory_budget = N[K|M|G]  refuse attaches beyond it (0: 7/8 of the
  *                          service cgroup's memory.max, if any)
+ *   stream_collectors_per_uid = N  distinct --stream collectors of a uid
+ *   stream_total_size = N[K|M|G]   all collectors' buffers together
  */
 #ifndef MP_CONFIG_H
 #define MP_CONFIG_H
@@ -44,6 +46,8 @@ struct mp_config {
 	uint64_t memory_budget; /* 0: from the cgroup */
 	uint32_t mode; /* enum mp_trace_mode of targets attached without --mode */
 	uint64_t sample_bytes; /* their sampling interval in sampled mode */
+	unsigned stream_per_uid; /* 0: no limit (root is never limited) */
+	uint64_t stream_total_bytes; /* 0: no limit */
 };
 
 /* Defaults only. */

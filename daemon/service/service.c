@@ -464,8 +464,12 @@ static void *target_main(void *arg)
 	int r;
 
 	r = mp_session_run(&t->sopts, &p);
-	if (r == 0)
+	if (r == 0) {
+		/* Chunks this target's collectors missed so far; its final
+		 * chunk's fate is logged when a collector is released. */
+		p->stream_chunks_lost = mp_streamer_target_lost(svc->streamer, t->id, false);
 		emit_final(t, p);
+	}
 	mp_profile_free(p);
 	if (t->out_fd >= 0) {
 		close(t->out_fd);
@@ -493,8 +497,10 @@ static void target_free(struct target *t)
 		close(t->ctl.stop_fd);
 	if (t->ctl.snapshot_fd >= 0)
 		close(t->ctl.snapshot_fd);
-	for (size_t i = 0; i < t->n_streams; i++)
+	for (size_t i = 0; i < t->n_streams; i++) {
+		mp_streamer_release(t->svc->streamer, t->streams[i], (uint32_t)t->uid);
 		free(t->streams[i]);
+	}
 	for (size_t i = 0; i < t->sopts.n_owner_rules; i++)
 		free(t->owners[i]);
 	mp_profile_free(t->dump);
@@ -568,6 +574,28 @@ static int fail(struct request *q, int err, const char *fmt, ...)
 	mp_ctl_vadd(&q->reply, "message", fmt, ap);
 	va_end(ap);
 	return err;
+}
+
+/* A target's own collector, counted against its requester's limit. */
+static int acquire_stream(struct target *t, struct request *q, const char *url)
+{
+	int r = mp_streamer_acquire(t->svc->streamer, url, (uint32_t)q->uid);
+	unsigned limit;
+
+	pthread_mutex_lock(&t->svc->lock);
+	limit = t->svc->cfg->stream_per_uid;
+	pthread_mutex_unlock(&t->svc->lock);
+	if (r == -EDQUOT)
+		return fail(q, r,
+			    "too many distinct stream collectors for uid %u "
+			    "(stream_collectors_per_uid = %u); detach a target streaming elsewhere",
+			    (unsigned)q->uid, limit);
+	if (r == -ENOSPC)
+		return fail(q, r, "no free collector slot (%d per-target collectors at most)",
+			    MP_STREAM_MAX_COLLECTORS - MP_STREAM_GLOBAL_SLOTS);
+	if (r < 0)
+		return fail(q, r, "stream URL '%s': %s", url, strerror(-r));
+	return 0;
 }
 
 static void ok(struct request *q)
@@ -731,6 +759,12 @@ static int target_add_streams(struct request *q, struct target *t)
 		t->streams[t->n_streams] = strdup(url);
 		if (!t->streams[t->n_streams])
 			return fail(q, -ENOMEM, "out of memory");
+		r = acquire_stream(t, q, url);
+		if (r < 0) {
+			free(t->streams[t->n_streams]);
+			t->streams[t->n_streams] = NULL;
+			return r;
+		}
 		t->n_streams++;
 	}
 	return 0;
@@ -1245,6 +1279,7 @@ static int load_config(struct service *svc, bool initial)
 		return r;
 	}
 	mp_streamer_set_buffer(svc->streamer, c->buffer_bytes);
+	mp_streamer_set_limits(svc->streamer, c->stream_per_uid, c->stream_total_bytes);
 	pthread_mutex_lock(&svc->lock);
 	mp_config_free(svc->cfg);
 	svc->cfg = c;

@@ -99,6 +99,7 @@ struct session {
 	char *cmdline;
 	bool exited;
 	bool stop;
+	bool warned_unmatched;
 	int err;
 };
 
@@ -767,6 +768,19 @@ static int setup(struct session *s, sigset_t *blocked)
 	return 0;
 }
 
+/* Probes that fire for nobody must not give an empty profile in silence
+ * (a pid the BPF side did not recognise: see TRACER.md, PID namespaces). */
+static void warn_unmatched(struct session *s, struct mp_profile *p)
+{
+	p->probe_hits_unmatched = mp_tracer_unmatched(s->tracer);
+	if (!p->probe_hits_unmatched || mp_tracer_heap_events(s->tracer) || s->warned_unmatched)
+		return;
+	s->warned_unmatched = true;
+	log_warning("pid %d: %" PRIu64 " allocator probe hits, none of them recognised as the "
+		    "target's: the heap figures are empty",
+		    (int)s->o->pid, p->probe_hits_unmatched);
+}
+
 /* The daemon's part of a profile: process, settings, drop counters. */
 static int fill_profile(struct session *s, struct mp_profile *p)
 {
@@ -779,6 +793,7 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 	p->rss_interval_ns = o->rss_hz ? 1000000000ull / o->rss_hz : 0;
 	p->pss_interval_ns = o->rss_hz && o->pss_every ? p->rss_interval_ns * o->pss_every : 0;
 	p->drops_bpf = mp_tracer_drops(s->tracer);
+	warn_unmatched(s, p);
 	/* rss mode implies rss_stat attribution */
 	p->rss_exact = o->rss_exact || o->mode == MP_TRACE_RSS;
 	p->trace_mode = o->mode;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -109,6 +110,7 @@ struct mp_tracer {
 	void *cb_ctx;
 	int cb_err;
 	int n_delivered;
+	uint64_t n_heap_events; /* allocator events since attach */
 };
 
 const char *mp_alloc_fn_name(uint32_t fn)
@@ -597,6 +599,8 @@ static int on_sample(void *ctx, void *data, size_t size)
 	}
 	if (ev.type == MP_RAW_EXEC)
 		t->exec_pending = true;
+	if (ev.type == MP_RAW_ALLOC || ev.type == MP_RAW_FREE || ev.type == MP_RAW_REALLOC)
+		t->n_heap_events++;
 	t->n_delivered++;
 	r = t->cb ? t->cb(t->cb_ctx, &ev) : 0;
 	if (r < 0) {
@@ -629,6 +633,26 @@ static int check_target(pid_t pid)
 	fclose(f);
 	/* Probes filter on the process; a thread id would be a surprise. */
 	return tgid == pid ? 0 : -EINVAL;
+}
+
+/* PROC_PID_INIT_INO of include/linux/proc_ns.h: fixed by the kernel. */
+#define MP_PID_INIT_INO 0xEFFFFFFCULL
+
+/*
+ * The daemon's pid namespace when it is not the initial one (a container,
+ * `unshare -p`): the target's pid is then a pid of that namespace, and the
+ * BPF programs translate the initial-namespace ids they see. 0 in *ret_ino:
+ * the initial namespace, nothing to translate.
+ */
+static int own_pidns(uint64_t *ret_dev, uint64_t *ret_ino)
+{
+	struct stat st;
+
+	if (stat("/proc/self/ns/pid", &st) < 0)
+		return -errno;
+	*ret_dev = (uint64_t)st.st_dev;
+	*ret_ino = (uint64_t)st.st_ino == MP_PID_INIT_INO ? 0 : (uint64_t)st.st_ino;
+	return 0;
 }
 
 /* What the running kernel offers, read once from its BTF. */
@@ -724,6 +748,15 @@ static int tracer_open(struct mp_tracer *t)
 	if (!t->skel)
 		return -errno;
 	t->skel->rodata->target_tgid = (uint32_t)opts->pid;
+	{
+		uint64_t ns_dev = 0, ns_ino = 0;
+
+		r = own_pidns(&ns_dev, &ns_ino);
+		if (r < 0)
+			return r;
+		t->skel->rodata->pidns_dev = ns_dev;
+		t->skel->rodata->pidns_ino = ns_ino;
+	}
 	if (opts->mode > MP_TRACE_RSS || (opts->mode == MP_TRACE_SAMPLED && !opts->sample_bytes) ||
 	    (opts->sample_bytes >> 40) ||
 	    (opts->duty_period_ns &&
@@ -953,7 +986,7 @@ void mp_tracer_set_inproc_tls(struct mp_tracer *t, int64_t tls_off)
 	__atomic_store_n(&t->skel->bss->inproc_tls_off, tls_off, __ATOMIC_SEQ_CST);
 }
 
-uint64_t mp_tracer_drops(const struct mp_tracer *t)
+static uint64_t percpu_sum(const struct bpf_map *map)
 {
 	int ncpu = libbpf_num_possible_cpus();
 	uint32_t zero = 0;
@@ -964,11 +997,26 @@ uint64_t mp_tracer_drops(const struct mp_tracer *t)
 	v = calloc((size_t)ncpu, sizeof(*v));
 	if (!v)
 		return 0;
-	if (!bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.drops), &zero, v))
+	if (!bpf_map_lookup_elem(bpf_map__fd(map), &zero, v))
 		for (int i = 0; i < ncpu; i++)
 			sum += v[i];
 	free(v);
 	return sum;
+}
+
+uint64_t mp_tracer_drops(const struct mp_tracer *t)
+{
+	return percpu_sum(t->skel->maps.drops);
+}
+
+uint64_t mp_tracer_unmatched(const struct mp_tracer *t)
+{
+	return percpu_sum(t->skel->maps.unmatched);
+}
+
+uint64_t mp_tracer_heap_events(const struct mp_tracer *t)
+{
+	return t->n_heap_events;
 }
 
 bool mp_tracer_duty_on(const struct mp_tracer *t)

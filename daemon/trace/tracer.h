@@ -145,6 +145,12 @@ uint64_t mp_tracer_duty_on_ns(const struct mp_tracer *t);
 void mp_tracer_set_inproc_tls(struct mp_tracer *t, int64_t tls_off);
 /* Events lost to a full ring buffer since attach (all CPUs). */
 uint64_t mp_tracer_drops(const struct mp_tracer *t);
+/* Allocator probe hits that were not the target's, although the uprobes
+ * are attached to the target alone: its pid was not recognised (a
+ * vfork'ed child sharing its memory also counts). */
+uint64_t mp_tracer_unmatched(const struct mp_tracer *t);
+/* Allocation, free and realloc events delivered since attach. */
+uint64_t mp_tracer_heap_events(const struct mp_tracer *t);
 bool mp_tracer_exited(const struct mp_tracer *t);
 
 /* The attached allocator functions, valid until the next consume/free. */
