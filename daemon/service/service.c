@@ -534,6 +534,12 @@ static int do_attach(struct request *q)
 			r = fail(q, -EPERM, "only root may stream to a Unix socket ('%s')", url);
 			goto err;
 		}
+		/* Nor may anyone else make the daemon read a file (a token
+		 * would go to their collector). */
+		if (q->uid != 0 && (strstr(url, "headers=") || strstr(url, "ca="))) {
+			r = fail(q, -EPERM, "only root may name files (headers=, ca=) in '%s'", url);
+			goto err;
+		}
 		r = mp_stream_url_check(url);
 		if (r < 0) {
 			fail(q, r, "invalid stream URL '%s'%s", url,
