@@ -247,6 +247,10 @@ int mp_http_resp_feed(struct mp_http_resp *r, const uint8_t *buf, size_t n)
 		}
 		uint8_t c = buf[i++];
 
+		/* Only CRLF may follow a chunk's data. */
+		if (r->state == R_CHUNK_END && c != '\r' && c != '\n')
+			return -EBADMSG;
+
 		if (r->state == R_STATUS || r->state == R_HEADERS || r->state == R_TRAILERS) {
 			if (++r->head_bytes > MP_HTTP_MAX_HEAD)
 				return -EBADMSG;
