@@ -8,6 +8,7 @@
 
 #include "backend.h"
 #include "encode.h"
+#include "log.h"
 #include "tls.h"
 
 enum { P_START, P_HANDSHAKE, P_SEND, P_RECV };
@@ -38,16 +39,14 @@ int mp_backend_new(const char *url, struct mp_backend **ret)
 	snprintf(b->url, sizeof(b->url), "%s", url);
 	r = mp_backend_url_parse(url, &b->u);
 	if (r < 0) {
-		fprintf(stderr, "memprofd: invalid collector URL %s\n", url);
 		free(b);
-		return r;
+		return log_error_errno(r, "invalid collector URL %s", url);
 	}
 	if (b->u.tls) {
 		r = mp_tls_ctx_new(b->u.ca, &b->tls_ctx, why, sizeof(why));
 		if (r < 0) {
-			fprintf(stderr, "memprofd: collector %s: %s\n", url, why);
 			free(b);
-			return r;
+			return log_error_errno(r, "collector %s: %s", url, why);
 		}
 	}
 	b->last_verdict = MP_V_SENT;
@@ -82,15 +81,14 @@ static void header_problem(struct mp_backend *b, int err, int line)
 	if (__atomic_exchange_n(&b->header_err, code, __ATOMIC_RELAXED) == code)
 		return;
 	if (err == -EINVAL)
-		fprintf(stderr,
-			"memprofd: collector %s: header file %s, line %d: not a \"Name: value\" "
-			"header memprofd may send; chunks are dropped until it is fixed\n",
-			b->url, b->u.headers, line);
+		log_error("collector %s: header file %s, line %d: not a \"Name: value\" header "
+			  "memprofd may send; chunks are dropped until it is fixed",
+			  b->url, b->u.headers, line);
 	else
-		fprintf(stderr,
-			"memprofd: collector %s: cannot read header file %s: %s; chunks are "
-			"dropped until it is fixed\n",
-			b->url, b->u.headers, strerror(-err));
+		log_error_errno(err,
+				"collector %s: cannot read header file %s: %m; chunks are dropped "
+				"until it is fixed",
+				b->url, b->u.headers);
 }
 
 int mp_backend_request(struct mp_backend *b, const struct mp_chunk_meta *m,
@@ -188,14 +186,13 @@ static void report(struct mp_backend *b, const struct mp_outcome *o)
 	if (o->verdict == b->last_verdict && !strcmp(o->why, b->last_why))
 		return;
 	if (o->verdict == MP_V_SENT && b->last_verdict != MP_V_SENT && !o->why[0])
-		fprintf(stderr, "memprofd: collector %s accepts chunks again\n", b->url);
+		log_notice("collector %s accepts chunks again", b->url);
 	else if (o->verdict == MP_V_RETRY)
-		fprintf(stderr,
-			"memprofd: collector %s: %s; keeping the chunk, retrying with backoff\n",
-			b->url, o->why);
+		log_warning("collector %s: %s; keeping the chunk, retrying with backoff", b->url,
+			    o->why);
 	else if (o->verdict == MP_V_DROP)
-		fprintf(stderr, "memprofd: collector %s refused a chunk: %s; dropped and counted\n",
-			b->url, o->why);
+		log_warning("collector %s refused a chunk: %s; dropped and counted", b->url,
+			    o->why);
 	b->last_verdict = o->verdict;
 	snprintf(b->last_why, sizeof(b->last_why), "%s", o->why);
 }

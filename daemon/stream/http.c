@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "http.h"
+#include "util.h"
 #include "otlp_profiles.pb-c.h"
 
 enum {
@@ -314,7 +315,7 @@ static bool code_retryable(const char *code)
 					     "deadline_exceeded", "aborted",
 					     "internal",	  "unknown" };
 
-	for (size_t i = 0; i < sizeof(retry) / sizeof(retry[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(retry); i++)
 		if (!strcmp(code, retry[i]))
 			return true;
 	return false;
@@ -373,7 +374,7 @@ static bool connect_error(const struct mp_http_resp *r, char *code, size_t code_
 	    json_object_is_type(v, json_type_string)) {
 		const char *c = json_object_get_string(v);
 
-		for (size_t i = 1; i < sizeof(grpc_codes) / sizeof(grpc_codes[0]); i++)
+		for (size_t i = 1; i < ARRAY_SIZE(grpc_codes); i++)
 			if (!strcmp(c, grpc_codes[i]))
 				ok = true;
 		if (ok) {
@@ -626,7 +627,7 @@ int mp_http_headers_load(const char *path, char *out, size_t cap, int *ret_line)
 			if (!token_char(*p))
 				return -EINVAL;
 		*colon = '\0';
-		for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
+		for (size_t i = 0; i < ARRAY_SIZE(ours); i++)
 			if (!strcasecmp(l, ours[i]))
 				return -EINVAL;
 		v = colon + 1;

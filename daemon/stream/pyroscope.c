@@ -10,15 +10,14 @@
 
 #include "encode.h"
 #include "pyroscope_push.pb-c.h"
+#include "util.h"
 
 uint64_t mp_be_unix_ns(uint64_t mono_ns)
 {
-	struct timespec mo, rt;
-	uint64_t now, rt_ns;
+	struct timespec rt;
+	uint64_t now = mp_now_ns(), rt_ns;
 
-	clock_gettime(CLOCK_MONOTONIC, &mo);
 	clock_gettime(CLOCK_REALTIME, &rt);
-	now = (uint64_t)mo.tv_sec * 1000000000ull + (uint64_t)mo.tv_nsec;
 	rt_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
 	return rt_ns - (now > mono_ns ? now - mono_ns : 0);
 }

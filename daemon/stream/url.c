@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "url.h"
+#include "util.h"
 
 struct scheme {
 	const char *prefix;
@@ -26,7 +27,7 @@ static const struct scheme schemes[] = {
 
 static const struct scheme *scheme_of(const char *url)
 {
-	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(schemes); i++)
 		if (!strncmp(url, schemes[i].prefix, strlen(schemes[i].prefix)))
 			return &schemes[i];
 	return NULL;
