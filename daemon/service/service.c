@@ -537,7 +537,8 @@ static int do_attach(struct request *q)
 		/* Nor may anyone else make the daemon read a file (a token
 		 * would go to their collector). */
 		if (q->uid != 0 && (strstr(url, "headers=") || strstr(url, "ca="))) {
-			r = fail(q, -EPERM, "only root may name files (headers=, ca=) in '%s'", url);
+			r = fail(q, -EPERM, "only root may name files (headers=, ca=) in '%s'",
+				 url);
 			goto err;
 		}
 		r = mp_stream_url_check(url);

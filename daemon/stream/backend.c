@@ -54,6 +54,15 @@ int mp_backend_new(const char *url, struct mp_backend **ret)
 	return 0;
 }
 
+int mp_backend_check(const char *url)
+{
+	struct mp_backend *b;
+	int r = mp_backend_new(url, &b);
+
+	mp_backend_free(r == 0 ? b : NULL);
+	return r;
+}
+
 void mp_backend_free(struct mp_backend *b)
 {
 	if (!b)

@@ -31,6 +31,11 @@ struct mp_backend;
 int mp_backend_new(const char *url, struct mp_backend **ret);
 void mp_backend_free(struct mp_backend *b);
 
+/* What mp_backend_new() would say about @url, without keeping anything:
+ * 0, or a negative errno logged with the reason (a CA file that holds no
+ * certificate, an empty trust store). */
+int mp_backend_check(const char *url);
+
 const struct mp_backend_url *mp_backend_url(const struct mp_backend *b);
 /* Whether requests embed the gzipped pprof (all but OTLP). */
 bool mp_backend_wants_pprof(const struct mp_backend *b);

@@ -178,6 +178,8 @@ int mp_stream_url_check(const char *url)
 
 	if (r == 0 && c.kind == K_HTTP && !HAVE_PPROF)
 		return -EPROTONOSUPPORT;
+	if (r == 0 && c.kind == K_HTTP)
+		r = mp_backend_check(url);
 	return r;
 }
 

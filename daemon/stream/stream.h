@@ -27,7 +27,7 @@
 
 /* 0 if @url is a collector URL this build can serve; -EINVAL if it is
  * malformed, -EPROTONOSUPPORT for an HTTP backend without the pprof
- * encoder. Opens no file. */
+ * encoder; for https, the trust store or ca= file must load (logged). */
 int mp_stream_url_check(const char *url);
 
 struct mp_chunk_meta {

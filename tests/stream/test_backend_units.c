@@ -53,6 +53,9 @@ Test(url, schemes_ports_paths)
 	cr_assert_eq(u.proto, MP_BE_PARCA);
 	/* Every form passes the streamer's check; tcp/unix are not ours. */
 	cr_assert_eq(mp_stream_url_check("otlp+https://collector.example"), 0);
+	/* For https, the CA file must hold a certificate. */
+	cr_assert_lt(mp_stream_url_check("otlp+https://collector.example?ca=/nonexistent.pem"), 0);
+	cr_assert_lt(mp_stream_url_check("pyroscope+https://h?ca=/dev/null"), 0);
 	cr_assert(!mp_backend_url_is("tcp://h:1"));
 }
 
