@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "encode.h"
 #include "http.h"
 #include "stream.h"
 #include "url.h"
@@ -387,4 +388,99 @@ Test(headers, file_loaded_and_checked)
 	cr_assert_eq(mp_http_headers_load(p, out, sizeof(out), &line), -EINVAL);
 	unlink(p);
 	cr_assert_eq(mp_http_headers_load("/nonexistent/x", out, sizeof(out), &line), -ENOENT);
+}
+
+/*
+ * The OTLP encoder on a hand-made profile: two kernels, sites inside and
+ * outside them, a symbolized and an unsymbolized caller, a mapping with a
+ * build ID. protoc decodes it (tests/stream/otlp_summary.py reads protoc's
+ * text): every table starts with its zero value, each sample type is its
+ * own profile, and the per-kernel sums are exact.
+ */
+Test(otlp, encoder_read_back_by_protoc)
+{
+	static char *names[] = { "matmul", "relu" };
+	static struct mp_phase phases[] = { { .name = "inference" } };
+	static struct mp_pool owners[] = { { .name = "(unknown)" }, { .name = "libxnnpack.so" } };
+	static struct mp_object objects[] = {
+		{ .start = 0x400000,
+		  .limit = 0x500000,
+		  .path = "/usr/bin/app",
+		  .build_id = "abcd1234" },
+	};
+	static struct mp_location locations[] = {
+		{ .addr = 0x401000, .object = 0, .function = "alloc_a", .file = "a.c", .line = 23 },
+		{ .addr = 0x402000, .object = 0, .function = "alloc_a", .file = "a.c", .line = 23 },
+	};
+	static struct mp_site sites[] = {
+		{ 0x401000, 0, 0, 1, 7, 2, 2000, 1, 1000 },
+		{ 0x402000, 0, 0, 1, 7, 1, 3000, 0, 0 },
+		{ 0x401000, 1, 0, 0, 8, 3, 1200, 1, 200 },
+		{ 0x403000, MP_NONE, MP_NONE, 0, 9, 1, 64, 1, 64 },
+	};
+	struct mp_profile p = { 0 };
+	struct mp_backend_url u;
+	struct mp_chunk_meta m = { .target_id = 1, .pid = 4242, .exe = "/usr/bin/app" };
+	const char *src = getenv("MEMPROF_SOURCE_ROOT");
+	char path[] = "/tmp/memprof-otlp-XXXXXX", cmd[1024], out[8192];
+	uint8_t *buf;
+	size_t len, n;
+	FILE *f;
+	int fd;
+
+	cr_assert_not_null(src, "MEMPROF_SOURCE_ROOT not set (run through meson)");
+	p.n_names = 2;
+	p.names = names;
+	p.n_phases = 1;
+	p.phases = phases;
+	p.n_owners = 2;
+	p.owners = owners;
+	p.n_objects = 1;
+	p.objects = objects;
+	p.n_locations = 2;
+	p.locations = locations;
+	p.n_sites = 4;
+	p.sites = sites;
+	p.begin_ns = 1;
+	p.end_ns = 1000000001;
+	cr_assert_eq(mp_backend_url_parse("otlp://h?label.region=eu", &u), 0);
+	cr_assert_eq(mp_be_encode_otlp(&u, &m, &p, &buf, &len), 0);
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, buf, len), (ssize_t)len);
+	close(fd);
+	free(buf);
+	snprintf(cmd, sizeof(cmd), "python3 '%s/tests/stream/otlp_summary.py' '%s/proto' '%s' 2>&1",
+		 src, src, path);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = '\0';
+	cr_assert_eq(pclose(f), 0, "%s", out);
+	unlink(path);
+	cr_assert_null(strstr(out, "error "), "%s", out);
+	static const char *const want[] = {
+		"mapping /usr/bin/app build_id=abcd1234\n",
+		"resource service.name=app\n",
+		"resource process.pid=4242\n",
+		"resource process.executable.name=app\n",
+		"resource process.executable.path=/usr/bin/app\n",
+		"resource region=eu\n",
+		"profile alloc_objects/count samples=4\n",
+		"sum alloc_objects memprof.kernel=matmul 3\n",
+		"sum alloc_objects memprof.kernel=relu 3\n",
+		"profile alloc_space/bytes samples=4\n",
+		"sum alloc_space memprof.kernel=matmul 5000\n",
+		"sum alloc_space memprof.kernel=relu 1200\n",
+		"sum alloc_space memprof.owner=libxnnpack.so 5000\n",
+		"sum alloc_space memprof.owner=(unknown) 1264\n",
+		"sum alloc_space memprof.phase=inference 6200\n",
+		/* Zero values are left out: two sites hold nothing in use. */
+		"profile inuse_objects/count samples=3\n",
+		"profile inuse_space/bytes samples=3\n",
+		"sum inuse_space memprof.kernel=matmul 1000\n",
+		"sum inuse_space memprof.kernel=relu 200\n",
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_assert_not_null(strstr(out, want[i]), "no '%s' in:\n%s", want[i], out);
 }
