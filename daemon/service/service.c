@@ -750,6 +750,11 @@ static int target_add_streams(struct request *q, struct target *t)
 		 * root names Unix sockets (configured collectors are root's). */
 		if (q->uid != 0 && !strncmp(url, "unix:", 5))
 			return fail(q, -EPERM, "only root may stream to a Unix socket ('%s')", url);
+		/* Nor may anyone else make the daemon read a file (a token
+		 * would go to their collector). */
+		if (q->uid != 0 && (strstr(url, "headers=") || strstr(url, "ca=")))
+			return fail(q, -EPERM, "only root may name files (headers=, ca=) in '%s'",
+				    url);
 		r = mp_stream_url_check(url);
 		if (r < 0) {
 			fail(q, r, "invalid stream URL '%s'%s", url,

@@ -28,6 +28,7 @@ enum {
 	OPT_FORMAT,
 	OPT_STREAM,
 	OPT_STREAM_INTERVAL,
+	OPT_CA,
 	OPT_MODE,
 	OPT_SAMPLE_BYTES,
 	OPT_DUTY,
@@ -52,8 +53,14 @@ void mp_options_help(FILE *f, bool with_pid)
 		fputs("  -p, --pid PID           process to profile (required)\n"
 		      "      --stream URL        also stream profile chunks to a collector:\n"
 		      "                          tcp://HOST:PORT, unix:PATH (length-delimited\n"
-		      "                          memprof.proto) or http://HOST:PORT/ingest\n"
-		      "                          (Pyroscope); repeatable\n"
+		      "                          memprof.proto), pyroscope[+https]://HOST[:PORT],\n"
+		      "                          otlp[+https]://..., parca[+https]://..., or\n"
+		      "                          http(s)://HOST:PORT/PATH (Pyroscope /ingest);\n"
+		      "                          settings after '?': service_name=, label.K=V,\n"
+		      "                          headers=FILE, ca=FILE (docs/SERVICE.md);\n"
+		      "                          repeatable\n"
+		      "      --ca FILE           PEM CA certificates for the https collectors of\n"
+		      "                          --stream (default: the system trust store)\n"
 		      "      --stream-interval S send a chunk every S seconds (default 10) and\n"
 		      "                          a final one at the end\n",
 		      f);
@@ -183,6 +190,29 @@ static int parse_duty(const char *arg, uint64_t *ret_on, uint64_t *ret_period)
 		return -EINVAL;
 	*ret_on = on;
 	*ret_period = period;
+	return 0;
+}
+
+/* --ca FILE: the https collectors of this command use FILE, as if each
+ * URL said ca=FILE (the URLs live as long as the program). */
+static int add_ca(struct mp_options *o, const char *ca)
+{
+	static char urls[MP_OPTIONS_MAX_STREAMS][MP_STREAM_MAX_URL];
+
+	for (size_t i = 0; i < o->n_streams; i++) {
+		const char *u = o->streams[i];
+		int n;
+
+		if (strncmp(u, "https://", 8) && !strstr(u, "+https://"))
+			continue;
+		if (strstr(u, "?ca=") || strstr(u, "&ca="))
+			return -EINVAL;
+		n = snprintf(urls[i], sizeof(urls[i]), "%s%cca=%s", u, strchr(u, '?') ? '&' : '?',
+			     ca);
+		if (n < 0 || (size_t)n >= sizeof(urls[i]) || mp_stream_url_check(urls[i]) < 0)
+			return -EINVAL;
+		o->streams[i] = urls[i];
+	}
 	return 0;
 }
 
@@ -341,6 +371,7 @@ static int options_check(struct mp_session_opts *s, bool with_pid)
 
 int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 {
+	const char *ca = NULL;
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "duration", required_argument, NULL, 'd' },
@@ -348,6 +379,7 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 		{ "format", required_argument, NULL, OPT_FORMAT },
 		{ "stream", required_argument, NULL, OPT_STREAM },
 		{ "stream-interval", required_argument, NULL, OPT_STREAM_INTERVAL },
+		{ "ca", required_argument, NULL, OPT_CA },
 		{ "print", required_argument, NULL, OPT_PRINT },
 		{ "region", required_argument, NULL, OPT_REGION },
 		{ "alloc", required_argument, NULL, OPT_ALLOC },
@@ -395,6 +427,13 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 			if (!s->duration_ns)
 				s->duration_ns = 1;
 			break;
+		case OPT_CA:
+			if (!with_pid)
+				return bad("option", "--ca (memprofd --pid)");
+			if (optarg[0] != '/' || strlen(optarg) >= 256 || strpbrk(optarg, "&?#%"))
+				return bad("--ca FILE (an absolute path)", optarg);
+			ca = optarg;
+			break;
 		case 'v':
 			s->verbose = true;
 			mp_log_set_max_level(LOG_DEBUG);
@@ -409,6 +448,8 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 				return r == NOT_MINE ? -EINVAL : r;
 		}
 	}
+	if (ca && add_ca(o, ca) < 0)
+		return bad("--ca with --stream URLs (too long, or one has ca= already)", ca);
 	return options_check(s, with_pid);
 }
 

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "log.h"
 #include "memprof.pb-c.h"
 #include "profile_pb.h"
@@ -89,8 +90,6 @@ struct collector {
 	uint64_t next_try_ns, backoff_ns;
 	uint64_t sent, dropped, rejected, connects;
 	bool down; /* logged as unreachable */
-	char resp[32];
-	size_t resp_len;
 	/* Per-target use: reference-counted, by uid. */
 	struct holder *holders;
 	size_t n_holders;
@@ -100,6 +99,8 @@ struct collector {
 	uint64_t drain_until_ns;
 	struct resolve_job *job; /* in flight (also after its timeout) */
 	uint64_t resolve_until_ns;
+	struct mp_backend *be; /* K_HTTP: the protocol (backend.c) */
+	short be_events; /* what its exchange waits for */
 };
 
 struct mp_streamer {
@@ -159,6 +160,18 @@ static int parse_url(const char *url, struct collector *c)
 
 	if (strlen(url) >= MP_STREAM_MAX_URL)
 		return -EINVAL;
+	if (mp_backend_url_is(url)) {
+		struct mp_backend_url u;
+		int r = mp_backend_url_parse(url, &u);
+
+		if (r < 0)
+			return r;
+		c->kind = K_HTTP;
+		snprintf(c->host, sizeof(c->host), "%s", u.host);
+		snprintf(c->port, sizeof(c->port), "%s", u.port);
+		snprintf(c->path, sizeof(c->path), "%s", u.path);
+		return 0;
+	}
 	if (!strncmp(url, "unix:", 5)) {
 		struct sockaddr_un sa;
 
@@ -168,20 +181,13 @@ static int parse_url(const char *url, struct collector *c)
 		snprintf(c->path, sizeof(c->path), "%s", url + 5);
 		return 0;
 	}
-	if (!strncmp(url, "tcp://", 6)) {
-		c->kind = K_TCP;
-		hp = url + 6;
-	} else if (!strncmp(url, "http://", 7)) {
-		c->kind = K_HTTP;
-		hp = url + 7;
-	} else {
+	if (strncmp(url, "tcp://", 6))
 		return -EINVAL;
-	}
-	slash = strchr(hp, '/');
-	if (c->kind == K_TCP && slash)
+	c->kind = K_TCP;
+	hp = url + 6;
+	if (strchr(hp, '/'))
 		return -EINVAL;
-	if (!slash)
-		slash = hp + strlen(hp);
+	slash = hp + strlen(hp);
 	if (*hp == '[') {
 		const char *rb = memchr(hp, ']', (size_t)(slash - hp));
 
@@ -206,14 +212,6 @@ static int parse_url(const char *url, struct collector *c)
 	if (end != slash || port == 0 || port > 65535)
 		return -EINVAL;
 	snprintf(c->port, sizeof(c->port), "%lu", port);
-	if (c->kind == K_HTTP) {
-		for (const char *p = slash; *p; p++)
-			if (*p <= ' ' || *p == '?' || *p == '#' || *p >= 0x7f)
-				return -EINVAL;
-		snprintf(c->path, sizeof(c->path), "%s", *slash ? slash : "/ingest");
-		if (strlen(slash) >= sizeof(c->path))
-			return -EINVAL;
-	}
 	return 0;
 }
 
@@ -224,6 +222,8 @@ int mp_stream_url_check(const char *url)
 
 	if (r == 0 && c.kind == K_HTTP && !HAVE_PPROF)
 		return -EPROTONOSUPPORT;
+	if (r == 0 && c.kind == K_HTTP)
+		r = mp_backend_check(url);
 	return r;
 }
 
@@ -239,7 +239,8 @@ static void fail(struct collector *c, int err, uint64_t now)
 	c->state = S_IDLE;
 	/* A partly sent chunk goes again, whole, on the next connection. */
 	c->off = 0;
-	c->resp_len = 0;
+	if (c->be)
+		mp_backend_close(c->be);
 	c->backoff_ns = c->backoff_ns ? c->backoff_ns * 2 : BACKOFF_MIN_NS;
 	if (c->backoff_ns > BACKOFF_MAX_NS)
 		c->backoff_ns = BACKOFF_MAX_NS;
@@ -431,18 +432,13 @@ static void do_write(struct mp_streamer *s, struct collector *c, uint64_t now)
 		c->off += (size_t)n;
 		if (c->off < c->head->len)
 			continue;
-		if (c->kind == K_HTTP) {
-			c->state = S_RESPONSE;
-			c->resp_len = 0;
-			return;
-		}
 		c->sent++;
 		pop(s, c);
 	}
 }
 
-/* Reads what a collector sends: stream collectors send nothing, so any
- * end of input means it is gone; an HTTP server sends its response. */
+/* Reads what a stream collector sends: nothing, so any end of input
+ * means it is gone. */
 static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 {
 	char buf[4096];
@@ -457,26 +453,32 @@ static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 		}
 		if (n == 0)
 			break;
-		if (c->state == S_RESPONSE && c->resp_len < sizeof(c->resp) - 1) {
-			size_t k = sizeof(c->resp) - 1 - c->resp_len;
+	}
+	fail(c, -ECONNRESET, now);
+}
 
-			if (k > (size_t)n)
-				k = (size_t)n;
-			memcpy(c->resp + c->resp_len, buf, k);
-			c->resp_len += k;
-		}
+/* An HTTP collector: one request/response exchange per chunk, run by
+ * its backend (backend.c), which also logs what the server said. */
+static void http_step(struct mp_streamer *s, struct collector *c, uint64_t now)
+{
+	struct mp_outcome o;
+
+	if (!c->head || mp_backend_step(c->be, c->fd, c->head->data, c->head->len, &c->be_events,
+					&o) == MP_STEP_AGAIN)
+		return;
+	if (o.verdict == MP_V_RETRY) {
+		c->down = true; /* logged by the backend */
+		fail(c, -EAGAIN, now);
+		if (o.retry_after_ns)
+			c->next_try_ns = now + o.retry_after_ns;
+		return;
 	}
-	if (c->state != S_RESPONSE)
-		return fail(c, -ECONNRESET, now);
-	/* "HTTP/1.x 2xx": done with this chunk either way; a refused push
-	 * would be refused again. */
-	c->resp[c->resp_len] = '\0';
-	if (!strncmp(c->resp, "HTTP/1.", 7) && c->resp_len >= 12 && c->resp[9] == '2') {
+	mp_backend_close(c->be);
+	up(c);
+	if (o.verdict == MP_V_SENT)
 		c->sent++;
-	} else {
+	else
 		c->rejected++;
-		log_warning("collector %s refused a chunk: %.12s", c->url, c->resp);
-	}
 	pop(s, c);
 	close(c->fd);
 	c->fd = -1;
@@ -509,6 +511,7 @@ static void collector_free(struct mp_streamer *s, struct collector *c)
 		close(c->fd);
 	if (c->job)
 		job_put(c->job);
+	mp_backend_free(c->be);
 	free(c->holders);
 	free(c->lost);
 	free(c);
@@ -560,8 +563,12 @@ static void *stream_main(void *arg)
 				else if (c->next_try_ns - now < wait_ns)
 					wait_ns = c->next_try_ns - now;
 			}
-			if (c->state == S_UP && c->head)
-				do_write(s, c, now);
+			if (c->state == S_UP && c->head) {
+				if (c->kind == K_HTTP)
+					http_step(s, c, now);
+				else
+					do_write(s, c, now);
+			}
 			if (c->fd < 0) {
 				if (c->state == S_IDLE && c->head && c->next_try_ns - now < wait_ns)
 					wait_ns = c->next_try_ns > now ? c->next_try_ns - now : 0;
@@ -570,6 +577,8 @@ static void *stream_main(void *arg)
 			pf[n] = (struct pollfd){ .fd = c->fd, .events = POLLIN | POLLRDHUP };
 			if (c->state == S_CONNECTING || (c->state == S_UP && c->head))
 				pf[n].events |= POLLOUT;
+			if (c->kind == K_HTTP && c->state == S_UP)
+				pf[n].events = c->be_events;
 			idx[n++] = i;
 		}
 		timeout = wait_ns == UINT64_MAX ? -1 : (int)(wait_ns / 1000000ull) + 1;
@@ -598,6 +607,10 @@ static void *stream_main(void *arg)
 					continue;
 				}
 				c->state = S_UP;
+			}
+			if (c->kind == K_HTTP) {
+				http_step(s, c, now);
+				continue;
 			}
 			if (re & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
 				do_read(s, c, now);
@@ -702,6 +715,8 @@ static struct collector *create(struct mp_streamer *s, const char *url, bool glo
 	r = parse_url(url, c);
 	if (r == 0 && c->kind == K_HTTP && !HAVE_PPROF)
 		r = -EPROTONOSUPPORT;
+	if (r == 0 && c->kind == K_HTTP)
+		r = mp_backend_new(url, &c->be);
 	if (r < 0) {
 		free(c);
 		*err = r;
@@ -938,74 +953,6 @@ static struct item *frame_chunk(const struct mp_chunk_meta *m, const uint8_t *pb
 	return it;
 }
 
-#if HAVE_PPROF
-/* Monotonic (the profile's clock) to Unix seconds. */
-static uint64_t unix_s(uint64_t mono_ns)
-{
-	struct timespec rt;
-	uint64_t now = mp_now_ns(), rt_ns;
-
-	clock_gettime(CLOCK_REALTIME, &rt);
-	rt_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
-	return (rt_ns - (now > mono_ns ? now - mono_ns : 0)) / 1000000000ull;
-}
-
-static size_t urlencode(char *out, size_t cap, const char *in)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = 0;
-
-	for (; *in && n + 4 < cap; in++) {
-		unsigned char ch = (unsigned char)*in;
-
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-			out[n++] = (char)ch;
-		} else {
-			out[n++] = '%';
-			out[n++] = hex[ch >> 4];
-			out[n++] = hex[ch & 15];
-		}
-	}
-	out[n] = '\0';
-	return n;
-}
-
-static struct item *http_request(const struct collector *c, const struct mp_chunk_meta *m,
-				 const uint8_t *body, size_t body_len)
-{
-	char name[512], enc[1600], head[2600];
-	const char *base = m->exe && *m->exe ? strrchr(m->exe, '/') : NULL;
-	uint64_t from = unix_s(m->window_begin_ns), until = unix_s(m->window_end_ns);
-	struct item *it;
-	int hl;
-
-	base = base ? base + 1 : (m->exe && *m->exe ? m->exe : "unknown");
-	/* Pyroscope's application name with labels: NAME{label=value}. */
-	snprintf(name, sizeof(name), "memprofd.%s{pid=%d}", base, (int)m->pid);
-	urlencode(enc, sizeof(enc), name);
-	hl = snprintf(head, sizeof(head),
-		      "POST %s?name=%s&from=%" PRIu64 "&until=%" PRIu64 "&format=pprof HTTP/1.1\r\n"
-		      "Host: %s:%s\r\n"
-		      "User-Agent: memprofd\r\n"
-		      "Content-Type: application/octet-stream\r\n"
-		      "Content-Length: %zu\r\n"
-		      "Connection: close\r\n\r\n",
-		      c->path, enc, from, until > from ? until : from + 1, c->host, c->port,
-		      body_len);
-	if (hl < 0 || (size_t)hl >= sizeof(head))
-		return NULL;
-	it = malloc(sizeof(*it) + (size_t)hl + body_len);
-	if (!it)
-		return NULL;
-	it->next = NULL;
-	it->len = (size_t)hl + body_len;
-	memcpy(it->data, head, (size_t)hl);
-	memcpy(it->data + hl, body, body_len);
-	return it;
-}
-#endif
-
 int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 		     const struct mp_profile *p, char *const *extra, size_t n_extra)
 {
@@ -1017,8 +964,8 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 			     char *const *extra, size_t n_extra)
 {
 	struct collector *targets[MP_STREAM_MAX_COLLECTORS];
-	uint8_t *pb = NULL, *pp = NULL;
-	size_t nt = 0, pb_len = 0, pp_len = 0;
+	uint8_t *pb = NULL, *pp = NULL, *req[MP_STREAM_MAX_COLLECTORS] = { NULL };
+	size_t nt = 0, pb_len = 0, pp_len = 0, req_len[MP_STREAM_MAX_COLLECTORS] = { 0 };
 	bool want_pb = false, want_pp = false;
 	int r = 0;
 
@@ -1044,16 +991,15 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 	pthread_mutex_unlock(&s->lock);
 	for (size_t k = 0; k < nt; k++) {
 		want_pb |= targets[k]->kind != K_HTTP;
-		want_pp |= targets[k]->kind == K_HTTP;
+		want_pp |= targets[k]->kind == K_HTTP && mp_backend_wants_pprof(targets[k]->be);
 	}
 	if (!nt)
 		return r;
 	/* Encoded once (or by the caller), outside the lock, framed per
 	 * collector below. */
 	if (want_pb && !msg) {
+		/* on failure r < 0: every collector is unpinned below */
 		r = mp_profile_encode(p, &pb, &pb_len);
-		if (r < 0)
-			return r;
 		msg = pb;
 		msg_len = pb_len;
 	}
@@ -1064,6 +1010,12 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 	(void)want_pp;
 	(void)pp_len;
 #endif
+	/* HTTP requests too: a failure loses the chunk for that collector
+	 * only (counted below). */
+	for (size_t k = 0; k < nt; k++)
+		if (r == 0 && targets[k]->kind == K_HTTP &&
+		    mp_backend_request(targets[k]->be, m, p, pp, pp_len, &req[k], &req_len[k]) < 0)
+			req[k] = NULL;
 	pthread_mutex_lock(&s->lock);
 	for (size_t k = 0; k < nt; k++) {
 		struct collector *c = targets[k];
@@ -1073,12 +1025,16 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 		c->pins--;
 		if (r < 0)
 			continue;
-		if (c->kind != K_HTTP)
+		if (c->kind != K_HTTP) {
 			it = frame_chunk(m, msg, msg_len, l ? l->n : 0);
-#if HAVE_PPROF
-		else
-			it = http_request(c, m, pp, pp_len);
-#endif
+		} else if (req[k]) {
+			it = malloc(sizeof(*it) + req_len[k]);
+			if (it) {
+				it->next = NULL;
+				it->len = req_len[k];
+				memcpy(it->data, req[k], req_len[k]);
+			}
+		}
 		/* At least one chunk always fits in a collector's buffer,
 		 * whatever its size; never more than the total in all. */
 		if (!it || (c->head && c->queued_bytes + it->len > s->buffer_bytes) ||
@@ -1113,6 +1069,8 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 	wake(s);
 	free(pb);
 	free(pp);
+	for (size_t k = 0; k < nt; k++)
+		free(req[k]);
 	return r;
 }
 

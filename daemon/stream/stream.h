@@ -3,8 +3,9 @@
  * Streaming of profile chunks to collectors, from a dedicated thread:
  *   tcp://HOST:PORT, unix:PATH   varint-length-delimited memprof.Chunk
  *                                messages (proto/memprof.proto)
- *   http://HOST:PORT/PATH        Pyroscope push: POST PATH?name=&from=&until=
- *                                &format=pprof, body = gzipped pprof
+ *   pyroscope://, otlp://, parca://, http(s)://...
+ *                                the profile backends over HTTP(S), one
+ *                                request per chunk (backend.h, url.h)
  * Each collector has its own bounded buffer, non-blocking socket and
  * reconnect backoff: a slow or dead collector never blocks the caller or
  * another collector. A chunk that does not fit in a collector's buffer is
@@ -35,7 +36,8 @@
 #define MP_STREAM_MAX_URL 512
 
 /* 0 if @url is a collector URL this build can serve; -EINVAL if it is
- * malformed, -EPROTONOSUPPORT for http:// without the pprof encoder. */
+ * malformed, -EPROTONOSUPPORT for an HTTP backend without the pprof
+ * encoder; for https, the trust store or ca= file must load (logged). */
 int mp_stream_url_check(const char *url);
 
 struct mp_chunk_meta {

@@ -287,6 +287,24 @@ Test(service, authorization_by_peer_credentials, .timeout = 120, .fini = cleanup
 	cr_assert_eq(client_as(as_user(uid, gid), out, sizeof(out), &d, "attach", pu, "--stream",
 			       "unix:/run/whatever.sock", NULL),
 		     1);
+	/* So is making the daemon read a file: a header file's content
+	 * would go to the requester's collector. */
+	{
+		char *const *w = as_user(uid, gid);
+		char *sh_user[] = { "/bin/sh", "-c", "exec \"$@\" 2>&1", "sh", w[0], w[1], w[2],
+				    w[3],      NULL };
+
+		cr_assert_eq(client_as(sh_user, out, sizeof(out), &d, "attach", pu, "--stream",
+				       "pyroscope://127.0.0.1:9?headers=/etc/shadow", NULL),
+			     1);
+		cr_assert_not_null(strstr(out, "only root may name files (headers=, ca=)"), "%s",
+				   out);
+		cr_assert_eq(client_as(sh_user, out, sizeof(out), &d, "attach", pu, "--stream",
+				       "otlp+https://127.0.0.1:9?ca=/etc/shadow", NULL),
+			     1);
+		cr_assert_not_null(strstr(out, "only root may name files (headers=, ca=)"), "%s",
+				   out);
+	}
 
 	/* Its own: allowed; the file is the requester's. */
 	cr_assert_eq(
