@@ -104,7 +104,10 @@ Test(output, run_and_convert_refuse_another_users_symlink_in_a_shared_dir)
 	cr_expect_eq(r.status, 1);
 	cr_expect_not_null(strstr(r.err, want), "%s", r.err);
 	run_free(&r);
-	cr_assert_str_eq(read_whole(at("victim")), "precious");
+	char *victim = read_whole(at("victim"));
+
+	cr_assert_str_eq(victim, "precious");
+	free(victim);
 	cr_assert_eq(lstat(at("tmp/p.memprof"), &st), 0);
 	cr_assert(S_ISLNK(st.st_mode));
 	/* A FIFO is written in place. */
@@ -128,6 +131,9 @@ Test(output, run_and_convert_refuse_another_users_symlink_in_a_shared_dir)
 	r = run_cmd((char *[]){ (char *)memprof_bin(), "convert", (char *)at("p.memprof"), "--to",
 				"json", NULL },
 		    NULL);
-	cr_assert_str_eq(read_whole(at("from-fifo")), r.out);
+	char *from_fifo = read_whole(at("from-fifo"));
+
+	cr_assert_str_eq(from_fifo, r.out);
+	free(from_fifo);
 	run_free(&r);
 }
