@@ -505,17 +505,18 @@ static uint32_t owner_of(struct mp_correlator *c, uint64_t caller)
 /* ---- allocation sites ---- */
 
 static uint32_t site_hash(uint64_t caller, uint32_t name, uint32_t phase, uint32_t owner,
-			  uint32_t tid)
+			  uint32_t tid, uint32_t stack)
 {
 	return hash_u64(caller ^ hash_u64((uint64_t)name << 32 | phase) ^
-			hash_u64((uint64_t)owner << 32 | tid));
+			hash_u64((uint64_t)owner << 32 | tid) ^ hash_u64(stack));
 }
 
 static void site_ht_insert(struct mp_correlator *c, uint32_t id)
 {
 	const struct mp_site *st = &c->p->sites[id];
 	uint32_t mask = c->site_ht_cap - 1;
-	uint32_t i = site_hash(st->caller, st->name, st->phase, st->owner, st->tid) & mask;
+	uint32_t i =
+		site_hash(st->caller, st->name, st->phase, st->owner, st->tid, st->stack) & mask;
 
 	while (c->site_ht[i])
 		i = (i + 1) & mask;
@@ -523,21 +524,23 @@ static void site_ht_insert(struct mp_correlator *c, uint32_t id)
 }
 
 /* The site of an allocation, created if new; MP_NONE beyond the cap (the
- * allocation is counted in sites_dropped) or when out of memory. */
+ * allocation is counted in sites_dropped) or when out of memory. With call
+ * stacks, allocations from one caller on different paths are different
+ * sites. */
 static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
-			uint32_t owner, uint32_t tid)
+			uint32_t owner, uint32_t tid, uint32_t stack)
 {
 	struct mp_profile *p = c->p;
 	uint32_t mask, i, id;
 
 	if (c->site_ht_cap) {
 		mask = c->site_ht_cap - 1;
-		for (i = site_hash(caller, name, phase, owner, tid) & mask; c->site_ht[i];
+		for (i = site_hash(caller, name, phase, owner, tid, stack) & mask; c->site_ht[i];
 		     i = (i + 1) & mask) {
 			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
 
 			if (st->caller == caller && st->name == name && st->phase == phase &&
-			    st->owner == owner && st->tid == tid)
+			    st->owner == owner && st->tid == tid && st->stack == stack)
 				return c->site_ht[i] - 1;
 		}
 	}
@@ -564,9 +567,12 @@ static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name,
 		return MP_NONE;
 	}
 	id = p->n_sites++;
-	p->sites[id] = (struct mp_site){
-		.caller = caller, .name = name, .phase = phase, .owner = owner, .tid = tid
-	};
+	p->sites[id] = (struct mp_site){ .caller = caller,
+					 .name = name,
+					 .phase = phase,
+					 .owner = owner,
+					 .tid = tid,
+					 .stack = stack };
 	site_ht_insert(c, id);
 	return id;
 }
@@ -724,7 +730,7 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 			break;
 		r->peak_bytes = c->live_bytes;
 	}
-	site = site_of(c, ev->caller, name, c->cur_phase, owner, ev->tid);
+	site = site_of(c, ev->caller, name, c->cur_phase, owner, ev->tid, ev->stack);
 	if (site != MP_NONE) {
 		struct mp_site *st = &p->sites[site];
 

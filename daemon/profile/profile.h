@@ -30,7 +30,8 @@ enum mp_trace_mode {
 int mp_trace_mode_parse(const char *s, uint32_t *ret);
 const char *mp_trace_mode_name(uint32_t mode);
 
-#define MP_PROFILE_FORMAT_VERSION 1
+/* 2: call stacks (stack table, per-site stack id). */
+#define MP_PROFILE_FORMAT_VERSION 2
 
 /* "No such index" (parent of a top-level invocation, phase before any
  * phase marker) and "unknown value" (RSS without samples). */
@@ -228,6 +229,27 @@ struct mp_profile {
 	 * every duty_period_ns, duty_active_ns in total; heap figures cover
 	 * only those windows. */
 	uint64_t duty_on_ns, duty_period_ns, duty_active_ns;
+	/* Call stacks of the sites (--stacks): deduplicated, site.stack is
+	 * an index + 1 into them (0: the site has no stack). stack_depth is
+	 * the depth limit of the run (0: stacks off). */
+	uint32_t n_stacks;
+	struct mp_stack *stacks;
+	uint32_t stack_depth;
+	uint64_t stacks_dropped; /* allocations whose stack was not kept */
+};
+
+/* mp_stack.flags */
+#define MP_STACK_F_TRUNCATED \
+	0x1u /* deeper than recorded (depth limit,
+				   * end of the copied slice, frame not
+				   * unwindable) */
+
+/* One call stack: return addresses, innermost first (frames[0] is in the
+ * function that called the allocator). */
+struct mp_stack {
+	uint32_t n_frames;
+	uint32_t flags;
+	uint64_t *frames;
 };
 
 /* An allocation site: allocations with the same caller address charged
@@ -240,6 +262,7 @@ struct mp_site {
 	uint32_t tid; /* allocating thread */
 	uint64_t alloc_objects, alloc_space; /* all allocations */
 	uint64_t inuse_objects, inuse_space; /* still live at the end */
+	uint32_t stack; /* index + 1 into stacks, 0: none */
 };
 
 /* mp_object.flags: what symbolization found for the object. */
@@ -255,6 +278,13 @@ struct mp_object {
 	uint32_t flags; /* MP_OBJ_F_* */
 };
 
+/* A function inlined at a location. */
+struct mp_inline_frame {
+	char *function; /* NULL when unknown */
+	char *file;
+	uint32_t line;
+};
+
 /* The symbol of one caller address. */
 struct mp_location {
 	uint64_t addr; /* caller address in the process */
@@ -263,6 +293,11 @@ struct mp_location {
 	char *function; /* NULL when unknown */
 	char *file; /* source file, NULL when unknown */
 	uint32_t line; /* 0 when unknown */
+	/* Functions inlined at @addr, innermost first; @function, @file and
+	 * @line are then the function they were inlined into and the line of
+	 * the outermost inlined call in it. */
+	uint32_t n_inlined;
+	struct mp_inline_frame *inlined;
 };
 
 struct mp_profile *mp_profile_new(void);

@@ -12,6 +12,7 @@
 #include "profile_pb.h"
 #include "rss.h"
 #include "stream.h"
+#include "unwind.h"
 
 enum {
 	OPT_ALLOC = 0x100,
@@ -30,6 +31,10 @@ enum {
 	OPT_MODE,
 	OPT_SAMPLE_BYTES,
 	OPT_DUTY,
+	OPT_STACKS,
+	OPT_NO_STACKS,
+	OPT_STACK_DEPTH,
+	OPT_STACK_BYTES,
 };
 
 void mp_options_init(struct mp_options *o)
@@ -93,6 +98,14 @@ void mp_options_help(FILE *f, bool with_pid)
 	      "                          PERIOD (e.g. 1s/10s, units ms or s): cost falls\n"
 	      "                          by ~PERIOD/ON; heap figures cover ON windows only\n"
 	      "                          (frees made while off are missed)\n"
+	      "      --stacks            record the full call stack of every allocation\n"
+	      "                          (every sampled one in sampled mode): pprof\n"
+	      "                          traces and flame graphs, --sites in reports\n"
+	      "      --no-stacks         the caller only (the default)\n"
+	      "      --stack-depth N     frames kept per stack (default 64, max 256);\n"
+	      "                          deeper stacks are marked truncated\n"
+	      "      --stack-bytes N     bytes of the thread's stack copied per allocation\n"
+	      "                          for unwinding (default 16384, max 32768)\n"
 	      "      --dump-events       print every event as it is correlated\n"
 	      "  -v, --verbose           log what is attached and libbpf's messages\n"
 	      "  -h, --help              show this help\n",
@@ -182,6 +195,10 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 		{ "merge-lag-ms", required_argument, NULL, OPT_LAG },
 		{ "mode", required_argument, NULL, OPT_MODE },
 		{ "sample-bytes", required_argument, NULL, OPT_SAMPLE_BYTES },
+		{ "stacks", no_argument, NULL, OPT_STACKS },
+		{ "no-stacks", no_argument, NULL, OPT_NO_STACKS },
+		{ "stack-depth", required_argument, NULL, OPT_STACK_DEPTH },
+		{ "stack-bytes", required_argument, NULL, OPT_STACK_BYTES },
 		{ "duty", required_argument, NULL, OPT_DUTY },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -298,6 +315,20 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 				return bad("--sample-bytes", optarg);
 			s->sample_bytes = v;
 			s->mode = MP_TRACE_SAMPLED;
+			break;
+		case OPT_STACKS:
+		case OPT_NO_STACKS:
+			s->stacks = c == OPT_STACKS;
+			break;
+		case OPT_STACK_DEPTH:
+			if (parse_uint(optarg, MP_UNWIND_MAX_DEPTH, &v) < 0 || !v)
+				return bad("--stack-depth", optarg);
+			s->stack_depth = (uint32_t)v;
+			break;
+		case OPT_STACK_BYTES:
+			if (parse_uint(optarg, MP_STACK_MAX_BYTES, &v) < 0 || v < 64)
+				return bad("--stack-bytes", optarg);
+			s->stack_bytes = (uint32_t)v;
 			break;
 		case OPT_DUTY:
 			if (parse_duty(optarg, &s->duty_on_ns, &s->duty_period_ns) < 0)
