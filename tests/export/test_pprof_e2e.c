@@ -437,7 +437,7 @@ static void protoc_decodes(const char *f)
 	free(buf);
 	cr_assert_eq(run(argv, payload, &out), 0, "protoc failed");
 
-	cr_expect(strstr(out, "format_version: 1\n") == out, "%s", out);
+	cr_expect(strstr(out, "format_version: 2\n") == out, "%s", out);
 	cr_expect_not_null(strstr(out, "\nkernel_names: \"matmul\"\nkernel_names: \"relu\"\n"));
 	cr_assert_eq(p->n_sites, 4);
 	cr_assert_eq(p->n_locations, 2);
