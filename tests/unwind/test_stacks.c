@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Call stacks end to end: `memprof run --stacks` on the fixture of
+ * fixture_stacks.c (an executable and a shared library at -O2
+ * -fomit-frame-pointer with an inlined helper and a recursive function;
+ * the same stripped with a .gnu_debuglink debug file; the same without
+ * debug info) must give, in `go tool pprof -traces`, exactly the known
+ * chain and the exact bytes of every allocation site.
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static int run(char *const argv[], char **ret_out)
+{
+	posix_spawn_file_actions_t fa;
+	int pipefd[2], status;
+	size_t n = 0, cap = 1 << 16;
+	char *out = malloc(cap);
+	ssize_t k;
+	pid_t pid;
+
+	cr_assert_not_null(out);
+	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	cr_assert_eq(posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s", argv[0]);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pipefd[1]);
+	while ((k = read(pipefd[0], out + n, cap - 1 - n)) > 0) {
+		n += (size_t)k;
+		if (n + 1 == cap)
+			cr_assert_not_null(out = realloc(out, cap *= 2));
+	}
+	out[n] = '\0';
+	close(pipefd[0]);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status), "%s died by signal %d", argv[0], WTERMSIG(status));
+	*ret_out = out;
+	return WEXITSTATUS(status);
+}
+
+struct chain {
+	char names[1024];
+	long bytes;
+};
+
+/* The samples of `go tool pprof -traces` output: functions leaf first, up
+ * to and including main, with their bytes summed over identical chains. */
+static int parse_traces(char *out, struct chain *ch, int max)
+{
+	int n = 0;
+	struct chain cur = { "", -1 };
+	bool done = false;
+
+	for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+		char a[512], b[512];
+		int k = sscanf(line, " %511s %511s", a, b);
+
+		if (!strncmp(line, "-----------+", 12) || !strncmp(line, "-----", 5)) {
+			if (cur.bytes >= 0) {
+				int i;
+
+				for (i = 0; i < n && strcmp(ch[i].names, cur.names); i++)
+					;
+				if (i == n) {
+					cr_assert_lt(n, max);
+					ch[n++] = (struct chain){ .bytes = 0 };
+					strcpy(ch[i].names, cur.names);
+				}
+				ch[i].bytes += cur.bytes;
+			}
+			cur = (struct chain){ "", -1 };
+			done = false;
+			continue;
+		}
+		if (k == 2 && a[strlen(a) - 1] == ':')
+			continue; /* a label */
+		if (k == 2 && a[strlen(a) - 1] == 'B' && cur.bytes < 0) {
+			cur.bytes = atol(a);
+			cr_assert(strchr(a, 'k') == NULL, "unexpected unit in %s", line);
+		} else if (k == 1 && cur.bytes >= 0) {
+			strcpy(b, a);
+		} else {
+			continue;
+		}
+		if (done)
+			continue;
+		strncat(cur.names, b, sizeof(cur.names) - strlen(cur.names) - 2);
+		strcat(cur.names, ";");
+		if (!strcmp(b, "main"))
+			done = true;
+	}
+	return n;
+}
+
+static const char *build_path(const char *rel)
+{
+	static char buf[4][4096];
+	static int i;
+	char *p = buf[i++ % 4];
+
+	snprintf(p, 4096, "%s/%s", getenv("MEMPROF_BUILD_ROOT"), rel);
+	return p;
+}
+
+static void check(const char *fixture, bool no_debug)
+{
+	char dir[] = "/tmp/memprof-stacks-XXXXXX", out_pb[4200], *out;
+	char *mp[] = { (char *)build_path("cli/memprof"),
+		       "run",
+		       "--stacks",
+		       "--print",
+		       "none",
+		       "--format",
+		       "pprof",
+		       "-o",
+		       out_pb,
+		       "--",
+		       (char *)build_path(fixture),
+		       NULL };
+	char *gp[] = {
+		"go", "tool", "pprof", "-traces", "-sample_index=alloc_space", out_pb, NULL
+	};
+	struct chain ch[16];
+	const struct chain want[] = {
+		{ "make_buf;run_a;main;", 100 },
+		{ "lib_recurse;lib_recurse;lib_recurse;lib_recurse;run_b;main;", 200 },
+		{ "leaf_c;run_c;main;", 600 },
+	};
+	int n;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(out_pb, sizeof(out_pb), "%s/out.pb.gz", dir);
+	cr_assert_eq(run(mp, &out), 0, "memprof run failed");
+	free(out);
+	cr_assert_eq(run(gp, &out), 0, "go tool pprof failed");
+	n = parse_traces(out, ch, 16);
+	free(out);
+	unlink(out_pb);
+	rmdir(dir);
+	cr_assert_eq(n, 3, "%d chains: %s | %s | %s | %s", n, n > 0 ? ch[0].names : "",
+		     n > 1 ? ch[1].names : "", n > 2 ? ch[2].names : "", n > 3 ? ch[3].names : "");
+	for (int i = 0; i < 3; i++) {
+		int j;
+		const char *w = want[i].names;
+
+		if (no_debug && i == 0)
+			w = "run_a;main;"; /* no DWARF: the inlined helper is invisible */
+		for (j = 0; j < n && strcmp(ch[j].names, w); j++)
+			;
+		cr_assert_lt(j, n, "no chain %s: %s | %s | %s", w, ch[0].names, ch[1].names,
+			     ch[2].names);
+		cr_expect_eq(ch[j].bytes, want[i].bytes, "%s: %ld bytes", w, ch[j].bytes);
+	}
+}
+
+Test(stacks, debug_info)
+{
+	check("tests/unwind/stacks-fixture", false);
+}
+
+Test(stacks, stripped_with_debuglink)
+{
+	check("tests/unwind/stacks-fixture-stripped", false);
+}
+
+Test(stacks, no_debug_info)
+{
+	check("tests/unwind/stacks-fixture-nodebug", true);
+}
