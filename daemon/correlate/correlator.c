@@ -17,6 +17,7 @@
 #define MAX_NAME_LEN 256
 #define MAX_SHAPES 64
 #define MAX_PHASES 256
+#define MAX_SRC_FRAMES 16 /* inlined functions per frame considered */
 #define MAX_POOLS 4095 /* owners and tags: 12 bits in the block value */
 #define MAX_INVOCATIONS ((1u << 21) - 2)
 #define DEFAULT_INVOCATIONS 65536
@@ -78,8 +79,11 @@ struct pending {
 	bool b_pending;
 };
 
+enum { RULE_DSO, RULE_FN, RULE_SRC };
+
 struct owner_rule {
 	char *glob, *name;
+	int kind;
 };
 
 struct owner_slot {
@@ -109,6 +113,9 @@ struct mp_correlator {
 	struct owner_rule *rules;
 	uint32_t n_rules;
 	struct owner_slot *owner_cache;
+	bool frame_rules; /* some fn: or src: rule */
+	uint32_t *stack_owner; /* per stack id: owner + 1, 0 unknown */
+	uint32_t stack_owner_cap;
 	uint32_t owner_cache_used;
 
 	struct rss_cand last_rss;
@@ -263,6 +270,7 @@ void mp_correlator_free(struct mp_correlator *c)
 	}
 	free(c->rules);
 	free(c->owner_cache);
+	free(c->stack_owner);
 	free(c->pending);
 	free(c->site_ht);
 	free(c);
@@ -270,9 +278,20 @@ void mp_correlator_free(struct mp_correlator *c)
 
 int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
 {
-	const char *eq = spec ? strchr(spec, '=') : NULL;
+	const char *eq;
 	struct owner_rule *r;
+	int kind = RULE_DSO;
 
+	if (spec && !strncmp(spec, "fn:", 3)) {
+		kind = RULE_FN;
+		spec += 3;
+	} else if (spec && !strncmp(spec, "src:", 4)) {
+		kind = RULE_SRC;
+		spec += 4;
+	} else if (spec && !strncmp(spec, "dso:", 4)) {
+		spec += 4;
+	}
+	eq = spec ? strchr(spec, '=') : NULL;
 	if (!eq || eq == spec || !eq[1])
 		return -EINVAL;
 	r = reallocarray(c->rules, c->n_rules + 1, sizeof(*r));
@@ -282,12 +301,14 @@ int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
 	r = &c->rules[c->n_rules];
 	r->glob = strndup(spec, eq - spec);
 	r->name = strdup(eq + 1);
+	r->kind = kind;
 	if (!r->glob || !r->name) {
 		free(r->glob);
 		free(r->name);
 		return -ENOMEM;
 	}
 	c->n_rules++;
+	c->frame_rules |= kind != RULE_DSO;
 	/* Owners already cached were named without this rule. */
 	memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
 	c->owner_cache_used = 0;
@@ -449,24 +470,110 @@ static struct frame *attribute(struct mp_correlator *c, uint32_t tid, struct thr
 
 /* ---- owners ---- */
 
-static uint32_t owner_for_path(struct mp_correlator *c, const char *path)
+static uint32_t owner_named(struct mp_correlator *c, const char *name);
+
+static const char *base_name(const char *path)
 {
-	const char *base, *name;
-	int r;
+	const char *base;
 
 	if (!path || !*path)
-		return MP_OWNER_UNKNOWN;
+		return NULL;
 	base = strrchr(path, '/');
 	base = base ? base + 1 : path;
-	if (!*base)
+	return *base ? base : NULL;
+}
+
+static uint32_t owner_for_path(struct mp_correlator *c, const char *path)
+{
+	const char *base = base_name(path), *name;
+
+	if (!base)
 		return MP_OWNER_UNKNOWN;
 	name = base;
 	for (uint32_t i = 0; i < c->n_rules; i++) {
-		if (fnmatch(c->rules[i].glob, base, 0) == 0) {
+		if (c->rules[i].kind == RULE_DSO && fnmatch(c->rules[i].glob, base, 0) == 0) {
 			name = c->rules[i].name;
 			break;
 		}
 	}
+	return owner_named(c, name);
+}
+
+/* The name of the first rule matching at the frame returning to @addr. */
+static const char *rule_at(struct mp_correlator *c, uint64_t addr)
+{
+	struct mp_src_frame sf[MAX_SRC_FRAMES];
+	const char *base = base_name(
+		c->opts.resolve_owner ? c->opts.resolve_owner(c->opts.resolve_ctx, addr) : NULL);
+	int n = 0;
+
+	if (c->frame_rules && c->opts.resolve_frames)
+		n = c->opts.resolve_frames(c->opts.resolve_ctx, addr, sf, MAX_SRC_FRAMES);
+	if (n < 0)
+		n = 0;
+	for (int j = 0; j < (n ? n : 1); j++) {
+		for (uint32_t i = 0; i < c->n_rules; i++) {
+			const struct owner_rule *r = &c->rules[i];
+			const char *s = r->kind == RULE_DSO ? base :
+					j >= n		    ? NULL :
+					r->kind == RULE_FN  ? sf[j].function :
+							      sf[j].file;
+
+			if (s && fnmatch(r->glob, s, 0) == 0)
+				return r->name;
+		}
+	}
+	return NULL;
+}
+
+/* Owner by frames: the first rule matching, innermost frame first, else
+ * the caller's object. Remembered per stack. */
+static uint32_t owner_of_stack(struct mp_correlator *c, uint64_t caller, uint32_t stack)
+{
+	const uint64_t *frames = &caller;
+	uint32_t n = 1, owner = MP_OWNER_UNKNOWN;
+	const char *name = NULL;
+
+	if (stack && stack < c->stack_owner_cap && c->stack_owner[stack])
+		return c->stack_owner[stack] - 1;
+	if (stack && c->opts.stack_frames) {
+		n = c->opts.stack_frames(c->opts.resolve_ctx, stack, &frames);
+		if (!n) {
+			frames = &caller;
+			n = 1;
+		}
+	}
+	for (uint32_t i = 0; i < n && !name; i++)
+		name = rule_at(c, frames[i]);
+	owner = name ? owner_named(c, name) :
+		       owner_for_path(c,
+				      c->opts.resolve_owner ?
+					      c->opts.resolve_owner(c->opts.resolve_ctx, caller) :
+					      NULL);
+	if (!stack)
+		return owner; /* the caller's owner cache keeps it */
+	if (stack >= c->stack_owner_cap && stack < (1u << 20)) {
+		uint32_t ncap = c->stack_owner_cap ? c->stack_owner_cap : 1024;
+		uint32_t *t;
+
+		while (ncap <= stack)
+			ncap *= 2;
+		t = reallocarray(c->stack_owner, ncap, sizeof(*t));
+		if (!t)
+			return owner;
+		memset(t + c->stack_owner_cap, 0, (ncap - c->stack_owner_cap) * sizeof(*t));
+		c->stack_owner = t;
+		c->stack_owner_cap = ncap;
+	}
+	if (stack < c->stack_owner_cap)
+		c->stack_owner[stack] = owner + 1;
+	return owner;
+}
+
+static uint32_t owner_named(struct mp_correlator *c, const char *name)
+{
+	int r;
+
 	for (uint32_t i = 1; i < c->p->n_owners; i++)
 		if (strncmp(c->p->owners[i].name, name, MAX_NAME_LEN) == 0)
 			return i;
@@ -490,7 +597,9 @@ static uint32_t owner_of(struct mp_correlator *c, uint64_t caller)
 	for (i = hash_u64(caller) & mask; c->owner_cache[i].caller; i = (i + 1) & mask)
 		if (c->owner_cache[i].caller == caller)
 			return c->owner_cache[i].owner;
-	owner = owner_for_path(c, c->opts.resolve_owner(c->opts.resolve_ctx, caller));
+	owner = c->frame_rules ?
+			owner_of_stack(c, caller, 0) :
+			owner_for_path(c, c->opts.resolve_owner(c->opts.resolve_ctx, caller));
 	/* A process with very many call sites: start over rather than grow. */
 	if (c->owner_cache_used >= OWNER_CACHE_SIZE / 2) {
 		memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
@@ -684,7 +793,9 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 	bool cross;
 
 	f = attribute(c, ev->tid, &t, &cross);
-	owner = owner_of(c, ev->caller);
+	/* With a stack and rules, every frame can name the owner. */
+	owner = ev->stack && c->n_rules ? owner_of_stack(c, ev->caller, ev->stack) :
+					  owner_of(c, ev->caller);
 	if (t && t->ntags)
 		tag = t->tags[t->ntags - 1];
 

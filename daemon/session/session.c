@@ -25,6 +25,7 @@
 #include "session.h"
 #include "stacks.h"
 #include "symbolize.h"
+#include "inline.h"
 #include "unwind.h"
 #include "util.h"
 
@@ -328,6 +329,41 @@ static uint32_t unwind_event(struct session *s)
 				     trunc ? MP_STACK_F_TRUNCATED : 0);
 }
 
+/* fn:/src: owner rules: the source frames at @addr, from the unwinder's
+ * modules; file names made absolute in per-frame buffers. */
+static int resolve_frames(void *ctx, uint64_t addr, struct mp_src_frame *ret, int max)
+{
+	static __thread char paths[MP_MAX_INLINE][PATH_MAX];
+	struct mp_sym_frame f[MP_MAX_INLINE];
+	struct session *s = ctx;
+	struct mp_unwinder *u = unwinder_for(s, addr);
+	int n;
+
+	if (!u)
+		return 0;
+	n = mp_unwinder_sym_frames(u, addr, f, max < MP_MAX_INLINE ? max : MP_MAX_INLINE);
+	for (int i = 0; i < n; i++) {
+		ret[i].function = f[i].function;
+		ret[i].file = f[i].file;
+		if (f[i].file && f[i].file[0] != '/' && f[i].comp_dir) {
+			snprintf(paths[i], sizeof(paths[i]), "%s/%s", f[i].comp_dir, f[i].file);
+			ret[i].file = paths[i];
+		}
+	}
+	return n;
+}
+
+static uint32_t stack_frames(void *ctx, uint32_t id, const uint64_t **ret_frames)
+{
+	struct session *s = ctx;
+	const struct mp_stack *st = s->stacks ? mp_stack_table_get(s->stacks, id) : NULL;
+
+	if (!st)
+		return 0;
+	*ret_frames = st->frames;
+	return st->n_frames;
+}
+
 static int on_raw(void *ctx, const struct mp_raw_event *ev)
 {
 	struct session *s = ctx;
@@ -495,6 +531,8 @@ static int setup(struct session *s, sigset_t *blocked)
 	};
 	struct mp_correlator_opts copts = {
 		.resolve_owner = resolve_owner,
+		.resolve_frames = resolve_frames,
+		.stack_frames = stack_frames,
 		.resolve_ctx = s,
 	};
 	int r;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "inline.h"
 #include "modules.h"
 #include "unwind.h"
 
@@ -277,4 +278,11 @@ int mp_unwind(struct mp_unwinder *u, const struct mp_unwind_regs *regs, const vo
 	u->regs = NULL;
 	u->stack = NULL;
 	return (int)u->n;
+}
+
+int mp_unwinder_sym_frames(struct mp_unwinder *u, uint64_t addr, struct mp_sym_frame *ret, int max)
+{
+	Dwfl_Module *mod = u->dwfl && addr ? dwfl_addrmodule(u->dwfl, addr - 1) : NULL;
+
+	return mod ? mp_sym_frames(mod, addr - 1, ret, max) : 0;
 }

@@ -59,4 +59,9 @@ bool mp_unwinder_knows(const struct mp_unwinder *u, uint64_t addr);
 int mp_unwind(struct mp_unwinder *u, const struct mp_unwind_regs *regs, const void *stack,
 	      size_t len, uint32_t max_depth, uint64_t *ret_frames, bool *ret_truncated);
 
+struct mp_sym_frame;
+/* The source frames of the return address @addr (inline.h), from the
+ * unwinder's modules; 0 when @addr is in none. */
+int mp_unwinder_sym_frames(struct mp_unwinder *u, uint64_t addr, struct mp_sym_frame *ret, int max);
+
 #endif /* MP_UNWIND_H */

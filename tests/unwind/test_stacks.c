@@ -177,3 +177,82 @@ Test(stacks, no_debug_info)
 {
 	check("tests/unwind/stacks-fixture-nodebug", true);
 }
+
+/* Bytes of owner @name in `go tool pprof -tags` output (-1: absent). */
+static double owner_bytes(const char *out, const char *name)
+{
+	const char *sec = strstr(out, " owner: Total");
+	char want[128];
+
+	cr_assert_not_null(sec, "no owner tags: %s", out);
+	snprintf(want, sizeof(want), "): %s\n", name);
+	for (const char *l = sec; *l && strncmp(l, "\n\n", 2); l = strchr(l + 1, '\n')) {
+		const char *e = strchr(l + 1, '\n');
+		double v;
+		char unit[8];
+
+		if (!e)
+			break;
+		if ((size_t)(e - l) > strlen(want) &&
+		    !strncmp(e - strlen(want) + 1, want, strlen(want) - 1) &&
+		    sscanf(l + 1, " %lf%7[kMB]", &v, unit) == 2)
+			return v * (unit[0] == 'k' ? 1000 : unit[0] == 'M' ? 1e6 : 1);
+	}
+	return -1;
+}
+
+static char *owners_of(const char *fixture, char *const rules[], int nrules)
+{
+	char dir[] = "/tmp/memprof-owners-XXXXXX", out_pb[4200], *out;
+	char *mp[32] = { (char *)build_path("cli/memprof"),
+			 "run",
+			 "--stacks",
+			 "--print",
+			 "none",
+			 "--format",
+			 "pprof",
+			 "-o",
+			 out_pb };
+	char *gp[] = { "go", "tool", "pprof", "-tags", "-sample_index=alloc_space", out_pb, NULL };
+	int k = 9;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(out_pb, sizeof(out_pb), "%s/out.pb.gz", dir);
+	for (int i = 0; i < nrules; i++) {
+		mp[k++] = "--owner";
+		mp[k++] = rules[i];
+	}
+	mp[k++] = "--";
+	mp[k++] = (char *)build_path(fixture);
+	mp[k] = NULL;
+	cr_assert_eq(run(mp, &out), 0, "memprof run failed");
+	free(out);
+	cr_assert_eq(run(gp, &out), 0, "go tool pprof failed");
+	unlink(out_pb);
+	rmdir(dir);
+	return out;
+}
+
+/* Statically linked: the library's code is in the executable, so object
+ * rules cannot tell it apart; function and source rules can. */
+Test(stacks, static_owners_by_function_and_source)
+{
+	char *rules[] = { "fn:lib_*=lib", "src:*/fixture_stacks.c=app" };
+	char *out = owners_of("tests/unwind/stacks-fixture-static", rules, 2);
+
+	cr_expect_eq(owner_bytes(out, "lib"), 200, "%s", out);
+	cr_expect_eq(owner_bytes(out, "app"), 700, "%s", out);
+	free(out);
+}
+
+/* Rules match any frame of the stack, innermost first: run_b is two
+ * frames above the allocating lib_recurse, main above everything else. */
+Test(stacks, static_owners_by_outer_frames)
+{
+	char *rules[] = { "fn:run_b=b", "fn:main=m" };
+	char *out = owners_of("tests/unwind/stacks-fixture-static", rules, 2);
+
+	cr_expect_eq(owner_bytes(out, "b"), 200, "%s", out);
+	cr_expect_eq(owner_bytes(out, "m"), 700, "%s", out);
+	free(out);
+}
