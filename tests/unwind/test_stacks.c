@@ -256,3 +256,48 @@ Test(stacks, static_owners_by_outer_frames)
 	cr_expect_eq(owner_bytes(out, "m"), 700, "%s", out);
 	free(out);
 }
+
+/* `memprof report --sites N` on a memprof.proto file written with
+ * --stacks: the top sites of each kernel with their whole stacks. */
+Test(stacks, report_sites)
+{
+	char dir[] = "/tmp/memprof-sites-XXXXXX", file[4200], *out;
+	char *mp[] = { (char *)build_path("cli/memprof"),
+		       "run",
+		       "--stacks",
+		       "--print",
+		       "none",
+		       "-o",
+		       file,
+		       "--",
+		       (char *)build_path("tests/unwind/stacks-fixture"),
+		       NULL };
+	char *rp[] = { (char *)build_path("cli/memprof"), "report", file, "--sites", "3", NULL };
+	char *l;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/out.memprof", dir);
+	cr_assert_eq(run(mp, &out), 0, "memprof run failed");
+	free(out);
+	cr_assert_eq(run(rp, &out), 0, "memprof report failed");
+	unlink(file);
+	rmdir(dir);
+	cr_assert(!strncmp(out,
+			   "kernel (none)\n  #1  300 bytes in 1 allocations, 300 in use, owner "
+			   "stacks-fixture\n      leaf_c  ",
+			   strlen("kernel (none)\n  #1  300 bytes in 1 allocations, 300 in use, "
+				  "owner stacks-fixture\n      leaf_c  ")),
+		  "%s", out);
+	l = strstr(out, "  #3  200 bytes in 1 allocations, 200 in use, owner libstk.so\n");
+	cr_assert_not_null(l, "%s", out);
+	l = strchr(l, '\n') + 1;
+	for (int i = 0; i < 4; i++) {
+		cr_assert(!strncmp(l, "      lib_recurse  ", 19), "%s", out);
+		l = strchr(l, '\n') + 1;
+	}
+	cr_assert(!strncmp(l, "      run_b  ", 13), "%s", out);
+	/* Top 3 only: the 100-byte site is left out. */
+	cr_assert_null(strstr(out, "#4"), "%s", out);
+	cr_assert_null(strstr(out, "make_buf"), "%s", out);
+	free(out);
+}
