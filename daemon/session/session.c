@@ -569,7 +569,8 @@ static int setup(struct session *s, sigset_t *blocked)
 		uint32_t depth = o->stack_depth ? o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
 
 		if (depth > MP_UNWIND_MAX_DEPTH)
-			return log_error_errno(-EINVAL, "pid %d: stack depth %u: %m", (int)o->pid, depth);
+			return log_error_errno(-EINVAL, "pid %d: stack depth %u: %m", (int)o->pid,
+					       depth);
 		s->frames = calloc(depth, sizeof(*s->frames));
 		r = s->frames ? mp_stack_table_new(&s->stacks) : -ENOMEM;
 		if (r < 0)
