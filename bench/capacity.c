@@ -30,6 +30,7 @@ struct pipe {
 	uint64_t ts, n;
 	uint64_t slots[LIVE];
 	uint32_t next;
+	uint32_t seq; /* the thread's record number, as the ring gives it */
 };
 
 static uint64_t clk(clockid_t c)
@@ -62,6 +63,8 @@ static int batch(struct pipe *p)
 	struct mp_record rec = { .type = MP_REC_KERNEL_BEGIN, .tid = 1, .name = "k" };
 	int r;
 
+	/* consecutive record numbers, as a ring without drops gives them */
+	rec.seq = ++p->seq;
 	rec.ts_ns = ++p->ts;
 	if (mp_merge_push(p->merge, 1, rec.ts_ns, &rec, sizeof(rec)) < 0)
 		return -1;
@@ -86,6 +89,7 @@ static int batch(struct pipe *p)
 	}
 	rec.type = MP_REC_KERNEL_END;
 	rec.name = NULL;
+	rec.seq = ++p->seq;
 	rec.ts_ns = ++p->ts;
 	if (mp_merge_push(p->merge, 1, rec.ts_ns, &rec, sizeof(rec)) < 0)
 		return -1;

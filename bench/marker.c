@@ -4,7 +4,8 @@
  *   - with no consumer attached (1 and 2 producer threads),
  *   - attached, ring never full (producer cost alone),
  *   - attached with a consumer draining the ring in another thread,
- * and the consumer's cost per record. The baseline is one
+ * the same for a memprof_pool_alloc + memprof_pool_free pair (one slice of
+ * an arena), and the consumer's cost per record. The baseline is one
  * clock_gettime(CLOCK_MONOTONIC), measured in the same run. Every figure is
  * the best of ROUNDS runs, so that preemption by other load does not count.
  * Ring sizes are the defaults (8192 slots per thread; MEMPROF_RING_* are
@@ -38,6 +39,8 @@ static uint64_t now_ns(void)
 }
 
 static long pairs;
+static int pool_mode, pool_id; /* measure pool alloc+free pairs instead */
+static char slice_buf[64];
 static pthread_barrier_t start;
 static volatile int draining;
 static struct mp_consumer *cons;
@@ -52,9 +55,16 @@ static void *producer(void *arg)
 	memprof_kernel_end();
 	pthread_barrier_wait(&start);
 	t0 = now_ns();
-	for (long i = 0; i < pairs; i++) {
-		memprof_kernel_begin("matmul");
-		memprof_kernel_end();
+	if (pool_mode) {
+		for (long i = 0; i < pairs; i++) {
+			memprof_pool_alloc(pool_id, slice_buf, sizeof(slice_buf));
+			memprof_pool_free(pool_id, slice_buf);
+		}
+	} else {
+		for (long i = 0; i < pairs; i++) {
+			memprof_kernel_begin("matmul");
+			memprof_kernel_end();
+		}
 	}
 	*ret = (double)(now_ns() - t0) / (double)pairs;
 	return NULL;
@@ -169,7 +179,7 @@ static void row(const char *what, double ns, double clk, const char *target)
 
 int main(int argc, char **argv)
 {
-	double clk, det1, det2, att1, att2, dr1, dr2, rec;
+	double clk, det1, det2, att1, att2, dr1, dr2, rec, pdet, patt;
 	uint64_t drops0, drops;
 	int r;
 
@@ -180,6 +190,10 @@ int main(int argc, char **argv)
 	clk = clock_cost();
 	det1 = run(1, false, ROUNDS);
 	det2 = run(2, false, ROUNDS);
+	pool_id = memprof_pool_declare("bench", MEMPROF_POOL_HOST);
+	pool_mode = 1;
+	pdet = run(1, false, ROUNDS);
+	pool_mode = 0;
 
 	r = mp_consumer_open_pid(getpid(), &cons);
 	if (r < 0) {
@@ -202,6 +216,9 @@ int main(int argc, char **argv)
 		pairs = BURST_PAIRS;
 		att1 = run(1, false, BURST_ROUNDS);
 		att2 = run(2, false, BURST_ROUNDS);
+		pool_mode = 1;
+		patt = run(1, false, BURST_ROUNDS);
+		pool_mode = 0;
 		pairs = saved;
 	}
 	drops = mp_consumer_drops(cons) - drops0;
@@ -220,6 +237,8 @@ int main(int argc, char **argv)
 	row("pair, attached, ring not full, 2 thr", att2, clk, "<= 2.5x");
 	row("pair, consumer draining, 1 thread", dr1, clk, "<= 2.5x");
 	row("pair, consumer draining, 2 threads", dr2, clk, "<= 2.5x");
+	row("pool alloc+free, no consumer, 1 thr", pdet, clk, "<= 10 ns");
+	row("pool alloc+free, attached, 1 thr", patt, clk, "<= 2.5x");
 	row("consumer, per record read", rec, clk, "");
 	printf("drops while attached and not full: %llu (must be 0); while draining %llu\n",
 	       (unsigned long long)drops, (unsigned long long)(mp_consumer_drops(cons) - drops0));

@@ -14,19 +14,38 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-/* enum mp_alloc_fn values for the syscalls (checked in tracer.c). */
-#define FN_MMAP 10
-#define FN_MUNMAP 11
-#define FN_MREMAP 12
-#define FN_BRK 13
-
+/* Syscall numbers and mmap flags are per architecture; only x86-64 is
+ * supported (bpf/vmlinux/ has its vmlinux.h only). */
+#if defined(__TARGET_ARCH_x86)
 #define NR_MMAP 9
 #define NR_MUNMAP 11
 #define NR_MREMAP 25
 #define NR_BRK 12
 #define MAP_ANONYMOUS_FLAG 0x20
+/* libbpf before 1.3 (Debian 12 has 1.1) defines five parameters. */
+#ifndef PT_REGS_PARM6
+#define PT_REGS_PARM6(x) (__PT_REGS_CAST(x)->r9)
+#endif
+#else
+#error "memprofd's BPF side supports x86-64 only (see scripts/gen-vmlinux)"
+#endif
 
 const volatile __u32 target_tgid = 0;
+/* Machine facts of the running kernel, set by tracer.c before load (the
+ * verifier sees them as constants). */
+const volatile __u32 page_size = 4096;
+const volatile __u32 nr_mm_counters = 4; /* NR_MM_COUNTERS */
+/*
+ * The daemon's pid namespace (nsfs device and inode of /proc/self/ns/pid)
+ * when it is not the initial one: target_tgid is then a pid of that
+ * namespace, while bpf_get_current_pid_tgid() returns initial-namespace
+ * ids. 0: the daemon runs in the initial namespace.
+ */
+const volatile __u64 pidns_dev = 0;
+const volatile __u64 pidns_ino = 0;
+/* The target's initial-namespace tgid, learnt from its first probe hit
+ * (pidns_ino set only). */
+__u32 target_host_tgid = 0;
 /*
  * Sampled mode when non-zero: byte-weighted Poisson sampling with mean
  * interval sample_bytes (per-thread countdown); allocations of at least
@@ -50,6 +69,11 @@ volatile __u64 attach_gen = 0;
  * allocation (every allocation in precise mode), at most
  * MP_STACK_MAX_BYTES; the daemon unwinds them. */
 const volatile __u32 stack_bytes = 0;
+
+/* In-process path: offset from the thread pointer (x86-64 fs base) of
+ * libmemprof's per-thread "inside an allocator call" word, set by the
+ * daemon from the ring header; 0 when the path is off. */
+volatile __s64 inproc_tls_off = 0;
 /* A ring-buffer record: 8-byte header, body rounded up to 8. */
 #define RECORD_BYTES (8 + ((sizeof(struct mp_raw_event) + 7) & ~7ULL))
 
@@ -80,6 +104,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct mp_stack_record);
 } stackbuf SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} unmatched SEC(".maps");
 
 /* An allocator call in progress on a thread, from entry to return. */
 struct call_state {
@@ -166,7 +197,30 @@ static __always_inline bool in_call(const struct call_state *st, __u64 sp)
 
 static __always_inline bool is_target(__u64 pid_tgid)
 {
-	return (__u32)(pid_tgid >> 32) == target_tgid;
+	struct bpf_pidns_info ns;
+	__u32 tgid = pid_tgid >> 32;
+
+	if (!pidns_ino)
+		return tgid == target_tgid;
+	if (target_host_tgid)
+		return tgid == target_host_tgid;
+	/* Fails for a task of another namespace than the daemon's. */
+	if (bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns)) ||
+	    ns.tgid != target_tgid)
+		return false;
+	target_host_tgid = tgid;
+	return true;
+}
+
+/* Uprobe hits that were not the target's (the uprobes are attached to the
+ * target alone): a pid mismatch, reported by the tracer, never silent. */
+static __always_inline void count_unmatched(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&unmatched, &zero);
+
+	if (n)
+		*n += 1;
 }
 
 static __always_inline void count_drop(void)
@@ -194,6 +248,14 @@ static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr
 	e->fn = fn;
 	e->pid = pid_tgid >> 32;
 	e->tid = (__u32)pid_tgid;
+	if (pidns_ino) {
+		/* Userspace (markers, /proc) knows the daemon's namespace ids. */
+		struct bpf_pidns_info ns = {};
+
+		bpf_get_ns_current_pid_tgid(pidns_dev, pidns_ino, &ns, sizeof(ns));
+		e->pid = ns.tgid;
+		e->tid = e->tid ? ns.pid : 0;
+	}
 	e->ts_ns = bpf_ktime_get_ns();
 	e->addr = addr;
 	e->size = size;
@@ -281,27 +343,28 @@ static __always_inline __u64 arg(struct pt_regs *ctx, __u32 i)
 {
 	/* The verifier rejects a variable offset into ctx: load every argument
 	 * register at a fixed offset, then select. */
-	__u64 di = ctx->di, si = ctx->si, dx = ctx->dx, cx = ctx->cx, r8 = ctx->r8, r9 = ctx->r9;
+	__u64 a0 = PT_REGS_PARM1(ctx), a1 = PT_REGS_PARM2(ctx), a2 = PT_REGS_PARM3(ctx),
+	      a3 = PT_REGS_PARM4(ctx), a4 = PT_REGS_PARM5(ctx), a5 = PT_REGS_PARM6(ctx);
 
-	barrier_var(di);
-	barrier_var(si);
-	barrier_var(dx);
-	barrier_var(cx);
-	barrier_var(r8);
-	barrier_var(r9);
+	barrier_var(a0);
+	barrier_var(a1);
+	barrier_var(a2);
+	barrier_var(a3);
+	barrier_var(a4);
+	barrier_var(a5);
 	switch (i) {
 	case 0:
-		return di;
+		return a0;
 	case 1:
-		return si;
+		return a1;
 	case 2:
-		return dx;
+		return a2;
 	case 3:
-		return cx;
+		return a3;
 	case 4:
-		return r8;
+		return a4;
 	case 5:
-		return r9;
+		return a5;
 	}
 	return 0;
 }
@@ -418,11 +481,13 @@ int mp_entry(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u64 sp = ctx->sp;
+	__u64 sp = PT_REGS_SP(ctx);
 	struct call_state *st;
 
-	if (!is_target(pid_tgid))
+	if (!is_target(pid_tgid)) {
+		count_unmatched();
 		return 0;
+	}
 	st = thread_state(&calls, true);
 	if (!st)
 		return 0;
@@ -449,7 +514,7 @@ SEC("uretprobe")
 int mp_return(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 ret = ctx->ax, size, ptr = 0;
+	__u64 ret = PT_REGS_RC(ctx), size, ptr = 0;
 	struct call_state *st;
 	__u32 fn, kind;
 	int how;
@@ -503,13 +568,17 @@ int mp_free(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u64 ptr = arg(ctx, MP_COOKIE_A(cookie)), sp = ctx->sp;
+	__u64 ptr = arg(ctx, MP_COOKIE_A(cookie)), sp = PT_REGS_SP(ctx);
 	struct call_state *st;
 
-	/* One load of ctx->sp: the verifier refuses a derived ctx pointer. */
+	/* One load of the stack pointer: the verifier refuses a derived ctx pointer. */
 	barrier_var(sp);
-	if (!ptr || !is_target(pid_tgid))
+	if (!ptr)
 		return 0;
+	if (!is_target(pid_tgid)) {
+		count_unmatched();
+		return 0;
+	}
 	st = thread_state(&calls, false);
 	/* Released by an allocator function in progress (realloc built on
 	 * free): that call's own event accounts for it. */
@@ -533,7 +602,7 @@ int mp_caller_hint(struct pt_regs *ctx)
 	if (!h)
 		return 0;
 	h->active = 1;
-	h->sp = ctx->sp;
+	h->sp = PT_REGS_SP(ctx);
 	h->caller = read_caller(h->sp, 0);
 	return 0;
 }
@@ -551,12 +620,23 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	if (!is_target(pid_tgid))
 		return 0;
-	usp = BPF_CORE_READ(regs, sp);
+	usp = PT_REGS_SP_CORE(regs);
 	/* Mappings made by the allocator itself belong to its blocks. */
 	st = thread_state(&calls, false);
 	if (in_call(st, usp))
 		return 0;
-	if (id == NR_MMAP && !(BPF_CORE_READ(regs, r10) & MAP_ANONYMOUS_FLAG))
+	if (inproc_tls_off) {
+		struct task_struct *cur = bpf_get_current_task_btf();
+		__u64 in_alloc = 0;
+
+		/* the interposer's word; a target can only hide its own
+		 * mappings with it */
+		bpf_probe_read_user(&in_alloc, sizeof(in_alloc),
+				    (void *)(BPF_CORE_READ(cur, thread.fsbase) + inproc_tls_off));
+		if (in_alloc)
+			return 0;
+	}
+	if (id == NR_MMAP && !(PT_REGS_PARM4_CORE_SYSCALL(regs) & MAP_ANONYMOUS_FLAG))
 		return 0;
 	/* The mmap and munmap wrappers make no stack frame before the
 	 * syscall, so the top of the stack is their return address; mremap's
@@ -573,9 +653,9 @@ int BPF_PROG(mp_sys_enter, struct pt_regs *regs, long id)
 		return 0;
 	s->active = 1;
 	s->nr = id;
-	s->a = BPF_CORE_READ(regs, di);
-	s->b = BPF_CORE_READ(regs, si);
-	s->c = BPF_CORE_READ(regs, dx);
+	s->a = PT_REGS_PARM1_CORE_SYSCALL(regs);
+	s->b = PT_REGS_PARM2_CORE_SYSCALL(regs);
+	s->c = PT_REGS_PARM3_CORE_SYSCALL(regs);
 	s->caller = caller;
 	if (id == NR_BRK) {
 		struct task_struct *cur = bpf_get_current_task_btf();
@@ -602,18 +682,18 @@ int BPF_PROG(mp_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	switch (s->nr) {
 	case NR_MMAP:
-		emit(pid_tgid, MP_RAW_ALLOC, FN_MMAP, ret, s->b, 0, s->caller);
+		emit(pid_tgid, MP_RAW_ALLOC, MP_FN_MMAP, ret, s->b, 0, s->caller);
 		break;
 	case NR_MUNMAP:
-		emit(pid_tgid, MP_RAW_FREE, FN_MUNMAP, s->a, s->b, 0, s->caller);
+		emit(pid_tgid, MP_RAW_FREE, MP_FN_MUNMAP, s->a, s->b, 0, s->caller);
 		break;
 	case NR_MREMAP:
-		emit(pid_tgid, MP_RAW_REALLOC, FN_MREMAP, ret, s->c, s->a, s->caller);
+		emit(pid_tgid, MP_RAW_REALLOC, MP_FN_MREMAP, ret, s->c, s->a, s->caller);
 		break;
 	case NR_BRK:
 		/* brk(0) and failures leave the break where it was. */
 		if ((__u64)ret != s->a)
-			emit(pid_tgid, MP_RAW_REALLOC, FN_BRK, ret, 0, s->a, s->caller);
+			emit(pid_tgid, MP_RAW_REALLOC, MP_FN_BRK, ret, 0, s->a, s->caller);
 		break;
 	}
 	return 0;
@@ -635,6 +715,27 @@ int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	return emit(pid_tgid, MP_RAW_EXEC, 0, 0, 0, 0, 0);
 }
 
+/* Kernels before 6.2 keep the counters in struct mm_rss_stat (atomics);
+ * later ones in an array of percpu_counter. Both are read as the
+ * tracepoint itself reports them: the approximate (non-summed) value. */
+struct mm_rss_stat___old {
+	atomic_long_t count[4];
+} __attribute__((preserve_access_index));
+
+struct mm_struct___old {
+	struct mm_rss_stat___old rss_stat;
+} __attribute__((preserve_access_index));
+
+static __always_inline long rss_count(struct mm_struct *mm, int member)
+{
+	if (bpf_core_type_exists(struct mm_rss_stat___old)) {
+		struct mm_struct___old *om = (void *)mm;
+
+		return BPF_CORE_READ(om, rss_stat.count[member].counter);
+	}
+	return BPF_CORE_READ(mm, rss_stat[member].count);
+}
+
 /* Exact RSS changes of the target's mm (autoload off unless enabled). */
 SEC("tp_btf/rss_stat")
 int BPF_PROG(mp_rss_stat, struct mm_struct *mm, int member)
@@ -653,12 +754,103 @@ int BPF_PROG(mp_rss_stat, struct mm_struct *mm, int member)
 		*tmm = (__u64)BPF_CORE_READ(cur, mm);
 		tid = (__u32)pid_tgid;
 	}
-	if (!*tmm || *tmm != (__u64)mm || member < 0 || member >= 4)
+	if (!*tmm || *tmm != (__u64)mm || member < 0 || member >= nr_mm_counters)
 		return 0;
-	/* What the tracepoint itself reports: the counter's approximate
-	 * (non-summed) value, clamped at zero, in bytes. */
-	count = BPF_CORE_READ(mm, rss_stat[member].count);
-	value = count > 0 ? (__u64)count * 4096 : 0;
+	/* Clamped at zero, in bytes. */
+	count = rss_count(mm, member);
+	value = count > 0 ? (__u64)count * page_size : 0;
 	return emit((pid_tgid & 0xffffffff00000000ULL) | tid, MP_RAW_RSS_STAT, member, 0, value, 0,
 		    0);
+}
+
+/*
+ * Pool functions (--alloc/--free with pool=, --device): device allocators
+ * return the pointer through an out-parameter, read at return from the
+ * address saved at entry, and report success in their return value; a
+ * failed call records nothing. Their own call state, apart from the
+ * allocator's, so that host allocations made inside a device allocator
+ * still count as host allocations, while a pool function called inside
+ * another (cudaMalloc -> cuMemAlloc_v2) counts once. Never sampled.
+ */
+struct pool_call {
+	__u64 active;
+	__u64 cookie;
+	__u64 a, b;
+	__u64 caller;
+	__u64 sp;
+	__u64 gen;
+	__u32 depth;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct pool_call);
+} pool_calls SEC(".maps");
+
+SEC("uprobe")
+int mp_pool_entry(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 sp = ctx->sp;
+	struct pool_call *st;
+
+	if (!is_target(pid_tgid))
+		return 0;
+	st = thread_state(&pool_calls, true);
+	if (!st)
+		return 0;
+	if (st->active && st->gen == attach_gen && sp <= st->sp) {
+		st->depth++;
+		return 0;
+	}
+	st->active = 1;
+	st->gen = attach_gen;
+	st->depth = 0;
+	st->cookie = cookie;
+	st->a = arg(ctx, MP_COOKIE_A(cookie));
+	st->b = arg(ctx, MP_COOKIE_B(cookie));
+	st->caller = read_caller(sp, 0);
+	st->sp = sp;
+	return 0;
+}
+
+SEC("uretprobe")
+int mp_pool_return(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 ret = ctx->ax, ptr = 0;
+	struct pool_call *st;
+	__u32 flags;
+
+	if (!is_target(pid_tgid))
+		return 0;
+	st = thread_state(&pool_calls, false);
+	if (!st || !st->active || st->gen != attach_gen)
+		return 0;
+	if (st->depth) {
+		st->depth--;
+		return 0;
+	}
+	st->active = 0;
+	flags = MP_COOKIE_POOL_FLAGS(st->cookie);
+	if ((flags & MP_POOL_F_OK_ZERO) && (__u32)ret != 0)
+		return 0;
+	if ((flags & MP_POOL_F_OK_NONZERO) && ret == 0)
+		return 0;
+	if (flags & MP_POOL_F_PTR_RET)
+		ptr = ret;
+	else if (!(flags & MP_POOL_F_DEREF))
+		ptr = st->a;
+	else if (bpf_probe_read_user(&ptr, sizeof(ptr), (void *)st->a))
+		return 0;
+	if (!ptr)
+		return 0;
+	if (flags & MP_POOL_F_FREE)
+		return emit(pid_tgid, MP_RAW_FREE, MP_COOKIE_FN(st->cookie), ptr, 0, 0, st->caller);
+	return emit(pid_tgid, MP_RAW_ALLOC, MP_COOKIE_FN(st->cookie), ptr,
+		    (flags & MP_POOL_F_NO_SIZE) ? 0 : st->b, 0, st->caller);
 }

@@ -28,6 +28,27 @@ enum mp_raw_type {
 	MP_RAW_RSS_STAT = 6,
 };
 
+/* Which function produced the event. Custom --alloc/--free functions are
+ * numbered from MP_FN_CUSTOM in command-line order. */
+enum mp_alloc_fn {
+	MP_FN_MALLOC = 0,
+	MP_FN_CALLOC,
+	MP_FN_REALLOC,
+	MP_FN_REALLOCARRAY,
+	MP_FN_FREE,
+	MP_FN_POSIX_MEMALIGN,
+	MP_FN_ALIGNED_ALLOC,
+	MP_FN_MEMALIGN,
+	MP_FN_VALLOC,
+	MP_FN_PVALLOC,
+	MP_FN_MMAP,
+	MP_FN_MUNMAP,
+	MP_FN_MREMAP,
+	MP_FN_BRK, /* the heap break moved (growth: alloc, shrink: free) */
+	MP_FN_BUILTIN_COUNT,
+	MP_FN_CUSTOM = 32,
+};
+
 /* Or'ed into @type by the BPF side in sampled mode for a sampled allocation
  * smaller than the sampling interval; the tracer replaces @size with its
  * unbiased estimate and clears the flag before delivering the event. */
@@ -46,7 +67,7 @@ enum mp_raw_type {
 
 struct mp_raw_event {
 	__u32 type; /* enum mp_raw_type */
-	__u32 fn; /* enum mp_alloc_fn (daemon/correlate/heap_event.h) */
+	__u32 fn; /* enum mp_alloc_fn */
 	__u32 pid; /* tgid */
 	__u32 tid;
 	__u64 ts_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */

@@ -18,6 +18,7 @@
 #include "collect.h"
 #include "log.h"
 #include "memprof.pb-c.h"
+#include "outfile.h"
 #include "profile_pb.h"
 #include "stream.h"
 
@@ -177,7 +178,7 @@ static int on_chunk(struct collector *c, const uint8_t *buf, size_t len)
 		 ch->sequence);
 	r = mp_profile_save(p, path);
 	if (r < 0) {
-		log_error_errno(r, "%s: %m", path);
+		log_error_errno(r, "%s: %s", path, mp_output_strerror(r));
 		goto out;
 	}
 	fprintf(c->report,

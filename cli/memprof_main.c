@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "launch.h"
 #include "log.h"
 #include "options.h"
+#include "outfile.h"
 #include "pprof.h"
 #include "profile.h"
 #include "profile_pb.h"
@@ -36,7 +38,8 @@ static void usage(FILE *f)
 	      "Commands:\n"
 	      "  run [OPTIONS] -- CMD [ARGS...]   start CMD, profile it from before its main()\n"
 	      "                                   until it exits, print a per-kernel table\n"
-	      "  report FILE [--format table|json|tfjs] [--region NAME[#N]] [--sites N]\n"
+	      "  report FILE [--format table|json|tfjs] [--region NAME[#N]] [--pool NAME]\n"
+	      "         [--sites N]\n"
 	      "                                   print a profile written with -o\n"
 	      "  convert FILE --to pprof|chrome|json [-o OUT]\n"
 	      "                                   convert a profile to another format\n"
@@ -73,6 +76,59 @@ static int resume(void *ctx)
 	return mp_launch_resume(*(pid_t *)ctx);
 }
 
+/* libmemprof for LD_PRELOAD: $MEMPROF_PRELOAD_LIB, the build tree next to
+ * this executable (cli/ -> libclient/), then the installed one. */
+static const char *preload_lib(char *buf, size_t len)
+{
+	const char *env = getenv("MEMPROF_PRELOAD_LIB");
+	char *slash;
+	ssize_t n;
+
+	if (env && env[0])
+		return access(env, R_OK) == 0 ? env : NULL;
+	n = readlink("/proc/self/exe", buf, len - 1);
+	if (n > 0) {
+		buf[n] = '\0';
+		slash = strrchr(buf, '/');
+		if (slash &&
+		    (size_t)(slash - buf) + sizeof("/../libclient/libmemprof.so.0") < len) {
+			strcpy(slash, "/../libclient/libmemprof.so.0");
+			if (access(buf, R_OK) == 0)
+				return buf;
+		}
+	}
+	snprintf(buf, len, "%s", MP_LIBDIR "/libmemprof.so.0");
+	return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
+/* The command inherits our environment: put libmemprof first in its
+ * LD_PRELOAD so that its malloc is the interposer (the in-process path),
+ * ahead of any allocator the user preloads, which it then forwards to. */
+static int set_preload(void)
+{
+	char lib[PATH_MAX], real[PATH_MAX], *val;
+	const char *old = getenv("LD_PRELOAD"), *path = preload_lib(lib, sizeof(lib));
+	int r;
+
+	if (!path) {
+		fprintf(stderr, "memprof run: libmemprof not found (set MEMPROF_PRELOAD_LIB); "
+				"using the eBPF path\n");
+		return 0;
+	}
+	/* the real file: what the target's maps will show */
+	if (realpath(path, real))
+		path = real;
+	if (old && old[0])
+		r = asprintf(&val, "%s:%s", path, old);
+	else
+		r = asprintf(&val, "%s", path);
+	if (r < 0)
+		return -ENOMEM;
+	r = setenv("LD_PRELOAD", val, 1) < 0 ? -errno : 0;
+	free(val);
+	return r;
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	struct mp_options o;
@@ -93,6 +149,15 @@ static int cmd_run(int argc, char **argv)
 		return 2;
 	}
 
+	/* --no-preload forces eBPF; so does a sanitizer build, whose
+	 * libmemprof needs the sanitizer runtime loaded first. */
+	if (o.no_preload || !MP_PRELOAD_DEFAULT) {
+		if (o.no_preload && !o.session.tracer)
+			o.session.tracer = MP_PATH_BPF;
+	} else if (set_preload() < 0) {
+		fprintf(stderr, "memprof run: setting LD_PRELOAD: out of memory\n");
+		return 1;
+	}
 	r = mp_launch(argv + optind, &pid);
 	if (r < 0) {
 		log_error("cannot start '%s': %s", argv[optind],
@@ -125,16 +190,17 @@ static int cmd_report(int argc, char **argv)
 		{ "format", required_argument, NULL, 'f' },
 		{ "region", required_argument, NULL, 'r' },
 		{ "sites", required_argument, NULL, 's' },
+		{ "pool", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	enum mp_report_format format = MP_REPORT_TABLE;
-	const char *region = NULL, *why = NULL;
+	const char *region = NULL, *why = NULL, *pool = NULL;
 	struct mp_profile *p = NULL;
 	long sites = 0;
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "f:r:s:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:r:s:P:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			sites = strtol(optarg, NULL, 10);
@@ -153,15 +219,19 @@ static int cmd_report(int argc, char **argv)
 		case 'r':
 			region = optarg;
 			break;
+		case 'P':
+			pool = optarg;
+			break;
 		case 'h':
 			fputs("Usage: memprof report FILE [--format table|json|tfjs] "
-			      "[--region NAME[#N]] [--sites N]\n"
+			      "[--region NAME[#N]] [--pool NAME] [--sites N]\n"
 			      "\n"
 			      "Print a profile written by `memprofd -o` or `memprof run -o`.\n"
 			      "  -f, --format FMT   table (default), json (the whole profile) or\n"
 			      "                     tfjs (tf.profile's ProfileInfo for the region)\n"
 			      "  -r, --region SPEC  NAME or NAME#N: the N-th invocation of kernel\n"
 			      "                     NAME and the kernels nested in it (tfjs)\n"
+			      "      --pool NAME    tfjs: the figures of pool NAME, not the heap\n"
 			      "  -s, --sites N      the top N allocation sites of every kernel by\n"
 			      "                     bytes allocated, with their call stacks\n"
 			      "                     (profiles taken with --stacks) or callers\n",
@@ -181,9 +251,11 @@ static int cmd_report(int argc, char **argv)
 		return 1;
 	}
 	r = sites ? mp_report_sites(p, (uint32_t)sites, stdout) :
-		    mp_report_write(p, format, region, stdout);
+		    mp_report_write_pool(p, format, region, pool, stdout);
 	if (r == -ENOENT)
 		log_error("no invocation '%s' in %s", region, argv[optind]);
+	else if (r == -ESRCH)
+		log_error("no pool '%s' in %s", pool, argv[optind]);
 	else if (r < 0)
 		log_error_errno(r, "%m");
 	mp_profile_free(p);
@@ -248,6 +320,8 @@ static int cmd_convert(int argc, char **argv)
 	const char *out = NULL, *in, *why = NULL;
 	struct mp_profile *p = NULL;
 	FILE *f = stdout;
+	char *mbuf = NULL;
+	size_t mlen = 0;
 	int c, r;
 
 	while ((c = getopt_long(argc, argv, "t:o:h", longopts, NULL)) != -1) {
@@ -294,10 +368,11 @@ static int cmd_convert(int argc, char **argv)
 		return 1;
 	}
 	if (out) {
-		f = fopen(out, "we");
+		/* Rendered in memory, then written like every output file
+		 * (outfile.h): atomically, never through an unsafe symlink. */
+		f = open_memstream(&mbuf, &mlen);
 		if (!f) {
-			r = -errno;
-			log_error_errno(r, "cannot create %s: %m", out);
+			log_error_errno(-errno, "open_memstream: %m");
 			mp_profile_free(p);
 			return 1;
 		}
@@ -308,9 +383,15 @@ static int cmd_convert(int argc, char **argv)
 		r = errno ? -errno : -EIO;
 	if (r < 0) {
 		log_error_errno(r, "writing %s: %m", out ? out : "standard output");
-		if (out)
-			unlink(out);
+	} else if (out) {
+		r = mp_output_write(out, mbuf, mlen);
+		if (r < 0)
+			log_error_errno(r, "%s %s: %s",
+					r == -ENOSPC || r == -EIO || r == -EDQUOT ? "writing" :
+										    "cannot create",
+					out, mp_output_strerror(r));
 	}
+	free(mbuf);
 	mp_profile_free(p);
 	return r < 0 ? 1 : 0;
 }
@@ -472,28 +553,31 @@ static int client_call(const char *cmd, const char *control, struct mp_ctl_build
 	return -EPERM;
 }
 
-/* Opened here, with the caller's rights; not truncated (the service does
- * that when it writes), so a refused request leaves an existing file as it
- * was. *@created says whether to remove it on failure. */
-static int open_output(const char *cmd, const char *path, bool *created)
+/* Opened here, with the caller's rights, through the same path walk and
+ * symlink rule as every output file (outfile.h); not truncated (the
+ * service does that when it writes), so a refused request leaves an
+ * existing file as it was. */
+static int open_output(const char *cmd, const char *path, struct mp_output_file *f)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	int r = mp_output_open(path, f);
 
-	*created = fd >= 0;
-	if (fd < 0 && errno == EEXIST)
-		fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		log_error_errno(-errno, "%s: %m", path);
-	return fd;
+	if (r == -EINVAL)
+		log_error_errno(r,
+				"%s: not a regular file (the service writes only regular files; "
+				"use memprof dump -o for other outputs)",
+				path);
+	else if (r < 0)
+		log_error_errno(r, "%s: %s", path, mp_output_strerror(r));
+	return r;
 }
 
 static int cmd_attach(int argc, char **argv)
 {
 	struct mp_ctl_builder *b = malloc(sizeof(*b));
 	struct mp_ctl_msg *reply = malloc(sizeof(*reply));
+	struct mp_output_file of = { .fd = -1, .dirfd = -1 };
 	struct client_args a;
-	bool created = false;
-	int fd = -1, r;
+	int r;
 
 	if (!b || !reply) {
 		r = 1;
@@ -513,25 +597,19 @@ static int cmd_attach(int argc, char **argv)
 		mp_ctl_add(b, "mode", "%s", a.mode);
 	if (a.sample_bytes)
 		mp_ctl_add(b, "sample_bytes", "%llu", a.sample_bytes);
-	if (a.output) {
-		fd = open_output("attach", a.output, &created);
-		if (fd < 0) {
-			r = 1;
-			goto out;
-		}
+	if (a.output && open_output("attach", a.output, &of) < 0) {
+		r = 1;
+		goto out;
 	}
-	r = client_call("attach", a.control, b, fd, reply) < 0 ? 1 : 0;
+	r = client_call("attach", a.control, b, of.fd, reply) < 0 ? 1 : 0;
 	if (r == 0)
 		printf("attached to pid %ld (target %s)\n", a.pid,
 		       mp_ctl_get(reply, "target") ?: "?");
-	else if (created)
-		unlink(a.output);
+	mp_output_close(&of, r == 0);
 	goto out;
 out_parse:
 	r = r == 1 ? 0 : r;
 out:
-	if (fd >= 0)
-		close(fd);
 	free(b);
 	free(reply);
 	return r;
@@ -544,7 +622,6 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 	bool is_dump = !strcmp(cmd, "dump"), with_pid = is_dump || !strcmp(cmd, "detach");
 	struct mp_profile *p = NULL;
 	struct client_args a;
-	bool created = false;
 	int fd = -1, r;
 
 	if (!b || !reply) {
@@ -561,22 +638,18 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 	if (with_pid)
 		mp_ctl_add(b, "pid", "%ld", a.pid);
 	if (is_dump) {
-		/* Without -o, an anonymous file to read the table from. */
-		fd = a.output ? open_output(cmd, a.output, &created) :
-				memfd_create("memprof-dump", MFD_CLOEXEC);
+		/* The service writes an anonymous file; the table is read
+		 * from it, or it is copied to -o like every output file. */
+		fd = memfd_create("memprof-dump", MFD_CLOEXEC);
 		if (fd < 0) {
-			if (!a.output)
-				log_error_errno(-errno, "memfd_create: %m");
+			log_error_errno(-errno, "memfd_create: %m");
 			r = 1;
 			goto out;
 		}
 	}
 	r = client_call(cmd, a.control, b, fd, reply) < 0 ? 1 : 0;
-	if (r) {
-		if (created)
-			unlink(a.output);
+	if (r)
 		goto out;
-	}
 	if (!strcmp(cmd, "detach")) {
 		printf("detached from pid %ld\n", a.pid);
 	} else if (!strcmp(cmd, "list")) {
@@ -592,7 +665,7 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 	} else if (!strcmp(cmd, "status")) {
 		for (size_t i = 1; i < reply->n; i++)
 			printf("%s: %s\n", reply->f[i].key, reply->f[i].value);
-	} else if (is_dump && !a.output) {
+	} else if (is_dump) {
 		struct stat st;
 		uint8_t *buf = NULL;
 		const char *why = NULL;
@@ -604,13 +677,21 @@ static int cmd_simple(const char *cmd, int argc, char **argv)
 		}
 		if (!r)
 			r = mp_profile_file_decode(buf, (size_t)st.st_size, &p, &why) < 0;
-		free(buf);
-		if (!r)
+		if (!r && a.output) {
+			int w = mp_output_write(a.output, buf, (size_t)st.st_size);
+
+			if (w < 0)
+				log_error_errno(w, "writing %s: %s", a.output,
+						mp_output_strerror(w));
+			else
+				printf("dumped pid %ld to %s\n", a.pid, a.output);
+			r = w < 0;
+		} else if (!r) {
 			r = mp_report_write(p, MP_REPORT_TABLE, NULL, stdout) < 0;
-		if (r)
+		} else {
 			log_error("unreadable profile%s%s", why ? ": " : "", why ? why : "");
-	} else {
-		printf("dumped pid %ld to %s\n", a.pid, a.output);
+		}
+		free(buf);
 	}
 out:
 	mp_profile_free(p);

@@ -186,8 +186,11 @@ static int run_streaming(struct mp_options *o, struct mp_profile **ret)
 	r = mp_session_run(&o->session, ret);
 	if (r == 0) {
 		fg_push(&g, *ret, true);
-		/* Bounded: a dead collector must not hold the exit. */
+		/* Bounded: a dead collector must not hold the exit. What
+		 * is still queued then is never delivered: the profile says
+		 * how much (and mp_streamer_free() logs it). */
 		mp_streamer_flush(g.streamer, 5ull * 1000000000ull);
+		(*ret)->stream_chunks_lost = mp_streamer_target_lost(g.streamer, 1, true);
 	}
 out:
 	if (th_ok) {

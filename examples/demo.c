@@ -9,7 +9,9 @@
  * Every heap allocation the demo makes goes through demo_alloc()/demo_free(),
  * which keep the demo's own account; nothing else allocates after main starts
  * (stdout is given a static buffer), so a tracer attached before main sees
- * exactly these blocks.
+ * exactly these blocks. The conv2d and relu outputs are slices of an
+ * activation arena (one malloc, reset after every step), recorded with
+ * libmemprof's pools API as a runtime's arena allocator would.
  */
 #include <errno.h>
 #include <math.h>
@@ -32,6 +34,35 @@ struct account {
 };
 
 static struct account acct;
+
+/* The activation arena: a bump allocator over one malloc'd block. */
+struct arena {
+	unsigned char *base;
+	size_t size, used;
+	int pool; /* memprof_pool_declare() */
+};
+
+static struct arena act;
+
+static void *arena_alloc(struct arena *a, size_t bytes)
+{
+	void *p;
+
+	if (bytes > a->size - a->used) {
+		fprintf(stderr, "memprof-demo: activation arena full\n");
+		exit(1);
+	}
+	p = a->base + a->used;
+	a->used += bytes;
+	memprof_pool_alloc(a->pool, p, bytes);
+	return p;
+}
+
+static void arena_reset(struct arena *a)
+{
+	a->used = 0;
+	memprof_pool_reset(a->pool);
+}
 
 static void *demo_alloc(size_t nmemb, size_t size, int zeroed)
 {
@@ -140,7 +171,7 @@ static float *conv2d(const struct model *m, const float *x)
 	memprof_kernel_input_shape(s_conv_w, 4);
 	memprof_kernel_input_shape(s_conv_b, 1);
 	memprof_kernel_output_shape(s_conv_out, 4);
-	y = demo_alloc(C_OUT * PIXELS, sizeof(float), 0);
+	y = arena_alloc(&act, sizeof(float) * C_OUT * PIXELS);
 	memprof_tag_begin("workspace");
 	col = demo_alloc(COLS * PIXELS, sizeof(float), 0);
 	memprof_tag_end();
@@ -176,7 +207,7 @@ static float *relu(const float *x)
 	memprof_kernel_begin("relu");
 	memprof_kernel_input_shape(s_conv_out, 4);
 	memprof_kernel_output_shape(s_conv_out, 4);
-	y = demo_alloc(FEATURES, sizeof(float), 0);
+	y = arena_alloc(&act, sizeof(float) * FEATURES);
 	for (int i = 0; i < FEATURES; i++)
 		y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 	memprof_kernel_end();
@@ -254,8 +285,9 @@ static int infer(const struct model *m, int step, float *ret_prob)
 	*ret_prob = p[best];
 	/* end of step: the activations are released */
 	demo_free(x, sizeof(float) * C_IN * HW * HW);
-	demo_free(c, sizeof(float) * FEATURES);
-	demo_free(r, sizeof(float) * FEATURES);
+	(void)c;
+	(void)r;
+	arena_reset(&act);
 	demo_free(l, sizeof(float) * CLASSES);
 	demo_free(p, sizeof(float) * CLASSES);
 	return best;
@@ -295,6 +327,10 @@ int main(int argc, char **argv)
 	load_live = acct.live;
 
 	phase_begin("inference");
+	/* room for the conv2d and relu outputs of one step */
+	act.size = 2 * sizeof(float) * FEATURES;
+	act.base = demo_alloc(act.size, 1, 0);
+	act.pool = memprof_pool_declare("activations", MEMPROF_POOL_HOST);
 	for (long s = 0; s < steps; s++) {
 		float prob;
 		int cls = infer(&m, (int)s, &prob);
@@ -308,6 +344,7 @@ int main(int argc, char **argv)
 	demo_free(m.conv_b, sizeof(float) * CONV_B_N);
 	demo_free(m.fc_w, sizeof(float) * FC_W_N);
 	demo_free(m.fc_b, sizeof(float) * FC_B_N);
+	demo_free(act.base, act.size);
 
 	printf("load: peak %zu bytes, %zu bytes of weights live after\n", load_peak, load_live);
 	printf("inference: peak %zu bytes\n", infer_peak);

@@ -66,19 +66,130 @@ static uint64_t rd(const uint8_t *d, int n)
 	return v;
 }
 
+static const char *fuzz_names[] = { "conv", "gemm", "", "a\"b", "(other)", "load", "weights" };
+
+/* A marker record; now and then a snapshot of the profile so far. */
+static void drive_record(struct mp_correlator *c, const uint8_t *d, uint32_t tid, uint64_t v,
+			 uint64_t ts)
+{
+	struct mp_record r = { .type = d[2] % 9,
+			       .flags = d[3],
+			       .tid = tid,
+			       .rank = d[3] % 12,
+			       .ts_ns = ts,
+			       .name = fuzz_names[d[2] % 7] };
+
+	for (int i = 0; i < MP_MAX_RANK; i++)
+		r.dims[i] = (int64_t)(v * (i + 1));
+	mp_correlator_on_record(c, &r);
+	if (d[3] == 0xfe) {
+		struct mp_profile *snap = NULL;
+
+		if (mp_correlator_snapshot(c, ts, &snap) == 0) {
+			exercise(snap);
+			mp_profile_free(snap);
+		}
+	}
+}
+
+struct blocks {
+	struct mp_heap_event ev[64];
+	unsigned n;
+};
+
+/* Allocations (kept to be freed later), frees of them, and heap events
+ * of any kind with arbitrary contents. */
+static void drive_heap(struct mp_correlator *c, const uint8_t *d, uint32_t tid, uint64_t v,
+		       uint64_t ts, struct blocks *b)
+{
+	struct mp_heap_event ev = { .tid = tid, .ts_ns = ts };
+
+	switch (d[0] % 8) {
+	case 1:
+	case 2:
+		ev.kind = MP_HEAP_ALLOC;
+		ev.addr = v;
+		ev.size = d[2] == 0xff ? v : v % 100000;
+		ev.caller = rd(d + 2, 2);
+		ev.user = mp_correlator_on_heap(c, &ev);
+		if (b->n < 64)
+			b->ev[b->n++] = ev;
+		break;
+	case 3:
+	case 4:
+		if (b->n) {
+			unsigned k = d[2] % b->n;
+
+			ev = b->ev[k];
+			ev.kind = MP_HEAP_FREE;
+			ev.tid = tid;
+			ev.ts_ns = ts;
+			if (d[3] == 0xff)
+				ev.user = v; /* a bogus stored value */
+			mp_correlator_on_heap(c, &ev);
+			b->ev[k] = b->ev[--b->n];
+		}
+		break;
+	default:
+		ev.kind = d[2] % 5;
+		ev.addr = ev.size = ev.user = v;
+		if (ev.kind != MP_HEAP_ALLOC)
+			mp_correlator_on_heap(c, &ev);
+	}
+}
+
+static void drive_rss(struct mp_correlator *c, const uint8_t *d, uint32_t tid, uint64_t v,
+		      uint64_t ts)
+{
+	if (d[0] % 8 == 6) {
+		struct mp_rss_sample smp = { .ts_ns = ts,
+					     .vm_rss = d[2] ? v : UINT64_MAX,
+					     .rss_anon = v,
+					     .rss_file = v,
+					     .rss_shmem = v,
+					     .vm_hwm = v,
+					     .vm_swap = v,
+					     .pss = v };
+
+		mp_correlator_on_rss(c, &smp);
+	} else {
+		struct mp_rss_stat_event ev = {
+			.ts_ns = ts, .tid = tid, .member = d[2] % 6, .value = (int64_t)v
+		};
+
+		mp_correlator_on_rss_stat(c, &ev);
+	}
+}
+
+/* The finished profile is rendered, and what is written must read back. */
+static void drive_finish(struct mp_correlator *c, uint64_t ts)
+{
+	struct mp_profile *p = NULL, *q = NULL;
+	uint8_t *buf;
+	size_t len;
+
+	if (mp_correlator_finish(c, ts, &p) < 0)
+		return;
+	exercise(p);
+	if (mp_profile_file_encode(p, &buf, &len) == 0) {
+		if (mp_profile_file_decode(buf, len, &q, NULL) != 0)
+			abort();
+		free(buf);
+		mp_profile_free(q);
+	}
+	mp_profile_free(p);
+}
+
 /* 16 bytes per event: op, tid selector, 2 argument bytes, 4-byte timestamp
  * step, 8-byte value. */
 static void drive_correlator(const uint8_t *d, size_t n)
 {
-	static const char *names[] = { "conv", "gemm", "", "a\"b", "(other)", "load", "weights" };
 	struct mp_correlator_opts o = { .resolve_owner = fuzz_resolve,
 					.max_invocations = 64,
 					.max_rss_points = 8,
 					.max_sites = 8 };
-	struct mp_heap_event blocks[64];
-	unsigned nblocks = 0;
+	struct blocks blocks = { .n = 0 };
 	struct mp_correlator *c;
-	struct mp_profile *p = NULL;
 	uint64_t ts = 1000;
 
 	if (mp_correlator_new(&o, &c) < 0)
@@ -90,106 +201,14 @@ static void drive_correlator(const uint8_t *d, size_t n)
 
 		/* Mostly forward, sometimes backwards in time. */
 		ts += (int32_t)rd(d + 4, 4) < 0 ? -(uint64_t)(rd(d + 4, 2)) : rd(d + 4, 2);
-		switch (d[0] % 8) {
-		case 0: {
-			struct mp_record r = { .type = d[2] % 9,
-					       .flags = d[3],
-					       .tid = tid,
-					       .rank = d[3] % 12,
-					       .ts_ns = ts,
-					       .name = names[d[2] % 7] };
-
-			for (int i = 0; i < MP_MAX_RANK; i++)
-				r.dims[i] = (int64_t)(v * (i + 1));
-			mp_correlator_on_record(c, &r);
-			if (d[3] == 0xfe) {
-				struct mp_profile *snap = NULL;
-
-				if (mp_correlator_snapshot(c, ts, &snap) == 0) {
-					exercise(snap);
-					mp_profile_free(snap);
-				}
-			}
-			break;
-		}
-		case 1:
-		case 2: {
-			struct mp_heap_event ev = { .kind = MP_HEAP_ALLOC,
-						    .tid = tid,
-						    .ts_ns = ts,
-						    .addr = v,
-						    .size = d[2] == 0xff ? v : v % 100000,
-						    .caller = rd(d + 2, 2) };
-
-			ev.user = mp_correlator_on_heap(c, &ev);
-			if (nblocks < 64)
-				blocks[nblocks++] = ev;
-			break;
-		}
-		case 3:
-		case 4:
-			if (nblocks) {
-				unsigned k = d[2] % nblocks;
-				struct mp_heap_event ev = blocks[k];
-
-				ev.kind = MP_HEAP_FREE;
-				ev.tid = tid;
-				ev.ts_ns = ts;
-				if (d[3] == 0xff)
-					ev.user = v; /* a bogus stored value */
-				mp_correlator_on_heap(c, &ev);
-				blocks[k] = blocks[--nblocks];
-			}
-			break;
-		case 5: {
-			struct mp_heap_event ev = { .kind = d[2] % 5,
-						    .tid = tid,
-						    .ts_ns = ts,
-						    .addr = v,
-						    .size = v,
-						    .user = v };
-
-			if (ev.kind != MP_HEAP_ALLOC)
-				mp_correlator_on_heap(c, &ev);
-			break;
-		}
-		case 6: {
-			struct mp_rss_sample smp = { .ts_ns = ts,
-						     .vm_rss = d[2] ? v : UINT64_MAX,
-						     .rss_anon = v,
-						     .rss_file = v,
-						     .rss_shmem = v,
-						     .vm_hwm = v,
-						     .vm_swap = v,
-						     .pss = v };
-
-			mp_correlator_on_rss(c, &smp);
-			break;
-		}
-		default: {
-			struct mp_rss_stat_event ev = {
-				.ts_ns = ts, .tid = tid, .member = d[2] % 6, .value = (int64_t)v
-			};
-
-			mp_correlator_on_rss_stat(c, &ev);
-			break;
-		}
-		}
+		if (d[0] % 8 == 0)
+			drive_record(c, d, tid, v, ts);
+		else if (d[0] % 8 <= 5)
+			drive_heap(c, d, tid, v, ts, &blocks);
+		else
+			drive_rss(c, d, tid, v, ts);
 	}
-	if (mp_correlator_finish(c, ts, &p) == 0) {
-		struct mp_profile *q = NULL;
-		uint8_t *buf;
-		size_t len;
-
-		exercise(p);
-		if (mp_profile_file_encode(p, &buf, &len) == 0) {
-			if (mp_profile_file_decode(buf, len, &q, NULL) != 0)
-				abort(); /* what we write we must read back */
-			free(buf);
-			mp_profile_free(q);
-		}
-		mp_profile_free(p);
-	}
+	drive_finish(c, ts);
 	mp_correlator_free(c);
 }
 

@@ -21,7 +21,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint32_t slots, threads, strs, blob;
-	size_t off, toff, eoff, boff, len, body;
+	struct mp_ring_layout l;
+	size_t len, body;
 	struct mp_ring_hdr *h;
 	struct mp_consumer *c;
 	struct mp_record rec;
@@ -39,11 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data += PARAMS;
 	size -= PARAMS;
 
-	off = (sizeof(struct mp_ring_hdr) + 127) & ~(size_t)127;
-	toff = off + (size_t)threads * slots * sizeof(struct mp_slot);
-	eoff = toff + (size_t)threads * sizeof(struct mp_thread);
-	boff = eoff + (size_t)strs * sizeof(mp_strent);
-	len = boff + blob;
+	l = mp_ring_layout_of(slots, threads, strs, blob);
+	len = l.end;
 	mem = aligned_alloc(128, (len + 127) & ~(size_t)127);
 	if (!mem)
 		return 0;
@@ -61,10 +59,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.thread_count = threads,
 		.str_max = strs,
 		.blob_size = blob,
-		.ring_off = off,
-		.threads_off = toff,
-		.strent_off = eoff,
-		.blob_off = boff,
+		.ring_off = l.ring_off,
+		.threads_off = l.threads_off,
+		.strent_off = l.strent_off,
+		.blob_off = l.blob_off,
 	};
 	if (flags & 1) {
 		/* raw header bytes from the input */
@@ -74,28 +72,45 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		data += n;
 		size -= n;
 	}
-	body = len - off;
-	memcpy(mem + off, data, size < body ? size : body);
+	body = len - l.ring_off;
+	memcpy(mem + l.ring_off, data, size < body ? size : body);
 	if (flags & 2) {
 		/* make slots after each ring's consumer position look
 		 * published, so that records get decoded */
 		uint64_t mask = slots - 1;
 
 		for (uint32_t r = 0; r < threads; r++) {
-			struct mp_thread *t = (struct mp_thread *)(mem + toff) + r;
-			struct mp_slot *ring = (struct mp_slot *)(mem + off) + (size_t)r * slots;
+			struct mp_thread *t = (struct mp_thread *)(mem + l.threads_off) + r;
+			struct mp_slot *ring =
+				(struct mp_slot *)(mem + l.ring_off) + (size_t)r * slots;
 
-			for (uint64_t p = t->tail, i = 0; i < slots; i++, p++)
+			for (uint64_t p = t->tail, i = 0; i < slots; i++, p++) {
 				if (flags & 4 || i < 4)
 					ring[p & mask].seq = p + 1;
+				/* the in-process path's heap records (types
+				 * 8-10), whatever else the input put there */
+				if (flags & 16)
+					ring[p & mask].type = 8 + ring[p & mask].type % 3;
+			}
 		}
 	}
 
 	if (mp_consumer_open_mem(mem, (flags & 8) ? len - shrink % 64 : len, &c) == 0) {
-		for (int i = 0; i < 10000; i++)
+		/* turning the interposer on or off only writes the header */
+		(void)mp_consumer_set_alloc_mode(c, shrink % 4, flags & 32 ? 0 : 4096);
+		for (int i = 0; i < 10000; i++) {
 			if (mp_consumer_read(c, &rec) <= 0)
 				break;
+			/* a heap record names a builtin function and carries
+			 * no name */
+			if (rec.type >= MP_REC_ALLOC && rec.type <= MP_REC_REALLOC &&
+			    (rec.fn >= 32 || rec.name || rec.rank))
+				__builtin_trap();
+		}
 		(void)mp_consumer_drops(c);
+		(void)mp_consumer_alloc_drops(c);
+		(void)mp_consumer_alloc_waits(c);
+		(void)mp_consumer_alloc_tls_off(c);
 		(void)mp_consumer_pid(c);
 		mp_consumer_free(c);
 	}

@@ -41,6 +41,16 @@
  * hostile writer) cannot make the open take long. */
 #define SNAP_YIELD_BUDGET 2048
 #define MAX_FD_SCAN 65536
+/* A slot's first cache line: header fields and dims[0..2]. */
+#define HEAP_WORDS_END 64
+_Static_assert(offsetof(struct mp_slot, dims) + 3 * 8 == HEAP_WORDS_END, "heap record layout");
+/* Heap records name a builtin function of enum mp_alloc_fn. */
+#define MP_HEAP_FN_MAX 32u
+
+static bool mp_record_is_heap(uint32_t type)
+{
+	return type >= MP_REC_ALLOC && type <= MP_REC_REALLOC;
+}
 
 struct tstate {
 	uint64_t pos; /* next position in this thread slot's ring */
@@ -70,7 +80,11 @@ struct mp_consumer {
 
 	int err;
 	int err_pending; /* found by a refill; reported after its records */
+	uint32_t corruption; /* MP_CONSUMER_CORRUPT_* */
+	/* drops counter at attach, and the last plausible count since then */
+	uint64_t drops_base, drops_seen, attach_ns;
 	bool attached; /* we set the header's attached flag */
+	bool alloc_on; /* we turned the interposer on */
 	unsigned yield_budget;
 	struct tstate *ts; /* per thread slot */
 	uint32_t scan_start;
@@ -359,6 +373,8 @@ static int consumer_attach(struct mp_consumer *c, bool membarrier)
 		return -ENOMEM;
 
 	c->yield_budget = SNAP_YIELD_BUDGET;
+	c->attach_ns = mp_now_ns();
+	c->drops_base = LOAD(&c->hdr->drops, RELAXED);
 	STORE(&c->hdr->attached, 1, SEQ_CST);
 	c->attached = true;
 	barrier_all(membarrier);
@@ -383,8 +399,13 @@ void mp_consumer_free(struct mp_consumer *c)
 {
 	if (!c)
 		return;
-	if (c->attached)
+	if (c->attached) {
+		/* Dormant again before the markers stop: nothing waits for a
+		 * consumer that is gone. */
+		if (c->alloc_on)
+			STORE(&c->hdr->alloc_mode, MP_ALLOC_OFF, RELEASE);
 		STORE(&c->hdr->attached, 0, RELEASE);
+	}
 	if (c->names) {
 		for (uint32_t i = 0; i < c->str_max; i++)
 			free(c->names[i]);
@@ -562,9 +583,63 @@ int mp_consumer_open_pid(pid_t pid, struct mp_consumer **ret)
 	return r;
 }
 
-uint64_t mp_consumer_drops(const struct mp_consumer *c)
+uint64_t mp_consumer_drops(struct mp_consumer *c)
 {
-	return c && c->hdr ? LOAD(&c->hdr->drops, RELAXED) : 0;
+	uint64_t cur, n;
+
+	if (!c || !c->hdr)
+		return 0;
+	if (c->corruption & MP_CONSUMER_CORRUPT_HEADER)
+		return c->drops_seen;
+	/* Producers only ever add one at a time, each add an atomic on one
+	 * shared line: the count cannot go back, nor grow by more than one
+	 * per nanosecond. */
+	cur = LOAD(&c->hdr->drops, RELAXED);
+	n = cur - c->drops_base;
+	if (cur < c->drops_base || n < c->drops_seen || n > mp_now_ns() - c->attach_ns) {
+		c->corruption |= MP_CONSUMER_CORRUPT_HEADER;
+		return c->drops_seen;
+	}
+	c->drops_seen = n;
+	return n;
+}
+
+uint32_t mp_consumer_corruption(const struct mp_consumer *c)
+{
+	return c ? c->corruption : 0;
+}
+
+uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c)
+{
+	return c && c->hdr ? LOAD(&c->hdr->alloc_drops, RELAXED) : 0;
+}
+
+int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c)
+{
+	return c && c->hdr ? LOAD(&c->hdr->alloc_tls_off, RELAXED) : 0;
+}
+
+uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c)
+{
+	return c && c->hdr ? LOAD(&c->hdr->alloc_waits, RELAXED) : 0;
+}
+
+int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sample_bytes)
+{
+	if (!c || !c->hdr || mode > MP_ALLOC_SAMPLED || (mode == MP_ALLOC_SAMPLED && !sample_bytes))
+		return -EINVAL;
+	if (mode == MP_ALLOC_OFF) {
+		STORE(&c->hdr->alloc_mode, MP_ALLOC_OFF, RELEASE);
+		c->alloc_on = false;
+		return 0;
+	}
+	/* Interval and epoch before the mode: a thread that sees the mode
+	 * sees them too. */
+	STORE(&c->hdr->alloc_sample_bytes, mode == MP_ALLOC_SAMPLED ? sample_bytes : 0, RELAXED);
+	__atomic_fetch_add(&c->hdr->alloc_epoch, 1, __ATOMIC_RELAXED);
+	STORE(&c->hdr->alloc_mode, mode, RELEASE);
+	c->alloc_on = true;
+	return 0;
 }
 
 pid_t mp_consumer_pid(const struct mp_consumer *c)
@@ -589,6 +664,20 @@ const char *mp_record_type_name(uint32_t type)
 		return "tag_begin";
 	case MP_REC_TAG_END:
 		return "tag_end";
+	case MP_REC_ALLOC:
+		return "alloc";
+	case MP_REC_FREE:
+		return "free";
+	case MP_REC_REALLOC:
+		return "realloc";
+	case MP_REC_POOL_ALLOC:
+		return "pool_alloc";
+	case MP_REC_POOL_FREE:
+		return "pool_free";
+	case MP_REC_POOL_RESET:
+		return "pool_reset";
+	case MP_REC_POOL_DECLARE:
+		return "pool_declare";
 	default:
 		return "unknown";
 	}
@@ -597,7 +686,41 @@ const char *mp_record_type_name(uint32_t type)
 static int fail(struct mp_consumer *c, int err)
 {
 	c->err = err;
+	if (err == -EBADMSG)
+		c->corruption |= MP_CONSUMER_CORRUPT_RECORDS;
 	return err;
+}
+
+/* Pool records: dims[0] kind, then ALLOC: ptr, size, caller; FREE: ptr,
+ * caller; RESET: caller; DECLARE: nothing. */
+static int decode_pool(struct mp_consumer *c, const struct mp_slot *copy, struct mp_record *r)
+{
+	static const uint8_t words[] = { [MP_REC_POOL_ALLOC - MP_REC_POOL_ALLOC] = 4,
+					 [MP_REC_POOL_FREE - MP_REC_POOL_ALLOC] = 3,
+					 [MP_REC_POOL_RESET - MP_REC_POOL_ALLOC] = 2,
+					 [MP_REC_POOL_DECLARE - MP_REC_POOL_ALLOC] = 1 };
+	const uint64_t *w = (const uint64_t *)copy->dims;
+
+	if (copy->flags || copy->rank != words[copy->type - MP_REC_POOL_ALLOC] ||
+	    w[0] > MP_POOL_KIND_DEVICE)
+		return -EBADMSG;
+	r->pool.kind = (uint32_t)w[0];
+	switch (copy->type) {
+	case MP_REC_POOL_ALLOC:
+		r->pool.addr = w[1];
+		r->pool.size = w[2];
+		r->pool.caller = w[3];
+		break;
+	case MP_REC_POOL_FREE:
+		r->pool.addr = w[1];
+		r->pool.caller = w[2];
+		break;
+	case MP_REC_POOL_RESET:
+		r->pool.caller = w[1];
+		break;
+	}
+	r->name = name_get(c, copy->name_id);
+	return r->name ? 0 : -EBADMSG;
 }
 
 /* Validates the copy of a slot of ring @ring and decodes it into @r. */
@@ -609,6 +732,19 @@ static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_r
 	r->tid = copy->tid;
 	r->ts_ns = copy->ts_ns;
 	r->seq = copy->tseq;
+	if (mp_record_is_heap(copy->type)) {
+		/* fn: a builtin allocator function (enum mp_alloc_fn); a
+		 * scaled sample is only an allocation. */
+		if (copy->rank || copy->name_id >= MP_HEAP_FN_MAX ||
+		    (copy->flags & ~MP_REC_F_SCALED) || (copy->flags && copy->type == MP_REC_FREE))
+			return -EBADMSG;
+		r->fn = copy->name_id;
+		r->heap.addr = (uint64_t)copy->dims[0];
+		r->heap.size = (uint64_t)copy->dims[1];
+		r->heap.caller = (uint64_t)copy->dims[2];
+		r->heap.old_addr = copy->type == MP_REC_REALLOC ? (uint64_t)copy->dims[3] : 0;
+		return 0;
+	}
 	if (copy->flags & ~MP_REC_F_THREAD_EXIT)
 		return -EBADMSG;
 	switch (copy->type) {
@@ -631,6 +767,11 @@ static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_r
 	case MP_REC_KERNEL_END:
 	case MP_REC_TAG_END:
 		return copy->rank ? -EBADMSG : 0;
+	case MP_REC_POOL_ALLOC:
+	case MP_REC_POOL_FREE:
+	case MP_REC_POOL_RESET:
+	case MP_REC_POOL_DECLARE:
+		return decode_pool(c, copy, r);
 	default:
 		return -EBADMSG;
 	}
@@ -685,13 +826,21 @@ static int refill(struct mp_consumer *c)
 				break;
 			}
 			/* the first cache line; dims (second line) only for
-			 * shapes */
-			copy_words(&copy, s, offsetof(struct mp_slot, dims) / 8);
-			if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE)
+			 * shapes and pool records; the first cache line holds a
+			 * heap record's addr, size and caller, dims[3] a realloc's
+			 * old address */
+			copy_words(&copy, s, HEAP_WORDS_END / 8);
+			if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE ||
+			    (copy.type >= MP_REC_POOL_ALLOC && copy.type <= MP_REC_POOL_DECLARE))
 				copy_words(copy.dims, s->dims, sizeof(copy.dims) / 8);
+			else if (copy.type == MP_REC_REALLOC)
+				copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
 			t->pos++;
 			scanned++;
-			if (t->snap_valid && (int32_t)(copy.tseq - t->snap_seq) <= 0)
+			/* Heap records carry no stack change: the attach
+			 * snapshot never reflects them. */
+			if (t->snap_valid && !mp_record_is_heap(copy.type) &&
+			    (int32_t)(copy.tseq - t->snap_seq) <= 0)
 				continue; /* already reflected in the attach snapshot */
 			r = decode(c, &copy, &c->batch[n]);
 			if (r < 0) {

@@ -15,15 +15,21 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client_internal.h"
 #include "memprof.h"
 #include "memprof_consumer.h"
 #include "ring_abi.h"
+#include "ring_writer.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define HOT static inline __attribute__((always_inline))
 
-#define DEFAULT_SLOTS (1u << 13) /* per thread: 1 MiB */
+/* Per thread: 4 MiB of address space, touched only as records are written.
+ * Sized for the in-process allocation path: an allocating thread writes
+ * tens of millions of records a second and the consumer drains every
+ * millisecond (docs/RING.md). */
+#define DEFAULT_SLOTS (1u << 15)
 #define DEFAULT_THREADS 512u
 #define DEFAULT_STRINGS 8192u
 #define DEFAULT_BLOB (512u << 10)
@@ -66,6 +72,9 @@ struct ring {
 };
 
 static struct ring g;
+static const struct mp_ring_hdr dormant_hdr;
+MP_HIDDEN const struct mp_ring_hdr *mp_alloc_hdr = &dormant_hdr;
+MP_HIDDEN uint32_t mp_fork_gen;
 static int g_state;
 static int g_err;
 static pthread_key_t g_key;
@@ -88,6 +97,8 @@ struct tls {
 	uint16_t idx;
 	uint8_t dead; /* slot released at thread exit */
 	uint8_t noslot;
+	uint8_t busy; /* writing a record (a signal handler may interrupt) */
+	uint8_t gave_up; /* the last bounded wait timed out at this tail */
 };
 static __thread struct tls tls __attribute__((tls_model("initial-exec")));
 
@@ -165,7 +176,8 @@ static int ring_create(void)
 	struct ring r = { .fd = -1 };
 	struct mp_ring_hdr *h;
 	uint32_t slots, hash_size;
-	size_t off, threads_off, strent_off, blob_off, hash_off;
+	struct mp_ring_layout l;
+	size_t hash_off;
 	void *p;
 	int err;
 
@@ -177,11 +189,8 @@ static int ring_create(void)
 	r.blob_size = DEFAULT_BLOB;
 	r.mask = slots - 1;
 
-	off = align_up(sizeof(struct mp_ring_hdr), 128);
-	threads_off = off + (size_t)r.nthreads * slots * sizeof(struct mp_slot);
-	strent_off = threads_off + (size_t)r.nthreads * sizeof(struct mp_thread);
-	blob_off = strent_off + (size_t)r.str_max * sizeof(mp_strent);
-	r.size = align_up(blob_off + r.blob_size, 4096);
+	l = mp_ring_layout_of(slots, r.nthreads, r.str_max, r.blob_size);
+	r.size = align_up(l.end, 4096);
 
 	r.fd = memfd_create(MP_RING_MEMFD_NAME, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (r.fd < 0)
@@ -195,10 +204,10 @@ static int ring_create(void)
 	if (p == MAP_FAILED)
 		goto fail_errno;
 	r.hdr = h = p;
-	r.slots = (struct mp_slot *)((char *)p + off);
-	r.threads = (struct mp_thread *)((char *)p + threads_off);
-	r.strent = (mp_strent *)((char *)p + strent_off);
-	r.blob = (char *)p + blob_off;
+	r.slots = (struct mp_slot *)((char *)p + l.ring_off);
+	r.threads = (struct mp_thread *)((char *)p + l.threads_off);
+	r.strent = (mp_strent *)((char *)p + l.strent_off);
+	r.blob = (char *)p + l.blob_off;
 
 	hash_size = r.str_max * 2;
 	hash_off = align_up((size_t)r.nthreads * sizeof(struct thread_priv), 64);
@@ -225,10 +234,11 @@ static int ring_create(void)
 	h->thread_count = r.nthreads;
 	h->str_max = r.str_max;
 	h->blob_size = r.blob_size;
-	h->ring_off = off;
-	h->threads_off = threads_off;
-	h->strent_off = strent_off;
-	h->blob_off = blob_off;
+	h->ring_off = l.ring_off;
+	h->threads_off = l.threads_off;
+	h->strent_off = l.strent_off;
+	h->blob_off = l.blob_off;
+	h->alloc_tls_off = mp_interpose_tls_off();
 	/* id 0 names whatever could not be interned */
 	memcpy(r.blob, "?", 2);
 	h->blob_used = 2;
@@ -236,6 +246,7 @@ static int ring_create(void)
 	r.strent[0] = 2;
 	STORE(&h->magic, MP_RING_MAGIC, RELEASE);
 	g = r;
+	STORE(&mp_alloc_hdr, h, RELEASE);
 	return 0;
 
 fail_errno:
@@ -248,6 +259,8 @@ static void atfork_child(void)
 {
 	/* Only the forking thread exists here. The parent's ring is still
 	 * mapped MAP_SHARED: drop it without touching it, the parent owns it. */
+	mp_alloc_hdr = &dormant_hdr;
+	mp_fork_gen++;
 	if (g_state == ST_READY)
 		ring_unmap(&g);
 	memset(&tls, 0, sizeof(tls));
@@ -396,6 +409,10 @@ static __attribute__((noinline)) int ring_put(struct tls *t, uint8_t type, uint8
 			return -ENOSPC;
 		}
 	}
+	/* An allocator call from a signal handler must not write into the
+	 * slot this record is filling (ring_writer.h). */
+	t->busy = 1;
+	atomic_signal_fence(memory_order_seq_cst);
 	s = &t->ring[pos & g.mask];
 	s->ts_ns = ts;
 	s->type = type;
@@ -409,7 +426,118 @@ static __attribute__((noinline)) int ring_put(struct tls *t, uint8_t type, uint8
 	STORE(&s->seq, pos + 1, RELEASE);
 	t->head = pos + 1;
 	STORE(&t->thr->head, pos + 1, RELAXED);
+	atomic_signal_fence(memory_order_seq_cst);
+	t->busy = 0;
 	return 0;
+}
+
+/* Bounded wait of a precise-mode heap record for ring space (heapprofd's
+ * block_client model): spin a little, then sleep in short steps, at most
+ * WAIT_MAX_NS in all. A thread whose wait timed out drops at once until the
+ * consumer moves again, so a stalled consumer costs one timeout, not one
+ * per record. */
+#define WAIT_SPINS 2048
+#define WAIT_SLEEP_NS (20 * 1000)
+#define WAIT_MAX_NS (100 * 1000 * 1000ull)
+
+static bool ring_wait(struct tls *t, uint64_t pos)
+{
+	uint64_t slept = 0;
+
+	if (t->gave_up)
+		return false;
+	__atomic_fetch_add(&g.hdr->alloc_waits, 1, __ATOMIC_RELAXED);
+	for (unsigned i = 0;; i++) {
+		if (i < WAIT_SPINS) {
+			cpu_relax();
+		} else {
+			struct timespec ts = { .tv_nsec = WAIT_SLEEP_NS };
+
+			if (slept >= WAIT_MAX_NS) {
+				t->gave_up = 1;
+				return false;
+			}
+			nanosleep(&ts, NULL);
+			slept += WAIT_SLEEP_NS;
+		}
+		/* a consumer that detaches turns the interposer off */
+		if (!LOAD(&g.hdr->alloc_mode, RELAXED))
+			return false;
+		t->tail = LOAD(&t->thr->tail, ACQUIRE);
+		if (pos - t->tail <= g.mask)
+			return true;
+	}
+}
+
+/* @in_drops: not yet counted in drops (a thread without a slot was). */
+static void count_alloc_drop(bool in_drops)
+{
+	if (LOAD(&g_state, ACQUIRE) != ST_READY)
+		return;
+	if (in_drops)
+		__atomic_fetch_add(&g.hdr->drops, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&g.hdr->alloc_drops, 1, __ATOMIC_RELAXED);
+}
+
+MP_HIDDEN void mp_ring_count_alloc_drop(void)
+{
+	count_alloc_drop(true);
+}
+
+MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
+			    unsigned nw, enum mp_rw_wait wait)
+{
+	struct tls *t = &tls;
+	struct mp_slot *s;
+	uint64_t pos, ts;
+	int r;
+
+	if (unlikely(t->busy)) {
+		count_alloc_drop(true);
+		return -EBUSY;
+	}
+	t->busy = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	if (unlikely(!t->thr)) {
+		r = thread_init(t);
+		if (r < 0)
+			goto drop;
+	}
+	ts = now_ns();
+	pos = t->head;
+	if (unlikely(pos - t->tail > g.mask)) {
+		uint64_t tail = LOAD(&t->thr->tail, ACQUIRE);
+
+		if (tail != t->tail)
+			t->gave_up = 0;
+		t->tail = tail;
+		if (pos - t->tail > g.mask && (wait == MP_RW_NOWAIT || !ring_wait(t, pos))) {
+			r = -ENOSPC;
+			goto drop;
+		}
+	}
+	s = &t->ring[pos & g.mask];
+	s->ts_ns = ts;
+	s->type = type;
+	s->flags = flags;
+	s->rank = 0;
+	s->tid = t->tid;
+	s->tseq = (uint32_t)(t->gen >> 1);
+	s->name_id = name_id;
+	for (unsigned i = 0; i < nw && i < 4; i++)
+		s->dims[i] = (int64_t)w[i];
+	STORE(&s->seq, pos + 1, RELEASE);
+	t->head = pos + 1;
+	STORE(&t->thr->head, pos + 1, RELAXED);
+	atomic_signal_fence(memory_order_seq_cst);
+	t->busy = 0;
+	return 0;
+
+drop:
+	count_alloc_drop(!(r == -ENOSPC && t->noslot));
+	atomic_signal_fence(memory_order_seq_cst);
+	t->busy = 0;
+	return r;
 }
 
 HOT bool name_matches(const char *name, const struct cache_ent *e)
@@ -714,6 +842,35 @@ MEMPROF_API int memprof_phase(const char *name)
 	if (!attached())
 		return 0;
 	return ring_put(t, MP_REC_PHASE, 0, id, ts, NULL, 0);
+}
+
+int mp__intern(const char *name, uint32_t *ret_id)
+{
+	struct tls *t;
+	int r;
+
+	t = tls_get(&r);
+	if (unlikely(!t))
+		return r;
+	*ret_id = intern(t, name);
+	return 0;
+}
+
+int mp__ring_record(uint8_t type, uint32_t name_id, const int64_t *words, int n)
+{
+	struct tls *t;
+	int r;
+
+	t = tls_get(&r);
+	if (unlikely(!t))
+		return r;
+	/* A fresh record number, as for shapes: a consumer attaching now
+	 * must not take this record for one its snapshot already holds. */
+	gen_begin(t);
+	gen_end(t);
+	if (likely(!attached()))
+		return 0;
+	return ring_put(t, type, 0, name_id, now_ns(), words, n);
 }
 
 MEMPROF_API uint64_t memprof_dropped(void)

@@ -48,6 +48,26 @@ MEMPROF_API int memprof_phase(const char *name);
  * ("weights", "activations"). Tags nest; the innermost wins. */
 MEMPROF_API int memprof_tag_begin(const char *tag);
 MEMPROF_API int memprof_tag_end(void);
+/*
+ * Pools: memory the program hands out itself (an arena carved from one big
+ * malloc, a device allocator). memprofd reports slices per pool, per
+ * kernel, phase, tag and owner, beside (never added to) the heap figures:
+ * an arena's backing malloc stays in the heap view, its slices are in the
+ * pool view. Same guarantees as the markers.
+ */
+enum memprof_pool_kind {
+	MEMPROF_POOL_HOST = 0, /* host memory (an arena) */
+	MEMPROF_POOL_DEVICE = 1, /* device memory: never in host RSS figures */
+};
+/* Declares pool @name of @kind; declaring a name again returns the same
+ * id. Returns the pool id (> 0) or a negative errno (-ENOSPC: the name
+ * table is full). */
+MEMPROF_API int memprof_pool_declare(const char *name, int kind);
+/* Slice [@ptr, @ptr + @size) of @pool handed out / given back. */
+MEMPROF_API int memprof_pool_alloc(int pool, const void *ptr, uint64_t size);
+MEMPROF_API int memprof_pool_free(int pool, const void *ptr);
+/* Every live slice of @pool given back at once (arena reset). */
+MEMPROF_API int memprof_pool_reset(int pool);
 /* Records dropped because the ring was full, since the process started. */
 MEMPROF_API uint64_t memprof_dropped(void);
 /* "MAJOR.MINOR.PATCH" of the library actually loaded. */

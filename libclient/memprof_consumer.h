@@ -25,12 +25,28 @@ enum mp_record_type {
 	MP_REC_TAG_BEGIN = 6,
 	MP_REC_TAG_END = 7,
 	/* Ranges reserved so that work in parallel does not collide; each
-	 * range's owner defines its records, and the first to add any sets
-	 * MP_RING_ABI_VERSION to 2 (one bump for this release):
+	 * range's owner defines its records (MP_RING_ABI_VERSION 2):
 	 *   8-15  allocation records of the in-process path (interposer)
 	 *   16-23 pool records (memprof_pool_* API)
 	 *   24-31 call-stack payload records */
+	/* In-process path (docs/RING.md): the same events as the eBPF
+	 * tracer's raw MP_RAW_ALLOC / MP_RAW_FREE / MP_RAW_REALLOC, with
+	 * the same semantics; fn is enum mp_alloc_fn. */
+	MP_REC_ALLOC = 8, /* fn returned addr for a request of size bytes */
+	MP_REC_FREE = 9, /* fn is releasing addr (stamped before release) */
+	/* fn resized old_addr (0: none) to size bytes and returned addr
+	 * (0: failed; with size 0, old_addr was freed). */
+	MP_REC_REALLOC = 10,
+	/* Pools (memprof_pool_*): @name is the pool's name, @pool the rest. */
+	MP_REC_POOL_ALLOC = 16,
+	MP_REC_POOL_FREE = 17,
+	MP_REC_POOL_RESET = 18,
+	MP_REC_POOL_DECLARE = 19,
 };
+
+/* Kinds of pool (memprof.h's enum memprof_pool_kind). */
+#define MP_POOL_KIND_HOST 0u
+#define MP_POOL_KIND_DEVICE 1u
 
 /* The record was synthesised from a thread's open-kernel (or open-tag) stack
  * when the consumer attached: the kernel was already open. */
@@ -42,6 +58,10 @@ enum mp_record_type {
  * attached, so the library did not read the clock; ts_ns is the attach time
  * (an upper bound of the real begin). */
 #define MP_REC_F_TS_UNKNOWN 0x4u
+/* ALLOC / REALLOC in sampled mode: a sample of a block smaller than the
+ * sampling interval; size is the requested size, which the consumer of the
+ * record replaces by its unbiased estimate (as for MP_RAW_F_SCALED). */
+#define MP_REC_F_SCALED 0x8u
 
 /* A decoded, validated record. */
 struct mp_record {
@@ -54,11 +74,27 @@ struct mp_record {
 	 * printable ASCII, owned by the consumer and valid until
 	 * mp_consumer_free(). NULL for other types. */
 	const char *name;
-	int64_t dims[MP_MAX_RANK];
+	union {
+		int64_t dims[MP_MAX_RANK]; /* shapes */
+		struct { /* ALLOC, FREE, REALLOC */
+			uint64_t addr;
+			uint64_t size;
+			uint64_t caller; /* return address into fn's caller */
+			uint64_t old_addr;
+		} heap;
+	};
 	/* Record number of the writer's thread slot: consecutive for one
 	 * thread while a consumer is attached (a gap there is a dropped
 	 * record). Continues across threads reusing the slot. */
 	uint32_t seq;
+	uint32_t fn; /* ALLOC, FREE, REALLOC: enum mp_alloc_fn */
+	/* POOL_*: the slice (addr, size: ALLOC; addr: FREE), the return
+	 * address into the caller of the memprof_pool_* function, and the
+	 * pool's kind (MP_POOL_KIND_*). Zero for other types. */
+	struct {
+		uint64_t addr, size, caller;
+		uint32_t kind;
+	} pool;
 };
 
 struct mp_consumer;
@@ -80,8 +116,34 @@ void mp_consumer_free(struct mp_consumer *c);
 /* Reads the next record: 1 when @ret was filled, 0 when nothing is ready,
  * negative errno when the ring is corrupted (the consumer is then unusable). */
 int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret);
-/* Records the producers dropped because the ring was full. */
-uint64_t mp_consumer_drops(const struct mp_consumer *c);
+/* Records the producers dropped because the ring was full since this
+ * consumer attached. The counter lives in memory the target writes: a value
+ * that goes back or grows faster than one drop per nanosecond since attach
+ * is not believed; the last plausible value is returned and
+ * MP_CONSUMER_CORRUPT_HEADER is set. */
+uint64_t mp_consumer_drops(struct mp_consumer *c);
+
+/* mp_consumer_corruption(): what the consumer found wrong in the ring. */
+/* a header counter (drops) overwritten with an impossible value */
+#define MP_CONSUMER_CORRUPT_HEADER 0x1u
+/* a slot, sequence number, length or name that fails validation: the
+ * consumer stopped there (mp_consumer_read() returned -EBADMSG) */
+#define MP_CONSUMER_CORRUPT_RECORDS 0x2u
+uint32_t mp_consumer_corruption(const struct mp_consumer *c);
+/* Of those, heap records (ALLOC, FREE, REALLOC): figures of the in-process
+ * path are lower bounds when nonzero. */
+uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c);
+/* The header's alloc_tls_off (ring_abi.h); hostile like every field: it
+ * only ever locates a word in the target's own memory. */
+int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c);
+/* Times an allocating thread of the target waited for ring space. */
+uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c);
+
+/* Turns the target's interposer on (enum mp_alloc_mode of ring_abi.h,
+ * @sample_bytes for MP_ALLOC_SAMPLED) or off (MP_ALLOC_OFF). The
+ * interposer is also turned off by mp_consumer_free(). -EINVAL for an
+ * unknown mode or a sampled mode without an interval. */
+int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sample_bytes);
 /* pid that created the ring (from the header, validated against the
  * opened process when opened by pid). */
 pid_t mp_consumer_pid(const struct mp_consumer *c);

@@ -17,7 +17,8 @@
  * /proc/PID/fd. */
 #define MP_RING_MEMFD_NAME "memprof-ring"
 #define MP_RING_MAGIC 0x3130474e4952504dULL /* "MPRING01" little-endian */
-#define MP_RING_ABI_VERSION 1u
+/* 2: heap records (types 8-10) and pool records (types 16-19). */
+#define MP_RING_ABI_VERSION 2u
 
 /* Limits the consumer enforces on a header (anything larger is corrupt). */
 /* all rings together */
@@ -31,6 +32,13 @@
 #define MP_TSTACK_MAX 16u
 
 /* Ring record types are enum mp_record_type of memprof_consumer.h. */
+
+/* Values of mp_ring_hdr.alloc_mode. */
+enum mp_alloc_mode {
+	MP_ALLOC_OFF = 0, /* dormant: no record, no shared write */
+	MP_ALLOC_PRECISE = 1, /* every call; a full ring makes the caller wait */
+	MP_ALLOC_SAMPLED = 2, /* byte-weighted Poisson samples; never waits */
+};
 
 struct mp_ring_hdr {
 	/* Written once by the creator before the memfd is visible. */
@@ -54,8 +62,20 @@ struct mp_ring_hdr {
 	 * detach: shares its line with read-only data. Nonzero while a
 	 * consumer is attached. */
 	uint32_t attached;
-	uint32_t reserved1;
-	uint64_t reserved2[3];
+	/* In-process allocation path (ABI 2), written by the consumer only,
+	 * read by the interposer on every allocator call: enum mp_alloc_mode.
+	 * MP_ALLOC_OFF (the value of a fresh ring) keeps it dormant. */
+	uint32_t alloc_mode;
+	/* MP_ALLOC_SAMPLED: mean sampling interval in bytes. */
+	uint64_t alloc_sample_bytes;
+	/* Incremented by each consumer that turns the interposer on: the
+	 * interposer forgets the sampled blocks of an earlier session. */
+	uint64_t alloc_epoch;
+	/* Offset from the thread pointer (x86-64 fs base) of the interposer's
+	 * per-thread word that is nonzero while it is inside the allocator:
+	 * the daemon's syscall tracepoints skip the allocator's own mappings
+	 * with it. Written once by the creator; 0 unknown. */
+	int64_t alloc_tls_off;
 	/* Records dropped because a ring was full, all threads. */
 	uint64_t drops __attribute__((aligned(64)));
 	/* Global order of memprof_phase() calls, for the attach snapshot. */
@@ -63,7 +83,14 @@ struct mp_ring_hdr {
 	/* String table allocation. */
 	uint32_t str_count;
 	uint32_t blob_used;
-	uint64_t reserved4[5];
+	/* Heap records (types 8-15) dropped: ring full after the bounded wait
+	 * (precise), ring full (sampled), a sampled block that could not be
+	 * remembered, or an allocator call re-entered from a signal handler
+	 * while the thread was writing a record. Also counted in drops. */
+	uint64_t alloc_drops;
+	/* Times an allocating thread found its ring full and waited. */
+	uint64_t alloc_waits;
+	uint64_t reserved4[3];
 };
 
 /* One ring slot. Thread slot i owns ring i. seq == pos + 1 once the record
@@ -125,5 +152,31 @@ typedef uint64_t mp_strent;
 _Static_assert(sizeof(struct mp_ring_hdr) == 192, "ring header ABI");
 _Static_assert(sizeof(struct mp_slot) == 128, "ring slot ABI");
 _Static_assert(sizeof(struct mp_thread) == 896, "thread slot ABI");
+
+/* Where each part of a ring lives, from its parameters: the header, then
+ * thread_count rings of slot_count slots (128-byte aligned), the thread
+ * slots, the string table and the string blob; @end is the first byte
+ * after the blob. The creator (libmemprof), the test image builder and
+ * the fuzzer lay rings out with this one function. */
+struct mp_ring_layout {
+	uint64_t ring_off;
+	uint64_t threads_off;
+	uint64_t strent_off;
+	uint64_t blob_off;
+	uint64_t end;
+};
+
+static inline struct mp_ring_layout mp_ring_layout_of(uint32_t slot_count, uint32_t thread_count,
+						      uint32_t str_max, uint32_t blob_size)
+{
+	struct mp_ring_layout l;
+
+	l.ring_off = (sizeof(struct mp_ring_hdr) + 127) & ~(uint64_t)127;
+	l.threads_off = l.ring_off + (uint64_t)thread_count * slot_count * sizeof(struct mp_slot);
+	l.strent_off = l.threads_off + (uint64_t)thread_count * sizeof(struct mp_thread);
+	l.blob_off = l.strent_off + (uint64_t)str_max * sizeof(mp_strent);
+	l.end = l.blob_off + blob_size;
+	return l;
+}
 
 #endif /* MEMPROF_RING_ABI_H */

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "correlator.h"
-#include "profile_pb.h"
 
 /* Bounds: the marker stream comes from the profiled process and is hostile;
  * none of these may let it grow the daemon without limit. */
@@ -41,6 +40,21 @@
  * index instead (the site knows both), so its free can update the site's
  * in-use figures: site = owner field | name field << 12. */
 #define U_SITE_FLAG (1ull << 63)
+/* A block of a --alloc function with pool=: the pool's index is in the
+ * owner field and the slice is in the pool table. */
+#define U_POOL_FLAG (1ull << 62)
+#define MAX_MEMPOOLS 256
+#define MAX_SLICES (1u << 24)
+#define FN_POOL_MAX 64 /* MP_LIVE_FN_MAX */
+
+/* A live slice of a pool; indices are 1-based, 0 ends a list. */
+struct slice {
+	uint64_t addr, size;
+	uint32_t pool;
+	uint32_t site; /* index + 1, 0: none */
+	uint32_t hnext; /* hash chain */
+	uint32_t pnext, pprev; /* the pool's live slices */
+};
 
 struct rss_cand {
 	uint64_t ts;
@@ -68,6 +82,11 @@ struct thread {
 	struct frame *top;
 	uint32_t ntags, tag_overflow;
 	uint16_t tags[MAX_TAG_DEPTH];
+	/* Record number and time of the thread's last record: the next
+	 * one must be last_seq + 1, or records were lost in between. */
+	bool seq_known;
+	uint32_t last_seq;
+	uint64_t last_ts;
 };
 
 /* An ended kernel whose RSS readings may still be improved by the next
@@ -77,6 +96,7 @@ struct pending {
 	uint64_t begin_ns, end_ns;
 	struct rss_cand b, e;
 	bool b_pending;
+	bool lost; /* MP_INV_F_MARKERS_LOST: no kernel figures */
 };
 
 enum { RULE_DSO, RULE_FN, RULE_SRC };
@@ -128,6 +148,15 @@ struct mp_correlator {
 	uint32_t sites_cap;
 	uint32_t *site_ht; /* site index + 1, 0 empty */
 	uint32_t site_ht_cap;
+
+	/* pools */
+	uint32_t mempools_cap;
+	uint32_t *pool_head; /* per pool: first live slice */
+	struct slice *slices; /* [0] unused */
+	uint32_t slices_cap, slices_used, free_slices, n_live_slices;
+	uint32_t *slice_ht;
+	uint32_t slice_ht_cap;
+	uint32_t fn_pool[FN_POOL_MAX]; /* pool + 1 of a probed function, 0: none */
 };
 
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elsz)
@@ -225,10 +254,10 @@ int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlato
 	c->cur_phase = MP_NONE;
 	c->last_rss.val = MP_UNKNOWN;
 	c->p = mp_profile_new();
-	c->owner_cache = calloc(OWNER_CACHE_SIZE, sizeof(*c->owner_cache));
-	c->pending = calloc(MAX_PENDING, sizeof(*c->pending));
-	if (!c->p || !c->owner_cache || !c->pending ||
-	    pool_add(&c->p->owners, &c->p->n_owners, &c->owners_cap, "(unknown)") < 0 ||
+	/* owner_cache and pending come with the first allocation and the
+	 * first kernel: an rss-mode target without markers needs neither
+	 * (docs/SERVICE.md, "Memory per target"). */
+	if (!c->p || pool_add(&c->p->owners, &c->p->n_owners, &c->owners_cap, "(unknown)") < 0 ||
 	    pool_add(&c->p->tags, &c->p->n_tags, &c->tags_cap, "(untagged)") < 0) {
 		mp_correlator_free(c);
 		return -ENOMEM;
@@ -247,6 +276,7 @@ static void frames_free(struct frame *f, bool scratch)
 			free(f->scratch.outputs);
 			free(f->scratch.owners);
 			free(f->scratch.tags);
+			free(f->scratch.pools);
 		}
 		free(f);
 		f = n;
@@ -273,6 +303,9 @@ void mp_correlator_free(struct mp_correlator *c)
 	free(c->stack_owner);
 	free(c->pending);
 	free(c->site_ht);
+	free(c->pool_head);
+	free(c->slices);
+	free(c->slice_ht);
 	free(c);
 }
 
@@ -310,7 +343,8 @@ int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
 	c->n_rules++;
 	c->frame_rules |= kind != RULE_DSO;
 	/* Owners already cached were named without this rule. */
-	memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
+	if (c->owner_cache)
+		memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
 	c->owner_cache_used = 0;
 	return 0;
 }
@@ -594,6 +628,10 @@ static uint32_t owner_of(struct mp_correlator *c, uint64_t caller)
 
 	if (!caller || !c->opts.resolve_owner)
 		return MP_OWNER_UNKNOWN;
+	if (!c->owner_cache)
+		c->owner_cache = calloc(OWNER_CACHE_SIZE, sizeof(*c->owner_cache));
+	if (!c->owner_cache)
+		return owner_for_path(c, c->opts.resolve_owner(c->opts.resolve_ctx, caller));
 	for (i = hash_u64(caller) & mask; c->owner_cache[i].caller; i = (i + 1) & mask)
 		if (c->owner_cache[i].caller == caller)
 			return c->owner_cache[i].owner;
@@ -632,27 +670,13 @@ static void site_ht_insert(struct mp_correlator *c, uint32_t id)
 	c->site_ht[i] = id + 1;
 }
 
-/* The site of an allocation, created if new; MP_NONE beyond the cap (the
- * allocation is counted in sites_dropped) or when out of memory. With call
- * stacks, allocations from one caller on different paths are different
- * sites. */
-static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
-			uint32_t owner, uint32_t tid, uint32_t stack)
+/* A new site (MP_NONE beyond the cap, counted, or out of memory). */
+static uint32_t site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
+			 uint32_t owner, uint32_t tid, uint32_t stack)
 {
 	struct mp_profile *p = c->p;
-	uint32_t mask, i, id;
+	uint32_t id;
 
-	if (c->site_ht_cap) {
-		mask = c->site_ht_cap - 1;
-		for (i = site_hash(caller, name, phase, owner, tid, stack) & mask; c->site_ht[i];
-		     i = (i + 1) & mask) {
-			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
-
-			if (st->caller == caller && st->name == name && st->phase == phase &&
-			    st->owner == owner && st->tid == tid && st->stack == stack)
-				return c->site_ht[i] - 1;
-		}
-	}
 	if (p->n_sites >= c->opts.max_sites) {
 		p->sites_dropped++;
 		return MP_NONE;
@@ -684,6 +708,30 @@ static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name,
 					 .stack = stack };
 	site_ht_insert(c, id);
 	return id;
+}
+
+/* The site of an allocation, created if new; MP_NONE beyond the cap (the
+ * allocation is counted in sites_dropped) or when out of memory. With call
+ * stacks, allocations from one caller on different paths are different
+ * sites. */
+static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
+			uint32_t owner, uint32_t tid, uint32_t stack)
+{
+	struct mp_profile *p = c->p;
+	uint32_t mask, i;
+
+	if (c->site_ht_cap) {
+		mask = c->site_ht_cap - 1;
+		for (i = site_hash(caller, name, phase, owner, tid, stack) & mask; c->site_ht[i];
+		     i = (i + 1) & mask) {
+			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
+
+			if (st->caller == caller && st->name == name && st->phase == phase &&
+			    st->owner == owner && st->tid == tid && st->stack == stack && !st->pool)
+				return c->site_ht[i] - 1;
+		}
+	}
+	return site_new(c, caller, name, phase, owner, tid, stack);
 }
 
 /* ---- heap accounting ---- */
@@ -914,6 +962,9 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 		charge(c, f, ev->size, false, owner, tag);
 }
 
+static bool pool_heap_event(struct mp_correlator *c, const struct mp_heap_event *ev);
+static uint64_t pool_heap_alloc(struct mp_correlator *c, const struct mp_heap_event *ev);
+
 uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev)
 {
 	struct mp_correlator *c = ctx;
@@ -921,6 +972,8 @@ uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev)
 	if (c->finished)
 		return 0;
 	start(c, ev->ts_ns);
+	if (pool_heap_event(c, ev))
+		return pool_heap_alloc(c, ev);
 	switch (ev->kind) {
 	case MP_HEAP_ALLOC:
 		return on_alloc(c, ev);
@@ -962,9 +1015,15 @@ static void pending_apply(struct mp_profile *p, const struct pending *pe)
 		p->invocations[pe->inv].rss_begin = pe->b.val;
 		p->invocations[pe->inv].rss_end = pe->e.val;
 	}
-	if (pe->b.val != MP_UNKNOWN && pe->e.val != MP_UNKNOWN) {
+	/* Calls shorter than the sampling interval share their readings:
+	 * each interval between two samples counts once per kernel name, or
+	 * a tight loop of short calls would multiply one RSS change by the
+	 * number of calls. */
+	if (!pe->lost && pe->b.val != MP_UNKNOWN && pe->e.val != MP_UNKNOWN &&
+	    pe->b.ts >= k->rss_last_ns && pe->e.ts >= pe->b.ts) {
 		add_signed(&k->rss_delta_sum, pe->e.val - pe->b.val);
 		k->rss_calls++;
+		k->rss_last_ns = pe->e.ts;
 	}
 }
 
@@ -1070,6 +1129,16 @@ int mp_correlator_on_rss_stat(struct mp_correlator *c, const struct mp_rss_stat_
 	return 0;
 }
 
+/* ---- pools (defined at the end) ---- */
+
+static int pools_begin(struct mp_correlator *c, struct mp_invocation *r);
+static void pools_end(struct mp_correlator *c, struct mp_invocation *r);
+static int pool_buckets_merge(struct mp_pool_bucket **dst, uint32_t *n,
+			      const struct mp_pool_bucket *src, uint32_t ns);
+static int pool_record(struct mp_correlator *c, const struct mp_record *rec);
+static int pools_phase_enter(struct mp_correlator *c, struct mp_phase *ph);
+static void pools_phase_leave(struct mp_correlator *c, struct mp_phase *ph);
+
 /* ---- markers ---- */
 
 static int kernel_begin(struct mp_correlator *c, const struct mp_record *rec)
@@ -1131,6 +1200,8 @@ static int kernel_begin(struct mp_correlator *c, const struct mp_record *rec)
 		.rss_begin = MP_UNKNOWN,
 		.rss_end = MP_UNKNOWN,
 	};
+	if (pools_begin(c, r) < 0)
+		c->oom = true;
 	f->rss_b = c->last_rss;
 	f->rss_b_pending = true;
 	f->up = t->top;
@@ -1186,6 +1257,12 @@ static int aggregate(struct mp_profile *p, const struct mp_invocation *r)
 	struct mp_kernel *k = &p->kernels[r->name];
 	uint64_t dur = r->end_ns > r->begin_ns ? r->end_ns - r->begin_ns : 0;
 
+	/* Its begin or end may be another invocation's: it would add time
+	 * and memory that belong to no single call. */
+	if (r->flags & MP_INV_F_MARKERS_LOST) {
+		k->markers_lost++;
+		return 0;
+	}
 	k->calls++;
 	k->total_ns += dur;
 	if (dur < k->min_ns)
@@ -1207,7 +1284,8 @@ static int aggregate(struct mp_profile *p, const struct mp_invocation *r)
 	if (r->flags & MP_INV_F_TRUNCATED)
 		k->truncated++;
 	if (buckets_merge(&k->owners, &k->n_owners, r->owners, r->n_owners) < 0 ||
-	    buckets_merge(&k->tags, &k->n_tags, r->tags, r->n_tags) < 0)
+	    buckets_merge(&k->tags, &k->n_tags, r->tags, r->n_tags) < 0 ||
+	    pool_buckets_merge(&k->pools, &k->n_pools, r->pools, r->n_pools) < 0)
 		return -ENOMEM;
 	return 0;
 }
@@ -1223,12 +1301,14 @@ static void frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, u
 		.b = f->rss_b,
 		.e = c->last_rss,
 		.b_pending = f->rss_b_pending,
+		.lost = !!(flags & MP_INV_F_MARKERS_LOST),
 	};
 
 	r->end_ns = ts;
 	r->flags |= flags;
 	r->total_bytes_snapshot = c->live_bytes;
 	r->total_tensors_snapshot = c->live_count;
+	pools_end(c, r);
 	if (aggregate(c->p, r) < 0)
 		c->oom = true;
 
@@ -1246,15 +1326,21 @@ static void frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, u
 	if (c->finishing) {
 		pending_apply(c->p, &pe);
 	} else {
-		if (c->n_pending == MAX_PENDING)
+		if (c->n_pending == MAX_PENDING || !c->pending)
 			pending_flush(c);
-		c->pending[c->n_pending++] = pe;
+		if (!c->pending)
+			c->pending = calloc(MAX_PENDING, sizeof(*c->pending));
+		if (c->pending)
+			c->pending[c->n_pending++] = pe;
+		else
+			c->oom = true;
 	}
 	if (f->inv == MP_NONE) {
 		free(r->inputs);
 		free(r->outputs);
 		free(r->owners);
 		free(r->tags);
+		free(r->pools);
 	}
 	f->next = c->free_frames;
 	c->free_frames = f;
@@ -1314,6 +1400,7 @@ static void phase_leave(struct mp_correlator *c, uint64_t ts)
 	ph = &c->p->phases[c->cur_phase];
 	if (ts > c->phase_entered)
 		ph->duration_ns += ts - c->phase_entered;
+	pools_phase_leave(c, ph);
 }
 
 static int phase(struct mp_correlator *c, const struct mp_record *rec)
@@ -1353,7 +1440,7 @@ static int phase(struct mp_correlator *c, const struct mp_record *rec)
 		ph->peak_bytes = c->live_bytes;
 	if (c->last_rss.val != MP_UNKNOWN && c->last_rss.val > ph->rss_peak)
 		ph->rss_peak = c->last_rss.val;
-	return 0;
+	return pools_phase_enter(c, ph);
 }
 
 static int tag_begin(struct mp_correlator *c, const struct mp_record *rec)
@@ -1408,13 +1495,81 @@ static void tag_end(struct mp_correlator *c, const struct mp_record *rec)
 		c->p->unmatched_tag_ends++;
 }
 
+/* Records of @t were lost (the ring was full, or the thread slot was
+ * reused): whatever it has open may have ended, and what comes next may end
+ * something that never began. Its open kernels are closed where its last
+ * record was and flagged; its tags, whose ends may be lost too, are
+ * dropped. */
+static void markers_lost(struct mp_correlator *c, struct thread *t)
+{
+	c->p->marker_gaps++;
+	while (t->top)
+		frame_close(c, t->top, t->last_ts, MP_INV_F_MARKERS_LOST);
+	t->overflow = 0;
+	t->ntags = 0;
+	t->tag_overflow = 0;
+}
+
+int mp_correlator_on_exec(struct mp_correlator *c, uint64_t ts_ns, uint32_t tid, const char *path)
+{
+	struct mp_profile *p = c->p;
+	uint32_t closed = 0;
+
+	if (c->finished)
+		return -EALREADY;
+	start(c, ts_ns);
+	/* Innermost first, so each closes as the top of its thread. */
+	while (c->open_tail) {
+		frame_close(c, c->open_tail, ts_ns, MP_INV_F_TRUNCATED | MP_INV_F_EXEC);
+		closed++;
+	}
+	/* The old image's threads are gone; the new one numbers its
+	 * records afresh. */
+	for (uint32_t i = 0; i < c->thr_ht_cap; i++) {
+		struct thread *t = c->thr_ht[i];
+
+		if (!t)
+			continue;
+		t->overflow = 0;
+		t->ntags = 0;
+		t->tag_overflow = 0;
+		t->seq_known = false;
+	}
+	phase_leave(c, ts_ns);
+	c->cur_phase = MP_NONE;
+	p->exec_count++;
+	if (p->n_execs < MP_PROFILE_MAX_EXECS) {
+		struct mp_exec *e = reallocarray(p->execs, p->n_execs + 1, sizeof(*e));
+
+		if (!e) {
+			c->oom = true;
+			return -ENOMEM;
+		}
+		p->execs = e;
+		e = &p->execs[p->n_execs];
+		*e = (struct mp_exec){ .ts_ns = ts_ns, .tid = tid, .kernels_closed = closed };
+		if (path && !(e->path = strndup(path, 4096))) {
+			c->oom = true;
+			return -ENOMEM;
+		}
+		p->n_execs++;
+	}
+	return 0;
+}
+
 int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec)
 {
+	struct thread *t;
 	int r = 0;
 
 	if (c->finished)
 		return -EALREADY;
 	start(c, rec->ts_ns);
+	t = thread_find(c, rec->tid);
+	/* Open-at-attach records all carry the attach snapshot's number. */
+	if (t && t->seq_known && !(rec->flags & MP_REC_F_OPEN_AT_ATTACH) &&
+	    rec->seq != t->last_seq + 1)
+		markers_lost(c, t);
 	switch (rec->type) {
 	case MP_REC_KERNEL_BEGIN:
 		r = kernel_begin(c, rec);
@@ -1437,9 +1592,21 @@ int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec
 	case MP_REC_TAG_END:
 		tag_end(c, rec);
 		break;
+	case MP_REC_POOL_ALLOC:
+	case MP_REC_POOL_FREE:
+	case MP_REC_POOL_RESET:
+	case MP_REC_POOL_DECLARE:
+		r = pool_record(c, rec);
+		break;
 	default:
 		c->p->dropped_markers++;
 		break;
+	}
+	t = thread_find(c, rec->tid);
+	if (t) {
+		t->seq_known = true;
+		t->last_seq = rec->seq;
+		t->last_ts = rec->ts_ns;
 	}
 	if (r == -ENOMEM)
 		c->oom = true;
@@ -1473,23 +1640,18 @@ int mp_correlator_finish(struct mp_correlator *c, uint64_t end_ns, struct mp_pro
 int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_profile **ret)
 {
 	struct mp_profile *q;
-	uint8_t *buf;
-	size_t len;
 	int r;
 
 	if (c->finished)
 		return -EALREADY;
 	if (c->oom)
 		return -ENOMEM;
-	/* A deep copy through the storage format: it is exact (the round
-	 * trip is tested) and keeps one definition of the model's layout. */
-	r = mp_profile_encode(c->p, &buf, &len);
+	r = mp_profile_clone(c->p, &q);
 	if (r < 0)
 		return r;
-	r = mp_profile_decode(buf, len, &q, NULL);
-	free(buf);
-	if (r < 0)
-		return r;
+	/* not in the file: the copy goes on from where the original is */
+	for (uint32_t i = 0; i < q->n_kernels && i < c->p->n_kernels; i++)
+		q->kernels[i].rss_last_ns = c->p->kernels[i].rss_last_ns;
 	for (uint32_t i = 0; i < c->n_pending; i++)
 		pending_apply(q, &c->pending[i]);
 	/* Close the open kernels at @now_ns in the copy only, as finish would. */
@@ -1525,4 +1687,503 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 	q->end_ns = now_ns;
 	*ret = q;
 	return 0;
+}
+
+/* ---- pools ----
+ *
+ * Slices of pools (memprof_pool_* records, and blocks of --alloc functions
+ * with pool=) are accounted here, apart from the heap: they never change a
+ * heap figure. Each invocation gets one bucket per pool, so per-kernel pool
+ * peaks are exact like the heap's. */
+
+int mp_correlator_pool_declare(struct mp_correlator *c, const char *name, uint32_t kind,
+			       uint32_t source, uint32_t *ret)
+{
+	struct mp_profile *p = c->p;
+	struct mp_mempool *mp;
+	char *d;
+	uint32_t i;
+
+	if (!name || kind > MP_POOL_KIND_DEVICE)
+		return -EINVAL;
+	for (i = 0; i < p->n_mempools; i++) {
+		if (p->mempools[i].kind == kind &&
+		    strncmp(p->mempools[i].name, name, MAX_NAME_LEN) == 0) {
+			*ret = i;
+			return 0;
+		}
+	}
+	if (p->n_mempools >= MAX_MEMPOOLS)
+		return -E2BIG;
+	if (grow((void **)&p->mempools, &c->mempools_cap, p->n_mempools + 1, sizeof(*p->mempools)) <
+	    0)
+		return -ENOMEM;
+	/* pool_head has mempools_cap entries, zeroed as they are added */
+	if (p->n_mempools == 0 || (p->n_mempools & (p->n_mempools - 1)) == 0) {
+		uint32_t *h = reallocarray(c->pool_head, c->mempools_cap, sizeof(*h));
+
+		if (!h)
+			return -ENOMEM;
+		c->pool_head = h;
+	}
+	d = strndup(name, MAX_NAME_LEN);
+	if (!d)
+		return -ENOMEM;
+	mp = &p->mempools[p->n_mempools];
+	*mp = (struct mp_mempool){ .name = d, .kind = kind, .source = source };
+	c->pool_head[p->n_mempools] = 0;
+	*ret = p->n_mempools++;
+	return 0;
+}
+
+int mp_correlator_set_fn_pool(struct mp_correlator *c, uint32_t fn, const char *name, uint32_t kind)
+{
+	uint32_t pool;
+	int r;
+
+	if (fn >= FN_POOL_MAX)
+		return -EINVAL;
+	r = mp_correlator_pool_declare(c, name, kind, MP_POOL_SRC_PROBE, &pool);
+	if (r < 0)
+		return r;
+	c->fn_pool[fn] = pool + 1;
+	return 0;
+}
+
+static uint32_t slice_hash(const struct mp_correlator *c, uint32_t pool, uint64_t addr)
+{
+	return hash_u64(addr ^ (uint64_t)pool << 48) & (c->slice_ht_cap - 1);
+}
+
+static uint32_t slice_find(const struct mp_correlator *c, uint32_t pool, uint64_t addr)
+{
+	if (!c->slice_ht_cap)
+		return 0;
+	for (uint32_t i = c->slice_ht[slice_hash(c, pool, addr)]; i; i = c->slices[i].hnext)
+		if (c->slices[i].addr == addr && c->slices[i].pool == pool)
+			return i;
+	return 0;
+}
+
+static int slice_rehash(struct mp_correlator *c)
+{
+	uint32_t ncap = c->slice_ht_cap ? c->slice_ht_cap * 2 : 1024;
+	uint32_t *ht = calloc(ncap, sizeof(*ht));
+
+	if (!ht)
+		return -ENOMEM;
+	free(c->slice_ht);
+	c->slice_ht = ht;
+	c->slice_ht_cap = ncap;
+	for (uint32_t pl = 0; pl < c->p->n_mempools; pl++) {
+		for (uint32_t i = c->pool_head[pl]; i; i = c->slices[i].pnext) {
+			uint32_t h = slice_hash(c, pl, c->slices[i].addr);
+
+			c->slices[i].hnext = ht[h];
+			ht[h] = i;
+		}
+	}
+	return 0;
+}
+
+/* A new live slice; 0 when out of memory or beyond MAX_SLICES. */
+static uint32_t slice_insert(struct mp_correlator *c, uint32_t pool, uint64_t addr, uint64_t size)
+{
+	struct slice *sl;
+	uint32_t i, h;
+
+	if (c->n_live_slices >= MAX_SLICES)
+		return 0;
+	if (c->n_live_slices + 1 > c->slice_ht_cap && slice_rehash(c) < 0)
+		return 0;
+	if (c->free_slices) {
+		i = c->free_slices;
+		c->free_slices = c->slices[i].hnext;
+	} else {
+		if (grow((void **)&c->slices, &c->slices_cap, c->slices_used + 2,
+			 sizeof(*c->slices)) < 0)
+			return 0;
+		i = ++c->slices_used;
+	}
+	sl = &c->slices[i];
+	h = slice_hash(c, pool, addr);
+	*sl = (struct slice){ .addr = addr, .size = size, .pool = pool };
+	sl->hnext = c->slice_ht[h];
+	c->slice_ht[h] = i;
+	sl->pnext = c->pool_head[pool];
+	if (sl->pnext)
+		c->slices[sl->pnext].pprev = i;
+	c->pool_head[pool] = i;
+	c->n_live_slices++;
+	return i;
+}
+
+static void slice_remove(struct mp_correlator *c, uint32_t i)
+{
+	struct slice *sl = &c->slices[i];
+	uint32_t *pp = &c->slice_ht[slice_hash(c, sl->pool, sl->addr)];
+
+	while (*pp != i)
+		pp = &c->slices[*pp].hnext;
+	*pp = sl->hnext;
+	if (sl->pprev)
+		c->slices[sl->pprev].pnext = sl->pnext;
+	else
+		c->pool_head[sl->pool] = sl->pnext;
+	if (sl->pnext)
+		c->slices[sl->pnext].pprev = sl->pprev;
+	sl->hnext = c->free_slices;
+	c->free_slices = i;
+	c->n_live_slices--;
+}
+
+static struct mp_pool_bucket *bucket_in(struct mp_pool_bucket **v, uint32_t *n, uint32_t pool)
+{
+	struct mp_pool_bucket *b;
+
+	for (uint32_t i = 0; i < *n; i++)
+		if ((*v)[i].id == pool)
+			return &(*v)[i];
+	if (grow_implicit((void **)v, *n, sizeof(**v)) < 0)
+		return NULL;
+	b = &(*v)[(*n)++];
+	*b = (struct mp_pool_bucket){ .id = pool };
+	return b;
+}
+
+static struct mp_pool_bucket *pool_bucket(struct mp_invocation *r, uint32_t pool)
+{
+	return bucket_in(&r->pools, &r->n_pools, pool);
+}
+
+/* What is live in a pool when a phase is entered is live during it. */
+static int pools_phase_enter(struct mp_correlator *c, struct mp_phase *ph)
+{
+	for (uint32_t i = 0; i < c->p->n_mempools; i++) {
+		struct mp_pool_bucket *b = bucket_in(&ph->pools, &ph->n_pools, i);
+
+		if (!b)
+			return -ENOMEM;
+		if (c->p->mempools[i].live_bytes > b->peak_bytes)
+			b->peak_bytes = c->p->mempools[i].live_bytes;
+	}
+	return 0;
+}
+
+static void pools_phase_leave(struct mp_correlator *c, struct mp_phase *ph)
+{
+	for (uint32_t i = 0; i < ph->n_pools; i++) {
+		if (ph->pools[i].id < c->p->n_mempools) {
+			ph->pools[i].live_end = c->p->mempools[ph->pools[i].id].live_bytes;
+			ph->pools[i].live_count_end = c->p->mempools[ph->pools[i].id].live_count;
+		}
+	}
+}
+
+/* The current phase's bucket of @pool: traffic and peaks while current. */
+static void pool_charge_phase(struct mp_correlator *c, uint32_t pool, uint64_t bytes,
+			      uint64_t count, bool alloc)
+{
+	struct mp_pool_bucket *b;
+
+	if (c->cur_phase == MP_NONE)
+		return;
+	b = bucket_in(&c->p->phases[c->cur_phase].pools, &c->p->phases[c->cur_phase].n_pools, pool);
+	if (!b) {
+		c->oom = true;
+		return;
+	}
+	if (alloc) {
+		b->alloc_bytes += bytes;
+		b->alloc_count += count;
+		if (b->alloc_bytes > b->free_bytes &&
+		    b->alloc_bytes - b->free_bytes > b->peak_added)
+			b->peak_added = b->alloc_bytes - b->free_bytes;
+		if (c->p->mempools[pool].live_bytes > b->peak_bytes)
+			b->peak_bytes = c->p->mempools[pool].live_bytes;
+	} else {
+		b->free_bytes += bytes;
+		b->free_count += count;
+	}
+}
+
+/* What is live in a pool when a kernel begins is live during it. */
+static int pools_begin(struct mp_correlator *c, struct mp_invocation *r)
+{
+	r->n_pools = 0;
+	r->pools = NULL;
+	for (uint32_t i = 0; i < c->p->n_mempools; i++) {
+		struct mp_pool_bucket *b = pool_bucket(r, i);
+
+		if (!b)
+			return -ENOMEM;
+		b->peak_bytes = b->live_end = c->p->mempools[i].live_bytes;
+		b->live_count_end = c->p->mempools[i].live_count;
+	}
+	return 0;
+}
+
+static void pools_end(struct mp_correlator *c, struct mp_invocation *r)
+{
+	for (uint32_t i = 0; i < r->n_pools; i++)
+		if (r->pools[i].id < c->p->n_mempools) {
+			r->pools[i].live_end = c->p->mempools[r->pools[i].id].live_bytes;
+			r->pools[i].live_count_end = c->p->mempools[r->pools[i].id].live_count;
+		}
+}
+
+static int pool_buckets_merge(struct mp_pool_bucket **dst, uint32_t *n,
+			      const struct mp_pool_bucket *src, uint32_t ns)
+{
+	for (uint32_t i = 0; i < ns; i++) {
+		struct mp_pool_bucket *b = NULL;
+
+		for (uint32_t j = 0; j < *n; j++) {
+			if ((*dst)[j].id == src[i].id) {
+				b = &(*dst)[j];
+				break;
+			}
+		}
+		if (!b) {
+			if (grow_implicit((void **)dst, *n, sizeof(**dst)) < 0)
+				return -ENOMEM;
+			b = &(*dst)[(*n)++];
+			*b = (struct mp_pool_bucket){ .id = src[i].id };
+		}
+		b->alloc_bytes += src[i].alloc_bytes;
+		b->alloc_count += src[i].alloc_count;
+		b->free_bytes += src[i].free_bytes;
+		b->free_count += src[i].free_count;
+		if (src[i].peak_added > b->peak_added)
+			b->peak_added = src[i].peak_added;
+		if (src[i].peak_bytes > b->peak_bytes)
+			b->peak_bytes = src[i].peak_bytes;
+		b->live_end = src[i].live_end;
+		b->live_count_end = src[i].live_count_end;
+	}
+	return 0;
+}
+
+/* Charges @count slices of @bytes in all to the invocation of @tid (the
+ * attribution rule of the heap) and every kernel enclosing it. */
+static void pool_charge(struct mp_correlator *c, uint32_t tid, uint32_t pool, uint64_t bytes,
+			uint64_t count, bool alloc)
+{
+	struct mp_mempool *mp = &c->p->mempools[pool];
+	struct thread *t;
+	struct frame *f;
+	bool cross;
+
+	if (alloc) {
+		add_signed(&mp->mem.bytes_added, bytes);
+		add_signed(&mp->mem.tensors_added, count);
+		mp->mem.alloc_bytes += bytes;
+		mp->mem.alloc_count += count;
+		mp->live_bytes += bytes;
+		mp->live_count += count;
+		if (mp->live_bytes > mp->peak_bytes)
+			mp->peak_bytes = mp->live_bytes;
+	} else {
+		add_signed(&mp->mem.bytes_added, -bytes);
+		add_signed(&mp->mem.tensors_added, -count);
+		mp->mem.free_bytes += bytes;
+		mp->mem.free_count += count;
+		sub_clamped(&mp->live_bytes, bytes);
+		sub_clamped(&mp->live_count, count);
+	}
+	pool_charge_phase(c, pool, bytes, count, alloc);
+	for (f = attribute(c, tid, &t, &cross); f; f = f->up) {
+		struct mp_pool_bucket *b = pool_bucket(inv_rec(c, f), pool);
+		uint64_t net;
+
+		if (!b) {
+			c->oom = true;
+			return;
+		}
+		if (alloc) {
+			b->alloc_bytes += bytes;
+			b->alloc_count += count;
+		} else {
+			b->free_bytes += bytes;
+			b->free_count += count;
+		}
+		net = b->alloc_bytes - b->free_bytes;
+		if (b->alloc_bytes > b->free_bytes && net > b->peak_added)
+			b->peak_added = net;
+	}
+	if (!alloc)
+		return;
+	for (f = c->open_tail; f; f = f->prev) {
+		struct mp_pool_bucket *b = pool_bucket(inv_rec(c, f), pool);
+
+		if (!b) {
+			c->oom = true;
+			return;
+		}
+		if (mp->live_bytes > b->peak_bytes)
+			b->peak_bytes = mp->live_bytes;
+	}
+}
+
+/* The site of a pool slice: sites of the heap's kind with the pool set, in
+ * the same table (the hash ignores the pool, lookups compare it). */
+static uint32_t pool_site_of(struct mp_correlator *c, uint32_t pool, uint32_t tid, uint64_t caller)
+{
+	struct mp_profile *p = c->p;
+	uint32_t owner = owner_of(c, caller), name = MP_NONE, mask, i, id;
+	struct thread *t;
+	struct frame *f = attribute(c, tid, &t, &(bool){ false });
+
+	if (f)
+		name = f->name;
+	if (c->site_ht_cap) {
+		mask = c->site_ht_cap - 1;
+		for (i = site_hash(caller, name, c->cur_phase, owner, tid, 0) & mask; c->site_ht[i];
+		     i = (i + 1) & mask) {
+			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
+
+			if (st->caller == caller && st->name == name && st->phase == c->cur_phase &&
+			    st->owner == owner && st->tid == tid && st->pool == pool + 1)
+				return c->site_ht[i] - 1;
+		}
+	}
+	id = site_new(c, caller, name, c->cur_phase, owner, tid, 0);
+	if (id != MP_NONE)
+		p->sites[id].pool = pool + 1;
+	return id;
+}
+
+static void pool_alloc_slice(struct mp_correlator *c, uint32_t pool, uint32_t tid, uint64_t addr,
+			     uint64_t size, uint64_t caller)
+{
+	uint32_t old = slice_find(c, pool, addr), slice, site;
+
+	if (old) {
+		/* Handed out again without being given back: the old slice
+		 * is gone. */
+		c->p->accounting_errors++;
+		pool_charge(c, tid, pool, c->slices[old].size, 1, false);
+		slice_remove(c, old);
+	}
+	slice = slice_insert(c, pool, addr, size);
+	if (!slice) {
+		if (c->n_live_slices < MAX_SLICES)
+			c->oom = true;
+		c->p->dropped_markers++;
+		return;
+	}
+	pool_charge(c, tid, pool, size, 1, true);
+	site = pool_site_of(c, pool, tid, caller);
+	if (site != MP_NONE) {
+		struct mp_site *st = &c->p->sites[site];
+
+		st->alloc_objects++;
+		st->alloc_space += size;
+		st->inuse_objects++;
+		st->inuse_space += size;
+		c->slices[slice].site = site + 1;
+	}
+}
+
+static void slice_site_free(struct mp_correlator *c, uint32_t i)
+{
+	struct mp_site *st;
+
+	if (!c->slices[i].site || c->slices[i].site > c->p->n_sites)
+		return;
+	st = &c->p->sites[c->slices[i].site - 1];
+	sub_clamped(&st->inuse_space, c->slices[i].size);
+	sub_clamped(&st->inuse_objects, 1);
+}
+
+/* Frees slice @addr of @pool; with @any, of any probed pool if not there
+ * (one free function for several pools: cudaFree of managed memory). */
+static void pool_free_slice(struct mp_correlator *c, uint32_t pool, uint32_t tid, uint64_t addr,
+			    bool any)
+{
+	uint32_t i = slice_find(c, pool, addr);
+
+	for (uint32_t pl = 0; !i && any && pl < c->p->n_mempools; pl++)
+		if (c->p->mempools[pl].source == MP_POOL_SRC_PROBE)
+			i = slice_find(c, pl, addr);
+	if (!i) {
+		c->p->mempools[pool].unknown_frees++;
+		return;
+	}
+	pool = c->slices[i].pool;
+	pool_charge(c, tid, pool, c->slices[i].size, 1, false);
+	slice_site_free(c, i);
+	slice_remove(c, i);
+}
+
+static void pool_reset(struct mp_correlator *c, uint32_t pool, uint32_t tid)
+{
+	uint64_t bytes = 0, count = 0;
+
+	while (c->pool_head[pool]) {
+		uint32_t i = c->pool_head[pool];
+
+		bytes += c->slices[i].size;
+		count++;
+		slice_site_free(c, i);
+		slice_remove(c, i);
+	}
+	c->p->mempools[pool].resets++;
+	if (count)
+		pool_charge(c, tid, pool, bytes, count, false);
+}
+
+static int pool_record(struct mp_correlator *c, const struct mp_record *rec)
+{
+	uint32_t pool;
+	int r;
+
+	r = mp_correlator_pool_declare(c, rec->name ? rec->name : "(null)", rec->pool.kind,
+				       MP_POOL_SRC_API, &pool);
+	if (r == -E2BIG || r == -EINVAL) {
+		c->p->dropped_markers++;
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	switch (rec->type) {
+	case MP_REC_POOL_ALLOC:
+		pool_alloc_slice(c, pool, rec->tid, rec->pool.addr, rec->pool.size,
+				 rec->pool.caller);
+		break;
+	case MP_REC_POOL_FREE:
+		pool_free_slice(c, pool, rec->tid, rec->pool.addr, false);
+		break;
+	case MP_REC_POOL_RESET:
+		pool_reset(c, pool, rec->tid);
+		break;
+	}
+	return c->oom ? -ENOMEM : 0;
+}
+
+/* Heap events of probed pool functions, and frees of their blocks. */
+static bool pool_heap_event(struct mp_correlator *c, const struct mp_heap_event *ev)
+{
+	if (ev->kind == MP_HEAP_FREE)
+		return (ev->user & U_POOL_FLAG) != 0;
+	return ev->fn < FN_POOL_MAX && c->fn_pool[ev->fn];
+}
+
+static uint64_t pool_heap_alloc(struct mp_correlator *c, const struct mp_heap_event *ev)
+{
+	uint32_t pool;
+
+	if (ev->kind == MP_HEAP_FREE) {
+		pool = (uint32_t)(ev->user >> U_OWNER_SHIFT) & U_POOL_MASK;
+		if (pool < c->p->n_mempools)
+			pool_free_slice(c, pool, ev->tid, ev->addr, true);
+		return 0;
+	}
+	pool = c->fn_pool[ev->fn] - 1;
+	if (ev->kind == MP_HEAP_UNKNOWN_FREE) {
+		c->p->mempools[pool].unknown_frees++;
+		return 0;
+	}
+	pool_alloc_slice(c, pool, ev->tid, ev->addr, ev->size, ev->caller);
+	return U_POOL_FLAG | (uint64_t)pool << U_OWNER_SHIFT;
 }

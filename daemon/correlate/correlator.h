@@ -72,8 +72,23 @@ int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec
  * to store with an allocated block, which it expects back in ->user when
  * the block is freed. */
 uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev);
+/* The process replaced its image (exec) at @ts_ns on thread @tid; @path is
+ * the new image (NULL if unknown). Every open kernel is closed, flagged
+ * truncated and exec; tags and the phase end; the event is recorded. */
+int mp_correlator_on_exec(struct mp_correlator *c, uint64_t ts_ns, uint32_t tid, const char *path);
 int mp_correlator_on_rss(struct mp_correlator *c, const struct mp_rss_sample *s);
 int mp_correlator_on_rss_stat(struct mp_correlator *c, const struct mp_rss_stat_event *ev);
+
+/* Pools (docs/PROFILE.md, "Pools"): the pool named @name of @kind
+ * (MP_POOL_KIND_*), created on first use (@source: enum mp_pool_source);
+ * its index in the profile's mempools in *ret. -E2BIG beyond 256 pools. */
+int mp_correlator_pool_declare(struct mp_correlator *c, const char *name, uint32_t kind,
+			       uint32_t source, uint32_t *ret);
+/* Heap events of function @fn (a --alloc/--free function, MP_FN_CUSTOM + i)
+ * are slices of pool @name: they go to the pool, never to the heap. A free
+ * function frees a block of whichever probed pool holds it. */
+int mp_correlator_set_fn_pool(struct mp_correlator *c, uint32_t fn, const char *name,
+			      uint32_t kind);
 
 /* Closes kernels still open at @end_ns (flagging them and the profile
  * truncated) and hands over the profile. The correlator can then only be

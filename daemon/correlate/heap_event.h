@@ -9,31 +9,12 @@
 
 #include <stdint.h>
 
+#include "memprof_events.h" /* enum mp_alloc_fn, shared with the BPF side */
+
 enum mp_heap_kind {
 	MP_HEAP_ALLOC = 1, /* a new live block */
 	MP_HEAP_FREE = 2, /* a block allocated while attached is released */
 	MP_HEAP_UNKNOWN_FREE = 3, /* free of a block allocated before attach */
-};
-
-/* Which function produced the event. Custom --alloc/--free functions are
- * numbered from MP_FN_CUSTOM in command-line order. */
-enum mp_alloc_fn {
-	MP_FN_MALLOC = 0,
-	MP_FN_CALLOC,
-	MP_FN_REALLOC,
-	MP_FN_REALLOCARRAY,
-	MP_FN_FREE,
-	MP_FN_POSIX_MEMALIGN,
-	MP_FN_ALIGNED_ALLOC,
-	MP_FN_MEMALIGN,
-	MP_FN_VALLOC,
-	MP_FN_PVALLOC,
-	MP_FN_MMAP,
-	MP_FN_MUNMAP,
-	MP_FN_MREMAP,
-	MP_FN_BRK, /* the heap break moved (growth: alloc, shrink: free) */
-	MP_FN_BUILTIN_COUNT,
-	MP_FN_CUSTOM = 32,
 };
 
 struct mp_heap_event {

@@ -202,6 +202,10 @@ static void slice(struct out *o, uint32_t idx, uint64_t b, uint64_t e)
 		mp_json_bool(&j, "openAtAttach", true);
 	if (v->flags & MP_INV_F_TRUNCATED)
 		mp_json_bool(&j, "truncated", true);
+	if (v->flags & MP_INV_F_MARKERS_LOST)
+		mp_json_bool(&j, "markersLost", true);
+	if (v->flags & MP_INV_F_EXEC)
+		mp_json_bool(&j, "closedAtExec", true);
 	if (b != v->begin_ns || e != v->end_ns) {
 		mp_json_u64(&j, "modelBeginNs", v->begin_ns);
 		mp_json_u64(&j, "modelEndNs", v->end_ns);
@@ -275,6 +279,52 @@ static int heap_counter(struct out *o)
 	return 0;
 }
 
+/* One counter track per pool, apart from the heap track: a pool's live
+ * slices are known at each kernel end (its bucket's live_end) and at the
+ * window's end. Device pools are never added to the heap or RSS tracks. */
+static int pool_counters(struct out *o)
+{
+	const struct mp_profile *p = o->p;
+	struct heap_pt *pts;
+
+	if (!p->n_mempools)
+		return 0;
+	pts = malloc(((size_t)p->n_invocations + 2) * sizeof(*pts));
+	if (!pts)
+		return -ENOMEM;
+	for (uint32_t pl = 0; pl < p->n_mempools; pl++) {
+		const struct mp_mempool *mp = &p->mempools[pl];
+		char name[96];
+		uint32_t n = 0;
+
+		snprintf(name, sizeof(name), "pool %.64s (%s)", mp->name,
+			 mp_pool_kind_name(mp->kind));
+		pts[n] = (struct heap_pt){ o->w0, 0, n };
+		n++;
+		for (uint32_t i = 0; i < p->n_invocations; i++) {
+			const struct mp_invocation *v = &p->invocations[i];
+			const struct mp_pool_bucket *bk =
+				mp_pool_bucket_find(v->pools, v->n_pools, pl);
+
+			if (!bk)
+				continue;
+			pts[n] =
+				(struct heap_pt){ clamp(v->end_ns, o->w0, o->w1), bk->live_end, n };
+			n++;
+		}
+		pts[n] = (struct heap_pt){ o->w1, mp->live_bytes, n };
+		n++;
+		qsort(pts, n, sizeof(*pts), by_ts);
+		for (uint32_t i = 0; i < n; i++) {
+			if (i + 1 < n && pts[i + 1].ts == pts[i].ts)
+				continue;
+			counter_u64(o, name, pts[i].ts, "live", pts[i].live);
+		}
+	}
+	free(pts);
+	return 0;
+}
+
 static void rss_counter(struct out *o)
 {
 	const struct mp_profile *p = o->p;
@@ -330,6 +380,28 @@ static void phases(struct out *o)
 	}
 }
 
+/* Execs, on the thread that called exec (kernels of the old image end
+ * there, flagged truncated). */
+static void execs(struct out *o)
+{
+	const struct mp_profile *p = o->p;
+
+	for (uint32_t i = 0; i < p->n_execs; i++) {
+		const struct mp_exec *x = &p->execs[i];
+		struct mp_json j;
+
+		ev_begin(o, "i", "exec", "exec");
+		fputs(",\"s\":\"p\"", o->f);
+		ev_tid(o, x->tid);
+		ev_ts(o, x->ts_ns);
+		args_begin(o, &j);
+		if (x->path)
+			mp_json_str(&j, "path", x->path);
+		mp_json_u64(&j, "kernelsClosed", x->kernels_closed);
+		args_end(o, &j);
+	}
+}
+
 int mp_chrome_write(const struct mp_profile *p, FILE *f)
 {
 	struct out o = { .p = p, .f = f, .w0 = p->begin_ns, .first = true };
@@ -368,8 +440,12 @@ int mp_chrome_write(const struct mp_profile *p, FILE *f)
 	r = heap_counter(&o);
 	if (r < 0)
 		goto out;
+	r = pool_counters(&o);
+	if (r < 0)
+		goto out;
 	rss_counter(&o);
 	phases(&o);
+	execs(&o);
 	fputs("\n],\"displayTimeUnit\":\"ns\",\"otherData\":", f);
 	{
 		struct mp_json j;
@@ -383,6 +459,13 @@ int mp_chrome_write(const struct mp_profile *p, FILE *f)
 		mp_json_u64(&j, "endNs", p->end_ns);
 		mp_json_bool(&j, "truncated", p->truncated);
 		mp_json_u64(&j, "invocationsDropped", p->invocations_dropped);
+		/* Only damaged or exec'ing runs have these. */
+		if (p->marker_gaps)
+			mp_json_u64(&j, "markerGaps", p->marker_gaps);
+		if (p->corruption)
+			mp_json_u64(&j, "corruption", p->corruption);
+		if (p->exec_count)
+			mp_json_u64(&j, "execCount", p->exec_count);
 		mp_json_object_end(&j);
 		if (j.err || j.depth)
 			o.err = -EINVAL;

@@ -5,13 +5,14 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "outfile.h"
 #include "pprof.h"
 #include "profile.pb-c.h"
-#include "profile_pb.h"
+#include "util.h"
 
 /* Sample values, in the order of Go's heap profiles. */
 enum { V_ALLOC_OBJECTS, V_ALLOC_SPACE, V_INUSE_OBJECTS, V_INUSE_SPACE, N_VALUES };
-#define MAX_LABELS 4
+#define MAX_LABELS 5
 
 /* The string table: model strings are borrowed, interned by content. */
 struct strtab {
@@ -133,8 +134,9 @@ struct build {
 	Perftools__Profiles__Function *funcs, **funcp;
 	Perftools__Profiles__Mapping *maps, **mapp;
 	char (*tids)[12]; /* the thread labels' text, one per sample */
-	int64_t comments[2];
+	int64_t comments[3];
 	char dropped_note[128];
+	char path_note[96];
 };
 
 static void build_free(struct build *b)
@@ -356,7 +358,7 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 {
 	size_t n = p->n_sites ? p->n_sites : 1, n_ids = 0, id = 0;
 	int64_t k_kernel = S("kernel"), k_phase = S("phase"), k_owner = S("owner"),
-		k_thread = S("thread");
+		k_thread = S("thread"), k_pool = S("pool");
 
 	b->samples = calloc(n, sizeof(*b->samples));
 	b->samplep = calloc(n, sizeof(*b->samplep));
@@ -423,6 +425,13 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 		snprintf(b->tids[i], sizeof(b->tids[i]), "%u", st->tid);
 		lb[nl].key = k_thread;
 		lb[nl++].str = S(b->tids[i]);
+		/* Pool slices: a view apart from the heap (an arena's slices
+		 * are inside its malloc'd block); only they have the label. */
+		if (st->pool && st->pool <= p->n_mempools) {
+			perftools__profiles__label__init(&lb[nl]);
+			lb[nl].key = k_pool;
+			lb[nl++].str = S(p->mempools[st->pool - 1].name);
+		}
 		for (size_t j = 0; j < nl; j++)
 			lp[j] = &lb[j];
 		s->n_label = nl;
@@ -454,6 +463,16 @@ static int build_profile(struct build *b, const struct mp_profile *p,
 	o->duration_nanos = p->end_ns > p->begin_ns ? clamp(p->end_ns - p->begin_ns) : 0;
 	if (p->exe)
 		b->comments[o->n_comment++] = S(p->exe);
+	if (p->tracer_path) {
+		snprintf(b->path_note, sizeof(b->path_note), "memprofd: tracer path %s",
+			 mp_tracer_path_name(p->tracer_path));
+		b->comments[o->n_comment++] = S(b->path_note);
+	}
+	if (p->n_mempools)
+		b->comments[o->n_comment++] =
+			S("memprofd: samples labelled pool=NAME are pool slices, a view apart "
+			  "from the heap samples (no pool label): -tagignore=pool=. for the heap "
+			  "alone, -tagfocus=pool=NAME for one pool");
 	if (p->sites_dropped) {
 		snprintf(b->dropped_note, sizeof(b->dropped_note),
 			 "memprofd: %llu allocations beyond the site table are not in the samples",
@@ -550,7 +569,7 @@ int mp_pprof_save(const struct mp_profile *p, const char *path)
 	r = mp_pprof_encode(p, true, &buf, &len);
 	if (r < 0)
 		return r;
-	r = mp_file_write_atomic(path, buf, len);
+	r = mp_output_write(path, buf, len);
 	free(buf);
 	return r;
 }

@@ -52,7 +52,52 @@ static const char *mode_name(uint32_t mode)
 
 /* ---- tfjs ---- */
 
-static int write_tfjs(const struct mp_profile *p, const char *region, FILE *f)
+/* tf.profile's figures of one pool (--pool): tfjs counts GPU texture
+ * memory the same way, beside the CPU heap. */
+static int write_tfjs_pool(const struct mp_profile *p, const struct mp_region *rg, uint32_t pool,
+			   FILE *f)
+{
+	const struct mp_mempool *mp = &p->mempools[pool];
+	const struct mp_pool_bucket *b;
+	struct mp_json j;
+
+	mp_json_init(&j, f, false);
+	mp_json_object_begin(&j, NULL);
+	if (rg->whole) {
+		mp_json_i64(&j, "newBytes", mp->mem.bytes_added);
+		mp_json_i64(&j, "newTensors", mp->mem.tensors_added);
+		mp_json_u64(&j, "peakBytes", mp->peak_bytes);
+	} else {
+		const struct mp_invocation *inv = &p->invocations[rg->inv];
+
+		b = mp_pool_bucket_find(inv->pools, inv->n_pools, pool);
+		mp_json_i64(&j, "newBytes", b ? (int64_t)(b->alloc_bytes - b->free_bytes) : 0);
+		mp_json_i64(&j, "newTensors", b ? (int64_t)(b->alloc_count - b->free_count) : 0);
+		mp_json_u64(&j, "peakBytes", b ? b->peak_bytes : 0);
+	}
+	mp_json_array_begin(&j, "kernels");
+	for (uint32_t i = 0; i < p->n_invocations; i++) {
+		const struct mp_invocation *inv = &p->invocations[i];
+
+		if (!rg->whole && (i == rg->inv || !mp_profile_inv_within(p, i, rg->inv)))
+			continue;
+		b = mp_pool_bucket_find(inv->pools, inv->n_pools, pool);
+		mp_json_object_begin(&j, NULL);
+		mp_json_str(&j, "name", name_of(p, inv->name));
+		mp_json_i64(&j, "bytesAdded", b ? (int64_t)(b->alloc_bytes - b->free_bytes) : 0);
+		mp_json_u64(&j, "totalBytesSnapshot", b ? b->live_end : 0);
+		mp_json_i64(&j, "tensorsAdded", b ? (int64_t)(b->alloc_count - b->free_count) : 0);
+		mp_json_u64(&j, "totalTensorsSnapshot", b ? b->live_count_end : 0);
+		mp_json_shapes(&j, "inputShapes", inv->inputs, inv->n_inputs);
+		mp_json_shapes(&j, "outputShapes", inv->outputs, inv->n_outputs);
+		mp_json_object_end(&j);
+	}
+	mp_json_array_end(&j);
+	mp_json_object_end(&j);
+	return mp_json_finish(&j);
+}
+
+static int write_tfjs(const struct mp_profile *p, const char *region, const char *pool, FILE *f)
 {
 	struct mp_region rg;
 	struct mp_json j;
@@ -61,6 +106,13 @@ static int write_tfjs(const struct mp_profile *p, const char *region, FILE *f)
 	r = mp_profile_region(p, region, &rg);
 	if (r < 0)
 		return r;
+	if (pool) {
+		const struct mp_mempool *mp = mp_profile_mempool(p, pool);
+
+		if (!mp)
+			return -ESRCH;
+		return write_tfjs_pool(p, &rg, (uint32_t)(mp - p->mempools), f);
+	}
 	mp_json_init(&j, f, false);
 	mp_json_object_begin(&j, NULL);
 	if (rg.whole) {
@@ -134,6 +186,53 @@ static void json_buckets(struct mp_json *j, const char *key, const struct mp_buc
 	mp_json_array_end(j);
 }
 
+/* Present only in profiles with pools. */
+static void json_pool_buckets(struct mp_json *j, const struct mp_profile *p,
+			      const struct mp_pool_bucket *b, uint32_t n)
+{
+	if (!p->n_mempools)
+		return;
+	mp_json_array_begin(j, "pools");
+	for (uint32_t i = 0; i < n; i++) {
+		mp_json_object_begin(j, NULL);
+		mp_json_str(j, "pool",
+			    b[i].id < p->n_mempools ? p->mempools[b[i].id].name : "(invalid)");
+		mp_json_u64(j, "allocBytes", b[i].alloc_bytes);
+		mp_json_u64(j, "allocCount", b[i].alloc_count);
+		mp_json_u64(j, "freeBytes", b[i].free_bytes);
+		mp_json_u64(j, "freeCount", b[i].free_count);
+		mp_json_u64(j, "peakAdded", b[i].peak_added);
+		mp_json_u64(j, "peakBytes", b[i].peak_bytes);
+		mp_json_u64(j, "liveBytesEnd", b[i].live_end);
+		mp_json_u64(j, "liveCountEnd", b[i].live_count_end);
+		mp_json_object_end(j);
+	}
+	mp_json_array_end(j);
+}
+
+static void json_mempools(struct mp_json *j, const struct mp_profile *p)
+{
+	if (!p->n_mempools)
+		return;
+	mp_json_array_begin(j, "pools");
+	for (uint32_t i = 0; i < p->n_mempools; i++) {
+		const struct mp_mempool *mp = &p->mempools[i];
+
+		mp_json_object_begin(j, NULL);
+		mp_json_str(j, "name", mp->name);
+		mp_json_str(j, "kind", mp_pool_kind_name(mp->kind));
+		mp_json_str(j, "source", mp->source == MP_POOL_SRC_PROBE ? "probe" : "api");
+		json_mem(j, "slices", &mp->mem);
+		mp_json_u64(j, "liveBytes", mp->live_bytes);
+		mp_json_u64(j, "liveCount", mp->live_count);
+		mp_json_u64(j, "peakBytes", mp->peak_bytes);
+		mp_json_u64(j, "resets", mp->resets);
+		mp_json_u64(j, "unknownFrees", mp->unknown_frees);
+		mp_json_object_end(j);
+	}
+	mp_json_array_end(j);
+}
+
 static void json_invocation(struct mp_json *j, const struct mp_profile *p, uint32_t idx)
 {
 	const struct mp_invocation *v = &p->invocations[idx];
@@ -156,6 +255,8 @@ static void json_invocation(struct mp_json *j, const struct mp_profile *p, uint3
 	mp_json_u64(j, "durationNs", v->end_ns > v->begin_ns ? v->end_ns - v->begin_ns : 0);
 	mp_json_bool(j, "openAtAttach", v->flags & MP_INV_F_OPEN_AT_ATTACH);
 	mp_json_bool(j, "truncated", v->flags & MP_INV_F_TRUNCATED);
+	mp_json_bool(j, "markersLost", v->flags & MP_INV_F_MARKERS_LOST);
+	mp_json_bool(j, "closedAtExec", v->flags & MP_INV_F_EXEC);
 	mp_json_i64(j, "bytesAdded", v->incl.bytes_added);
 	mp_json_u64(j, "totalBytesSnapshot", v->total_bytes_snapshot);
 	mp_json_i64(j, "tensorsAdded", v->incl.tensors_added);
@@ -180,7 +281,32 @@ static void json_invocation(struct mp_json *j, const struct mp_profile *p, uint3
 	mp_json_i64(j, "rssExactExclusive", v->rss_exact_excl);
 	json_buckets(j, "owners", v->owners, v->n_owners, p->owners, p->n_owners);
 	json_buckets(j, "tags", v->tags, v->n_tags, p->tags, p->n_tags);
+	json_pool_buckets(j, p, v->pools, v->n_pools);
 	mp_json_object_end(j);
+}
+
+/* Ring corruption and execs (docs/PROFILE.md "Corruption", "Exec"). */
+static void json_hardening(struct mp_json *j, const struct mp_profile *p)
+{
+	mp_json_object_begin(j, "corruption");
+	mp_json_bool(j, "ringHeader", p->corruption & MP_CORRUPT_RING_HEADER);
+	mp_json_bool(j, "ringRecords", p->corruption & MP_CORRUPT_RING_RECORDS);
+	mp_json_bool(j, "ringOpen", p->corruption & MP_CORRUPT_RING_OPEN);
+	mp_json_object_end(j);
+	mp_json_u64(j, "execCount", p->exec_count);
+	mp_json_array_begin(j, "execs");
+	for (uint32_t i = 0; i < p->n_execs; i++) {
+		mp_json_object_begin(j, NULL);
+		mp_json_u64(j, "tsNs", p->execs[i].ts_ns);
+		mp_json_u64(j, "tid", p->execs[i].tid);
+		if (p->execs[i].path)
+			mp_json_str(j, "path", p->execs[i].path);
+		else
+			mp_json_null(j, "path");
+		mp_json_u64(j, "kernelsClosed", p->execs[i].kernels_closed);
+		mp_json_object_end(j);
+	}
+	mp_json_array_end(j);
 }
 
 static void json_kernel(struct mp_json *j, const struct mp_profile *p, const struct mp_kernel *k)
@@ -205,8 +331,10 @@ static void json_kernel(struct mp_json *j, const struct mp_profile *p, const str
 	mp_json_i64(j, "rssExactExclusive", k->rss_exact_excl);
 	mp_json_u64(j, "openAtAttach", k->open_at_attach);
 	mp_json_u64(j, "truncated", k->truncated);
+	mp_json_u64(j, "markersLost", k->markers_lost);
 	json_buckets(j, "owners", k->owners, k->n_owners, p->owners, p->n_owners);
 	json_buckets(j, "tags", k->tags, k->n_tags, p->tags, p->n_tags);
+	json_pool_buckets(j, p, k->pools, k->n_pools);
 	mp_json_object_end(j);
 }
 
@@ -249,6 +377,14 @@ static void json_sites(struct mp_json *j, const struct mp_profile *p)
 		mp_json_u64(j, "allocSpace", st->alloc_space);
 		mp_json_u64(j, "inuseObjects", st->inuse_objects);
 		mp_json_u64(j, "inuseSpace", st->inuse_space);
+		/* pool slices: a view apart from the heap sites (only in
+		 * profiles with pools) */
+		if (p->n_mempools) {
+			if (st->pool && st->pool <= p->n_mempools)
+				mp_json_str(j, "pool", p->mempools[st->pool - 1].name);
+			else
+				mp_json_null(j, "pool");
+		}
 		mp_json_object_end(j);
 	}
 	mp_json_array_end(j);
@@ -312,6 +448,11 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_u64(&j, "dutyOnNs", p->duty_on_ns);
 	mp_json_u64(&j, "dutyPeriodNs", p->duty_period_ns);
 	mp_json_u64(&j, "dutyActiveNs", p->duty_active_ns);
+	/* profiles from before the in-process path say nothing about it */
+	if (p->tracer_path) {
+		mp_json_str(&j, "tracerPath", mp_tracer_path_name(p->tracer_path));
+		mp_json_u64(&j, "heapWaits", p->heap_waits);
+	}
 	mp_json_object_end(&j);
 	mp_json_u64(&j, "beginNs", p->begin_ns);
 	mp_json_u64(&j, "endNs", p->end_ns);
@@ -328,13 +469,23 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_u64(&j, "invocations", p->invocations_dropped);
 	mp_json_u64(&j, "markers", p->dropped_markers);
 	mp_json_u64(&j, "sites", p->sites_dropped);
+	if (p->tracer_path)
+		mp_json_u64(&j, "heap", p->drops_heap);
+	/* Only when streaming lost something: older readers' shape stays. */
+	if (p->stream_chunks_lost)
+		mp_json_u64(&j, "streamChunks", p->stream_chunks_lost);
 	mp_json_object_end(&j);
 	mp_json_object_begin(&j, "anomalies");
 	mp_json_u64(&j, "unmatchedEnds", p->unmatched_ends);
 	mp_json_u64(&j, "unmatchedTagEnds", p->unmatched_tag_ends);
 	mp_json_u64(&j, "orphanShapes", p->orphan_shapes);
 	mp_json_u64(&j, "accountingErrors", p->accounting_errors);
+	mp_json_u64(&j, "markerGaps", p->marker_gaps);
+	/* Only when it happened: it means the heap figures are not real. */
+	if (p->probe_hits_unmatched)
+		mp_json_u64(&j, "probeHitsUnmatched", p->probe_hits_unmatched);
 	mp_json_object_end(&j);
+	json_hardening(&j, p);
 	mp_json_array_begin(&j, "kernels");
 	for (uint32_t i = 0; i < p->n_kernels; i++)
 		json_kernel(&j, p, &p->kernels[i]);
@@ -355,11 +506,13 @@ static int write_json(const struct mp_profile *p, FILE *f)
 		json_mem(&j, "heap", &ph->mem);
 		mp_json_u64(&j, "peakBytes", ph->peak_bytes);
 		mp_json_u64(&j, "rssPeak", ph->rss_peak);
+		json_pool_buckets(&j, p, ph->pools, ph->n_pools);
 		mp_json_object_end(&j);
 	}
 	mp_json_array_end(&j);
 	json_pools(&j, "owners", p->owners, p->n_owners);
 	json_pools(&j, "tags", p->tags, p->n_tags);
+	json_mempools(&j, p);
 	mp_json_object_begin(&j, "rss");
 	mp_json_u64(&j, "samples", p->rss_samples);
 	mp_json_u64(&j, "stride", p->rss_stride);
@@ -444,6 +597,13 @@ static void put_mode(FILE *f, const struct mp_profile *p)
 		fprintf(f, "mode: unknown (%" PRIu32 ")\n", p->trace_mode);
 		break;
 	}
+	if (p->tracer_path == MP_PATH_INPROCESS)
+		fputs("path: in-process (libmemprof interposer)\n", f);
+	else if (p->tracer_path == MP_PATH_BPF)
+		fputs("path: eBPF uprobes\n", f);
+	if (p->drops_heap)
+		fprintf(f, "heap records dropped: %" PRIu64 " (heap figures are lower bounds)\n",
+			p->drops_heap);
 	if (p->duty_period_ns) {
 		fputs("duty cycle ", f);
 		put_span(f, p->duty_on_ns);
@@ -452,6 +612,106 @@ static void put_mode(FILE *f, const struct mp_profile *p)
 		fprintf(f, ", active %.3f s: heap figures cover only those windows\n",
 			p->duty_active_ns / 1e9);
 	}
+}
+
+/* Pools are a view apart from the heap above: an arena's slices are here,
+ * its backing malloc is in the heap figures; device memory is in neither
+ * the heap nor RSS. */
+static void table_pools(const struct mp_profile *p, FILE *f)
+{
+	if (!p->n_mempools)
+		return;
+	fputs("\npools (a separate view: slices the program or a device runtime handed out;\n"
+	      "an arena's backing malloc is counted once, in the heap figures above)\n",
+	      f);
+	fprintf(f, "%-32s %6s %14s %14s %14s %14s %8s\n", "POOL", "KIND", "ALLOC_BYTES",
+		"LIVE_BYTES", "PEAK_BYTES", "NET_BYTES", "RESETS");
+	for (uint32_t i = 0; i < p->n_mempools; i++) {
+		const struct mp_mempool *mp = &p->mempools[i];
+
+		put_name(f, mp->name, 32);
+		fprintf(f, " %6s", mp_pool_kind_name(mp->kind));
+		put_bytes(f, (int64_t)mp->mem.alloc_bytes);
+		put_bytes(f, (int64_t)mp->live_bytes);
+		put_bytes(f, (int64_t)mp->peak_bytes);
+		put_bytes(f, mp->mem.bytes_added);
+		fprintf(f, " %8" PRIu64 "\n", mp->resets);
+	}
+	if (p->n_phases) {
+		fprintf(f, "\n%-32s %-16s %14s %14s %14s %14s\n", "PHASE", "POOL", "ALLOC_BYTES",
+			"FREE_BYTES", "PEAK_ADDED", "PEAK_LIVE");
+		for (uint32_t i = 0; i < p->n_phases; i++) {
+			const struct mp_phase *ph = &p->phases[i];
+
+			for (uint32_t b = 0; b < ph->n_pools; b++) {
+				const struct mp_pool_bucket *pb = &ph->pools[b];
+
+				if (!pb->peak_bytes && !pb->alloc_count && !pb->free_count)
+					continue;
+				put_name(f, ph->name, 32);
+				fputc(' ', f);
+				put_name(f,
+					 pb->id < p->n_mempools ? p->mempools[pb->id].name :
+								  "(invalid)",
+					 16);
+				put_bytes(f, (int64_t)pb->alloc_bytes);
+				put_bytes(f, (int64_t)pb->free_bytes);
+				put_bytes(f, (int64_t)pb->peak_added);
+				put_bytes(f, (int64_t)pb->peak_bytes);
+				fputc('\n', f);
+			}
+		}
+	}
+	fprintf(f, "\n%-32s %-16s %14s %14s %14s %14s\n", "KERNEL", "POOL", "ALLOC_BYTES",
+		"FREE_BYTES", "PEAK_ADDED", "PEAK_LIVE");
+	for (uint32_t i = 0; i < p->n_kernels; i++) {
+		const struct mp_kernel *k = &p->kernels[i];
+
+		for (uint32_t b = 0; b < k->n_pools; b++) {
+			const struct mp_pool_bucket *pb = &k->pools[b];
+
+			if (!pb->alloc_count && !pb->free_count)
+				continue;
+			put_name(f, name_of(p, k->name), 32);
+			fputc(' ', f);
+			put_name(f, pb->id < p->n_mempools ? p->mempools[pb->id].name : "(invalid)",
+				 16);
+			put_bytes(f, (int64_t)pb->alloc_bytes);
+			put_bytes(f, (int64_t)pb->free_bytes);
+			put_bytes(f, (int64_t)pb->peak_added);
+			put_bytes(f, (int64_t)pb->peak_bytes);
+			fputc('\n', f);
+		}
+	}
+}
+
+/* Lines only a damaged or exec'ing run has, so other tables stay as they were. */
+static void put_hardening(FILE *f, const struct mp_profile *p)
+{
+	uint64_t lost = 0;
+
+	for (uint32_t i = 0; i < p->n_kernels; i++)
+		lost += p->kernels[i].markers_lost;
+	if (p->marker_gaps || lost)
+		fprintf(f,
+			"lost markers: %" PRIu64 " gaps; %" PRIu64
+			" invocations left out of the kernel figures\n",
+			p->marker_gaps, lost);
+	if (p->corruption)
+		fprintf(f, "CORRUPTED marker ring:%s%s%s; marker figures are incomplete\n",
+			p->corruption & MP_CORRUPT_RING_HEADER ? " header counters" : "",
+			p->corruption & MP_CORRUPT_RING_RECORDS ? " records" : "",
+			p->corruption & MP_CORRUPT_RING_OPEN ? " refused at attach" : "");
+	for (uint32_t i = 0; i < p->n_execs; i++) {
+		fprintf(f, "exec at +%.6f s by tid %" PRIu32 ": ",
+			p->execs[i].ts_ns > p->begin_ns ? (p->execs[i].ts_ns - p->begin_ns) / 1e9 :
+							  0.0,
+			p->execs[i].tid);
+		put_name(f, p->execs[i].path ? p->execs[i].path : "?", 0);
+		fprintf(f, ", %" PRIu32 " open kernels closed\n", p->execs[i].kernels_closed);
+	}
+	if (p->exec_count > p->n_execs)
+		fprintf(f, "%" PRIu64 " more execs\n", p->exec_count - p->n_execs);
 }
 
 static int write_table(const struct mp_profile *p, FILE *f)
@@ -520,16 +780,26 @@ static int write_table(const struct mp_profile *p, FILE *f)
 			fputc('\n', f);
 		}
 	}
+	table_pools(p, f);
 	fprintf(f,
 		"\ndrops: ring %" PRIu64 ", bpf %" PRIu64 ", invocations beyond cap %" PRIu64
 		", markers %" PRIu64 "; unmatched ends %" PRIu64 "; truncated: %s\n",
 		p->drops_ring, p->drops_bpf, p->invocations_dropped, p->dropped_markers,
 		p->unmatched_ends, p->truncated ? "yes" : "no");
+	put_hardening(f, p);
+	if (p->stream_chunks_lost)
+		fprintf(f, "streaming: %" PRIu64 " chunks not delivered to a collector\n",
+			p->stream_chunks_lost);
+	if (p->probe_hits_unmatched)
+		fprintf(f,
+			"warning: %" PRIu64 " allocator probe hits were not the target's "
+			"(pid not recognised): heap figures are incomplete\n",
+			p->probe_hits_unmatched);
 	return ferror(f) ? -EIO : 0;
 }
 
-int mp_report_write(const struct mp_profile *p, enum mp_report_format format, const char *region,
-		    FILE *f)
+int mp_report_write_pool(const struct mp_profile *p, enum mp_report_format format,
+			 const char *region, const char *pool, FILE *f)
 {
 	switch (format) {
 	case MP_REPORT_TABLE:
@@ -537,7 +807,13 @@ int mp_report_write(const struct mp_profile *p, enum mp_report_format format, co
 	case MP_REPORT_JSON:
 		return write_json(p, f);
 	case MP_REPORT_TFJS:
-		return write_tfjs(p, region, f);
+		return write_tfjs(p, region, pool, f);
 	}
 	return -EINVAL;
+}
+
+int mp_report_write(const struct mp_profile *p, enum mp_report_format format, const char *region,
+		    FILE *f)
+{
+	return mp_report_write_pool(p, format, region, NULL, f);
 }

@@ -25,4 +25,9 @@ int mp_report_format_parse(const char *s, enum mp_report_format *ret);
 int mp_report_write(const struct mp_profile *p, enum mp_report_format format, const char *region,
 		    FILE *f);
 
+/* Same; the tfjs format reports pool @pool (NULL: the heap) instead:
+ * -ESRCH when the profile has no such pool. */
+int mp_report_write_pool(const struct mp_profile *p, enum mp_report_format format,
+			 const char *region, const char *pool, FILE *f);
+
 #endif /* MP_REPORT_H */

@@ -24,6 +24,7 @@ static void invocation_release(struct mp_invocation *inv)
 	free(inv->outputs);
 	free(inv->owners);
 	free(inv->tags);
+	free(inv->pools);
 }
 
 void mp_profile_free(struct mp_profile *p)
@@ -42,10 +43,13 @@ void mp_profile_free(struct mp_profile *p)
 	for (uint32_t i = 0; i < p->n_kernels; i++) {
 		free(p->kernels[i].owners);
 		free(p->kernels[i].tags);
+		free(p->kernels[i].pools);
 	}
 	free(p->kernels);
-	for (uint32_t i = 0; i < p->n_phases; i++)
+	for (uint32_t i = 0; i < p->n_phases; i++) {
 		free(p->phases[i].name);
+		free(p->phases[i].pools);
+	}
 	free(p->phases);
 	for (uint32_t i = 0; i < p->n_owners; i++)
 		free(p->owners[i].name);
@@ -73,7 +77,35 @@ void mp_profile_free(struct mp_profile *p)
 	for (uint32_t i = 0; i < p->n_stacks; i++)
 		free(p->stacks[i].frames);
 	free(p->stacks);
+	for (uint32_t i = 0; i < p->n_mempools; i++)
+		free(p->mempools[i].name);
+	free(p->mempools);
+	for (uint32_t i = 0; i < p->n_execs; i++)
+		free(p->execs[i].path);
+	free(p->execs);
 	free(p);
+}
+
+const struct mp_mempool *mp_profile_mempool(const struct mp_profile *p, const char *name)
+{
+	for (uint32_t i = 0; i < p->n_mempools; i++)
+		if (!strcmp(p->mempools[i].name, name))
+			return &p->mempools[i];
+	return NULL;
+}
+
+const char *mp_pool_kind_name(uint32_t kind)
+{
+	return kind == MP_POOL_KIND_DEVICE ? "device" : "host";
+}
+
+const struct mp_pool_bucket *mp_pool_bucket_find(const struct mp_pool_bucket *b, uint32_t n,
+						 uint32_t id)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (b[i].id == id)
+			return &b[i];
+	return NULL;
 }
 
 static int dup_opt(const char *s, char **ret)
@@ -242,4 +274,23 @@ const char *mp_trace_mode_name(uint32_t mode)
 	return mode < sizeof(trace_mode_names) / sizeof(trace_mode_names[0]) ?
 		       trace_mode_names[mode] :
 		       "?";
+}
+
+static const char *const tracer_path_names[] = { "unknown", "bpf", "inprocess" };
+
+int mp_tracer_path_parse(const char *s, uint32_t *ret)
+{
+	for (uint32_t i = 1; i < sizeof(tracer_path_names) / sizeof(tracer_path_names[0]); i++)
+		if (!strcmp(s, tracer_path_names[i])) {
+			*ret = i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+const char *mp_tracer_path_name(uint32_t path)
+{
+	return path < sizeof(tracer_path_names) / sizeof(tracer_path_names[0]) ?
+		       tracer_path_names[path] :
+		       "unknown";
 }

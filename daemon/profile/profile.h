@@ -26,12 +26,26 @@ enum mp_trace_mode {
 	MP_TRACE_RSS = 2,
 };
 
+/* Which path delivered the allocator calls (docs/TRACER.md "Two allocation
+ * paths"). */
+enum mp_tracer_path {
+	MP_PATH_UNKNOWN = 0, /* written before the in-process path existed */
+	MP_PATH_BPF = 1, /* uprobes on the target's allocator */
+	MP_PATH_INPROCESS = 2, /* libmemprof's interposer, through the ring */
+};
+
+/* "bpf", "inprocess" <-> enum mp_tracer_path; -EINVAL otherwise. */
+int mp_tracer_path_parse(const char *s, uint32_t *ret);
+/* "unknown" for MP_PATH_UNKNOWN and values out of range. */
+const char *mp_tracer_path_name(uint32_t path);
+
 /* "precise", "sampled", "rss" <-> enum mp_trace_mode; -EINVAL otherwise. */
 int mp_trace_mode_parse(const char *s, uint32_t *ret);
 const char *mp_trace_mode_name(uint32_t mode);
 
 /* 2: call stacks (stack table, per-site stack id). */
 #define MP_PROFILE_FORMAT_VERSION 2
+#define MP_PROFILE_MAX_EXECS 256
 
 /* "No such index" (parent of a top-level invocation, phase before any
  * phase marker) and "unknown value" (RSS without samples). */
@@ -46,6 +60,18 @@ const char *mp_trace_mode_name(uint32_t mode);
 /* mp_invocation.flags */
 #define MP_INV_F_OPEN_AT_ATTACH 0x1u /* begun before the daemon attached */
 #define MP_INV_F_TRUNCATED 0x2u /* never ended: closed at profile end */
+/* Records of its thread were lost while it was open (a gap in the thread's
+ * record numbers): its begin or end may belong to another invocation, so it
+ * is left out of the per-kernel figures (docs/PROFILE.md "Lost markers"). */
+#define MP_INV_F_MARKERS_LOST 0x4u
+/* Closed (with MP_INV_F_TRUNCATED) because the process called exec. */
+#define MP_INV_F_EXEC 0x8u
+
+/* mp_profile.corruption: what the daemon found wrong in the target's marker
+ * ring (hostile or broken target); the marker figures are incomplete. */
+#define MP_CORRUPT_RING_HEADER 0x1u /* a header counter had an impossible value */
+#define MP_CORRUPT_RING_RECORDS 0x2u /* a record failed validation: markers stop there */
+#define MP_CORRUPT_RING_OPEN 0x4u /* the ring was refused at attach: no markers */
 
 enum mp_clock {
 	MP_CLOCK_MONOTONIC = 1,
@@ -74,6 +100,24 @@ struct mp_bucket {
 	uint64_t alloc_count;
 	uint64_t free_bytes;
 	uint64_t free_count;
+};
+
+/* Traffic of one invocation (or kernel) in one pool (mp_profile.mempools),
+ * inclusive of nested kernels. */
+struct mp_pool_bucket {
+	uint32_t id; /* index into mp_profile.mempools */
+	uint64_t alloc_bytes;
+	uint64_t alloc_count;
+	uint64_t free_bytes;
+	uint64_t free_count;
+	/* Highest net bytes (allocated - freed) the invocation held in the
+	 * pool at any time (>= 0). Kernel: max over calls. */
+	uint64_t peak_added;
+	/* Pool live bytes: highest while the invocation was open, and at its
+	 * end. Kernel: max over calls / at the end of the last call. */
+	uint64_t peak_bytes;
+	uint64_t live_end;
+	uint64_t live_count_end; /* pool live slices at the end */
 };
 
 struct mp_invocation {
@@ -113,6 +157,10 @@ struct mp_invocation {
 	struct mp_shape *inputs, *outputs;
 	uint32_t n_owners, n_tags;
 	struct mp_bucket *owners, *tags; /* inclusive */
+	/* One bucket per pool known when the invocation began or touched by
+	 * it (capacity as above). */
+	uint32_t n_pools;
+	struct mp_pool_bucket *pools;
 };
 
 /* All invocations of one kernel name (including those beyond the
@@ -127,12 +175,31 @@ struct mp_kernel {
 	uint64_t retained_bytes, retained_count;
 	uint64_t cross_thread_allocs, cross_thread_bytes;
 	int64_t rss_delta_sum; /* sum of rss_end - rss_begin over rss_calls */
-	uint64_t rss_calls; /* calls with both RSS readings */
+	/* calls with both RSS readings whose sample interval does not overlap
+	 * that of an earlier counted call (docs/PROFILE.md) */
+	uint64_t rss_calls;
+	/* End reading's sample time of the last call counted (correlator
+	 * state; not in the file). */
+	uint64_t rss_last_ns;
 	int64_t rss_exact_incl, rss_exact_excl;
 	uint64_t open_at_attach; /* calls flagged MP_INV_F_OPEN_AT_ATTACH */
 	uint64_t truncated; /* calls flagged MP_INV_F_TRUNCATED */
+	/* Calls flagged MP_INV_F_MARKERS_LOST: counted here only, in no
+	 * other field of the aggregate. */
+	uint64_t markers_lost;
 	uint32_t n_owners, n_tags;
 	struct mp_bucket *owners, *tags;
+	uint32_t n_pools;
+	struct mp_pool_bucket *pools;
+};
+
+/* The process replaced its image (exec): kernels open in the old image were
+ * closed there. */
+struct mp_exec {
+	uint64_t ts_ns;
+	uint32_t tid; /* thread that called exec */
+	uint32_t kernels_closed; /* open kernels closed (MP_INV_F_EXEC) */
+	char *path; /* the new image as /proc/PID/exe showed it, NULL if unknown */
 };
 
 /* A process-wide phase; re-entering a phase accumulates into one entry. */
@@ -144,6 +211,12 @@ struct mp_phase {
 	struct mp_mem_stats mem; /* all heap traffic while it was current */
 	uint64_t peak_bytes; /* process live bytes peak while current */
 	uint64_t rss_peak; /* max VmRSS sampled while current */
+	/* One bucket per pool known while the phase was current: slice
+	 * traffic while current, peak_added, peak_bytes (the pool's highest
+	 * live bytes while current, what was live on entry included) and the
+	 * pool's live bytes and slices when the phase was last left. */
+	uint32_t n_pools;
+	struct mp_pool_bucket *pools;
 };
 
 /* An owner (object file of the allocation's caller) or a tag. */
@@ -152,6 +225,27 @@ struct mp_pool {
 	struct mp_mem_stats mem;
 	uint64_t live_bytes, live_count; /* at profile end */
 	uint64_t peak_bytes; /* peak of live_bytes */
+};
+
+/* Where a pool's slices are reported from. */
+enum mp_pool_source {
+	MP_POOL_SRC_API = 0, /* memprof_pool_* in the process */
+	MP_POOL_SRC_PROBE = 1, /* --alloc/--free/--device functions with pool= */
+};
+
+/* A pool: memory the program (memprof_pool_*) or a device runtime
+ * (--device, pool=) hands out. Its slices are a view of their own, never
+ * part of the heap figures (the malloc backing an arena is in the heap
+ * view once), and device pools are never part of RSS figures. */
+struct mp_mempool {
+	char *name;
+	uint32_t kind; /* MP_POOL_KIND_HOST or MP_POOL_KIND_DEVICE */
+	uint32_t source; /* enum mp_pool_source, as first seen */
+	struct mp_mem_stats mem;
+	uint64_t live_bytes, live_count; /* at profile end */
+	uint64_t peak_bytes; /* peak of live_bytes */
+	uint64_t resets; /* memprof_pool_reset() calls */
+	uint64_t unknown_frees; /* slices freed that were never seen allocated */
 };
 
 struct mp_rss_point {
@@ -183,8 +277,16 @@ struct mp_profile {
 	uint64_t invocations_dropped; /* beyond the record cap */
 	uint64_t dropped_markers; /* beyond stack/name/shape caps */
 	uint64_t accounting_errors; /* inconsistent frees, clamped */
+	uint64_t probe_hits_unmatched; /* not the target's (daemon-filled) */
+	uint64_t stream_chunks_lost; /* not delivered to a collector (daemon) */
 	bool truncated;
 	int64_t rss_exact_unattributed; /* rss_stat changes not charged */
+	/* Hardening (docs/PROFILE.md "Lost markers", "Exec", "Corruption"). */
+	uint64_t marker_gaps; /* gaps in a thread's record numbers */
+	uint32_t corruption; /* MP_CORRUPT_* (set by the daemon) */
+	uint32_t n_execs; /* at most MP_PROFILE_MAX_EXECS kept */
+	struct mp_exec *execs;
+	uint64_t exec_count; /* all execs, kept or not */
 
 	uint32_t n_names;
 	char **names; /* kernel names */
@@ -229,6 +331,16 @@ struct mp_profile {
 	 * every duty_period_ns, duty_active_ns in total; heap figures cover
 	 * only those windows. */
 	uint64_t duty_on_ns, duty_period_ns, duty_active_ns;
+	/* How allocator calls were seen (enum mp_tracer_path; filled in by
+	 * the daemon), and on the in-process path the heap records the
+	 * target dropped (heap figures are then lower bounds) and the times
+	 * an allocating thread waited for ring space. */
+	uint32_t tracer_path;
+	uint64_t drops_heap;
+	uint64_t heap_waits;
+	/* Pools, in order of first sight. */
+	uint32_t n_mempools;
+	struct mp_mempool *mempools;
 	/* Call stacks of the sites (--stacks): deduplicated, site.stack is
 	 * an index + 1 into them (0: the site has no stack). stack_depth is
 	 * the depth limit of the run (0: stacks off). */
@@ -262,6 +374,9 @@ struct mp_site {
 	uint32_t tid; /* allocating thread */
 	uint64_t alloc_objects, alloc_space; /* all allocations */
 	uint64_t inuse_objects, inuse_space; /* still live at the end */
+	/* 0: heap blocks; else slices of pool mempools[pool - 1], a view
+	 * apart from the heap sites. */
+	uint32_t pool;
 	uint32_t stack; /* index + 1 into stacks, 0: none */
 };
 
@@ -302,6 +417,8 @@ struct mp_location {
 
 struct mp_profile *mp_profile_new(void);
 void mp_profile_free(struct mp_profile *p);
+/* A deep copy of @p in *@ret (free it with mp_profile_free()); -ENOMEM. */
+int mp_profile_clone(const struct mp_profile *p, struct mp_profile **ret);
 /* Sets the process fields (copies the strings, NULL allowed). */
 int mp_profile_set_process(struct mp_profile *p, int32_t pid, const char *exe, const char *build_id,
 			   const char *cmdline);
@@ -311,6 +428,11 @@ const struct mp_kernel *mp_profile_kernel(const struct mp_profile *p, const char
 const struct mp_phase *mp_profile_phase(const struct mp_profile *p, const char *name);
 const struct mp_pool *mp_profile_tag(const struct mp_profile *p, const char *name);
 const struct mp_pool *mp_profile_owner(const struct mp_profile *p, const char *name);
+const struct mp_mempool *mp_profile_mempool(const struct mp_profile *p, const char *name);
+const char *mp_pool_kind_name(uint32_t kind);
+/* Bucket of pool @id of an invocation's or kernel's pool breakdown, or NULL. */
+const struct mp_pool_bucket *mp_pool_bucket_find(const struct mp_pool_bucket *b, uint32_t n,
+						 uint32_t id);
 /* The location of @addr (p->locations is sorted), or NULL. */
 const struct mp_location *mp_profile_location(const struct mp_profile *p, uint64_t addr);
 /* Bucket @id of an invocation's or kernel's owner/tag breakdown, or NULL. */

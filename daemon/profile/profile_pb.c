@@ -11,9 +11,11 @@
 
 #include "memprof.pb-c.h"
 #include "inline.h"
+#include "outfile.h"
 #include "profile_pb.h"
 #include "stacks.h"
 #include "unwind.h"
+#include "util.h"
 
 /* The file stores enum mp_trace_mode as is. */
 _Static_assert((int)MEMPROF__TRACE_MODE__TRACE_MODE_PRECISE == (int)MP_TRACE_PRECISE &&
@@ -105,6 +107,57 @@ static Memprof__Bucket **enc_buckets(struct arena *a, const struct mp_bucket *b,
 	return v;
 }
 
+static Memprof__PoolBucket **enc_pool_buckets(struct arena *a, const struct mp_pool_bucket *b,
+					      uint32_t n)
+{
+	Memprof__PoolBucket **v = arena_alloc(a, n, sizeof(*v));
+	Memprof__PoolBucket *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!v || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__pool_bucket__init(&o[i]);
+		o[i].id = b[i].id;
+		o[i].alloc_bytes = b[i].alloc_bytes;
+		o[i].alloc_count = b[i].alloc_count;
+		o[i].free_bytes = b[i].free_bytes;
+		o[i].free_count = b[i].free_count;
+		o[i].peak_added = b[i].peak_added;
+		o[i].peak_bytes = b[i].peak_bytes;
+		o[i].live_bytes_end = b[i].live_end;
+		o[i].live_count_end = b[i].live_count_end;
+		v[i] = &o[i];
+	}
+	return v;
+}
+
+static Memprof__MemPool **enc_mempools(struct arena *a, const struct mp_mempool *v, uint32_t n)
+{
+	Memprof__MemPool **r = arena_alloc(a, n, sizeof(*r));
+	Memprof__MemPool *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!r || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__mem_pool__init(&o[i]);
+		o[i].name = str_or_empty(v[i].name);
+		o[i].kind = v[i].kind == MP_POOL_KIND_DEVICE ?
+				    MEMPROF__POOL_KIND__POOL_KIND_DEVICE :
+				    MEMPROF__POOL_KIND__POOL_KIND_HOST;
+		o[i].source = v[i].source == MP_POOL_SRC_PROBE ?
+				      MEMPROF__POOL_SOURCE__POOL_SOURCE_PROBE :
+				      MEMPROF__POOL_SOURCE__POOL_SOURCE_API;
+		o[i].slices = enc_mem(a, &v[i].mem);
+		o[i].live_bytes = v[i].live_bytes;
+		o[i].live_count = v[i].live_count;
+		o[i].peak_bytes = v[i].peak_bytes;
+		o[i].resets = v[i].resets;
+		o[i].unknown_frees = v[i].unknown_frees;
+		r[i] = &o[i];
+	}
+	return r;
+}
+
 static Memprof__Shape **enc_shapes(struct arena *a, const struct mp_shape *s, uint32_t n)
 {
 	Memprof__Shape **v = arena_alloc(a, n, sizeof(*v));
@@ -135,6 +188,8 @@ static Memprof__Invocation *enc_invocation(struct arena *a, const struct mp_invo
 	o->phase = v->phase;
 	o->open_at_attach = !!(v->flags & MP_INV_F_OPEN_AT_ATTACH);
 	o->truncated = !!(v->flags & MP_INV_F_TRUNCATED);
+	o->markers_lost = !!(v->flags & MP_INV_F_MARKERS_LOST);
+	o->closed_at_exec = !!(v->flags & MP_INV_F_EXEC);
 	o->begin_ns = v->begin_ns;
 	o->end_ns = v->end_ns;
 	o->inclusive = enc_mem(a, &v->incl);
@@ -159,6 +214,8 @@ static Memprof__Invocation *enc_invocation(struct arena *a, const struct mp_invo
 	o->owners = enc_buckets(a, v->owners, v->n_owners);
 	o->n_tags = v->n_tags;
 	o->tags = enc_buckets(a, v->tags, v->n_tags);
+	o->n_pools = v->n_pools;
+	o->pools = enc_pool_buckets(a, v->pools, v->n_pools);
 	return o;
 }
 
@@ -188,10 +245,13 @@ static Memprof__Kernel *enc_kernel(struct arena *a, const struct mp_kernel *k)
 	o->rss_exact_exclusive = k->rss_exact_excl;
 	o->open_at_attach = k->open_at_attach;
 	o->truncated = k->truncated;
+	o->markers_lost = k->markers_lost;
 	o->n_owners = k->n_owners;
 	o->owners = enc_buckets(a, k->owners, k->n_owners);
 	o->n_tags = k->n_tags;
 	o->tags = enc_buckets(a, k->tags, k->n_tags);
+	o->n_pools = k->n_pools;
+	o->pools = enc_pool_buckets(a, k->pools, k->n_pools);
 	return o;
 }
 
@@ -257,6 +317,7 @@ static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Prof
 		so[i].alloc_space = st->alloc_space;
 		so[i].inuse_objects = st->inuse_objects;
 		so[i].inuse_space = st->inuse_space;
+		so[i].pool = st->pool;
 		so[i].stack = st->stack;
 		o->sites[i] = &so[i];
 	}
@@ -306,6 +367,28 @@ static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Prof
 	enc_stacks(a, p, o);
 }
 
+/* Lost markers, execs, ring corruption. */
+static void enc_hardening(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
+{
+	Memprof__ExecEvent *eo = arena_alloc(a, p->n_execs, sizeof(*eo));
+
+	o->anomalies->marker_gaps = p->marker_gaps;
+	o->corruption = p->corruption;
+	o->exec_count = p->exec_count;
+	o->execs = arena_alloc(a, p->n_execs, sizeof(*o->execs));
+	if (!eo || !o->execs)
+		return;
+	for (uint32_t i = 0; i < p->n_execs; i++) {
+		memprof__exec_event__init(&eo[i]);
+		eo[i].ts_ns = p->execs[i].ts_ns;
+		eo[i].tid = p->execs[i].tid;
+		eo[i].kernels_closed = p->execs[i].kernels_closed;
+		eo[i].path = str_or_empty(p->execs[i].path);
+		o->execs[i] = &eo[i];
+	}
+	o->n_execs = p->n_execs;
+}
+
 static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p)
 {
 	Memprof__Profile *o = arena_alloc(a, 1, sizeof(*o));
@@ -337,6 +420,8 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	smp->duty_on_ns = p->duty_on_ns;
 	smp->duty_period_ns = p->duty_period_ns;
 	smp->duty_active_ns = p->duty_active_ns;
+	smp->tracer_path = (Memprof__TracerPath)p->tracer_path;
+	smp->heap_waits = p->heap_waits;
 	o->sampling = smp;
 	o->begin_ns = p->begin_ns;
 	o->end_ns = p->end_ns;
@@ -350,12 +435,15 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	drops->invocations = p->invocations_dropped;
 	drops->markers = p->dropped_markers;
 	drops->sites = p->sites_dropped;
+	drops->heap = p->drops_heap;
+	drops->stream_chunks = p->stream_chunks_lost;
 	o->drops = drops;
 	memprof__anomalies__init(an);
 	an->unmatched_ends = p->unmatched_ends;
 	an->unmatched_tag_ends = p->unmatched_tag_ends;
 	an->orphan_shapes = p->orphan_shapes;
 	an->accounting_errors = p->accounting_errors;
+	an->probe_hits_unmatched = p->probe_hits_unmatched;
 	o->anomalies = an;
 	o->truncated = p->truncated;
 
@@ -387,12 +475,16 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 		po->heap = enc_mem(a, &ph->mem);
 		po->peak_bytes = ph->peak_bytes;
 		po->rss_peak = ph->rss_peak;
+		po->n_pools = ph->n_pools;
+		po->pools = enc_pool_buckets(a, ph->pools, ph->n_pools);
 		o->phases[i] = po;
 	}
 	o->n_owners = p->n_owners;
 	o->owners = enc_pools(a, p->owners, p->n_owners);
 	o->n_tags = p->n_tags;
 	o->tags = enc_pools(a, p->tags, p->n_tags);
+	o->n_mem_pools = p->n_mempools;
+	o->mem_pools = enc_mempools(a, p->mempools, p->n_mempools);
 
 	memprof__rss__init(rss);
 	rss->n_timeline = p->n_rss;
@@ -421,6 +513,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	rss->heap_live_recorded = true;
 	o->rss = rss;
 	enc_sites(a, p, o);
+	enc_hardening(a, p, o);
 	return a->failed ? NULL : o;
 }
 
@@ -528,6 +621,73 @@ static int dec_buckets(Memprof__Bucket **in, size_t n, uint32_t n_ids, struct mp
 	return 0;
 }
 
+static int dec_pool_buckets(Memprof__PoolBucket **in, size_t n, uint32_t n_ids,
+			    struct mp_pool_bucket **ret, uint32_t *ret_n, const char **ret_why)
+{
+	struct mp_pool_bucket *b;
+
+	if (n > n_ids)
+		BAD("more pool buckets than pools");
+	*ret_n = 0;
+	*ret = NULL;
+	if (!n)
+		return 0;
+	b = calloc(implicit_cap(n), sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	*ret = b;
+	for (size_t i = 0; i < n; i++) {
+		if (!in[i] || in[i]->id >= n_ids)
+			BAD("pool bucket refers to no pool");
+		b[i] = (struct mp_pool_bucket){
+			.id = in[i]->id,
+			.alloc_bytes = in[i]->alloc_bytes,
+			.alloc_count = in[i]->alloc_count,
+			.free_bytes = in[i]->free_bytes,
+			.free_count = in[i]->free_count,
+			.peak_added = in[i]->peak_added,
+			.peak_bytes = in[i]->peak_bytes,
+			.live_end = in[i]->live_bytes_end,
+			.live_count_end = in[i]->live_count_end,
+		};
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static int dec_mempools(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
+	if (o->n_mem_pools > 256)
+		BAD("more pools than memprofd keeps");
+	if (!o->n_mem_pools)
+		return 0;
+	p->mempools = calloc(o->n_mem_pools, sizeof(*p->mempools));
+	if (!p->mempools)
+		return -ENOMEM;
+	for (size_t i = 0; i < o->n_mem_pools; i++) {
+		const Memprof__MemPool *in = o->mem_pools[i];
+		struct mp_mempool *v = &p->mempools[i];
+
+		if (!in)
+			BAD("empty pool");
+		if (dup_str(in->name, &v->name) < 0)
+			return -ENOMEM;
+		p->n_mempools = i + 1;
+		v->kind = in->kind == MEMPROF__POOL_KIND__POOL_KIND_DEVICE ? MP_POOL_KIND_DEVICE :
+									     MP_POOL_KIND_HOST;
+		v->source = in->source == MEMPROF__POOL_SOURCE__POOL_SOURCE_PROBE ?
+				    MP_POOL_SRC_PROBE :
+				    MP_POOL_SRC_API;
+		dec_mem(&v->mem, in->slices);
+		v->live_bytes = in->live_bytes;
+		v->live_count = in->live_count;
+		v->peak_bytes = in->peak_bytes;
+		v->resets = in->resets;
+		v->unknown_frees = in->unknown_frees;
+	}
+	return 0;
+}
+
 static int dec_shapes(Memprof__Shape **in, size_t n, struct mp_shape **ret, uint32_t *ret_n,
 		      const char **ret_why)
 {
@@ -573,7 +733,9 @@ static int dec_invocation(const Memprof__Invocation *o, uint32_t idx, const stru
 	v->depth = o->depth;
 	v->phase = o->phase;
 	v->flags = (o->open_at_attach ? MP_INV_F_OPEN_AT_ATTACH : 0) |
-		   (o->truncated ? MP_INV_F_TRUNCATED : 0);
+		   (o->truncated ? MP_INV_F_TRUNCATED : 0) |
+		   (o->markers_lost ? MP_INV_F_MARKERS_LOST : 0) |
+		   (o->closed_at_exec ? MP_INV_F_EXEC : 0);
 	v->begin_ns = o->begin_ns;
 	v->end_ns = o->end_ns;
 	dec_mem(&v->incl, o->inclusive);
@@ -599,7 +761,11 @@ static int dec_invocation(const Memprof__Invocation *o, uint32_t idx, const stru
 	r = dec_buckets(o->owners, o->n_owners, p->n_owners, &v->owners, &v->n_owners, ret_why);
 	if (r < 0)
 		return r;
-	return dec_buckets(o->tags, o->n_tags, p->n_tags, &v->tags, &v->n_tags, ret_why);
+	r = dec_buckets(o->tags, o->n_tags, p->n_tags, &v->tags, &v->n_tags, ret_why);
+	if (r < 0)
+		return r;
+	return dec_pool_buckets(o->pools, o->n_pools, p->n_mempools, &v->pools, &v->n_pools,
+				ret_why);
 }
 
 static int dec_kernel(const Memprof__Kernel *o, const struct mp_profile *p, struct mp_kernel *k,
@@ -630,10 +796,15 @@ static int dec_kernel(const Memprof__Kernel *o, const struct mp_profile *p, stru
 	k->rss_exact_excl = o->rss_exact_exclusive;
 	k->open_at_attach = o->open_at_attach;
 	k->truncated = o->truncated;
+	k->markers_lost = o->markers_lost;
 	r = dec_buckets(o->owners, o->n_owners, p->n_owners, &k->owners, &k->n_owners, ret_why);
 	if (r < 0)
 		return r;
-	return dec_buckets(o->tags, o->n_tags, p->n_tags, &k->tags, &k->n_tags, ret_why);
+	r = dec_buckets(o->tags, o->n_tags, p->n_tags, &k->tags, &k->n_tags, ret_why);
+	if (r < 0)
+		return r;
+	return dec_pool_buckets(o->pools, o->n_pools, p->n_mempools, &k->pools, &k->n_pools,
+				ret_why);
 }
 
 static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_t *ret_n,
@@ -724,6 +895,8 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 		if ((st->kernel != MP_NONE && st->kernel >= p->n_names) ||
 		    (st->phase != MP_NONE && st->phase >= p->n_phases) || st->owner >= p->n_owners)
 			BAD("site refers to no kernel, phase or owner");
+		if (st->pool > p->n_mempools)
+			BAD("site refers to no pool");
 		if (st->stack > p->n_stacks)
 			BAD("site refers to no stack");
 		p->sites[i] = (struct mp_site){
@@ -736,6 +909,7 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 			.alloc_space = st->alloc_space,
 			.inuse_objects = st->inuse_objects,
 			.inuse_space = st->inuse_space,
+			.pool = st->pool,
 			.stack = st->stack,
 		};
 		p->n_sites = i + 1;
@@ -833,10 +1007,43 @@ static int dec_mode(const Memprof__Sampling *o, struct mp_profile *p, const char
 	p->duty_on_ns = o->duty_on_ns;
 	p->duty_period_ns = o->duty_period_ns;
 	p->duty_active_ns = o->duty_active_ns;
+	if ((uint32_t)o->tracer_path > MP_PATH_INPROCESS)
+		BAD("unknown tracer path (written by a newer memprofd?)");
+	p->tracer_path = (uint32_t)o->tracer_path;
+	p->heap_waits = o->heap_waits;
 	return 0;
 }
 
-static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+static int dec_hardening(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
+	if (o->anomalies)
+		p->marker_gaps = o->anomalies->marker_gaps;
+	p->corruption = o->corruption;
+	p->exec_count = o->exec_count;
+	if (o->n_execs > MP_PROFILE_MAX_EXECS || o->n_execs > o->exec_count)
+		BAD("more exec events than memprofd writes");
+	if (!o->n_execs)
+		return 0;
+	p->execs = calloc(o->n_execs, sizeof(*p->execs));
+	if (!p->execs)
+		return -ENOMEM;
+	for (size_t i = 0; i < o->n_execs; i++) {
+		const Memprof__ExecEvent *e = o->execs[i];
+
+		if (!e)
+			BAD("empty exec event");
+		p->execs[i] = (struct mp_exec){ .ts_ns = e->ts_ns,
+						.tid = e->tid,
+						.kernels_closed = e->kernels_closed };
+		p->n_execs = i + 1;
+		if (dup_opt_str(e->path, &p->execs[i].path) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The header: format version, process, settings, whole-window figures. */
+static int dec_header(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
 {
 	int r;
 
@@ -878,15 +1085,27 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		p->invocations_dropped = o->drops->invocations;
 		p->dropped_markers = o->drops->markers;
 		p->sites_dropped = o->drops->sites;
+		p->drops_heap = o->drops->heap;
+		p->stream_chunks_lost = o->drops->stream_chunks;
 	}
 	if (o->anomalies) {
 		p->unmatched_ends = o->anomalies->unmatched_ends;
 		p->unmatched_tag_ends = o->anomalies->unmatched_tag_ends;
 		p->orphan_shapes = o->anomalies->orphan_shapes;
 		p->accounting_errors = o->anomalies->accounting_errors;
+		p->probe_hits_unmatched = o->anomalies->probe_hits_unmatched;
 	}
 	p->truncated = o->truncated;
+	r = dec_hardening(o, p, ret_why);
+	if (r < 0)
+		return r;
 
+	return 0;
+}
+
+/* Kernel names and phases (invocations refer to them). */
+static int dec_names_phases(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
 	if (o->n_kernel_names) {
 		p->names = calloc(o->n_kernel_names, sizeof(*p->names));
 		if (!p->names)
@@ -897,7 +1116,6 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 			return -ENOMEM;
 		p->n_names = i + 1;
 	}
-	/* Phases, owners and tags first: invocations refer to them. */
 	if (o->n_phases) {
 		p->phases = calloc(o->n_phases, sizeof(*p->phases));
 		if (!p->phases)
@@ -918,12 +1136,31 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		p->phases[i].peak_bytes = ph->peak_bytes;
 		p->phases[i].rss_peak = ph->rss_peak;
 	}
+	return 0;
+}
+
+/* Owners, tags, invocations and kernel aggregates. */
+static int dec_pools_invocations(const Memprof__Profile *o, struct mp_profile *p,
+				 const char **ret_why)
+{
+	int r;
+
 	r = dec_pools(o->owners, o->n_owners, &p->owners, &p->n_owners, ret_why);
 	if (r < 0)
 		return r;
 	r = dec_pools(o->tags, o->n_tags, &p->tags, &p->n_tags, ret_why);
 	if (r < 0)
 		return r;
+	r = dec_mempools(o, p, ret_why);
+	if (r < 0)
+		return r;
+	/* phases' pool buckets refer to the pools */
+	for (size_t i = 0; i < o->n_phases; i++) {
+		r = dec_pool_buckets(o->phases[i]->pools, o->phases[i]->n_pools, p->n_mempools,
+				     &p->phases[i].pools, &p->phases[i].n_pools, ret_why);
+		if (r < 0)
+			return r;
+	}
 	if (o->n_invocations) {
 		p->invocations = calloc(o->n_invocations, sizeof(*p->invocations));
 		if (!p->invocations)
@@ -947,39 +1184,57 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		if (r < 0)
 			return r;
 	}
-	if (o->rss) {
-		const Memprof__Rss *rs = o->rss;
+	return 0;
+}
 
-		if (rs->n_timeline > (1u << 20))
-			BAD("RSS timeline longer than memprofd writes");
-		if (rs->n_timeline) {
-			p->rss = calloc(rs->n_timeline, sizeof(*p->rss));
-			if (!p->rss)
-				return -ENOMEM;
-		}
-		for (size_t i = 0; i < rs->n_timeline; i++) {
-			const Memprof__RssPoint *pt = rs->timeline[i];
-
-			if (!pt)
-				BAD("empty RSS point");
-			p->rss[i] = (struct mp_rss_point){
-				.ts_ns = pt->ts_ns,
-				.vm_rss = pt->vm_rss,
-				.rss_anon = pt->rss_anon,
-				.rss_file = pt->rss_file,
-				.rss_shmem = pt->rss_shmem,
-				.vm_swap = pt->vm_swap,
-				.pss = pt->pss,
-				.heap_live = rs->heap_live_recorded ? pt->heap_live : MP_UNKNOWN,
-			};
-		}
-		p->n_rss = rs->n_timeline;
-		p->rss_stride = rs->stride ? rs->stride : 1;
-		p->rss_samples = rs->samples;
-		p->rss_peak = rs->peak;
-		p->vm_hwm = rs->vm_hwm;
-		p->rss_exact_unattributed = rs->exact_unattributed;
+static int dec_rss(const Memprof__Rss *rs, struct mp_profile *p, const char **ret_why)
+{
+	if (rs->n_timeline > (1u << 20))
+		BAD("RSS timeline longer than memprofd writes");
+	if (rs->n_timeline) {
+		p->rss = calloc(rs->n_timeline, sizeof(*p->rss));
+		if (!p->rss)
+			return -ENOMEM;
 	}
+	for (size_t i = 0; i < rs->n_timeline; i++) {
+		const Memprof__RssPoint *pt = rs->timeline[i];
+
+		if (!pt)
+			BAD("empty RSS point");
+		p->rss[i] = (struct mp_rss_point){
+			.ts_ns = pt->ts_ns,
+			.vm_rss = pt->vm_rss,
+			.rss_anon = pt->rss_anon,
+			.rss_file = pt->rss_file,
+			.rss_shmem = pt->rss_shmem,
+			.vm_swap = pt->vm_swap,
+			.pss = pt->pss,
+			.heap_live = rs->heap_live_recorded ? pt->heap_live : MP_UNKNOWN,
+		};
+	}
+	p->n_rss = rs->n_timeline;
+	p->rss_stride = rs->stride ? rs->stride : 1;
+	p->rss_samples = rs->samples;
+	p->rss_peak = rs->peak;
+	p->vm_hwm = rs->vm_hwm;
+	p->rss_exact_unattributed = rs->exact_unattributed;
+	return 0;
+}
+
+static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
+	int r;
+
+	r = dec_header(o, p, ret_why);
+	if (r == 0)
+		r = dec_names_phases(o, p, ret_why);
+	/* Owners and tags before invocations: invocations refer to them. */
+	if (r == 0)
+		r = dec_pools_invocations(o, p, ret_why);
+	if (r == 0 && o->rss)
+		r = dec_rss(o->rss, p, ret_why);
+	if (r < 0)
+		return r;
 	return dec_sites(o, p, ret_why);
 }
 
@@ -1045,6 +1300,14 @@ static uint32_t crc_of(const uint8_t *buf, size_t len)
 	return (uint32_t)crc;
 }
 
+void mp_profile_file_header(const uint8_t *msg, size_t len, uint8_t *hdr)
+{
+	memcpy(hdr, MP_PROFILE_FILE_MAGIC, 8);
+	put_le(hdr + 8, MP_PROFILE_FILE_VERSION, 4);
+	put_le(hdr + 12, crc_of(msg, len), 4);
+	put_le(hdr + 16, len, 8);
+}
+
 int mp_profile_file_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret_len)
 {
 	uint8_t *msg, *buf;
@@ -1059,10 +1322,7 @@ int mp_profile_file_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t
 		free(msg);
 		return -ENOMEM;
 	}
-	memcpy(buf, MP_PROFILE_FILE_MAGIC, 8);
-	put_le(buf + 8, MP_PROFILE_FILE_VERSION, 4);
-	put_le(buf + 12, crc_of(msg, len), 4);
-	put_le(buf + 16, len, 8);
+	mp_profile_file_header(msg, len, buf);
 	memcpy(buf + MP_PROFILE_FILE_HEADER, msg, len);
 	free(msg);
 	*ret_buf = buf;
@@ -1104,51 +1364,6 @@ int mp_profile_file_decode(const void *data, size_t len, struct mp_profile **ret
 	return mp_profile_decode(buf + MP_PROFILE_FILE_HEADER, mlen, ret, ret_why);
 }
 
-int mp_file_write_atomic(const char *path, const void *data, size_t len)
-{
-	const uint8_t *buf = data;
-	char tmp[PATH_MAX];
-	size_t off = 0;
-	int fd, r;
-
-	if (snprintf(tmp, sizeof(tmp), "%s.tmpXXXXXX", path) >= (int)sizeof(tmp))
-		return -ENAMETOOLONG;
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	while (off < len) {
-		ssize_t n = write(fd, buf + off, len - off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			r = n < 0 ? -errno : -EIO;
-			goto fail;
-		}
-		off += n;
-	}
-	if (fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if (close(fd) < 0) {
-		r = -errno;
-		fd = -1;
-		goto fail;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	return 0;
-fail:
-	if (fd >= 0)
-		close(fd);
-	unlink(tmp);
-	return r;
-}
-
 int mp_profile_save(const struct mp_profile *p, const char *path)
 {
 	uint8_t *buf;
@@ -1158,7 +1373,7 @@ int mp_profile_save(const struct mp_profile *p, const char *path)
 	r = mp_profile_file_encode(p, &buf, &len);
 	if (r < 0)
 		return r;
-	r = mp_file_write_atomic(path, buf, len);
+	r = mp_output_write(path, buf, len);
 	free(buf);
 	return r;
 }

@@ -36,16 +36,17 @@ int mp_profile_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret
 /* Parses a bare message; on failure *@ret_why (if not NULL) explains. */
 int mp_profile_decode(const void *buf, size_t len, struct mp_profile **ret, const char **ret_why);
 
+/* The file header (MP_PROFILE_FILE_HEADER bytes) of the bare message
+ * @msg: a file is the header followed by the message. */
+void mp_profile_file_header(const uint8_t *msg, size_t len, uint8_t *hdr);
+
 /* Same for the file format (header + message). */
 int mp_profile_file_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret_len);
 int mp_profile_file_decode(const void *buf, size_t len, struct mp_profile **ret,
 			   const char **ret_why);
 
-/* Writes @p to @path (through a temporary file renamed into place). */
+/* Writes @p to @path with mp_output_write() (outfile.h). */
 int mp_profile_save(const struct mp_profile *p, const char *path);
-/* Writes @len bytes to @path through a temporary file in the same
- * directory, fsync'd and renamed into place, mode 0644. */
-int mp_file_write_atomic(const char *path, const void *buf, size_t len);
 /* Reads a profile file of at most MP_PROFILE_MAX_FILE bytes. */
 int mp_profile_load(const char *path, struct mp_profile **ret, const char **ret_why);
 

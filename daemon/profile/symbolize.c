@@ -144,84 +144,105 @@ static void objects_free(struct mp_object *o, uint32_t n)
 	free(o);
 }
 
-int mp_symbolize_profile(struct mp_profile *p, const struct mp_procmaps *maps, pid_t pid)
+/* The state of one symbolization, phase after phase. */
+struct symbolization {
+	uint64_t *callers; /* distinct, sorted */
+	uint32_t n;
+	struct mp_location *locs; /* one per caller */
+	uint32_t *obj_of; /* object of each caller, or MP_NONE */
+	struct object *objs;
+	uint32_t n_objs;
+	struct mp_object *mobjs; /* the model's objects */
+	uint32_t n_mobjs;
+	struct mp_procmaps *fresh; /* maps reread for callers the snapshot lacks */
+	Dwfl *dwfl;
+};
+
+/* The distinct callers of the profile's sites and the frames of their
+ * stacks, sorted. */
+static int sym_callers(struct symbolization *y, const struct mp_profile *p)
 {
-	struct mp_procmaps *fresh = NULL;
-	struct mp_location *locs = NULL;
-	struct mp_object *mobjs = NULL;
-	struct object *objs = NULL;
-	uint64_t *callers = NULL;
-	uint32_t *obj_of = NULL;
-	uint32_t n = 0, n_objs = 0, n_mobjs = 0;
-	size_t total, k;
-	Dwfl *dwfl = NULL;
-	int r = -ENOMEM;
+	size_t total, k = p->n_sites;
 
 	/* Every address to symbolize: the sites' callers and every frame of
 	 * their stacks. */
 	total = p->n_sites;
 	for (uint32_t i = 0; i < p->n_stacks; i++)
 		total += p->stacks[i].n_frames;
-	callers = malloc((total ? total : 1) * sizeof(*callers));
-	if (!callers)
-		goto out;
+	y->callers = malloc((total ? total : 1) * sizeof(*y->callers));
+	if (!y->callers)
+		return -ENOMEM;
 	for (uint32_t i = 0; i < p->n_sites; i++)
-		callers[i] = p->sites[i].caller;
-	k = p->n_sites;
+		y->callers[i] = p->sites[i].caller;
 	for (uint32_t i = 0; i < p->n_stacks; i++)
 		for (uint32_t j = 0; j < p->stacks[i].n_frames; j++)
-			callers[k++] = p->stacks[i].frames[j];
-	qsort(callers, total, sizeof(*callers), cmp_u64);
+			y->callers[k++] = p->stacks[i].frames[j];
+	qsort(y->callers, total, sizeof(*y->callers), cmp_u64);
 	for (size_t i = 0; i < total; i++)
-		if (!n || callers[n - 1] != callers[i])
-			callers[n++] = callers[i];
+		if (!y->n || y->callers[y->n - 1] != y->callers[i])
+			y->callers[y->n++] = y->callers[i];
+	return 0;
+}
 
-	locs = calloc(n ? n : 1, sizeof(*locs));
-	objs = calloc(n ? n : 1, sizeof(*objs));
-	obj_of = malloc((n ? n : 1) * sizeof(*obj_of));
-	if (!locs || !objs || !obj_of)
-		goto out;
-	/* Which mapping holds each caller; callers are sorted, so the
-	 * callers of one mapping are adjacent. */
+/* Which mapping holds each caller; callers are sorted, so the callers of
+ * one mapping are adjacent. */
+static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *maps, pid_t pid)
+{
+	uint32_t n = y->n;
+
+	y->locs = calloc(n ? n : 1, sizeof(*y->locs));
+	y->objs = calloc(n ? n : 1, sizeof(*y->objs));
+	y->obj_of = malloc((n ? n : 1) * sizeof(*y->obj_of));
+	if (!y->locs || !y->objs || !y->obj_of)
+		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
-		const struct mp_mapping *m = maps ? mp_procmaps_find(maps, callers[i]) : NULL;
+		const struct mp_mapping *m = maps ? mp_procmaps_find(maps, y->callers[i]) : NULL;
 
-		if (!m && !fresh && mp_procmaps_read(pid, &fresh) == -ENOMEM)
-			goto out;
-		if (!m && fresh)
-			m = mp_procmaps_find(fresh, callers[i]);
-		locs[i] = (struct mp_location){ .addr = callers[i], .object = MP_NONE };
-		obj_of[i] = MP_NONE;
+		if (!m && !y->fresh && mp_procmaps_read(pid, &y->fresh) == -ENOMEM)
+			return -ENOMEM;
+		if (!m && y->fresh)
+			m = mp_procmaps_find(y->fresh, y->callers[i]);
+		y->locs[i] = (struct mp_location){ .addr = y->callers[i], .object = MP_NONE };
+		y->obj_of[i] = MP_NONE;
 		if (!m || m->path[0] != '/')
 			continue;
-		if (!n_objs || objs[n_objs - 1].map != m)
-			objs[n_objs++] = (struct object){ .map = m };
-		obj_of[i] = n_objs - 1;
+		if (!y->n_objs || y->objs[y->n_objs - 1].map != m)
+			y->objs[y->n_objs++] = (struct object){ .map = m };
+		y->obj_of[i] = y->n_objs - 1;
 	}
+	return 0;
+}
 
-	dwfl = dwfl_begin(&mp_dwfl_callbacks);
-	if (!dwfl)
-		goto out;
-	dwfl_report_begin(dwfl);
-	for (uint32_t i = 0; i < n_objs; i++)
-		report(dwfl, objs, i, pid);
-	dwfl_report_end(dwfl, NULL, NULL);
-	for (uint32_t i = 0; i < n; i++) {
-		struct object *ob = obj_of[i] != MP_NONE ? &objs[obj_of[i]] : NULL;
+/* libdwfl over the objects: function, file and line of each caller. */
+static int sym_dwfl(struct symbolization *y, pid_t pid)
+{
+	y->dwfl = dwfl_begin(&mp_dwfl_callbacks);
+	if (!y->dwfl)
+		return -ENOMEM;
+	dwfl_report_begin(y->dwfl);
+	for (uint32_t i = 0; i < y->n_objs; i++)
+		report(y->dwfl, y->objs, i, pid);
+	dwfl_report_end(y->dwfl, NULL, NULL);
+	for (uint32_t i = 0; i < y->n; i++) {
+		struct object *ob = y->obj_of[i] != MP_NONE ? &y->objs[y->obj_of[i]] : NULL;
 
 		if (!ob || ob->failed || !ob->mod)
 			continue;
-		if (symbolize_one(ob, callers[i], &locs[i]) < 0)
-			goto out;
+		if (symbolize_one(ob, y->callers[i], &y->locs[i]) < 0)
+			return -ENOMEM;
 	}
+	return 0;
+}
 
-	/* The model's objects: the mappings that hold callers. */
-	mobjs = calloc(n_objs ? n_objs : 1, sizeof(*mobjs));
-	if (!mobjs)
-		goto out;
-	for (uint32_t i = 0; i < n_objs; i++) {
-		struct object *ob = &objs[i];
-		struct mp_object *mo = &mobjs[n_mobjs++];
+/* The model's objects: the mappings that hold callers. */
+static int sym_objects(struct symbolization *y)
+{
+	y->mobjs = calloc(y->n_objs ? y->n_objs : 1, sizeof(*y->mobjs));
+	if (!y->mobjs)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < y->n_objs; i++) {
+		struct object *ob = &y->objs[i];
+		struct mp_object *mo = &y->mobjs[y->n_mobjs++];
 		const unsigned char *bits;
 		GElf_Addr vaddr, bias;
 		int nb;
@@ -231,49 +252,69 @@ int mp_symbolize_profile(struct mp_profile *p, const struct mp_procmaps *maps, p
 					  .file_offset = ob->map->offset };
 		mo->path = strdup(ob->map->path);
 		if (!mo->path)
-			goto out;
+			return -ENOMEM;
 		if (ob->mod && dwfl_module_getelf(ob->mod, &bias)) {
 			nb = dwfl_module_build_id(ob->mod, &bits, &vaddr);
 			if (nb > 0 && nb <= 64 && !(mo->build_id = hex(bits, nb)))
-				goto out;
+				return -ENOMEM;
 		}
 	}
-	/* Per-object flags count the locations of that mapping only. */
-	for (uint32_t i = 0; i < n_objs; i++) {
+	return 0;
+}
+
+/* Locations point at their objects; per-object flags count the
+ * locations of that mapping only. */
+static void sym_link(struct symbolization *y)
+{
+	for (uint32_t i = 0; i < y->n_objs; i++) {
 		uint32_t nl = 0, nf = 0, nln = 0;
 
-		for (uint32_t j = 0; j < n; j++) {
-			if (obj_of[j] != i)
+		for (uint32_t j = 0; j < y->n; j++) {
+			if (y->obj_of[j] != i)
 				continue;
-			locs[j].object = i;
-			if (objs[i].mod && !objs[i].failed)
-				locs[j].rel_addr = callers[j] - objs[i].bias;
+			y->locs[j].object = i;
+			if (y->objs[i].mod && !y->objs[i].failed)
+				y->locs[j].rel_addr = y->callers[j] - y->objs[i].bias;
 			nl++;
-			nf += locs[j].function != NULL;
-			nln += locs[j].file != NULL;
+			nf += y->locs[j].function != NULL;
+			nln += y->locs[j].file != NULL;
 		}
-		mobjs[i].flags = (nl && nf == nl ? MP_OBJ_F_FUNCTIONS : 0) |
-				 (nl && nln == nl ? MP_OBJ_F_LINES : 0);
+		y->mobjs[i].flags = (nl && nf == nl ? MP_OBJ_F_FUNCTIONS : 0) |
+				    (nl && nln == nl ? MP_OBJ_F_LINES : 0);
 	}
+}
 
-	locations_free(p->locations, p->n_locations);
-	objects_free(p->objects, p->n_objects);
-	p->locations = locs;
-	p->n_locations = n;
-	p->objects = mobjs;
-	p->n_objects = n_mobjs;
-	locs = NULL;
-	mobjs = NULL;
-	n_mobjs = 0;
-	r = 0;
-out:
-	if (dwfl)
-		dwfl_end(dwfl);
-	locations_free(locs, n);
-	objects_free(mobjs, n_mobjs);
-	free(objs);
-	free(obj_of);
-	free(callers);
-	mp_procmaps_free(fresh);
+int mp_symbolize_profile(struct mp_profile *p, const struct mp_procmaps *maps, pid_t pid)
+{
+	struct symbolization y = { 0 };
+	int r;
+
+	r = sym_callers(&y, p);
+	if (r == 0)
+		r = sym_map_callers(&y, maps, pid);
+	if (r == 0)
+		r = sym_dwfl(&y, pid);
+	if (r == 0)
+		r = sym_objects(&y);
+	if (r == 0) {
+		sym_link(&y);
+		locations_free(p->locations, p->n_locations);
+		objects_free(p->objects, p->n_objects);
+		p->locations = y.locs;
+		p->n_locations = y.n;
+		p->objects = y.mobjs;
+		p->n_objects = y.n_mobjs;
+		y.locs = NULL;
+		y.mobjs = NULL;
+		y.n_mobjs = 0;
+	}
+	if (y.dwfl)
+		dwfl_end(y.dwfl);
+	locations_free(y.locs, y.locs ? y.n : 0);
+	objects_free(y.mobjs, y.n_mobjs);
+	free(y.objs);
+	free(y.obj_of);
+	free(y.callers);
+	mp_procmaps_free(y.fresh);
 	return r;
 }

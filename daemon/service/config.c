@@ -22,11 +22,15 @@ int mp_config_new(struct mp_config **ret)
 	c->rss_hz = MP_RSS_DEFAULT_HZ;
 	c->pss_every = MP_RSS_DEFAULT_PSS_EVERY;
 	c->max_targets = 256;
+	c->max_conns = MP_CONFIG_DEFAULT_MAX_CONNS;
+	c->max_conns_per_uid = MP_CONFIG_DEFAULT_MAX_CONNS_PER_UID;
 	c->stream_interval_ns = 10ull * 1000000000ull;
 	c->buffer_bytes = 64ull << 20;
 	/* Always-on profiling must be cheap: no allocator uprobes by default. */
 	c->mode = MP_TRACE_RSS;
 	c->sample_bytes = 4096;
+	c->stream_per_uid = 4;
+	c->stream_total_bytes = 256ull << 20;
 	*ret = c;
 	return 0;
 }
@@ -132,6 +136,18 @@ static int set(struct mp_config *c, const char *k, const char *v)
 		c->max_targets = (unsigned)x;
 		return 0;
 	}
+	if (!strcmp(k, "max_connections")) {
+		if (parse_u64(v, 4096, false, &x) < 0 || x < 2)
+			return -EINVAL;
+		c->max_conns = (unsigned)x;
+		return 0;
+	}
+	if (!strcmp(k, "max_connections_per_uid")) {
+		if (parse_u64(v, 4096, false, &x) < 0 || !x)
+			return -EINVAL;
+		c->max_conns_per_uid = (unsigned)x;
+		return 0;
+	}
 	if (!strcmp(k, "stream_interval")) {
 		errno = 0;
 		d = strtod(v, &end);
@@ -144,6 +160,24 @@ static int set(struct mp_config *c, const char *k, const char *v)
 		if (parse_u64(v, 1ull << 40, true, &x) < 0)
 			return -EINVAL;
 		c->buffer_bytes = x;
+		return 0;
+	}
+	if (!strcmp(k, "memory_budget")) {
+		if (parse_u64(v, 1ull << 50, true, &x) < 0)
+			return -EINVAL;
+		c->memory_budget = x;
+		return 0;
+	}
+	if (!strcmp(k, "stream_collectors_per_uid")) {
+		if (parse_u64(v, MP_STREAM_MAX_COLLECTORS, false, &x) < 0)
+			return -EINVAL;
+		c->stream_per_uid = (unsigned)x;
+		return 0;
+	}
+	if (!strcmp(k, "stream_total_size")) {
+		if (parse_u64(v, 1ull << 40, true, &x) < 0)
+			return -EINVAL;
+		c->stream_total_bytes = x;
 		return 0;
 	}
 	if (!strcmp(k, "bpf_ring_size")) {
@@ -215,6 +249,14 @@ int mp_config_load(const char *path, struct mp_config **ret, char *err, size_t e
 	if (r == 0 && ferror(f)) {
 		r = -EIO;
 		snprintf(err, errlen, "read error");
+	}
+	/* One connection stays root's whatever the other users hold. */
+	if (r == 0 && c->max_conns_per_uid > c->max_conns - 1) {
+		r = -EINVAL;
+		snprintf(err, errlen,
+			 "max_connections_per_uid = %u leaves no connection for root "
+			 "(max_connections = %u)",
+			 c->max_conns_per_uid, c->max_conns);
 	}
 	fclose(f);
 	if (r < 0) {

@@ -7,9 +7,16 @@
  *   rss_hz = N             RSS samples per second (0 = off)
  *   pss_every = N          read smaps_rollup every Nth sample
  *   max_targets = N        attached processes at most
+ *   max_connections = N    control connections at most (one kept for root)
+ *   max_connections_per_uid = N  of them per non-root user
  *   stream_interval = S    seconds between chunks (decimal)
  *   buffer_size = N[K|M|G] per-collector buffer
- *   bpf_ring_size = N[K|M] BPF ring buffer per target (power of two)
+ *   bpf_ring_size = N[K|M] BPF ring buffer per target (power of two;
+ *                          default by mode: rss 1M, sampled/precise 8M)
+ *   memory_budget = N[K|M|G]  refuse attaches beyond it (0: 7/8 of the
+ *                          service cgroup's memory.max, if any)
+ *   stream_collectors_per_uid = N  distinct --stream collectors of a uid
+ *   stream_total_size = N[K|M|G]   all collectors' buffers together
  */
 #ifndef MP_CONFIG_H
 #define MP_CONFIG_H
@@ -20,6 +27,8 @@
 #define MP_CONFIG_DEFAULT_PATH "/etc/memprofd/memprofd.conf"
 #define MP_CONFIG_MAX_COLLECTORS 16
 #define MP_CONFIG_MAX_OWNERS 64
+#define MP_CONFIG_DEFAULT_MAX_CONNS 64
+#define MP_CONFIG_DEFAULT_MAX_CONNS_PER_UID 8
 
 struct mp_config {
 	char *collectors[MP_CONFIG_MAX_COLLECTORS];
@@ -29,11 +38,16 @@ struct mp_config {
 	unsigned rss_hz;
 	unsigned pss_every;
 	unsigned max_targets;
+	unsigned max_conns;
+	unsigned max_conns_per_uid;
 	uint64_t stream_interval_ns;
 	uint64_t buffer_bytes;
-	uint32_t bpf_ring_bytes; /* 0: the tracer's default */
+	uint32_t bpf_ring_bytes; /* 0: the tracer's default for the mode */
+	uint64_t memory_budget; /* 0: from the cgroup */
 	uint32_t mode; /* enum mp_trace_mode of targets attached without --mode */
 	uint64_t sample_bytes; /* their sampling interval in sampled mode */
+	unsigned stream_per_uid; /* 0: no limit (root is never limited) */
+	uint64_t stream_total_bytes; /* 0: no limit */
 };
 
 /* Defaults only. */

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,25 +20,44 @@ static bool key_ok(const char *k, size_t n)
 	return true;
 }
 
+static int bad(struct mp_ctl_msg *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int bad(struct mp_ctl_msg *m, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(m->why, sizeof(m->why), fmt, ap);
+	va_end(ap);
+	return -EBADMSG;
+}
+
 int mp_ctl_parse(const void *buf, size_t len, struct mp_ctl_msg *m)
 {
-	char *p, *end;
+	char *p, *end, *nul;
 
+	m->n = 0;
+	m->why[0] = '\0';
 	if (len > MP_CTL_MAX_MSG)
-		return -EBADMSG;
+		return bad(m, "message longer than %u bytes", MP_CTL_MAX_MSG);
 	memcpy(m->text, buf, len);
 	m->text[len] = '\0';
-	m->n = 0;
+	nul = memchr(m->text, '\0', len);
+	if (nul)
+		return bad(m, "NUL byte at offset %zu", (size_t)(nul - m->text));
 	if (len && m->text[len - 1] != '\n')
-		return -EBADMSG;
-	if (memchr(m->text, '\0', len))
-		return -EBADMSG;
+		return bad(m, "the last line does not end with a newline");
 	for (p = m->text, end = m->text + len; p < end;) {
 		char *nl = memchr(p, '\n', (size_t)(end - p));
 		char *eq = memchr(p, '=', (size_t)(nl - p));
 
-		if (!eq || !key_ok(p, (size_t)(eq - p)) || m->n >= MP_CTL_MAX_FIELDS)
-			return -EBADMSG;
+		if (m->n >= MP_CTL_MAX_FIELDS)
+			return bad(m, "more than %u lines", MP_CTL_MAX_FIELDS);
+		if ((size_t)(nl - p) > MP_CTL_MAX_LINE)
+			return bad(m, "line %zu longer than %u bytes", m->n + 1, MP_CTL_MAX_LINE);
+		if (!eq)
+			return bad(m, "line %zu is not key=value", m->n + 1);
+		if (!key_ok(p, (size_t)(eq - p)))
+			return bad(m, "line %zu: the key is not 1 to 64 of [a-z_]", m->n + 1);
 		*eq = '\0';
 		*nl = '\0';
 		m->f[m->n].key = p;
@@ -71,6 +91,56 @@ int mp_ctl_get_u64(const struct mp_ctl_msg *m, const char *key, uint64_t max, ui
 	if (errno || *end || x > max)
 		return -EINVAL;
 	*ret = x;
+	return 0;
+}
+
+struct ctl_cmd {
+	const char *name;
+	const char *const *keys; /* besides cmd; NULL-terminated */
+};
+
+static const char *const attach_keys[] = { "pid",  "duration_ns",  "stream",
+					   "mode", "sample_bytes", NULL };
+static const char *const pid_keys[] = { "pid", NULL };
+static const char *const no_keys[] = { NULL };
+static const struct ctl_cmd ctl_cmds[] = {
+	{ "attach", attach_keys }, { "detach", pid_keys }, { "dump", pid_keys },
+	{ "list", no_keys },	   { "status", no_keys },
+};
+
+int mp_ctl_check_request(const struct mp_ctl_msg *m, char *why, size_t why_len)
+{
+	const struct ctl_cmd *c = NULL;
+
+	if (!m->n || strcmp(m->f[0].key, "cmd")) {
+		snprintf(why, why_len, "the first line is not cmd=...");
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < sizeof(ctl_cmds) / sizeof(ctl_cmds[0]); i++)
+		if (!strcmp(m->f[0].value, ctl_cmds[i].name))
+			c = &ctl_cmds[i];
+	if (!c) {
+		snprintf(why, why_len, "unknown command");
+		return -EOPNOTSUPP;
+	}
+	for (size_t i = 1; i < m->n; i++) {
+		const char *k = m->f[i].key;
+		bool known = false;
+
+		for (const char *const *a = c->keys; *a && !known; a++)
+			known = !strcmp(*a, k);
+		if (!known) {
+			snprintf(why, why_len, "unknown key '%s' for %s", k, c->name);
+			return -EBADMSG;
+		}
+		if (!strcmp(k, "stream"))
+			continue;
+		for (size_t j = 0; j < i; j++)
+			if (!strcmp(m->f[j].key, k)) {
+				snprintf(why, why_len, "key '%s' given twice", k);
+				return -EBADMSG;
+			}
+	}
 	return 0;
 }
 
@@ -252,30 +322,43 @@ int mp_ctl_recv(int sock, struct mp_ctl_msg *m, int *ret_fd)
 	uint32_t len;
 	ssize_t n;
 
+	m->n = 0;
+	m->why[0] = '\0';
 	do
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
+	if (n < 0 && errno == EAGAIN) {
+		bad(m, "no request within the timeout");
+		return -ETIMEDOUT;
+	}
 	if (n < 0)
-		return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		return -errno;
 	if (n == 0)
 		return -ECONNRESET;
 	nfds = close_fds(&mh, ret_fd ? &fd : NULL);
 	if ((mh.msg_flags & MSG_CTRUNC) || nfds > 1 || (nfds == 1 && !ret_fd)) {
 		if (fd >= 0)
 			close(fd);
-		return -EBADMSG;
+		return bad(m, nfds == 1 ? "no file descriptor is accepted here" :
+					  "more than one file descriptor");
 	}
 	r = 0;
 	if (n < (ssize_t)sizeof(hdr))
 		r = read_all(sock, hdr + n, sizeof(hdr) - (size_t)n);
 	len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
 	      (uint32_t)hdr[3] << 24;
-	if (r == 0 && len > MP_CTL_MAX_MSG)
-		r = -EBADMSG;
+	if (r == -ECONNRESET)
+		r = bad(m, "truncated length prefix");
+	else if (r == 0 && len > MP_CTL_MAX_MSG)
+		r = bad(m, "message longer than %u bytes", MP_CTL_MAX_MSG);
 	if (r == 0) {
 		body = malloc(len ? len : 1);
 		r = body ? read_all(sock, body, len) : -ENOMEM;
+		if (r == -ECONNRESET)
+			r = bad(m, "truncated message (the length prefix says %u bytes)", len);
 	}
+	if (r == -ETIMEDOUT)
+		bad(m, "no complete request within the timeout");
 	if (r == 0)
 		r = mp_ctl_parse(body, len, m);
 	free(body);

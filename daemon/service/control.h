@@ -25,6 +25,8 @@
 #define MP_CTL_DEFAULT_PATH "/run/memprofd/control"
 #define MP_CTL_MAX_MSG 65536u
 #define MP_CTL_MAX_FIELDS 1024u
+/* A line holds a path (PATH_MAX) with room to spare. */
+#define MP_CTL_MAX_LINE 8192u
 
 struct mp_ctl_field {
 	const char *key, *value;
@@ -35,10 +37,12 @@ struct mp_ctl_msg {
 	char text[MP_CTL_MAX_MSG + 1];
 	size_t n;
 	struct mp_ctl_field f[MP_CTL_MAX_FIELDS];
+	/* Why a message was refused (-EBADMSG): sent back to the client. */
+	char why[128];
 };
 
 /* Parses @len bytes into @m (a large struct: allocate it). -EBADMSG when
- * the text is not a well-formed message. */
+ * the text is not a well-formed message, with the reason in @m->why. */
 int mp_ctl_parse(const void *buf, size_t len, struct mp_ctl_msg *m);
 /* The value of the first field named @key, or NULL. */
 const char *mp_ctl_get(const struct mp_ctl_msg *m, const char *key);
@@ -60,13 +64,20 @@ void mp_ctl_vadd(struct mp_ctl_builder *b, const char *key, const char *fmt, va_
 	__attribute__((format(printf, 3, 0)));
 int mp_ctl_build_end(const struct mp_ctl_builder *b);
 
+/* Checks a parsed request against the commands the service knows
+ * (attach, detach, dump, list, status): "cmd" first, every key known to
+ * that command, no key but "stream" twice. -EBADMSG (unknown key,
+ * repeated key, no cmd) or -EOPNOTSUPP (unknown command) with the reason
+ * in @why. */
+int mp_ctl_check_request(const struct mp_ctl_msg *m, char *why, size_t why_len);
+
 /* Sends one message (and @pass_fd unless it is negative). */
 int mp_ctl_send(int sock, const void *buf, size_t len, int pass_fd);
 /* Receives one message into @m. At most one descriptor is accepted, and
  * only with the first bytes; it is returned in *@ret_fd (-1 if none; pass
  * NULL to refuse any). Blocking: set SO_RCVTIMEO on @sock to bound it.
- * -EBADMSG on a malformed message or unexpected descriptors (all closed),
- * -ECONNRESET when the peer closed early. */
+ * -EBADMSG on a malformed message or unexpected descriptors (all closed;
+ * the reason in @m->why), -ECONNRESET when the peer closed early. */
 int mp_ctl_recv(int sock, struct mp_ctl_msg *m, int *ret_fd);
 
 /* Connects to the service's socket at @path (NULL: the default). */

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,7 +30,6 @@
 #include "stream.h"
 #include "util.h"
 
-#define MAX_CONNS 64
 #define MAX_TARGET_STREAMS 8
 /* Bounds how long a client may keep a connection thread busy sending or
  * reading. */
@@ -51,6 +51,8 @@ struct target {
 	gid_t gid;
 	char exe[PATH_MAX];
 	uint64_t started_ns;
+	uint64_t cost; /* mp_service_target_cost() */
+	uint64_t ring_bytes;
 	int out_fd;
 	char *streams[MAX_TARGET_STREAMS];
 	size_t n_streams;
@@ -77,9 +79,16 @@ struct service {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct mp_config *cfg; /* under lock */
+	uint64_t budget; /* bytes for targets; 0: none (under lock) */
+	uint64_t budget_total; /* targets and the service's own reserve */
+	uint64_t cgroup_max; /* the service cgroup's memory.max; 0: none */
 	struct target *targets; /* under lock */
 	unsigned n_targets; /* not DONE */
-	unsigned n_conns;
+	/* Control connections (under lock): every connection thread is on
+	 * the list; n_live counts those not dropped to make room. */
+	struct request *conns;
+	unsigned n_conns, n_live;
+	uint64_t conns_dropped, conns_refused;
 	uint64_t next_id;
 	bool stopping;
 	int reap_fd; /* eventfd: a target ended or was released */
@@ -185,40 +194,177 @@ int mp_service_authorize(uid_t uid, gid_t gid, pid_t pid, char *why, size_t why_
 	return 0;
 }
 
+/* --- memory budget --- */
+
+uint64_t mp_service_target_cost(uint32_t mode, uint32_t ring_bytes)
+{
+	return MP_SERVICE_TARGET_BASE + mp_tracer_ring_bytes(mode, ring_bytes);
+}
+
+uint64_t mp_service_reserved(uint64_t buffer_bytes, size_t n_collectors, unsigned max_conns)
+{
+	/* A connection thread holds one struct request (a message and a
+	 * reply) and its stack. */
+	uint64_t conn = sizeof(struct mp_ctl_msg) + sizeof(struct mp_ctl_builder) + (256 << 10);
+
+	return MP_SERVICE_FIXED_BYTES + buffer_bytes * (n_collectors ? n_collectors : 1) +
+	       conn * max_conns;
+}
+
+/* The memory limit of the cgroup this process runs in: memory.max (v2)
+ * or memory.limit_in_bytes (v1); 0 when none or unknown. */
+static uint64_t cgroup_memory_max(void)
+{
+	char line[4096], path[4200], val[64];
+	uint64_t max = 0;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		char *ctrl = strchr(line, ':'), *rel = ctrl ? strchr(ctrl + 1, ':') : NULL;
+		size_t n = strlen(line);
+		FILE *m;
+
+		if (!rel || !n || line[n - 1] != '\n')
+			continue;
+		line[n - 1] = '\0';
+		*rel++ = '\0';
+		if (!strcmp(line, "0") && !ctrl[1])
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max", rel);
+		else if (!strcmp(ctrl + 1, "memory"))
+			snprintf(path, sizeof(path),
+				 "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", rel);
+		else
+			continue;
+		m = fopen(path, "re");
+		/* "max", or v1's page-rounded LLONG_MAX: no limit. */
+		if (m && fgets(val, sizeof(val), m) && val[0] >= '0' && val[0] <= '9' &&
+		    strtoull(val, NULL, 10) < (1ull << 60))
+			max = strtoull(val, NULL, 10);
+		if (m)
+			fclose(m);
+	}
+	if (f)
+		fclose(f);
+	return max;
+}
+
+/* The service's own anonymous memory: its heap, stacks and tables. */
+static uint64_t self_rss_anon(void)
+{
+	char line[256];
+	unsigned long long kib = 0;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssAnon: %llu", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (uint64_t)kib << 10;
+}
+
+/* Under svc->lock: 0 when a target costing @cost fits the budget, else
+ * -ENOMEM with the reason in @why. Two checks: the estimates of every
+ * live target against the targets' share, and what the service really
+ * holds (its anonymous memory plus the targets' BPF ring buffers, which
+ * are kernel memory charged to its cgroup) against the whole budget. */
+static int budget_check(struct service *svc, uint64_t cost, uint32_t mode, char *why,
+			size_t why_len)
+{
+	uint64_t committed = 0, rings = 0, in_use;
+
+	if (!svc->budget)
+		return 0;
+	for (struct target *t = svc->targets; t; t = t->next)
+		if (t->state != T_DONE) {
+			committed += t->cost;
+			rings += t->ring_bytes;
+		}
+	in_use = self_rss_anon() + rings;
+	if (committed + cost <= svc->budget && in_use + cost <= svc->budget_total)
+		return 0;
+	snprintf(why, why_len,
+		 "the service's memory budget for targets is %" PRIu64 " MiB (memory_budget%s); "
+		 "its %u targets hold ~%" PRIu64 " MiB (estimated) and it uses %" PRIu64
+		 " MiB; one %s-mode target needs ~%" PRIu64 " MiB",
+		 svc->budget >> 20, svc->cfg->memory_budget ? "" : ", from MemoryMax",
+		 svc->n_targets, committed >> 20, in_use >> 20, mp_trace_mode_name(mode),
+		 cost >> 20);
+	return -ENOMEM;
+}
+
+/* Under svc->lock, after a configuration is loaded. */
+static void budget_update(struct service *svc)
+{
+	const struct mp_config *c = svc->cfg;
+	uint64_t total = c->memory_budget, reserved, per;
+
+	if (!total && svc->cgroup_max)
+		total = svc->cgroup_max / 8 * 7;
+	reserved = mp_service_reserved(c->buffer_bytes, c->n_collectors, c->max_conns);
+	svc->budget_total = total;
+	svc->budget = !total ? 0 : total > reserved ? total - reserved : 1;
+	per = mp_service_target_cost(c->mode, c->bpf_ring_bytes);
+	if (svc->budget && (uint64_t)c->max_targets * per > svc->budget)
+		log_warning("max_targets %u x ~%" PRIu64
+			    " MiB per %s-mode target exceeds the memory "
+			    "budget of %" PRIu64 " MiB for targets: attaches beyond ~%" PRIu64
+			    " such targets will be refused",
+			    c->max_targets, per >> 20, mp_trace_mode_name(c->mode),
+			    svc->budget >> 20, svc->budget / per);
+}
+
 /* --- targets --- */
 
-static int write_profile(int fd, const struct mp_profile *p)
+static int pwrite_all(int fd, const uint8_t *buf, size_t len, off_t at)
 {
-	uint8_t *buf = NULL;
-	size_t len, off = 0;
-	int r;
+	size_t off = 0;
 
-	r = mp_profile_file_encode(p, &buf, &len);
-	if (r < 0)
-		return r;
-	if (ftruncate(fd, 0) < 0) {
-		r = -errno;
-		goto out;
-	}
 	while (off < len) {
-		ssize_t n = pwrite(fd, buf + off, len - off, (off_t)off);
+		ssize_t n = pwrite(fd, buf + off, len - off, at + (off_t)off);
 
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			r = -errno;
-			goto out;
-		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
 		off += (size_t)n;
 	}
-	if (fsync(fd) < 0 && errno != EINVAL && errno != EROFS)
+	return 0;
+}
+
+/* The profile file from @msg, the profile encoded once for the file and
+ * the final stream chunk. */
+static int write_profile_msg(int fd, const uint8_t *msg, size_t len)
+{
+	uint8_t hdr[MP_PROFILE_FILE_HEADER];
+	int r;
+
+	mp_profile_file_header(msg, len, hdr);
+	if (ftruncate(fd, 0) < 0)
+		return -errno;
+	r = pwrite_all(fd, hdr, sizeof(hdr), 0);
+	if (r == 0)
+		r = pwrite_all(fd, msg, len, (off_t)sizeof(hdr));
+	if (r == 0 && fsync(fd) < 0 && errno != EINVAL && errno != EROFS)
 		r = -errno;
-out:
-	free(buf);
 	return r;
 }
 
-static void stream_chunk(struct target *t, const struct mp_profile *p, bool final)
+static int write_profile(int fd, const struct mp_profile *p)
+{
+	uint8_t *msg;
+	size_t len;
+	int r = mp_profile_encode(p, &msg, &len);
+
+	if (r < 0)
+		return r;
+	r = write_profile_msg(fd, msg, len);
+	free(msg);
+	return r;
+}
+
+static void stream_chunk_encoded(struct target *t, const struct mp_profile *p, const uint8_t *msg,
+				 size_t msg_len, bool final)
 {
 	struct mp_chunk_meta m = {
 		.target_id = t->id,
@@ -229,11 +375,38 @@ static void stream_chunk(struct target *t, const struct mp_profile *p, bool fina
 		.window_end_ns = p->end_ns,
 		.final = final,
 	};
-	int r = mp_streamer_push(t->svc->streamer, &m, p, t->streams, t->n_streams);
+	int r = mp_streamer_push_encoded(t->svc->streamer, &m, p, msg, msg_len, t->streams,
+					 t->n_streams);
 
 	if (r < 0)
 		log_warning_errno(r, "pid %d: streaming chunk %" PRIu64 ": %m", (int)t->pid,
 				  m.sequence);
+}
+
+static void stream_chunk(struct target *t, const struct mp_profile *p, bool final)
+{
+	stream_chunk_encoded(t, p, NULL, 0, final);
+}
+
+/* The final profile: to the -o file and the collectors, encoded once. */
+static void emit_final(struct target *t, const struct mp_profile *p)
+{
+	uint8_t *msg = NULL;
+	size_t len = 0;
+	int r = 0;
+
+	if (t->out_fd >= 0 || mp_streamer_wanted(t->svc->streamer, t->n_streams))
+		r = mp_profile_encode(p, &msg, &len);
+	if (t->out_fd >= 0) {
+		int w = r < 0 ? r : write_profile_msg(t->out_fd, msg, len);
+
+		if (w < 0)
+			log_error_errno(w, "pid %d: writing the profile: %m", (int)t->pid);
+		else
+			log_debug("pid %d: profile written", (int)t->pid);
+	}
+	stream_chunk_encoded(t, p, msg, len, true);
+	free(msg);
 }
 
 static void on_snapshot(void *ctx, enum mp_snapshot_reason why, struct mp_profile *p, int err)
@@ -270,6 +443,12 @@ static int on_attached(void *ctx)
 {
 	struct target *t = ctx;
 
+	/* Loading the BPF object parses the kernel's BTF (~11 MiB of heap,
+	 * freed at once); the session's own allocations made after it pin
+	 * that memory in this thread's malloc arena unless it is given
+	 * back (docs/SERVICE.md, "Memory per target"). */
+	malloc_trim(0);
+
 	pthread_mutex_lock(&t->svc->lock);
 	t->state = T_RUNNING;
 	pthread_cond_broadcast(&t->svc->cond);
@@ -286,15 +465,10 @@ static void *target_main(void *arg)
 
 	r = mp_session_run(&t->sopts, &p);
 	if (r == 0) {
-		if (t->out_fd >= 0) {
-			int w = write_profile(t->out_fd, p);
-
-			if (w < 0)
-				log_error_errno(w, "pid %d: writing the profile: %m", (int)t->pid);
-			else
-				log_debug("pid %d: profile written", (int)t->pid);
-		}
-		stream_chunk(t, p, true);
+		/* Chunks this target's collectors missed so far; its final
+		 * chunk's fate is logged when a collector is released. */
+		p->stream_chunks_lost = mp_streamer_target_lost(svc->streamer, t->id, false);
+		emit_final(t, p);
 	}
 	mp_profile_free(p);
 	if (t->out_fd >= 0) {
@@ -323,8 +497,10 @@ static void target_free(struct target *t)
 		close(t->ctl.stop_fd);
 	if (t->ctl.snapshot_fd >= 0)
 		close(t->ctl.snapshot_fd);
-	for (size_t i = 0; i < t->n_streams; i++)
+	for (size_t i = 0; i < t->n_streams; i++) {
+		mp_streamer_release(t->svc->streamer, t->streams[i], (uint32_t)t->uid);
 		free(t->streams[i]);
+	}
 	for (size_t i = 0; i < t->sopts.n_owner_rules; i++)
 		free(t->owners[i]);
 	mp_profile_free(t->dump);
@@ -372,6 +548,10 @@ static void signal_fd(int fd)
 
 struct request {
 	struct service *svc;
+	struct request *next; /* svc->conns, under svc->lock */
+	uint64_t since_ns; /* accepted */
+	bool busy; /* its request arrived: being served, never dropped */
+	bool dropped; /* made room for a newer connection */
 	int sock;
 	uid_t uid;
 	gid_t gid;
@@ -394,6 +574,28 @@ static int fail(struct request *q, int err, const char *fmt, ...)
 	mp_ctl_vadd(&q->reply, "message", fmt, ap);
 	va_end(ap);
 	return err;
+}
+
+/* A target's own collector, counted against its requester's limit. */
+static int acquire_stream(struct target *t, struct request *q, const char *url)
+{
+	int r = mp_streamer_acquire(t->svc->streamer, url, (uint32_t)q->uid);
+	unsigned limit;
+
+	pthread_mutex_lock(&t->svc->lock);
+	limit = t->svc->cfg->stream_per_uid;
+	pthread_mutex_unlock(&t->svc->lock);
+	if (r == -EDQUOT)
+		return fail(q, r,
+			    "too many distinct stream collectors for uid %u "
+			    "(stream_collectors_per_uid = %u); detach a target streaming elsewhere",
+			    (unsigned)q->uid, limit);
+	if (r == -ENOSPC)
+		return fail(q, r, "no free collector slot (%d per-target collectors at most)",
+			    MP_STREAM_MAX_COLLECTORS - MP_STREAM_GLOBAL_SLOTS);
+	if (r < 0)
+		return fail(q, r, "stream URL '%s': %s", url, strerror(-r));
+	return 0;
 }
 
 static void ok(struct request *q)
@@ -463,47 +665,57 @@ static void deadline(struct timespec *ts, int seconds)
 	ts->tv_sec += seconds;
 }
 
-static int do_attach(struct request *q)
+/* What an attach request asks for. */
+struct attach_req {
+	pid_t pid;
+	uint64_t duration_ns, sample_bytes;
+	uint32_t mode; /* UINT32_MAX: the configured default */
+};
+
+/* Parses and authorizes an attach request; replies on failure. */
+static int attach_parse(struct request *q, struct attach_req *a)
 {
-	struct service *svc = q->svc;
-	struct mp_config *cfg;
-	struct target *t;
-	struct timespec ts;
-	uint64_t dur = 0, sample_bytes = 0;
-	uint32_t mode = UINT32_MAX; /* the configured default */
 	const char *mode_s;
-	char why[256], path[64];
-	pid_t pid = 0;
-	ssize_t n;
+	char why[256];
 	int r;
 
-	r = get_pid(q, &pid);
+	*a = (struct attach_req){ .mode = UINT32_MAX };
+	r = get_pid(q, &a->pid);
 	if (r < 0)
 		return r;
-	r = mp_ctl_get_u64(&q->msg, "duration_ns", UINT64_MAX / 2, &dur);
+	r = mp_ctl_get_u64(&q->msg, "duration_ns", UINT64_MAX / 2, &a->duration_ns);
 	if (r == -EINVAL)
 		return fail(q, r, "invalid duration_ns");
 	mode_s = mp_ctl_get(&q->msg, "mode");
-	if (mode_s && mp_trace_mode_parse(mode_s, &mode) < 0)
+	if (mode_s && mp_trace_mode_parse(mode_s, &a->mode) < 0)
 		return fail(q, -EINVAL, "invalid mode (precise, sampled or rss)");
-	r = mp_ctl_get_u64(&q->msg, "sample_bytes", 1ull << 40, &sample_bytes);
-	if (r == -EINVAL || (r == 0 && !sample_bytes))
+	r = mp_ctl_get_u64(&q->msg, "sample_bytes", 1ull << 40, &a->sample_bytes);
+	if (r == -EINVAL || (r == 0 && !a->sample_bytes))
 		return fail(q, -EINVAL, "invalid sample_bytes");
 	r = check_out_fd(q);
 	if (r < 0)
 		return r;
-	r = mp_service_authorize(q->uid, q->gid, pid, why, sizeof(why));
+	r = mp_service_authorize(q->uid, q->gid, a->pid, why, sizeof(why));
 	if (r < 0) {
-		log_notice("refused attach to pid %d requested by uid %u (pid %d): %s", (int)pid,
+		log_notice("refused attach to pid %d requested by uid %u (pid %d): %s", (int)a->pid,
 			   (unsigned)q->uid, (int)q->peer_pid, why);
 		return fail(q, r, "not permitted: %s", why);
 	}
+	return 0;
+}
+
+/* A new target for @pid, owning the request's output fd. */
+static int target_new(struct request *q, pid_t pid, struct target **ret)
+{
+	struct target *t;
+	char path[64];
+	ssize_t n;
 
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return fail(q, -ENOMEM, "out of memory");
 	pthread_mutex_init(&t->dump_lock, NULL);
-	t->svc = svc;
+	t->svc = q->svc;
 	t->pid = pid;
 	t->uid = q->uid;
 	t->gid = q->gid;
@@ -515,74 +727,154 @@ static int do_attach(struct request *q)
 	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
 	n = readlink(path, t->exe, sizeof(t->exe) - 1);
 	t->exe[n > 0 ? n : 0] = '\0';
-	if (t->ctl.stop_fd < 0 || t->ctl.snapshot_fd < 0) {
-		r = fail(q, -errno, "eventfd: %s", strerror(errno));
-		goto err;
-	}
+	*ret = t;
+	if (t->ctl.stop_fd < 0 || t->ctl.snapshot_fd < 0)
+		return fail(q, -errno, "eventfd: %s", strerror(errno));
+	return 0;
+}
+
+/* The request's own stream URLs, checked. */
+static int target_add_streams(struct request *q, struct target *t)
+{
+	int r;
+
 	for (size_t i = 0; i < q->msg.n; i++) {
 		const char *url = q->msg.f[i].value;
 
 		if (strcmp(q->msg.f[i].key, "stream"))
 			continue;
-		if (t->n_streams >= MAX_TARGET_STREAMS) {
-			r = fail(q, -E2BIG, "at most %d --stream per target", MAX_TARGET_STREAMS);
-			goto err;
-		}
+		if (t->n_streams >= MAX_TARGET_STREAMS)
+			return fail(q, -E2BIG, "at most %d --stream per target",
+				    MAX_TARGET_STREAMS);
 		/* The daemon may reach sockets the requester may not: only
 		 * root names Unix sockets (configured collectors are root's). */
-		if (q->uid != 0 && !strncmp(url, "unix:", 5)) {
-			r = fail(q, -EPERM, "only root may stream to a Unix socket ('%s')", url);
-			goto err;
-		}
+		if (q->uid != 0 && !strncmp(url, "unix:", 5))
+			return fail(q, -EPERM, "only root may stream to a Unix socket ('%s')", url);
+		/* Nor may anyone else make the daemon read a file (a token
+		 * would go to their collector). */
+		if (q->uid != 0 && (strstr(url, "headers=") || strstr(url, "ca=")))
+			return fail(q, -EPERM, "only root may name files (headers=, ca=) in '%s'",
+				    url);
 		r = mp_stream_url_check(url);
 		if (r < 0) {
 			fail(q, r, "invalid stream URL '%s'%s", url,
 			     r == -EPROTONOSUPPORT ? " (this build has no pprof encoder)" : "");
-			goto err;
+			return r;
 		}
 		t->streams[t->n_streams] = strdup(url);
-		if (!t->streams[t->n_streams]) {
-			r = fail(q, -ENOMEM, "out of memory");
-			goto err;
+		if (!t->streams[t->n_streams])
+			return fail(q, -ENOMEM, "out of memory");
+		r = acquire_stream(t, q, url);
+		if (r < 0) {
+			free(t->streams[t->n_streams]);
+			t->streams[t->n_streams] = NULL;
+			return r;
 		}
 		t->n_streams++;
 	}
+	return 0;
+}
 
-	pthread_mutex_lock(&svc->lock);
-	cfg = svc->cfg;
-	r = 0;
+/* Under svc->lock: admission (shutdown, max_targets, one session per
+ * pid), then the session settings from the request and the
+ * configuration. */
+static int target_configure_locked(struct request *q, struct target *t, const struct attach_req *a)
+{
+	struct service *svc = q->svc;
+	struct mp_config *cfg = svc->cfg;
+	int r = 0;
+
 	if (svc->stopping)
-		r = fail(q, -ESHUTDOWN, "the service is shutting down");
-	else if (svc->n_targets >= cfg->max_targets)
-		r = fail(q, -EMFILE, "too many targets (max_targets = %u)", cfg->max_targets);
-	for (struct target *o = svc->targets; o && r == 0; o = o->next)
-		if (o->pid == pid && o->state != T_DONE)
-			r = fail(q, -EBUSY, "pid %d is already being profiled", (int)pid);
-	if (r == 0) {
-		t->id = ++svc->next_id;
-		t->sopts.pid = pid;
-		t->sopts.duration_ns = dur;
-		t->sopts.rss_hz = cfg->rss_hz;
-		t->sopts.pss_every = cfg->pss_every;
-		t->sopts.bpf_ring_bytes = cfg->bpf_ring_bytes;
-		t->sopts.mode = mode != UINT32_MAX ? mode : cfg->mode;
-		t->sopts.sample_bytes = sample_bytes ? sample_bytes : cfg->sample_bytes;
-		t->sopts.verbose = svc->o->verbose;
-		t->sopts.on_attached = on_attached;
-		t->sopts.on_attached_ctx = t;
-		t->sopts.ctl = &t->ctl;
-		t->ctl.snapshot_period_ns = cfg->stream_interval_ns;
-		t->ctl.on_snapshot = on_snapshot;
-		t->ctl.want_periodic = want_periodic;
-		t->ctl.ctx = t;
-		for (size_t i = 0; i < cfg->n_owners && r == 0; i++) {
-			t->owners[i] = strdup(cfg->owners[i]);
-			if (!t->owners[i])
-				r = fail(q, -ENOMEM, "out of memory");
-			else
-				t->sopts.owner_rules[t->sopts.n_owner_rules++] = t->owners[i];
+		return fail(q, -ESHUTDOWN, "the service is shutting down");
+	if (svc->n_targets >= cfg->max_targets)
+		return fail(q, -EMFILE, "too many targets (max_targets = %u)", cfg->max_targets);
+	{
+		uint32_t m = a->mode != UINT32_MAX ? a->mode : cfg->mode;
+		char why[256];
+
+		t->cost = mp_service_target_cost(m, cfg->bpf_ring_bytes);
+		t->ring_bytes = mp_tracer_ring_bytes(m, cfg->bpf_ring_bytes);
+		r = budget_check(svc, t->cost, m, why, sizeof(why));
+		if (r < 0) {
+			log_notice("refused attach to pid %d requested by uid %u: %s", (int)a->pid,
+				   (unsigned)q->uid, why);
+			return fail(q, r, "not enough memory: %s", why);
 		}
 	}
+	for (struct target *o = svc->targets; o; o = o->next)
+		if (o->pid == a->pid && o->state != T_DONE)
+			return fail(q, -EBUSY, "pid %d is already being profiled", (int)a->pid);
+	t->id = ++svc->next_id;
+	t->sopts.pid = a->pid;
+	t->sopts.duration_ns = a->duration_ns;
+	t->sopts.rss_hz = cfg->rss_hz;
+	t->sopts.pss_every = cfg->pss_every;
+	t->sopts.bpf_ring_bytes = cfg->bpf_ring_bytes;
+	t->sopts.mode = a->mode != UINT32_MAX ? a->mode : cfg->mode;
+	t->sopts.sample_bytes = a->sample_bytes ? a->sample_bytes : cfg->sample_bytes;
+	t->sopts.verbose = svc->o->verbose;
+	t->sopts.on_attached = on_attached;
+	t->sopts.on_attached_ctx = t;
+	t->sopts.ctl = &t->ctl;
+	t->ctl.snapshot_period_ns = cfg->stream_interval_ns;
+	t->ctl.on_snapshot = on_snapshot;
+	t->ctl.want_periodic = want_periodic;
+	t->ctl.ctx = t;
+	for (size_t i = 0; i < cfg->n_owners && r == 0; i++) {
+		t->owners[i] = strdup(cfg->owners[i]);
+		if (!t->owners[i])
+			r = fail(q, -ENOMEM, "out of memory");
+		else
+			t->sopts.owner_rules[t->sopts.n_owner_rules++] = t->owners[i];
+	}
+	return r;
+}
+
+/* Under svc->lock: waits (bounded) for the session to attach, replies. */
+static int attach_wait_locked(struct request *q, struct target *t)
+{
+	struct service *svc = q->svc;
+	struct timespec ts;
+	int r = 0;
+
+	deadline(&ts, ATTACH_TIMEOUT_S);
+	while (t->state == T_STARTING)
+		if (pthread_cond_timedwait(&svc->cond, &svc->lock, &ts) == ETIMEDOUT)
+			break;
+	if (t->state == T_RUNNING) {
+		ok(q);
+		mp_ctl_add(&q->reply, "target", "%" PRIu64, t->id);
+		mp_ctl_add(&q->reply, "exe", "%s", t->exe);
+		log_info("pid %d (%s): attached for uid %u (target %" PRIu64 ")", (int)t->pid,
+			 t->exe, (unsigned)q->uid, t->id);
+	} else if (t->state == T_DONE) {
+		r = t->result < 0 ? t->result : -ESRCH;
+		fail(q, r, "attaching to pid %d failed: %s (see the service log)", (int)t->pid,
+		     strerror(-r));
+	} else {
+		/* Still attaching: the session goes on and can be detached. */
+		r = fail(q, -ETIMEDOUT, "attaching to pid %d takes too long", (int)t->pid);
+	}
+	return r;
+}
+
+static int do_attach(struct request *q)
+{
+	struct service *svc = q->svc;
+	struct attach_req a;
+	struct target *t = NULL;
+	int r;
+
+	r = attach_parse(q, &a);
+	if (r < 0)
+		return r;
+	r = target_new(q, a.pid, &t);
+	if (r == 0)
+		r = target_add_streams(q, t);
+	if (r < 0)
+		goto err;
+	pthread_mutex_lock(&svc->lock);
+	r = target_configure_locked(q, t, &a);
 	if (r == 0) {
 		t->state = T_STARTING;
 		t->users = 1;
@@ -597,24 +889,7 @@ static int do_attach(struct request *q)
 	t->next = svc->targets;
 	svc->targets = t;
 	svc->n_targets++;
-	deadline(&ts, ATTACH_TIMEOUT_S);
-	while (t->state == T_STARTING)
-		if (pthread_cond_timedwait(&svc->cond, &svc->lock, &ts) == ETIMEDOUT)
-			break;
-	if (t->state == T_RUNNING) {
-		ok(q);
-		mp_ctl_add(&q->reply, "target", "%" PRIu64, t->id);
-		mp_ctl_add(&q->reply, "exe", "%s", t->exe);
-		log_info("pid %d (%s): attached for uid %u (target %" PRIu64 ")", (int)pid, t->exe,
-			 (unsigned)q->uid, t->id);
-	} else if (t->state == T_DONE) {
-		r = t->result < 0 ? t->result : -ESRCH;
-		fail(q, r, "attaching to pid %d failed: %s (see the service log)", (int)pid,
-		     strerror(-r));
-	} else {
-		/* Still attaching: the session goes on and can be detached. */
-		r = fail(q, -ETIMEDOUT, "attaching to pid %d takes too long", (int)pid);
-	}
+	r = attach_wait_locked(q, t);
 	t->users--;
 	pthread_mutex_unlock(&svc->lock);
 	wake_reaper(svc);
@@ -748,26 +1023,43 @@ static int do_status(struct request *q)
 		   (double)svc->cfg->stream_interval_ns / 1e9);
 	mp_ctl_add(&q->reply, "rss_hz", "%u", svc->cfg->rss_hz);
 	mp_ctl_add(&q->reply, "mode", "%s", mp_trace_mode_name(svc->cfg->mode));
+	mp_ctl_add(&q->reply, "memory_budget_mib", "%" PRIu64, svc->budget >> 20);
+	mp_ctl_add(&q->reply, "connections", "%u", svc->n_live);
+	mp_ctl_add(&q->reply, "max_connections", "%u", svc->cfg->max_conns);
+	mp_ctl_add(&q->reply, "max_connections_per_uid", "%u", svc->cfg->max_conns_per_uid);
+	mp_ctl_add(&q->reply, "connections_dropped", "%" PRIu64, svc->conns_dropped);
+	mp_ctl_add(&q->reply, "connections_refused", "%" PRIu64, svc->conns_refused);
 	pthread_mutex_unlock(&svc->lock);
 	mp_streamer_describe(svc->streamer, describe_line, q);
 	return 0;
 }
 
-static void *conn_main(void *arg)
+static void conn_remove(struct service *svc, struct request *q)
 {
-	struct request *q = arg;
-	struct service *svc = q->svc;
-	const char *cmd;
+	pthread_mutex_lock(&svc->lock);
+	for (struct request **pp = &svc->conns; *pp; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	if (!q->dropped)
+		svc->n_live--;
+	svc->n_conns--;
+	pthread_cond_broadcast(&svc->cond);
+	pthread_mutex_unlock(&svc->lock);
+}
+
+static void dispatch(struct request *q)
+{
+	const char *cmd = mp_ctl_get(&q->msg, "cmd");
+	char why[160];
 	int r;
 
-	r = mp_ctl_recv(q->sock, &q->msg, &q->fd);
-	if (r < 0) {
-		log_debug_errno(r, "control request from pid %d dropped: %m", (int)q->peer_pid);
-		goto out;
-	}
-	cmd = mp_ctl_get(&q->msg, "cmd");
-	if (!cmd)
-		fail(q, -EINVAL, "no cmd");
+	r = mp_ctl_check_request(&q->msg, why, sizeof(why));
+	if (r == -EOPNOTSUPP)
+		fail(q, r, "unknown command");
+	else if (r < 0)
+		fail(q, r, "malformed request: %s", why);
 	else if (!strcmp(cmd, "attach"))
 		do_attach(q);
 	else if (!strcmp(cmd, "detach"))
@@ -776,10 +1068,40 @@ static void *conn_main(void *arg)
 		do_dump(q);
 	else if (!strcmp(cmd, "list"))
 		do_list(q);
-	else if (!strcmp(cmd, "status"))
-		do_status(q);
 	else
-		fail(q, -EOPNOTSUPP, "unknown command");
+		do_status(q);
+}
+
+static void *conn_main(void *arg)
+{
+	struct request *q = arg;
+	struct service *svc = q->svc;
+	bool dropped;
+	int r;
+
+	r = mp_ctl_recv(q->sock, &q->msg, &q->fd);
+	pthread_mutex_lock(&svc->lock);
+	dropped = q->dropped;
+	q->busy = !dropped;
+	pthread_mutex_unlock(&svc->lock);
+	if (dropped) {
+		fail(q, -EAGAIN,
+		     "connection dropped: too many control connections (the idlest goes "
+		     "first); send the request right after connecting");
+	} else if (r < 0) {
+		if (q->msg.why[0])
+			log_debug("control request from pid %d uid %u refused: %s",
+				  (int)q->peer_pid, (unsigned)q->uid, q->msg.why);
+		else
+			log_debug_errno(r, "control request from pid %d uid %u dropped: %m",
+					(int)q->peer_pid, (unsigned)q->uid);
+		/* A peer that closed without a byte gets no answer. */
+		if (!q->msg.why[0])
+			goto out;
+		fail(q, r, "malformed request: %s", q->msg.why);
+	} else {
+		dispatch(q);
+	}
 	if (mp_ctl_build_end(&q->reply) < 0)
 		fail(q, -E2BIG, "reply too long");
 	r = mp_ctl_send(q->sock, q->reply.buf, q->reply.len, -1);
@@ -788,13 +1110,89 @@ static void *conn_main(void *arg)
 out:
 	if (q->fd >= 0)
 		close(q->fd);
+	conn_remove(svc, q);
 	close(q->sock);
 	free(q);
-	pthread_mutex_lock(&svc->lock);
-	svc->n_conns--;
-	pthread_cond_broadcast(&svc->cond);
-	pthread_mutex_unlock(&svc->lock);
 	return NULL;
+}
+
+/* Under svc->lock. The connection still waiting for its request that was
+ * accepted first: of @uid only when @same_uid; otherwise of anyone, but
+ * root's only to make room for root. */
+static struct request *idlest(struct service *svc, uid_t uid, bool same_uid)
+{
+	struct request *best = NULL;
+
+	for (struct request *q = svc->conns; q; q = q->next) {
+		if (q->busy || q->dropped)
+			continue;
+		if (same_uid ? q->uid != uid : q->uid == 0 && uid != 0)
+			continue;
+		if (!best || q->since_ns < best->since_ns)
+			best = q;
+	}
+	return best;
+}
+
+/* Under svc->lock. Its thread wakes from recv and answers why. */
+static void drop_conn(struct service *svc, struct request *q)
+{
+	q->dropped = true;
+	svc->n_live--;
+	svc->conns_dropped++;
+	shutdown(q->sock, SHUT_RD);
+	log_debug("dropping idle control connection of uid %u (pid %d) for a newer one",
+		  (unsigned)q->uid, (int)q->peer_pid);
+}
+
+/* Under svc->lock. Makes room for one more connection of @uid, dropping
+ * the idlest ones: per non-root uid at most max_connections_per_uid, in
+ * all at most max_connections, of which the last is root's. A
+ * connection whose request arrived is never dropped; false when only
+ * such connections hold the room. */
+static bool admit(struct service *svc, uid_t uid)
+{
+	const struct mp_config *c = svc->cfg;
+	unsigned mine = 0, cap = uid == 0 ? c->max_conns : c->max_conns - 1;
+	struct request *v;
+
+	for (struct request *q = svc->conns; q; q = q->next)
+		mine += !q->dropped && q->uid == uid;
+	if (uid != 0 && mine >= c->max_conns_per_uid) {
+		v = idlest(svc, uid, true);
+		if (!v)
+			return false;
+		drop_conn(svc, v);
+	}
+	while (svc->n_live >= cap) {
+		v = idlest(svc, uid, false);
+		if (!v)
+			return false;
+		drop_conn(svc, v);
+	}
+	return true;
+}
+
+static void refuse_conn(struct service *svc, int s, const struct ucred *cred)
+{
+	struct mp_ctl_builder *b = malloc(sizeof(*b));
+
+	/* The reply fits the socket buffer of a new connection: never
+	 * blocks the accepting thread. */
+	if (b) {
+		mp_ctl_build_init(b);
+		mp_ctl_add(b, "status", "error");
+		mp_ctl_add(b, "errno", "%d", EUSERS);
+		mp_ctl_add(b, "message",
+			   "too many control connections in progress (max_connections %u, "
+			   "per uid %u)",
+			   svc->cfg->max_conns, svc->cfg->max_conns_per_uid);
+		if (mp_ctl_build_end(b) == 0)
+			mp_ctl_send(s, b->buf, b->len, -1);
+		free(b);
+	}
+	log_warning("too many control connections in progress, refusing one of uid %u (pid %d)",
+		    (unsigned)cred->uid, (int)cred->pid);
 }
 
 static void accept_one(struct service *svc, int lfd)
@@ -805,6 +1203,7 @@ static void accept_one(struct service *svc, int lfd)
 	struct request *q;
 	pthread_attr_t attr;
 	pthread_t th;
+	bool ok;
 	int s, r;
 
 	s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -816,38 +1215,45 @@ static void accept_one(struct service *svc, int lfd)
 	}
 	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	pthread_mutex_lock(&svc->lock);
-	if (svc->n_conns >= MAX_CONNS) {
-		pthread_mutex_unlock(&svc->lock);
-		log_warning("too many control connections, refusing one from pid %d",
-			    (int)cred.pid);
+	q = malloc(sizeof(*q));
+	if (!q) {
 		close(s);
 		return;
 	}
-	svc->n_conns++;
-	pthread_mutex_unlock(&svc->lock);
-	q = malloc(sizeof(*q));
-	r = q ? 0 : ENOMEM;
-	if (q) {
-		*q = (struct request){ .svc = svc,
-				       .sock = s,
-				       .uid = cred.uid,
-				       .gid = cred.gid,
-				       .peer_pid = cred.pid,
-				       .fd = -1 };
-		pthread_attr_init(&attr);
-		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-		pthread_attr_setstacksize(&attr, 256 * 1024);
-		r = pthread_create(&th, &attr, conn_main, q);
-		pthread_attr_destroy(&attr);
+	*q = (struct request){ .svc = svc,
+			       .since_ns = mp_now_ns(),
+			       .sock = s,
+			       .uid = cred.uid,
+			       .gid = cred.gid,
+			       .peer_pid = cred.pid,
+			       .fd = -1 };
+	pthread_mutex_lock(&svc->lock);
+	ok = admit(svc, cred.uid);
+	if (ok) {
+		q->next = svc->conns;
+		svc->conns = q;
+		svc->n_conns++;
+		svc->n_live++;
+	} else {
+		svc->conns_refused++;
 	}
-	if (r) {
-		log_error_errno(r, "control connection: %m");
-		free(q);
+	pthread_mutex_unlock(&svc->lock);
+	if (!ok) {
+		refuse_conn(svc, s, &cred);
 		close(s);
-		pthread_mutex_lock(&svc->lock);
-		svc->n_conns--;
-		pthread_mutex_unlock(&svc->lock);
+		free(q);
+		return;
+	}
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	r = pthread_create(&th, &attr, conn_main, q);
+	pthread_attr_destroy(&attr);
+	if (r) {
+		log_error_errno(r, "control connection of pid %d: %m", (int)cred.pid);
+		conn_remove(svc, q);
+		close(s);
+		free(q);
 	}
 }
 
@@ -878,9 +1284,11 @@ static int load_config(struct service *svc, bool initial)
 		return r;
 	}
 	mp_streamer_set_buffer(svc->streamer, c->buffer_bytes);
+	mp_streamer_set_limits(svc->streamer, c->stream_per_uid, c->stream_total_bytes);
 	pthread_mutex_lock(&svc->lock);
 	mp_config_free(svc->cfg);
 	svc->cfg = c;
+	budget_update(svc);
 	pthread_mutex_unlock(&svc->lock);
 	log_info("configuration %s from %s: %zu collectors, max_targets %u, stream_interval "
 		 "%.3fs",
@@ -912,8 +1320,9 @@ static int open_control(const char *path, int *ret)
 	if (s < 0)
 		return -errno;
 	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    /* Any local user may ask; authorization is per request. */
-	    chmod(path, 0666) < 0 || listen(s, 128) < 0) {
+	    /* Any local user may ask; authorization is per request. Never
+	     * through a symlink swapped in since the bind. */
+	    fchmodat(AT_FDCWD, path, 0666, AT_SYMLINK_NOFOLLOW) < 0 || listen(s, 128) < 0) {
 		r = -errno;
 		close(s);
 		return r;
@@ -933,7 +1342,11 @@ static void shutdown_all(struct service *svc)
 			signal_fd(t->ctl.stop_fd);
 	while (svc->n_targets)
 		pthread_cond_wait(&svc->cond, &svc->lock);
-	/* Connection threads end within their I/O timeouts. */
+	/* Connections still waiting for a request end now; the others
+	 * within their I/O timeouts. */
+	for (struct request *q = svc->conns; q; q = q->next)
+		if (!q->busy)
+			shutdown(q->sock, SHUT_RD);
 	deadline(&ts, 2 * IO_TIMEOUT_S);
 	while (svc->n_conns)
 		if (pthread_cond_timedwait(&svc->cond, &svc->lock, &ts) == ETIMEDOUT)
@@ -945,6 +1358,94 @@ static void shutdown_all(struct service *svc)
 			    (unsigned long long)(SHUTDOWN_FLUSH_NS / 1000000000ull));
 }
 
+/* Every thread inherits the mask set here: signals go to the signalfd. */
+static int service_signals(int *ret_sfd)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	*ret_sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	return *ret_sfd < 0 ? -errno : 0;
+}
+
+/* Streamer, configuration, control socket; READY=1 once listening. */
+static int service_start(struct service *svc, int *ret_lfd)
+{
+	int r;
+
+	r = mp_streamer_new(64ull << 20, &svc->streamer);
+	if (r < 0)
+		return log_error_errno(r, "streamer: %m");
+	r = load_config(svc, true);
+	if (r < 0)
+		return r;
+	r = open_control(svc->control_path, ret_lfd);
+	if (r == -EADDRINUSE)
+		return log_error_errno(r, "control socket %s: another memprofd is running",
+				       svc->control_path);
+	if (r < 0)
+		return log_error_errno(r, "control socket %s: %m", svc->control_path);
+	log_info("listening on %s", svc->control_path);
+	sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%d", svc->control_path,
+		   (int)getpid());
+	return 0;
+}
+
+/* Drains the signalfd: SIGHUP reloads; returns false on SIGTERM/SIGINT. */
+static bool service_on_signals(struct service *svc, int sfd)
+{
+	struct signalfd_siginfo si;
+	bool running = true;
+
+	while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGHUP) {
+			sd_notify(0, "RELOADING=1");
+			log_info("SIGHUP: reloading %s", svc->config_path);
+			load_config(svc, false);
+			sd_notify(0, "READY=1");
+		} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+			running = false;
+		}
+	}
+	return running;
+}
+
+/* Until SIGTERM/SIGINT: control connections, ended targets, signals. */
+static int service_loop(struct service *svc, int lfd, int sfd)
+{
+	bool running = true;
+
+	while (running) {
+		struct pollfd pf[3] = {
+			{ .fd = lfd, .events = POLLIN },
+			{ .fd = sfd, .events = POLLIN },
+			{ .fd = svc->reap_fd, .events = POLLIN },
+		};
+
+		if (poll(pf, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return log_error_errno(-errno, "poll: %m");
+		}
+		if (pf[2].revents & POLLIN) {
+			uint64_t v;
+
+			if (read(svc->reap_fd, &v, sizeof(v)) == sizeof(v))
+				reap(svc);
+		}
+		if (pf[1].revents & POLLIN)
+			running = service_on_signals(svc, sfd);
+		if (running && (pf[0].revents & POLLIN))
+			accept_one(svc, lfd);
+	}
+	return 0;
+}
+
 int mp_service_run(const struct mp_service_opts *o)
 {
 	struct service svc = {
@@ -954,89 +1455,25 @@ int mp_service_run(const struct mp_service_opts *o)
 		.reap_fd = -1,
 		.started_ns = mp_now_ns(),
 	};
+	pthread_condattr_t ca;
 	int lfd = -1, sfd = -1, r;
-	sigset_t mask;
-	bool running = true;
 
 	pthread_mutex_init(&svc.lock, NULL);
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&svc.cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
-	/* Every thread inherits this mask: signals go to the signalfd. */
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &mask, NULL);
-	sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&svc.cond, &ca);
+	pthread_condattr_destroy(&ca);
+	r = service_signals(&sfd);
 	svc.reap_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (sfd < 0 || svc.reap_fd < 0) {
-		r = log_error_errno(-errno, "signalfd/eventfd: %m");
+	if (r < 0 || svc.reap_fd < 0) {
+		r = log_error_errno(r < 0 ? r : -errno, "signalfd/eventfd: %m");
 		goto out;
 	}
-	r = mp_streamer_new(64ull << 20, &svc.streamer);
-	if (r < 0) {
-		log_error_errno(r, "streamer: %m");
-		goto out;
-	}
-	r = load_config(&svc, true);
+	svc.cgroup_max = cgroup_memory_max();
+	r = service_start(&svc, &lfd);
 	if (r < 0)
 		goto out;
-	r = open_control(svc.control_path, &lfd);
-	if (r < 0) {
-		if (r == -EADDRINUSE)
-			log_error("control socket %s: another memprofd is running",
-				  svc.control_path);
-		else
-			log_error_errno(r, "control socket %s: %m", svc.control_path);
-		goto out;
-	}
-	log_info("listening on %s", svc.control_path);
-	sd_notifyf(0, "READY=1\nSTATUS=listening on %s\nMAINPID=%d", svc.control_path,
-		   (int)getpid());
-
-	while (running) {
-		struct pollfd pf[3] = {
-			{ .fd = lfd, .events = POLLIN },
-			{ .fd = sfd, .events = POLLIN },
-			{ .fd = svc.reap_fd, .events = POLLIN },
-		};
-
-		if (poll(pf, 3, -1) < 0) {
-			if (errno == EINTR)
-				continue;
-			r = log_error_errno(-errno, "poll: %m");
-			break;
-		}
-		if (pf[2].revents & POLLIN) {
-			uint64_t v;
-
-			if (read(svc.reap_fd, &v, sizeof(v)) == sizeof(v))
-				reap(&svc);
-		}
-		if (pf[1].revents & POLLIN) {
-			struct signalfd_siginfo si;
-
-			while (read(sfd, &si, sizeof(si)) == sizeof(si)) {
-				if (si.ssi_signo == SIGHUP) {
-					sd_notify(0, "RELOADING=1");
-					log_info("SIGHUP: reloading %s", svc.config_path);
-					load_config(&svc, false);
-					sd_notify(0, "READY=1");
-				} else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
-					running = false;
-				}
-			}
-		}
-		if (running && (pf[0].revents & POLLIN))
-			accept_one(&svc, lfd);
-	}
+	r = service_loop(&svc, lfd, sfd);
 	sd_notify(0, "STOPPING=1");
 	close(lfd);
 	lfd = -1;

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct mp_service_opts {
@@ -33,5 +34,22 @@ int mp_service_run(const struct mp_service_opts *o);
  * Returns 0 or -EPERM/-ESRCH with the reason in @why.
  */
 int mp_service_authorize(uid_t uid, gid_t gid, pid_t pid, char *why, size_t why_len);
+
+/*
+ * The memory a target of @mode (enum mp_trace_mode) costs the service at
+ * least: its BPF ring buffer (@ring_bytes, 0: the mode's default) plus
+ * MP_SERVICE_TARGET_BASE for the other BPF maps and programs and the
+ * session's own heap (measured: bench/service-mem, docs/SERVICE.md). A
+ * precise or sampled target costs more as its live blocks grow; the
+ * service checks what it really uses too.
+ */
+#define MP_SERVICE_TARGET_BASE (2ull << 20)
+uint64_t mp_service_target_cost(uint32_t mode, uint32_t ring_bytes);
+
+/* What the service keeps for itself beside its targets: the collectors'
+ * buffers (@buffer_bytes each for @n_collectors, at least one), the
+ * control connections (@max_conns) and MP_SERVICE_FIXED_BYTES. */
+#define MP_SERVICE_FIXED_BYTES (32ull << 20)
+uint64_t mp_service_reserved(uint64_t buffer_bytes, size_t n_collectors, unsigned max_conns);
 
 #endif /* MP_SERVICE_H */

@@ -18,6 +18,8 @@ struct mp_options {
 	enum mp_report_format print; /* what to print on stdout at the end */
 	bool print_none;
 	const char *region; /* --region for the tfjs view */
+	bool no_preload; /* memprof run --no-preload */
+	const char *pool; /* --pool: the tfjs view reports this pool */
 	/* memprofd --pid only: collectors to stream chunks to, and how often. */
 	char *streams[MP_OPTIONS_MAX_STREAMS];
 	size_t n_streams;

@@ -20,7 +20,9 @@
 #include "live.h"
 #include "memprof_consumer.h"
 #include "merge.h"
+#include "path.h"
 #include "procmaps.h"
+#include "ring_abi.h"
 #include "rss.h"
 #include "session.h"
 #include "stacks.h"
@@ -32,6 +34,9 @@
 #define DEFAULT_LAG_NS (10 * 1000 * 1000ull)
 /* Ring drain and watermark release period. */
 #define TICK_NS (5 * 1000 * 1000ull)
+/* In-process path: an allocating thread fills its ring (32k slots) in about
+ * a millisecond, and in precise mode waits when it is full. */
+#define TICK_INPROCESS_NS (500 * 1000ull)
 /* How often to look for the target's marker ring until it has one. */
 #define RING_RETRY_NS (50 * 1000 * 1000ull)
 /* Bounded work per ring drain so one flooding producer can't starve the
@@ -41,10 +46,28 @@
  * re-read of /proc/PID/maps (libraries loaded after attach). */
 #define MAPS_REREAD_NS (100 * 1000 * 1000ull)
 
+/* Execs between two drains of the tracer beyond this get no path. */
+#define EXEC_PATHS 8
+
 enum item_kind {
 	ITEM_MARKER = 1,
 	ITEM_BPF = 2,
 	ITEM_RSS = 3,
+};
+
+/* A marker ring reader and the marker items of it still in the merge: the
+ * records' name strings belong to the reader, so a reader given up (ring
+ * corrupted, exec) is freed only when its last item has been dispatched. */
+struct ring_ref {
+	struct mp_consumer *c;
+	uint64_t pending; /* items in the merge that point into c */
+	struct ring_ref *next; /* retired list */
+};
+
+/* What an ITEM_MARKER carries. */
+struct marker_item {
+	struct mp_record rec;
+	struct ring_ref *ref;
 };
 
 enum { EP_TRACER = 1, EP_TICK, EP_RSS, EP_SIGNAL, EP_DEADLINE, EP_STOP, EP_SNAPSHOT, EP_PERIODIC };
@@ -53,7 +76,17 @@ struct session {
 	const struct mp_session_opts *o;
 	struct mp_tracer *tracer;
 	struct mp_live *live;
-	struct mp_consumer *ring;
+	struct mp_consumer *ring; /* = ring_ref->c */
+	struct ring_ref *ring_ref;
+	struct ring_ref *retired; /* given up, items still pending */
+	uint32_t corruption; /* MP_CORRUPT_* of rings given up */
+	/* Paths of execs seen by the tracer and not yet dispatched, read from
+	 * /proc/PID/exe when the event arrives (closer to the exec than its
+	 * dispatch, which waits for the merge). */
+	char *exec_paths[EXEC_PATHS];
+	uint64_t exec_idx[EXEC_PATHS]; /* which exec each path belongs to */
+	uint32_t exec_head, exec_n;
+	uint64_t execs_arrived, execs_dispatched;
 	struct mp_rss_sampler *rss;
 	struct mp_merge *merge;
 	struct mp_correlator *corr;
@@ -68,12 +101,15 @@ struct session {
 	uint32_t cur_stack;
 	uint64_t ring_retry_ns;
 	uint64_t ring_drops_closed; /* drops of rings closed at exec */
+	uint64_t heap_drops_closed, heap_waits_closed; /* the same, heap records */
+	uint32_t path; /* enum mp_tracer_path */
 	uint64_t last_ts;
 	int epfd, tickfd, sigfd, deadlinefd, periodicfd;
 	char exe[PATH_MAX];
 	char *cmdline;
 	bool exited;
 	bool stop;
+	bool warned_unmatched;
 	int err;
 };
 
@@ -84,7 +120,10 @@ static const char *resolve_owner(void *ctx, uint64_t addr)
 
 	if (s->maps)
 		m = mp_procmaps_find(s->maps, addr);
-	if (!m && !s->exited && mp_now_ns() - s->maps_read_ns >= MAPS_REREAD_NS) {
+	/* Also when the event is younger than our copy: a library dlopen'd
+	 * since then allocates. */
+	if (!m && !s->exited &&
+	    (mp_now_ns() - s->maps_read_ns >= MAPS_REREAD_NS || s->maps_read_ns < s->last_ts)) {
 		struct mp_procmaps *fresh;
 
 		s->maps_read_ns = mp_now_ns();
@@ -150,6 +189,92 @@ static const char *fn_name(const struct session *s, uint32_t fn)
 	return mp_alloc_fn_name(fn);
 }
 
+static void ring_ref_free(struct ring_ref *ref)
+{
+	if (!ref)
+		return;
+	mp_consumer_free(ref->c);
+	free(ref);
+}
+
+static uint32_t corruption_of(uint32_t consumer_flags)
+{
+	return (consumer_flags & MP_CONSUMER_CORRUPT_HEADER ? MP_CORRUPT_RING_HEADER : 0) |
+	       (consumer_flags & MP_CONSUMER_CORRUPT_RECORDS ? MP_CORRUPT_RING_RECORDS : 0);
+}
+
+/* Stops reading the current ring. Its reader lives on while merge items
+ * point into it. */
+static void ring_retire(struct session *s)
+{
+	struct ring_ref *ref = s->ring_ref;
+
+	if (!ref)
+		return;
+	s->ring_drops_closed += mp_consumer_drops(ref->c);
+	s->heap_drops_closed += mp_consumer_alloc_drops(ref->c);
+	s->heap_waits_closed += mp_consumer_alloc_waits(ref->c);
+	s->corruption |= corruption_of(mp_consumer_corruption(ref->c));
+	s->ring = NULL;
+	s->ring_ref = NULL;
+	if (!ref->pending) {
+		ring_ref_free(ref);
+		return;
+	}
+	ref->next = s->retired;
+	s->retired = ref;
+}
+
+/* One item of @ref has been dispatched. */
+static void ring_ref_put(struct session *s, struct ring_ref *ref)
+{
+	struct ring_ref **pp;
+
+	if (--ref->pending || ref == s->ring_ref)
+		return;
+	for (pp = &s->retired; *pp; pp = &(*pp)->next) {
+		if (*pp == ref) {
+			*pp = ref->next;
+			ring_ref_free(ref);
+			return;
+		}
+	}
+}
+
+/* Queues the image the target runs now, for the exec event being merged. */
+static void exec_path_push(struct session *s)
+{
+	char path[64], exe[PATH_MAX];
+	uint32_t i;
+	ssize_t n;
+
+	if (s->exec_n == EXEC_PATHS) {
+		s->execs_arrived++;
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)s->o->pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	i = (s->exec_head + s->exec_n++) % EXEC_PATHS;
+	s->exec_paths[i] = n > 0 ? strdup(exe) : NULL;
+	s->exec_idx[i] = s->execs_arrived++;
+}
+
+/* The path of the next exec dispatched, NULL when it got none. */
+static char *exec_path_pop(struct session *s)
+{
+	uint64_t want = s->execs_dispatched++;
+	char *p;
+
+	if (!s->exec_n || s->exec_idx[s->exec_head] != want)
+		return NULL;
+	p = s->exec_paths[s->exec_head];
+	s->exec_paths[s->exec_head] = NULL;
+	s->exec_head = (s->exec_head + 1) % EXEC_PATHS;
+	s->exec_n--;
+	return p;
+}
+
 static uint64_t on_heap(void *ctx, const struct mp_heap_event *e)
 {
 	struct session *s = ctx;
@@ -187,21 +312,26 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t
 				" bytes=%" PRId64 "\n",
 				rs.member, rs.tid, rs.ts_ns, rs.value);
 		return mp_correlator_on_rss_stat(s->corr, &rs);
-	case MP_RAW_EXEC:
+	case MP_RAW_EXEC: {
+		char *path = exec_path_pop(s);
+
 		if (s->o->dump)
-			fprintf(s->o->dump, "exec tid=%" PRIu32 " ts=%" PRIu64 "\n", ev->tid,
-				(uint64_t)ev->ts_ns);
+			fprintf(s->o->dump, "exec tid=%" PRIu32 " ts=%" PRIu64 " path=%s\n",
+				ev->tid, (uint64_t)ev->ts_ns, path ? path : "?");
+		r = mp_correlator_on_exec(s->corr, ev->ts_ns, ev->tid, path);
+		free(path);
+		if (r < 0)
+			return log_error_errno(r, "pid %d: exec: %m", (int)s->o->pid);
 		/* The new image gets a new ring and a new address space. */
-		if (s->ring) {
-			s->ring_drops_closed += mp_consumer_drops(s->ring);
-			mp_consumer_free(s->ring);
-			s->ring = NULL;
-		}
+		ring_retire(s);
 		s->ring_retry_ns = 0;
+		/* the new image's interposer word, if any, is elsewhere */
+		mp_tracer_set_inproc_tls(s->tracer, 0);
 		mp_procmaps_free(s->maps);
 		s->maps = NULL;
 		s->maps_read_ns = 0;
 		break;
+	}
 	case MP_RAW_EXIT:
 		if (s->o->dump)
 			fprintf(s->o->dump, "exit ts=%" PRIu64 "\n", (uint64_t)ev->ts_ns);
@@ -217,6 +347,39 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t
 	return 0;
 }
 
+/* In-process path: a heap record of the ring is the raw event the uprobes
+ * would have delivered, and goes through the same live table. */
+static int handle_heap_record(struct session *s, const struct mp_record *rec)
+{
+	struct mp_raw_event ev = {
+		.type = rec->type == MP_REC_ALLOC ? MP_RAW_ALLOC :
+			rec->type == MP_REC_FREE  ? MP_RAW_FREE :
+						    MP_RAW_REALLOC,
+		.fn = rec->fn,
+		.pid = (uint32_t)s->o->pid,
+		.tid = rec->tid,
+		.ts_ns = rec->ts_ns,
+		.addr = rec->heap.addr,
+		.size = rec->heap.size,
+		.old_addr = rec->heap.old_addr,
+		.caller = rec->heap.caller,
+	};
+	int r;
+
+	/* Records come only when we turned the interposer on; a forged one
+	 * is just another event of a process that can lie about its heap. */
+	if (rec->fn >= MP_FN_MMAP)
+		return 0;
+	if (rec->type == MP_REC_FREE)
+		ev.size = 0;
+	if ((rec->flags & MP_REC_F_SCALED) && s->o->mode == MP_TRACE_SAMPLED)
+		ev.size = mp_tracer_sample_estimate(ev.size, s->o->sample_bytes);
+	r = mp_live_apply(s->live, &ev, on_heap, s);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
+	return 0;
+}
+
 static int dispatch(struct session *s, const struct mp_merge_item *it)
 {
 	/* The tracer stamps EXIT after detaching, which takes a while: the
@@ -227,12 +390,20 @@ static int dispatch(struct session *s, const struct mp_merge_item *it)
 		s->last_ts = it->ts;
 	switch (it->kind) {
 	case ITEM_MARKER: {
-		struct mp_record rec;
+		struct marker_item mi;
+		int r;
 
-		memcpy(&rec, it->payload.bytes, sizeof(rec));
+		memcpy(&mi, it->payload.bytes, sizeof(mi));
+		if (mi.rec.type >= MP_REC_ALLOC && mi.rec.type <= MP_REC_REALLOC) {
+			r = handle_heap_record(s, &mi.rec);
+			ring_ref_put(s, mi.ref);
+			return r;
+		}
 		if (s->o->dump)
-			dump_record(s->o->dump, &rec);
-		return mp_correlator_on_record(s->corr, &rec);
+			dump_record(s->o->dump, &mi.rec);
+		r = mp_correlator_on_record(s->corr, &mi.rec);
+		ring_ref_put(s, mi.ref);
+		return r;
 	}
 	case ITEM_BPF: {
 		struct mp_raw_event ev;
@@ -374,6 +545,8 @@ static int on_raw(void *ctx, const struct mp_raw_event *ev)
 
 	if (ev->type == MP_RAW_EXIT)
 		s->exited = true;
+	if (ev->type == MP_RAW_EXEC)
+		exec_path_push(s);
 	item.stack = unwind_event(s);
 	if (!item.stack)
 		return mp_merge_push(s->merge, ITEM_BPF, ev->ts_ns, ev, sizeof(*ev));
@@ -397,7 +570,6 @@ static int drain_tracer(struct session *s)
 
 static int drain_ring(struct session *s)
 {
-	struct mp_record rec;
 	int r;
 
 	if (!s->ring) {
@@ -415,27 +587,50 @@ static int drain_ring(struct session *s)
 			log_warning_errno(
 				r, "pid %d: marker ring unusable, profiling without markers: %m",
 				(int)s->o->pid);
+			if (r == -EBADMSG)
+				s->corruption |= MP_CORRUPT_RING_OPEN;
 			s->ring_retry_ns = UINT64_MAX;
 			return 0;
 		}
-		log_debug("pid %d: marker ring attached", (int)s->o->pid);
+		s->ring_ref = calloc(1, sizeof(*s->ring_ref));
+		if (!s->ring_ref) {
+			mp_consumer_free(s->ring);
+			s->ring = NULL;
+			return log_error_errno(-ENOMEM, "pid %d: marker ring: %m", (int)s->o->pid);
+		}
+		s->ring_ref->c = s->ring;
+		if (s->path == MP_PATH_INPROCESS) {
+			mp_tracer_set_inproc_tls(s->tracer, mp_consumer_alloc_tls_off(s->ring));
+			r = mp_consumer_set_alloc_mode(s->ring,
+						       s->o->mode == MP_TRACE_SAMPLED ?
+							       MP_ALLOC_SAMPLED :
+							       MP_ALLOC_PRECISE,
+						       s->o->sample_bytes);
+			if (r < 0)
+				return log_error_errno(r, "pid %d: turning the interposer on: %m",
+						       (int)s->o->pid);
+		}
+		log_debug("pid %d: marker ring attached%s", (int)s->o->pid,
+			  s->path == MP_PATH_INPROCESS ? ", in-process allocation path on" : "");
 	}
 	for (int i = 0; i < RING_BATCH; i++) {
-		r = mp_consumer_read(s->ring, &rec);
+		struct marker_item mi;
+
+		r = mp_consumer_read(s->ring, &mi.rec);
 		if (r == 0)
 			return 0;
 		if (r < 0) {
 			log_warning_errno(r, "pid %d: marker ring corrupted, markers stop here: %m",
 					  (int)s->o->pid);
-			s->ring_drops_closed += mp_consumer_drops(s->ring);
-			mp_consumer_free(s->ring);
-			s->ring = NULL;
+			ring_retire(s);
 			s->ring_retry_ns = UINT64_MAX;
 			return 0;
 		}
-		r = mp_merge_push(s->merge, ITEM_MARKER, rec.ts_ns, &rec, sizeof(rec));
+		mi.ref = s->ring_ref;
+		r = mp_merge_push(s->merge, ITEM_MARKER, mi.rec.ts_ns, &mi, sizeof(mi));
 		if (r < 0)
 			return log_error_errno(r, "pid %d: merging markers: %m", (int)s->o->pid);
+		s->ring_ref->pending++;
 	}
 	return 0;
 }
@@ -512,7 +707,28 @@ static void describe_process(struct session *s)
 	s->cmdline = read_text(path, 4096, true);
 }
 
-static int setup(struct session *s, sigset_t *blocked)
+/* The session's fds: epoll, tick, deadline, signals or the periodic
+ * snapshot timer. */
+static int setup_fds(struct session *s, sigset_t *blocked)
+{
+	const struct mp_session_opts *o = s->o;
+
+	s->epfd = epoll_create1(EPOLL_CLOEXEC);
+	s->tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	s->deadlinefd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (!o->ctl)
+		s->sigfd = signalfd(-1, blocked, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (o->ctl && o->ctl->snapshot_period_ns)
+		s->periodicfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (s->epfd < 0 || s->tickfd < 0 || s->deadlinefd < 0 || (!o->ctl && s->sigfd < 0) ||
+	    (o->ctl && o->ctl->snapshot_period_ns && s->periodicfd < 0))
+		return log_error_errno(-errno, "pid %d: event loop setup: %m", (int)o->pid);
+
+	return 0;
+}
+
+/* The stages: merge, live table, maps, tracer, correlator, RSS sampler. */
+static int setup_pipeline(struct session *s)
 {
 	const struct mp_session_opts *o = s->o;
 	struct mp_tracer_opts topts = {
@@ -536,19 +752,6 @@ static int setup(struct session *s, sigset_t *blocked)
 		.resolve_ctx = s,
 	};
 	int r;
-
-	libbpf_set_print(libbpf_print);
-
-	s->epfd = epoll_create1(EPOLL_CLOEXEC);
-	s->tickfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	s->deadlinefd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (!o->ctl)
-		s->sigfd = signalfd(-1, blocked, SFD_CLOEXEC | SFD_NONBLOCK);
-	if (o->ctl && o->ctl->snapshot_period_ns)
-		s->periodicfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (s->epfd < 0 || s->tickfd < 0 || s->deadlinefd < 0 || (!o->ctl && s->sigfd < 0) ||
-	    (o->ctl && o->ctl->snapshot_period_ns && s->periodicfd < 0))
-		return log_error_errno(-errno, "pid %d: event loop setup: %m", (int)o->pid);
 
 	r = mp_merge_new(4096, &s->merge);
 	if (r < 0)
@@ -578,7 +781,32 @@ static int setup(struct session *s, sigset_t *blocked)
 	}
 
 	describe_process(s);
+	{
+		const char *why = "";
+
+		/* Stacks are copied by the eBPF return probe: the in-process
+		 * interposer records no stack. */
+		if (o->stacks && o->tracer == MP_PATH_INPROCESS)
+			return log_error_errno(-EOPNOTSUPP,
+					       "pid %d: --tracer inprocess: --stacks needs the "
+					       "eBPF path",
+					       (int)o->pid);
+		r = mp_path_pick(o->pid, o->stacks ? MP_PATH_BPF : o->tracer, o->mode,
+				 o->duty_period_ns, &s->path, &why);
+		if (r == -EOPNOTSUPP)
+			return log_error_errno(r, "pid %d: --tracer inprocess: %s", (int)o->pid,
+					       why);
+		if (r < 0)
+			return log_error_errno(r, "pid %d: choosing the allocation path: %m",
+					       (int)o->pid);
+	}
+	topts.no_heap_probes = s->path == MP_PATH_INPROCESS;
 	r = mp_tracer_new(&topts, &s->tracer);
+	if (r == -EOPNOTSUPP && (o->rss_exact || o->mode == MP_TRACE_RSS))
+		return log_error_errno(r,
+				       "pid %d: --rss-exact (and --mode rss) does not apply: "
+				       "this kernel has no rss_stat tracepoint",
+				       (int)o->pid);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: attaching the allocator tracer: %m",
 				       (int)o->pid);
@@ -593,6 +821,15 @@ static int setup(struct session *s, sigset_t *blocked)
 			return log_error_errno(r, "invalid --owner '%s' (expected GLOB=NAME): %m",
 					       o->owner_rules[i]);
 	}
+	for (size_t i = 0; i < o->n_extra; i++) {
+		if (!o->extra[i].pool[0])
+			continue;
+		r = mp_correlator_set_fn_pool(s->corr, MP_FN_CUSTOM + (uint32_t)i, o->extra[i].pool,
+					      o->extra[i].pool_kind);
+		if (r < 0)
+			return log_error_errno(r, "pid %d: pool '%s' of %s: %m", (int)o->pid,
+					       o->extra[i].pool, o->extra[i].name);
+	}
 
 	if (o->rss_hz) {
 		r = mp_rss_sampler_new(o->pid, o->rss_hz, o->pss_every, &s->rss);
@@ -603,7 +840,17 @@ static int setup(struct session *s, sigset_t *blocked)
 			return log_error_errno(r, "pid %d: epoll: %m", (int)o->pid);
 	}
 
-	r = mp_timer_arm(s->tickfd, TICK_NS, TICK_NS);
+	return 0;
+}
+
+/* Timers armed, every fd in the epoll set. */
+static int setup_loop(struct session *s)
+{
+	const struct mp_session_opts *o = s->o;
+	int r;
+
+	r = mp_timer_arm(s->tickfd, s->path == MP_PATH_INPROCESS ? TICK_INPROCESS_NS : TICK_NS,
+			 s->path == MP_PATH_INPROCESS ? TICK_INPROCESS_NS : TICK_NS);
 	if (r < 0)
 		return log_error_errno(r, "timerfd: %m");
 	if (o->duration_ns) {
@@ -631,6 +878,23 @@ static int setup(struct session *s, sigset_t *blocked)
 	if (r < 0)
 		return log_error_errno(r, "pid %d: epoll: %m", (int)o->pid);
 
+	return 0;
+}
+
+static int setup(struct session *s, sigset_t *blocked)
+{
+	const struct mp_session_opts *o = s->o;
+	int r;
+
+	libbpf_set_print(libbpf_print);
+	r = setup_fds(s, blocked);
+	if (r == 0)
+		r = setup_pipeline(s);
+	if (r == 0)
+		r = setup_loop(s);
+	if (r < 0)
+		return r;
+
 	/* The ring may already exist (memprof run stops the target after
 	 * libmemprof's constructor): open it before the target runs on. */
 	r = drain_ring(s);
@@ -638,7 +902,8 @@ static int setup(struct session *s, sigset_t *blocked)
 		return r;
 	/* --dump-events announces it: a consumer of the dump waits for it. */
 	log_full_errno(o->dump ? LOG_INFO : LOG_DEBUG, 0,
-		       "attached to pid %d (%zu allocator probes)", (int)o->pid,
+		       "attached to pid %d (%s path, %zu allocator probes)", (int)o->pid,
+		       s->path == MP_PATH_INPROCESS ? "in-process" : "eBPF",
 		       mp_tracer_probes(s->tracer, &(const struct mp_probe_info *){ NULL }));
 	if (o->on_attached) {
 		r = o->on_attached(o->on_attached_ctx);
@@ -646,6 +911,19 @@ static int setup(struct session *s, sigset_t *blocked)
 			return log_error_errno(r, "pid %d: resuming the target: %m", (int)o->pid);
 	}
 	return 0;
+}
+
+/* Probes that fire for nobody must not give an empty profile in silence
+ * (a pid the BPF side did not recognise: see TRACER.md, PID namespaces). */
+static void warn_unmatched(struct session *s, struct mp_profile *p)
+{
+	p->probe_hits_unmatched = mp_tracer_unmatched(s->tracer);
+	if (!p->probe_hits_unmatched || mp_tracer_heap_events(s->tracer) || s->warned_unmatched)
+		return;
+	s->warned_unmatched = true;
+	log_warning("pid %d: %" PRIu64 " allocator probe hits, none of them recognised as the "
+		    "target's: the heap figures are empty",
+		    (int)s->o->pid, p->probe_hits_unmatched);
 }
 
 /* The daemon's part of a profile: process, settings, drop counters. */
@@ -660,6 +938,7 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 	p->rss_interval_ns = o->rss_hz ? 1000000000ull / o->rss_hz : 0;
 	p->pss_interval_ns = o->rss_hz && o->pss_every ? p->rss_interval_ns * o->pss_every : 0;
 	p->drops_bpf = mp_tracer_drops(s->tracer);
+	warn_unmatched(s, p);
 	/* rss mode implies rss_stat attribution */
 	p->rss_exact = o->rss_exact || o->mode == MP_TRACE_RSS;
 	p->trace_mode = o->mode;
@@ -672,6 +951,10 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 	if (p->duty_active_ns > p->end_ns - p->begin_ns)
 		p->duty_active_ns = p->end_ns - p->begin_ns;
 	p->drops_ring = s->ring_drops_closed + (s->ring ? mp_consumer_drops(s->ring) : 0);
+	p->tracer_path = s->path;
+	p->drops_heap = s->heap_drops_closed + (s->ring ? mp_consumer_alloc_drops(s->ring) : 0);
+	p->heap_waits = s->heap_waits_closed + (s->ring ? mp_consumer_alloc_waits(s->ring) : 0);
+	p->corruption |= s->corruption | corruption_of(mp_consumer_corruption(s->ring));
 	if (s->stacks) {
 		p->stack_depth = o->stack_depth ? o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
 		r = mp_stack_table_export(s->stacks, p);
@@ -796,7 +1079,13 @@ static void dump_summary(struct session *s)
 static void teardown(struct session *s)
 {
 	mp_tracer_free(s->tracer);
-	mp_consumer_free(s->ring);
+	ring_ref_free(s->ring_ref);
+	while (s->retired) {
+		struct ring_ref *next = s->retired->next;
+
+		ring_ref_free(s->retired);
+		s->retired = next;
+	}
 	mp_rss_sampler_free(s->rss);
 	mp_correlator_free(s->corr);
 	mp_live_free(s->live);
@@ -806,6 +1095,11 @@ static void teardown(struct session *s)
 	mp_stack_table_free(s->stacks);
 	free(s->frames);
 	free(s->cmdline);
+	while (s->exec_n) {
+		free(s->exec_paths[s->exec_head]);
+		s->exec_head = (s->exec_head + 1) % EXEC_PATHS;
+		s->exec_n--;
+	}
 	if (s->epfd >= 0)
 		close(s->epfd);
 	if (s->tickfd >= 0)

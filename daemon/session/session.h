@@ -72,6 +72,10 @@ struct mp_session_opts {
 	bool stacks;
 	uint32_t stack_depth;
 	uint32_t stack_bytes;
+	/* --tracer: MP_PATH_BPF, MP_PATH_INPROCESS (enum mp_tracer_path), or
+	 * 0 for auto (in-process whenever the target's malloc is
+	 * libmemprof's). */
+	uint32_t tracer;
 };
 
 #define MP_SESSION_STACK_BYTES 16384

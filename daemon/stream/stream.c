@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "log.h"
 #include "memprof.pb-c.h"
 #include "profile_pb.h"
@@ -30,18 +31,48 @@
 #define BACKOFF_MIN_NS (100ull * 1000000ull)
 #define BACKOFF_MAX_NS (5000ull * 1000000ull)
 #define MAX_LOST_ENTRIES 4096
+/* Name resolution runs in a thread of its own; a collector waits this long
+ * for it before it counts as unreachable (and backs off). */
+#define RESOLVE_TIMEOUT_NS (5000ull * 1000000ull)
+/* Resolver threads alive at once, hung ones included. */
+#define MAX_RESOLVERS 16
+/* A released per-target collector keeps this long to deliver what it
+ * holds (a target's final chunk); the rest is then counted lost. */
+#define DRAIN_NS (5000ull * 1000000ull)
 
 enum kind { K_TCP, K_UNIX, K_HTTP };
-enum state { S_IDLE, S_CONNECTING, S_UP, S_RESPONSE };
+enum state { S_IDLE, S_CONNECTING, S_UP, S_RESPONSE, S_RESOLVING };
 
 struct item {
 	struct item *next;
 	size_t len;
+	uint64_t target_id;
 	uint8_t data[];
 };
 
 struct lost {
-	uint64_t target_id, n;
+	uint64_t target_id;
+	uint64_t n; /* not yet reported in a chunk */
+	uint64_t total; /* since the target's first chunk */
+};
+
+/* A name resolution in flight. Shared by the resolver thread and the
+ * collector: the last one to let go frees it, so a collector never waits
+ * for a hung resolver, even to be freed. */
+struct resolve_job {
+	int refs;
+	bool done;
+	int err;
+	struct addrinfo *ai;
+	mp_stream_resolver_fn fn;
+	int wake_fd; /* a dup of the streamer's: valid even after it is freed */
+	char host[256], port[8];
+};
+
+/* Targets of one uid holding a per-target collector. */
+struct holder {
+	uint32_t uid;
+	unsigned refs;
 };
 
 struct collector {
@@ -59,8 +90,17 @@ struct collector {
 	uint64_t next_try_ns, backoff_ns;
 	uint64_t sent, dropped, rejected, connects;
 	bool down; /* logged as unreachable */
-	char resp[32];
-	size_t resp_len;
+	/* Per-target use: reference-counted, by uid. */
+	struct holder *holders;
+	size_t n_holders;
+	unsigned refs;
+	unsigned pins; /* mp_streamer_push() between its two locked parts */
+	bool draining; /* released: removed once empty or at drain_until_ns */
+	uint64_t drain_until_ns;
+	struct resolve_job *job; /* in flight (also after its timeout) */
+	uint64_t resolve_until_ns;
+	struct mp_backend *be; /* K_HTTP: the protocol (backend.c) */
+	short be_events; /* what its exchange waits for */
 };
 
 struct mp_streamer {
@@ -70,9 +110,14 @@ struct mp_streamer {
 	bool started, quit;
 	int wake_fd;
 	uint64_t buffer_bytes;
+	uint64_t total_bytes, queued_total; /* bound of every queue together */
+	unsigned per_uid; /* per-target collectors of one uid (0: no limit) */
+	mp_stream_resolver_fn resolver;
 	struct collector *c[MP_STREAM_MAX_COLLECTORS];
 	size_t n;
 };
+
+static int resolvers_alive;
 
 size_t mp_varint_encode(uint64_t v, uint8_t out[10])
 {
@@ -115,6 +160,18 @@ static int parse_url(const char *url, struct collector *c)
 
 	if (strlen(url) >= MP_STREAM_MAX_URL)
 		return -EINVAL;
+	if (mp_backend_url_is(url)) {
+		struct mp_backend_url u;
+		int r = mp_backend_url_parse(url, &u);
+
+		if (r < 0)
+			return r;
+		c->kind = K_HTTP;
+		snprintf(c->host, sizeof(c->host), "%s", u.host);
+		snprintf(c->port, sizeof(c->port), "%s", u.port);
+		snprintf(c->path, sizeof(c->path), "%s", u.path);
+		return 0;
+	}
 	if (!strncmp(url, "unix:", 5)) {
 		struct sockaddr_un sa;
 
@@ -124,20 +181,13 @@ static int parse_url(const char *url, struct collector *c)
 		snprintf(c->path, sizeof(c->path), "%s", url + 5);
 		return 0;
 	}
-	if (!strncmp(url, "tcp://", 6)) {
-		c->kind = K_TCP;
-		hp = url + 6;
-	} else if (!strncmp(url, "http://", 7)) {
-		c->kind = K_HTTP;
-		hp = url + 7;
-	} else {
+	if (strncmp(url, "tcp://", 6))
 		return -EINVAL;
-	}
-	slash = strchr(hp, '/');
-	if (c->kind == K_TCP && slash)
+	c->kind = K_TCP;
+	hp = url + 6;
+	if (strchr(hp, '/'))
 		return -EINVAL;
-	if (!slash)
-		slash = hp + strlen(hp);
+	slash = hp + strlen(hp);
 	if (*hp == '[') {
 		const char *rb = memchr(hp, ']', (size_t)(slash - hp));
 
@@ -162,14 +212,6 @@ static int parse_url(const char *url, struct collector *c)
 	if (end != slash || port == 0 || port > 65535)
 		return -EINVAL;
 	snprintf(c->port, sizeof(c->port), "%lu", port);
-	if (c->kind == K_HTTP) {
-		for (const char *p = slash; *p; p++)
-			if (*p <= ' ' || *p == '?' || *p == '#' || *p >= 0x7f)
-				return -EINVAL;
-		snprintf(c->path, sizeof(c->path), "%s", *slash ? slash : "/ingest");
-		if (strlen(slash) >= sizeof(c->path))
-			return -EINVAL;
-	}
 	return 0;
 }
 
@@ -180,10 +222,14 @@ int mp_stream_url_check(const char *url)
 
 	if (r == 0 && c.kind == K_HTTP && !HAVE_PPROF)
 		return -EPROTONOSUPPORT;
+	if (r == 0 && c.kind == K_HTTP)
+		r = mp_backend_check(url);
 	return r;
 }
 
 /* --- the streaming thread --- */
+
+static struct lost *lost_entry(struct collector *c, uint64_t target_id, bool create);
 
 static void fail(struct collector *c, int err, uint64_t now)
 {
@@ -193,7 +239,8 @@ static void fail(struct collector *c, int err, uint64_t now)
 	c->state = S_IDLE;
 	/* A partly sent chunk goes again, whole, on the next connection. */
 	c->off = 0;
-	c->resp_len = 0;
+	if (c->be)
+		mp_backend_close(c->be);
 	c->backoff_ns = c->backoff_ns ? c->backoff_ns * 2 : BACKOFF_MIN_NS;
 	if (c->backoff_ns > BACKOFF_MAX_NS)
 		c->backoff_ns = BACKOFF_MAX_NS;
@@ -205,35 +252,137 @@ static void fail(struct collector *c, int err, uint64_t now)
 	}
 }
 
-static void start_connect(struct collector *c, uint64_t now)
+static void job_put(struct resolve_job *j)
+{
+	if (__atomic_sub_fetch(&j->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (j->ai)
+		freeaddrinfo(j->ai);
+	close(j->wake_fd);
+	free(j);
+}
+
+static void *resolver_main(void *arg)
 {
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+	struct resolve_job *j = arg;
 	struct addrinfo *ai = NULL;
+	uint64_t one = 1;
+	int r;
+
+	r = j->fn(j->host, j->port, &hints, &ai);
+	j->ai = r ? NULL : ai;
+	j->err = r ? -EHOSTUNREACH : 0;
+	__atomic_store_n(&j->done, true, __ATOMIC_RELEASE);
+	if (write(j->wake_fd, &one, sizeof(one)) < 0) {
+		/* Already signalled. */
+	}
+	job_put(j);
+	__atomic_sub_fetch(&resolvers_alive, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/* Starts resolving @c's host in a detached thread, outside every lock. */
+static int start_resolve(struct mp_streamer *s, struct collector *c)
+{
+	struct resolve_job *j;
+	pthread_attr_t attr;
+	pthread_t th;
+	int r;
+
+	if (__atomic_add_fetch(&resolvers_alive, 1, __ATOMIC_RELAXED) > MAX_RESOLVERS) {
+		__atomic_sub_fetch(&resolvers_alive, 1, __ATOMIC_RELAXED);
+		return -EAGAIN;
+	}
+	j = calloc(1, sizeof(*j));
+	if (!j || (j->wake_fd = fcntl(s->wake_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+		free(j);
+		__atomic_sub_fetch(&resolvers_alive, 1, __ATOMIC_RELAXED);
+		return -ENOMEM;
+	}
+	j->refs = 2;
+	j->fn = s->resolver ? s->resolver : getaddrinfo;
+	snprintf(j->host, sizeof(j->host), "%s", c->host);
+	snprintf(j->port, sizeof(j->port), "%s", c->port);
+	r = pthread_attr_init(&attr);
+	if (r == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&attr, 256 << 10);
+		r = pthread_create(&th, &attr, resolver_main, j);
+		pthread_attr_destroy(&attr);
+	}
+	if (r) {
+		close(j->wake_fd);
+		free(j);
+		__atomic_sub_fetch(&resolvers_alive, 1, __ATOMIC_RELAXED);
+		return -r;
+	}
+	c->job = j;
+	return 0;
+}
+
+static void connect_to(struct collector *c, const struct addrinfo *ai, uint64_t now);
+
+static void start_connect(struct mp_streamer *s, struct collector *c, uint64_t now)
+{
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd, r;
 
 	c->connects++;
-	if (c->kind == K_UNIX) {
-		strcpy(sa.sun_path, c->path);
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (fd < 0)
-			return fail(c, -errno, now);
-		r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-	} else {
-		/* Names resolve synchronously on this thread: use addresses
-		 * for collectors that must never delay the others. */
-		r = getaddrinfo(c->host, c->port, &hints, &ai);
-		if (r)
-			return fail(c, -EHOSTUNREACH, now);
-		fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-			    ai->ai_protocol);
-		if (fd < 0) {
-			freeaddrinfo(ai);
-			return fail(c, -errno, now);
-		}
-		r = connect(fd, ai->ai_addr, ai->ai_addrlen);
-		freeaddrinfo(ai);
+	if (c->kind != K_UNIX) {
+		/* A resolution that timed out earlier may still be running:
+		 * wait for it rather than start another one. */
+		r = c->job ? 0 : start_resolve(s, c);
+		if (r < 0)
+			return fail(c, r, now);
+		c->state = S_RESOLVING;
+		c->resolve_until_ns = now + RESOLVE_TIMEOUT_NS;
+		return;
 	}
+	strcpy(sa.sun_path, c->path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return fail(c, -errno, now);
+	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+	c->fd = fd;
+	if (r == 0) {
+		c->state = S_UP;
+	} else if (errno == EINPROGRESS || errno == EAGAIN) {
+		c->state = S_CONNECTING;
+	} else {
+		fail(c, -errno, now);
+	}
+}
+
+/* A resolving collector: connect once its name is resolved, give up on it
+ * (for this attempt) at its deadline. */
+static void poll_resolve(struct collector *c, uint64_t now, uint64_t *wait_ns)
+{
+	struct resolve_job *j = c->job;
+
+	if (__atomic_load_n(&j->done, __ATOMIC_ACQUIRE)) {
+		c->job = NULL;
+		if (j->err)
+			fail(c, j->err, now);
+		else
+			connect_to(c, j->ai, now);
+		job_put(j);
+		return;
+	}
+	if (now >= c->resolve_until_ns)
+		return fail(c, -ETIMEDOUT, now);
+	if (c->resolve_until_ns - now < *wait_ns)
+		*wait_ns = c->resolve_until_ns - now;
+}
+
+static void connect_to(struct collector *c, const struct addrinfo *ai, uint64_t now)
+{
+	int fd, r;
+
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+	if (fd < 0)
+		return fail(c, -errno, now);
+	r = connect(fd, ai->ai_addr, ai->ai_addrlen);
 	c->fd = fd;
 	if (r == 0) {
 		c->state = S_UP;
@@ -253,6 +402,7 @@ static void pop(struct mp_streamer *s, struct collector *c)
 		c->tail = NULL;
 	c->queued_bytes -= it->len;
 	c->queued_items--;
+	s->queued_total -= it->len;
 	c->off = 0;
 	free(it);
 	if (!c->head)
@@ -282,18 +432,13 @@ static void do_write(struct mp_streamer *s, struct collector *c, uint64_t now)
 		c->off += (size_t)n;
 		if (c->off < c->head->len)
 			continue;
-		if (c->kind == K_HTTP) {
-			c->state = S_RESPONSE;
-			c->resp_len = 0;
-			return;
-		}
 		c->sent++;
 		pop(s, c);
 	}
 }
 
-/* Reads what a collector sends: stream collectors send nothing, so any
- * end of input means it is gone; an HTTP server sends its response. */
+/* Reads what a stream collector sends: nothing, so any end of input
+ * means it is gone. */
 static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 {
 	char buf[4096];
@@ -308,31 +453,89 @@ static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 		}
 		if (n == 0)
 			break;
-		if (c->state == S_RESPONSE && c->resp_len < sizeof(c->resp) - 1) {
-			size_t k = sizeof(c->resp) - 1 - c->resp_len;
+	}
+	fail(c, -ECONNRESET, now);
+}
 
-			if (k > (size_t)n)
-				k = (size_t)n;
-			memcpy(c->resp + c->resp_len, buf, k);
-			c->resp_len += k;
-		}
+/* An HTTP collector: one request/response exchange per chunk, run by
+ * its backend (backend.c), which also logs what the server said. */
+static void http_step(struct mp_streamer *s, struct collector *c, uint64_t now)
+{
+	struct mp_outcome o;
+
+	if (!c->head || mp_backend_step(c->be, c->fd, c->head->data, c->head->len, &c->be_events,
+					&o) == MP_STEP_AGAIN)
+		return;
+	if (o.verdict == MP_V_RETRY) {
+		c->down = true; /* logged by the backend */
+		fail(c, -EAGAIN, now);
+		if (o.retry_after_ns)
+			c->next_try_ns = now + o.retry_after_ns;
+		return;
 	}
-	if (c->state != S_RESPONSE)
-		return fail(c, -ECONNRESET, now);
-	/* "HTTP/1.x 2xx": done with this chunk either way; a refused push
-	 * would be refused again. */
-	c->resp[c->resp_len] = '\0';
-	if (!strncmp(c->resp, "HTTP/1.", 7) && c->resp_len >= 12 && c->resp[9] == '2') {
+	mp_backend_close(c->be);
+	up(c);
+	if (o.verdict == MP_V_SENT)
 		c->sent++;
-	} else {
+	else
 		c->rejected++;
-		log_warning("collector %s refused a chunk: %.12s", c->url, c->resp);
-	}
 	pop(s, c);
 	close(c->fd);
 	c->fd = -1;
 	c->state = S_IDLE;
 	c->next_try_ns = now;
+}
+
+/* Chunks still queued for @c, as lost: logged once, where they end. */
+static void count_undelivered(struct collector *c, const char *when)
+{
+	if (!c->head)
+		return;
+	for (struct item *it = c->head; it; it = it->next) {
+		struct lost *l = lost_entry(c, it->target_id, true);
+
+		if (l)
+			l->total++;
+	}
+	c->dropped += c->queued_items;
+	log_warning("collector %s: %" PRIu64 " chunks (%" PRIu64 " bytes) never delivered "
+		    "(%s); %" PRIu64 " lost in all, %" PRIu64 " sent",
+		    c->url, c->queued_items, c->queued_bytes, when, c->dropped, c->sent);
+}
+
+static void collector_free(struct mp_streamer *s, struct collector *c)
+{
+	while (c->head)
+		pop(s, c);
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->job)
+		job_put(c->job);
+	mp_backend_free(c->be);
+	free(c->holders);
+	free(c->lost);
+	free(c);
+}
+
+/* Removes the released collectors that delivered everything or whose
+ * time is up. Under the lock, in the streaming thread only. */
+static void reap_drained(struct mp_streamer *s, uint64_t now, uint64_t *wait_ns)
+{
+	for (size_t i = 0; i < s->n;) {
+		struct collector *c = s->c[i];
+
+		if (!c->draining || c->pins || (c->head && now < c->drain_until_ns)) {
+			if (c->draining && c->drain_until_ns > now &&
+			    c->drain_until_ns - now < *wait_ns)
+				*wait_ns = c->drain_until_ns - now;
+			i++;
+			continue;
+		}
+		count_undelivered(c, "released");
+		s->c[i] = s->c[--s->n];
+		collector_free(s, c);
+	}
+	pthread_cond_broadcast(&s->idle);
 }
 
 static void *stream_main(void *arg)
@@ -347,18 +550,25 @@ static void *stream_main(void *arg)
 		size_t n = 1;
 		int timeout;
 
+		reap_drained(s, now, &wait_ns);
 		pf[0] = (struct pollfd){ .fd = s->wake_fd, .events = POLLIN };
 		for (size_t i = 0; i < s->n; i++) {
 			struct collector *c = s->c[i];
 
+			if (c->state == S_RESOLVING)
+				poll_resolve(c, now, &wait_ns);
 			if (c->state == S_IDLE && c->head) {
 				if (now >= c->next_try_ns)
-					start_connect(c, now);
+					start_connect(s, c, now);
 				else if (c->next_try_ns - now < wait_ns)
 					wait_ns = c->next_try_ns - now;
 			}
-			if (c->state == S_UP && c->head)
-				do_write(s, c, now);
+			if (c->state == S_UP && c->head) {
+				if (c->kind == K_HTTP)
+					http_step(s, c, now);
+				else
+					do_write(s, c, now);
+			}
 			if (c->fd < 0) {
 				if (c->state == S_IDLE && c->head && c->next_try_ns - now < wait_ns)
 					wait_ns = c->next_try_ns > now ? c->next_try_ns - now : 0;
@@ -367,6 +577,8 @@ static void *stream_main(void *arg)
 			pf[n] = (struct pollfd){ .fd = c->fd, .events = POLLIN | POLLRDHUP };
 			if (c->state == S_CONNECTING || (c->state == S_UP && c->head))
 				pf[n].events |= POLLOUT;
+			if (c->kind == K_HTTP && c->state == S_UP)
+				pf[n].events = c->be_events;
 			idx[n++] = i;
 		}
 		timeout = wait_ns == UINT64_MAX ? -1 : (int)(wait_ns / 1000000ull) + 1;
@@ -395,6 +607,10 @@ static void *stream_main(void *arg)
 					continue;
 				}
 				c->state = S_UP;
+			}
+			if (c->kind == K_HTTP) {
+				http_step(s, c, now);
+				continue;
 			}
 			if (re & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
 				do_read(s, c, now);
@@ -457,14 +673,8 @@ void mp_streamer_free(struct mp_streamer *s)
 		pthread_join(s->thread, NULL);
 	}
 	for (size_t i = 0; i < s->n; i++) {
-		struct collector *c = s->c[i];
-
-		while (c->head)
-			pop(s, c);
-		if (c->fd >= 0)
-			close(c->fd);
-		free(c->lost);
-		free(c);
+		count_undelivered(s->c[i], "shutdown");
+		collector_free(s, s->c[i]);
 	}
 	if (s->wake_fd >= 0)
 		close(s->wake_fd);
@@ -474,17 +684,26 @@ void mp_streamer_free(struct mp_streamer *s)
 }
 
 /* Under the lock. */
-static struct collector *find(struct mp_streamer *s, const char *url, bool create, int *err)
+static struct collector *find(struct mp_streamer *s, const char *url)
 {
-	struct collector *c;
-	int r;
-
 	for (size_t i = 0; i < s->n; i++)
 		if (!strcmp(s->c[i]->url, url))
 			return s->c[i];
-	if (!create)
-		return NULL;
-	if (s->n >= MP_STREAM_MAX_COLLECTORS) {
+	return NULL;
+}
+
+/* Under the lock. Per-target collectors leave MP_STREAM_GLOBAL_SLOTS
+ * slots to the configured ones, so that no user can make a reload fail. */
+static struct collector *create(struct mp_streamer *s, const char *url, bool global, int *err)
+{
+	struct collector *c;
+	size_t n_target = 0;
+	int r;
+
+	for (size_t i = 0; i < s->n; i++)
+		n_target += !s->c[i]->global;
+	if (s->n >= MP_STREAM_MAX_COLLECTORS ||
+	    (!global && n_target >= MP_STREAM_MAX_COLLECTORS - MP_STREAM_GLOBAL_SLOTS)) {
 		*err = -ENOSPC;
 		return NULL;
 	}
@@ -496,6 +715,8 @@ static struct collector *find(struct mp_streamer *s, const char *url, bool creat
 	r = parse_url(url, c);
 	if (r == 0 && c->kind == K_HTTP && !HAVE_PPROF)
 		r = -EPROTONOSUPPORT;
+	if (r == 0 && c->kind == K_HTTP)
+		r = mp_backend_new(url, &c->be);
 	if (r < 0) {
 		free(c);
 		*err = r;
@@ -503,12 +724,24 @@ static struct collector *find(struct mp_streamer *s, const char *url, bool creat
 	}
 	snprintf(c->url, sizeof(c->url), "%s", url);
 	c->fd = -1;
+	c->global = global;
 	s->c[s->n++] = c;
 	return c;
 }
 
+/* Under the lock: a collector nobody uses any more drains and goes. */
+static void maybe_release(struct mp_streamer *s, struct collector *c)
+{
+	if (c->global || c->refs || c->draining)
+		return;
+	c->draining = true;
+	c->drain_until_ns = mp_now_ns() + DRAIN_NS;
+	wake(s);
+}
+
 int mp_streamer_set_global(struct mp_streamer *s, char *const *urls, size_t n)
 {
+	bool keep[MP_STREAM_MAX_COLLECTORS] = { false };
 	int r = 0;
 
 	for (size_t i = 0; i < n; i++) {
@@ -517,16 +750,150 @@ int mp_streamer_set_global(struct mp_streamer *s, char *const *urls, size_t n)
 			return r;
 	}
 	pthread_mutex_lock(&s->lock);
-	for (size_t i = 0; i < s->n; i++)
-		s->c[i]->global = false;
 	for (size_t i = 0; i < n && r == 0; i++) {
-		struct collector *c = find(s, urls[i], true, &r);
+		struct collector *c = find(s, urls[i]);
 
-		if (c)
-			c->global = true;
+		if (!c)
+			c = create(s, urls[i], true, &r);
+		if (!c)
+			break;
+		c->global = true;
+		c->draining = false;
+		for (size_t k = 0; k < s->n; k++)
+			keep[k] |= s->c[k] == c;
+	}
+	for (size_t k = 0; k < s->n && r == 0; k++) {
+		if (keep[k] || !s->c[k]->global)
+			continue;
+		s->c[k]->global = false;
+		maybe_release(s, s->c[k]);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return r;
+}
+
+static struct holder *holder_of(struct collector *c, uint32_t uid)
+{
+	for (size_t i = 0; i < c->n_holders; i++)
+		if (c->holders[i].uid == uid)
+			return &c->holders[i];
+	return NULL;
+}
+
+int mp_streamer_acquire(struct mp_streamer *s, const char *url, uint32_t uid)
+{
+	struct collector *c;
+	struct holder *h;
+	size_t held = 0;
+	int r = mp_stream_url_check(url);
+
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&s->lock);
+	c = find(s, url);
+	if (!c || !holder_of(c, uid)) {
+		for (size_t i = 0; i < s->n; i++)
+			held += holder_of(s->c[i], uid) != NULL;
+		if (uid != 0 && s->per_uid && held >= s->per_uid) {
+			r = -EDQUOT;
+			goto out;
+		}
+	}
+	if (!c)
+		c = create(s, url, false, &r);
+	if (!c)
+		goto out;
+	h = holder_of(c, uid);
+	if (!h) {
+		h = realloc(c->holders, (c->n_holders + 1) * sizeof(*h));
+		if (!h) {
+			r = -ENOMEM;
+			maybe_release(s, c);
+			goto out;
+		}
+		c->holders = h;
+		h = &h[c->n_holders++];
+		*h = (struct holder){ .uid = uid };
+	}
+	h->refs++;
+	c->refs++;
+	c->draining = false;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return r;
+}
+
+void mp_streamer_release(struct mp_streamer *s, const char *url, uint32_t uid)
+{
+	struct collector *c;
+	struct holder *h;
+
+	pthread_mutex_lock(&s->lock);
+	c = find(s, url);
+	h = c ? holder_of(c, uid) : NULL;
+	if (h) {
+		c->refs--;
+		if (!--h->refs)
+			*h = c->holders[--c->n_holders];
+		maybe_release(s, c);
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void mp_streamer_set_limits(struct mp_streamer *s, unsigned per_uid, uint64_t total_bytes)
+{
+	pthread_mutex_lock(&s->lock);
+	s->per_uid = per_uid;
+	s->total_bytes = total_bytes;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void mp_streamer_set_resolver(struct mp_streamer *s, mp_stream_resolver_fn fn)
+{
+	pthread_mutex_lock(&s->lock);
+	s->resolver = fn;
+	pthread_mutex_unlock(&s->lock);
+}
+
+size_t mp_streamer_slots(struct mp_streamer *s, size_t *ret_target)
+{
+	size_t n, t = 0;
+
+	pthread_mutex_lock(&s->lock);
+	n = s->n;
+	for (size_t i = 0; i < s->n; i++)
+		t += !s->c[i]->global;
+	pthread_mutex_unlock(&s->lock);
+	if (ret_target)
+		*ret_target = t;
+	return n;
+}
+
+uint64_t mp_streamer_queued_total(struct mp_streamer *s)
+{
+	uint64_t v;
+
+	pthread_mutex_lock(&s->lock);
+	v = s->queued_total;
+	pthread_mutex_unlock(&s->lock);
+	return v;
+}
+
+uint64_t mp_streamer_target_lost(struct mp_streamer *s, uint64_t target_id, bool with_queued)
+{
+	uint64_t n = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n; i++) {
+		struct collector *c = s->c[i];
+		struct lost *l = lost_entry(c, target_id, false);
+
+		n += l ? l->total : 0;
+		for (struct item *it = c->head; it && with_queued; it = it->next)
+			n += it->target_id == target_id;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
 }
 
 void mp_streamer_set_buffer(struct mp_streamer *s, uint64_t buffer_bytes)
@@ -543,8 +910,11 @@ static struct lost *lost_entry(struct collector *c, uint64_t target_id, bool cre
 	for (size_t i = 0; i < c->n_lost; i++)
 		if (c->lost[i].target_id == target_id)
 			return &c->lost[i];
-	if (!create || c->n_lost >= MAX_LOST_ENTRIES)
+	if (!create)
 		return NULL;
+	/* The oldest entry (of a long-gone target, most likely) goes. */
+	if (c->n_lost >= MAX_LOST_ENTRIES)
+		memmove(c->lost, c->lost + 1, --c->n_lost * sizeof(*c->lost));
 	l = realloc(c->lost, (c->n_lost + 1) * sizeof(*l));
 	if (!l)
 		return NULL;
@@ -583,80 +953,19 @@ static struct item *frame_chunk(const struct mp_chunk_meta *m, const uint8_t *pb
 	return it;
 }
 
-#if HAVE_PPROF
-/* Monotonic (the profile's clock) to Unix seconds. */
-static uint64_t unix_s(uint64_t mono_ns)
-{
-	struct timespec rt;
-	uint64_t now = mp_now_ns(), rt_ns;
-
-	clock_gettime(CLOCK_REALTIME, &rt);
-	rt_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
-	return (rt_ns - (now > mono_ns ? now - mono_ns : 0)) / 1000000000ull;
-}
-
-static size_t urlencode(char *out, size_t cap, const char *in)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = 0;
-
-	for (; *in && n + 4 < cap; in++) {
-		unsigned char ch = (unsigned char)*in;
-
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-			out[n++] = (char)ch;
-		} else {
-			out[n++] = '%';
-			out[n++] = hex[ch >> 4];
-			out[n++] = hex[ch & 15];
-		}
-	}
-	out[n] = '\0';
-	return n;
-}
-
-static struct item *http_request(const struct collector *c, const struct mp_chunk_meta *m,
-				 const uint8_t *body, size_t body_len)
-{
-	char name[512], enc[1600], head[2600];
-	const char *base = m->exe && *m->exe ? strrchr(m->exe, '/') : NULL;
-	uint64_t from = unix_s(m->window_begin_ns), until = unix_s(m->window_end_ns);
-	struct item *it;
-	int hl;
-
-	base = base ? base + 1 : (m->exe && *m->exe ? m->exe : "unknown");
-	/* Pyroscope's application name with labels: NAME{label=value}. */
-	snprintf(name, sizeof(name), "memprofd.%s{pid=%d}", base, (int)m->pid);
-	urlencode(enc, sizeof(enc), name);
-	hl = snprintf(head, sizeof(head),
-		      "POST %s?name=%s&from=%" PRIu64 "&until=%" PRIu64 "&format=pprof HTTP/1.1\r\n"
-		      "Host: %s:%s\r\n"
-		      "User-Agent: memprofd\r\n"
-		      "Content-Type: application/octet-stream\r\n"
-		      "Content-Length: %zu\r\n"
-		      "Connection: close\r\n\r\n",
-		      c->path, enc, from, until > from ? until : from + 1, c->host, c->port,
-		      body_len);
-	if (hl < 0 || (size_t)hl >= sizeof(head))
-		return NULL;
-	it = malloc(sizeof(*it) + (size_t)hl + body_len);
-	if (!it)
-		return NULL;
-	it->next = NULL;
-	it->len = (size_t)hl + body_len;
-	memcpy(it->data, head, (size_t)hl);
-	memcpy(it->data + hl, body, body_len);
-	return it;
-}
-#endif
-
 int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 		     const struct mp_profile *p, char *const *extra, size_t n_extra)
 {
+	return mp_streamer_push_encoded(s, m, p, NULL, 0, extra, n_extra);
+}
+
+int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *m,
+			     const struct mp_profile *p, const uint8_t *msg, size_t msg_len,
+			     char *const *extra, size_t n_extra)
+{
 	struct collector *targets[MP_STREAM_MAX_COLLECTORS];
-	uint8_t *pb = NULL, *pp = NULL;
-	size_t nt = 0, pb_len = 0, pp_len = 0;
+	uint8_t *pb = NULL, *pp = NULL, *req[MP_STREAM_MAX_COLLECTORS] = { NULL };
+	size_t nt = 0, pb_len = 0, pp_len = 0, req_len[MP_STREAM_MAX_COLLECTORS] = { 0 };
 	bool want_pb = false, want_pp = false;
 	int r = 0;
 
@@ -665,7 +974,8 @@ int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 		if (s->c[i]->global)
 			targets[nt++] = s->c[i];
 	for (size_t i = 0; i < n_extra; i++) {
-		struct collector *c = find(s, extra[i], true, &r);
+		/* Acquired by the target (mp_streamer_acquire()). */
+		struct collector *c = find(s, extra[i]);
 		bool dup = false;
 
 		if (!c)
@@ -675,54 +985,78 @@ int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 		if (!dup)
 			targets[nt++] = c;
 	}
+	/* Not removed while encoding, even if released meanwhile. */
+	for (size_t k = 0; k < nt; k++)
+		targets[k]->pins++;
 	pthread_mutex_unlock(&s->lock);
 	for (size_t k = 0; k < nt; k++) {
 		want_pb |= targets[k]->kind != K_HTTP;
-		want_pp |= targets[k]->kind == K_HTTP;
+		want_pp |= targets[k]->kind == K_HTTP && mp_backend_wants_pprof(targets[k]->be);
 	}
 	if (!nt)
 		return r;
-	/* Encoded once, outside the lock, framed per collector below. */
-	if (want_pb) {
+	/* Encoded once (or by the caller), outside the lock, framed per
+	 * collector below. */
+	if (want_pb && !msg) {
+		/* on failure r < 0: every collector is unpinned below */
 		r = mp_profile_encode(p, &pb, &pb_len);
-		if (r < 0)
-			return r;
+		msg = pb;
+		msg_len = pb_len;
 	}
 #if HAVE_PPROF
-	if (want_pp) {
+	if (want_pp && r == 0)
 		r = mp_pprof_encode(p, true, &pp, &pp_len);
-		if (r < 0) {
-			free(pb);
-			return r;
-		}
-	}
 #else
 	(void)want_pp;
 	(void)pp_len;
 #endif
+	/* HTTP requests too: a failure loses the chunk for that collector
+	 * only (counted below). */
+	for (size_t k = 0; k < nt; k++)
+		if (r == 0 && targets[k]->kind == K_HTTP &&
+		    mp_backend_request(targets[k]->be, m, p, pp, pp_len, &req[k], &req_len[k]) < 0)
+			req[k] = NULL;
 	pthread_mutex_lock(&s->lock);
 	for (size_t k = 0; k < nt; k++) {
 		struct collector *c = targets[k];
 		struct lost *l = lost_entry(c, m->target_id, false);
 		struct item *it = NULL;
 
-		if (c->kind != K_HTTP)
-			it = frame_chunk(m, pb, pb_len, l ? l->n : 0);
-#if HAVE_PPROF
-		else
-			it = http_request(c, m, pp, pp_len);
-#endif
-		/* At least one chunk always fits, whatever the buffer size. */
-		if (!it || (c->head && c->queued_bytes + it->len > s->buffer_bytes)) {
+		c->pins--;
+		if (r < 0)
+			continue;
+		if (c->kind != K_HTTP) {
+			it = frame_chunk(m, msg, msg_len, l ? l->n : 0);
+		} else if (req[k]) {
+			it = malloc(sizeof(*it) + req_len[k]);
+			if (it) {
+				it->next = NULL;
+				it->len = req_len[k];
+				memcpy(it->data, req[k], req_len[k]);
+			}
+		}
+		/* At least one chunk always fits in a collector's buffer,
+		 * whatever its size; never more than the total in all. */
+		if (!it || (c->head && c->queued_bytes + it->len > s->buffer_bytes) ||
+		    (s->total_bytes && s->queued_total + it->len > s->total_bytes)) {
 			free(it);
 			c->dropped++;
 			l = lost_entry(c, m->target_id, true);
-			if (l)
+			if (l) {
 				l->n++;
+				l->total++;
+			}
+			if (m->final)
+				log_warning("collector %s: final chunk of target %" PRIu64
+					    " (pid %d) dropped: %s",
+					    c->url, m->target_id, (int)m->pid,
+					    it ? "buffer full" : "out of memory");
 			continue;
 		}
 		if (l)
-			*l = c->lost[--c->n_lost];
+			l->n = 0;
+		it->target_id = m->target_id;
+		s->queued_total += it->len;
 		if (c->tail)
 			c->tail->next = it;
 		else
@@ -735,7 +1069,9 @@ int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 	wake(s);
 	free(pb);
 	free(pp);
-	return 0;
+	for (size_t k = 0; k < nt; k++)
+		free(req[k]);
+	return r;
 }
 
 bool mp_streamer_wanted(struct mp_streamer *s, size_t n_extra)
@@ -781,7 +1117,7 @@ int mp_streamer_flush(struct mp_streamer *s, uint64_t timeout_ns)
 void mp_streamer_describe(struct mp_streamer *s, void (*line)(void *ctx, const char *text),
 			  void *ctx)
 {
-	static const char *const states[] = { "idle", "connecting", "up", "up" };
+	static const char *const states[] = { "idle", "connecting", "up", "up", "resolving" };
 	char buf[MP_STREAM_MAX_URL + 256];
 
 	pthread_mutex_lock(&s->lock);
@@ -790,10 +1126,10 @@ void mp_streamer_describe(struct mp_streamer *s, void (*line)(void *ctx, const c
 
 		snprintf(buf, sizeof(buf),
 			 "%s %s state=%s queued_chunks=%" PRIu64 " queued_bytes=%" PRIu64
-			 " sent=%" PRIu64 " lost=%" PRIu64 " refused=%" PRIu64,
+			 " sent=%" PRIu64 " lost=%" PRIu64 " refused=%" PRIu64 " targets=%u%s",
 			 c->url, c->global ? "global" : "target",
 			 c->down ? "down" : states[c->state], c->queued_items, c->queued_bytes,
-			 c->sent, c->dropped, c->rejected);
+			 c->sent, c->dropped, c->rejected, c->refs, c->draining ? " draining" : "");
 		line(ctx, buf);
 	}
 	pthread_mutex_unlock(&s->lock);

@@ -2,6 +2,7 @@
 #include "symbols.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
@@ -179,9 +180,34 @@ static void place(struct order *o, size_t i)
 	o->out[o->n_out++] = i;
 }
 
-/* Loader matching: a name with a slash is a path; otherwise a soname (or
- * the file name of an object without one). */
+static bool place_name_exact(struct order *o, const char *name);
+
+/* Loader matching: a name with a slash is a path, as the loader opened it
+ * (maybe through a symlink such as libfoo.so.0 or a "..": the mapping
+ * shows the file's real path, so that is compared too); otherwise a soname
+ * (or the file name of an object without one). */
 static bool place_name(struct order *o, const char *name)
+{
+	char full[PATH_MAX], real[PATH_MAX], root[64], *in;
+	size_t rl;
+
+	if (place_name_exact(o, name))
+		return true;
+	if (name[0] != '/')
+		return false;
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)o->s->pid);
+	if ((size_t)snprintf(full, sizeof(full), "%s%s", root, name) >= sizeof(full) ||
+	    !realpath(full, real))
+		return false;
+	/* the target's root as we see it, then the path inside it */
+	in = real;
+	if (realpath(root, full) && (rl = strlen(full)) > 1 && !strncmp(real, full, rl) &&
+	    real[rl] == '/')
+		in = real + rl;
+	return place_name_exact(o, in);
+}
+
+static bool place_name_exact(struct order *o, const char *name)
 {
 	for (size_t i = 0; i < o->s->n; i++) {
 		struct mp_object *ob = &o->s->objs[i];
@@ -418,7 +444,9 @@ static bool object_matches(const struct mp_object *o, const char *want)
 {
 	const char *b = base_name(o->path);
 
-	return !strcmp(o->path, want) || !strcmp(b, want) || !strncmp(b, want, strlen(want));
+	/* "libcudart.so*": a glob on the file name */
+	return !strcmp(o->path, want) || !strcmp(b, want) || !strncmp(b, want, strlen(want)) ||
+	       (strpbrk(want, "*?[") && fnmatch(want, b, 0) == 0);
 }
 
 /* Only into segments the file holds: the offset goes to the uprobe and to

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -25,8 +26,6 @@
 #include "symbols.h"
 #include "util.h"
 
-_Static_assert(MP_FN_MMAP == 10 && MP_FN_MUNMAP == 11 && MP_FN_MREMAP == 12 && MP_FN_BRK == 13,
-	       "bpf/memprof.bpf.c hard-codes these");
 _Static_assert(MP_FN_CUSTOM + MP_TRACER_MAX_EXTRA <= 0xff,
 	       "the attach cookie holds the function in 8 bits");
 
@@ -80,6 +79,7 @@ struct probe {
 	char *root_path; /* what the kernel opens */
 	struct bpf_link *entry, *ret; /* perf-event uprobes */
 	bool is_free; /* mp_free only, no return probe */
+	bool is_pool; /* mp_pool_entry/mp_pool_return */
 	uint64_t cookie;
 };
 
@@ -112,6 +112,7 @@ struct mp_tracer {
 	void *cb_ctx;
 	int cb_err;
 	int n_delivered;
+	uint64_t n_heap_events; /* allocator events since attach */
 };
 
 const char *mp_alloc_fn_name(uint32_t fn)
@@ -322,7 +323,9 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 	}
 	p->info.probe_delta = delta;
 	p->is_free = kind == MP_KIND_FREE && fn == MP_FN_FREE;
-	p->cookie = MP_COOKIE(fn, kind, a, b, c, 0);
+	p->is_pool = kind == MP_KIND_POOL;
+	/* pool functions: @c holds the MP_POOL_F_* flags */
+	p->cookie = p->is_pool ? MP_POOL_COOKIE(fn, a, b, c) : MP_COOKIE(fn, kind, a, b, c, 0);
 	/* Multi-uprobe links are made per object once every probe is known. */
 	if (t->multi)
 		return 0;
@@ -339,13 +342,15 @@ static int attach_one(struct mp_tracer *t, struct mp_symbols *syms, uint32_t fn,
 	}
 	/* Return probe first, see attach_multi(). */
 	uo.retprobe = true;
-	p->ret = bpf_program__attach_uprobe_opts(t->skel->progs.mp_return, t->opts.pid,
-						 sym.root_path, sym.offset, &uo);
+	p->ret = bpf_program__attach_uprobe_opts(p->is_pool ? t->skel->progs.mp_pool_return :
+							      t->skel->progs.mp_return,
+						 t->opts.pid, sym.root_path, sym.offset, &uo);
 	if (!p->ret)
 		return -errno;
 	uo.retprobe = false;
-	p->entry = bpf_program__attach_uprobe_opts(t->skel->progs.mp_entry, t->opts.pid,
-						   sym.root_path, sym.offset, &uo);
+	p->entry = bpf_program__attach_uprobe_opts(p->is_pool ? t->skel->progs.mp_pool_entry :
+								t->skel->progs.mp_entry,
+						   t->opts.pid, sym.root_path, sym.offset, &uo);
 	if (!p->entry)
 		return -errno;
 	return 0;
@@ -397,14 +402,15 @@ static int attach_multi(struct mp_tracer *t)
 	bool done[MP_MAX_PROBES] = { false };
 
 	for (size_t i = 0; i < t->n_probes; i++) {
-		uint64_t offs[2][MP_MAX_PROBES], cookies[2][MP_MAX_PROBES];
-		uint32_t n[2] = { 0, 0 }; /* [0] allocation functions, [1] free */
+		uint64_t offs[3][MP_MAX_PROBES], cookies[3][MP_MAX_PROBES];
+		/* [0] allocation functions, [1] free, [2] pool functions */
+		uint32_t n[3] = { 0, 0, 0 };
 
 		if (done[i] || t->probes[i].info.alias_of >= 0)
 			continue;
 		for (size_t j = i; j < t->n_probes; j++) {
 			struct probe *p = &t->probes[j];
-			int k = p->is_free;
+			int k = p->is_pool ? 2 : p->is_free;
 
 			if (done[j] || p->info.alias_of >= 0 ||
 			    strcmp(p->root_path, t->probes[i].root_path))
@@ -413,24 +419,26 @@ static int attach_multi(struct mp_tracer *t)
 			offs[k][n[k]] = p->info.offset + p->info.probe_delta;
 			cookies[k][n[k]++] = p->cookie;
 		}
-		for (int k = 0; k < 2; k++) {
+		for (int k = 0; k < 3; k++) {
 			/* Return probes first: a call whose entry is seen
 			 * must have its return seen too, or it would stay
 			 * "in progress" and make every later call at the same
 			 * depth look nested (nothing would be reported). */
-			struct bpf_program *progs[2] = { k ? t->skel->progs.mp_free :
-							     t->skel->progs.mp_return,
-							 k ? NULL : t->skel->progs.mp_entry };
+			struct bpf_program *progs[3][2] = {
+				{ t->skel->progs.mp_return, t->skel->progs.mp_entry },
+				{ t->skel->progs.mp_free, NULL },
+				{ t->skel->progs.mp_pool_return, t->skel->progs.mp_pool_entry },
+			};
 
 			if (!n[k])
 				continue;
-			for (int r = 0; r < 2 && progs[r]; r++) {
+			for (int r = 0; r < 2 && progs[k][r]; r++) {
 				int fd;
 
 				if (t->n_multi >= MP_MAX_MULTI)
 					return -E2BIG;
-				fd = link_uprobe_multi(t, progs[r], t->probes[i].root_path, offs[k],
-						       cookies[k], n[k], !k && r == 0);
+				fd = link_uprobe_multi(t, progs[k][r], t->probes[i].root_path,
+						       offs[k], cookies[k], n[k], k != 1 && r == 0);
 				if (fd < 0)
 					return fd;
 				t->multi_fds[t->n_multi++] = fd;
@@ -440,12 +448,37 @@ static int attach_multi(struct mp_tracer *t)
 	return 0;
 }
 
+/* Cookie arguments of a pool function: ptr argument, size argument, flags. */
+static void pool_probe_args(const struct mp_tracer_func *f, uint32_t *ret_a, uint32_t *ret_b,
+			    uint32_t *ret_flags)
+{
+	uint32_t flags = 0;
+
+	if (f->is_free) {
+		*ret_a = f->arg;
+		flags |= MP_POOL_F_FREE | MP_POOL_F_NO_SIZE;
+	} else {
+		*ret_a = f->ptr_arg;
+		if (f->ptr == MP_FUNC_PTR_OUT)
+			flags |= MP_POOL_F_DEREF;
+		else
+			flags |= MP_POOL_F_PTR_RET;
+	}
+	*ret_b = f->is_free ? 0 : f->arg;
+	if (f->ok == MP_FUNC_OK_ZERO)
+		flags |= MP_POOL_F_OK_ZERO;
+	else if (f->ok == MP_FUNC_OK_NONZERO)
+		flags |= MP_POOL_F_OK_NONZERO;
+	*ret_flags = flags;
+}
+
 static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 {
 	struct mp_symbol sym;
 	int r;
 
-	for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]); i++) {
+	for (size_t i = 0; i < sizeof(builtins) / sizeof(builtins[0]) && !t->opts.no_heap_probes;
+	     i++) {
 		const struct builtin *b = &builtins[i];
 
 		r = attach_one(t, syms, b->fn, b->name, NULL, b->kind, b->a, b->b, b->c);
@@ -458,10 +491,21 @@ static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 	}
 	for (size_t i = 0; i < t->opts.n_extra; i++) {
 		const struct mp_tracer_func *f = &t->extra[i];
+		uint32_t kind = f->is_free ? MP_KIND_FREE : MP_KIND_ALLOC, a = f->arg, b = 0, c = 0;
 
+		if (f->pool[0]) {
+			kind = MP_KIND_POOL;
+			pool_probe_args(f, &a, &b, &c);
+		} else if (f->ptr == MP_FUNC_PTR_OUT) {
+			/* posix_memalign's shape, on the heap */
+			kind = MP_KIND_MEMALIGN_OUT;
+			a = f->ptr_arg;
+			c = f->arg;
+		}
 		r = attach_one(t, syms, MP_FN_CUSTOM + (uint32_t)i, f->name,
-			       f->object[0] ? f->object : NULL,
-			       f->is_free ? MP_KIND_FREE : MP_KIND_ALLOC, f->arg, 0, 0);
+			       f->object[0] ? f->object : NULL, kind, a, b, c);
+		if (r == -ENOENT && f->optional)
+			continue;
 		if (r < 0)
 			return r == -ENOENT ? -ENXIO : r;
 	}
@@ -587,6 +631,8 @@ static int on_sample(void *ctx, void *data, size_t size)
 	}
 	if (ev.type == MP_RAW_EXEC)
 		t->exec_pending = true;
+	if (ev.type == MP_RAW_ALLOC || ev.type == MP_RAW_FREE || ev.type == MP_RAW_REALLOC)
+		t->n_heap_events++;
 	t->n_delivered++;
 	r = t->cb ? t->cb(t->cb_ctx, &ev) : 0;
 	t->cur_stack = NULL;
@@ -622,20 +668,76 @@ static int check_target(pid_t pid)
 	return tgid == pid ? 0 : -EINVAL;
 }
 
-/* Multi-uprobe links (kernel 6.6+): attach in one call per object and,
- * above all, detach in milliseconds instead of 0.1-0.2 s per probe. */
-static bool kernel_has_uprobe_multi(void)
-{
-	static int cached = -1;
-	struct btf *btf;
+/* PROC_PID_INIT_INO of include/linux/proc_ns.h: fixed by the kernel. */
+#define MP_PID_INIT_INO 0xEFFFFFFCULL
 
-	if (cached < 0) {
-		btf = btf__load_vmlinux_btf();
-		cached = btf &&
-			 btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
-		btf__free(btf);
+/*
+ * The daemon's pid namespace when it is not the initial one (a container,
+ * `unshare -p`): the target's pid is then a pid of that namespace, and the
+ * BPF programs translate the initial-namespace ids they see. 0 in *ret_ino:
+ * the initial namespace, nothing to translate.
+ */
+static int own_pidns(uint64_t *ret_dev, uint64_t *ret_ino)
+{
+	struct stat st;
+
+	if (stat("/proc/self/ns/pid", &st) < 0)
+		return -errno;
+	*ret_dev = (uint64_t)st.st_dev;
+	*ret_ino = (uint64_t)st.st_ino == MP_PID_INIT_INO ? 0 : (uint64_t)st.st_ino;
+	return 0;
+}
+
+/* What the running kernel offers, read once from its BTF. */
+struct kernel_facts {
+	/* Multi-uprobe links (kernel 6.6+): attach in one call per object
+	 * and, above all, detach in milliseconds instead of 0.1-0.2 s per
+	 * probe. */
+	bool uprobe_multi;
+	bool rss_stat; /* the rss_stat tracepoint (5.5+) */
+	__u32 nr_mm_counters; /* enum NR_MM_COUNTERS, for rss_stat members */
+};
+
+static __u32 btf_enum_value(const struct btf *btf, const char *name, __u32 dflt)
+{
+	__u32 n = btf__type_cnt(btf);
+
+	for (__u32 id = 1; id < n; id++) {
+		const struct btf_type *t = btf__type_by_id(btf, id);
+		const struct btf_enum *e;
+
+		if (!btf_is_enum(t))
+			continue;
+		e = btf_enum(t);
+		for (__u16 i = 0; i < btf_vlen(t); i++)
+			if (!strcmp(btf__name_by_offset(btf, e[i].name_off), name))
+				return (__u32)e[i].val;
 	}
-	return cached;
+	return dflt;
+}
+
+static struct kernel_facts facts;
+
+static void read_kernel_facts(void)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+
+	facts.nr_mm_counters = 4;
+	if (!btf)
+		return;
+	facts.uprobe_multi =
+		btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
+	facts.rss_stat = btf__find_by_name_kind(btf, "btf_trace_rss_stat", BTF_KIND_TYPEDEF) >= 0;
+	facts.nr_mm_counters = btf_enum_value(btf, "NR_MM_COUNTERS", 4);
+	btf__free(btf);
+}
+
+static const struct kernel_facts *kernel_facts(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	pthread_once(&once, read_kernel_facts);
+	return &facts;
 }
 
 /* The duty timer expired: switch the allocator probes off or on. Frees of
@@ -661,10 +763,155 @@ static int duty_toggle(struct mp_tracer *t)
 	return mp_timer_arm(t->dutyfd, t->opts.duty_on_ns, 0);
 }
 
+uint32_t mp_tracer_ring_bytes(uint32_t mode, uint32_t configured)
+{
+	if (configured)
+		return configured;
+	return mode == MP_TRACE_RSS ? MP_TRACER_RSS_RING_BYTES : MP_TRACER_RING_BYTES;
+}
+
+/* The skeleton opened and configured through its rodata and map sizes,
+ * not loaded yet. */
+static int tracer_open(struct mp_tracer *t)
+{
+	const struct mp_tracer_opts *opts = &t->opts;
+	int r;
+
+	t->skel = memprof_bpf__open();
+	if (!t->skel)
+		return -errno;
+	t->skel->rodata->target_tgid = (uint32_t)opts->pid;
+	{
+		uint64_t ns_dev = 0, ns_ino = 0;
+
+		r = own_pidns(&ns_dev, &ns_ino);
+		if (r < 0)
+			return r;
+		t->skel->rodata->pidns_dev = ns_dev;
+		t->skel->rodata->pidns_ino = ns_ino;
+	}
+	if (opts->mode > MP_TRACE_RSS || (opts->mode == MP_TRACE_SAMPLED && !opts->sample_bytes) ||
+	    (opts->sample_bytes >> 40) ||
+	    (opts->duty_period_ns &&
+	     (!opts->duty_on_ns || opts->duty_on_ns >= opts->duty_period_ns)))
+		return -EINVAL;
+	if (opts->mode == MP_TRACE_SAMPLED) {
+		t->skel->rodata->sample_bytes = opts->sample_bytes;
+		fill_exp_table(t->skel->rodata->exp_table, MP_EXP_TABLE);
+		r = bpf_map__set_max_entries(t->skel->maps.sampled, opts->sampled_max ?
+									    opts->sampled_max :
+									    MP_TRACER_SAMPLED_MAX);
+		if (r < 0)
+			return r;
+	}
+	t->skel->rodata->trace_brk = opts->mode == MP_TRACE_RSS;
+	if (opts->stack_bytes > MP_STACK_MAX_BYTES)
+		return -EINVAL;
+	if (opts->stack_bytes && opts->mode != MP_TRACE_RSS) {
+		int ncpu = libbpf_num_possible_cpus();
+
+		t->skel->rodata->stack_bytes = opts->stack_bytes;
+		r = ncpu < 0 ? ncpu : bpf_map__set_max_entries(t->skel->maps.stackbuf, ncpu);
+		if (r < 0)
+			return r;
+	}
+	if (opts->mode == MP_TRACE_RSS)
+		t->opts.rss_exact = true;
+	t->skel->rodata->page_size = (__u32)getpagesize();
+	/* The members userspace names (enum mp_rss_member) are the first 4. */
+	t->skel->rodata->nr_mm_counters =
+		kernel_facts()->nr_mm_counters < 4 ? kernel_facts()->nr_mm_counters : 4;
+	if (t->opts.rss_exact && !kernel_facts()->rss_stat)
+		return -EOPNOTSUPP;
+	t->multi = !opts->perf_uprobes && kernel_facts()->uprobe_multi;
+	if (t->multi) {
+		struct bpf_program *up[] = {
+			t->skel->progs.mp_entry,      t->skel->progs.mp_return,
+			t->skel->progs.mp_free,	      t->skel->progs.mp_caller_hint,
+			t->skel->progs.mp_pool_entry, t->skel->progs.mp_pool_return
+		};
+
+		for (size_t i = 0; i < ARRAY_SIZE(up); i++)
+			bpf_program__set_expected_attach_type(up[i], MP_BPF_TRACE_UPROBE_MULTI);
+	}
+	if (mp_tracer_ring_bytes(opts->mode, opts->ring_bytes) != MP_TRACER_RING_BYTES) {
+		uint32_t rb = mp_tracer_ring_bytes(opts->mode, opts->ring_bytes);
+
+		if (rb < (uint32_t)getpagesize() || (rb & (rb - 1)))
+			return -EINVAL;
+		r = bpf_map__set_max_entries(t->skel->maps.events, rb);
+		if (r < 0)
+			return r;
+		if (t->skel->rodata->wakeup_bytes > rb / 4)
+			t->skel->rodata->wakeup_bytes = rb / 4;
+	}
+	bpf_program__set_autoload(t->skel->progs.mp_rss_stat, t->opts.rss_exact);
+	return 0;
+}
+
+/* Loaded, the process-wide programs attached, the ring buffer open and,
+ * unless in rss mode, the allocator probes attached. */
+static int tracer_load_attach(struct mp_tracer *t)
+{
+	int r;
+
+	r = memprof_bpf__load(t->skel);
+	if (r < 0)
+		return r;
+	t->sys_links[0] = bpf_program__attach(t->skel->progs.mp_sys_enter);
+	t->sys_links[1] = t->sys_links[0] ? bpf_program__attach(t->skel->progs.mp_sys_exit) : NULL;
+	t->sys_links[2] = t->sys_links[1] ? bpf_program__attach(t->skel->progs.mp_exec) : NULL;
+	if (!t->sys_links[2])
+		return -errno;
+	if (t->opts.rss_exact) {
+		t->sys_links[3] = bpf_program__attach(t->skel->progs.mp_rss_stat);
+		if (!t->sys_links[3])
+			return -errno;
+	}
+	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_sample, t, NULL);
+	if (!t->rb)
+		return -errno;
+	if (t->opts.mode != MP_TRACE_RSS) {
+		r = resolve_and_attach(t, false);
+		if (r < 0)
+			return r;
+		t->duty_on = true;
+		t->duty_since_ns = mp_now_ns();
+	}
+	return 0;
+}
+
+static int epoll_add_in(int epfd, int fd)
+{
+	struct epoll_event ee = { .events = EPOLLIN, .data.fd = fd };
+
+	return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ee) < 0 ? -errno : 0;
+}
+
+/* One epoll fd for the session: ring buffer, target exit, duty timer. */
+static int tracer_setup_epoll(struct mp_tracer *t)
+{
+	const struct mp_tracer_opts *opts = &t->opts;
+	int r;
+
+	t->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (t->epfd < 0)
+		return -errno;
+	r = epoll_add_in(t->epfd, ring_buffer__epoll_fd(t->rb));
+	if (r == 0)
+		r = epoll_add_in(t->epfd, t->pidfd);
+	if (r < 0 || !opts->duty_period_ns || opts->mode == MP_TRACE_RSS)
+		return r;
+	t->dutyfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	r = t->dutyfd < 0 ? -errno : mp_timer_arm(t->dutyfd, opts->duty_on_ns, 0);
+	if (r == 0)
+		r = epoll_add_in(t->epfd, t->dutyfd);
+	return r;
+}
+
 int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 {
 	struct mp_tracer *t;
-	struct epoll_event ee = { .events = EPOLLIN };
 	int r;
 
 	if (opts->n_extra > MP_TRACER_MAX_EXTRA)
@@ -684,130 +931,19 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 	t->opts.extra = t->extra;
 
 	t->pidfd = pidfd_open_(opts->pid);
-	if (t->pidfd < 0) {
-		r = -errno;
-		goto fail;
-	}
-	t->skel = memprof_bpf__open();
-	if (!t->skel) {
-		r = -errno;
-		goto fail;
-	}
-	t->skel->rodata->target_tgid = (uint32_t)opts->pid;
-	if (opts->mode > MP_TRACE_RSS || (opts->mode == MP_TRACE_SAMPLED && !opts->sample_bytes) ||
-	    (opts->sample_bytes >> 40) ||
-	    (opts->duty_period_ns &&
-	     (!opts->duty_on_ns || opts->duty_on_ns >= opts->duty_period_ns))) {
-		r = -EINVAL;
-		goto fail;
-	}
-	if (opts->mode == MP_TRACE_SAMPLED) {
-		t->skel->rodata->sample_bytes = opts->sample_bytes;
-		fill_exp_table(t->skel->rodata->exp_table, MP_EXP_TABLE);
-		r = bpf_map__set_max_entries(t->skel->maps.sampled, opts->sampled_max ?
-									    opts->sampled_max :
-									    MP_TRACER_SAMPLED_MAX);
-		if (r < 0)
-			goto fail;
-	}
-	t->skel->rodata->trace_brk = opts->mode == MP_TRACE_RSS;
-	if (opts->stack_bytes > MP_STACK_MAX_BYTES) {
-		r = -EINVAL;
-		goto fail;
-	}
-	if (opts->stack_bytes && opts->mode != MP_TRACE_RSS) {
-		int ncpu = libbpf_num_possible_cpus();
-
-		t->skel->rodata->stack_bytes = opts->stack_bytes;
-		r = ncpu < 0 ? ncpu : bpf_map__set_max_entries(t->skel->maps.stackbuf, ncpu);
-		if (r < 0)
-			goto fail;
-	}
-	if (opts->mode == MP_TRACE_RSS)
-		t->opts.rss_exact = true;
-	t->multi = !opts->perf_uprobes && kernel_has_uprobe_multi();
-	if (t->multi) {
-		struct bpf_program *up[] = { t->skel->progs.mp_entry, t->skel->progs.mp_return,
-					     t->skel->progs.mp_free,
-					     t->skel->progs.mp_caller_hint };
-
-		for (size_t i = 0; i < sizeof(up) / sizeof(up[0]); i++)
-			bpf_program__set_expected_attach_type(up[i], MP_BPF_TRACE_UPROBE_MULTI);
-	}
-	if (opts->ring_bytes) {
-		uint32_t rb = opts->ring_bytes;
-
-		if (rb < (uint32_t)getpagesize() || (rb & (rb - 1))) {
-			r = -EINVAL;
-			goto fail;
-		}
-		r = bpf_map__set_max_entries(t->skel->maps.events, rb);
-		if (r < 0)
-			goto fail;
-		if (t->skel->rodata->wakeup_bytes > rb / 4)
-			t->skel->rodata->wakeup_bytes = rb / 4;
-	}
-	bpf_program__set_autoload(t->skel->progs.mp_rss_stat, t->opts.rss_exact);
-	r = memprof_bpf__load(t->skel);
-	if (r < 0)
-		goto fail;
-	t->sys_links[0] = bpf_program__attach(t->skel->progs.mp_sys_enter);
-	t->sys_links[1] = t->sys_links[0] ? bpf_program__attach(t->skel->progs.mp_sys_exit) : NULL;
-	t->sys_links[2] = t->sys_links[1] ? bpf_program__attach(t->skel->progs.mp_exec) : NULL;
-	if (!t->sys_links[2]) {
-		r = -errno;
-		goto fail;
-	}
-	if (t->opts.rss_exact) {
-		t->sys_links[3] = bpf_program__attach(t->skel->progs.mp_rss_stat);
-		if (!t->sys_links[3]) {
-			r = -errno;
-			goto fail;
-		}
-	}
-	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_sample, t, NULL);
-	if (!t->rb) {
-		r = -errno;
-		goto fail;
-	}
-	if (opts->mode != MP_TRACE_RSS) {
-		r = resolve_and_attach(t, false);
-		if (r < 0)
-			goto fail;
-		t->duty_on = true;
-		t->duty_since_ns = mp_now_ns();
-	}
-	t->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (t->epfd < 0) {
-		r = -errno;
-		goto fail;
-	}
-	ee.data.fd = ring_buffer__epoll_fd(t->rb);
-	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, ee.data.fd, &ee) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	ee.data.fd = t->pidfd;
-	if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->pidfd, &ee) < 0) {
-		r = -errno;
-		goto fail;
-	}
-	if (opts->duty_period_ns && opts->mode != MP_TRACE_RSS) {
-		t->dutyfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-		r = t->dutyfd < 0 ? -errno : mp_timer_arm(t->dutyfd, opts->duty_on_ns, 0);
-		if (r < 0)
-			goto fail;
-		ee.data.fd = t->dutyfd;
-		if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->dutyfd, &ee) < 0) {
-			r = -errno;
-			goto fail;
-		}
+	r = t->pidfd < 0 ? -errno : 0;
+	if (r == 0)
+		r = tracer_open(t);
+	if (r == 0)
+		r = tracer_load_attach(t);
+	if (r == 0)
+		r = tracer_setup_epoll(t);
+	if (r < 0) {
+		mp_tracer_free(t);
+		return r;
 	}
 	*ret = t;
 	return 0;
-fail:
-	mp_tracer_free(t);
-	return r;
 }
 
 int mp_tracer_fd(const struct mp_tracer *t)
@@ -888,7 +1024,12 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 	return t->n_delivered;
 }
 
-uint64_t mp_tracer_drops(const struct mp_tracer *t)
+void mp_tracer_set_inproc_tls(struct mp_tracer *t, int64_t tls_off)
+{
+	__atomic_store_n(&t->skel->bss->inproc_tls_off, tls_off, __ATOMIC_SEQ_CST);
+}
+
+static uint64_t percpu_sum(const struct bpf_map *map)
 {
 	int ncpu = libbpf_num_possible_cpus();
 	uint32_t zero = 0;
@@ -899,11 +1040,26 @@ uint64_t mp_tracer_drops(const struct mp_tracer *t)
 	v = calloc((size_t)ncpu, sizeof(*v));
 	if (!v)
 		return 0;
-	if (!bpf_map_lookup_elem(bpf_map__fd(t->skel->maps.drops), &zero, v))
+	if (!bpf_map_lookup_elem(bpf_map__fd(map), &zero, v))
 		for (int i = 0; i < ncpu; i++)
 			sum += v[i];
 	free(v);
 	return sum;
+}
+
+uint64_t mp_tracer_drops(const struct mp_tracer *t)
+{
+	return percpu_sum(t->skel->maps.drops);
+}
+
+uint64_t mp_tracer_unmatched(const struct mp_tracer *t)
+{
+	return percpu_sum(t->skel->maps.unmatched);
+}
+
+uint64_t mp_tracer_heap_events(const struct mp_tracer *t)
+{
+	return t->n_heap_events;
 }
 
 bool mp_tracer_duty_on(const struct mp_tracer *t)
@@ -930,34 +1086,4 @@ size_t mp_tracer_probes(const struct mp_tracer *t, const struct mp_probe_info **
 {
 	*ret_probes = t->infos;
 	return t->n_probes;
-}
-
-int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *ret)
-{
-	struct mp_tracer_func f = { .is_free = is_free };
-	const char *colon = strrchr(spec, ':'), *at, *key = is_free ? "ptr=arg" : "size=arg";
-	size_t nlen;
-	char *end;
-	unsigned long arg;
-
-	if (!colon || strncmp(colon + 1, key, strlen(key)))
-		return -EINVAL;
-	arg = strtoul(colon + 1 + strlen(key), &end, 10);
-	if (*end || end == colon + 1 + strlen(key) || arg > 5)
-		return -EINVAL;
-	f.arg = (uint32_t)arg;
-	at = memchr(spec, '@', (size_t)(colon - spec));
-	nlen = (size_t)((at ? at : colon) - spec);
-	if (!nlen || nlen >= sizeof(f.name))
-		return -EINVAL;
-	memcpy(f.name, spec, nlen);
-	if (at) {
-		size_t olen = (size_t)(colon - at - 1);
-
-		if (!olen || olen >= sizeof(f.object))
-			return -EINVAL;
-		memcpy(f.object, at + 1, olen);
-	}
-	*ret = f;
-	return 0;
 }

@@ -18,12 +18,30 @@
 
 #define MP_TRACER_MAX_EXTRA 32
 
+/* How a --alloc/--free function reports its pointer and success. */
+enum mp_func_ptr {
+	MP_FUNC_PTR_RET = 0, /* the return value (allocators) / argument (frees) */
+	MP_FUNC_PTR_OUT = 1, /* stored through argument ptr_arg: ptr=*argN */
+};
+enum mp_func_ok {
+	MP_FUNC_OK_ANY = 0, /* every return (allocators: a non-NULL pointer) */
+	MP_FUNC_OK_ZERO = 1, /* ok=ret==0 (cudaError_t, CUresult, hipError_t) */
+	MP_FUNC_OK_NONZERO = 2, /* ok=ret!=0 */
+};
+
 /* An extra allocator (--alloc) or free (--free) function. */
 struct mp_tracer_func {
 	char name[128];
-	char object[256]; /* "" = first definition in lookup order */
+	char object[256]; /* "" = first definition in lookup order; a glob */
 	bool is_free;
 	uint32_t arg; /* 0-based index of the size (alloc) or pointer (free) */
+	/* The out-parameter form (docs/TRACER.md, "Pools and device memory"). */
+	uint32_t ptr; /* enum mp_func_ptr */
+	uint32_t ptr_arg;
+	uint32_t ok; /* enum mp_func_ok */
+	char pool[64]; /* "": the heap; else its blocks are slices of this pool */
+	uint32_t pool_kind; /* with pool: MP_POOL_KIND_*, kind=host|device (default device) */
+	bool optional; /* --device presets: skipped when not found */
 };
 
 struct mp_tracer_opts {
@@ -43,8 +61,12 @@ struct mp_tracer_opts {
 	 * multi-uprobe links (slow to detach; for comparison). */
 	bool perf_uprobes;
 	bool rss_exact; /* also deliver MP_RAW_RSS_STAT */
+	/* In-process path: libmemprof reports the malloc family through the
+	 * marker ring, so no uprobe on it (--alloc/--free functions and the
+	 * syscall tracepoints stay). */
+	bool no_heap_probes;
 	/* BPF ring buffer size: a power of two, at least one page; 0 means
-	 * MP_TRACER_RING_BYTES. */
+	 * mp_tracer_ring_bytes(mode, 0). */
 	uint32_t ring_bytes;
 	/* Call stacks (0: off): bytes of the user stack copied with every
 	 * allocation event (at most MP_STACK_MAX_BYTES); see
@@ -53,6 +75,15 @@ struct mp_tracer_opts {
 };
 
 #define MP_TRACER_RING_BYTES (8u << 20)
+/* An rss-mode target sends no allocator events, only syscalls, exec and
+ * at most one rss_stat record per page-counter change: 16384 records of
+ * 64 bytes, a quarter of which wakes the consumer (docs/SERVICE.md,
+ * "Memory per target"). */
+#define MP_TRACER_RSS_RING_BYTES (1u << 20)
+
+/* The ring buffer size of a target of @mode: @configured, or the default
+ * of the mode when it is 0. */
+uint32_t mp_tracer_ring_bytes(uint32_t mode, uint32_t configured);
 #define MP_TRACER_SAMPLED_MAX (1u << 20)
 
 /* Unbiased size estimate of a block of @size bytes sampled with mean
@@ -122,16 +153,36 @@ bool mp_tracer_multi_uprobes(const struct mp_tracer *t);
 bool mp_tracer_duty_on(const struct mp_tracer *t);
 uint64_t mp_tracer_duty_on_ns(const struct mp_tracer *t);
 
+/* In-process path: mappings a thread makes while its libmemprof
+ * interposer word at @tls_off from its thread pointer is nonzero belong to
+ * an allocator call (reported through the ring) and are not delivered.
+ * 0 turns that off. */
+void mp_tracer_set_inproc_tls(struct mp_tracer *t, int64_t tls_off);
 /* Events lost to a full ring buffer since attach (all CPUs). */
 uint64_t mp_tracer_drops(const struct mp_tracer *t);
+/* Allocator probe hits that were not the target's, although the uprobes
+ * are attached to the target alone: its pid was not recognised (a
+ * vfork'ed child sharing its memory also counts). */
+uint64_t mp_tracer_unmatched(const struct mp_tracer *t);
+/* Allocation, free and realloc events delivered since attach. */
+uint64_t mp_tracer_heap_events(const struct mp_tracer *t);
 bool mp_tracer_exited(const struct mp_tracer *t);
 
 /* The attached allocator functions, valid until the next consume/free. */
 size_t mp_tracer_probes(const struct mp_tracer *t, const struct mp_probe_info **ret_probes);
 
-/* Parse "SYMBOL[@OBJECT]:size=argN" (@is_free false) or
- * "SYMBOL[@OBJECT]:ptr=argN" (true), N counted from 0. */
+/* Parse "SYMBOL[@OBJECT]:KEY=VALUE[,KEY=VALUE...]", N counted from 0:
+ * allocators (@is_free false) size=argN, ptr=ret|*argN, ok=ret==0|ret!=0,
+ * pool=NAME, kind=host|device; frees (true) ptr=argN, ok=..., pool=NAME.
+ * "SYMBOL:size=argN" and "SYMBOL:ptr=argN" are the plain forms. An
+ * out-parameter (ptr=*argN) or ok= needs pool= unless it is exactly
+ * posix_memalign's shape (ptr=*argN,size=argM,ok=ret==0). -EINVAL. */
 int mp_tracer_parse_func(const char *spec, bool is_free, struct mp_tracer_func *ret);
+
+/* The functions of --device @name ("cuda", "hip") in *ret_funcs (static
+ * storage), or -EINVAL. */
+int mp_tracer_device_preset(const char *name, const struct mp_tracer_func **ret_funcs,
+			    size_t *ret_n);
 
 /* Bytes after the entry of a free-like function (pointer in argument
  * @ptr_arg, code at @code) where its entry probe may go instead: past an

@@ -28,20 +28,17 @@ static inline size_t img_align(size_t v, size_t a)
 static inline void img_init(struct img *m, uint32_t slots, uint32_t threads, uint32_t strs,
 			    uint32_t blob)
 {
-	size_t off = img_align(sizeof(struct mp_ring_hdr), 128);
-	size_t toff = off + (size_t)threads * slots * sizeof(struct mp_slot);
-	size_t eoff = toff + (size_t)threads * sizeof(struct mp_thread);
-	size_t boff = eoff + (size_t)strs * sizeof(mp_strent);
+	struct mp_ring_layout l = mp_ring_layout_of(slots, threads, strs, blob);
 
 	m->nslots = slots;
-	m->len = boff + blob;
+	m->len = l.end;
 	m->mem = aligned_alloc(128, img_align(m->len, 128));
 	memset(m->mem, 0, m->len);
 	m->h = (struct mp_ring_hdr *)m->mem;
-	m->slots = (struct mp_slot *)(m->mem + off);
-	m->thr = (struct mp_thread *)(m->mem + toff);
-	m->ent = (mp_strent *)(m->mem + eoff);
-	m->blob = (char *)m->mem + boff;
+	m->slots = (struct mp_slot *)(m->mem + l.ring_off);
+	m->thr = (struct mp_thread *)(m->mem + l.threads_off);
+	m->ent = (mp_strent *)(m->mem + l.strent_off);
+	m->blob = (char *)m->mem + l.blob_off;
 	*m->h = (struct mp_ring_hdr){
 		.magic = MP_RING_MAGIC,
 		.abi_version = MP_RING_ABI_VERSION,
@@ -54,10 +51,10 @@ static inline void img_init(struct img *m, uint32_t slots, uint32_t threads, uin
 		.thread_count = threads,
 		.str_max = strs,
 		.blob_size = blob,
-		.ring_off = off,
-		.threads_off = toff,
-		.strent_off = eoff,
-		.blob_off = boff,
+		.ring_off = l.ring_off,
+		.threads_off = l.threads_off,
+		.strent_off = l.strent_off,
+		.blob_off = l.blob_off,
 	};
 }
 

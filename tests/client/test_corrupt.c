@@ -144,28 +144,28 @@ Test(corrupt, wrapped_indices)
 }
 
 /* Header corruption is refused at open with the right error. */
-#define HDR_CASES(X)                               \
-	X(-EBADMSG, h->magic ^= 1)                 \
-	X(-EPROTO, h->abi_version = 2)             \
-	X(-EPROTO, h->abi_version = 0)             \
-	X(-EBADMSG, h->hdr_size = 8)               \
-	X(-EBADMSG, h->slot_size = 64)             \
-	X(-EBADMSG, h->thread_size = 0)            \
-	X(-EBADMSG, h->slot_count = 6)             \
-	X(-EBADMSG, h->slot_count = 0)             \
-	X(-EBADMSG, h->slot_count = 1u << 31)      \
-	X(-EBADMSG, h->thread_count = 0)           \
-	X(-EBADMSG, h->thread_count = 1u << 30)    \
-	X(-EBADMSG, h->str_max = 0)                \
-	X(-EBADMSG, h->str_max = UINT32_MAX)       \
-	X(-EBADMSG, h->blob_size = UINT32_MAX)     \
-	X(-EBADMSG, h->total_size = UINT64_MAX)    \
-	X(-EBADMSG, h->ring_off = UINT64_MAX - 64) \
-	X(-EBADMSG, h->ring_off = 8)               \
-	X(-EBADMSG, h->threads_off = h->ring_off)  \
-	X(-EBADMSG, h->blob_off = h->strent_off)   \
-	X(-EBADMSG, h->strent_off = h->total_size) \
-	X(-EBADMSG, h->strent_off += 3)            \
+#define HDR_CASES(X)                                         \
+	X(-EBADMSG, h->magic ^= 1)                           \
+	X(-EPROTO, h->abi_version = MP_RING_ABI_VERSION + 1) \
+	X(-EPROTO, h->abi_version = 0)                       \
+	X(-EBADMSG, h->hdr_size = 8)                         \
+	X(-EBADMSG, h->slot_size = 64)                       \
+	X(-EBADMSG, h->thread_size = 0)                      \
+	X(-EBADMSG, h->slot_count = 6)                       \
+	X(-EBADMSG, h->slot_count = 0)                       \
+	X(-EBADMSG, h->slot_count = 1u << 31)                \
+	X(-EBADMSG, h->thread_count = 0)                     \
+	X(-EBADMSG, h->thread_count = 1u << 30)              \
+	X(-EBADMSG, h->str_max = 0)                          \
+	X(-EBADMSG, h->str_max = UINT32_MAX)                 \
+	X(-EBADMSG, h->blob_size = UINT32_MAX)               \
+	X(-EBADMSG, h->total_size = UINT64_MAX)              \
+	X(-EBADMSG, h->ring_off = UINT64_MAX - 64)           \
+	X(-EBADMSG, h->ring_off = 8)                         \
+	X(-EBADMSG, h->threads_off = h->ring_off)            \
+	X(-EBADMSG, h->blob_off = h->strent_off)             \
+	X(-EBADMSG, h->strent_off = h->total_size)           \
+	X(-EBADMSG, h->strent_off += 3)                      \
 	X(-EBADMSG, h->blob_off = h->total_size - 1)
 
 static void hdr_mutate(size_t i, struct mp_ring_hdr *h)
@@ -298,15 +298,35 @@ Test(corrupt, bad_string_entries)
 	}
 }
 
+/* A record as the consumer must hand it out, whatever the ring held. */
+static void assert_sane(const struct mp_record *r, int iter)
+{
+	cr_assert(r->type >= MP_REC_KERNEL_BEGIN && r->type <= MP_REC_TAG_END,
+		  "iter %d: record type %u", iter, r->type);
+	cr_assert_leq(r->rank, MP_MAX_RANK, "iter %d", iter);
+	if (!r->name)
+		return;
+	for (size_t i = 0; r->name[i]; i++) {
+		cr_assert_leq(i, MP_NAME_MAX, "iter %d: name too long", iter);
+		cr_assert(r->name[i] >= 0x20 && r->name[i] < 0x7f, "iter %d: byte %#x in a name",
+			  iter, (unsigned)(unsigned char)r->name[i]);
+	}
+}
+
 /* Random bytes, with and without a valid header in front: never a crash,
- * and every consumer finishes within its read budget. */
+ * an open that succeeds or refuses with -EBADMSG / -EPROTO, only sane
+ * records, and every consumer runs dry within its read budget (the image
+ * holds 4 rings of 8 slots and 4 thread slots of at most 32 + 16 open
+ * frames and a phase). Both outcomes of the open occur. */
 Test(corrupt, random_images)
 {
-	unsigned seed = 12345;
+	enum { READ_BUDGET = 4 * 8 + 4 * (32 + 16 + 1) + 1 };
+	unsigned seed = 12345, opened = 0, refused = 0, records = 0;
 
 	for (int iter = 0; iter < 3000; iter++) {
 		struct mp_consumer *c;
 		struct mp_record rec;
+		int n, r;
 
 		for (size_t i = 0; i < m.len; i++)
 			m.mem[i] = (unsigned char)rand_r(&seed);
@@ -317,14 +337,28 @@ Test(corrupt, random_images)
 			memcpy(m.mem, fresh.mem, iter % 2 ? sizeof(struct mp_ring_hdr) : 64);
 			free(fresh.mem);
 		}
-		if (open_img(&c) < 0)
+		r = open_img(&c);
+		cr_assert(r == 0 || r == -EBADMSG || r == -EPROTO, "iter %d: open: %d", iter, r);
+		if (r < 0) {
+			refused++;
 			continue;
-		for (int n = 0; n < 100; n++)
-			if (mp_consumer_read(c, &rec) <= 0)
+		}
+		opened++;
+		for (n = 0; n < READ_BUDGET; n++) {
+			r = mp_consumer_read(c, &rec);
+			if (r <= 0)
 				break;
+			assert_sane(&rec, iter);
+			records++;
+		}
+		cr_assert_lt(n, READ_BUDGET, "iter %d: the consumer never ran dry", iter);
+		cr_assert(r == 0 || r == -EBADMSG, "iter %d: read: %d", iter, r);
 		(void)mp_consumer_drops(c);
 		mp_consumer_free(c);
 	}
+	cr_assert_gt(opened, 0);
+	cr_assert_gt(refused, 0);
+	cr_log_info("random_images: %u opened, %u refused, %u records", opened, refused, records);
 }
 
 static volatile int scribbling;

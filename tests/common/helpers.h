@@ -18,6 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../tracer_env.h"
+
 extern char **environ;
 
 static inline bool mp_test_is_root(void)
@@ -78,6 +80,7 @@ static __attribute__((unused)) int mp_test_rmtree(const char *dir)
  * wrapper (setpriv) clears that for what it runs. */
 static __attribute__((unused)) pid_t mp_test_spawn(char *const argv[], int out_fd, int err_fd)
 {
+	char *const *targv = mp_test_argv(argv); /* before fork: static storage */
 	pid_t parent = getpid();
 	pid_t pid = fork();
 
@@ -88,7 +91,7 @@ static __attribute__((unused)) pid_t mp_test_spawn(char *const argv[], int out_f
 			_exit(126);
 		if ((out_fd >= 0 && dup2(out_fd, 1) < 0) || (err_fd >= 0 && dup2(err_fd, 2) < 0))
 			_exit(126);
-		execve(argv[0], argv, environ);
+		execve(argv[0], targv, environ);
 		_exit(127);
 	}
 	return pid;

@@ -18,6 +18,7 @@
 #include "../common/helpers.h"
 #include "profile.h"
 #include "profile_pb.h"
+#include "../tracer_env.h"
 
 extern char **environ;
 
@@ -44,6 +45,10 @@ static struct mp_profile *load(const char *path)
 
 	cr_assert_eq(mp_profile_load(path, &p, &why), 0, "loading %s: %s", path, why ? why : "");
 	unlink(path);
+	/* the suite's path was the one used */
+	if (getenv("MEMPROF_TEST_TRACER"))
+		cr_assert_str_eq(mp_tracer_path_name(p->tracer_path),
+				 getenv("MEMPROF_TEST_TRACER"));
 	return p;
 }
 
@@ -276,8 +281,9 @@ Test(e2e, rss_delta_of_64MiB_sampled_and_exact)
 	inv = inv_named(p, "touch", 1);
 	/* rss_stat reports the mm counter's global part, which lags the true
 	 * value by at most one per-CPU batch (32 pages here) per CPU; the
-	 * kernel offers nothing finer to BPF on this machine (docs/PROFILE.md). */
-	long slack = 32L * 4096 * sysconf(_SC_NPROCESSORS_CONF);
+	 * kernel offers nothing finer to BPF on this machine (docs/PROFILE.md).
+	 * Pages of this machine's size, not 4 KiB. */
+	long slack = 32L * sysconf(_SC_PAGESIZE) * sysconf(_SC_NPROCESSORS_CONF);
 	cr_assert(labs((long)inv->rss_exact_incl - (long)touched) <= slack,
 		  "exact RSS %lld, touched %lu", (long long)inv->rss_exact_incl, touched);
 	cr_assert_eq(kernel(p, "touch")->rss_exact_incl, inv->rss_exact_incl);
@@ -333,7 +339,7 @@ Test(e2e, attach_mid_run_sees_the_open_kernel)
 	cr_assert_eq(pipe2(err_pipe, O_CLOEXEC), 0);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-	cr_assert_eq(posix_spawn(&prof, pargv[0], &fa, NULL, pargv, environ), 0);
+	cr_assert_eq(posix_spawn(&prof, pargv[0], &fa, NULL, mp_test_argv(pargv), environ), 0);
 	posix_spawn_file_actions_destroy(&fa);
 	close(err_pipe[1]);
 	f = fdopen(err_pipe[0], "r");
@@ -360,5 +366,85 @@ Test(e2e, attach_mid_run_sees_the_open_kernel)
 	cr_assert_eq(inv->flags, MP_INV_F_OPEN_AT_ATTACH);
 	cr_assert_eq(p->unknown_frees, 1);
 	cr_assert_geq(p->mem.bytes_added, 0);
+	mp_profile_free(p);
+}
+
+/* A single thread overrunning its ring (the kernel loop is faster than the
+ * daemon): the invocations whose BEGIN or END was lost are flagged and left
+ * out, so no per-kernel total can exceed the window or the peak. */
+Test(e2e, ring_overrun_keeps_kernel_totals_within_the_window)
+{
+	char out[4096];
+	unsigned long calls = 0;
+	unsigned long long dropped = 0;
+	uint64_t sum = 0;
+
+	need_root();
+	struct mp_profile *p =
+		profile_of("tests/e2e/fixture-overrun", NULL, NULL, out, sizeof(out), 0);
+	const struct mp_kernel *k = mp_profile_kernel(p, "tiny");
+	uint64_t window = p->end_ns - p->begin_ns;
+
+	cr_assert_eq(sscanf(out, "calls=%lu dropped=%llu", &calls, &dropped), 2, "fixture: %s",
+		     out);
+	cr_assert_geq(dropped, 200000, "the fixture did not overrun its ring: %s", out);
+	cr_assert_not_null(k);
+	cr_assert_geq(p->drops_ring, dropped, "profile drops %llu, the library counted %llu",
+		      (unsigned long long)p->drops_ring, dropped);
+	cr_assert_gt(p->marker_gaps, 0);
+	cr_assert_gt(k->markers_lost, 0);
+	cr_assert_leq(k->calls + k->markers_lost, calls);
+	cr_assert_leq(k->total_ns, window, "TIME %llu ns in a %llu ns window",
+		      (unsigned long long)k->total_ns, (unsigned long long)window);
+	cr_assert_leq(k->max_ns, window);
+	cr_assert_leq(k->incl.alloc_bytes, p->mem.alloc_bytes);
+	cr_assert_leq(k->peak_added, p->peak_bytes);
+	cr_assert_leq((uint64_t)llabs(k->rss_delta_sum), p->rss_peak,
+		      "RSS delta sum %lld with peak RSS %llu", (long long)k->rss_delta_sum,
+		      (unsigned long long)p->rss_peak);
+	/* one thread, flat kernels: nothing nests, and they do not overlap */
+	for (uint32_t i = 0; i < p->n_invocations; i++) {
+		const struct mp_invocation *v = &p->invocations[i];
+
+		cr_assert_eq(v->depth, 0, "invocation %u nested at depth %u", i, v->depth);
+		if (!(v->flags & MP_INV_F_MARKERS_LOST))
+			sum += v->end_ns - v->begin_ns;
+	}
+	cr_assert_leq(sum, window);
+	mp_profile_free(p);
+}
+
+/* exec with a kernel open: the old image's kernel ends there (truncated),
+ * the exec is recorded with the new image's path, and the new image's
+ * allocations go to its own kernels only. */
+Test(e2e, exec_closes_open_kernels_and_is_recorded)
+{
+	char out[4096], exe[4096];
+
+	need_root();
+	struct mp_profile *p =
+		profile_of("tests/e2e/fixture-exec", NULL, NULL, out, sizeof(out), 0);
+	const struct mp_invocation *before = inv_named(p, "before_exec", 1);
+	const struct mp_invocation *after = inv_named(p, "after_exec", 1);
+	struct mp_mem_stats want_before = {
+		.bytes_added = 1000, .tensors_added = 1, .alloc_bytes = 1000, .alloc_count = 1
+	};
+	struct mp_mem_stats want_after = {
+		.bytes_added = 300, .tensors_added = 1, .alloc_bytes = 300, .alloc_count = 1
+	};
+
+	cr_assert_not_null(realpath(path_of("tests/e2e/fixture-exec"), exe));
+	cr_assert_eq(before->flags, MP_INV_F_TRUNCATED | MP_INV_F_EXEC);
+	assert_mem(&before->incl, &want_before, "before_exec");
+	cr_assert_eq(after->flags, 0);
+	assert_mem(&after->incl, &want_after, "after_exec");
+	cr_assert_eq(p->n_execs, 1);
+	cr_assert_eq(p->exec_count, 1);
+	cr_assert_eq(p->execs[0].kernels_closed, 1);
+	cr_assert_eq(p->execs[0].ts_ns, before->end_ns);
+	cr_assert_lt(p->execs[0].ts_ns, after->begin_ns);
+	cr_assert_str_eq(p->execs[0].path, exe);
+	cr_assert_eq(p->execs[0].tid, (uint32_t)p->pid);
+	cr_assert_eq(p->n_phases, 2);
 	mp_profile_free(p);
 }

@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../tracer_env.h"
+
 extern char **environ;
 
 struct run {
@@ -53,7 +55,8 @@ static __attribute__((unused)) struct run run_cmd(char *const argv[], const char
 	else
 		posix_spawn_file_actions_adddup2(&fa, fo, 1);
 	posix_spawn_file_actions_adddup2(&fa, fe, 2);
-	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s", argv[0]);
+	cr_assert_eq(posix_spawn(&pid, argv[0], &fa, NULL, mp_test_argv(argv), environ), 0,
+		     "spawn %s", argv[0]);
 	posix_spawn_file_actions_destroy(&fa);
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status), "%s died by signal %d", argv[0], WTERMSIG(status));

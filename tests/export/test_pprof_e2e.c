@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "profile_pb.h"
+#include "../tracer_env.h"
 
 extern char **environ;
 
@@ -78,7 +79,8 @@ static int run(char *const argv[], const char *in, char **ret_out)
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
 	posix_spawn_file_actions_addopen(&fa, 0, in ? in : "/dev/null", O_RDONLY, 0);
-	cr_assert_eq(posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ), 0, "spawn %s", argv[0]);
+	cr_assert_eq(posix_spawnp(&pid, argv[0], &fa, NULL, mp_test_argv(argv), environ), 0,
+		     "spawn %s", argv[0]);
 	posix_spawn_file_actions_destroy(&fa);
 	close(pipefd[1]);
 	while ((k = read(pipefd[0], out + n, cap - 1 - n)) > 0) {
@@ -377,10 +379,10 @@ static void check_symbols(const char *fixture, enum symbols level)
 	cr_expect_str_eq(p->phases[0].name, "inference");
 	uint64_t a = p->locations[0].addr, b = p->locations[1].addr;
 	const struct mp_site want[] = {
-		{ a, 0, 0, owner, pid, 2, 2000, 1, 1000, 0 },
-		{ b, 0, 0, owner, pid, 1, 3000, 0, 0, 0 },
-		{ a, 1, 0, owner, pid, 1, 200, 1, 200, 0 },
-		{ b, 1, 0, owner, pid, 2, 1000, 0, 0, 0 },
+		{ a, 0, 0, owner, pid, 2, 2000, 1, 1000, 0, 0 },
+		{ b, 0, 0, owner, pid, 1, 3000, 0, 0, 0, 0 },
+		{ a, 1, 0, owner, pid, 1, 200, 1, 200, 0, 0 },
+		{ b, 1, 0, owner, pid, 2, 1000, 0, 0, 0, 0 },
 	};
 	EXPECT_ARRAY("sites", p->sites, p->n_sites, want, 4, expect_site_eq);
 	cr_expect_eq(p->sites_dropped, 0);

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@
 
 #include "rss.h"
 
+extern char **environ;
+
 #define TOUCH_BYTES (64ull << 20)
 
 struct child {
@@ -25,74 +28,32 @@ struct child {
 	int done; /* child -> parent */
 };
 
-/* The child waits for 't' (touch 64 MiB) and 'q' (exit 0), acking each. */
-static void child_main(int cmd, int done)
-{
-	char c;
+static void command(struct child *c, char what);
 
-	while (read(cmd, &c, 1) == 1) {
-		if (c == 't') {
-			volatile char *p = mmap(NULL, TOUCH_BYTES, PROT_READ | PROT_WRITE,
-						MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-			if (p == MAP_FAILED)
-				_exit(2);
-			for (size_t i = 0; i < TOUCH_BYTES; i += 4096)
-				p[i] = 1;
-		}
-		if (write(done, &c, 1) != 1)
-			_exit(3);
-		if (c == 'q')
-			_exit(0);
-	}
-	_exit(1);
-}
-
-struct pipes {
-	int cmd, done;
-};
-
-static void *child_thread(void *arg)
-{
-	struct pipes *p = arg;
-
-	child_main(p->cmd, p->done);
-	return NULL;
-}
-
-/* The same child, but its commands are served by a second thread after the
- * main thread has called pthread_exit(). */
-static void child_main_leaderless(int cmd, int done)
-{
-	static struct pipes p;
-	pthread_t t;
-
-	p.cmd = cmd;
-	p.done = done;
-	if (pthread_create(&t, NULL, child_thread, &p) != 0)
-		_exit(4);
-	pthread_exit(NULL);
-}
-
+/* The measured child is tests/proc/rss_child.c, a separate executable
+ * without sanitizers, so its RSS is the same in every build. It waits for
+ * 't' (touch 64 MiB) and 'q' (exit 0), acking each. */
 static struct child start_child_ex(int leaderless)
 {
+	char *argv[] = { RSS_CHILD, leaderless ? "leaderless" : NULL, NULL };
+	posix_spawn_file_actions_t fa;
 	int to[2], from[2];
 	struct child c;
 
 	cr_assert(eq(int, pipe2(to, O_CLOEXEC), 0));
 	cr_assert(eq(int, pipe2(from, O_CLOEXEC), 0));
-	c.pid = fork();
-	cr_assert(ge(int, c.pid, 0));
-	if (c.pid == 0) {
-		close(to[1]);
-		close(from[0]);
-		if (leaderless)
-			child_main_leaderless(to[0], from[1]);
-		child_main(to[0], from[1]);
-	}
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, to[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, from[1], 1);
+	cr_assert(eq(int, posix_spawn(&c.pid, RSS_CHILD, &fa, NULL, argv, environ), 0));
+	posix_spawn_file_actions_destroy(&fa);
 	close(to[0]);
 	close(from[1]);
 	c.cmd = to[1];
 	c.done = from[0];
+	/* Once it answers, it is loaded and waits in read(): nothing but
+	 * the touch changes its RSS from here on. */
+	command(&c, 'n');
 	return c;
 }
 
@@ -185,7 +146,7 @@ Test(rss_sampler, touch_64mib)
 		  (unsigned long long)(after.vm_rss - before.vm_rss));
 	cr_expect(le(u64, dist(after.rss_anon - before.rss_anon, TOUCH_BYTES), TOUCH_BYTES / 20));
 	cr_expect(le(u64, dist(after.pss - before.pss, TOUCH_BYTES), TOUCH_BYTES / 20));
-	/* fork does not copy file PTEs: the child faults in the code it runs */
+	/* the child's code was faulted in before the first sample */
 	cr_expect(le(u64, dist(after.rss_file, before.rss_file), 1 << 20));
 	cr_expect(eq(u64, after.rss_shmem, before.rss_shmem));
 	cr_expect(gt(u64, after.ts_ns, before.ts_ns));

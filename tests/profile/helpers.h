@@ -24,7 +24,23 @@ struct stream {
 	struct mp_correlator *c;
 	uint64_t ts;
 	uint64_t next_addr;
+	/* Per-thread record numbers, as the ring gives them (consecutive:
+	 * a gap means lost records). */
+	uint32_t seq_tid[64], seq[64];
+	uint32_t n_seq;
 };
+
+/* The next record number of @tid. */
+static UNUSED uint32_t next_seq(struct stream *s, uint32_t tid)
+{
+	for (uint32_t i = 0; i < s->n_seq; i++)
+		if (s->seq_tid[i] == tid)
+			return ++s->seq[i];
+	cr_assert_lt(s->n_seq, 64, "too many threads for the test stream");
+	s->seq_tid[s->n_seq] = tid;
+	s->seq[s->n_seq] = 1;
+	return s->seq[s->n_seq++];
+}
 
 struct block {
 	uint64_t addr, size, caller, ts, user;
@@ -51,9 +67,12 @@ static UNUSED uint64_t tick(struct stream *s)
 static UNUSED void rec(struct stream *s, uint32_t type, uint32_t tid, const char *name,
 		       uint32_t flags)
 {
-	struct mp_record r = {
-		.type = type, .flags = flags, .tid = tid, .ts_ns = tick(s), .name = name
-	};
+	struct mp_record r = { .type = type,
+			       .flags = flags,
+			       .tid = tid,
+			       .ts_ns = tick(s),
+			       .name = name,
+			       .seq = next_seq(s, tid) };
 
 	cr_assert_eq(mp_correlator_on_record(s->c, &r), 0);
 }
@@ -91,6 +110,7 @@ static UNUSED void shape(struct stream *s, uint32_t tid, bool input, uint32_t ra
 		.tid = tid,
 		.rank = rank,
 		.ts_ns = tick(s),
+		.seq = next_seq(s, tid),
 	};
 	va_list ap;
 
@@ -301,6 +321,7 @@ static UNUSED void expect_kernel_eq(const char *path, const struct mp_kernel *g,
 	EQ(path, rss_exact_excl, g, w);
 	EQ(path, open_at_attach, g, w);
 	EQ(path, truncated, g, w);
+	EQ(path, markers_lost, g, w);
 	snprintf(sub, sizeof(sub), "%s.owners", path);
 	expect_buckets_eq(sub, g->owners, g->n_owners, w->owners, w->n_owners);
 	snprintf(sub, sizeof(sub), "%s.tags", path);
@@ -362,6 +383,7 @@ static UNUSED void expect_site_eq(const char *path, const struct mp_site *g,
 	EQ(path, alloc_space, g, w);
 	EQ(path, inuse_objects, g, w);
 	EQ(path, inuse_space, g, w);
+	EQ(path, pool, g, w);
 }
 
 static UNUSED void expect_object_eq(const char *path, const struct mp_object *g,
@@ -392,6 +414,18 @@ static UNUSED void expect_location_eq(const char *path, const struct mp_location
 	snprintf(sub, sizeof(sub), "%s.file", path);
 	expect_str_eq(sub, g->file, w->file);
 	EQ(path, line, g, w);
+}
+
+static UNUSED void expect_exec_eq(const char *path, const struct mp_exec *g,
+				  const struct mp_exec *w)
+{
+	char sub[256];
+
+	EQ(path, ts_ns, g, w);
+	EQ(path, tid, g, w);
+	EQ(path, kernels_closed, g, w);
+	snprintf(sub, sizeof(sub), "%s.path", path);
+	expect_str_eq(sub, g->path, w->path);
 }
 
 #define EXPECT_ARRAY(path, got, ngot, want, nwant, fn)                                           \
@@ -440,6 +474,10 @@ static UNUSED void expect_profile_eq(const struct mp_profile *g, const struct mp
 	EQ(path, accounting_errors, g, w);
 	EQ(path, truncated, g, w);
 	EQ(path, rss_exact_unattributed, g, w);
+	EQ(path, marker_gaps, g, w);
+	EQ(path, corruption, g, w);
+	EQ(path, exec_count, g, w);
+	EXPECT_ARRAY("profile.execs", g->execs, g->n_execs, w->execs, w->n_execs, expect_exec_eq);
 	cr_expect_eq(g->n_names, w->n_names, "profile.n_names: %u want %u", g->n_names, w->n_names);
 	for (uint32_t i = 0; i < g->n_names && i < w->n_names; i++)
 		expect_str_eq("profile.names[]", g->names[i], w->names[i]);

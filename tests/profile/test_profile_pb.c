@@ -111,6 +111,17 @@ static struct mp_profile *rich_profile(void)
 	p->duty_active_ns = 250000000;
 	p->drops_ring = 2;
 	p->drops_bpf = 3;
+	/* Hardening fields (lost markers, exec, corruption) travel too. */
+	p->marker_gaps = 4;
+	p->corruption = MP_CORRUPT_RING_HEADER | MP_CORRUPT_RING_RECORDS;
+	p->exec_count = 3;
+	p->execs = calloc(2, sizeof(*p->execs));
+	cr_assert_not_null(p->execs);
+	p->execs[0] = (struct mp_exec){ .ts_ns = 77, .tid = 9, .kernels_closed = 2 };
+	p->execs[1] = (struct mp_exec){ .ts_ns = 78, .tid = 9, .path = strdup("/bin/true") };
+	p->n_execs = 2;
+	p->invocations[1].flags |= MP_INV_F_MARKERS_LOST | MP_INV_F_EXEC;
+	p->kernels[0].markers_lost = 5;
 	/* Sanity: the content the round trip must carry is really there. */
 	cr_assert_eq(p->n_invocations, 5);
 	cr_assert_eq(p->invocations_dropped, 3);
@@ -369,4 +380,68 @@ Test(profile_pb, decoded_renders_identically)
 	free(b);
 	mp_profile_free(p);
 	mp_profile_free(q);
+}
+
+/* Symbols as mp_symbolize_profile() leaves them, so the clone covers
+ * every array of the model. */
+static void add_symbols(struct mp_profile *p)
+{
+	p->n_objects = 2;
+	p->objects = calloc(2, sizeof(*p->objects));
+	p->objects[0] = (struct mp_object){ .start = 0x1000,
+					    .limit = 0x2000,
+					    .path = strdup("/usr/lib/libxnnpack.so.1"),
+					    .build_id = strdup("abcdef"),
+					    .flags = MP_OBJ_F_FUNCTIONS };
+	p->objects[1] = (struct mp_object){ .start = 0x2000,
+					    .limit = 0x3000,
+					    .file_offset = 0x1000,
+					    .path = strdup("/opt/app/bin/runner") };
+	p->n_locations = 2;
+	p->locations = calloc(2, sizeof(*p->locations));
+	p->locations[0] = (struct mp_location){
+		.addr = 0x1100, .object = 0, .rel_addr = 0x100, .function = strdup("xnn_alloc")
+	};
+	p->locations[1] = (struct mp_location){ .addr = 0x2100,
+						.object = 1,
+						.rel_addr = 0x1100,
+						.function = strdup("run"),
+						.file = strdup("run.c"),
+						.line = 42 };
+}
+
+/* A clone is the same profile (it encodes to the same bytes), owns all of
+ * its memory (it outlives the original), and keeps the implied capacity
+ * of the small arrays (the correlator extends a snapshot's buckets). */
+Test(profile_pb, clone_is_deep_and_identical)
+{
+	struct mp_profile *p = rich_profile(), *q = NULL;
+	uint8_t *a, *b;
+	size_t alen, blen;
+	bool extended = false;
+
+	add_symbols(p);
+	cr_assert_eq(mp_profile_clone(p, &q), 0);
+	expect_profile_eq(q, p);
+	cr_assert_eq(mp_profile_file_encode(p, &a, &alen), 0);
+	mp_profile_free(p);
+	cr_assert_eq(mp_profile_file_encode(q, &b, &blen), 0);
+	cr_assert_eq(alen, blen);
+	cr_assert_eq(memcmp(a, b, alen), 0);
+	cr_assert_eq(q->n_objects, 2);
+	cr_assert_eq(q->n_locations, 2);
+	cr_assert_str_eq(q->locations[1].file, "run.c");
+	for (uint32_t i = 0; i < q->n_invocations; i++) {
+		struct mp_invocation *v = &q->invocations[i];
+
+		if (v->n_owners == 1) {
+			v->owners[1] = v->owners[0]; /* room of the implied capacity 2 */
+			extended = true;
+		}
+	}
+	cr_assert(extended);
+	free(a);
+	free(b);
+	mp_profile_free(q);
+	cr_assert_eq(mp_profile_clone(NULL, &q), -EINVAL);
 }

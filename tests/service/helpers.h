@@ -7,6 +7,8 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <spawn.h>
@@ -154,7 +156,7 @@ static void daemon_start(struct daemon *d, const char *config_text, char *const 
 	argv[n++] = "--control";
 	argv[n++] = d->control;
 	argv[n++] = "--config";
-	argv[n++] = strdup(cfg);
+	argv[n++] = cfg;
 	argv[n] = NULL;
 	d->pid = spawn(argv, logfd, logfd);
 	close(logfd);
@@ -216,12 +218,12 @@ static pid_t fixture_start_of(const char *rel, char *const *wrapper)
 	return pid;
 }
 
-static pid_t fixture_start(char *const *wrapper)
+static __attribute__((unused)) pid_t fixture_start(char *const *wrapper)
 {
 	return fixture_start_of("tests/e2e/fixture-attach", wrapper);
 }
 
-static void fixture_finish(pid_t pid)
+static __attribute__((unused)) void fixture_finish(pid_t pid)
 {
 	int st;
 
@@ -230,7 +232,7 @@ static void fixture_finish(pid_t pid)
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fixture status %d", st);
 }
 
-static struct mp_profile *load(const char *path)
+static __attribute__((unused)) struct mp_profile *load(const char *path)
 {
 	struct mp_profile *p = NULL;
 	const char *why = NULL;
@@ -264,5 +266,86 @@ static int client_as(char *const *wrapper, char *out, size_t cap, const struct d
 }
 
 #define client(out, cap, d, ...) client_as(NULL, out, cap, d, __VA_ARGS__)
+
+/* The test user, created if missing. */
+static __attribute__((unused)) void test_user(uid_t *uid, gid_t *gid)
+{
+	struct passwd *pw = getpwnam("memproftest");
+
+	if (!pw) {
+		char out[256];
+		char *argv[] = { "/usr/sbin/useradd",
+				 "--system",
+				 "--no-create-home",
+				 "--shell",
+				 "/usr/sbin/nologin",
+				 "memproftest",
+				 NULL };
+		cr_assert_eq(run_capture(argv, out, sizeof(out)), 0, "useradd memproftest");
+		pw = getpwnam("memproftest");
+	}
+	cr_assert_not_null(pw);
+	*uid = pw->pw_uid;
+	*gid = pw->pw_gid;
+}
+
+static __attribute__((unused)) char *const *as_user(uid_t uid, gid_t gid)
+{
+	static char u[32], g[32];
+	static char *w[] = { "/usr/bin/setpriv", u, g, "--clear-groups", NULL };
+
+	snprintf(u, sizeof(u), "--reuid=%u", (unsigned)uid);
+	snprintf(g, sizeof(g), "--regid=%u", (unsigned)gid);
+	return w;
+}
+
+static __attribute__((unused)) int raw_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	cr_assert_eq(connect(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return s;
+}
+
+/* Writes @len bytes with @nfds descriptors, returns what the daemon said
+ * (0 bytes: it closed the connection). */
+static __attribute__((unused)) ssize_t raw_request(const char *path, const void *buf, size_t len,
+						   int nfds, char *reply, size_t cap)
+{
+	union {
+		char b[CMSG_SPACE(4 * sizeof(int))];
+		struct cmsghdr a;
+	} cm;
+	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	int s = raw_connect(path), fds[4];
+	ssize_t n, total = 0;
+
+	if (nfds) {
+		struct cmsghdr *c;
+
+		memset(&cm, 0, sizeof(cm));
+		mh.msg_control = cm.b;
+		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+		for (int i = 0; i < nfds; i++)
+			fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+	}
+	cr_assert_eq(sendmsg(s, &mh, MSG_NOSIGNAL), (ssize_t)len);
+	for (int i = 0; i < nfds; i++)
+		close(fds[i]);
+	shutdown(s, SHUT_WR);
+	while ((n = read(s, reply + total, cap - 1 - (size_t)total)) > 0)
+		total += n;
+	reply[total] = '\0';
+	close(s);
+	return total;
+}
 
 #endif

@@ -239,38 +239,6 @@ Test(service, many_independent_targets, .timeout = 180, .fini = cleanup)
 	}
 }
 
-/* The test user, created if missing. */
-static void test_user(uid_t *uid, gid_t *gid)
-{
-	struct passwd *pw = getpwnam("memproftest");
-
-	if (!pw) {
-		char out[256];
-		char *argv[] = { "/usr/sbin/useradd",
-				 "--system",
-				 "--no-create-home",
-				 "--shell",
-				 "/usr/sbin/nologin",
-				 "memproftest",
-				 NULL };
-		cr_assert_eq(run_capture(argv, out, sizeof(out)), 0, "useradd memproftest");
-		pw = getpwnam("memproftest");
-	}
-	cr_assert_not_null(pw);
-	*uid = pw->pw_uid;
-	*gid = pw->pw_gid;
-}
-
-static char *const *as_user(uid_t uid, gid_t gid)
-{
-	static char u[32], g[32];
-	static char *w[] = { "/usr/bin/setpriv", u, g, "--clear-groups", NULL };
-
-	snprintf(u, sizeof(u), "--reuid=%u", (unsigned)uid);
-	snprintf(g, sizeof(g), "--regid=%u", (unsigned)gid);
-	return w;
-}
-
 Test(service, authorization_by_peer_credentials, .timeout = 120, .fini = cleanup)
 {
 	struct daemon d;
@@ -319,6 +287,24 @@ Test(service, authorization_by_peer_credentials, .timeout = 120, .fini = cleanup
 	cr_assert_eq(client_as(as_user(uid, gid), out, sizeof(out), &d, "attach", pu, "--stream",
 			       "unix:/run/whatever.sock", NULL),
 		     1);
+	/* So is making the daemon read a file: a header file's content
+	 * would go to the requester's collector. */
+	{
+		char *const *w = as_user(uid, gid);
+		char *sh_user[] = { "/bin/sh", "-c", "exec \"$@\" 2>&1", "sh", w[0], w[1], w[2],
+				    w[3],      NULL };
+
+		cr_assert_eq(client_as(sh_user, out, sizeof(out), &d, "attach", pu, "--stream",
+				       "pyroscope://127.0.0.1:9?headers=/etc/shadow", NULL),
+			     1);
+		cr_assert_not_null(strstr(out, "only root may name files (headers=, ca=)"), "%s",
+				   out);
+		cr_assert_eq(client_as(sh_user, out, sizeof(out), &d, "attach", pu, "--stream",
+				       "otlp+https://127.0.0.1:9?ca=/etc/shadow", NULL),
+			     1);
+		cr_assert_not_null(strstr(out, "only root may name files (headers=, ca=)"), "%s",
+				   out);
+	}
 
 	/* Its own: allowed; the file is the requester's. */
 	cr_assert_eq(
@@ -349,55 +335,6 @@ Test(service, authorization_by_peer_credentials, .timeout = 120, .fini = cleanup
 	fixture_finish(fo);
 }
 
-static int raw_connect(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	cr_assert_eq(connect(s, (struct sockaddr *)&sa, sizeof(sa)), 0);
-	return s;
-}
-
-/* Writes @len bytes with @nfds descriptors, returns what the daemon said
- * (0 bytes: it closed the connection). */
-static ssize_t raw_request(const char *path, const void *buf, size_t len, int nfds, char *reply,
-			   size_t cap)
-{
-	union {
-		char b[CMSG_SPACE(4 * sizeof(int))];
-		struct cmsghdr a;
-	} cm;
-	struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	int s = raw_connect(path), fds[4];
-	ssize_t n, total = 0;
-
-	if (nfds) {
-		struct cmsghdr *c;
-
-		memset(&cm, 0, sizeof(cm));
-		mh.msg_control = cm.b;
-		mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-		c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-		for (int i = 0; i < nfds; i++)
-			fds[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
-	}
-	cr_assert_eq(sendmsg(s, &mh, MSG_NOSIGNAL), (ssize_t)len);
-	for (int i = 0; i < nfds; i++)
-		close(fds[i]);
-	shutdown(s, SHUT_WR);
-	while ((n = read(s, reply + total, cap - 1 - (size_t)total)) > 0)
-		total += n;
-	reply[total] = '\0';
-	close(s);
-	return total;
-}
-
 Test(service, hostile_control_requests_are_refused, .timeout = 60, .fini = cleanup)
 {
 	struct daemon d;
@@ -413,11 +350,22 @@ Test(service, hostile_control_requests_are_refused, .timeout = 60, .fini = clean
 
 	need_root();
 	daemon_start(&d, "", NULL);
-	cr_assert_eq(raw_request(d.control, huge, sizeof(huge), 0, reply, sizeof(reply)), 0);
-	cr_assert_eq(raw_request(d.control, garbage, sizeof(garbage), 0, reply, sizeof(reply)), 0);
-	cr_assert_eq(raw_request(d.control, nul, sizeof(nul), 0, reply, sizeof(reply)), 0);
-	cr_assert_eq(raw_request(d.control, list, sizeof(list), 3, reply, sizeof(reply)), 0);
-	cr_assert_eq(raw_request(d.control, list, 3, 0, reply, sizeof(reply)), 0);
+	/* Each malformed request is answered with why, then closed. */
+	cr_assert_gt(raw_request(d.control, huge, sizeof(huge), 0, reply, sizeof(reply)), 4);
+	cr_assert_str_eq(reply + 4, "status=error\nerrno=74\nmessage=malformed request: message "
+				    "longer than 65536 bytes\n");
+	cr_assert_gt(raw_request(d.control, garbage, sizeof(garbage), 0, reply, sizeof(reply)), 4);
+	cr_assert_str_eq(reply + 4, "status=error\nerrno=74\nmessage=malformed request: line 1 "
+				    "is not key=value\n");
+	cr_assert_gt(raw_request(d.control, nul, sizeof(nul), 0, reply, sizeof(reply)), 4);
+	cr_assert_str_eq(reply + 4, "status=error\nerrno=74\nmessage=malformed request: NUL byte "
+				    "at offset 2\n");
+	cr_assert_gt(raw_request(d.control, list, sizeof(list), 3, reply, sizeof(reply)), 4);
+	cr_assert_str_eq(reply + 4, "status=error\nerrno=74\nmessage=malformed request: more "
+				    "than one file descriptor\n");
+	cr_assert_gt(raw_request(d.control, list, 3, 0, reply, sizeof(reply)), 4);
+	cr_assert_str_eq(reply + 4, "status=error\nerrno=74\nmessage=malformed request: "
+				    "truncated length prefix\n");
 	raw_request(d.control, unknown, sizeof(unknown), 0, reply, sizeof(reply));
 	cr_assert_str_eq(reply + 4, "status=error\nerrno=95\nmessage=unknown command\n");
 	raw_request(d.control, badpid, sizeof(badpid), 1, reply, sizeof(reply));

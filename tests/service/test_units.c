@@ -65,6 +65,43 @@ Test(control, rejects_malformed_text)
 	free(many);
 }
 
+Test(control, says_why_a_request_is_refused)
+{
+	static const struct {
+		const char *text;
+		size_t len;
+		int err;
+		const char *why;
+	} cases[] = {
+		{ "cmd=list", 8, -EBADMSG, "the last line does not end with a newline" },
+		{ "cmd=li\0st\n", 10, -EBADMSG, "NUL byte at offset 6" },
+		{ "cmd\n", 4, -EBADMSG, "line 1 is not key=value" },
+		{ "cmd=list\nA=1\n", 13, -EBADMSG, "line 2: the key is not 1 to 64 of [a-z_]" },
+		{ "cmd=list\nfoo=1\n", 15, -EBADMSG, "unknown key 'foo' for list" },
+		{ "cmd=attach\npid=1\nstream=a\nstream=b\nmode=rss\nmode=rss\n", 53, -EBADMSG,
+		  "key 'mode' given twice" },
+		{ "pid=1\n", 6, -EBADMSG, "the first line is not cmd=..." },
+		{ "", 0, -EBADMSG, "the first line is not cmd=..." },
+		{ "cmd=frob\n", 9, -EOPNOTSUPP, "unknown command" },
+		{ "cmd=attach\npid=1\nduration_ns=5\nstream=a\nstream=b\nmode=rss\n"
+		  "sample_bytes=9\n",
+		  73, 0, "" },
+	};
+	char why[160];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int r = mp_ctl_parse(cases[i].text, cases[i].len, &msg);
+
+		why[0] = '\0';
+		if (r == 0)
+			r = mp_ctl_check_request(&msg, why, sizeof(why));
+		else
+			snprintf(why, sizeof(why), "%s", msg.why);
+		cr_assert_eq(r, cases[i].err, "case %zu: %d", i, r);
+		cr_assert_str_eq(why, cases[i].why, "case %zu", i);
+	}
+}
+
 Test(control, builder_and_socket_round_trip_with_a_descriptor)
 {
 	struct mp_ctl_builder *b = malloc(sizeof(*b));

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: MIT
+/* mp_profile_clone(): a deep copy of the model, for snapshots of a
+ * profile still being built. The small arrays (shapes, buckets) keep
+ * their implied capacity (profile.h), so the copy can be extended like
+ * the original. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile.h"
+
+/* A copy of @n elements in an array of room for @cap (>= n); NULL when
+ * @cap is 0. */
+static int dup_array(const void *src, size_t n, size_t cap, size_t elsz, void **ret)
+{
+	void *a;
+
+	*ret = NULL;
+	if (!cap)
+		return 0;
+	a = calloc(cap, elsz);
+	if (!a)
+		return -ENOMEM;
+	if (n)
+		memcpy(a, src, n * elsz);
+	*ret = a;
+	return 0;
+}
+
+static size_t implicit_cap(size_t n)
+{
+	size_t c = 2;
+
+	if (!n)
+		return 0;
+	while (c < n)
+		c *= 2;
+	return c;
+}
+
+static int dup_small(const void *src, uint32_t n, size_t elsz, void **ret)
+{
+	return dup_array(src, n, implicit_cap(n), elsz, ret);
+}
+
+static int dup_exact(const void *src, uint32_t n, size_t elsz, void **ret)
+{
+	return dup_array(src, n, n, elsz, ret);
+}
+
+static int dup_str(const char *s, char **ret)
+{
+	*ret = NULL;
+	if (!s)
+		return 0;
+	*ret = strdup(s);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* The struct copies below share the source's pointers until they are
+ * replaced; on failure the rest are cleared, so mp_profile_free() of the
+ * partial copy frees only what the copy owns. */
+
+static int clone_invocations(const struct mp_profile *p, struct mp_profile *q)
+{
+	if (dup_exact(p->invocations, p->n_invocations, sizeof(*p->invocations),
+		      (void **)&q->invocations) < 0)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_invocations; i++) {
+		struct mp_invocation *d = &q->invocations[i];
+
+		d->inputs = d->outputs = NULL;
+		d->owners = d->tags = NULL;
+	}
+	for (uint32_t i = 0; i < p->n_invocations; i++) {
+		const struct mp_invocation *s = &p->invocations[i];
+		struct mp_invocation *d = &q->invocations[i];
+
+		if (dup_small(s->inputs, s->n_inputs, sizeof(*s->inputs), (void **)&d->inputs) <
+			    0 ||
+		    dup_small(s->outputs, s->n_outputs, sizeof(*s->outputs), (void **)&d->outputs) <
+			    0 ||
+		    dup_small(s->owners, s->n_owners, sizeof(*s->owners), (void **)&d->owners) <
+			    0 ||
+		    dup_small(s->tags, s->n_tags, sizeof(*s->tags), (void **)&d->tags) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int clone_kernels(const struct mp_profile *p, struct mp_profile *q)
+{
+	if (dup_exact(p->kernels, p->n_kernels, sizeof(*p->kernels), (void **)&q->kernels) < 0)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_kernels; i++)
+		q->kernels[i].owners = q->kernels[i].tags = NULL;
+	for (uint32_t i = 0; i < p->n_kernels; i++) {
+		const struct mp_kernel *s = &p->kernels[i];
+		struct mp_kernel *d = &q->kernels[i];
+
+		if (dup_small(s->owners, s->n_owners, sizeof(*s->owners), (void **)&d->owners) <
+			    0 ||
+		    dup_small(s->tags, s->n_tags, sizeof(*s->tags), (void **)&d->tags) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int clone_names(const struct mp_profile *p, struct mp_profile *q)
+{
+	if (!p->n_names)
+		return 0;
+	q->names = calloc(p->n_names, sizeof(*q->names));
+	if (!q->names)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_names; i++)
+		if (dup_str(p->names[i], &q->names[i]) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+static int clone_phases_pools(const struct mp_profile *p, struct mp_profile *q)
+{
+	if (dup_exact(p->phases, p->n_phases, sizeof(*p->phases), (void **)&q->phases) < 0 ||
+	    dup_exact(p->owners, p->n_owners, sizeof(*p->owners), (void **)&q->owners) < 0 ||
+	    dup_exact(p->tags, p->n_tags, sizeof(*p->tags), (void **)&q->tags) < 0)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_phases; i++)
+		q->phases[i].name = NULL;
+	for (uint32_t i = 0; i < p->n_owners; i++)
+		q->owners[i].name = NULL;
+	for (uint32_t i = 0; i < p->n_tags; i++)
+		q->tags[i].name = NULL;
+	for (uint32_t i = 0; i < p->n_phases; i++)
+		if (dup_str(p->phases[i].name, &q->phases[i].name) < 0)
+			return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_owners; i++)
+		if (dup_str(p->owners[i].name, &q->owners[i].name) < 0)
+			return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_tags; i++)
+		if (dup_str(p->tags[i].name, &q->tags[i].name) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+static int clone_symbols(const struct mp_profile *p, struct mp_profile *q)
+{
+	if (dup_exact(p->objects, p->n_objects, sizeof(*p->objects), (void **)&q->objects) < 0 ||
+	    dup_exact(p->locations, p->n_locations, sizeof(*p->locations), (void **)&q->locations) <
+		    0)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_objects; i++)
+		q->objects[i].path = q->objects[i].build_id = NULL;
+	for (uint32_t i = 0; i < p->n_locations; i++)
+		q->locations[i].function = q->locations[i].file = NULL;
+	for (uint32_t i = 0; i < p->n_objects; i++)
+		if (dup_str(p->objects[i].path, &q->objects[i].path) < 0 ||
+		    dup_str(p->objects[i].build_id, &q->objects[i].build_id) < 0)
+			return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_locations; i++)
+		if (dup_str(p->locations[i].function, &q->locations[i].function) < 0 ||
+		    dup_str(p->locations[i].file, &q->locations[i].file) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+/* Every pointer of the shallow copy cleared, and the counts they go
+ * with kept: each clone_* phase fills in its own. */
+static void clear_pointers(struct mp_profile *q)
+{
+	q->exe = q->build_id = q->cmdline = NULL;
+	q->names = NULL;
+	q->invocations = NULL;
+	q->kernels = NULL;
+	q->phases = NULL;
+	q->owners = q->tags = NULL;
+	q->rss = NULL;
+	q->sites = NULL;
+	q->objects = NULL;
+	q->locations = NULL;
+}
+
+/* Counts of arrays a failed phase left unallocated, so that freeing the
+ * partial copy never walks a NULL array. */
+static void clear_counts(struct mp_profile *q)
+{
+	if (!q->names)
+		q->n_names = 0;
+	if (!q->invocations)
+		q->n_invocations = 0;
+	if (!q->kernels)
+		q->n_kernels = 0;
+	if (!q->phases)
+		q->n_phases = 0;
+	if (!q->owners)
+		q->n_owners = 0;
+	if (!q->tags)
+		q->n_tags = 0;
+	if (!q->objects)
+		q->n_objects = 0;
+	if (!q->locations)
+		q->n_locations = 0;
+}
+
+int mp_profile_clone(const struct mp_profile *p, struct mp_profile **ret)
+{
+	struct mp_profile *q;
+
+	if (!p || !ret)
+		return -EINVAL;
+	q = malloc(sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	*q = *p;
+	clear_pointers(q);
+	if (dup_str(p->exe, &q->exe) < 0 || dup_str(p->build_id, &q->build_id) < 0 ||
+	    dup_str(p->cmdline, &q->cmdline) < 0 || clone_names(p, q) < 0 ||
+	    clone_invocations(p, q) < 0 || clone_kernels(p, q) < 0 ||
+	    clone_phases_pools(p, q) < 0 ||
+	    dup_exact(p->rss, p->n_rss, sizeof(*p->rss), (void **)&q->rss) < 0 ||
+	    dup_exact(p->sites, p->n_sites, sizeof(*p->sites), (void **)&q->sites) < 0 ||
+	    clone_symbols(p, q) < 0) {
+		clear_counts(q);
+		mp_profile_free(q);
+		return -ENOMEM;
+	}
+	*ret = q;
+	return 0;
+}

@@ -1,0 +1,751 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The in-process allocation path: libmemprof defines the malloc family and
+ * forwards every call to the next definition in lookup order (RTLD_NEXT:
+ * glibc, jemalloc, tcmalloc, mimalloc...). Dormant until a profiler turns
+ * it on through the ring header (one pointer load, one mode load and a
+ * branch per call); then it writes ALLOC / FREE / REALLOC records into the
+ * calling thread's marker ring, with the eBPF tracer's semantics
+ * (docs/TRACER.md, "Two allocation paths").
+ *
+ * Rules: never allocate on our own behalf; no recursion through dlsym (it
+ * may call calloc, served from a static bootstrap arena); record an
+ * allocation after the allocator returned it and a free before the block is
+ * released, so that a block's records are ordered with those of the thread
+ * that gets the address next.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <malloc.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "memprof_consumer.h"
+#include "ring_abi.h"
+#include "ring_writer.h"
+
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+#define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
+#define STORE(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
+#define EXPORT __attribute__((visibility("default")))
+#define CALLER ((uint64_t)(uintptr_t)__builtin_return_address(0))
+
+/* enum mp_alloc_fn of daemon/correlate/heap_event.h: the record's fn. */
+enum {
+	FN_MALLOC = 0,
+	FN_CALLOC,
+	FN_REALLOC,
+	FN_REALLOCARRAY,
+	FN_FREE,
+	FN_POSIX_MEMALIGN,
+	FN_ALIGNED_ALLOC,
+	FN_MEMALIGN,
+	FN_VALLOC,
+	FN_PVALLOC,
+};
+
+/* ---- bootstrap: the next allocator, resolved on first use ---- */
+
+static void *boot_malloc(size_t n);
+static void boot_free(void *p);
+static void *boot_calloc(size_t n, size_t m);
+static void *boot_realloc(void *p, size_t n);
+
+static struct {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	size_t (*malloc_usable_size)(void *);
+} next = {
+	.malloc = boot_malloc,
+	.free = boot_free,
+	.calloc = boot_calloc,
+	.realloc = boot_realloc,
+};
+
+/* dlsym and anything else that allocates before the next allocator is
+ * known: a bump arena, never freed. Blocks carry their size just before
+ * them (for realloc out of the arena). */
+#define ARENA_SIZE (64u << 10)
+static unsigned char arena[ARENA_SIZE] __attribute__((aligned(64)));
+static size_t arena_used;
+
+static bool in_arena(const void *p)
+{
+	return (uintptr_t)p - (uintptr_t)arena < sizeof(arena);
+}
+
+static void *arena_alloc(size_t n, size_t align)
+{
+	size_t off, cur;
+
+	if (align < 16)
+		align = 16;
+	if (n > ARENA_SIZE || align > 4096)
+		return NULL;
+	cur = LOAD(&arena_used, RELAXED);
+	do {
+		off = (cur + 16 + align - 1) & ~(align - 1);
+		if (off + n > ARENA_SIZE)
+			return NULL;
+	} while (!__atomic_compare_exchange_n(&arena_used, &cur, off + n, true, __ATOMIC_RELAXED,
+					      __ATOMIC_RELAXED));
+	memcpy(arena + off - sizeof(size_t), &n, sizeof(n));
+	return arena + off;
+}
+
+static size_t arena_size(const void *p)
+{
+	size_t n;
+
+	memcpy(&n, (const unsigned char *)p - sizeof(n), sizeof(n));
+	return n;
+}
+
+enum { RES_NONE, RES_BUSY, RES_DONE };
+static int resolve_state;
+/* The thread inside dlsym: its allocations come from the arena. */
+static __thread bool resolving __attribute__((tls_model("initial-exec")));
+
+#define SYM(name) dlsym(RTLD_NEXT, name)
+
+/* @fn when it comes from the object of @malloc_fn: an allocator without
+ * pvalloc (jemalloc) must not get glibc's, whose blocks it cannot free.
+ * The missing ones are then built on that allocator's memalign. */
+static void *same_object(void *malloc_fn, void *fn)
+{
+	Dl_info a, b;
+
+	if (!fn || !dladdr(malloc_fn, &a) || !dladdr(fn, &b))
+		return NULL;
+	return a.dli_fbase == b.dli_fbase ? fn : NULL;
+}
+
+/* True once the next allocator's malloc and free are known. Another thread
+ * arriving while one resolves is served by the arena too: a few calls, and
+ * no thread ever waits on another. */
+static bool resolve(void)
+{
+	int s = LOAD(&resolve_state, ACQUIRE);
+	void *m, *f;
+
+	if (s == RES_DONE)
+		return true;
+	if (resolving || s == RES_BUSY ||
+	    !__atomic_compare_exchange_n(&resolve_state, &s, RES_BUSY, false, __ATOMIC_ACQUIRE,
+					 __ATOMIC_ACQUIRE))
+		return LOAD(&resolve_state, ACQUIRE) == RES_DONE;
+	resolving = true;
+	m = SYM("malloc");
+	f = SYM("free");
+	if (!m || !f) {
+		/* no allocator after us: the arena is all there is */
+		resolving = false;
+		STORE(&resolve_state, RES_NONE, RELEASE);
+		return false;
+	}
+	next.calloc = SYM("calloc");
+	next.realloc = SYM("realloc");
+	next.reallocarray = same_object(m, SYM("reallocarray"));
+	next.posix_memalign = same_object(m, SYM("posix_memalign"));
+	next.aligned_alloc = same_object(m, SYM("aligned_alloc"));
+	next.memalign = same_object(m, SYM("memalign"));
+	next.valloc = same_object(m, SYM("valloc"));
+	next.pvalloc = same_object(m, SYM("pvalloc"));
+	next.malloc_usable_size = same_object(m, SYM("malloc_usable_size"));
+	STORE(&next.free, (void (*)(void *))f, RELEASE);
+	STORE(&next.malloc, (void *(*)(size_t))m, RELEASE);
+	resolving = false;
+	STORE(&resolve_state, RES_DONE, RELEASE);
+	return true;
+}
+
+static void *boot_malloc(size_t n)
+{
+	return resolve() ? next.malloc(n) : arena_alloc(n, 16);
+}
+
+static void boot_free(void *p)
+{
+	if (p && !in_arena(p) && resolve())
+		next.free(p);
+}
+
+static void *boot_calloc(size_t n, size_t m)
+{
+	size_t size;
+
+	if (resolve() && next.calloc != boot_calloc)
+		return next.calloc(n, m);
+	if (__builtin_mul_overflow(n, m, &size)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	/* the arena is zero and never reused */
+	return arena_alloc(size, 16);
+}
+
+static void *boot_realloc(void *p, size_t n)
+{
+	if (resolve() && next.realloc != boot_realloc)
+		return next.realloc(p, n);
+	return p ? NULL : arena_alloc(n, 16);
+}
+
+/* ---- sampled mode: the per-thread countdown and the sampled-block set ---- */
+
+struct ip_tls {
+	int64_t countdown; /* bytes left before the next sample */
+	uint64_t rng;
+	bool seeded;
+};
+static __thread struct ip_tls ip_tls __attribute__((tls_model("initial-exec")));
+
+enum { NOT_SAMPLED = 0, SAMPLED_EXACT = 1, SAMPLED_SCALED = 2 };
+
+static uint64_t rng_next(struct ip_tls *t)
+{
+	/* xorshift64*: a sampling decision needs no better */
+	uint64_t x = t->rng;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	t->rng = x;
+	return x * 0x2545f4914f6cdd1dull;
+}
+
+/* An exponential draw of mean @mean bytes. */
+static int64_t draw_interval(struct ip_tls *t, uint64_t mean)
+{
+	/* uniform in (0, 1]: never log(0) */
+	double u = ((double)(rng_next(t) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+
+	return (int64_t)(-log(u) * (double)mean) + 1;
+}
+
+/* The BPF side's scheme (bpf/memprof.bpf.c sample()): blocks of at least
+ * the interval always, smaller ones when the thread's countdown runs out. */
+static int sample(uint64_t size, uint64_t mean)
+{
+	struct ip_tls *t = &ip_tls;
+
+	if (size >= mean)
+		return SAMPLED_EXACT;
+	if (unlikely(!t->seeded)) {
+		t->rng = ((uint64_t)(uintptr_t)t * 0x9e3779b97f4a7c15ull) ^
+			 (uint64_t)gettid() * 0xbf58476d1ce4e5b9ull;
+		if (!t->rng)
+			t->rng = 1;
+		t->seeded = true;
+		t->countdown = draw_interval(t, mean);
+	}
+	t->countdown -= (int64_t)size;
+	if (likely(t->countdown > 0))
+		return NOT_SAMPLED;
+	for (int i = 0; i < 64 && t->countdown <= 0; i++)
+		t->countdown += draw_interval(t, mean);
+	return SAMPLED_SCALED;
+}
+
+/*
+ * Sampled blocks, so that only their frees are recorded: an open-addressing
+ * set of SET_SIZE addresses (lock-free; an entry is claimed by CAS and freed
+ * to a tombstone), probed at most SET_PROBES slots, in front of it a filter
+ * of per-bucket counts that a free of an unsampled block (nearly every free)
+ * reads alone. Private anonymous memory mapped at the first sample and kept
+ * (2 MiB + 64 KiB of address space, touched as used). A sampled block that
+ * finds no room is not recorded and counted as a drop: its free could not
+ * be matched. docs/TRACER.md gives the cost and error.
+ */
+#define SET_BITS 18
+#define SET_SIZE (1u << SET_BITS)
+#define SET_PROBES 64
+#define FILTER_BITS 16
+#define TOMB 1ull
+
+struct sampled_set {
+	uint64_t keys[SET_SIZE];
+	uint8_t filter[1u << FILTER_BITS];
+};
+static struct sampled_set *set;
+static uint64_t set_epoch;
+
+static uint64_t mix(uint64_t p)
+{
+	return (p >> 4) * 0x9e3779b97f4a7c15ull;
+}
+
+static uint8_t *filter_at(uint64_t p)
+{
+	return &set->filter[mix(p) >> (64 - FILTER_BITS)];
+}
+
+static struct sampled_set *set_get(uint64_t epoch)
+{
+	struct sampled_set *s = LOAD(&set, ACQUIRE), *fresh;
+
+	if (unlikely(!s)) {
+		fresh = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (fresh == MAP_FAILED)
+			return NULL;
+		if (!__atomic_compare_exchange_n(&set, &s, fresh, false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE)) {
+			munmap(fresh, sizeof(*fresh));
+			return s;
+		}
+		STORE(&set_epoch, epoch, RELEASE);
+		return fresh;
+	}
+	/* A new session: blocks sampled by the last one are unknown to it.
+	 * Threads still inserting for the old session may leave an entry,
+	 * which at worst makes one free an unknown free. */
+	if (unlikely(LOAD(&set_epoch, ACQUIRE) != epoch)) {
+		uint64_t old = LOAD(&set_epoch, RELAXED);
+
+		if (__atomic_compare_exchange_n(&set_epoch, &old, epoch, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED))
+			madvise(s, sizeof(*s), MADV_DONTNEED);
+	}
+	return s;
+}
+
+static bool set_insert(uint64_t p, uint64_t epoch)
+{
+	struct sampled_set *s = set_get(epoch);
+	uint64_t h, *free_slot = NULL;
+	uint8_t *f;
+
+	if (!s)
+		return false;
+	h = mix(p) >> (64 - SET_BITS);
+	/* The address may still be there from a block freed while the path
+	 * was off: keep that entry. */
+	for (unsigned i = 0; i < SET_PROBES; i++) {
+		uint64_t *k = &s->keys[(h + i) & (SET_SIZE - 1)];
+		uint64_t v = LOAD(k, RELAXED);
+
+		if (v == p)
+			return true;
+		if (!free_slot && v <= TOMB &&
+		    __atomic_compare_exchange_n(k, &v, p, false, __ATOMIC_RELAXED,
+						__ATOMIC_RELAXED))
+			free_slot = k;
+		if (v == 0 && free_slot)
+			break;
+	}
+	if (!free_slot)
+		return false;
+	f = filter_at(p);
+	/* saturated counts stay: the filter then only costs a probe */
+	if (LOAD(f, RELAXED) != 255)
+		__atomic_fetch_add(f, 1, __ATOMIC_RELEASE);
+	return true;
+}
+
+/* Removes @p; false when it was not sampled. */
+static bool set_remove(uint64_t p)
+{
+	struct sampled_set *s = LOAD(&set, ACQUIRE);
+	uint64_t h;
+	uint8_t *f;
+
+	if (!s)
+		return false;
+	f = filter_at(p);
+	if (likely(!LOAD(f, ACQUIRE)))
+		return false;
+	h = mix(p) >> (64 - SET_BITS);
+	for (unsigned i = 0; i < SET_PROBES; i++) {
+		uint64_t *k = &s->keys[(h + i) & (SET_SIZE - 1)];
+		uint64_t v = LOAD(k, RELAXED);
+
+		if (v == 0)
+			return false;
+		if (v == p && __atomic_compare_exchange_n(k, &v, TOMB, false, __ATOMIC_RELAXED,
+							  __ATOMIC_RELAXED)) {
+			uint8_t c = LOAD(f, RELAXED);
+
+			while (c && c != 255 &&
+			       !__atomic_compare_exchange_n(f, &c, c - 1, true, __ATOMIC_RELAXED,
+							    __ATOMIC_RELAXED))
+				;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- recording ---- */
+
+static void put(uint8_t type, uint8_t flags, uint32_t fn, uint64_t addr, uint64_t size,
+		uint64_t caller, uint64_t old, uint32_t mode)
+{
+	uint64_t w[4] = { addr, size, caller, old };
+
+	mp_ring_write(type, flags, fn, w, type == MP_REC_REALLOC ? 4 : 3,
+		      mode == MP_ALLOC_PRECISE ? MP_RW_WAIT : MP_RW_NOWAIT);
+}
+
+/* Sampled mode: whether to record a new block; remembers it. */
+static int keep(const struct mp_ring_hdr *h, uint64_t p, uint64_t size)
+{
+	uint64_t mean = LOAD(&h->alloc_sample_bytes, RELAXED);
+	int how;
+
+	if (!mean)
+		return NOT_SAMPLED;
+	how = sample(size, mean);
+	if (how == NOT_SAMPLED)
+		return how;
+	/* a forked child's set holds its parent's blocks */
+	if (!set_insert(p, LOAD(&h->alloc_epoch, RELAXED) ^
+				   ((uint64_t)LOAD(&mp_fork_gen, RELAXED) << 48))) {
+		/* unmatched frees would follow: not recorded, counted */
+		mp_ring_count_alloc_drop();
+		return NOT_SAMPLED;
+	}
+	return how;
+}
+
+static __attribute__((noinline)) void on_alloc(uint32_t mode, uint32_t fn, void *p, uint64_t size,
+					       uint64_t caller)
+{
+	const struct mp_ring_hdr *h = LOAD(&mp_alloc_hdr, ACQUIRE);
+	int how = SAMPLED_EXACT;
+	int saved = errno;
+
+	if (mode == MP_ALLOC_SAMPLED && !(how = keep(h, (uintptr_t)p, size)))
+		goto out;
+	put(MP_REC_ALLOC, how == SAMPLED_SCALED ? MP_REC_F_SCALED : 0, fn, (uintptr_t)p, size,
+	    caller, 0, mode);
+out:
+	errno = saved;
+}
+
+static __attribute__((noinline)) void on_free(uint32_t mode, void *p, uint64_t caller)
+{
+	int saved = errno;
+
+	if (mode == MP_ALLOC_SAMPLED && !set_remove((uintptr_t)p))
+		return;
+	put(MP_REC_FREE, 0, FN_FREE, (uintptr_t)p, 0, caller, 0, mode);
+	errno = saved;
+}
+
+/* realloc family, after the call: @old (0: none) resized to @size bytes
+ * returned @ret; bpf/memprof.bpf.c emit_realloc() in sampled mode. */
+static __attribute__((noinline)) void on_realloc(uint32_t mode, uint32_t fn, uint64_t ret,
+						 uint64_t size, uint64_t old, uint64_t caller)
+{
+	const struct mp_ring_hdr *h = LOAD(&mp_alloc_hdr, ACQUIRE);
+	int saved = errno;
+	bool old_s;
+	int how;
+
+	if (mode != MP_ALLOC_SAMPLED) {
+		put(MP_REC_REALLOC, 0, fn, ret, size, caller, old, mode);
+		goto out;
+	}
+	if (!ret) {
+		if (size == 0 && old && set_remove(old))
+			put(MP_REC_REALLOC, 0, fn, 0, 0, caller, old, mode);
+		goto out;
+	}
+	old_s = old && set_remove(old);
+	how = keep(h, ret, size);
+	if (old_s && how != NOT_SAMPLED)
+		put(MP_REC_REALLOC, how == SAMPLED_SCALED ? MP_REC_F_SCALED : 0, fn, ret, size,
+		    caller, old, mode);
+	else if (old_s)
+		put(MP_REC_FREE, 0, fn, old, 0, caller, 0, mode);
+	else if (how != NOT_SAMPLED)
+		put(MP_REC_ALLOC, how == SAMPLED_SCALED ? MP_REC_F_SCALED : 0, fn, ret, size,
+		    caller, 0, mode);
+out:
+	errno = saved;
+}
+
+/* The one check every call makes. */
+static inline __attribute__((always_inline)) uint32_t mode_now(void)
+{
+	return LOAD(&LOAD(&mp_alloc_hdr, RELAXED)->alloc_mode, RELAXED);
+}
+
+/* Nonzero while this thread is inside the next allocator on behalf of a
+ * traced call: the daemon's syscall tracepoints read it (through the ring
+ * header's alloc_tls_off) to leave the allocator's own mmap/munmap to the
+ * heap records. Written only when the path is on. */
+static __thread uint64_t in_alloc __attribute__((tls_model("initial-exec")));
+
+MP_HIDDEN int64_t mp_interpose_tls_off(void)
+{
+	return (int64_t)((uintptr_t)&in_alloc - (uintptr_t)__builtin_thread_pointer());
+}
+
+#define ENTER() (in_alloc++, atomic_signal_fence(memory_order_seq_cst))
+#define LEAVE() (atomic_signal_fence(memory_order_seq_cst), in_alloc--)
+
+/* ---- the interposed functions: dormant, a tail call to the next
+ * allocator; on, a noinline traced twin ---- */
+
+static __attribute__((noinline)) void *malloc_on(uint32_t m, size_t n, uint64_t caller)
+{
+	void *p;
+
+	/* called by the next allocator inside a traced call (glibc's
+	 * reallocarray calls realloc): that call's record accounts for it */
+	if (in_alloc)
+		return next.malloc(n);
+	ENTER();
+	p = next.malloc(n);
+	LEAVE();
+	if (p)
+		on_alloc(m, FN_MALLOC, p, n, caller);
+	return p;
+}
+
+EXPORT void *malloc(size_t n)
+{
+	uint32_t m = mode_now();
+
+	if (likely(!m))
+		return next.malloc(n);
+	return malloc_on(m, n, CALLER);
+}
+
+static __attribute__((noinline)) void free_on(uint32_t m, void *p, uint64_t caller)
+{
+	if (in_alloc) {
+		next.free(p);
+		return;
+	}
+	if (p)
+		on_free(m, p, caller);
+	ENTER();
+	next.free(p);
+	LEAVE();
+}
+
+EXPORT void free(void *p)
+{
+	uint32_t m = mode_now();
+
+	if (unlikely(in_arena(p)))
+		return;
+	if (likely(!m)) {
+		next.free(p);
+		return;
+	}
+	free_on(m, p, CALLER);
+}
+
+static __attribute__((noinline)) void *calloc_on(uint32_t m, size_t n, size_t size, uint64_t caller)
+{
+	void *p;
+
+	if (in_alloc)
+		return next.calloc(n, size);
+	ENTER();
+	p = next.calloc(n, size);
+	LEAVE();
+	/* an overflowing product fails in calloc itself */
+	if (p)
+		on_alloc(m, FN_CALLOC, p, (uint64_t)n * size, caller);
+	return p;
+}
+
+EXPORT void *calloc(size_t n, size_t size)
+{
+	uint32_t m = mode_now();
+
+	if (likely(!m))
+		return next.calloc(n, size);
+	return calloc_on(m, n, size, CALLER);
+}
+
+static void *realloc_arena(void *p, size_t n)
+{
+	size_t old = arena_size(p);
+	void *q = malloc(n);
+
+	if (q)
+		memcpy(q, p, old < n ? old : n);
+	return q;
+}
+
+static __attribute__((noinline)) void *realloc_on(uint32_t m, void *p, size_t n, uint64_t caller)
+{
+	void *q;
+
+	if (in_alloc)
+		return next.realloc(p, n);
+	ENTER();
+	q = next.realloc(p, n);
+	LEAVE();
+	on_realloc(m, FN_REALLOC, (uintptr_t)q, n, (uintptr_t)p, caller);
+	return q;
+}
+
+EXPORT void *realloc(void *p, size_t n)
+{
+	uint32_t m;
+
+	if (unlikely(in_arena(p)))
+		return realloc_arena(p, n);
+	m = mode_now();
+	if (likely(!m))
+		return next.realloc(p, n);
+	return realloc_on(m, p, n, CALLER);
+}
+
+EXPORT void *reallocarray(void *p, size_t n, size_t size)
+{
+	size_t total;
+	void *q;
+	uint32_t m;
+
+	if (__builtin_mul_overflow(n, size, &total)) {
+		/* fails without touching the block, as the tracer sees it */
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (unlikely(in_arena(p)))
+		return realloc_arena(p, total);
+	if (!next.reallocarray && !resolve())
+		return NULL;
+	m = in_alloc ? 0 : mode_now();
+	if (m)
+		ENTER();
+	q = next.reallocarray ? next.reallocarray(p, n, size) : next.realloc(p, total);
+	if (m) {
+		LEAVE();
+		on_realloc(m, FN_REALLOCARRAY, (uintptr_t)q, total, (uintptr_t)p, CALLER);
+	}
+	return q;
+}
+
+/* The aligned family: the next allocator's own entry points when it has
+ * them (they are resolved with malloc), else its memalign. */
+static void *aligned_next(uint32_t fn, size_t align, size_t n)
+{
+	void *p = NULL;
+	int r;
+
+	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolve())
+		return arena_alloc(n, align);
+	switch (fn) {
+	case FN_ALIGNED_ALLOC:
+		if (next.aligned_alloc)
+			return next.aligned_alloc(align, n);
+		break;
+	case FN_VALLOC:
+		if (next.valloc)
+			return next.valloc(n);
+		break;
+	case FN_PVALLOC:
+		if (next.pvalloc)
+			return next.pvalloc(n);
+		break;
+	default:
+		break;
+	}
+	if (next.memalign)
+		return next.memalign(align, n);
+	if (next.posix_memalign) {
+		r = next.posix_memalign(&p, align, n);
+		if (r) {
+			errno = r;
+			return NULL;
+		}
+		return p;
+	}
+	errno = ENOMEM;
+	return NULL;
+}
+
+static void *aligned_traced(uint32_t fn, size_t align, size_t n, size_t size, uint64_t caller)
+{
+	uint32_t m = mode_now();
+	void *p;
+
+	if (likely(!m) || in_alloc)
+		return aligned_next(fn, align, n);
+	ENTER();
+	p = aligned_next(fn, align, n);
+	LEAVE();
+	if (p)
+		on_alloc(m, fn, p, size, caller);
+	return p;
+}
+
+EXPORT int posix_memalign(void **ret, size_t align, size_t n)
+{
+	uint32_t m;
+	int r;
+
+	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolve()) {
+		*ret = arena_alloc(n, align);
+		return *ret ? 0 : ENOMEM;
+	}
+	if (!next.posix_memalign)
+		return ENOMEM;
+	m = mode_now();
+	if (likely(!m) || in_alloc)
+		return next.posix_memalign(ret, align, n);
+	ENTER();
+	r = next.posix_memalign(ret, align, n);
+	LEAVE();
+	if (r == 0 && *ret)
+		on_alloc(m, FN_POSIX_MEMALIGN, *ret, n, CALLER);
+	return r;
+}
+
+EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+	return aligned_traced(FN_ALIGNED_ALLOC, align, n, n, CALLER);
+}
+
+EXPORT void *memalign(size_t align, size_t n)
+{
+	return aligned_traced(FN_MEMALIGN, align, n, n, CALLER);
+}
+
+EXPORT void *valloc(size_t n)
+{
+	return aligned_traced(FN_VALLOC, (size_t)sysconf(_SC_PAGESIZE), n, n, CALLER);
+}
+
+EXPORT void *pvalloc(size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return aligned_traced(FN_PVALLOC, page, (n + page - 1) & ~(page - 1), n, CALLER);
+}
+
+EXPORT size_t malloc_usable_size(void *p)
+{
+	if (!p)
+		return 0;
+	if (in_arena(p))
+		return arena_size(p);
+	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolve())
+		return 0;
+	return next.malloc_usable_size ? next.malloc_usable_size(p) : 0;
+}

@@ -1,0 +1,184 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A program NOT linked with libmemprof, for the in-process path tests: under
+ * `memprof run` the library is preloaded, and the markers are found with
+ * dlsym (no-ops when it is not there). Every scenario allocates inside one
+ * kernel exactly what tests/e2e/test_inproc.c expects; no stdio (its buffers
+ * would be allocations of their own).
+ *
+ *   matrix           the malloc family and the realloc cases
+ *   threads N        N short threads, each: kernel t, malloc 100 + free, malloc 7
+ *   fork | forkexec  a child that allocates (and execs /bin/true)
+ *   dlopen LIB       allocations by code of a dlopen'd library
+ *   loop MS          kernel it: malloc 64 + free, every millisecond for MS ms
+ */
+#include <dlfcn.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int (*kbegin)(const char *);
+static int (*kend)(void);
+
+static void begin(const char *name)
+{
+	if (kbegin)
+		kbegin(name);
+}
+
+static void end(void)
+{
+	if (kend)
+		kend();
+}
+
+/* The compiler must not elide a malloc/free pair, nor see the sizes that
+ * make a call fail. */
+static void *volatile sink;
+static volatile size_t big = SIZE_MAX / 2, huge = SIZE_MAX;
+
+static void matrix(void)
+{
+	void *p, *q, *r, *c, *pm = NULL, *aa, *ma, *va, *pva, *z;
+
+	begin("matrix");
+	p = malloc(100);
+	p = realloc(p, 200); /* grow */
+	p = realloc(p, 50); /* shrink */
+	q = realloc(NULL, 30); /* malloc */
+	r = realloc(q, 0); /* glibc: frees q, returns NULL */
+	sink = r;
+	sink = realloc(p, big); /* fails, p stays live */
+	p = reallocarray(p, 2, 40);
+	sink = reallocarray(p, huge, 2); /* overflow: fails untouched */
+	c = calloc(4, 25);
+	if (posix_memalign(&pm, 64, 64))
+		_exit(3);
+	aa = aligned_alloc(64, 128);
+	ma = memalign(32, 48);
+	va = valloc(10);
+	pva = pvalloc(10);
+	z = malloc(0);
+	free(NULL);
+	free(c);
+	free(pm);
+	free(aa);
+	free(ma);
+	free(va);
+	free(pva);
+	free(z);
+	end();
+	sink = p; /* 80 bytes stay live */
+}
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	begin("t");
+	sink = malloc(100);
+	free(sink);
+	sink = malloc(7);
+	end();
+	return sink;
+}
+
+static void threads(int n)
+{
+	pthread_t t;
+	void *kept;
+
+	/* pthread_create's own allocations go to this kernel, not to a
+	 * worker's open one (cross-thread attribution) */
+	begin("spawn");
+	for (int i = 0; i < n; i++) {
+		if (pthread_create(&t, NULL, worker, NULL) || pthread_join(t, &kept))
+			_exit(4);
+		free(kept);
+	}
+	end();
+}
+
+static void forked(bool exec)
+{
+	pid_t pid;
+	int st;
+
+	begin("parent");
+	sink = malloc(1000);
+	pid = fork();
+	if (pid == 0) {
+		/* none of this may reach the parent's profile */
+		for (int i = 0; i < 10000; i++)
+			sink = malloc(64);
+		if (exec)
+			execl("/bin/true", "true", (char *)NULL);
+		_exit(0);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		_exit(5);
+	sink = malloc(24);
+	end();
+}
+
+static void dlopened(const char *lib)
+{
+	void *h = dlopen(lib, RTLD_NOW);
+	void *(*fn)(size_t);
+
+	if (!h)
+		_exit(6);
+	fn = (void *(*)(size_t))dlsym(h, "owner_a_alloc");
+	if (!fn)
+		_exit(6);
+	begin("dl");
+	sink = fn(333);
+	free(sink);
+	sink = fn(222);
+	end();
+	/* Stay alive while the daemon names the caller's object: the maps of
+	 * an exited process are gone (it reads them again for a caller it
+	 * does not know, i.e. in code loaded after it attached). */
+	nanosleep(&(struct timespec){ .tv_nsec = 300 * 1000 * 1000 }, NULL);
+}
+
+static void loop(long ms)
+{
+	struct timespec d = { .tv_nsec = 1000 * 1000 };
+
+	for (long i = 0; i < ms; i++) {
+		begin("it");
+		sink = malloc(64);
+		free(sink);
+		end();
+		nanosleep(&d, NULL);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	kbegin = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memprof_kernel_begin");
+	kend = (int (*)(void))dlsym(RTLD_DEFAULT, "memprof_kernel_end");
+	if (argc < 2)
+		return 2;
+	if (!strcmp(argv[1], "matrix"))
+		matrix();
+	else if (!strcmp(argv[1], "threads") && argc > 2)
+		threads(atoi(argv[2]));
+	else if (!strcmp(argv[1], "fork"))
+		forked(false);
+	else if (!strcmp(argv[1], "forkexec"))
+		forked(true);
+	else if (!strcmp(argv[1], "dlopen") && argc > 2)
+		dlopened(argv[2]);
+	else if (!strcmp(argv[1], "loop") && argc > 2)
+		loop(atol(argv[2]));
+	else
+		return 2;
+	return 0;
+}

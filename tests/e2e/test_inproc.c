@@ -1,0 +1,361 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The in-process allocation path on real processes (docs/TRACER.md "Two
+ * allocation paths"): a program not linked with libmemprof under `memprof
+ * run` (preloaded), the malloc family and realloc cases over glibc,
+ * jemalloc, tcmalloc and mimalloc with identical figures on both paths,
+ * C++ new/delete, 1,000 short threads, fork with and without exec,
+ * dlopen'd code, attach/detach/re-attach. Registered once per path
+ * (MEMPROF_TEST_TRACER, tests/tracer_env.h).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "profile.h"
+#include "profile_pb.h"
+#include "../tracer_env.h"
+
+extern char **environ;
+
+static const char *root(void)
+{
+	const char *r = getenv("MEMPROF_BUILD_ROOT");
+
+	cr_assert_not_null(r, "MEMPROF_BUILD_ROOT not set");
+	return r;
+}
+
+static char *path_of(const char *rel)
+{
+	static char bufs[8][4096];
+	static int i;
+	char *p = bufs[i++ % 8];
+
+	snprintf(p, 4096, "%s/%s", root(), rel);
+	return p;
+}
+
+static void need_root(void)
+{
+	cr_assert_eq(geteuid(), 0, "the in-process tests load BPF: run as root");
+}
+
+/* Environment: ours, with LD_PRELOAD=@preload when given. */
+static char **env_with(const char *preload)
+{
+	static char *env[512], pre[4200];
+	size_t n = 0;
+
+	for (char **e = environ; *e && n + 2 < 512; e++)
+		if (strncmp(*e, "LD_PRELOAD=", 11))
+			env[n++] = *e;
+	if (preload) {
+		snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", preload);
+		env[n++] = pre;
+	}
+	env[n] = NULL;
+	return env;
+}
+
+static int spawn_wait(char *const argv[], char **envp)
+{
+	pid_t pid;
+	int st;
+
+	cr_assert_eq(posix_spawn(&pid, argv[0], NULL, NULL, argv, envp), 0, "spawn %s", argv[0]);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st), "%s died by signal %d", argv[0], WTERMSIG(st));
+	return WEXITSTATUS(st);
+}
+
+static struct mp_profile *load(const char *path)
+{
+	struct mp_profile *p = NULL;
+	const char *why = NULL;
+
+	cr_assert_eq(mp_profile_load(path, &p, &why), 0, "loading %s: %s", path, why ? why : "");
+	unlink(path);
+	return p;
+}
+
+/* `memprof run -o TMP [--tracer T] -- fixture-inproc ARGS` (the suite's
+ * path when @tracer is NULL), with @preload (an allocator) preloaded after
+ * libmemprof. */
+static struct mp_profile *run(const char *tracer, const char *preload, const char *fixture,
+			      const char *a1, const char *a2)
+{
+	char path[] = "/tmp/mp-inproc-XXXXXX";
+	char *argv[16];
+	int n = 0, fd = mkstemp(path);
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	argv[n++] = path_of("cli/memprof");
+	argv[n++] = "run";
+	if (tracer) {
+		argv[n++] = "--tracer";
+		argv[n++] = (char *)tracer;
+	}
+	argv[n++] = "-o";
+	argv[n++] = path;
+	argv[n++] = "--print";
+	argv[n++] = "none";
+	argv[n++] = "--";
+	argv[n++] = path_of(fixture);
+	if (a1)
+		argv[n++] = (char *)a1;
+	if (a2)
+		argv[n++] = (char *)a2;
+	argv[n] = NULL;
+	cr_assert_eq(spawn_wait(tracer ? argv : mp_test_argv(argv), env_with(preload)), 0,
+		     "memprof run %s %s", fixture, a1 ? a1 : "");
+	return load(path);
+}
+
+static const char *suite_path(void)
+{
+	const char *t = getenv("MEMPROF_TEST_TRACER");
+
+	return t && *t ? t : "inprocess";
+}
+
+static const struct mp_kernel *kernel(const struct mp_profile *p, const char *name)
+{
+	const struct mp_kernel *k = mp_profile_kernel(p, name);
+
+	cr_assert_not_null(k, "no kernel %s", name);
+	return k;
+}
+
+static void assert_mem(const struct mp_mem_stats *got, const struct mp_mem_stats *want,
+		       const char *what)
+{
+	cr_assert(got->bytes_added == want->bytes_added &&
+			  got->tensors_added == want->tensors_added &&
+			  got->alloc_bytes == want->alloc_bytes &&
+			  got->alloc_count == want->alloc_count &&
+			  got->free_bytes == want->free_bytes &&
+			  got->free_count == want->free_count,
+		  "%s: got added=%" PRId64 " tensors=%" PRId64 " alloc=%" PRIu64 "/%" PRIu64
+		  " free=%" PRIu64 "/%" PRIu64 ", want added=%" PRId64 " tensors=%" PRId64
+		  " alloc=%" PRIu64 "/%" PRIu64 " free=%" PRIu64 "/%" PRIu64,
+		  what, got->bytes_added, got->tensors_added, got->alloc_bytes, got->alloc_count,
+		  got->free_bytes, got->free_count, want->bytes_added, want->tensors_added,
+		  want->alloc_bytes, want->alloc_count, want->free_bytes, want->free_count);
+}
+
+/* Exact, on the suite's path, and nothing dropped. */
+static void assert_exact(const struct mp_profile *p)
+{
+	cr_assert_str_eq(mp_tracer_path_name(p->tracer_path), suite_path());
+	cr_assert_eq(p->drops_heap, 0, "heap records dropped: %" PRIu64, p->drops_heap);
+	cr_assert_eq(p->drops_ring, 0);
+	cr_assert_eq(p->drops_bpf, 0);
+}
+
+/* 100 -> 200 -> 50, realloc(NULL, 30), realloc(q, 0), a failed realloc,
+ * reallocarray to 80 (kept), an overflowing reallocarray, calloc(4, 25),
+ * posix_memalign 64, aligned_alloc 128, memalign 48, valloc 10, pvalloc 10,
+ * malloc(0), all freed but the 80 bytes. */
+static const struct mp_mem_stats matrix_glibc = {
+	.bytes_added = 80,
+	.tensors_added = 1,
+	.alloc_bytes = 100 + 200 + 50 + 30 + 80 + 100 + 64 + 128 + 48 + 10 + 10 + 0,
+	.alloc_count = 12,
+	.free_bytes = 100 + 200 + 30 + 50 + 100 + 64 + 128 + 48 + 10 + 10 + 0,
+	.free_count = 11,
+};
+
+Test(inproc, program_not_linked_with_libmemprof_realloc_matrix_exact)
+{
+	struct mp_profile *p;
+
+	need_root();
+	p = run(NULL, NULL, "tests/e2e/fixture-inproc", "matrix", NULL);
+	assert_exact(p);
+	assert_mem(&kernel(p, "matrix")->incl, &matrix_glibc, "matrix");
+	cr_assert_eq(p->unknown_frees, 0);
+	mp_profile_free(p);
+}
+
+/* The same program over every allocator Debian ships, preloaded after
+ * libmemprof (which forwards to it): both paths give the same figures. */
+Test(inproc, allocators_give_identical_figures_on_both_paths, .timeout = 120)
+{
+	static const char *const libs[] = { NULL, "libjemalloc.so.2", "libtcmalloc_minimal.so.4",
+					    "libmimalloc.so.2" };
+	char lib[4096];
+
+	need_root();
+	for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
+		struct mp_profile *a, *b;
+
+		if (libs[i])
+			snprintf(lib, sizeof(lib), "%s/%s", ALLOC_LIBDIR, libs[i]);
+		a = run("inprocess", libs[i] ? lib : NULL, "tests/e2e/fixture-inproc", "matrix",
+			NULL);
+		b = run("bpf", libs[i] ? lib : NULL, "tests/e2e/fixture-inproc", "matrix", NULL);
+		cr_assert_eq(a->tracer_path, MP_PATH_INPROCESS);
+		cr_assert_eq(b->tracer_path, MP_PATH_BPF);
+		cr_assert_eq(a->drops_heap, 0);
+		assert_mem(&kernel(a, "matrix")->incl, &kernel(b, "matrix")->incl,
+			   libs[i] ? libs[i] : "glibc");
+		if (!libs[i])
+			assert_mem(&kernel(a, "matrix")->incl, &matrix_glibc, "glibc");
+		/* every allocator keeps the 80-byte block and frees the rest */
+		cr_assert_eq(kernel(a, "matrix")->incl.bytes_added, 80, "%s",
+			     libs[i] ? libs[i] : "glibc");
+		mp_profile_free(a);
+		mp_profile_free(b);
+	}
+}
+
+Test(inproc, cxx_new_and_delete)
+{
+	struct mp_profile *p;
+	const struct mp_mem_stats want = { .bytes_added = 100,
+					   .tensors_added = 1,
+					   .alloc_bytes = 100 + 24 + 40,
+					   .alloc_count = 3,
+					   .free_bytes = 64,
+					   .free_count = 2 };
+
+	need_root();
+	p = run(NULL, NULL, "tests/e2e/fixture-cxx", NULL, NULL);
+	assert_exact(p);
+	assert_mem(&kernel(p, "cxx")->incl, &want, "cxx");
+	mp_profile_free(p);
+}
+
+Test(inproc, thousand_short_threads, .timeout = 120)
+{
+	struct mp_profile *p;
+	const struct mp_kernel *k;
+	const struct mp_mem_stats want = { .bytes_added = 7000,
+					   .tensors_added = 1000,
+					   .alloc_bytes = 107000,
+					   .alloc_count = 2000,
+					   .free_bytes = 100000,
+					   .free_count = 1000 };
+
+	need_root();
+	p = run(NULL, NULL, "tests/e2e/fixture-inproc", "threads", "1000");
+	assert_exact(p);
+	k = kernel(p, "t");
+	cr_assert_eq(k->calls, 1000);
+	assert_mem(&k->incl, &want, "t");
+	mp_profile_free(p);
+}
+
+/* The child's 10,000 allocations (before and after exec) never reach the
+ * parent's profile: it gets a fresh ring (or none) and a dormant
+ * interposer. */
+static void forked(const char *how)
+{
+	struct mp_profile *p;
+	const struct mp_mem_stats want = {
+		.bytes_added = 1024, .tensors_added = 2, .alloc_bytes = 1024, .alloc_count = 2
+	};
+
+	need_root();
+	p = run(NULL, NULL, "tests/e2e/fixture-inproc", how, NULL);
+	assert_exact(p);
+	assert_mem(&kernel(p, "parent")->incl, &want, how);
+	cr_assert_lt(p->mem.alloc_count, 10000, "%s: the child's allocations were traced", how);
+	mp_profile_free(p);
+}
+
+Test(inproc, fork_child_does_not_write_into_the_parents_ring)
+{
+	forked("fork");
+}
+
+Test(inproc, fork_exec_child_does_not_write_into_the_parents_ring)
+{
+	forked("forkexec");
+}
+
+Test(inproc, dlopened_code_allocating)
+{
+	struct mp_profile *p;
+	const struct mp_mem_stats want = { .bytes_added = 222,
+					   .tensors_added = 1,
+					   .alloc_bytes = 555,
+					   .alloc_count = 2,
+					   .free_bytes = 333,
+					   .free_count = 1 };
+	bool owner = false;
+
+	need_root();
+	p = run(NULL, NULL, "tests/e2e/fixture-inproc", "dlopen",
+		path_of("tests/e2e/libowner_a.so"));
+	assert_exact(p);
+	assert_mem(&kernel(p, "dl")->incl, &want, "dl");
+	/* the caller (in the dlopen'd library) is the owner */
+	for (uint32_t i = 0; i < p->n_owners; i++)
+		if (!strcmp(p->owners[i].name, "libowner_a.so") &&
+		    p->owners[i].mem.alloc_bytes >= 555)
+			owner = true;
+	cr_assert(owner, "no owner libowner_a.so with the dlopen'd code's allocations");
+	mp_profile_free(p);
+}
+
+/* A running process with libmemprof preloaded: attach, detach, attach
+ * again. Each session sees its own kernels exactly (one invocation may be
+ * cut by the attach or the detach). */
+Test(inproc, attach_detach_reattach, .timeout = 120)
+{
+	char lib[4096], pidbuf[32], path[] = "/tmp/mp-inproc-XXXXXX";
+	char *fargv[] = { path_of("tests/e2e/fixture-inproc"), "loop", "4000", NULL };
+	struct timespec settle = { .tv_nsec = 200 * 1000 * 1000 };
+	pid_t fix;
+	int fd, st;
+
+	need_root();
+	snprintf(lib, sizeof(lib), "%s", path_of("libclient/libmemprof.so.0"));
+	cr_assert_eq(posix_spawn(&fix, fargv[0], NULL, NULL, fargv, env_with(lib)), 0);
+	nanosleep(&settle, NULL);
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)fix);
+	for (int round = 0; round < 2; round++) {
+		char *pargv[] = { path_of("cli/memprofd"),
+				  "--pid",
+				  pidbuf,
+				  "--duration",
+				  "0.5",
+				  "-o",
+				  path,
+				  "--print",
+				  "none",
+				  NULL };
+		const struct mp_kernel *k;
+		struct mp_profile *p;
+
+		fd = mkstemp(path);
+		cr_assert_geq(fd, 0);
+		close(fd);
+		cr_assert_eq(spawn_wait(mp_test_argv(pargv), environ), 0);
+		p = load(path);
+		memcpy(path + strlen(path) - 6, "XXXXXX", 6);
+		assert_exact(p);
+		k = kernel(p, "it");
+		cr_assert_gt(k->calls, 10, "round %d: %" PRIu64 " calls", round, k->calls);
+		cr_assert(k->incl.alloc_count + 1 >= k->calls && k->incl.alloc_count <= k->calls,
+			  "round %d: %" PRIu64 " allocations in %" PRIu64 " calls", round,
+			  k->incl.alloc_count, k->calls);
+		cr_assert_eq(k->incl.alloc_bytes, 64 * k->incl.alloc_count);
+		cr_assert(k->incl.free_count + 1 >= k->calls, "round %d", round);
+		cr_assert_leq(p->unknown_frees, 1);
+		mp_profile_free(p);
+	}
+	cr_assert_eq(waitpid(fix, &st, 0), fix);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fixture status %d", st);
+}
