@@ -425,6 +425,53 @@ static void json_sites(struct mp_json *j, const struct mp_profile *p)
 	mp_json_array_end(j);
 }
 
+static void json_phases(struct mp_json *j, const struct mp_profile *p)
+{
+	mp_json_array_begin(j, "phases");
+	for (uint32_t i = 0; i < p->n_phases; i++) {
+		const struct mp_phase *ph = &p->phases[i];
+
+		mp_json_object_begin(j, NULL);
+		mp_json_str(j, "name", ph->name);
+		mp_json_u64(j, "firstNs", ph->first_ns);
+		mp_json_u64(j, "durationNs", ph->duration_ns);
+		mp_json_u64(j, "entries", ph->entries);
+		json_mem(j, "heap", &ph->mem);
+		mp_json_u64(j, "peakBytes", ph->peak_bytes);
+		mp_json_u64(j, "rssPeak", ph->rss_peak);
+		json_pool_buckets(j, p, ph->pools, ph->n_pools);
+		mp_json_object_end(j);
+	}
+	mp_json_array_end(j);
+}
+
+static void json_rss(struct mp_json *j, const struct mp_profile *p)
+{
+	mp_json_object_begin(j, "rss");
+	mp_json_u64(j, "samples", p->rss_samples);
+	mp_json_u64(j, "stride", p->rss_stride);
+	mp_json_u64(j, "peak", p->rss_peak);
+	json_opt_u64(j, "vmHwm", p->vm_hwm);
+	mp_json_i64(j, "exactUnattributed", p->rss_exact_unattributed);
+	mp_json_array_begin(j, "timeline");
+	for (uint32_t i = 0; i < p->n_rss; i++) {
+		const struct mp_rss_point *pt = &p->rss[i];
+
+		mp_json_object_begin(j, NULL);
+		mp_json_u64(j, "tsNs", pt->ts_ns);
+		json_opt_u64(j, "vmRss", pt->vm_rss);
+		json_opt_u64(j, "rssAnon", pt->rss_anon);
+		json_opt_u64(j, "rssFile", pt->rss_file);
+		json_opt_u64(j, "rssShmem", pt->rss_shmem);
+		json_opt_u64(j, "vmSwap", pt->vm_swap);
+		json_opt_u64(j, "pss", pt->pss);
+		json_opt_u64(j, "heapLive", pt->heap_live);
+		mp_json_object_end(j);
+	}
+	mp_json_array_end(j);
+	mp_json_object_end(j);
+}
+
 static int write_json(const struct mp_profile *p, FILE *f)
 {
 	struct mp_json j;
@@ -494,48 +541,11 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	for (uint32_t i = 0; i < p->n_invocations; i++)
 		json_invocation(&j, p, i);
 	mp_json_array_end(&j);
-	mp_json_array_begin(&j, "phases");
-	for (uint32_t i = 0; i < p->n_phases; i++) {
-		const struct mp_phase *ph = &p->phases[i];
-
-		mp_json_object_begin(&j, NULL);
-		mp_json_str(&j, "name", ph->name);
-		mp_json_u64(&j, "firstNs", ph->first_ns);
-		mp_json_u64(&j, "durationNs", ph->duration_ns);
-		mp_json_u64(&j, "entries", ph->entries);
-		json_mem(&j, "heap", &ph->mem);
-		mp_json_u64(&j, "peakBytes", ph->peak_bytes);
-		mp_json_u64(&j, "rssPeak", ph->rss_peak);
-		json_pool_buckets(&j, p, ph->pools, ph->n_pools);
-		mp_json_object_end(&j);
-	}
-	mp_json_array_end(&j);
+	json_phases(&j, p);
 	json_pools(&j, "owners", p->owners, p->n_owners);
 	json_pools(&j, "tags", p->tags, p->n_tags);
 	json_mempools(&j, p);
-	mp_json_object_begin(&j, "rss");
-	mp_json_u64(&j, "samples", p->rss_samples);
-	mp_json_u64(&j, "stride", p->rss_stride);
-	mp_json_u64(&j, "peak", p->rss_peak);
-	json_opt_u64(&j, "vmHwm", p->vm_hwm);
-	mp_json_i64(&j, "exactUnattributed", p->rss_exact_unattributed);
-	mp_json_array_begin(&j, "timeline");
-	for (uint32_t i = 0; i < p->n_rss; i++) {
-		const struct mp_rss_point *pt = &p->rss[i];
-
-		mp_json_object_begin(&j, NULL);
-		mp_json_u64(&j, "tsNs", pt->ts_ns);
-		json_opt_u64(&j, "vmRss", pt->vm_rss);
-		json_opt_u64(&j, "rssAnon", pt->rss_anon);
-		json_opt_u64(&j, "rssFile", pt->rss_file);
-		json_opt_u64(&j, "rssShmem", pt->rss_shmem);
-		json_opt_u64(&j, "vmSwap", pt->vm_swap);
-		json_opt_u64(&j, "pss", pt->pss);
-		json_opt_u64(&j, "heapLive", pt->heap_live);
-		mp_json_object_end(&j);
-	}
-	mp_json_array_end(&j);
-	mp_json_object_end(&j);
+	json_rss(&j, p);
 	json_sites(&j, p);
 	mp_json_object_end(&j);
 	return mp_json_finish(&j);

@@ -71,6 +71,7 @@ static int clone_invocations(const struct mp_profile *p, struct mp_profile *q)
 
 		d->inputs = d->outputs = NULL;
 		d->owners = d->tags = NULL;
+		d->pools = NULL;
 	}
 	for (uint32_t i = 0; i < p->n_invocations; i++) {
 		const struct mp_invocation *s = &p->invocations[i];
@@ -82,7 +83,8 @@ static int clone_invocations(const struct mp_profile *p, struct mp_profile *q)
 			    0 ||
 		    dup_small(s->owners, s->n_owners, sizeof(*s->owners), (void **)&d->owners) <
 			    0 ||
-		    dup_small(s->tags, s->n_tags, sizeof(*s->tags), (void **)&d->tags) < 0)
+		    dup_small(s->tags, s->n_tags, sizeof(*s->tags), (void **)&d->tags) < 0 ||
+		    dup_small(s->pools, s->n_pools, sizeof(*s->pools), (void **)&d->pools) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -92,15 +94,18 @@ static int clone_kernels(const struct mp_profile *p, struct mp_profile *q)
 {
 	if (dup_exact(p->kernels, p->n_kernels, sizeof(*p->kernels), (void **)&q->kernels) < 0)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < p->n_kernels; i++)
+	for (uint32_t i = 0; i < p->n_kernels; i++) {
 		q->kernels[i].owners = q->kernels[i].tags = NULL;
+		q->kernels[i].pools = NULL;
+	}
 	for (uint32_t i = 0; i < p->n_kernels; i++) {
 		const struct mp_kernel *s = &p->kernels[i];
 		struct mp_kernel *d = &q->kernels[i];
 
 		if (dup_small(s->owners, s->n_owners, sizeof(*s->owners), (void **)&d->owners) <
 			    0 ||
-		    dup_small(s->tags, s->n_tags, sizeof(*s->tags), (void **)&d->tags) < 0)
+		    dup_small(s->tags, s->n_tags, sizeof(*s->tags), (void **)&d->tags) < 0 ||
+		    dup_small(s->pools, s->n_pools, sizeof(*s->pools), (void **)&d->pools) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -125,14 +130,18 @@ static int clone_phases_pools(const struct mp_profile *p, struct mp_profile *q)
 	    dup_exact(p->owners, p->n_owners, sizeof(*p->owners), (void **)&q->owners) < 0 ||
 	    dup_exact(p->tags, p->n_tags, sizeof(*p->tags), (void **)&q->tags) < 0)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < p->n_phases; i++)
+	for (uint32_t i = 0; i < p->n_phases; i++) {
 		q->phases[i].name = NULL;
+		q->phases[i].pools = NULL;
+	}
 	for (uint32_t i = 0; i < p->n_owners; i++)
 		q->owners[i].name = NULL;
 	for (uint32_t i = 0; i < p->n_tags; i++)
 		q->tags[i].name = NULL;
 	for (uint32_t i = 0; i < p->n_phases; i++)
-		if (dup_str(p->phases[i].name, &q->phases[i].name) < 0)
+		if (dup_str(p->phases[i].name, &q->phases[i].name) < 0 ||
+		    dup_small(p->phases[i].pools, p->phases[i].n_pools, sizeof(*p->phases[i].pools),
+			      (void **)&q->phases[i].pools) < 0)
 			return -ENOMEM;
 	for (uint32_t i = 0; i < p->n_owners; i++)
 		if (dup_str(p->owners[i].name, &q->owners[i].name) < 0)
@@ -164,6 +173,26 @@ static int clone_symbols(const struct mp_profile *p, struct mp_profile *q)
 	return 0;
 }
 
+/* Pools (mp_mempool) and exec events, each with its own string. */
+static int clone_mempools_execs(const struct mp_profile *p, struct mp_profile *q)
+{
+	if (dup_exact(p->mempools, p->n_mempools, sizeof(*p->mempools), (void **)&q->mempools) <
+		    0 ||
+	    dup_exact(p->execs, p->n_execs, sizeof(*p->execs), (void **)&q->execs) < 0)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_mempools; i++)
+		q->mempools[i].name = NULL;
+	for (uint32_t i = 0; i < p->n_execs; i++)
+		q->execs[i].path = NULL;
+	for (uint32_t i = 0; i < p->n_mempools; i++)
+		if (dup_str(p->mempools[i].name, &q->mempools[i].name) < 0)
+			return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_execs; i++)
+		if (dup_str(p->execs[i].path, &q->execs[i].path) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
 /* Every pointer of the shallow copy cleared, and the counts they go
  * with kept: each clone_* phase fills in its own. */
 static void clear_pointers(struct mp_profile *q)
@@ -178,6 +207,8 @@ static void clear_pointers(struct mp_profile *q)
 	q->sites = NULL;
 	q->objects = NULL;
 	q->locations = NULL;
+	q->mempools = NULL;
+	q->execs = NULL;
 }
 
 /* Counts of arrays a failed phase left unallocated, so that freeing the
@@ -200,6 +231,10 @@ static void clear_counts(struct mp_profile *q)
 		q->n_objects = 0;
 	if (!q->locations)
 		q->n_locations = 0;
+	if (!q->mempools)
+		q->n_mempools = 0;
+	if (!q->execs)
+		q->n_execs = 0;
 }
 
 int mp_profile_clone(const struct mp_profile *p, struct mp_profile **ret)
@@ -219,7 +254,7 @@ int mp_profile_clone(const struct mp_profile *p, struct mp_profile **ret)
 	    clone_phases_pools(p, q) < 0 ||
 	    dup_exact(p->rss, p->n_rss, sizeof(*p->rss), (void **)&q->rss) < 0 ||
 	    dup_exact(p->sites, p->n_sites, sizeof(*p->sites), (void **)&q->sites) < 0 ||
-	    clone_symbols(p, q) < 0) {
+	    clone_symbols(p, q) < 0 || clone_mempools_execs(p, q) < 0) {
 		clear_counts(q);
 		mp_profile_free(q);
 		return -ENOMEM;

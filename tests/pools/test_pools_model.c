@@ -14,7 +14,9 @@
 static void pool_rec(struct stream *s, uint32_t type, uint32_t tid, const char *pool, uint32_t kind,
 		     uint64_t addr, uint64_t size)
 {
-	struct mp_record r = { .type = type, .tid = tid, .ts_ns = tick(s), .name = pool };
+	struct mp_record r = {
+		.type = type, .tid = tid, .ts_ns = tick(s), .name = pool, .seq = next_seq(s, tid)
+	};
 
 	r.pool.kind = kind;
 	r.pool.addr = addr;
