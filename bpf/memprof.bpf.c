@@ -65,6 +65,11 @@ const volatile __u64 wakeup_bytes = 256 << 10;
  * the middle of the call: duty cycle, exec) and must not make later calls
  * look nested. */
 volatile __u64 attach_gen = 0;
+/* Call stacks (0: none): bytes of the user stack copied with each sampled
+ * allocation (every allocation in precise mode), at most
+ * MP_STACK_MAX_BYTES; the daemon unwinds them. */
+const volatile __u32 stack_bytes = 0;
+
 /* In-process path: offset from the thread pointer (x86-64 fs base) of
  * libmemprof's per-thread "inside an allocator call" word, set by the
  * daemon from the ring header; 0 when the path is off. */
@@ -83,6 +88,22 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } drops SEC(".maps");
+
+/* A stack record is built here (too big for the BPF stack), one slot per
+ * CPU (max_entries set by tracer.c), then copied into the ring buffer at
+ * its real size. 4 KiB of slack keep every page read in bounds. */
+struct mp_stack_record {
+	struct mp_raw_event ev;
+	struct mp_raw_stack st;
+	__u8 data[MP_STACK_MAX_BYTES + 4096];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct mp_stack_record);
+} stackbuf SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -249,6 +270,75 @@ static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr
 	return 0;
 }
 
+/* Sends the allocation event already in @b with the caller's registers
+ * and up to stack_bytes of its stack, read page by page so that the end of
+ * the stack mapping only shortens the copy. */
+static __noinline int emit_stack(struct pt_regs *ctx, struct mp_stack_record *b)
+{
+	__u64 sp = ctx->sp, avail, total;
+	__u32 len = 0, want = stack_bytes;
+	bool wake;
+
+	b->st.ip = ctx->ip;
+	b->st.sp = sp;
+	b->st.bp = ctx->bp;
+	b->st.pad = 0;
+	if (want > MP_STACK_MAX_BYTES)
+		want = MP_STACK_MAX_BYTES;
+	for (int i = 0; i < MP_STACK_MAX_BYTES / 4096 + 1; i++) {
+		__u64 n = 4096 - ((sp + len) & 4095), off = len;
+
+		if (len >= want)
+			break;
+		if (n > want - len)
+			n = want - len;
+		/* Bounds the verifier can see on the registers it checks. */
+		barrier_var(n);
+		barrier_var(off);
+		if (n == 0 || n > 4096 || off > MP_STACK_MAX_BYTES)
+			break;
+		if (bpf_probe_read_user(b->data + off, n, (void *)(sp + off)))
+			break;
+		len += n;
+	}
+	b->st.len = len;
+	total = sizeof(b->ev) + sizeof(b->st) + len;
+	if (total > sizeof(*b))
+		return 0;
+	avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
+	wake = avail / wakeup_bytes != (avail + total + 8) / wakeup_bytes;
+	if (bpf_ringbuf_output(&events, b, total, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP))
+		count_drop();
+	return 0;
+}
+
+/* An allocation: with its stack when stacks are on (the branch is on a
+ * read-only constant, so the verifier drops the dead one); a plain event
+ * when this CPU has no stack slot. */
+static __always_inline int emit_alloc(struct pt_regs *ctx, __u64 pid_tgid, __u32 type, __u32 fn,
+				      __u64 addr, __u64 size, __u64 old_addr, __u64 caller)
+{
+	struct mp_stack_record *b;
+	__u32 cpu;
+
+	if (!stack_bytes)
+		return emit(pid_tgid, type, fn, addr, size, old_addr, caller);
+	cpu = bpf_get_smp_processor_id();
+	b = bpf_map_lookup_elem(&stackbuf, &cpu);
+	if (!b)
+		return emit(pid_tgid, type, fn, addr, size, old_addr, caller);
+	b->ev.type = type | MP_RAW_F_STACK;
+	b->ev.fn = fn;
+	b->ev.pid = pid_tgid >> 32;
+	b->ev.tid = (__u32)pid_tgid;
+	b->ev.ts_ns = bpf_ktime_get_ns();
+	b->ev.addr = addr;
+	b->ev.size = size;
+	b->ev.old_addr = old_addr;
+	b->ev.caller = caller;
+	return emit_stack(ctx, b);
+}
+
 static __always_inline __u64 arg(struct pt_regs *ctx, __u32 i)
 {
 	/* The verifier rejects a variable offset into ctx: load every argument
@@ -354,14 +444,17 @@ static __always_inline __u32 alloc_type(int how)
 }
 
 /* realloc family: @old (0: none) resized to @size bytes returned @ret. */
-static __always_inline void emit_realloc(__u64 pid_tgid, struct call_state *st, __u32 fn, __u64 ret,
-					 __u64 size, __u64 old)
+static __always_inline void emit_realloc(struct pt_regs *ctx, __u64 pid_tgid, struct call_state *st,
+					 __u32 fn, __u64 ret, __u64 size, __u64 old)
 {
 	bool old_s;
 	int how;
 
 	if (!sample_bytes) {
-		emit(pid_tgid, MP_RAW_REALLOC, fn, ret, size, old, st->caller);
+		if (ret)
+			emit_alloc(ctx, pid_tgid, MP_RAW_REALLOC, fn, ret, size, old, st->caller);
+		else
+			emit(pid_tgid, MP_RAW_REALLOC, fn, ret, size, old, st->caller);
 		return;
 	}
 	if (!ret) {
@@ -373,13 +466,14 @@ static __always_inline void emit_realloc(__u64 pid_tgid, struct call_state *st, 
 	old_s = old && was_sampled(old);
 	how = keep_sampled(ret, sample(st, size));
 	if (old_s && how != NOT_SAMPLED)
-		emit(pid_tgid,
-		     how == SAMPLED_SCALED ? MP_RAW_REALLOC | MP_RAW_F_SCALED : MP_RAW_REALLOC, fn,
-		     ret, size, old, st->caller);
+		emit_alloc(ctx, pid_tgid,
+			   how == SAMPLED_SCALED ? MP_RAW_REALLOC | MP_RAW_F_SCALED :
+						   MP_RAW_REALLOC,
+			   fn, ret, size, old, st->caller);
 	else if (old_s)
 		emit(pid_tgid, MP_RAW_FREE, fn, old, 0, 0, st->caller);
 	else if (how != NOT_SAMPLED)
-		emit(pid_tgid, alloc_type(how), fn, ret, size, 0, st->caller);
+		emit_alloc(ctx, pid_tgid, alloc_type(how), fn, ret, size, 0, st->caller);
 }
 
 SEC("uprobe")
@@ -439,21 +533,21 @@ int mp_return(struct pt_regs *ctx)
 	switch (kind) {
 	case MP_KIND_ALLOC:
 		if (ret && (how = keep_sampled(ret, sample(st, st->a))))
-			emit(pid_tgid, alloc_type(how), fn, ret, st->a, 0, st->caller);
+			emit_alloc(ctx, pid_tgid, alloc_type(how), fn, ret, st->a, 0, st->caller);
 		break;
 	case MP_KIND_CALLOC:
 		/* An overflowing product fails in calloc itself. */
 		if (ret && !mul_overflow(st->a, st->b, &size) &&
 		    (how = keep_sampled(ret, sample(st, size))))
-			emit(pid_tgid, alloc_type(how), fn, ret, size, 0, st->caller);
+			emit_alloc(ctx, pid_tgid, alloc_type(how), fn, ret, size, 0, st->caller);
 		break;
 	case MP_KIND_REALLOC:
-		emit_realloc(pid_tgid, st, fn, ret, st->b, st->a);
+		emit_realloc(ctx, pid_tgid, st, fn, ret, st->b, st->a);
 		break;
 	case MP_KIND_REALLOCARRAY:
 		/* On overflow reallocarray fails without touching the block. */
 		if (!mul_overflow(st->b, st->c, &size))
-			emit_realloc(pid_tgid, st, fn, ret, size, st->a);
+			emit_realloc(ctx, pid_tgid, st, fn, ret, size, st->a);
 		break;
 	case MP_KIND_FREE:
 		if (st->a && was_sampled(st->a))
@@ -462,7 +556,7 @@ int mp_return(struct pt_regs *ctx)
 	case MP_KIND_MEMALIGN_OUT:
 		if ((__u32)ret == 0 && !bpf_probe_read_user(&ptr, sizeof(ptr), (void *)st->a) &&
 		    ptr && (how = keep_sampled(ptr, sample(st, st->c))))
-			emit(pid_tgid, alloc_type(how), fn, ptr, st->c, 0, st->caller);
+			emit_alloc(ctx, pid_tgid, alloc_type(how), fn, ptr, st->c, 0, st->caller);
 		break;
 	}
 	st->active = 0;

@@ -54,6 +54,14 @@ enum mp_alloc_fn {
  * unbiased estimate and clears the flag before delivering the event. */
 #define MP_RAW_F_SCALED 0x100u
 
+/* Or'ed into @type of an allocation that carries its call stack: the
+ * record is struct mp_raw_event, struct mp_raw_stack, then @len bytes of
+ * the user stack from @sp up. */
+#define MP_RAW_F_STACK 0x200u
+
+/* Largest stack slice a record carries (--stack-bytes). */
+#define MP_STACK_MAX_BYTES 32768
+
 /* Entries of the exponential-draw table of sampled mode. */
 #define MP_EXP_TABLE 4096
 
@@ -67,6 +75,14 @@ struct mp_raw_event {
 	__u64 size;
 	__u64 old_addr;
 	__u64 caller; /* return address into the caller of @fn */
+};
+
+/* User registers where the allocator returned into its caller (the
+ * uretprobe): what CFI unwinding of the caller's frame needs. */
+struct mp_raw_stack {
+	__u64 ip, sp, bp;
+	__u32 len; /* stack bytes that follow */
+	__u32 pad;
 };
 
 #endif /* MEMPROF_EVENTS_H */

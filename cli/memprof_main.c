@@ -27,6 +27,7 @@
 #include "profile.h"
 #include "profile_pb.h"
 #include "report.h"
+#include "sites.h"
 #include "session.h"
 #include "tracer.h"
 
@@ -38,6 +39,7 @@ static void usage(FILE *f)
 	      "  run [OPTIONS] -- CMD [ARGS...]   start CMD, profile it from before its main()\n"
 	      "                                   until it exits, print a per-kernel table\n"
 	      "  report FILE [--format table|json|tfjs] [--region NAME[#N]] [--pool NAME]\n"
+	      "         [--sites N]\n"
 	      "                                   print a profile written with -o\n"
 	      "  convert FILE --to pprof|chrome|json [-o OUT]\n"
 	      "                                   convert a profile to another format\n"
@@ -187,6 +189,7 @@ static int cmd_report(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "format", required_argument, NULL, 'f' },
 		{ "region", required_argument, NULL, 'r' },
+		{ "sites", required_argument, NULL, 's' },
 		{ "pool", required_argument, NULL, 'P' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
@@ -194,10 +197,19 @@ static int cmd_report(int argc, char **argv)
 	enum mp_report_format format = MP_REPORT_TABLE;
 	const char *region = NULL, *why = NULL, *pool = NULL;
 	struct mp_profile *p = NULL;
+	long sites = 0;
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "f:r:P:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:r:s:P:h", longopts, NULL)) != -1) {
 		switch (c) {
+		case 's':
+			sites = strtol(optarg, NULL, 10);
+			if (sites <= 0 || sites > 1000000) {
+				fprintf(stderr,
+					"memprof report: --sites takes a count (1..1000000)\n");
+				return 2;
+			}
+			break;
 		case 'f':
 			if (mp_report_format_parse(optarg, &format) < 0) {
 				log_error("unknown format '%s' (table, json, tfjs)", optarg);
@@ -212,14 +224,17 @@ static int cmd_report(int argc, char **argv)
 			break;
 		case 'h':
 			fputs("Usage: memprof report FILE [--format table|json|tfjs] "
-			      "[--region NAME[#N]] [--pool NAME]\n"
+			      "[--region NAME[#N]] [--pool NAME] [--sites N]\n"
 			      "\n"
 			      "Print a profile written by `memprofd -o` or `memprof run -o`.\n"
 			      "  -f, --format FMT   table (default), json (the whole profile) or\n"
 			      "                     tfjs (tf.profile's ProfileInfo for the region)\n"
 			      "  -r, --region SPEC  NAME or NAME#N: the N-th invocation of kernel\n"
 			      "                     NAME and the kernels nested in it (tfjs)\n"
-			      "      --pool NAME    tfjs: the figures of pool NAME, not the heap\n",
+			      "      --pool NAME    tfjs: the figures of pool NAME, not the heap\n"
+			      "  -s, --sites N      the top N allocation sites of every kernel by\n"
+			      "                     bytes allocated, with their call stacks\n"
+			      "                     (profiles taken with --stacks) or callers\n",
 			      stdout);
 			return 0;
 		default:
@@ -235,7 +250,8 @@ static int cmd_report(int argc, char **argv)
 		log_error("%s: %s", argv[optind], why ? why : strerror(-r));
 		return 1;
 	}
-	r = mp_report_write_pool(p, format, region, pool, stdout);
+	r = sites ? mp_report_sites(p, (uint32_t)sites, stdout) :
+		    mp_report_write_pool(p, format, region, pool, stdout);
 	if (r == -ENOENT)
 		log_error("no invocation '%s' in %s", region, argv[optind]);
 	else if (r == -ESRCH)

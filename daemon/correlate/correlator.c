@@ -16,6 +16,7 @@
 #define MAX_NAME_LEN 256
 #define MAX_SHAPES 64
 #define MAX_PHASES 256
+#define MAX_SRC_FRAMES 16 /* inlined functions per frame considered */
 #define MAX_POOLS 4095 /* owners and tags: 12 bits in the block value */
 #define MAX_INVOCATIONS ((1u << 21) - 2)
 #define DEFAULT_INVOCATIONS 65536
@@ -98,8 +99,11 @@ struct pending {
 	bool lost; /* MP_INV_F_MARKERS_LOST: no kernel figures */
 };
 
+enum { RULE_DSO, RULE_FN, RULE_SRC };
+
 struct owner_rule {
 	char *glob, *name;
+	int kind;
 };
 
 struct owner_slot {
@@ -129,6 +133,9 @@ struct mp_correlator {
 	struct owner_rule *rules;
 	uint32_t n_rules;
 	struct owner_slot *owner_cache;
+	bool frame_rules; /* some fn: or src: rule */
+	uint32_t *stack_owner; /* per stack id: owner + 1, 0 unknown */
+	uint32_t stack_owner_cap;
 	uint32_t owner_cache_used;
 
 	struct rss_cand last_rss;
@@ -293,6 +300,7 @@ void mp_correlator_free(struct mp_correlator *c)
 	}
 	free(c->rules);
 	free(c->owner_cache);
+	free(c->stack_owner);
 	free(c->pending);
 	free(c->site_ht);
 	free(c->pool_head);
@@ -303,9 +311,20 @@ void mp_correlator_free(struct mp_correlator *c)
 
 int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
 {
-	const char *eq = spec ? strchr(spec, '=') : NULL;
+	const char *eq;
 	struct owner_rule *r;
+	int kind = RULE_DSO;
 
+	if (spec && !strncmp(spec, "fn:", 3)) {
+		kind = RULE_FN;
+		spec += 3;
+	} else if (spec && !strncmp(spec, "src:", 4)) {
+		kind = RULE_SRC;
+		spec += 4;
+	} else if (spec && !strncmp(spec, "dso:", 4)) {
+		spec += 4;
+	}
+	eq = spec ? strchr(spec, '=') : NULL;
 	if (!eq || eq == spec || !eq[1])
 		return -EINVAL;
 	r = reallocarray(c->rules, c->n_rules + 1, sizeof(*r));
@@ -315,12 +334,14 @@ int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
 	r = &c->rules[c->n_rules];
 	r->glob = strndup(spec, eq - spec);
 	r->name = strdup(eq + 1);
+	r->kind = kind;
 	if (!r->glob || !r->name) {
 		free(r->glob);
 		free(r->name);
 		return -ENOMEM;
 	}
 	c->n_rules++;
+	c->frame_rules |= kind != RULE_DSO;
 	/* Owners already cached were named without this rule. */
 	if (c->owner_cache)
 		memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
@@ -483,24 +504,110 @@ static struct frame *attribute(struct mp_correlator *c, uint32_t tid, struct thr
 
 /* ---- owners ---- */
 
-static uint32_t owner_for_path(struct mp_correlator *c, const char *path)
+static uint32_t owner_named(struct mp_correlator *c, const char *name);
+
+static const char *base_name(const char *path)
 {
-	const char *base, *name;
-	int r;
+	const char *base;
 
 	if (!path || !*path)
-		return MP_OWNER_UNKNOWN;
+		return NULL;
 	base = strrchr(path, '/');
 	base = base ? base + 1 : path;
-	if (!*base)
+	return *base ? base : NULL;
+}
+
+static uint32_t owner_for_path(struct mp_correlator *c, const char *path)
+{
+	const char *base = base_name(path), *name;
+
+	if (!base)
 		return MP_OWNER_UNKNOWN;
 	name = base;
 	for (uint32_t i = 0; i < c->n_rules; i++) {
-		if (fnmatch(c->rules[i].glob, base, 0) == 0) {
+		if (c->rules[i].kind == RULE_DSO && fnmatch(c->rules[i].glob, base, 0) == 0) {
 			name = c->rules[i].name;
 			break;
 		}
 	}
+	return owner_named(c, name);
+}
+
+/* The name of the first rule matching at the frame returning to @addr. */
+static const char *rule_at(struct mp_correlator *c, uint64_t addr)
+{
+	struct mp_src_frame sf[MAX_SRC_FRAMES];
+	const char *base = base_name(
+		c->opts.resolve_owner ? c->opts.resolve_owner(c->opts.resolve_ctx, addr) : NULL);
+	int n = 0;
+
+	if (c->frame_rules && c->opts.resolve_frames)
+		n = c->opts.resolve_frames(c->opts.resolve_ctx, addr, sf, MAX_SRC_FRAMES);
+	if (n < 0)
+		n = 0;
+	for (int j = 0; j < (n ? n : 1); j++) {
+		for (uint32_t i = 0; i < c->n_rules; i++) {
+			const struct owner_rule *r = &c->rules[i];
+			const char *s = r->kind == RULE_DSO ? base :
+					j >= n		    ? NULL :
+					r->kind == RULE_FN  ? sf[j].function :
+							      sf[j].file;
+
+			if (s && fnmatch(r->glob, s, 0) == 0)
+				return r->name;
+		}
+	}
+	return NULL;
+}
+
+/* Owner by frames: the first rule matching, innermost frame first, else
+ * the caller's object. Remembered per stack. */
+static uint32_t owner_of_stack(struct mp_correlator *c, uint64_t caller, uint32_t stack)
+{
+	const uint64_t *frames = &caller;
+	uint32_t n = 1, owner = MP_OWNER_UNKNOWN;
+	const char *name = NULL;
+
+	if (stack && stack < c->stack_owner_cap && c->stack_owner[stack])
+		return c->stack_owner[stack] - 1;
+	if (stack && c->opts.stack_frames) {
+		n = c->opts.stack_frames(c->opts.resolve_ctx, stack, &frames);
+		if (!n) {
+			frames = &caller;
+			n = 1;
+		}
+	}
+	for (uint32_t i = 0; i < n && !name; i++)
+		name = rule_at(c, frames[i]);
+	owner = name ? owner_named(c, name) :
+		       owner_for_path(c,
+				      c->opts.resolve_owner ?
+					      c->opts.resolve_owner(c->opts.resolve_ctx, caller) :
+					      NULL);
+	if (!stack)
+		return owner; /* the caller's owner cache keeps it */
+	if (stack >= c->stack_owner_cap && stack < (1u << 20)) {
+		uint32_t ncap = c->stack_owner_cap ? c->stack_owner_cap : 1024;
+		uint32_t *t;
+
+		while (ncap <= stack)
+			ncap *= 2;
+		t = reallocarray(c->stack_owner, ncap, sizeof(*t));
+		if (!t)
+			return owner;
+		memset(t + c->stack_owner_cap, 0, (ncap - c->stack_owner_cap) * sizeof(*t));
+		c->stack_owner = t;
+		c->stack_owner_cap = ncap;
+	}
+	if (stack < c->stack_owner_cap)
+		c->stack_owner[stack] = owner + 1;
+	return owner;
+}
+
+static uint32_t owner_named(struct mp_correlator *c, const char *name)
+{
+	int r;
+
 	for (uint32_t i = 1; i < c->p->n_owners; i++)
 		if (strncmp(c->p->owners[i].name, name, MAX_NAME_LEN) == 0)
 			return i;
@@ -528,7 +635,9 @@ static uint32_t owner_of(struct mp_correlator *c, uint64_t caller)
 	for (i = hash_u64(caller) & mask; c->owner_cache[i].caller; i = (i + 1) & mask)
 		if (c->owner_cache[i].caller == caller)
 			return c->owner_cache[i].owner;
-	owner = owner_for_path(c, c->opts.resolve_owner(c->opts.resolve_ctx, caller));
+	owner = c->frame_rules ?
+			owner_of_stack(c, caller, 0) :
+			owner_for_path(c, c->opts.resolve_owner(c->opts.resolve_ctx, caller));
 	/* A process with very many call sites: start over rather than grow. */
 	if (c->owner_cache_used >= OWNER_CACHE_SIZE / 2) {
 		memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
@@ -543,17 +652,18 @@ static uint32_t owner_of(struct mp_correlator *c, uint64_t caller)
 /* ---- allocation sites ---- */
 
 static uint32_t site_hash(uint64_t caller, uint32_t name, uint32_t phase, uint32_t owner,
-			  uint32_t tid)
+			  uint32_t tid, uint32_t stack)
 {
 	return hash_u64(caller ^ hash_u64((uint64_t)name << 32 | phase) ^
-			hash_u64((uint64_t)owner << 32 | tid));
+			hash_u64((uint64_t)owner << 32 | tid) ^ hash_u64(stack));
 }
 
 static void site_ht_insert(struct mp_correlator *c, uint32_t id)
 {
 	const struct mp_site *st = &c->p->sites[id];
 	uint32_t mask = c->site_ht_cap - 1;
-	uint32_t i = site_hash(st->caller, st->name, st->phase, st->owner, st->tid) & mask;
+	uint32_t i =
+		site_hash(st->caller, st->name, st->phase, st->owner, st->tid, st->stack) & mask;
 
 	while (c->site_ht[i])
 		i = (i + 1) & mask;
@@ -562,7 +672,7 @@ static void site_ht_insert(struct mp_correlator *c, uint32_t id)
 
 /* A new site (MP_NONE beyond the cap, counted, or out of memory). */
 static uint32_t site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
-			 uint32_t owner, uint32_t tid)
+			 uint32_t owner, uint32_t tid, uint32_t stack)
 {
 	struct mp_profile *p = c->p;
 	uint32_t id;
@@ -590,33 +700,38 @@ static uint32_t site_new(struct mp_correlator *c, uint64_t caller, uint32_t name
 		return MP_NONE;
 	}
 	id = p->n_sites++;
-	p->sites[id] = (struct mp_site){
-		.caller = caller, .name = name, .phase = phase, .owner = owner, .tid = tid
-	};
+	p->sites[id] = (struct mp_site){ .caller = caller,
+					 .name = name,
+					 .phase = phase,
+					 .owner = owner,
+					 .tid = tid,
+					 .stack = stack };
 	site_ht_insert(c, id);
 	return id;
 }
 
 /* The site of an allocation, created if new; MP_NONE beyond the cap (the
- * allocation is counted in sites_dropped) or when out of memory. */
+ * allocation is counted in sites_dropped) or when out of memory. With call
+ * stacks, allocations from one caller on different paths are different
+ * sites. */
 static uint32_t site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
-			uint32_t owner, uint32_t tid)
+			uint32_t owner, uint32_t tid, uint32_t stack)
 {
 	struct mp_profile *p = c->p;
 	uint32_t mask, i;
 
 	if (c->site_ht_cap) {
 		mask = c->site_ht_cap - 1;
-		for (i = site_hash(caller, name, phase, owner, tid) & mask; c->site_ht[i];
+		for (i = site_hash(caller, name, phase, owner, tid, stack) & mask; c->site_ht[i];
 		     i = (i + 1) & mask) {
 			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
 
 			if (st->caller == caller && st->name == name && st->phase == phase &&
-			    st->owner == owner && st->tid == tid && !st->pool)
+			    st->owner == owner && st->tid == tid && st->stack == stack && !st->pool)
 				return c->site_ht[i] - 1;
 		}
 	}
-	return site_new(c, caller, name, phase, owner, tid);
+	return site_new(c, caller, name, phase, owner, tid, stack);
 }
 
 /* ---- heap accounting ---- */
@@ -726,7 +841,9 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 	bool cross;
 
 	f = attribute(c, ev->tid, &t, &cross);
-	owner = owner_of(c, ev->caller);
+	/* With a stack and rules, every frame can name the owner. */
+	owner = ev->stack && c->n_rules ? owner_of_stack(c, ev->caller, ev->stack) :
+					  owner_of(c, ev->caller);
 	if (t && t->ntags)
 		tag = t->tags[t->ntags - 1];
 
@@ -772,7 +889,7 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 			break;
 		r->peak_bytes = c->live_bytes;
 	}
-	site = site_of(c, ev->caller, name, c->cur_phase, owner, ev->tid);
+	site = site_of(c, ev->caller, name, c->cur_phase, owner, ev->tid, ev->stack);
 	if (site != MP_NONE) {
 		struct mp_site *st = &p->sites[site];
 
@@ -1921,7 +2038,7 @@ static uint32_t pool_site_of(struct mp_correlator *c, uint32_t pool, uint32_t ti
 		name = f->name;
 	if (c->site_ht_cap) {
 		mask = c->site_ht_cap - 1;
-		for (i = site_hash(caller, name, c->cur_phase, owner, tid) & mask; c->site_ht[i];
+		for (i = site_hash(caller, name, c->cur_phase, owner, tid, 0) & mask; c->site_ht[i];
 		     i = (i + 1) & mask) {
 			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
 
@@ -1930,7 +2047,7 @@ static uint32_t pool_site_of(struct mp_correlator *c, uint32_t pool, uint32_t ti
 				return c->site_ht[i] - 1;
 		}
 	}
-	id = site_new(c, caller, name, c->cur_phase, owner, tid);
+	id = site_new(c, caller, name, c->cur_phase, owner, tid, 0);
 	if (id != MP_NONE)
 		p->sites[id].pool = pool + 1;
 	return id;

@@ -26,9 +26,22 @@
  * The string only needs to stay valid until the call returns. */
 typedef const char *(*mp_resolve_owner_fn)(void *ctx, uint64_t caller_addr);
 
+/* Source frames at a return address, innermost first (inlined functions,
+ * then the function containing them): fn: and src: owner rules match
+ * them. Strings valid until the call returns; @file a full path. */
+struct mp_src_frame {
+	const char *function, *file;
+};
+typedef int (*mp_resolve_frames_fn)(void *ctx, uint64_t addr, struct mp_src_frame *ret, int max);
+/* The frames (return addresses, innermost first) of stack @id of
+ * mp_heap_event.stack; 0 when unknown. */
+typedef uint32_t (*mp_stack_frames_fn)(void *ctx, uint32_t id, const uint64_t **ret_frames);
+
 struct mp_correlator_opts {
 	uint64_t begin_ns; /* attach time; 0: the first event's timestamp */
 	mp_resolve_owner_fn resolve_owner; /* NULL: every owner unknown */
+	mp_resolve_frames_fn resolve_frames; /* NULL: fn:/src: rules never match */
+	mp_stack_frames_fn stack_frames; /* NULL: owners from the caller only */
 	void *resolve_ctx;
 	uint32_t max_invocations; /* per-invocation records kept; 0: 65536 */
 	uint32_t max_rss_points; /* RSS timeline length; 0: 4096 */
@@ -40,10 +53,16 @@ struct mp_correlator;
 int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlator **ret);
 void mp_correlator_free(struct mp_correlator *c);
 
-/* Maps object files whose basename matches the fnmatch(3) @glob to owner
- * @name, from a "GLOB=NAME" argument (--owner). Rules are tried in the
- * order added; unmapped objects are named by their basename. -EINVAL on a
- * malformed spec. Add rules before feeding events. */
+/* An owner rule (--owner), fnmatch(3) globs:
+ *   "GLOB=NAME" or "dso:GLOB=NAME"  object files whose basename matches
+ *   "fn:GLOB=NAME"                  functions (inlined ones too)
+ *   "src:GLOB=NAME"                 source files (full path)
+ * An allocation's frames are tried innermost first (the caller, then its
+ * callers when the allocation has a stack; within a frame its inlined
+ * functions first); at each, the rules in the order added; the first
+ * match names the owner. Without a match the owner is the caller's object
+ * file, named by its basename. -EINVAL on a malformed spec. Add rules
+ * before feeding events. */
 int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec);
 
 /* Feeds one event. Return 0 or -ENOMEM; malformed or unmatched records are

@@ -31,6 +31,8 @@ struct mp_heap_event {
 	/* FREE: the value the consumer stored for this block when it saw the
 	 * ALLOC (see mp_heap_cb); 0 otherwise. */
 	uint64_t user;
+	/* ALLOC: call stack id (mp_stack_table of the session), 0: none. */
+	uint32_t stack;
 };
 
 /* Called for every heap event in order. For MP_HEAP_ALLOC the return value

@@ -227,31 +227,65 @@ static int build_mappings(struct build *b, const struct mp_profile *p,
 	return 0;
 }
 
-/* One location per distinct caller address, id = index + 1. */
+/* The id of the function @name in @file, added to the table if new. */
+static uint32_t function_id(struct build *b, const char *fname, const char *file, uint32_t *nf)
+{
+	int64_t name = S(fname), fl = S(file);
+	uint32_t fid;
+	bool added;
+
+	funtab_get(&b->ft, (uint64_t)name << 32 | (uint64_t)fl, &fid, &added);
+	if (added) {
+		Perftools__Profiles__Function *fn = &b->funcs[*nf];
+
+		perftools__profiles__function__init(fn);
+		fn->id = fid;
+		fn->name = name;
+		fn->system_name = name;
+		fn->filename = fl;
+		b->funcp[(*nf)++] = fn;
+	}
+	return fid;
+}
+
+/* One location per distinct address (sites' callers and stack frames), id
+ * = index + 1; inlined functions are extra lines, innermost first, as
+ * profile.proto defines. */
 static int build_locations(struct build *b, const struct mp_profile *p,
 			   Perftools__Profiles__Profile *o)
 {
 	uint32_t n = 0, nf = 0;
+	size_t total = p->n_sites, nlines = 0, li = 0;
 
-	b->callers = malloc((size_t)(p->n_sites ? p->n_sites : 1) * sizeof(*b->callers));
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		total += p->stacks[i].n_frames;
+	b->callers = malloc((total ? total : 1) * sizeof(*b->callers));
 	if (!b->callers)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->n_sites; i++)
 		b->callers[i] = p->sites[i].caller;
-	qsort(b->callers, p->n_sites, sizeof(*b->callers), cmp_u64);
-	for (uint32_t i = 0; i < p->n_sites; i++)
+	for (uint32_t i = 0, k = p->n_sites; i < p->n_stacks; i++)
+		for (uint32_t j = 0; j < p->stacks[i].n_frames; j++)
+			b->callers[k++] = p->stacks[i].frames[j];
+	qsort(b->callers, total, sizeof(*b->callers), cmp_u64);
+	for (size_t i = 0; i < total; i++)
 		if (!n || b->callers[n - 1] != b->callers[i])
 			b->callers[n++] = b->callers[i];
 	b->n_callers = n;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct mp_location *ml = mp_profile_location(p, b->callers[i]);
+
+		nlines += 1 + (ml ? ml->n_inlined : 0);
+	}
 
 	b->locs = calloc(n ? n : 1, sizeof(*b->locs));
 	b->locp = calloc(n ? n : 1, sizeof(*b->locp));
-	b->lines = calloc(n ? n : 1, sizeof(*b->lines));
-	b->linep = calloc(n ? n : 1, sizeof(*b->linep));
-	b->funcs = calloc(n ? n : 1, sizeof(*b->funcs));
-	b->funcp = calloc(n ? n : 1, sizeof(*b->funcp));
+	b->lines = calloc(nlines ? nlines : 1, sizeof(*b->lines));
+	b->linep = calloc(nlines ? nlines : 1, sizeof(*b->linep));
+	b->funcs = calloc(nlines ? nlines : 1, sizeof(*b->funcs));
+	b->funcp = calloc(nlines ? nlines : 1, sizeof(*b->funcp));
 	b->ft.cap = 16;
-	while (b->ft.cap < 2 * n)
+	while (b->ft.cap < 2 * nlines)
 		b->ft.cap *= 2;
 	b->ft.keys = calloc(b->ft.cap, sizeof(*b->ft.keys));
 	b->ft.ids = calloc(b->ft.cap, sizeof(*b->ft.ids));
@@ -261,6 +295,7 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 	for (uint32_t i = 0; i < n; i++) {
 		const struct mp_location *ml = mp_profile_location(p, b->callers[i]);
 		Perftools__Profiles__Location *l = &b->locs[i];
+		size_t first = li;
 
 		perftools__profiles__location__init(l);
 		l->id = i + 1;
@@ -270,29 +305,26 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 			continue;
 		if (ml->object < p->n_objects)
 			l->mapping_id = ml->object + 1;
-		if (ml->function) {
-			int64_t name = S(ml->function), file = S(ml->file);
-			uint32_t fid;
-			bool added;
+		for (uint32_t j = 0; j < ml->n_inlined; j++) {
+			const struct mp_inline_frame *in = &ml->inlined[j];
 
-			funtab_get(&b->ft, (uint64_t)name << 32 | (uint64_t)file, &fid, &added);
-			if (added) {
-				Perftools__Profiles__Function *fn = &b->funcs[nf];
-
-				perftools__profiles__function__init(fn);
-				fn->id = fid;
-				fn->name = name;
-				fn->system_name = name;
-				fn->filename = file;
-				b->funcp[nf++] = fn;
-			}
-			perftools__profiles__line__init(&b->lines[i]);
-			b->lines[i].function_id = fid;
-			b->lines[i].line = ml->line;
-			b->linep[i] = &b->lines[i];
-			l->n_line = 1;
-			l->line = &b->linep[i];
+			perftools__profiles__line__init(&b->lines[li]);
+			b->lines[li].function_id =
+				function_id(b, in->function ? in->function : "??", in->file, &nf);
+			b->lines[li].line = in->line;
+			b->linep[li] = &b->lines[li];
+			li++;
 		}
+		if (ml->function || ml->n_inlined) {
+			perftools__profiles__line__init(&b->lines[li]);
+			b->lines[li].function_id =
+				function_id(b, ml->function ? ml->function : "??", ml->file, &nf);
+			b->lines[li].line = ml->line;
+			b->linep[li] = &b->lines[li];
+			li++;
+		}
+		l->n_line = li - first;
+		l->line = l->n_line ? &b->linep[first] : NULL;
 	}
 	o->n_location = n;
 	o->location = b->locp;
@@ -324,14 +356,20 @@ static int64_t clamp(uint64_t v)
 static int build_samples(struct build *b, const struct mp_profile *p,
 			 Perftools__Profiles__Profile *o)
 {
-	size_t n = p->n_sites ? p->n_sites : 1;
+	size_t n = p->n_sites ? p->n_sites : 1, n_ids = 0, id = 0;
 	int64_t k_kernel = S("kernel"), k_phase = S("phase"), k_owner = S("owner"),
 		k_thread = S("thread"), k_pool = S("pool");
 
 	b->samples = calloc(n, sizeof(*b->samples));
 	b->samplep = calloc(n, sizeof(*b->samplep));
 	b->values = calloc(n * N_VALUES, sizeof(*b->values));
-	b->loc_ids = calloc(n, sizeof(*b->loc_ids));
+	for (uint32_t i = 0; i < p->n_sites; i++) {
+		const struct mp_site *st = &p->sites[i];
+
+		n_ids += st->stack && st->stack <= p->n_stacks ? p->stacks[st->stack - 1].n_frames :
+								 1;
+	}
+	b->loc_ids = calloc(n_ids ? n_ids : 1, sizeof(*b->loc_ids));
 	b->labels = calloc(n * MAX_LABELS, sizeof(*b->labels));
 	b->labelp = calloc(n * MAX_LABELS, sizeof(*b->labelp));
 	b->tids = calloc(n, sizeof(*b->tids));
@@ -347,9 +385,18 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 		size_t nl = 0;
 
 		perftools__profiles__sample__init(s);
-		b->loc_ids[i] = location_id(b, st->caller);
-		s->n_location_id = 1;
-		s->location_id = &b->loc_ids[i];
+		/* The whole call stack, leaf first, when there is one. */
+		s->location_id = &b->loc_ids[id];
+		if (st->stack && st->stack <= p->n_stacks && p->stacks[st->stack - 1].n_frames) {
+			const struct mp_stack *sk = &p->stacks[st->stack - 1];
+
+			for (uint32_t j = 0; j < sk->n_frames; j++)
+				b->loc_ids[id++] = location_id(b, sk->frames[j]);
+			s->n_location_id = sk->n_frames;
+		} else {
+			b->loc_ids[id++] = location_id(b, st->caller);
+			s->n_location_id = 1;
+		}
 		v[V_ALLOC_OBJECTS] = clamp(st->alloc_objects);
 		v[V_ALLOC_SPACE] = clamp(st->alloc_space);
 		v[V_INUSE_OBJECTS] = clamp(st->inuse_objects);

@@ -152,6 +152,23 @@ static int clone_phases_pools(const struct mp_profile *p, struct mp_profile *q)
 	return 0;
 }
 
+/* The inlined functions of a location; @d has none yet. */
+static int clone_inlined(const struct mp_location *s, struct mp_location *d)
+{
+	if (!s->n_inlined)
+		return 0;
+	if (dup_exact(s->inlined, s->n_inlined, sizeof(*s->inlined), (void **)&d->inlined) < 0)
+		return -ENOMEM;
+	d->n_inlined = s->n_inlined;
+	for (uint32_t j = 0; j < s->n_inlined; j++)
+		d->inlined[j].function = d->inlined[j].file = NULL;
+	for (uint32_t j = 0; j < s->n_inlined; j++)
+		if (dup_str(s->inlined[j].function, &d->inlined[j].function) < 0 ||
+		    dup_str(s->inlined[j].file, &d->inlined[j].file) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
 static int clone_symbols(const struct mp_profile *p, struct mp_profile *q)
 {
 	if (dup_exact(p->objects, p->n_objects, sizeof(*p->objects), (void **)&q->objects) < 0 ||
@@ -160,15 +177,33 @@ static int clone_symbols(const struct mp_profile *p, struct mp_profile *q)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->n_objects; i++)
 		q->objects[i].path = q->objects[i].build_id = NULL;
-	for (uint32_t i = 0; i < p->n_locations; i++)
+	for (uint32_t i = 0; i < p->n_locations; i++) {
 		q->locations[i].function = q->locations[i].file = NULL;
+		q->locations[i].inlined = NULL;
+		q->locations[i].n_inlined = 0;
+	}
 	for (uint32_t i = 0; i < p->n_objects; i++)
 		if (dup_str(p->objects[i].path, &q->objects[i].path) < 0 ||
 		    dup_str(p->objects[i].build_id, &q->objects[i].build_id) < 0)
 			return -ENOMEM;
 	for (uint32_t i = 0; i < p->n_locations; i++)
 		if (dup_str(p->locations[i].function, &q->locations[i].function) < 0 ||
-		    dup_str(p->locations[i].file, &q->locations[i].file) < 0)
+		    dup_str(p->locations[i].file, &q->locations[i].file) < 0 ||
+		    clone_inlined(&p->locations[i], &q->locations[i]) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+/* Call stacks, each with its own frames. */
+static int clone_stacks(const struct mp_profile *p, struct mp_profile *q)
+{
+	if (dup_exact(p->stacks, p->n_stacks, sizeof(*p->stacks), (void **)&q->stacks) < 0)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		q->stacks[i].frames = NULL;
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		if (dup_exact(p->stacks[i].frames, p->stacks[i].n_frames,
+			      sizeof(*p->stacks[i].frames), (void **)&q->stacks[i].frames) < 0)
 			return -ENOMEM;
 	return 0;
 }
@@ -209,6 +244,7 @@ static void clear_pointers(struct mp_profile *q)
 	q->locations = NULL;
 	q->mempools = NULL;
 	q->execs = NULL;
+	q->stacks = NULL;
 }
 
 /* Counts of arrays a failed phase left unallocated, so that freeing the
@@ -235,6 +271,8 @@ static void clear_counts(struct mp_profile *q)
 		q->n_mempools = 0;
 	if (!q->execs)
 		q->n_execs = 0;
+	if (!q->stacks)
+		q->n_stacks = 0;
 }
 
 int mp_profile_clone(const struct mp_profile *p, struct mp_profile **ret)
@@ -254,7 +292,7 @@ int mp_profile_clone(const struct mp_profile *p, struct mp_profile **ret)
 	    clone_phases_pools(p, q) < 0 ||
 	    dup_exact(p->rss, p->n_rss, sizeof(*p->rss), (void **)&q->rss) < 0 ||
 	    dup_exact(p->sites, p->n_sites, sizeof(*p->sites), (void **)&q->sites) < 0 ||
-	    clone_symbols(p, q) < 0 || clone_mempools_execs(p, q) < 0) {
+	    clone_symbols(p, q) < 0 || clone_mempools_execs(p, q) < 0 || clone_stacks(p, q) < 0) {
 		clear_counts(q);
 		mp_profile_free(q);
 		return -ENOMEM;

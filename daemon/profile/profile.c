@@ -67,8 +67,16 @@ void mp_profile_free(struct mp_profile *p)
 	for (uint32_t i = 0; i < p->n_locations; i++) {
 		free(p->locations[i].function);
 		free(p->locations[i].file);
+		for (uint32_t j = 0; j < p->locations[i].n_inlined; j++) {
+			free(p->locations[i].inlined[j].function);
+			free(p->locations[i].inlined[j].file);
+		}
+		free(p->locations[i].inlined);
 	}
 	free(p->locations);
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		free(p->stacks[i].frames);
+	free(p->stacks);
 	for (uint32_t i = 0; i < p->n_mempools; i++)
 		free(p->mempools[i].name);
 	free(p->mempools);

@@ -43,7 +43,8 @@ const char *mp_tracer_path_name(uint32_t path);
 int mp_trace_mode_parse(const char *s, uint32_t *ret);
 const char *mp_trace_mode_name(uint32_t mode);
 
-#define MP_PROFILE_FORMAT_VERSION 1
+/* 2: call stacks (stack table, per-site stack id). */
+#define MP_PROFILE_FORMAT_VERSION 2
 #define MP_PROFILE_MAX_EXECS 256
 
 /* "No such index" (parent of a top-level invocation, phase before any
@@ -340,6 +341,27 @@ struct mp_profile {
 	/* Pools, in order of first sight. */
 	uint32_t n_mempools;
 	struct mp_mempool *mempools;
+	/* Call stacks of the sites (--stacks): deduplicated, site.stack is
+	 * an index + 1 into them (0: the site has no stack). stack_depth is
+	 * the depth limit of the run (0: stacks off). */
+	uint32_t n_stacks;
+	struct mp_stack *stacks;
+	uint32_t stack_depth;
+	uint64_t stacks_dropped; /* allocations whose stack was not kept */
+};
+
+/* mp_stack.flags */
+#define MP_STACK_F_TRUNCATED \
+	0x1u /* deeper than recorded (depth limit,
+				   * end of the copied slice, frame not
+				   * unwindable) */
+
+/* One call stack: return addresses, innermost first (frames[0] is in the
+ * function that called the allocator). */
+struct mp_stack {
+	uint32_t n_frames;
+	uint32_t flags;
+	uint64_t *frames;
 };
 
 /* An allocation site: allocations with the same caller address charged
@@ -355,6 +377,7 @@ struct mp_site {
 	/* 0: heap blocks; else slices of pool mempools[pool - 1], a view
 	 * apart from the heap sites. */
 	uint32_t pool;
+	uint32_t stack; /* index + 1 into stacks, 0: none */
 };
 
 /* mp_object.flags: what symbolization found for the object. */
@@ -370,6 +393,13 @@ struct mp_object {
 	uint32_t flags; /* MP_OBJ_F_* */
 };
 
+/* A function inlined at a location. */
+struct mp_inline_frame {
+	char *function; /* NULL when unknown */
+	char *file;
+	uint32_t line;
+};
+
 /* The symbol of one caller address. */
 struct mp_location {
 	uint64_t addr; /* caller address in the process */
@@ -378,6 +408,11 @@ struct mp_location {
 	char *function; /* NULL when unknown */
 	char *file; /* source file, NULL when unknown */
 	uint32_t line; /* 0 when unknown */
+	/* Functions inlined at @addr, innermost first; @function, @file and
+	 * @line are then the function they were inlined into and the line of
+	 * the outermost inlined call in it. */
+	uint32_t n_inlined;
+	struct mp_inline_frame *inlined;
 };
 
 struct mp_profile *mp_profile_new(void);

@@ -10,8 +10,11 @@
 #include <zlib.h>
 
 #include "memprof.pb-c.h"
+#include "inline.h"
 #include "outfile.h"
 #include "profile_pb.h"
+#include "stacks.h"
+#include "unwind.h"
 #include "util.h"
 
 /* The file stores enum mp_trace_mode as is. */
@@ -271,6 +274,25 @@ static Memprof__Pool **enc_pools(struct arena *a, const struct mp_pool *v, uint3
 	return r;
 }
 
+static void enc_stacks(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
+{
+	Memprof__Stack *so = arena_alloc(a, p->n_stacks, sizeof(*so));
+
+	o->stacks = arena_alloc(a, p->n_stacks, sizeof(*o->stacks));
+	if (!so || !o->stacks)
+		return;
+	for (uint32_t i = 0; i < p->n_stacks; i++) {
+		memprof__stack__init(&so[i]);
+		so[i].n_frames = p->stacks[i].n_frames;
+		so[i].frames = p->stacks[i].frames;
+		so[i].truncated = !!(p->stacks[i].flags & MP_STACK_F_TRUNCATED);
+		o->stacks[i] = &so[i];
+	}
+	o->n_stacks = p->n_stacks;
+	o->stack_depth = p->stack_depth;
+	o->stacks_dropped = p->stacks_dropped;
+}
+
 static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
 {
 	Memprof__Site *so = arena_alloc(a, p->n_sites, sizeof(*so));
@@ -296,6 +318,7 @@ static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Prof
 		so[i].inuse_objects = st->inuse_objects;
 		so[i].inuse_space = st->inuse_space;
 		so[i].pool = st->pool;
+		so[i].stack = st->stack;
 		o->sites[i] = &so[i];
 	}
 	o->n_sites = p->n_sites;
@@ -323,9 +346,25 @@ static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Prof
 		lo[i].function = str_or_empty(l->function);
 		lo[i].file = str_or_empty(l->file);
 		lo[i].line = l->line;
+		if (l->n_inlined) {
+			Memprof__InlineFrame *in = arena_alloc(a, l->n_inlined, sizeof(*in));
+
+			lo[i].inlined = arena_alloc(a, l->n_inlined, sizeof(*lo[i].inlined));
+			if (!in || !lo[i].inlined)
+				return;
+			for (uint32_t j = 0; j < l->n_inlined; j++) {
+				memprof__inline_frame__init(&in[j]);
+				in[j].function = str_or_empty(l->inlined[j].function);
+				in[j].file = str_or_empty(l->inlined[j].file);
+				in[j].line = l->inlined[j].line;
+				lo[i].inlined[j] = &in[j];
+			}
+			lo[i].n_inlined = l->n_inlined;
+		}
 		o->locations[i] = &lo[i];
 	}
 	o->n_locations = p->n_locations;
+	enc_stacks(a, p, o);
 }
 
 /* Lost markers, execs, ring corruption. */
@@ -797,10 +836,50 @@ static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_
 	return 0;
 }
 
-/* Sites refer to names, phases and owners: decoded after them. */
+/* Stacks: bounded as the daemon bounds them (MP_STACKS_MAX stacks,
+ * MP_UNWIND_MAX_DEPTH frames each); sites refer to them. */
+static int dec_stacks(const Memprof__Profile *o, struct mp_profile *p, uint64_t *ret_frames,
+		      const char **ret_why)
+{
+	uint64_t total = 0;
+
+	if (o->n_stacks > MP_STACKS_MAX || o->stack_depth > MP_UNWIND_MAX_DEPTH)
+		BAD("more stacks or a deeper limit than memprofd writes");
+	if (o->n_stacks) {
+		p->stacks = calloc(o->n_stacks, sizeof(*p->stacks));
+		if (!p->stacks)
+			return -ENOMEM;
+	}
+	for (size_t i = 0; i < o->n_stacks; i++) {
+		const Memprof__Stack *sk = o->stacks[i];
+
+		if (!sk || !sk->n_frames || sk->n_frames > MP_UNWIND_MAX_DEPTH)
+			BAD("empty stack or one deeper than memprofd writes");
+		p->stacks[i].frames = malloc(sk->n_frames * sizeof(uint64_t));
+		if (!p->stacks[i].frames)
+			return -ENOMEM;
+		p->n_stacks = i + 1;
+		memcpy(p->stacks[i].frames, sk->frames, sk->n_frames * sizeof(uint64_t));
+		p->stacks[i].n_frames = sk->n_frames;
+		p->stacks[i].flags = sk->truncated ? MP_STACK_F_TRUNCATED : 0;
+		total += sk->n_frames;
+	}
+	p->stack_depth = o->stack_depth;
+	p->stacks_dropped = o->stacks_dropped;
+	*ret_frames = total;
+	return 0;
+}
+
+/* Sites refer to names, phases, owners and stacks: decoded after them. */
 static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
 {
-	if (o->n_sites > (1u << 24) || o->n_locations > o->n_sites ||
+	uint64_t frames = 0;
+	int r;
+
+	r = dec_stacks(o, p, &frames, ret_why);
+	if (r < 0)
+		return r;
+	if (o->n_sites > (1u << 24) || o->n_locations > o->n_sites + frames ||
 	    o->n_mappings > o->n_locations)
 		BAD("more sites, locations or mappings than memprofd writes");
 	if (o->n_sites) {
@@ -818,6 +897,8 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 			BAD("site refers to no kernel, phase or owner");
 		if (st->pool > p->n_mempools)
 			BAD("site refers to no pool");
+		if (st->stack > p->n_stacks)
+			BAD("site refers to no stack");
 		p->sites[i] = (struct mp_site){
 			.caller = st->caller,
 			.name = st->kernel,
@@ -829,6 +910,7 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 			.inuse_objects = st->inuse_objects,
 			.inuse_space = st->inuse_space,
 			.pool = st->pool,
+			.stack = st->stack,
 		};
 		p->n_sites = i + 1;
 	}
@@ -875,6 +957,22 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 		lc->object = l->mapping;
 		lc->rel_addr = l->rel_address;
 		lc->line = l->line;
+		if (l->n_inlined > MP_MAX_INLINE)
+			BAD("more inlined frames than memprofd writes");
+		if (l->n_inlined) {
+			lc->inlined = calloc(l->n_inlined, sizeof(*lc->inlined));
+			if (!lc->inlined)
+				return -ENOMEM;
+		}
+		for (size_t j = 0; j < l->n_inlined; j++) {
+			if (!l->inlined[j])
+				BAD("empty inlined frame");
+			lc->n_inlined = j + 1;
+			if (dup_opt_str(l->inlined[j]->function, &lc->inlined[j].function) < 0 ||
+			    dup_opt_str(l->inlined[j]->file, &lc->inlined[j].file) < 0)
+				return -ENOMEM;
+			lc->inlined[j].line = l->inlined[j]->line;
+		}
 	}
 	return 0;
 }

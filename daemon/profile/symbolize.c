@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "inline.h"
+#include "modules.h"
 #include "symbolize.h"
 
 /* Objects reported to one Dwfl: distinct file mappings holding callers. */
@@ -28,131 +30,24 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Separate debug info only from the local build-id tree: never from the
- * network (debuginfod), whatever the daemon's environment says. */
-static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
-			  const char *file_name, const char *debuglink_file,
-			  GElf_Word debuglink_crc, char **debuginfo_file_name)
-{
-	const unsigned char *bits;
-	GElf_Addr vaddr;
-	char path[PATH_MAX];
-	int n, off, fd;
-
-	(void)userdata, (void)modname, (void)base, (void)file_name, (void)debuglink_file,
-		(void)debuglink_crc;
-	n = dwfl_module_build_id(mod, &bits, &vaddr);
-	if (n < 2 || n > 64)
-		return -1;
-	off = snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", bits[0]);
-	for (int i = 1; i < n; i++)
-		off += snprintf(path + off, sizeof(path) - off, "%02x", bits[i]);
-	snprintf(path + off, sizeof(path) - off, ".debug");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	*debuginfo_file_name = strdup(path);
-	return fd;
-}
-
-static const Dwfl_Callbacks callbacks = {
-	.find_elf = dwfl_build_id_find_elf,
-	.find_debuginfo = find_debuginfo,
-};
-
-/* Opens the file of @m as the process sees it: through /proc/PID/root while
- * the process lives, else by the same path if it is the same inode. */
-static int open_object(const struct mp_mapping *m, pid_t pid)
-{
-	char path[PATH_MAX + 64];
-	const char *deleted;
-	size_t len = strlen(m->path);
-	struct stat st;
-	int fd;
-
-	deleted = len > 10 ? strstr(m->path + len - 10, " (deleted)") : NULL;
-	if (deleted)
-		return -ENOENT; /* replaced on disk: its symbols are gone */
-	if (snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, m->path) >= (int)sizeof(path))
-		return -ENAMETOOLONG;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		fd = open(m->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (m->inode && st.st_ino != m->inode)) {
-		close(fd);
-		return -ESTALE;
-	}
-	return fd;
-}
-
-/* The load bias of the ELF file @fd mapped by @m: the PT_LOAD segment
- * holding the mapping's file offset says which virtual address it is. */
-static int load_bias(int fd, const struct mp_mapping *m, uint64_t *ret_bias, bool *ret_exec)
-{
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	GElf_Ehdr eh;
-	size_t n;
-	int r = -ENOEXEC;
-
-	if (!elf)
-		return -ENOEXEC;
-	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || elf_getphdrnum(elf, &n) < 0)
-		goto out;
-	*ret_exec = eh.e_type == ET_EXEC;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		if (m->offset < (ph.p_offset & ~(uint64_t)4095) ||
-		    m->offset >= ph.p_offset + ph.p_filesz)
-			continue;
-		*ret_bias = m->start - m->offset + ph.p_offset - ph.p_vaddr;
-		r = 0;
-		break;
-	}
-out:
-	elf_end(elf);
-	return r;
-}
-
 /* Reports @objs[@i] to @dwfl, or shares the module of an earlier object of
  * the same file at the same bias (one load of a file can have several
  * executable mappings; dlmopen can load it again elsewhere). */
 static void report(Dwfl *dwfl, struct object *objs, uint32_t i, pid_t pid)
 {
 	struct object *ob = &objs[i];
-	const char *base = strrchr(ob->map->path, '/');
-	bool exec = false;
-	int fd;
 
-	fd = open_object(ob->map, pid);
-	if (fd < 0 || load_bias(fd, ob->map, &ob->bias, &exec) < 0) {
-		if (fd >= 0)
-			close(fd);
-		ob->failed = true;
-		return;
-	}
-	if (exec)
-		ob->bias = 0;
 	for (uint32_t j = 0; j < i; j++) {
-		if (objs[j].mod && objs[j].bias == ob->bias &&
+		if (objs[j].mod &&
+		    objs[j].map->start - objs[j].map->offset == ob->map->start - ob->map->offset &&
 		    !strcmp(objs[j].map->path, ob->map->path)) {
-			close(fd);
 			ob->mod = objs[j].mod;
+			ob->bias = objs[j].bias;
 			return;
 		}
 	}
-	/* add_p_vaddr: the base is the bias added to the file's addresses.
-	 * On success libdwfl owns the descriptor. */
-	ob->mod = dwfl_report_elf(dwfl, base ? base + 1 : ob->map->path, ob->map->path, fd,
-				  ob->bias, true);
-	if (!ob->mod) {
-		close(fd);
+	if (mp_dwfl_report_mapping(dwfl, ob->map, pid, &ob->mod, &ob->bias) < 0)
 		ob->failed = true;
-	}
 }
 
 static char *hex(const unsigned char *bits, int n)
@@ -175,38 +70,51 @@ static int dup_opt(const char *s, char **ret)
 	return *ret ? 0 : -ENOMEM;
 }
 
+static int dup_path(const char *file, const char *dir, char **ret)
+{
+	*ret = NULL;
+	if (!file || !*file)
+		return 0;
+	/* Relative names are relative to the compilation directory. */
+	if (file[0] != '/' && dir && *dir)
+		return asprintf(ret, "%s/%s", dir, file) < 0 ? (*ret = NULL, -ENOMEM) : 0;
+	return dup_opt(file, ret);
+}
+
 /* Symbol of the call that returns to @addr: looked up at @addr - 1, since
- * a return address can be the first byte of the next line or function. */
+ * a return address can be the first byte of the next line or function.
+ * Inlined functions are expanded (innermost first). */
 static int symbolize_one(const struct object *ob, uint64_t addr, struct mp_location *loc)
 {
-	GElf_Addr pc = addr - 1, off;
-	GElf_Sym sym;
-	const char *name, *file;
-	Dwfl_Line *line;
-	int lineno = 0;
+	struct mp_sym_frame f[MP_MAX_INLINE];
+	int n = mp_sym_frames(ob->mod, addr - 1, f, MP_MAX_INLINE);
 
-	name = dwfl_module_addrinfo(ob->mod, pc, &off, &sym, NULL, NULL, NULL);
-	/* Past the end of a sized symbol is not in it (a stripped file's
-	 * nearest dynamic symbol can be far below the address). */
-	if (name && sym.st_size && off >= sym.st_size)
-		name = NULL;
-	if (dup_opt(name, &loc->function) < 0)
-		return -ENOMEM;
-	line = dwfl_module_getsrc(ob->mod, pc);
-	file = line ? dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL) : NULL;
-	if (file && lineno > 0) {
-		const char *dir = file[0] != '/' ? dwfl_line_comp_dir(line) : NULL;
-
-		/* Relative names are relative to the compilation directory. */
-		if (dir && *dir) {
-			if (asprintf(&loc->file, "%s/%s", dir, file) < 0) {
-				loc->file = NULL;
-				return -ENOMEM;
-			}
-		} else if (dup_opt(file, &loc->file) < 0) {
+	if (n <= 0)
+		return 0;
+	/* An ELF symbol's version (malloc@@GLIBC_2.2.5) is not its name. */
+	if (f[n - 1].function && strchr(f[n - 1].function, '@') && f[n - 1].function[0] != '@') {
+		loc->function = strndup(f[n - 1].function, strcspn(f[n - 1].function, "@"));
+		if (!loc->function)
 			return -ENOMEM;
-		}
-		loc->line = (uint32_t)lineno;
+	} else if (dup_opt(f[n - 1].function, &loc->function) < 0) {
+		return -ENOMEM;
+	}
+	if (dup_path(f[n - 1].file, f[n - 1].comp_dir, &loc->file) < 0)
+		return -ENOMEM;
+	loc->line = loc->file ? (uint32_t)f[n - 1].line : 0;
+	if (n == 1)
+		return 0;
+	loc->inlined = calloc((size_t)n - 1, sizeof(*loc->inlined));
+	if (!loc->inlined)
+		return -ENOMEM;
+	loc->n_inlined = (uint32_t)n - 1;
+	for (int i = 0; i < n - 1; i++) {
+		struct mp_inline_frame *in = &loc->inlined[i];
+
+		if (dup_opt(f[i].function, &in->function) < 0 ||
+		    dup_path(f[i].file, f[i].comp_dir, &in->file) < 0)
+			return -ENOMEM;
+		in->line = in->file ? (uint32_t)f[i].line : 0;
 	}
 	return 0;
 }
@@ -218,6 +126,11 @@ static void locations_free(struct mp_location *l, uint32_t n)
 	for (uint32_t i = 0; i < n; i++) {
 		free(l[i].function);
 		free(l[i].file);
+		for (uint32_t j = 0; j < l[i].n_inlined; j++) {
+			free(l[i].inlined[j].function);
+			free(l[i].inlined[j].file);
+		}
+		free(l[i].inlined);
 	}
 	free(l);
 }
@@ -245,16 +158,27 @@ struct symbolization {
 	Dwfl *dwfl;
 };
 
-/* The distinct callers of the profile's sites, sorted. */
+/* The distinct callers of the profile's sites and the frames of their
+ * stacks, sorted. */
 static int sym_callers(struct symbolization *y, const struct mp_profile *p)
 {
-	y->callers = malloc((size_t)(p->n_sites ? p->n_sites : 1) * sizeof(*y->callers));
+	size_t total, k = p->n_sites;
+
+	/* Every address to symbolize: the sites' callers and every frame of
+	 * their stacks. */
+	total = p->n_sites;
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		total += p->stacks[i].n_frames;
+	y->callers = malloc((total ? total : 1) * sizeof(*y->callers));
 	if (!y->callers)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->n_sites; i++)
 		y->callers[i] = p->sites[i].caller;
-	qsort(y->callers, p->n_sites, sizeof(*y->callers), cmp_u64);
-	for (uint32_t i = 0; i < p->n_sites; i++)
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		for (uint32_t j = 0; j < p->stacks[i].n_frames; j++)
+			y->callers[k++] = p->stacks[i].frames[j];
+	qsort(y->callers, total, sizeof(*y->callers), cmp_u64);
+	for (size_t i = 0; i < total; i++)
 		if (!y->n || y->callers[y->n - 1] != y->callers[i])
 			y->callers[y->n++] = y->callers[i];
 	return 0;
@@ -292,7 +216,7 @@ static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *ma
 /* libdwfl over the objects: function, file and line of each caller. */
 static int sym_dwfl(struct symbolization *y, pid_t pid)
 {
-	y->dwfl = dwfl_begin(&callbacks);
+	y->dwfl = dwfl_begin(&mp_dwfl_callbacks);
 	if (!y->dwfl)
 		return -ENOMEM;
 	dwfl_report_begin(y->dwfl);

@@ -13,6 +13,7 @@
 #include "profile_pb.h"
 #include "rss.h"
 #include "stream.h"
+#include "unwind.h"
 
 enum {
 	OPT_ALLOC = 0x100,
@@ -32,6 +33,10 @@ enum {
 	OPT_MODE,
 	OPT_SAMPLE_BYTES,
 	OPT_DUTY,
+	OPT_STACKS,
+	OPT_NO_STACKS,
+	OPT_STACK_DEPTH,
+	OPT_STACK_BYTES,
 	OPT_TRACER,
 	OPT_NO_PRELOAD,
 	OPT_DEVICE,
@@ -114,6 +119,14 @@ void mp_options_help(FILE *f, bool with_pid)
 	      "                          PERIOD (e.g. 1s/10s, units ms or s): cost falls\n"
 	      "                          by ~PERIOD/ON; heap figures cover ON windows only\n"
 	      "                          (frees made while off are missed)\n"
+	      "      --stacks            record the full call stack of every allocation\n"
+	      "                          (every sampled one in sampled mode): pprof\n"
+	      "                          traces and flame graphs, --sites in reports\n"
+	      "      --no-stacks         the caller only (the default)\n"
+	      "      --stack-depth N     frames kept per stack (default 64, max 256);\n"
+	      "                          deeper stacks are marked truncated\n"
+	      "      --stack-bytes N     bytes of the thread's stack copied per allocation\n"
+	      "                          for unwinding (default 16384, max 32768)\n"
 	      "      --tracer PATH       how allocator calls are seen: auto (default) uses\n"
 	      "                          libmemprof's in-process interposer whenever the\n"
 	      "                          target's malloc is libmemprof's (~10-20 ns per\n"
@@ -348,6 +361,20 @@ static int parse_trace_opt(struct mp_session_opts *s, int c)
 		else if (mp_tracer_path_parse(optarg, &s->tracer) < 0)
 			return bad("--tracer", optarg);
 		return 0;
+	case OPT_STACKS:
+	case OPT_NO_STACKS:
+		s->stacks = c == OPT_STACKS;
+		return 0;
+	case OPT_STACK_DEPTH:
+		if (parse_uint(optarg, MP_UNWIND_MAX_DEPTH, &v) < 0 || !v)
+			return bad("--stack-depth", optarg);
+		s->stack_depth = (uint32_t)v;
+		return 0;
+	case OPT_STACK_BYTES:
+		if (parse_uint(optarg, MP_STACK_MAX_BYTES, &v) < 0 || v < 64)
+			return bad("--stack-bytes", optarg);
+		s->stack_bytes = (uint32_t)v;
+		return 0;
 	case OPT_DUTY:
 		if (parse_duty(optarg, &s->duty_on_ns, &s->duty_period_ns) < 0)
 			return bad("--duty", optarg);
@@ -392,6 +419,10 @@ int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid)
 		{ "merge-lag-ms", required_argument, NULL, OPT_LAG },
 		{ "mode", required_argument, NULL, OPT_MODE },
 		{ "sample-bytes", required_argument, NULL, OPT_SAMPLE_BYTES },
+		{ "stacks", no_argument, NULL, OPT_STACKS },
+		{ "no-stacks", no_argument, NULL, OPT_NO_STACKS },
+		{ "stack-depth", required_argument, NULL, OPT_STACK_DEPTH },
+		{ "stack-bytes", required_argument, NULL, OPT_STACK_BYTES },
 		{ "duty", required_argument, NULL, OPT_DUTY },
 		{ "tracer", required_argument, NULL, OPT_TRACER },
 		{ "no-preload", no_argument, NULL, OPT_NO_PRELOAD },

@@ -25,7 +25,10 @@
 #include "ring_abi.h"
 #include "rss.h"
 #include "session.h"
+#include "stacks.h"
 #include "symbolize.h"
+#include "inline.h"
+#include "unwind.h"
 #include "util.h"
 
 #define DEFAULT_LAG_NS (10 * 1000 * 1000ull)
@@ -89,6 +92,13 @@ struct session {
 	struct mp_correlator *corr;
 	struct mp_procmaps *maps;
 	uint64_t maps_read_ns;
+	/* --stacks: the unwinder (built at the first stack), the stack table,
+	 * the stack id of the BPF event being applied. */
+	struct mp_unwinder *unwinder;
+	struct mp_stack_table *stacks;
+	uint64_t *frames;
+	uint64_t unwind_maps_ns;
+	uint32_t cur_stack;
 	uint64_t ring_retry_ns;
 	uint64_t ring_drops_closed; /* drops of rings closed at exec */
 	uint64_t heap_drops_closed, heap_waits_closed; /* the same, heap records */
@@ -276,10 +286,16 @@ static uint64_t on_heap(void *ctx, const struct mp_heap_event *e)
 			" caller=0x%" PRIx64 "\n",
 			kinds[e->kind <= 3 ? e->kind : 0], fn_name(s, e->fn), e->tid, e->ts_ns,
 			e->addr, e->size, e->caller);
+	if (e->kind == MP_HEAP_ALLOC && s->cur_stack) {
+		struct mp_heap_event with = *e;
+
+		with.stack = s->cur_stack;
+		return mp_correlator_on_heap(s->corr, &with);
+	}
 	return mp_correlator_on_heap(s->corr, e);
 }
 
-static int handle_bpf(struct session *s, const struct mp_raw_event *ev)
+static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t stack)
 {
 	struct mp_rss_stat_event rs;
 	int r;
@@ -323,7 +339,9 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev)
 	default:
 		break;
 	}
+	s->cur_stack = stack;
 	r = mp_live_apply(s->live, ev, on_heap, s);
+	s->cur_stack = 0;
 	if (r < 0)
 		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
 	return 0;
@@ -389,9 +407,12 @@ static int dispatch(struct session *s, const struct mp_merge_item *it)
 	}
 	case ITEM_BPF: {
 		struct mp_raw_event ev;
+		uint32_t stack = 0;
 
 		memcpy(&ev, it->payload.bytes, sizeof(ev));
-		return handle_bpf(s, &ev);
+		if (it->len >= sizeof(ev) + sizeof(stack))
+			memcpy(&stack, it->payload.bytes + sizeof(ev), sizeof(stack));
+		return handle_bpf(s, &ev, stack);
 	}
 	case ITEM_RSS: {
 		struct mp_rss_sample rs;
@@ -421,15 +442,115 @@ static int release(struct session *s, uint64_t watermark)
 	return 0;
 }
 
+/* The unwinder, over the address space as it is now when @ip is in code
+ * it does not know (first use, dlopen, exec); rebuilt at most every
+ * MAPS_REREAD_NS. NULL when none can be made. */
+static struct mp_unwinder *unwinder_for(struct session *s, uint64_t ip)
+{
+	struct mp_procmaps *fresh;
+
+	/* First the session's snapshot: events are often unwound after the
+	 * target exited, when its maps are gone. */
+	if (!s->unwinder && s->maps && mp_unwinder_new(s->o->pid, s->maps, &s->unwinder) < 0)
+		s->unwinder = NULL;
+	if (s->unwinder && mp_unwinder_knows(s->unwinder, ip))
+		return s->unwinder;
+	if (s->exited || (s->unwinder && mp_now_ns() - s->unwind_maps_ns < MAPS_REREAD_NS))
+		return s->unwinder;
+	s->unwind_maps_ns = mp_now_ns();
+	if (mp_procmaps_read(s->o->pid, &fresh) < 0)
+		return s->unwinder;
+	if (!fresh->n) {
+		mp_procmaps_free(fresh);
+		return s->unwinder;
+	}
+	if (s->unwinder)
+		mp_unwinder_set_maps(s->unwinder, fresh);
+	else
+		mp_unwinder_new(s->o->pid, fresh, &s->unwinder);
+	mp_procmaps_free(fresh);
+	return s->unwinder;
+}
+
+/* The stack id of the allocation being delivered (0: none): unwound now,
+ * while the copied slice is valid, and deduplicated. */
+static uint32_t unwind_event(struct session *s)
+{
+	const struct mp_raw_stack_view *sv = mp_tracer_stack(s->tracer);
+	struct mp_unwind_regs regs;
+	struct mp_unwinder *u;
+	uint32_t depth = s->o->stack_depth ? s->o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
+	bool trunc;
+	int n;
+
+	if (!sv || !s->stacks)
+		return 0;
+	regs = (struct mp_unwind_regs){ .ip = sv->ip, .sp = sv->sp, .bp = sv->bp };
+	u = unwinder_for(s, sv->ip);
+	if (u) {
+		n = mp_unwind(u, &regs, sv->bytes, sv->len, depth, s->frames, &trunc);
+	} else {
+		s->frames[0] = sv->ip;
+		n = 1;
+		trunc = true;
+	}
+	if (n <= 0)
+		return 0;
+	return mp_stack_table_intern(s->stacks, s->frames, (uint32_t)n,
+				     trunc ? MP_STACK_F_TRUNCATED : 0);
+}
+
+/* fn:/src: owner rules: the source frames at @addr, from the unwinder's
+ * modules; file names made absolute in per-frame buffers. */
+static int resolve_frames(void *ctx, uint64_t addr, struct mp_src_frame *ret, int max)
+{
+	static __thread char paths[MP_MAX_INLINE][PATH_MAX];
+	struct mp_sym_frame f[MP_MAX_INLINE];
+	struct session *s = ctx;
+	struct mp_unwinder *u = unwinder_for(s, addr);
+	int n;
+
+	if (!u)
+		return 0;
+	n = mp_unwinder_sym_frames(u, addr, f, max < MP_MAX_INLINE ? max : MP_MAX_INLINE);
+	for (int i = 0; i < n; i++) {
+		ret[i].function = f[i].function;
+		ret[i].file = f[i].file;
+		if (f[i].file && f[i].file[0] != '/' && f[i].comp_dir) {
+			snprintf(paths[i], sizeof(paths[i]), "%s/%s", f[i].comp_dir, f[i].file);
+			ret[i].file = paths[i];
+		}
+	}
+	return n;
+}
+
+static uint32_t stack_frames(void *ctx, uint32_t id, const uint64_t **ret_frames)
+{
+	struct session *s = ctx;
+	const struct mp_stack *st = s->stacks ? mp_stack_table_get(s->stacks, id) : NULL;
+
+	if (!st)
+		return 0;
+	*ret_frames = st->frames;
+	return st->n_frames;
+}
+
 static int on_raw(void *ctx, const struct mp_raw_event *ev)
 {
 	struct session *s = ctx;
+	struct {
+		struct mp_raw_event ev;
+		uint32_t stack;
+	} item = { .ev = *ev };
 
 	if (ev->type == MP_RAW_EXIT)
 		s->exited = true;
 	if (ev->type == MP_RAW_EXEC)
 		exec_path_push(s);
-	return mp_merge_push(s->merge, ITEM_BPF, ev->ts_ns, ev, sizeof(*ev));
+	item.stack = unwind_event(s);
+	if (!item.stack)
+		return mp_merge_push(s->merge, ITEM_BPF, ev->ts_ns, ev, sizeof(*ev));
+	return mp_merge_push(s->merge, ITEM_BPF, ev->ts_ns, &item, sizeof(item));
 }
 
 static int drain_tracer(struct session *s)
@@ -621,9 +742,13 @@ static int setup_pipeline(struct session *s)
 		.sample_bytes = o->sample_bytes,
 		.duty_on_ns = o->duty_on_ns,
 		.duty_period_ns = o->duty_period_ns,
+		.stack_bytes =
+			o->stacks ? (o->stack_bytes ? o->stack_bytes : MP_SESSION_STACK_BYTES) : 0,
 	};
 	struct mp_correlator_opts copts = {
 		.resolve_owner = resolve_owner,
+		.resolve_frames = resolve_frames,
+		.stack_frames = stack_frames,
 		.resolve_ctx = s,
 	};
 	int r;
@@ -643,11 +768,31 @@ static int setup_pipeline(struct session *s)
 		return log_error_errno(r, "pid %d: reading /proc/%d/maps: %m", (int)o->pid,
 				       (int)o->pid);
 
+	if (o->stacks) {
+		uint32_t depth = o->stack_depth ? o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
+
+		if (depth > MP_UNWIND_MAX_DEPTH)
+			return log_error_errno(-EINVAL, "pid %d: stack depth %u: %m", (int)o->pid,
+					       depth);
+		s->frames = calloc(depth, sizeof(*s->frames));
+		r = s->frames ? mp_stack_table_new(&s->stacks) : -ENOMEM;
+		if (r < 0)
+			return log_error_errno(r, "pid %d: stack table: %m", (int)o->pid);
+	}
+
 	describe_process(s);
 	{
 		const char *why = "";
 
-		r = mp_path_pick(o->pid, o->tracer, o->mode, o->duty_period_ns, &s->path, &why);
+		/* Stacks are copied by the eBPF return probe: the in-process
+		 * interposer records no stack. */
+		if (o->stacks && o->tracer == MP_PATH_INPROCESS)
+			return log_error_errno(-EOPNOTSUPP,
+					       "pid %d: --tracer inprocess: --stacks needs the "
+					       "eBPF path",
+					       (int)o->pid);
+		r = mp_path_pick(o->pid, o->stacks ? MP_PATH_BPF : o->tracer, o->mode,
+				 o->duty_period_ns, &s->path, &why);
 		if (r == -EOPNOTSUPP)
 			return log_error_errno(r, "pid %d: --tracer inprocess: %s", (int)o->pid,
 					       why);
@@ -810,6 +955,12 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 	p->drops_heap = s->heap_drops_closed + (s->ring ? mp_consumer_alloc_drops(s->ring) : 0);
 	p->heap_waits = s->heap_waits_closed + (s->ring ? mp_consumer_alloc_waits(s->ring) : 0);
 	p->corruption |= s->corruption | corruption_of(mp_consumer_corruption(s->ring));
+	if (s->stacks) {
+		p->stack_depth = o->stack_depth ? o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
+		r = mp_stack_table_export(s->stacks, p);
+		if (r < 0)
+			return r;
+	}
 	/* Best effort: a profile without symbols is still a profile. */
 	if (mp_symbolize_profile(p, s->maps, o->pid) < 0)
 		log_warning_errno(-ENOMEM, "pid %d: symbolizing allocation sites: %m", (int)o->pid);
@@ -940,6 +1091,9 @@ static void teardown(struct session *s)
 	mp_live_free(s->live);
 	mp_merge_free(s->merge);
 	mp_procmaps_free(s->maps);
+	mp_unwinder_free(s->unwinder);
+	mp_stack_table_free(s->stacks);
+	free(s->frames);
 	free(s->cmdline);
 	while (s->exec_n) {
 		free(s->exec_paths[s->exec_head]);

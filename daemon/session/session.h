@@ -66,11 +66,19 @@ struct mp_session_opts {
 	/* NULL: stop on SIGINT/SIGTERM (foreground use). */
 	const struct mp_session_ctl *ctl;
 	uint32_t bpf_ring_bytes; /* 0: MP_TRACER_RING_BYTES */
+	/* Call stacks of allocations (--stacks): unwound in the daemon from
+	 * stack_bytes of the thread's stack (0: MP_SESSION_STACK_BYTES), at
+	 * most stack_depth frames (0: MP_UNWIND_DEFAULT_DEPTH). */
+	bool stacks;
+	uint32_t stack_depth;
+	uint32_t stack_bytes;
 	/* --tracer: MP_PATH_BPF, MP_PATH_INPROCESS (enum mp_tracer_path), or
 	 * 0 for auto (in-process whenever the target's malloc is
 	 * libmemprof's). */
 	uint32_t tracer;
 };
+
+#define MP_SESSION_STACK_BYTES 16384
 
 /* Without a ctl, blocks SIGINT and SIGTERM in the calling thread (they end
  * the session cleanly) and runs until the duration elapses, the target

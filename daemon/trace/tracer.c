@@ -91,6 +91,8 @@ struct mp_tracer {
 	struct mp_tracer_func extra[MP_TRACER_MAX_EXTRA];
 	struct memprof_bpf *skel;
 	struct ring_buffer *rb;
+	/* The stack of the event being delivered (NULL outside). */
+	const struct mp_raw_stack_view *cur_stack;
 	struct bpf_link *sys_links[4];
 	struct probe probes[MP_MAX_PROBES];
 	struct bpf_link *hint_link;
@@ -584,15 +586,45 @@ static void fill_exp_table(volatile uint32_t *tab, size_t n)
 	}
 }
 
+const struct mp_raw_stack_view *mp_tracer_stack(const struct mp_tracer *t)
+{
+	return t->cur_stack;
+}
+
+/* The registers and stack slice after the event of a stack record. */
+static bool stack_view(const void *data, size_t size, struct mp_raw_stack_view *ret)
+{
+	struct mp_raw_stack st;
+
+	if (size < sizeof(struct mp_raw_event) + sizeof(st))
+		return false;
+	memcpy(&st, (const char *)data + sizeof(struct mp_raw_event), sizeof(st));
+	if (st.len > size - sizeof(struct mp_raw_event) - sizeof(st))
+		return false;
+	*ret = (struct mp_raw_stack_view){ .ip = st.ip,
+					   .sp = st.sp,
+					   .bp = st.bp,
+					   .bytes = (const char *)data +
+						    sizeof(struct mp_raw_event) + sizeof(st),
+					   .len = st.len };
+	return true;
+}
+
 static int on_sample(void *ctx, void *data, size_t size)
 {
 	struct mp_tracer *t = ctx;
+	struct mp_raw_stack_view sv;
 	struct mp_raw_event ev;
 	int r;
 
 	if (size < sizeof(ev))
 		return 0;
 	memcpy(&ev, data, sizeof(ev));
+	if (ev.type & MP_RAW_F_STACK) {
+		ev.type &= ~MP_RAW_F_STACK;
+		if (stack_view(data, size, &sv))
+			t->cur_stack = &sv;
+	}
 	if (ev.type & MP_RAW_F_SCALED) {
 		ev.type &= ~MP_RAW_F_SCALED;
 		ev.size = mp_tracer_sample_estimate(ev.size, t->opts.sample_bytes);
@@ -603,6 +635,7 @@ static int on_sample(void *ctx, void *data, size_t size)
 		t->n_heap_events++;
 	t->n_delivered++;
 	r = t->cb ? t->cb(t->cb_ctx, &ev) : 0;
+	t->cur_stack = NULL;
 	if (r < 0) {
 		t->cb_err = r;
 		return r;
@@ -772,6 +805,16 @@ static int tracer_open(struct mp_tracer *t)
 			return r;
 	}
 	t->skel->rodata->trace_brk = opts->mode == MP_TRACE_RSS;
+	if (opts->stack_bytes > MP_STACK_MAX_BYTES)
+		return -EINVAL;
+	if (opts->stack_bytes && opts->mode != MP_TRACE_RSS) {
+		int ncpu = libbpf_num_possible_cpus();
+
+		t->skel->rodata->stack_bytes = opts->stack_bytes;
+		r = ncpu < 0 ? ncpu : bpf_map__set_max_entries(t->skel->maps.stackbuf, ncpu);
+		if (r < 0)
+			return r;
+	}
 	if (opts->mode == MP_TRACE_RSS)
 		t->opts.rss_exact = true;
 	t->skel->rodata->page_size = (__u32)getpagesize();

@@ -68,6 +68,10 @@ struct mp_tracer_opts {
 	/* BPF ring buffer size: a power of two, at least one page; 0 means
 	 * mp_tracer_ring_bytes(mode, 0). */
 	uint32_t ring_bytes;
+	/* Call stacks (0: off): bytes of the user stack copied with every
+	 * allocation event (at most MP_STACK_MAX_BYTES); see
+	 * mp_tracer_stack(). */
+	uint32_t stack_bytes;
 };
 
 #define MP_TRACER_RING_BYTES (8u << 20)
@@ -128,6 +132,17 @@ int mp_tracer_fd(const struct mp_tracer *t);
  * number of events delivered.
  */
 int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx);
+
+/* Registers and stack slice of the event being delivered to the raw event
+ * callback (MP_RAW_F_STACK records: allocations when stack_bytes is set),
+ * or NULL; valid during the callback only. @bytes are @len bytes of the
+ * target's stack from regs.sp up: hostile input. */
+struct mp_raw_stack_view {
+	uint64_t ip, sp, bp;
+	const void *bytes;
+	uint32_t len;
+};
+const struct mp_raw_stack_view *mp_tracer_stack(const struct mp_tracer *t);
 
 /* Whether the uprobes are multi-uprobe BPF links (kernel 6.6+) rather than
  * one perf event each. */

@@ -97,7 +97,7 @@ Test(chrome, tiny_profile_whole_text)
 		"\"args\":{\"entries\":1,\"durationNs\":12,\"bytesAdded\":12,\"allocBytes\":20,"
 		"\"peakBytes\":20,\"rssPeak\":8192}}\n"
 		"],\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"memprofd\","
-		"\"formatVersion\":1,\"exe\":\"/usr/bin/tiny\",\"beginNs\":1000,\"endNs\":1013,"
+		"\"formatVersion\":2,\"exe\":\"/usr/bin/tiny\",\"beginNs\":1000,\"endNs\":1013,"
 		"\"truncated\":false,\"invocationsDropped\":0}}\n");
 	v = validate_text(got);
 	cr_expect_str_eq(v, "ok X=3 C=7 M=3 i=1 threads=2");
@@ -119,7 +119,7 @@ Test(chrome, empty_profile_whole_text)
 		"{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"pid 0\"}},\n"
 		"{\"ph\":\"C\",\"name\":\"heap\",\"pid\":0,\"ts\":0.000,\"args\":{\"live\":0}}\n"
 		"],\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"memprofd\","
-		"\"formatVersion\":1,\"exe\":null,\"beginNs\":0,\"endNs\":0,\"truncated\":false,"
+		"\"formatVersion\":2,\"exe\":null,\"beginNs\":0,\"endNs\":0,\"truncated\":false,"
 		"\"invocationsDropped\":0}}\n");
 	v = validate_text(got);
 	cr_expect_str_eq(v, "ok X=0 C=1 M=1 i=0 threads=0");

@@ -421,6 +421,19 @@ Test(profile_pb, clone_is_deep_and_identical)
 	bool extended = false;
 
 	add_symbols(p);
+	/* Call stacks and inlined frames are owned by the clone too. */
+	p->n_stacks = 1;
+	p->stacks = calloc(1, sizeof(*p->stacks));
+	p->stacks[0] = (struct mp_stack){ .n_frames = 2, .flags = MP_STACK_F_TRUNCATED };
+	p->stacks[0].frames = calloc(2, sizeof(uint64_t));
+	p->stacks[0].frames[0] = 0x1100;
+	p->stacks[0].frames[1] = 0x2100;
+	p->sites[0].stack = 1;
+	p->locations[1].n_inlined = 1;
+	p->locations[1].inlined = calloc(1, sizeof(*p->locations[1].inlined));
+	p->locations[1].inlined[0] = (struct mp_inline_frame){ .function = strdup("run_inner"),
+							       .file = strdup("run.h"),
+							       .line = 7 };
 	cr_assert_eq(mp_profile_clone(p, &q), 0);
 	expect_profile_eq(q, p);
 	cr_assert_eq(mp_profile_file_encode(p, &a, &alen), 0);
@@ -431,6 +444,10 @@ Test(profile_pb, clone_is_deep_and_identical)
 	cr_assert_eq(q->n_objects, 2);
 	cr_assert_eq(q->n_locations, 2);
 	cr_assert_str_eq(q->locations[1].file, "run.c");
+	cr_assert_eq(q->n_stacks, 1);
+	cr_assert_eq(q->stacks[0].frames[1], 0x2100);
+	cr_assert_eq(q->locations[1].n_inlined, 1);
+	cr_assert_str_eq(q->locations[1].inlined[0].function, "run_inner");
 	for (uint32_t i = 0; i < q->n_invocations; i++) {
 		struct mp_invocation *v = &q->invocations[i];
 

@@ -413,10 +413,10 @@ Test(otlp, encoder_read_back_by_protoc)
 		{ .addr = 0x402000, .object = 0, .function = "alloc_a", .file = "a.c", .line = 23 },
 	};
 	static struct mp_site sites[] = {
-		{ 0x401000, 0, 0, 1, 7, 2, 2000, 1, 1000, 0 },
-		{ 0x402000, 0, 0, 1, 7, 1, 3000, 0, 0, 0 },
-		{ 0x401000, 1, 0, 0, 8, 3, 1200, 1, 200, 0 },
-		{ 0x403000, MP_NONE, MP_NONE, 0, 9, 1, 64, 1, 64, 0 },
+		{ 0x401000, 0, 0, 1, 7, 2, 2000, 1, 1000, 0, 0 },
+		{ 0x402000, 0, 0, 1, 7, 1, 3000, 0, 0, 0, 0 },
+		{ 0x401000, 1, 0, 0, 8, 3, 1200, 1, 200, 0, 0 },
+		{ 0x403000, MP_NONE, MP_NONE, 0, 9, 1, 64, 1, 64, 0, 0 },
 	};
 	struct mp_profile p = { 0 };
 	struct mp_backend_url u;

@@ -1,0 +1,202 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "modules.h"
+
+/* Debug files larger than this are not checked (nor used). */
+#define MAX_DEBUG_FILE (1ull << 32)
+
+static int open_build_id_debug(Dwfl_Module *mod, char **ret_path)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	char path[PATH_MAX];
+	int n, off, fd;
+
+	n = dwfl_module_build_id(mod, &bits, &vaddr);
+	if (n < 2 || n > 64)
+		return -1;
+	off = snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%02x/", bits[0]);
+	for (int i = 1; i < n; i++)
+		off += snprintf(path + off, sizeof(path) - off, "%02x", bits[i]);
+	snprintf(path + off, sizeof(path) - off, ".debug");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	*ret_path = strdup(path);
+	if (!*ret_path) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Whether the file @fd has the CRC-32 the debuglink names. */
+static bool crc_matches(int fd, uint32_t want)
+{
+	unsigned char buf[65536];
+	uLong crc = crc32(0, NULL, 0);
+	uint64_t total = 0;
+	ssize_t n;
+
+	while ((n = pread(fd, buf, sizeof(buf), (off_t)total)) > 0) {
+		crc = crc32(crc, buf, (uInt)n);
+		total += (uint64_t)n;
+		if (total > MAX_DEBUG_FILE)
+			return false;
+	}
+	return n == 0 && (uint32_t)crc == want;
+}
+
+/* .gnu_debuglink: the named file beside the object or in its .debug/
+ * folder (as objcopy --add-gnu-debuglink and Debian's dh_strip place it),
+ * accepted only with the CRC the link records. */
+static int open_debuglink(const char *file_name, const char *link, uint32_t crc, char **ret_path)
+{
+	const char *slash;
+	char path[PATH_MAX];
+	int dirlen;
+
+	if (!file_name || !link || !*link || strchr(link, '/'))
+		return -1;
+	slash = strrchr(file_name, '/');
+	dirlen = slash ? (int)(slash - file_name) : 0;
+	for (int i = 0; i < 2; i++) {
+		int fd;
+
+		if (snprintf(path, sizeof(path), "%.*s%s%s", dirlen, file_name,
+			     i ? "/.debug/" : "/", link) >= (int)sizeof(path))
+			return -1;
+		if (!strcmp(path, file_name))
+			continue;
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (crc_matches(fd, crc)) {
+			*ret_path = strdup(path);
+			if (*ret_path)
+				return fd;
+		}
+		close(fd);
+	}
+	return -1;
+}
+
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			  const char *file_name, const char *debuglink_file,
+			  GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	int fd;
+
+	(void)userdata, (void)modname, (void)base;
+	fd = open_build_id_debug(mod, debuginfo_file_name);
+	if (fd >= 0)
+		return fd;
+	return open_debuglink(file_name, debuglink_file, debuglink_crc, debuginfo_file_name);
+}
+
+const Dwfl_Callbacks mp_dwfl_callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = find_debuginfo,
+};
+
+bool mp_mapping_is_code(const struct mp_mapping *m)
+{
+	return (m->perms & MP_MAP_X) && m->path[0] == '/';
+}
+
+/* Opens the file of @m as the process sees it; @path receives the name
+ * that was opened. */
+static int open_object(const struct mp_mapping *m, pid_t pid, char *path, size_t size)
+{
+	size_t len = strlen(m->path);
+	struct stat st;
+	int fd;
+
+	if (len > 10 && strstr(m->path + len - 10, " (deleted)"))
+		return -ENOENT; /* replaced on disk: its symbols are gone */
+	if (snprintf(path, size, "/proc/%d/root%s", (int)pid, m->path) >= (int)size)
+		return -ENAMETOOLONG;
+	fd = pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+	if (fd < 0) {
+		snprintf(path, size, "%s", m->path);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (m->inode && st.st_ino != m->inode)) {
+		close(fd);
+		return -ESTALE;
+	}
+	return fd;
+}
+
+/* The load bias of the ELF file @fd mapped by @m: the PT_LOAD segment
+ * holding the mapping's file offset says which virtual address it is. An
+ * ET_EXEC file is never relocated. */
+static int load_bias(int fd, const struct mp_mapping *m, uint64_t *ret_bias)
+{
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	GElf_Ehdr eh;
+	size_t n;
+	int r = -ENOEXEC;
+
+	if (!elf)
+		return -ENOEXEC;
+	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || elf_getphdrnum(elf, &n) < 0)
+		goto out;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (m->offset < (ph.p_offset & ~(uint64_t)4095) ||
+		    m->offset >= ph.p_offset + ph.p_filesz)
+			continue;
+		*ret_bias =
+			eh.e_type == ET_EXEC ? 0 : m->start - m->offset + ph.p_offset - ph.p_vaddr;
+		r = 0;
+		break;
+	}
+out:
+	elf_end(elf);
+	return r;
+}
+
+int mp_dwfl_report_mapping(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, Dwfl_Module **ret_mod,
+			   uint64_t *ret_bias)
+{
+	const char *base = strrchr(m->path, '/');
+	char path[PATH_MAX + 64];
+	Dwfl_Module *mod;
+	uint64_t bias;
+	int fd, r;
+
+	fd = open_object(m, pid, path, sizeof(path));
+	if (fd < 0)
+		return fd;
+	r = load_bias(fd, m, &bias);
+	if (r < 0) {
+		close(fd);
+		return r;
+	}
+	/* add_p_vaddr: the base is the bias added to the file's addresses.
+	 * On success libdwfl owns the descriptor. */
+	mod = dwfl_report_elf(dwfl, base ? base + 1 : m->path, path, fd, bias, true);
+	if (!mod) {
+		close(fd);
+		return -ENOEXEC;
+	}
+	*ret_mod = mod;
+	*ret_bias = bias;
+	return 0;
+}

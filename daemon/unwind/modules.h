@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ELF files of a target as libdwfl modules, for the unwinder and for
+ * symbolization: a file is opened as the process sees it (through
+ * /proc/PID/root while it lives, so other mount namespaces work; by the same
+ * path, checked by inode, afterwards) and placed at the load bias its
+ * mapping implies. Separate debug info comes from the local build-id tree
+ * or the file's .gnu_debuglink, never from the network.
+ */
+#ifndef MP_UNWIND_MODULES_H
+#define MP_UNWIND_MODULES_H
+
+#include <elfutils/libdwfl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "procmaps.h"
+
+/* Callbacks for dwfl_begin() that find ELF and debug files locally only. */
+extern const Dwfl_Callbacks mp_dwfl_callbacks;
+
+/*
+ * Reports the file of mapping @m of process @pid to @dwfl (between
+ * dwfl_report_begin and dwfl_report_end). Sets *@ret_mod and *@ret_bias
+ * (process address - ELF virtual address). Returns 0, or a negative errno
+ * when the file cannot be opened or is not the ELF file mapped there.
+ */
+int mp_dwfl_report_mapping(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, Dwfl_Module **ret_mod,
+			   uint64_t *ret_bias);
+
+/* Whether @m is a mapping of code from a file (worth a module). */
+bool mp_mapping_is_code(const struct mp_mapping *m);
+
+#endif /* MP_UNWIND_MODULES_H */
