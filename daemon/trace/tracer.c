@@ -770,6 +770,8 @@ uint32_t mp_tracer_ring_bytes(uint32_t mode, uint32_t configured)
 	return mode == MP_TRACE_RSS ? MP_TRACER_RSS_RING_BYTES : MP_TRACER_RING_BYTES;
 }
 
+#define MP_VMLINUX_BTF "/sys/kernel/btf/vmlinux"
+
 /* The skeleton opened and configured through its rodata and map sizes,
  * not loaded yet. */
 static int tracer_open(struct mp_tracer *t)
@@ -777,7 +779,15 @@ static int tracer_open(struct mp_tracer *t)
 	const struct mp_tracer_opts *opts = &t->opts;
 	int r;
 
-	t->skel = memprof_bpf__open();
+	/* CO-RE relocations against vmlinux's BTF alone: a type vmlinux lacks
+	 * (struct mm_rss_stat___old on kernels >= 6.2) sends libbpf < 1.2
+	 * through the module BTFs, whose iteration (BPF_BTF_GET_NEXT_ID)
+	 * needs CAP_SYS_ADMIN; the service has no such capability, and its
+	 * default mode, rss, failed to load (found by tests/systemd). */
+	LIBBPF_OPTS(bpf_object_open_opts, open_opts);
+	if (access(MP_VMLINUX_BTF, R_OK) == 0)
+		open_opts.btf_custom_path = MP_VMLINUX_BTF;
+	t->skel = memprof_bpf__open_opts(&open_opts);
 	if (!t->skel)
 		return -errno;
 	t->skel->rodata->target_tgid = (uint32_t)opts->pid;
