@@ -898,7 +898,7 @@ Test(systemd, service_in_a_booted_container, .timeout = 280, .fini = teardown)
 	snprintf(stage, sizeof(stage), "%s/stage", tmpdir);
 	snprintf(fixture, sizeof(fixture), "%s", mp_test_build_path("tests/e2e/fixture-attach"));
 	snprintf(fixture_plain, sizeof(fixture_plain), "%s",
-		 mp_test_build_path("tests/systemd/fixture-plain"));
+		 mp_test_build_path("tests/e2e/fixture-plain"));
 	/* The test user writes its profile here too. */
 	cr_assert_eq(mkdir(outdir, 0755), 0);
 	cr_assert_eq(chmod(outdir, 01777), 0);
