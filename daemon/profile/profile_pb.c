@@ -131,6 +131,47 @@ static Memprof__PoolBucket **enc_pool_buckets(struct arena *a, const struct mp_p
 	return v;
 }
 
+static Memprof__PoolTagBucket **enc_pool_tag_buckets(struct arena *a,
+						     const struct mp_pool_tag_bucket *b, uint32_t n)
+{
+	Memprof__PoolTagBucket **v = arena_alloc(a, n, sizeof(*v));
+	Memprof__PoolTagBucket *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!v || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__pool_tag_bucket__init(&o[i]);
+		o[i].pool = b[i].pool;
+		o[i].tag = b[i].tag;
+		o[i].alloc_bytes = b[i].alloc_bytes;
+		o[i].alloc_count = b[i].alloc_count;
+		o[i].free_bytes = b[i].free_bytes;
+		o[i].free_count = b[i].free_count;
+		v[i] = &o[i];
+	}
+	return v;
+}
+
+static Memprof__MemPoolTag **enc_mempool_tags(struct arena *a, const struct mp_pool_tag *t,
+					      uint32_t n)
+{
+	Memprof__MemPoolTag **v = arena_alloc(a, n, sizeof(*v));
+	Memprof__MemPoolTag *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!v || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__mem_pool_tag__init(&o[i]);
+		o[i].tag = t[i].tag;
+		o[i].slices = enc_mem(a, &t[i].mem);
+		o[i].live_bytes = t[i].live_bytes;
+		o[i].live_count = t[i].live_count;
+		o[i].peak_bytes = t[i].peak_bytes;
+		v[i] = &o[i];
+	}
+	return v;
+}
+
 static Memprof__MemPool **enc_mempools(struct arena *a, const struct mp_mempool *v, uint32_t n)
 {
 	Memprof__MemPool **r = arena_alloc(a, n, sizeof(*r));
@@ -153,6 +194,8 @@ static Memprof__MemPool **enc_mempools(struct arena *a, const struct mp_mempool 
 		o[i].peak_bytes = v[i].peak_bytes;
 		o[i].resets = v[i].resets;
 		o[i].unknown_frees = v[i].unknown_frees;
+		o[i].n_tags = v[i].n_tags;
+		o[i].tags = enc_mempool_tags(a, v[i].tags, v[i].n_tags);
 		r[i] = &o[i];
 	}
 	return r;
@@ -216,6 +259,8 @@ static Memprof__Invocation *enc_invocation(struct arena *a, const struct mp_invo
 	o->tags = enc_buckets(a, v->tags, v->n_tags);
 	o->n_pools = v->n_pools;
 	o->pools = enc_pool_buckets(a, v->pools, v->n_pools);
+	o->n_pool_tags = v->n_pool_tags;
+	o->pool_tags = enc_pool_tag_buckets(a, v->pool_tags, v->n_pool_tags);
 	return o;
 }
 
@@ -252,6 +297,8 @@ static Memprof__Kernel *enc_kernel(struct arena *a, const struct mp_kernel *k)
 	o->tags = enc_buckets(a, k->tags, k->n_tags);
 	o->n_pools = k->n_pools;
 	o->pools = enc_pool_buckets(a, k->pools, k->n_pools);
+	o->n_pool_tags = k->n_pool_tags;
+	o->pool_tags = enc_pool_tag_buckets(a, k->pool_tags, k->n_pool_tags);
 	return o;
 }
 
@@ -655,8 +702,68 @@ static int dec_pool_buckets(Memprof__PoolBucket **in, size_t n, uint32_t n_ids,
 	return 0;
 }
 
+/* Buckets of (pool, tag) pairs: no more than there are pairs. */
+static int dec_pool_tag_buckets(Memprof__PoolTagBucket **in, size_t n, const struct mp_profile *p,
+				struct mp_pool_tag_bucket **ret, uint32_t *ret_n,
+				const char **ret_why)
+{
+	struct mp_pool_tag_bucket *b;
+
+	*ret_n = 0;
+	*ret = NULL;
+	if (n > (size_t)p->n_mempools * p->n_tags)
+		BAD("more pool tag buckets than pools and tags");
+	if (!n)
+		return 0;
+	b = calloc(implicit_cap(n), sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	*ret = b;
+	for (size_t i = 0; i < n; i++) {
+		if (!in[i] || in[i]->pool >= p->n_mempools || in[i]->tag >= p->n_tags)
+			BAD("pool tag bucket refers to no pool or tag");
+		b[i] = (struct mp_pool_tag_bucket){
+			.pool = in[i]->pool,
+			.tag = in[i]->tag,
+			.alloc_bytes = in[i]->alloc_bytes,
+			.alloc_count = in[i]->alloc_count,
+			.free_bytes = in[i]->free_bytes,
+			.free_count = in[i]->free_count,
+		};
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static int dec_mempool_tags(const Memprof__MemPool *in, uint32_t n_tags, struct mp_mempool *v,
+			    const char **ret_why)
+{
+	if (in->n_tags > n_tags)
+		BAD("more pool tags than tags");
+	if (!in->n_tags)
+		return 0;
+	v->tags = calloc(implicit_cap(in->n_tags), sizeof(*v->tags));
+	if (!v->tags)
+		return -ENOMEM;
+	for (size_t i = 0; i < in->n_tags; i++) {
+		const Memprof__MemPoolTag *t = in->tags[i];
+
+		if (!t || t->tag >= n_tags)
+			BAD("pool tag refers to no tag");
+		v->tags[i].tag = t->tag;
+		dec_mem(&v->tags[i].mem, t->slices);
+		v->tags[i].live_bytes = t->live_bytes;
+		v->tags[i].live_count = t->live_count;
+		v->tags[i].peak_bytes = t->peak_bytes;
+		v->n_tags = i + 1;
+	}
+	return 0;
+}
+
 static int dec_mempools(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
 {
+	int r;
+
 	if (o->n_mem_pools > 256)
 		BAD("more pools than memprofd keeps");
 	if (!o->n_mem_pools)
@@ -684,6 +791,9 @@ static int dec_mempools(const Memprof__Profile *o, struct mp_profile *p, const c
 		v->peak_bytes = in->peak_bytes;
 		v->resets = in->resets;
 		v->unknown_frees = in->unknown_frees;
+		r = dec_mempool_tags(in, p->n_tags, v, ret_why);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -764,8 +874,11 @@ static int dec_invocation(const Memprof__Invocation *o, uint32_t idx, const stru
 	r = dec_buckets(o->tags, o->n_tags, p->n_tags, &v->tags, &v->n_tags, ret_why);
 	if (r < 0)
 		return r;
-	return dec_pool_buckets(o->pools, o->n_pools, p->n_mempools, &v->pools, &v->n_pools,
-				ret_why);
+	r = dec_pool_buckets(o->pools, o->n_pools, p->n_mempools, &v->pools, &v->n_pools, ret_why);
+	if (r < 0)
+		return r;
+	return dec_pool_tag_buckets(o->pool_tags, o->n_pool_tags, p, &v->pool_tags, &v->n_pool_tags,
+				    ret_why);
 }
 
 static int dec_kernel(const Memprof__Kernel *o, const struct mp_profile *p, struct mp_kernel *k,
@@ -803,8 +916,11 @@ static int dec_kernel(const Memprof__Kernel *o, const struct mp_profile *p, stru
 	r = dec_buckets(o->tags, o->n_tags, p->n_tags, &k->tags, &k->n_tags, ret_why);
 	if (r < 0)
 		return r;
-	return dec_pool_buckets(o->pools, o->n_pools, p->n_mempools, &k->pools, &k->n_pools,
-				ret_why);
+	r = dec_pool_buckets(o->pools, o->n_pools, p->n_mempools, &k->pools, &k->n_pools, ret_why);
+	if (r < 0)
+		return r;
+	return dec_pool_tag_buckets(o->pool_tags, o->n_pool_tags, p, &k->pool_tags, &k->n_pool_tags,
+				    ret_why);
 }
 
 static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_t *ret_n,

@@ -4,6 +4,8 @@
  * device runtimes (stub_device.h) and an arena on the pools API. Every
  * figure asserted is exact: the fixtures are deterministic.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -119,6 +121,52 @@ static void expect_phase_pool(const struct mp_profile *p, const char *phase, con
 		  (unsigned long long)b->peak_bytes, (unsigned long long)b->live_end);
 }
 
+static uint32_t tag_index(const struct mp_profile *p, const char *name)
+{
+	const struct mp_pool *t = mp_profile_tag(p, name);
+
+	cr_assert_not_null(t, "no tag %s", name);
+	return (uint32_t)(t - p->tags);
+}
+
+/* Pool @pool's slices under tag @tag over the run: allocated and freed
+ * bytes/slices, peak live (live at the end: allocated - freed). */
+static void expect_pool_tag(const struct mp_profile *p, const char *pool, const char *tag,
+			    uint64_t ab, uint64_t ac, uint64_t fb, uint64_t fc, uint64_t peak)
+{
+	const struct mp_pool_tag *t =
+		mp_pool_tag_find(&p->mempools[pool_index(p, pool)], tag_index(p, tag));
+
+	cr_assert_not_null(t, "pool %s has no tag %s", pool, tag);
+	cr_expect(t->mem.alloc_bytes == ab && t->mem.alloc_count == ac && t->mem.free_bytes == fb &&
+			  t->mem.free_count == fc && t->peak_bytes == peak &&
+			  t->live_bytes == ab - fb && t->live_count == ac - fc,
+		  "%s/%s: alloc %llu/%llu free %llu/%llu peak %llu live %llu/%llu", pool, tag,
+		  (unsigned long long)t->mem.alloc_bytes, (unsigned long long)t->mem.alloc_count,
+		  (unsigned long long)t->mem.free_bytes, (unsigned long long)t->mem.free_count,
+		  (unsigned long long)t->peak_bytes, (unsigned long long)t->live_bytes,
+		  (unsigned long long)t->live_count);
+}
+
+/* Kernel @kernel's slices of pool @pool under tag @tag (inclusive). */
+static void expect_kernel_pool_tag(const struct mp_profile *p, const char *kernel, const char *pool,
+				   const char *tag, uint64_t ab, uint64_t ac, uint64_t fb,
+				   uint64_t fc)
+{
+	const struct mp_kernel *k = mp_profile_kernel(p, kernel);
+	const struct mp_pool_tag_bucket *b;
+
+	cr_assert_not_null(k, "no kernel %s", kernel);
+	b = mp_pool_tag_bucket_find(k->pool_tags, k->n_pool_tags, pool_index(p, pool),
+				    tag_index(p, tag));
+	cr_assert_not_null(b, "%s has no bucket of %s/%s", kernel, pool, tag);
+	cr_expect(b->alloc_bytes == ab && b->alloc_count == ac && b->free_bytes == fb &&
+			  b->free_count == fc,
+		  "%s %s/%s: alloc %llu/%llu free %llu/%llu", kernel, pool, tag,
+		  (unsigned long long)b->alloc_bytes, (unsigned long long)b->alloc_count,
+		  (unsigned long long)b->free_bytes, (unsigned long long)b->free_count);
+}
+
 #define B(ab, ac, fb, fc, pa, pk)                       \
 	(&(struct mp_pool_bucket){ .alloc_bytes = (ab), \
 				   .alloc_count = (ac), \
@@ -173,6 +221,16 @@ static void expect_device(const struct mp_profile *p, bool driver)
 				  .live_count = 1,
 				  .peak_bytes = W + 65536 + 32768,
 			  });
+	/* the weights were allocated under tag "weights" (the tag markers
+	 * come through the ring, the device calls through BPF) */
+	expect_pool_tag(p, "cuda", "weights", W, 1, 0, 0, W);
+	expect_pool_tag(p, "cuda", "(untagged)", 245760 + 98304 + mm_alloc, 9 + mm_allocs,
+			49152 + 196608 + 98304 + mm_alloc, 9 + mm_allocs, 65536 + 32768);
+	expect_kernel_pool_tag(p, "load_weights", "cuda", "weights", W, 1, 0, 0);
+	expect_kernel_pool_tag(p, "conv", "cuda", "(untagged)", 3 * (65536 + 16384), 6, 3 * 16384,
+			       3);
+	cr_expect_eq(mp_profile_tag(p, "weights")->mem.alloc_count, 0,
+		     "device memory in heap tags");
 }
 
 Test(pools, device_preset_cuda)
@@ -266,5 +324,81 @@ Test(pools, arena_slices_and_the_backing_malloc)
 				  .peak_bytes = 500000,
 				  .resets = 3,
 			  });
+	/* per tag: conv's output under "act", its scratch under "tmp"
+	 * (freed after the tag ended: still tmp's), fc's output untagged;
+	 * the resets free each slice from its own tag */
+	expect_pool_tag(p, "activations", "act", 600000, 3, 600000, 3, 200000);
+	expect_pool_tag(p, "activations", "tmp", 150000, 3, 150000, 3, 50000);
+	expect_pool_tag(p, "activations", "(untagged)", 900000, 3, 900000, 3, 300000);
+	expect_kernel_pool_tag(p, "conv", "activations", "act", 600000, 3, 0, 0);
+	expect_kernel_pool_tag(p, "conv", "activations", "tmp", 150000, 3, 150000, 3);
+	expect_kernel_pool_tag(p, "fc", "activations", "(untagged)", 900000, 3, 0, 0);
+	expect_kernel_pool_tag(p, "reset", "activations", "act", 0, 0, 600000, 3);
+	expect_kernel_pool_tag(p, "reset", "activations", "(untagged)", 0, 0, 900000, 3);
+	cr_expect_null(mp_pool_tag_bucket_find(mp_profile_kernel(p, "reset")->pool_tags,
+					       mp_profile_kernel(p, "reset")->n_pool_tags,
+					       pool_index(p, "activations"), tag_index(p, "tmp")));
+	/* slices are never in the heap's tag figures */
+	cr_expect_eq(mp_profile_tag(p, "act")->mem.alloc_count, 0);
 	mp_profile_free(p);
+}
+
+/* The POOL section a README shows for `memprof run -- memprof-demo 3`: the
+ * fenced block that begins with the pools header line, in *@ret (malloc'd). */
+static void readme_pool_block(const char *rel, char **ret)
+{
+	static const char start[] = "```\npools (a separate view";
+	const char *root = getenv("MEMPROF_SOURCE_ROOT");
+	char path[4096], *text = NULL, *at, *end;
+	size_t cap = 0;
+	FILE *f;
+
+	cr_assert_not_null(root, "MEMPROF_SOURCE_ROOT unset (run through meson test)");
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_gt(getdelim(&text, &cap, '\0', f), 0, "%s", path);
+	fclose(f);
+	at = strstr(text, start);
+	cr_assert_not_null(at, "%s shows no POOL section", rel);
+	at += 4;
+	end = strstr(at, "\n```");
+	cr_assert_not_null(end, "%s: unterminated block", rel);
+	*ret = strndup(at, (size_t)(end - at) + 1);
+	free(text);
+}
+
+/* The demo's table, as the READMEs show it: its activation arena is a pool
+ * whose slices are made under tag "activations". */
+Test(pools, demo_table_matches_readmes)
+{
+	static char out[65536];
+	char dir[256], path[4200];
+	char *run[] = { mp_test_build_path("cli/memprof"),
+			"run",
+			"-o",
+			path,
+			"--print",
+			"none",
+			"--",
+			DEMO_PATH,
+			"3",
+			NULL };
+	char *report[] = { mp_test_build_path("cli/memprof"), "report", path, NULL };
+	const char *const readmes[] = { "README.md", "examples/README.md" };
+
+	need_root();
+	mp_test_tmpdir(dir, sizeof(dir), "pools-demo");
+	snprintf(path, sizeof(path), "%s/demo.memprof", dir);
+	cr_assert_eq(mp_test_run_capture(run, out, sizeof(out)), 0, "memprof run demo failed");
+	cr_assert_eq(mp_test_run_capture(report, out, sizeof(out)), 0, "memprof report failed");
+	mp_test_rmtree(dir);
+	for (size_t i = 0; i < sizeof(readmes) / sizeof(readmes[0]); i++) {
+		char *block;
+
+		readme_pool_block(readmes[i], &block);
+		cr_expect(strstr(out, block), "%s shows\n%s\nthe demo prints\n%s", readmes[i],
+			  block, out);
+		free(block);
+	}
 }
