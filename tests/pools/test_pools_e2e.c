@@ -343,13 +343,12 @@ Test(pools, arena_slices_and_the_backing_malloc)
 	mp_profile_free(p);
 }
 
-/* The POOL section a README shows for `memprof run -- memprof-demo 3`: the
- * fenced block that begins with the pools header line, in *@ret (malloc'd). */
-static void readme_pool_block(const char *rel, char **ret)
+/* The fenced block of @rel (under the source root) that begins with
+ * @first, in *@ret (malloc'd). */
+static void doc_block(const char *rel, const char *first, char **ret)
 {
-	static const char start[] = "```\npools (a separate view";
 	const char *root = getenv("MEMPROF_SOURCE_ROOT");
-	char path[4096], *text = NULL, *at, *end;
+	char path[4096], fence[256], *text = NULL, *at, *end;
 	size_t cap = 0;
 	FILE *f;
 
@@ -359,8 +358,9 @@ static void readme_pool_block(const char *rel, char **ret)
 	cr_assert_not_null(f, "%s", path);
 	cr_assert_gt(getdelim(&text, &cap, '\0', f), 0, "%s", path);
 	fclose(f);
-	at = strstr(text, start);
-	cr_assert_not_null(at, "%s shows no POOL section", rel);
+	snprintf(fence, sizeof(fence), "```\n%s", first);
+	at = strstr(text, fence);
+	cr_assert_not_null(at, "%s shows no block beginning %s", rel, first);
 	at += 4;
 	end = strstr(at, "\n```");
 	cr_assert_not_null(end, "%s: unterminated block", rel);
@@ -368,37 +368,78 @@ static void readme_pool_block(const char *rel, char **ret)
 	free(text);
 }
 
+/* `memprof report` of `memprof run OPTS -- PROG ARG`, in @out. */
+static void report_of(const char *prog, const char *arg, const char *const *opts, char *out,
+		      size_t cap)
+{
+	char dir[256], path[4200];
+	char *argv[16], *report[] = { mp_test_build_path("cli/memprof"), "report", path, NULL };
+	int n = 0;
+
+	mp_test_tmpdir(dir, sizeof(dir), "pools-doc");
+	snprintf(path, sizeof(path), "%s/profile.memprof", dir);
+	argv[n++] = mp_test_build_path("cli/memprof");
+	argv[n++] = "run";
+	argv[n++] = "-o";
+	argv[n++] = path;
+	argv[n++] = "--print";
+	argv[n++] = "none";
+	for (; opts && *opts && n < 12; opts++)
+		argv[n++] = (char *)*opts;
+	argv[n++] = "--";
+	argv[n++] = (char *)prog;
+	if (arg)
+		argv[n++] = (char *)arg;
+	argv[n] = NULL;
+	cr_assert_eq(mp_test_run_capture(argv, out, cap), 0, "memprof run %s failed", prog);
+	cr_assert_eq(mp_test_run_capture(report, out, cap), 0, "memprof report failed");
+	mp_test_rmtree(dir);
+}
+
 /* The demo's table, as the READMEs show it: its activation arena is a pool
  * whose slices are made under tag "activations". */
 Test(pools, demo_table_matches_readmes)
 {
 	static char out[65536];
-	char dir[256], path[4200];
-	char *run[] = { mp_test_build_path("cli/memprof"),
-			"run",
-			"-o",
-			path,
-			"--print",
-			"none",
-			"--",
-			DEMO_PATH,
-			"3",
-			NULL };
-	char *report[] = { mp_test_build_path("cli/memprof"), "report", path, NULL };
 	const char *const readmes[] = { "README.md", "examples/README.md" };
 
 	need_root();
-	mp_test_tmpdir(dir, sizeof(dir), "pools-demo");
-	snprintf(path, sizeof(path), "%s/demo.memprof", dir);
-	cr_assert_eq(mp_test_run_capture(run, out, sizeof(out)), 0, "memprof run demo failed");
-	cr_assert_eq(mp_test_run_capture(report, out, sizeof(out)), 0, "memprof report failed");
-	mp_test_rmtree(dir);
+	report_of(DEMO_PATH, "3", NULL, out, sizeof(out));
 	for (size_t i = 0; i < sizeof(readmes) / sizeof(readmes[0]); i++) {
 		char *block;
 
-		readme_pool_block(readmes[i], &block);
+		doc_block(readmes[i], "pools (a separate view", &block);
 		cr_expect(strstr(out, block), "%s shows\n%s\nthe demo prints\n%s", readmes[i],
 			  block, out);
 		free(block);
 	}
+}
+
+/* docs/TRACER.md's GPU check, on the stub runtime: both commands print the
+ * POOL section the document shows (the spec's without the line naming the
+ * preset's unused pools), and the heap never sees the 1 MiB. */
+Test(pools, tracer_doc_gpu_check)
+{
+	static const char *const preset[] = { "--device", "cuda", NULL };
+	static const char *const spec[] = {
+		"--alloc", "cudaMalloc@libcudart.so*:ptr=*arg0,size=arg1,ok=ret==0,pool=cuda",
+		"--free",  "cudaFree@libcudart.so*:ptr=arg0,ok=ret==0,pool=cuda",
+		NULL,
+	};
+	static const char unused[] = "unused pools (not shown): cuda-managed, cuda-host\n";
+	static char out[65536];
+	const char *fixture = mp_test_build_path("tests/pools/fixture-cuda-check");
+	char *block, *line;
+
+	need_root();
+	doc_block("docs/TRACER.md", "pools (a separate view", &block);
+	report_of(fixture, NULL, preset, out, sizeof(out));
+	cr_expect(strstr(out, block), "TRACER.md shows\n%s\n--device cuda prints\n%s", block, out);
+	cr_expect(strstr(out, "\nheap: new 0 B in 0 blocks"), "%s", out);
+	line = strstr(block, unused);
+	cr_assert_not_null(line, "TRACER.md: no unused pools line in\n%s", block);
+	memmove(line, line + strlen(unused), strlen(line + strlen(unused)) + 1);
+	report_of(fixture, NULL, spec, out, sizeof(out));
+	cr_expect(strstr(out, block), "TRACER.md shows\n%s\nthe spec prints\n%s", block, out);
+	free(block);
 }
