@@ -1253,6 +1253,15 @@ static int kernel_begin(struct mp_correlator *c, const struct mp_record *rec)
 	return 0;
 }
 
+/* The traffic counters every kind of bucket has (profile.h), summed. */
+#define ADD_COUNTS(d, s)                              \
+	do {                                          \
+		(d)->alloc_bytes += (s)->alloc_bytes; \
+		(d)->alloc_count += (s)->alloc_count; \
+		(d)->free_bytes += (s)->free_bytes;   \
+		(d)->free_count += (s)->free_count;   \
+	} while (0)
+
 static int buckets_merge(struct mp_bucket **dst, uint32_t *n, const struct mp_bucket *src,
 			 uint32_t ns)
 {
@@ -1262,10 +1271,7 @@ static int buckets_merge(struct mp_bucket **dst, uint32_t *n, const struct mp_bu
 
 		if (!b)
 			return -ENOMEM;
-		b->alloc_bytes += src[i].alloc_bytes;
-		b->alloc_count += src[i].alloc_count;
-		b->free_bytes += src[i].free_bytes;
-		b->free_count += src[i].free_count;
+		ADD_COUNTS(b, &src[i]);
 	}
 	return 0;
 }
@@ -1988,10 +1994,7 @@ static int pool_buckets_merge(struct mp_pool_bucket **dst, uint32_t *n,
 
 		if (!b)
 			return -ENOMEM;
-		b->alloc_bytes += src[i].alloc_bytes;
-		b->alloc_count += src[i].alloc_count;
-		b->free_bytes += src[i].free_bytes;
-		b->free_count += src[i].free_count;
+		ADD_COUNTS(b, &src[i]);
 		if (src[i].peak_added > b->peak_added)
 			b->peak_added = src[i].peak_added;
 		if (src[i].peak_bytes > b->peak_bytes)
@@ -2012,10 +2015,7 @@ static int pool_tag_buckets_merge(struct mp_pool_tag_bucket **dst, uint32_t *n,
 
 		if (!b)
 			return -ENOMEM;
-		b->alloc_bytes += src[i].alloc_bytes;
-		b->alloc_count += src[i].alloc_count;
-		b->free_bytes += src[i].free_bytes;
-		b->free_count += src[i].free_count;
+		ADD_COUNTS(b, &src[i]);
 	}
 	return 0;
 }

@@ -665,6 +665,26 @@ static void put_mode(FILE *f, const struct mp_profile *p)
 	}
 }
 
+static const char *mempool_name(const struct mp_profile *p, uint32_t id)
+{
+	return id < p->n_mempools ? p->mempools[id].name : "(invalid)";
+}
+
+/* A row of the tables naming two things (PHASE/POOL, KERNEL/POOL,
+ * POOL/TAG) and four byte figures. */
+static void put_pool_row(FILE *f, const char *a, const char *b, int64_t v0, int64_t v1, int64_t v2,
+			 int64_t v3)
+{
+	put_name(f, a, 32);
+	fputc(' ', f);
+	put_name(f, b, 16);
+	put_bytes(f, v0);
+	put_bytes(f, v1);
+	put_bytes(f, v2);
+	put_bytes(f, v3);
+	fputc('\n', f);
+}
+
 /* Pools declared but never used (a --device preset's functions the program
  * does not call): one line naming them instead of rows of zeros. */
 static void table_unused_pools(const struct mp_profile *p, FILE *f, uint32_t used)
@@ -707,14 +727,9 @@ static void table_pool_tags(const struct mp_profile *p, FILE *f)
 
 			if (!pt->mem.alloc_count && !pt->mem.free_count)
 				continue;
-			put_name(f, mp->name, 32);
-			fputc(' ', f);
-			put_name(f, pool_name(p->tags, p->n_tags, pt->tag), 16);
-			put_bytes(f, (int64_t)pt->mem.alloc_bytes);
-			put_bytes(f, (int64_t)pt->live_bytes);
-			put_bytes(f, (int64_t)pt->peak_bytes);
-			put_bytes(f, pt->mem.bytes_added);
-			fputc('\n', f);
+			put_pool_row(f, mp->name, pool_name(p->tags, p->n_tags, pt->tag),
+				     (int64_t)pt->mem.alloc_bytes, (int64_t)pt->live_bytes,
+				     (int64_t)pt->peak_bytes, pt->mem.bytes_added);
 		}
 	}
 }
@@ -763,17 +778,9 @@ static void table_pools(const struct mp_profile *p, FILE *f)
 
 				if (!pb->peak_bytes && !pb->alloc_count && !pb->free_count)
 					continue;
-				put_name(f, ph->name, 32);
-				fputc(' ', f);
-				put_name(f,
-					 pb->id < p->n_mempools ? p->mempools[pb->id].name :
-								  "(invalid)",
-					 16);
-				put_bytes(f, (int64_t)pb->alloc_bytes);
-				put_bytes(f, (int64_t)pb->free_bytes);
-				put_bytes(f, (int64_t)pb->peak_added);
-				put_bytes(f, (int64_t)pb->peak_bytes);
-				fputc('\n', f);
+				put_pool_row(f, ph->name, mempool_name(p, pb->id),
+					     (int64_t)pb->alloc_bytes, (int64_t)pb->free_bytes,
+					     (int64_t)pb->peak_added, (int64_t)pb->peak_bytes);
 			}
 		}
 	}
@@ -787,15 +794,9 @@ static void table_pools(const struct mp_profile *p, FILE *f)
 
 			if (!pb->alloc_count && !pb->free_count)
 				continue;
-			put_name(f, name_of(p, k->name), 32);
-			fputc(' ', f);
-			put_name(f, pb->id < p->n_mempools ? p->mempools[pb->id].name : "(invalid)",
-				 16);
-			put_bytes(f, (int64_t)pb->alloc_bytes);
-			put_bytes(f, (int64_t)pb->free_bytes);
-			put_bytes(f, (int64_t)pb->peak_added);
-			put_bytes(f, (int64_t)pb->peak_bytes);
-			fputc('\n', f);
+			put_pool_row(f, name_of(p, k->name), mempool_name(p, pb->id),
+				     (int64_t)pb->alloc_bytes, (int64_t)pb->free_bytes,
+				     (int64_t)pb->peak_added, (int64_t)pb->peak_bytes);
 		}
 	}
 }

@@ -18,30 +18,40 @@ static void need_root(void)
 	mp_test_need_root("BPF");
 }
 
-/* `memprof run -o TMP --print none OPTS... -- FIXTURE`, loaded. */
-static struct mp_profile *profile_of(const char *fixture, const char *const *opts)
+/* `memprof run -o PATH --print none OPTS... -- PROG [ARG]`. */
+static void memprof_run(const char *prog, const char *arg, const char *const *opts,
+			const char *path)
 {
-	char path[4200], out[4096], dir[256];
+	static char out[4096];
 	char *argv[24];
-	struct mp_profile *p = NULL;
-	const char *why = NULL;
 	int n = 0;
 
-	mp_test_tmpdir(dir, sizeof(dir), "pools");
-	snprintf(path, sizeof(path), "%s/profile.memprof", dir);
 	argv[n++] = mp_test_build_path("cli/memprof");
 	argv[n++] = "run";
 	argv[n++] = "-o";
-	argv[n++] = path;
+	argv[n++] = (char *)path;
 	argv[n++] = "--print";
 	argv[n++] = "none";
 	for (; opts && *opts && n < 20; opts++)
 		argv[n++] = (char *)*opts;
 	argv[n++] = "--";
-	argv[n++] = mp_test_build_path(fixture);
+	argv[n++] = (char *)prog;
+	if (arg)
+		argv[n++] = (char *)arg;
 	argv[n] = NULL;
-	cr_assert_eq(mp_test_run_capture(argv, out, sizeof(out)), 0, "memprof run %s failed",
-		     fixture);
+	cr_assert_eq(mp_test_run_capture(argv, out, sizeof(out)), 0, "memprof run %s failed", prog);
+}
+
+/* The profile of FIXTURE run with OPTS, loaded. */
+static struct mp_profile *profile_of(const char *fixture, const char *const *opts)
+{
+	char path[4200], dir[256];
+	struct mp_profile *p = NULL;
+	const char *why = NULL;
+
+	mp_test_tmpdir(dir, sizeof(dir), "pools");
+	snprintf(path, sizeof(path), "%s/profile.memprof", dir);
+	memprof_run(mp_test_build_path(fixture), NULL, opts, path);
 	cr_assert_eq(mp_profile_load(path, &p, &why), 0, "loading %s: %s", path, why ? why : "");
 	mp_test_rmtree(dir);
 	return p;
@@ -373,25 +383,11 @@ static void report_of(const char *prog, const char *arg, const char *const *opts
 		      size_t cap)
 {
 	char dir[256], path[4200];
-	char *argv[16], *report[] = { mp_test_build_path("cli/memprof"), "report", path, NULL };
-	int n = 0;
+	char *report[] = { mp_test_build_path("cli/memprof"), "report", path, NULL };
 
 	mp_test_tmpdir(dir, sizeof(dir), "pools-doc");
 	snprintf(path, sizeof(path), "%s/profile.memprof", dir);
-	argv[n++] = mp_test_build_path("cli/memprof");
-	argv[n++] = "run";
-	argv[n++] = "-o";
-	argv[n++] = path;
-	argv[n++] = "--print";
-	argv[n++] = "none";
-	for (; opts && *opts && n < 12; opts++)
-		argv[n++] = (char *)*opts;
-	argv[n++] = "--";
-	argv[n++] = (char *)prog;
-	if (arg)
-		argv[n++] = (char *)arg;
-	argv[n] = NULL;
-	cr_assert_eq(mp_test_run_capture(argv, out, cap), 0, "memprof run %s failed", prog);
+	memprof_run(prog, arg, opts, path);
 	cr_assert_eq(mp_test_run_capture(report, out, cap), 0, "memprof report failed");
 	mp_test_rmtree(dir);
 }

@@ -154,9 +154,10 @@ Test(pools_model, arena)
 	mp_profile_free(p);
 }
 
-Test(pools_model, storage_round_trip)
+/* @p written to memprof.proto and read back. */
+static struct mp_profile *round_trip(const struct mp_profile *p)
 {
-	struct mp_profile *p = arena_profile(), *q = NULL;
+	struct mp_profile *q = NULL;
 	const char *why = NULL;
 	uint8_t *buf;
 	size_t len;
@@ -164,6 +165,13 @@ Test(pools_model, storage_round_trip)
 	cr_assert_eq(mp_profile_encode(p, &buf, &len), 0);
 	cr_assert_eq(mp_profile_decode(buf, len, &q, &why), 0, "%s", why ? why : "");
 	free(buf);
+	return q;
+}
+
+Test(pools_model, storage_round_trip)
+{
+	struct mp_profile *p = arena_profile(), *q = round_trip(p);
+
 	expect_arena(q);
 	for (uint32_t i = 0; i < p->n_invocations; i++) {
 		cr_assert_eq(q->invocations[i].n_pools, p->invocations[i].n_pools);
@@ -460,14 +468,8 @@ Test(pools_model, tags)
 
 Test(pools_model, tags_storage_round_trip)
 {
-	struct mp_profile *p = tagged_profile(), *q = NULL, *c = NULL;
-	const char *why = NULL;
-	uint8_t *buf;
-	size_t len;
+	struct mp_profile *p = tagged_profile(), *q = round_trip(p), *c = NULL;
 
-	cr_assert_eq(mp_profile_encode(p, &buf, &len), 0);
-	cr_assert_eq(mp_profile_decode(buf, len, &q, &why), 0, "%s", why ? why : "");
-	free(buf);
 	expect_tagged(q);
 	cr_assert_eq(mp_profile_clone(q, &c), 0);
 	expect_tagged(c);
