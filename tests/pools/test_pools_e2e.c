@@ -319,6 +319,12 @@ Test(pools, arena_slices_and_the_backing_malloc)
 	cr_assert_not_null(load);
 	cr_expect_eq(load->incl.alloc_bytes, W);
 	cr_expect_eq(load->incl.alloc_count, 1);
+	cr_expect_eq(p->mem.alloc_bytes, W, "heap: %llu B", (unsigned long long)p->mem.alloc_bytes);
+	cr_expect_eq(p->mem.alloc_count, 1);
+	cr_expect_eq(p->peak_bytes, W);
+	/* slices have owners as blocks do: the caller's object */
+	for (uint32_t i = 0; i < p->n_sites; i++)
+		cr_expect_str_eq(p->owners[p->sites[i].owner].name, "fixture-arena", "site %u", i);
 	/* pool view: its slices, per kernel */
 	expect_kernel_pool(p, "conv", "activations", 3, B(750000, 6, 150000, 3, 250000, 250000));
 	expect_kernel_pool(p, "fc", "activations", 3, B(900000, 3, 0, 0, 300000, 500000));
@@ -438,4 +444,59 @@ Test(pools, tracer_doc_gpu_check)
 	report_of(fixture, NULL, spec, out, sizeof(out));
 	cr_expect(strstr(out, block), "TRACER.md shows\n%s\nthe spec prints\n%s", block, out);
 	free(block);
+}
+
+/* The rest of the CUDA preset: cudaMallocManaged freed by cudaFree (found
+ * in the managed pool), cudaMallocAsync/cudaFreeAsync, pinned memory by
+ * the driver and the runtime; `memprof report --format tfjs --pool`. */
+Test(pools, device_preset_cuda_managed_async_host)
+{
+	static const char *const preset[] = { "--device", "cuda", NULL };
+	static char out[65536];
+	char dir[256], path[4200];
+	char *tfjs[] = { mp_test_build_path("cli/memprof"),
+			 "report",
+			 path,
+			 "--format",
+			 "tfjs",
+			 "--pool",
+			 "cuda-managed",
+			 NULL };
+	const char *fixture = mp_test_build_path("tests/pools/fixture-device-more");
+	struct mp_profile *p;
+	const char *why = NULL;
+
+	need_root();
+	mp_test_tmpdir(dir, sizeof(dir), "pools-more");
+	snprintf(path, sizeof(path), "%s/profile.memprof", dir);
+	memprof_run(fixture, NULL, preset, path);
+	cr_assert_eq(mp_profile_load(path, &p, &why), 0, "%s", why ? why : "");
+	expect_kernel_pool(p, "managed", "cuda-managed", 1, B(8192, 1, 8192, 1, 8192, 8192));
+	expect_kernel_pool(p, "async", "cuda", 1, B(2048, 1, 2048, 1, 2048, 2048));
+	expect_kernel_pool(p, "pinned", "cuda-host", 1, B(1536, 2, 1536, 2, 1536, 1536));
+	expect_mempool(p, &(struct mp_mempool){
+				  .name = "cuda-managed",
+				  .kind = MP_POOL_KIND_DEVICE,
+				  .source = MP_POOL_SRC_PROBE,
+				  .mem = { .alloc_bytes = 8192,
+					   .alloc_count = 1,
+					   .free_bytes = 8192,
+					   .free_count = 1 },
+				  .peak_bytes = 8192,
+			  });
+	cr_expect_eq(p->mempools[pool_index(p, "cuda")].unknown_frees, 0);
+	cr_expect_eq(p->mem.alloc_count, 0, "device memory in the heap");
+	mp_profile_free(p);
+	cr_assert_eq(mp_test_run_capture(tfjs, out, sizeof(out)), 0, "memprof report failed");
+	cr_expect_str_eq(out, "{\"newBytes\":0,\"newTensors\":0,\"peakBytes\":8192,\"kernels\":["
+			      "{\"name\":\"managed\",\"bytesAdded\":0,\"totalBytesSnapshot\":0,"
+			      "\"tensorsAdded\":0,\"totalTensorsSnapshot\":0,\"inputShapes\":[],"
+			      "\"outputShapes\":[]},"
+			      "{\"name\":\"async\",\"bytesAdded\":0,\"totalBytesSnapshot\":0,"
+			      "\"tensorsAdded\":0,\"totalTensorsSnapshot\":0,\"inputShapes\":[],"
+			      "\"outputShapes\":[]},"
+			      "{\"name\":\"pinned\",\"bytesAdded\":0,\"totalBytesSnapshot\":0,"
+			      "\"tensorsAdded\":0,\"totalTensorsSnapshot\":0,\"inputShapes\":[],"
+			      "\"outputShapes\":[]}]}\n");
+	mp_test_rmtree(dir);
 }

@@ -8,6 +8,8 @@
 
 #include "../profile/helpers.h"
 #include "chrome.h"
+#include "pprof.h"
+#include "profile.pb-c.h"
 #include "profile_pb.h"
 #include "tracer.h"
 
@@ -634,6 +636,88 @@ Test(pools_model, unused_pools)
 		  "%s", table);
 	cr_expect_null(strstr(table, "POOL "), "%s", table);
 	free(table);
+	mp_profile_free(p);
+}
+
+/* pprof: pool slices are samples labelled pool=NAME, heap samples have no
+ * such label. */
+Test(pools_model, pprof_pool_label)
+{
+	struct mp_profile *p = arena_profile();
+	Perftools__Profiles__Profile *m;
+	size_t labelled = 0, heap = 0;
+	uint8_t *buf;
+	size_t len;
+
+	cr_assert_eq(mp_pprof_encode(p, false, &buf, &len), 0);
+	m = perftools__profiles__profile__unpack(NULL, len, buf);
+	cr_assert_not_null(m);
+	cr_assert_eq(m->n_sample, 4);
+	for (size_t i = 0; i < m->n_sample; i++) {
+		const Perftools__Profiles__Sample *sm = m->sample[i];
+		const char *pool = NULL;
+
+		for (size_t l = 0; l < sm->n_label; l++)
+			if (!strcmp(m->string_table[sm->label[l]->key], "pool"))
+				pool = m->string_table[sm->label[l]->str];
+		cr_assert_gt(sm->n_value, 1);
+		if (pool) {
+			cr_expect_str_eq(pool, "arena");
+			labelled++;
+		} else {
+			cr_expect_eq(sm->value[1], 1 << 20, "heap sample: alloc_space");
+			heap++;
+		}
+	}
+	cr_expect_eq(labelled, 3);
+	cr_expect_eq(heap, 1);
+	perftools__profiles__profile__free_unpacked(m, NULL);
+	free(buf);
+	mp_profile_free(p);
+}
+
+/* Device pools are in no heap or RSS figure: the RSS timeline's heap_live,
+ * the heap counter track of the Chrome trace and the process peak leave a
+ * 1 GiB device slice out; it has its own track. */
+Test(pools_model, device_pools_not_in_heap_or_rss)
+{
+	struct mp_heap_event ev = { .kind = MP_HEAP_ALLOC,
+				    .fn = MP_FN_CUSTOM,
+				    .tid = 1,
+				    .addr = 0x7000000000,
+				    .size = 1 << 30 };
+	struct mp_rss_sample smp = { .vm_rss = 4 << 20, .pss = UINT64_MAX };
+	struct mp_profile *p;
+	struct stream s;
+	char *trace = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	stream_init(&s, NULL);
+	cr_assert_eq(mp_correlator_set_fn_pool(s.c, MP_FN_CUSTOM, "cuda", MP_POOL_KIND_DEVICE), 0);
+	kbegin(&s, 1, "k");
+	alloc(&s, 1, 100);
+	ev.ts_ns = tick(&s);
+	mp_correlator_on_heap(s.c, &ev);
+	smp.ts_ns = tick(&s);
+	cr_assert_eq(mp_correlator_on_rss(s.c, &smp), 0);
+	kend(&s, 1);
+	p = finish(&s);
+	cr_assert_eq(p->n_rss, 1);
+	cr_expect_eq(p->rss[0].heap_live, 100);
+	cr_expect_eq(p->rss[0].vm_rss, 4 << 20);
+	cr_expect_eq(p->rss_peak, 4 << 20);
+	cr_expect_eq(p->peak_bytes, 100);
+	cr_expect_eq(p->kernels[0].peak_bytes, 100);
+	cr_expect_eq(p->mempools[0].live_bytes, 1 << 30);
+	f = open_memstream(&trace, &len);
+	cr_assert_eq(mp_chrome_write(p, f), 0);
+	fclose(f);
+	cr_expect(strstr(trace, "\"name\":\"heap\""), "%s", trace);
+	cr_expect_null(strstr(trace, "\"live\":1073741924"), "%s", trace);
+	cr_expect(strstr(trace, "\"name\":\"pool cuda (device)\",\"pid\""), "%s", trace);
+	cr_expect(strstr(trace, "\"live\":1073741824"), "%s", trace);
+	free(trace);
 	mp_profile_free(p);
 }
 
