@@ -58,6 +58,11 @@ struct slice {
 	uint32_t pnext, pprev; /* the pool's live slices */
 };
 
+/* Slices of one tag that a pool reset frees. */
+struct tag_sum {
+	uint64_t bytes, count;
+};
+
 struct rss_cand {
 	uint64_t ts;
 	uint64_t val; /* MP_UNKNOWN: no sample yet */
@@ -159,10 +164,7 @@ struct mp_correlator {
 	uint32_t *slice_ht;
 	uint32_t slice_ht_cap;
 	uint32_t fn_pool[FN_POOL_MAX]; /* pool + 1 of a probed function, 0: none */
-	/* a reset's slices summed per tag of the pool */
-	struct tag_sum {
-		uint64_t bytes, count;
-	} * reset_sums;
+	struct tag_sum *reset_sums; /* a reset's slices per tag of the pool */
 	uint32_t reset_sums_cap;
 };
 
