@@ -204,16 +204,33 @@ static int grow_implicit(void **arr, uint32_t n, size_t elsz)
 	return 0;
 }
 
+/* Whether the element at @el begins with @key, one or two uint32_t (ids):
+ * fixed-size copies the compiler turns into loads (a memcmp call per
+ * bucket would double the cost of a pool event). */
+static inline bool key_eq(const char *el, const void *key, size_t keysz)
+{
+	uint32_t a[2] = { 0, 0 }, b[2] = { 0, 0 };
+
+	if (keysz == sizeof(uint32_t)) {
+		memcpy(a, el, sizeof(uint32_t));
+		memcpy(b, key, sizeof(uint32_t));
+	} else {
+		memcpy(a, el, sizeof(a));
+		memcpy(b, key, sizeof(b));
+	}
+	return a[0] == b[0] && a[1] == b[1];
+}
+
 /* The element of *@v (*@n of @elsz bytes, each beginning with a key of
- * @keysz bytes) whose key is @key; one is appended, zeroed but for the key,
- * when none is. NULL when out of memory. For the breakdowns by id of
- * profile.h, whose capacity is implied. */
-static void *bucket_get(void *v, uint32_t *n, size_t elsz, const void *key, size_t keysz)
+ * @keysz bytes: one or two uint32_t) whose key is @key; one is appended,
+ * zeroed but for the key, when none is. NULL when out of memory. For the
+ * breakdowns by id of profile.h, whose capacity is implied. */
+static inline void *bucket_get(void *v, uint32_t *n, size_t elsz, const void *key, size_t keysz)
 {
 	char *a = *(char **)v;
 
 	for (uint32_t i = 0; i < *n; i++)
-		if (!memcmp(a + (size_t)i * elsz, key, keysz))
+		if (key_eq(a + (size_t)i * elsz, key, keysz))
 			return a + (size_t)i * elsz;
 	if (grow_implicit(v, *n, elsz) < 0)
 		return NULL;
