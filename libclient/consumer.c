@@ -841,8 +841,12 @@ static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
 		s = slot_at(c, ring, pos + 1 + j);
 		if (LOAD(&s->seq, ACQUIRE) != pos + 2 + j)
 			return -EBADMSG;
-		copy_racy(bytes + j * MP_STACK_SLOT_BYTES, (unsigned char *)s + sizeof(s->seq),
-			  n < MP_STACK_SLOT_BYTES ? n : MP_STACK_SLOT_BYTES);
+		n = n < MP_STACK_SLOT_BYTES ? n : MP_STACK_SLOT_BYTES;
+		/* whole words (the payload and the arena are 8-aligned) */
+		copy_words(bytes + j * MP_STACK_SLOT_BYTES, (unsigned char *)s + sizeof(s->seq),
+			   n / 8);
+		copy_racy(bytes + j * MP_STACK_SLOT_BYTES + (n & ~7ull),
+			  (unsigned char *)s + sizeof(s->seq) + (n & ~7ull), n & 7);
 	}
 	ret = decode(c, &heap, r);
 	if (ret < 0)
