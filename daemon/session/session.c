@@ -529,7 +529,9 @@ static uint32_t unwind_ring_stack(struct session *s, const struct mp_record *rec
 
 	if (!s->stacks)
 		return 0;
-	u = unwinder_for(s, st->ip);
+	/* ip is libmemprof's, known from the start: the caller says whether
+	 * the code allocating is (dlopen) */
+	u = unwinder_for(s, rec->heap.caller);
 	if (u)
 		n = mp_unwind(u, &regs, st->bytes, st->len,
 			      max < MP_UNWIND_MAX_DEPTH ? max : MP_UNWIND_MAX_DEPTH, s->frames,
