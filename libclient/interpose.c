@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "memprof_consumer.h"
@@ -395,7 +396,10 @@ static bool set_remove(uint64_t p)
 
 /* ---- recording ---- */
 
-static uint64_t thread_stack_end(void);
+struct stack_bounds {
+	uint64_t lo, end;
+};
+static const struct stack_bounds *thread_stack(void);
 
 static void put(uint8_t type, uint8_t flags, uint32_t fn, uint64_t addr, uint64_t size,
 		uint64_t caller, uint64_t old, uint32_t mode)
@@ -408,7 +412,9 @@ static void put(uint8_t type, uint8_t flags, uint32_t fn, uint64_t addr, uint64_
 	/* a new block gets the call stack, when the consumer asked */
 	if (type != MP_REC_FREE && addr &&
 	    (sb = LOAD(&LOAD(&mp_alloc_hdr, RELAXED)->alloc_stack_bytes, RELAXED))) {
-		mp_stack_put(type, flags, fn, w, nw, wait, thread_stack_end(), sb);
+		const struct stack_bounds *b = thread_stack();
+
+		mp_stack_put(type, flags, fn, w, nw, wait, b->lo, b->end, sb);
 		return;
 	}
 	mp_ring_write(type, flags, fn, w, nw, wait);
@@ -516,34 +522,44 @@ MP_HIDDEN int64_t mp_interpose_tls_off(void)
 /* ---- call stacks: where the calling thread's stack ends ---- */
 
 extern void *__libc_stack_end; /* the initial thread's, set by ld.so */
-static __thread uint64_t stack_end __attribute__((tls_model("initial-exec")));
+static __thread struct stack_bounds stack_bounds __attribute__((tls_model("initial-exec")));
 
-/* Found once per thread; 1 when unknown (the stack record then carries
- * the registers alone). Another thread's stack is where glibc says: its
- * pthread_getattr_np allocates (the affinity mask), which this thread's
- * traced-call flag keeps out of the profile. */
-static uint64_t thread_stack_end(void)
+/* Found once per thread; empty when unknown (the stack record then
+ * carries the registers alone). The initial thread's stack ends at
+ * __libc_stack_end and may grow down to its rlimit (at most 1 GiB is
+ * believed; the kernel keeps that range for it). Another thread's stack
+ * is where glibc says: its pthread_getattr_np allocates (the affinity
+ * mask), which this thread's traced-call flag keeps out of the profile. */
+static const struct stack_bounds *thread_stack(void)
 {
+	struct stack_bounds *b = &stack_bounds;
 	pthread_attr_t a;
+	struct rlimit rl;
 	size_t size;
 	void *lo;
 
-	if (likely(stack_end))
-		return stack_end;
+	if (likely(b->end))
+		return b;
+	b->end = 1;
 	if (gettid() == getpid()) {
-		stack_end = (uintptr_t)__libc_stack_end;
+		uint64_t max = 1ull << 30;
+
+		if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur < max)
+			max = rl.rlim_cur;
+		b->end = (uintptr_t)__libc_stack_end;
+		b->lo = b->end > max ? b->end - max : 0;
 	} else {
 		ENTER();
 		if (pthread_getattr_np(pthread_self(), &a) == 0) {
-			if (pthread_attr_getstack(&a, &lo, &size) == 0)
-				stack_end = (uintptr_t)lo + size;
+			if (pthread_attr_getstack(&a, &lo, &size) == 0) {
+				b->lo = (uintptr_t)lo;
+				b->end = (uintptr_t)lo + size;
+			}
 			pthread_attr_destroy(&a);
 		}
 		LEAVE();
 	}
-	if (!stack_end)
-		stack_end = 1;
-	return stack_end;
+	return b;
 }
 
 /* ---- the interposed functions: dormant, a tail call to the next

@@ -53,9 +53,11 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 
 /* stack_capture.c: mp_ring_write_stacked() with the registers of the
  * caller at this call and the bytes of its stack from its stack pointer up
- * to @stack_end, at most @max. */
+ * to @stack_end, at most @max; none when the stack pointer is outside
+ * [@stack_lo, @stack_end) (a signal stack). */
 MP_HIDDEN int mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
-			   unsigned nw, enum mp_rw_wait wait, uint64_t stack_end, uint32_t max);
+			   unsigned nw, enum mp_rw_wait wait, uint64_t stack_lo, uint64_t stack_end,
+			   uint32_t max);
 
 /* interpose.c: alloc_tls_off of the ring header. */
 MP_HIDDEN int64_t mp_interpose_tls_off(void);

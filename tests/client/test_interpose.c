@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -127,6 +128,46 @@ static void *alloc_in_thread(void *arg)
 	pthread_attr_destroy(&a);
 	ret[1] = (char *)lo + size;
 	return NULL;
+}
+
+static void *on_altstack;
+
+static void alloc_on_signal(int sig)
+{
+	(void)sig;
+	on_altstack = ip_malloc(99);
+}
+
+/* A block allocated by a handler on a signal stack gets a STACK record
+ * with the registers alone: the copy goes up the thread's own stack only,
+ * and a signal stack's end is not known. */
+Test(interpose, stack_record_on_a_signal_stack_copies_nothing)
+{
+	static char altstack[64 << 10] __attribute__((aligned(16)));
+	stack_t ss = { .ss_sp = altstack, .ss_size = sizeof(altstack) };
+	struct sigaction sa = { .sa_handler = alloc_on_signal, .sa_flags = SA_ONSTACK };
+	struct mp_consumer *c = setup();
+	struct mp_record r;
+	int seen = 0;
+
+	cr_assert_eq(sigaltstack(&ss, NULL), 0);
+	cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	cr_assert_eq(mp_consumer_set_alloc_stacks(c, 4096), 0);
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_PRECISE, 0), 0);
+	cr_assert_eq(raise(SIGUSR1), 0);
+	cr_assert_not_null(on_altstack);
+	while (mp_consumer_read(c, &r) == 1) {
+		if (r.type != MP_REC_ALLOC || r.heap.addr != (uint64_t)(uintptr_t)on_altstack)
+			continue;
+		cr_assert_not_null(r.stack);
+		cr_assert_eq(r.stack->len, 0);
+		cr_assert(r.stack->sp >= (uintptr_t)altstack &&
+			  r.stack->sp < (uintptr_t)altstack + sizeof(altstack));
+		seen++;
+	}
+	cr_assert_eq(seen, 1);
+	ip_free(on_altstack);
+	mp_consumer_free(c);
 }
 
 /* Call stacks on: each new block's record carries a STACK record (type
