@@ -97,6 +97,10 @@ struct mp_consumer {
 	struct mp_record *synth;
 	size_t nsynth, next_synth;
 	char **names; /* per string id, sanitised copies */
+	/* The stacks of the batch's heap records (MP_REC_STACK): emptied at
+	 * each refill, allocated at the first stack. */
+	unsigned char *stk;
+	size_t stk_used;
 };
 
 static struct mp_slot *slot_at(const struct mp_consumer *c, uint32_t ring, uint64_t pos)
@@ -416,6 +420,7 @@ void mp_consumer_free(struct mp_consumer *c)
 	free(c->runs);
 	free(c->heap);
 	free(c->synth);
+	free(c->stk);
 	if (c->map)
 		munmap(c->map, c->map_len);
 	free(c);
@@ -642,6 +647,14 @@ int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sa
 	return 0;
 }
 
+int mp_consumer_set_alloc_stacks(struct mp_consumer *c, uint32_t bytes)
+{
+	if (!c || !c->hdr || bytes > MP_RING_STACK_MAX)
+		return -EINVAL;
+	STORE(&c->hdr->alloc_stack_bytes, bytes, RELAXED);
+	return 0;
+}
+
 pid_t mp_consumer_pid(const struct mp_consumer *c)
 {
 	return c ? c->pid : 0;
@@ -678,6 +691,8 @@ const char *mp_record_type_name(uint32_t type)
 		return "pool_reset";
 	case MP_REC_POOL_DECLARE:
 		return "pool_declare";
+	case MP_REC_STACK:
+		return "stack";
 	default:
 		return "unknown";
 	}
@@ -777,6 +792,75 @@ static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_r
 	}
 }
 
+/* Stack bytes the batch holds at most: a refill stops taking stacks
+ * beyond it (the next one takes them). */
+#define STACK_ARENA (1u << 20)
+_Static_assert(STACK_ARENA >= MP_RING_STACK_MAX + sizeof(struct mp_rec_stack) + 8, "stack arena");
+
+/*
+ * A STACK record at position t->pos of ring @ring (its first cache line in
+ * @copy), with its continuation slots and the heap record it belongs to:
+ * taken all together into @r (the heap record, carrying the stack), or not
+ * at all. Returns the slots taken, 0 when they are not all there yet (or
+ * the batch has no room for the stack), -EBADMSG for a malformed one.
+ */
+static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
+		      const struct mp_slot *copy, struct mp_record *r)
+{
+	uint64_t len = (uint64_t)copy->dims[3], k, pos = t->pos;
+	struct mp_rec_stack *st;
+	struct mp_slot *s, heap;
+	unsigned char *bytes;
+	uint64_t seq;
+	int ret;
+
+	if (copy->flags || copy->rank || copy->name_id || len > MP_RING_STACK_MAX)
+		return -EBADMSG;
+	k = (len + MP_STACK_SLOT_BYTES - 1) / MP_STACK_SLOT_BYTES;
+	if (k + 2 > c->slot_count)
+		return -EBADMSG;
+	/* The STACK record is published last: every other slot is there. */
+	s = slot_at(c, ring, pos + k + 1);
+	seq = LOAD(&s->seq, ACQUIRE);
+	if (seq != pos + k + 2)
+		return (int64_t)(seq - (pos + k + 2)) > 0 ? -EBADMSG : 0;
+	copy_words(&heap, s, HEAP_WORDS_END / 8);
+	if (heap.type == MP_REC_REALLOC)
+		heap.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
+	if (heap.type != MP_REC_ALLOC && heap.type != MP_REC_REALLOC)
+		return -EBADMSG;
+	if (!c->stk && !(c->stk = malloc(STACK_ARENA)))
+		return -ENOMEM;
+	if (STACK_ARENA - c->stk_used < sizeof(*st) + len + 8)
+		return 0;
+	st = (struct mp_rec_stack *)(c->stk + c->stk_used);
+	bytes = (unsigned char *)(st + 1);
+	for (uint64_t j = 0; j < k; j++) {
+		uint64_t n = len - j * MP_STACK_SLOT_BYTES;
+
+		s = slot_at(c, ring, pos + 1 + j);
+		if (LOAD(&s->seq, ACQUIRE) != pos + 2 + j)
+			return -EBADMSG;
+		n = n < MP_STACK_SLOT_BYTES ? n : MP_STACK_SLOT_BYTES;
+		/* whole words (the payload and the arena are 8-aligned) */
+		copy_words(bytes + j * MP_STACK_SLOT_BYTES, (unsigned char *)s + sizeof(s->seq),
+			   n / 8);
+		copy_racy(bytes + j * MP_STACK_SLOT_BYTES + (n & ~7ull),
+			  (unsigned char *)s + sizeof(s->seq) + (n & ~7ull), n & 7);
+	}
+	ret = decode(c, &heap, r);
+	if (ret < 0)
+		return ret;
+	*st = (struct mp_rec_stack){ .ip = (uint64_t)copy->dims[0],
+				     .sp = (uint64_t)copy->dims[1],
+				     .bp = (uint64_t)copy->dims[2],
+				     .len = (uint32_t)len,
+				     .bytes = bytes };
+	r->stack = st;
+	c->stk_used += (sizeof(*st) + len + 7) & ~(size_t)7;
+	return (int)(k + 2);
+}
+
 static uint64_t run_ts(const struct mp_consumer *c, uint32_t run)
 {
 	return c->batch[c->runs[run].next].ts_ns;
@@ -806,6 +890,7 @@ static int refill(struct mp_consumer *c)
 {
 	uint32_t n = 0, nruns = 0, scanned = 0;
 
+	c->stk_used = 0; /* every record of the last batch was returned */
 	for (uint32_t k = 0;
 	     k < c->thread_count && n < BATCH && scanned < SCAN_BUDGET && !c->err_pending; k++) {
 		uint32_t i = (c->scan_start + k) % c->thread_count;
@@ -830,6 +915,20 @@ static int refill(struct mp_consumer *c)
 			 * heap record's addr, size and caller, dims[3] a realloc's
 			 * old address */
 			copy_words(&copy, s, HEAP_WORDS_END / 8);
+			if (copy.type == MP_REC_STACK) {
+				copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
+				r = take_stack(c, i, t, &copy, &c->batch[n]);
+				if (r <= 0) {
+					if (r < 0)
+						c->err_pending = r;
+					break;
+				}
+				t->pos += (uint64_t)r;
+				scanned += (uint32_t)r;
+				n++;
+				taken++;
+				continue;
+			}
 			if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE ||
 			    (copy.type >= MP_REC_POOL_ALLOC && copy.type <= MP_REC_POOL_DECLARE))
 				copy_words(copy.dims, s->dims, sizeof(copy.dims) / 8);
