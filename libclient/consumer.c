@@ -61,6 +61,7 @@ struct tstate {
 /* A run of consecutive records of one ring inside the batch. */
 struct run {
 	uint32_t next, end;
+	uint32_t ring;
 };
 
 struct mp_consumer {
@@ -800,6 +801,57 @@ static void heap_down(struct mp_consumer *c, uint32_t i)
 	}
 }
 
+/* The next record of ring @i, decoded into @r: 1 when taken, 0 when that
+ * ring has nothing more published (or the record was already reflected in
+ * the attach snapshot: *@skipped is then set), negative errno when it is
+ * corrupted (stored in err_pending). */
+static inline int take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped)
+{
+	struct tstate *t = &c->ts[i];
+	struct mp_slot *s = slot_at(c, i, t->pos);
+	uint64_t seq = LOAD(&s->seq, ACQUIRE);
+	struct mp_slot copy;
+	int e;
+
+	if (seq != t->pos + 1) {
+		/* Not published yet; a later lap cannot be there before we
+		 * free this one. */
+		if ((int64_t)(seq - (t->pos + 1)) > 0)
+			c->err_pending = -EBADMSG;
+		return 0;
+	}
+	/* the first cache line; dims (second line) only for shapes and pool
+	 * records; the first cache line holds a heap record's addr, size and
+	 * caller, dims[3] a realloc's old address */
+	copy_words(&copy, s, HEAP_WORDS_END / 8);
+	if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE ||
+	    (copy.type >= MP_REC_POOL_ALLOC && copy.type <= MP_REC_POOL_DECLARE))
+		copy_words(copy.dims, s->dims, sizeof(copy.dims) / 8);
+	else if (copy.type == MP_REC_REALLOC)
+		copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
+	t->pos++;
+	/* Heap records carry no stack change: the attach snapshot never
+	 * reflects them. */
+	if (t->snap_valid && !mp_record_is_heap(copy.type) &&
+	    (int32_t)(copy.tseq - t->snap_seq) <= 0) {
+		*skipped = true;
+		return 0; /* already reflected in the attach snapshot */
+	}
+	e = decode(c, &copy, r);
+	if (e < 0) {
+		c->err_pending = e;
+		return e;
+	}
+	return 1;
+}
+
+/* release: our copies are done before the producer may reuse the slots */
+static void store_tail(struct mp_consumer *c, uint32_t i)
+{
+	if (c->ts[i].pos != LOAD(&thread_at(c, i)->tail, RELAXED))
+		STORE(&thread_at(c, i)->tail, c->ts[i].pos, RELEASE);
+}
+
 /* Takes what is published from every ring into the batch (bounded), and
  * heapifies the per-ring runs. Returns the number of records taken. */
 static int refill(struct mp_consumer *c)
@@ -809,53 +861,25 @@ static int refill(struct mp_consumer *c)
 	for (uint32_t k = 0;
 	     k < c->thread_count && n < BATCH && scanned < SCAN_BUDGET && !c->err_pending; k++) {
 		uint32_t i = (c->scan_start + k) % c->thread_count;
-		struct tstate *t = &c->ts[i];
 		uint32_t start = n, taken = 0;
 
 		while (taken < PER_THREAD && n < BATCH && scanned < SCAN_BUDGET) {
-			struct mp_slot *s = slot_at(c, i, t->pos);
-			uint64_t seq = LOAD(&s->seq, ACQUIRE);
-			struct mp_slot copy;
-			int r;
+			bool skipped = false;
+			int r = take(c, i, &c->batch[n], &skipped);
 
-			if (seq != t->pos + 1) {
-				/* Not published yet; a later lap cannot be
-				 * there before we free this one. */
-				if ((int64_t)(seq - (t->pos + 1)) > 0)
-					c->err_pending = -EBADMSG;
-				break;
+			if (skipped) {
+				scanned++;
+				continue;
 			}
-			/* the first cache line; dims (second line) only for
-			 * shapes and pool records; the first cache line holds a
-			 * heap record's addr, size and caller, dims[3] a realloc's
-			 * old address */
-			copy_words(&copy, s, HEAP_WORDS_END / 8);
-			if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE ||
-			    (copy.type >= MP_REC_POOL_ALLOC && copy.type <= MP_REC_POOL_DECLARE))
-				copy_words(copy.dims, s->dims, sizeof(copy.dims) / 8);
-			else if (copy.type == MP_REC_REALLOC)
-				copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
-			t->pos++;
+			if (r <= 0)
+				break;
 			scanned++;
-			/* Heap records carry no stack change: the attach
-			 * snapshot never reflects them. */
-			if (t->snap_valid && !mp_record_is_heap(copy.type) &&
-			    (int32_t)(copy.tseq - t->snap_seq) <= 0)
-				continue; /* already reflected in the attach snapshot */
-			r = decode(c, &copy, &c->batch[n]);
-			if (r < 0) {
-				c->err_pending = r;
-				break;
-			}
 			n++;
 			taken++;
 		}
-		if (t->pos != LOAD(&thread_at(c, i)->tail, RELAXED))
-			/* release: our copies are done before the producer
-			 * may reuse the slots */
-			STORE(&thread_at(c, i)->tail, t->pos, RELEASE);
+		store_tail(c, i);
 		if (n > start) {
-			c->runs[nruns] = (struct run){ start, n };
+			c->runs[nruns] = (struct run){ start, n, i };
 			c->heap[nruns] = nruns;
 			nruns++;
 		}
@@ -866,6 +890,68 @@ static int refill(struct mp_consumer *c)
 	for (uint32_t i = nruns / 2; i-- > 0;)
 		heap_down(c, i);
 	return (int)n;
+}
+
+int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx)
+{
+	struct mp_record rec;
+	size_t n = 0, scanned = 0;
+	int r;
+
+	if (!c || !cb)
+		return -EINVAL;
+	if (c->err)
+		return c->err;
+	while (c->next_synth < c->nsynth && n < max) {
+		r = cb(ctx, MP_CONSUMER_RING_SYNTH, &c->synth[c->next_synth++]);
+		if (r < 0)
+			return r;
+		n++;
+	}
+	/* what an earlier mp_consumer_read() left in the batch, run by run */
+	while (c->nheap && n < max) {
+		struct run *run = &c->runs[c->heap[0]];
+
+		r = cb(ctx, run->ring, &c->batch[run->next++]);
+		if (run->next == run->end)
+			c->heap[0] = c->heap[--c->nheap];
+		if (c->nheap)
+			heap_down(c, 0);
+		if (r < 0)
+			return r;
+		n++;
+	}
+	if (c->nheap)
+		return (int)n;
+	/* Straight from the slots: no batch, no merge (the caller keeps each
+	 * ring's records in order and merges them itself). The same bounds
+	 * as a refill, per call. */
+	for (uint32_t k = 0;
+	     k < c->thread_count && n < max && scanned < SCAN_BUDGET * 4 && !c->err_pending; k++) {
+		uint32_t i = (c->scan_start + k) % c->thread_count;
+
+		while (n < max && scanned < SCAN_BUDGET * 4) {
+			bool skipped = false;
+
+			r = take(c, i, &rec, &skipped);
+			scanned++;
+			if (skipped)
+				continue;
+			if (r <= 0)
+				break;
+			r = cb(ctx, i, &rec);
+			n++;
+			if (r < 0) {
+				store_tail(c, i);
+				return r;
+			}
+		}
+		store_tail(c, i);
+	}
+	c->scan_start = (c->scan_start + 1) % c->thread_count;
+	if (!n && c->err_pending)
+		return fail(c, c->err_pending);
+	return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
 int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret)
