@@ -724,16 +724,25 @@ static int decode_pool(struct mp_consumer *c, const struct mp_slot *copy, struct
 	return r->name ? 0 : -EBADMSG;
 }
 
-/* Validates the copy of a slot of ring @ring and decodes it into @r. */
-static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_record *r)
+/* Validates the copy of a slot of ring @ring and decodes it into @r.
+ * @dirty NULL: @r is cleared first; else *@dirty says whether @r holds
+ * fields a heap record does not set (a heap record into a clean @r only
+ * writes its own fields: the fast path's one record, reused). */
+static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_record *r,
+		  bool *dirty)
 {
-	memset(r, 0, sizeof(*r));
+	bool heap = mp_record_is_heap(copy->type);
+
+	if (!dirty || *dirty || !heap)
+		memset(r, 0, sizeof(*r));
+	if (dirty)
+		*dirty = !heap;
 	r->type = copy->type;
 	r->flags = copy->flags;
 	r->tid = copy->tid;
 	r->ts_ns = copy->ts_ns;
 	r->seq = copy->tseq;
-	if (mp_record_is_heap(copy->type)) {
+	if (heap) {
 		/* fn: a builtin allocator function (enum mp_alloc_fn); a
 		 * scaled sample is only an allocation. */
 		if (copy->rank || copy->name_id >= MP_HEAP_FN_MAX ||
@@ -805,7 +814,8 @@ static void heap_down(struct mp_consumer *c, uint32_t i)
  * ring has nothing more published (or the record was already reflected in
  * the attach snapshot: *@skipped is then set), negative errno when it is
  * corrupted (stored in err_pending). */
-static inline int take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped)
+static inline int take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped,
+		       bool *dirty)
 {
 	struct tstate *t = &c->ts[i];
 	struct mp_slot *s = slot_at(c, i, t->pos);
@@ -837,7 +847,7 @@ static inline int take(struct mp_consumer *c, uint32_t i, struct mp_record *r, b
 		*skipped = true;
 		return 0; /* already reflected in the attach snapshot */
 	}
-	e = decode(c, &copy, r);
+	e = decode(c, &copy, r, dirty);
 	if (e < 0) {
 		c->err_pending = e;
 		return e;
@@ -865,7 +875,7 @@ static int refill(struct mp_consumer *c)
 
 		while (taken < PER_THREAD && n < BATCH && scanned < SCAN_BUDGET) {
 			bool skipped = false;
-			int r = take(c, i, &c->batch[n], &skipped);
+			int r = take(c, i, &c->batch[n], &skipped, NULL);
 
 			if (skipped) {
 				scanned++;
@@ -895,6 +905,7 @@ static int refill(struct mp_consumer *c)
 int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx)
 {
 	struct mp_record rec;
+	bool dirty = true;
 	size_t n = 0, scanned = 0;
 	int r;
 
@@ -933,7 +944,7 @@ int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_c
 		while (n < max && scanned < SCAN_BUDGET * 4) {
 			bool skipped = false;
 
-			r = take(c, i, &rec, &skipped);
+			r = take(c, i, &rec, &skipped, &dirty);
 			scanned++;
 			if (skipped)
 				continue;
