@@ -956,6 +956,11 @@ int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_c
 				store_tail(c, i);
 				return r;
 			}
+			/* Give the space back as we go, as a refill does: a
+			 * producer waiting for room (precise mode) or dropping
+			 * goes on while we read the rest. */
+			if (!(n % PER_THREAD))
+				store_tail(c, i);
 		}
 		store_tail(c, i);
 	}
