@@ -7,7 +7,7 @@
  * already in timestamp order: they need no sort, only a k-way merge of
  * the rings' heads (a small heap over the rings that hold records, empty
  * of work when one thread allocates). Records wait here until the
- * caller's watermark passes them, as in mp_merge, but as 48-byte copies
+ * caller's watermark passes them, as in mp_merge, but as 56-byte copies
  * in FIFOs instead of 160-byte payloads in a binary heap of every item.
  * Marker records (rare, and with a name) are kept whole in a side store.
  *
@@ -36,6 +36,7 @@ struct mp_ringq_rec {
 	uint32_t marker; /* other records: index of the stored mp_record */
 	uint32_t pad_;
 };
+_Static_assert(sizeof(struct mp_ringq_rec) == 56, "held record size (docs)");
 
 struct mp_ringq;
 
