@@ -206,7 +206,7 @@ static int on_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 {
 	struct pipe *p = ctx;
 
-	return mp_ringq_push(p->rq, ring, rec, NULL);
+	return mp_ringq_push(p->rq, ring, rec, 0, NULL);
 }
 
 static int drain_new(struct pipe *p, uint64_t wm)

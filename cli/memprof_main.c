@@ -407,6 +407,7 @@ struct client_args {
 	long pid;
 	const char *mode;
 	unsigned long long sample_bytes;
+	bool stacks;
 };
 
 static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, bool opts_out,
@@ -419,6 +420,7 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 		{ "stream", required_argument, NULL, 's' },
 		{ "mode", required_argument, NULL, 'm' },
 		{ "sample-bytes", required_argument, NULL, 'b' },
+		{ "stacks", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -469,6 +471,11 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 				}
 			}
 			break;
+		case 'S':
+			if (strcmp(cmd, "attach"))
+				goto bad;
+			a->stacks = true;
+			break;
 		case 's':
 			if (strcmp(cmd, "attach"))
 				goto bad;
@@ -480,7 +487,7 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 			break;
 		case 'h':
 			printf("Usage: memprof attach PID [--duration S] [-o FILE] [--stream URL]...\n"
-			       "                   [--mode precise|sampled|rss] [--sample-bytes N]\n"
+			       "                   [--mode precise|sampled|rss] [--sample-bytes N] [--stacks]\n"
 			       "       memprof detach PID\n"
 			       "       memprof dump PID [-o FILE]\n"
 			       "       memprof list | status\n"
@@ -597,6 +604,8 @@ static int cmd_attach(int argc, char **argv)
 		mp_ctl_add(b, "mode", "%s", a.mode);
 	if (a.sample_bytes)
 		mp_ctl_add(b, "sample_bytes", "%llu", a.sample_bytes);
+	if (a.stacks)
+		mp_ctl_add(b, "stacks", "1");
 	if (a.output && open_output("attach", a.output, &of) < 0) {
 		r = 1;
 		goto out;

@@ -68,11 +68,13 @@ static uint64_t rd(const uint8_t *d, int n)
 
 static const char *fuzz_names[] = { "conv", "gemm", "", "a\"b", "(other)", "load", "weights" };
 
-/* A marker record; now and then a snapshot of the profile so far. */
+/* A marker record (pool records too: hostile kinds, reused addresses,
+ * huge sizes); now and then a snapshot of the profile so far. */
 static void drive_record(struct mp_correlator *c, const uint8_t *d, uint32_t tid, uint64_t v,
 			 uint64_t ts)
 {
-	struct mp_record r = { .type = d[2] % 9,
+	struct mp_record r = { .type = d[2] % 13 < 9 ? d[2] % 13 :
+						       MP_REC_POOL_ALLOC + d[2] % 13 - 9,
 			       .flags = d[3],
 			       .tid = tid,
 			       .rank = d[3] % 12,
@@ -81,6 +83,10 @@ static void drive_record(struct mp_correlator *c, const uint8_t *d, uint32_t tid
 
 	for (int i = 0; i < MP_MAX_RANK; i++)
 		r.dims[i] = (int64_t)(v * (i + 1));
+	r.pool.kind = d[3] % 3;
+	r.pool.addr = v % 32;
+	r.pool.size = d[3] == 0xff ? v : v >> 48;
+	r.pool.caller = rd(d + 2, 2);
 	mp_correlator_on_record(c, &r);
 	if (d[3] == 0xfe) {
 		struct mp_profile *snap = NULL;
@@ -102,7 +108,9 @@ struct blocks {
 static void drive_heap(struct mp_correlator *c, const uint8_t *d, uint32_t tid, uint64_t v,
 		       uint64_t ts, struct blocks *b)
 {
-	struct mp_heap_event ev = { .tid = tid, .ts_ns = ts };
+	struct mp_heap_event ev = { .tid = tid,
+				    .ts_ns = ts,
+				    .fn = d[3] % 4 == 1 ? MP_FN_CUSTOM : 0 };
 
 	switch (d[0] % 8) {
 	case 1:
@@ -195,6 +203,8 @@ static void drive_correlator(const uint8_t *d, size_t n)
 	if (mp_correlator_new(&o, &c) < 0)
 		return;
 	mp_correlator_add_owner_rule(c, "libxnn*=xnnpack");
+	/* heap events of this function are device pool slices */
+	mp_correlator_set_fn_pool(c, MP_FN_CUSTOM, "dev", MP_POOL_KIND_DEVICE);
 	for (; n >= 16; d += 16, n -= 16) {
 		uint32_t tid = d[1] < 0xf0 ? d[1] % 5 : (uint32_t)rd(d + 8, 4);
 		uint64_t v = rd(d + 8, 8);

@@ -23,6 +23,19 @@ static int check_ring_rec(void *ctx, uint32_t ring, const struct mp_record *rec)
 	if (rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC &&
 	    (rec->fn >= 32 || rec->name || rec->rank))
 		__builtin_trap();
+	/* a stack comes only with a new block, bounded, and every byte of
+	 * it is readable (ASan checks) */
+	if (rec->stack) {
+		unsigned sum = 0;
+
+		if ((rec->type != MP_REC_ALLOC && rec->type != MP_REC_REALLOC) ||
+		    rec->stack->len > MP_RING_STACK_MAX)
+			__builtin_trap();
+		for (uint32_t j = 0; j < rec->stack->len; j++)
+			sum += rec->stack->bytes[j];
+		if (sum == 0xffffffffu)
+			__builtin_trap();
+	}
 	return 0;
 }
 
@@ -104,12 +117,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				if (flags & 16)
 					ring[p & mask].type = 8 + ring[p & mask].type % 3;
 			}
+			/* a STACK record (type 24) at the consumer's position,
+			 * any length: continuation slots and the heap record
+			 * after it are whatever the input made them */
+			if (flags & 64) {
+				struct mp_slot *st = &ring[t->tail & mask];
+
+				st->type = MP_REC_STACK;
+				st->dims[3] = (int64_t)((uint64_t)st->dims[3] %
+							(slots * MP_STACK_SLOT_BYTES + 256));
+			}
 		}
 	}
 
 	if (mp_consumer_open_mem(mem, (flags & 8) ? len - shrink % 64 : len, &c) == 0) {
 		/* turning the interposer on or off only writes the header */
 		(void)mp_consumer_set_alloc_mode(c, shrink % 4, flags & 32 ? 0 : 4096);
+		(void)mp_consumer_set_alloc_stacks(c, shrink & 64 ? 16384 : 0);
 		for (int i = 0; i < 10000; i++) {
 			/* the daemon's fast path, and the merged reader, in
 			 * turns: they share the ring state */

@@ -98,6 +98,10 @@ struct mp_consumer {
 	struct mp_record *synth;
 	size_t nsynth, next_synth;
 	char **names; /* per string id, sanitised copies */
+	/* The stacks of the batch's heap records (MP_REC_STACK): emptied at
+	 * each refill, allocated at the first stack. */
+	unsigned char *stk;
+	size_t stk_used;
 };
 
 static struct mp_slot *slot_at(const struct mp_consumer *c, uint32_t ring, uint64_t pos)
@@ -417,6 +421,7 @@ void mp_consumer_free(struct mp_consumer *c)
 	free(c->runs);
 	free(c->heap);
 	free(c->synth);
+	free(c->stk);
 	if (c->map)
 		munmap(c->map, c->map_len);
 	free(c);
@@ -643,6 +648,14 @@ int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sa
 	return 0;
 }
 
+int mp_consumer_set_alloc_stacks(struct mp_consumer *c, uint32_t bytes)
+{
+	if (!c || !c->hdr || bytes > MP_RING_STACK_MAX)
+		return -EINVAL;
+	STORE(&c->hdr->alloc_stack_bytes, bytes, RELAXED);
+	return 0;
+}
+
 pid_t mp_consumer_pid(const struct mp_consumer *c)
 {
 	return c ? c->pid : 0;
@@ -679,6 +692,8 @@ const char *mp_record_type_name(uint32_t type)
 		return "pool_reset";
 	case MP_REC_POOL_DECLARE:
 		return "pool_declare";
+	case MP_REC_STACK:
+		return "stack";
 	default:
 		return "unknown";
 	}
@@ -749,6 +764,7 @@ static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_r
 		    (copy->flags & ~MP_REC_F_SCALED) || (copy->flags && copy->type == MP_REC_FREE))
 			return -EBADMSG;
 		r->fn = copy->name_id;
+		r->stack = NULL; /* a STACK record sets it after us */
 		r->heap.addr = (uint64_t)copy->dims[0];
 		r->heap.size = (uint64_t)copy->dims[1];
 		r->heap.caller = (uint64_t)copy->dims[2];
@@ -785,6 +801,75 @@ static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_r
 	default:
 		return -EBADMSG;
 	}
+}
+
+/* Stack bytes the batch holds at most: a refill stops taking stacks
+ * beyond it (the next one takes them). */
+#define STACK_ARENA (1u << 20)
+_Static_assert(STACK_ARENA >= MP_RING_STACK_MAX + sizeof(struct mp_rec_stack) + 8, "stack arena");
+
+/*
+ * A STACK record at position t->pos of ring @ring (its first cache line in
+ * @copy), with its continuation slots and the heap record it belongs to:
+ * taken all together into @r (the heap record, carrying the stack), or not
+ * at all. Returns the slots taken, 0 when they are not all there yet (or
+ * the batch has no room for the stack), -EBADMSG for a malformed one.
+ */
+static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
+		      const struct mp_slot *copy, struct mp_record *r, bool *dirty)
+{
+	uint64_t len = (uint64_t)copy->dims[3], k, pos = t->pos;
+	struct mp_rec_stack *st;
+	struct mp_slot *s, heap;
+	unsigned char *bytes;
+	uint64_t seq;
+	int ret;
+
+	if (copy->flags || copy->rank || copy->name_id || len > MP_RING_STACK_MAX)
+		return -EBADMSG;
+	k = (len + MP_STACK_SLOT_BYTES - 1) / MP_STACK_SLOT_BYTES;
+	if (k + 2 > c->slot_count)
+		return -EBADMSG;
+	/* The STACK record is published last: every other slot is there. */
+	s = slot_at(c, ring, pos + k + 1);
+	seq = LOAD(&s->seq, ACQUIRE);
+	if (seq != pos + k + 2)
+		return (int64_t)(seq - (pos + k + 2)) > 0 ? -EBADMSG : 0;
+	copy_words(&heap, s, HEAP_WORDS_END / 8);
+	if (heap.type == MP_REC_REALLOC)
+		heap.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
+	if (heap.type != MP_REC_ALLOC && heap.type != MP_REC_REALLOC)
+		return -EBADMSG;
+	if (!c->stk && !(c->stk = malloc(STACK_ARENA)))
+		return -ENOMEM;
+	if (STACK_ARENA - c->stk_used < sizeof(*st) + len + 8)
+		return 0;
+	st = (struct mp_rec_stack *)(c->stk + c->stk_used);
+	bytes = (unsigned char *)(st + 1);
+	for (uint64_t j = 0; j < k; j++) {
+		uint64_t n = len - j * MP_STACK_SLOT_BYTES;
+
+		s = slot_at(c, ring, pos + 1 + j);
+		if (LOAD(&s->seq, ACQUIRE) != pos + 2 + j)
+			return -EBADMSG;
+		n = n < MP_STACK_SLOT_BYTES ? n : MP_STACK_SLOT_BYTES;
+		/* whole words (the payload and the arena are 8-aligned) */
+		copy_words(bytes + j * MP_STACK_SLOT_BYTES, (unsigned char *)s + sizeof(s->seq),
+			   n / 8);
+		copy_racy(bytes + j * MP_STACK_SLOT_BYTES + (n & ~7ull),
+			  (unsigned char *)s + sizeof(s->seq) + (n & ~7ull), n & 7);
+	}
+	ret = decode(c, &heap, r, dirty);
+	if (ret < 0)
+		return ret;
+	*st = (struct mp_rec_stack){ .ip = (uint64_t)copy->dims[0],
+				     .sp = (uint64_t)copy->dims[1],
+				     .bp = (uint64_t)copy->dims[2],
+				     .len = (uint32_t)len,
+				     .bytes = bytes };
+	r->stack = st;
+	c->stk_used += (sizeof(*st) + len + 7) & ~(size_t)7;
+	return (int)(k + 2);
 }
 
 static uint64_t run_ts(const struct mp_consumer *c, uint32_t run)
@@ -834,6 +919,19 @@ static inline int take(struct mp_consumer *c, uint32_t i, struct mp_record *r, b
 	 * records; the first cache line holds a heap record's addr, size and
 	 * caller, dims[3] a realloc's old address */
 	copy_words(&copy, s, HEAP_WORDS_END / 8);
+	if (copy.type == MP_REC_STACK) {
+		/* with its continuation slots and its heap record: all of
+		 * them, or none yet */
+		copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
+		e = take_stack(c, i, t, &copy, r, dirty);
+		if (e <= 0) {
+			if (e < 0)
+				c->err_pending = e;
+			return e;
+		}
+		t->pos += (uint64_t)e;
+		return 1;
+	}
 	if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE ||
 	    (copy.type >= MP_REC_POOL_ALLOC && copy.type <= MP_REC_POOL_DECLARE))
 		copy_words(copy.dims, s->dims, sizeof(copy.dims) / 8);
@@ -868,6 +966,7 @@ static int refill(struct mp_consumer *c)
 {
 	uint32_t n = 0, nruns = 0, scanned = 0;
 
+	c->stk_used = 0; /* every record of the last batch was returned */
 	for (uint32_t k = 0;
 	     k < c->thread_count && n < BATCH && scanned < SCAN_BUDGET && !c->err_pending; k++) {
 		uint32_t i = (c->scan_start + k) % c->thread_count;
@@ -936,7 +1035,10 @@ int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_c
 		return (int)n;
 	/* Straight from the slots: no batch, no merge (the caller keeps each
 	 * ring's records in order and merges them itself). The same bounds
-	 * as a refill, per call. */
+	 * as a refill, per call. A record's stack bytes live in the arena
+	 * until its callback returns: the batch is empty here, and each
+	 * record reuses the arena. */
+	c->stk_used = 0;
 	for (uint32_t k = 0;
 	     k < c->thread_count && n < max && scanned < SCAN_BUDGET * 4 && !c->err_pending; k++) {
 		uint32_t i = (c->scan_start + k) % c->thread_count;
@@ -951,6 +1053,7 @@ int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_c
 			if (r <= 0)
 				break;
 			r = cb(ctx, i, &rec);
+			c->stk_used = 0;
 			n++;
 			if (r < 0) {
 				store_tail(c, i);

@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "memprof_consumer.h"
@@ -394,13 +396,28 @@ static bool set_remove(uint64_t p)
 
 /* ---- recording ---- */
 
+struct stack_bounds {
+	uint64_t lo, end;
+};
+static const struct stack_bounds *thread_stack(void);
+
 static void put(uint8_t type, uint8_t flags, uint32_t fn, uint64_t addr, uint64_t size,
 		uint64_t caller, uint64_t old, uint32_t mode)
 {
 	uint64_t w[4] = { addr, size, caller, old };
+	unsigned nw = type == MP_REC_REALLOC ? 4 : 3;
+	enum mp_rw_wait wait = mode == MP_ALLOC_PRECISE ? MP_RW_WAIT : MP_RW_NOWAIT;
+	uint32_t sb;
 
-	mp_ring_write(type, flags, fn, w, type == MP_REC_REALLOC ? 4 : 3,
-		      mode == MP_ALLOC_PRECISE ? MP_RW_WAIT : MP_RW_NOWAIT);
+	/* a new block gets the call stack, when the consumer asked */
+	if (type != MP_REC_FREE && addr &&
+	    (sb = LOAD(&LOAD(&mp_alloc_hdr, RELAXED)->alloc_stack_bytes, RELAXED))) {
+		const struct stack_bounds *b = thread_stack();
+
+		mp_stack_put(type, flags, fn, w, nw, wait, b->lo, b->end, sb);
+		return;
+	}
+	mp_ring_write(type, flags, fn, w, nw, wait);
 }
 
 /* Sampled mode: whether to record a new block; remembers it. */
@@ -501,6 +518,49 @@ MP_HIDDEN int64_t mp_interpose_tls_off(void)
 
 #define ENTER() (in_alloc++, atomic_signal_fence(memory_order_seq_cst))
 #define LEAVE() (atomic_signal_fence(memory_order_seq_cst), in_alloc--)
+
+/* ---- call stacks: where the calling thread's stack ends ---- */
+
+extern void *__libc_stack_end; /* the initial thread's, set by ld.so */
+static __thread struct stack_bounds stack_bounds __attribute__((tls_model("initial-exec")));
+
+/* Found once per thread; empty when unknown (the stack record then
+ * carries the registers alone). The initial thread's stack ends at
+ * __libc_stack_end and may grow down to its rlimit (at most 1 GiB is
+ * believed; the kernel keeps that range for it). Another thread's stack
+ * is where glibc says: its pthread_getattr_np allocates (the affinity
+ * mask), which this thread's traced-call flag keeps out of the profile. */
+static const struct stack_bounds *thread_stack(void)
+{
+	struct stack_bounds *b = &stack_bounds;
+	pthread_attr_t a;
+	struct rlimit rl;
+	size_t size;
+	void *lo;
+
+	if (likely(b->end))
+		return b;
+	b->end = 1;
+	if (gettid() == getpid()) {
+		uint64_t max = 1ull << 30;
+
+		if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur < max)
+			max = rl.rlim_cur;
+		b->end = (uintptr_t)__libc_stack_end;
+		b->lo = b->end > max ? b->end - max : 0;
+	} else {
+		ENTER();
+		if (pthread_getattr_np(pthread_self(), &a) == 0) {
+			if (pthread_attr_getstack(&a, &lo, &size) == 0) {
+				b->lo = (uintptr_t)lo;
+				b->end = (uintptr_t)lo + size;
+			}
+			pthread_attr_destroy(&a);
+		}
+		LEAVE();
+	}
+	return b;
+}
 
 /* ---- the interposed functions: dormant, a tail call to the next
  * allocator; on, a noinline traced twin ---- */

@@ -540,6 +540,94 @@ drop:
 	return r;
 }
 
+/* Copies @n bytes with rep movsb: never a call into an intercepted memcpy
+ * (a sanitizer runtime in the process would check the redzones of the
+ * stack frames being copied). */
+static inline void copy_bytes(void *dst, const void *src, size_t n)
+{
+	__asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+}
+
+MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_id,
+				    const uint64_t *w, unsigned nw, enum mp_rw_wait wait,
+				    const uint64_t regs[3], const void *stack, uint32_t len)
+{
+	uint32_t k = (len + MP_STACK_SLOT_BYTES - 1) / MP_STACK_SLOT_BYTES;
+	const unsigned char *src = stack;
+	struct tls *t = &tls;
+	struct mp_slot *s;
+	uint64_t pos, last, ts;
+
+	if (len > MP_RING_STACK_MAX || unlikely(t->busy))
+		return mp_ring_write(type, flags, name_id, w, nw, wait);
+	t->busy = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	if (unlikely(!t->thr) && thread_init(t) < 0) {
+		t->busy = 0;
+		return mp_ring_write(type, flags, name_id, w, nw, wait);
+	}
+	if (k + 2 > g.mask + 1) {
+		t->busy = 0;
+		return mp_ring_write(type, flags, name_id, w, nw, wait);
+	}
+	pos = t->head;
+	last = pos + k + 1; /* the heap record's position */
+	if (last - t->tail > g.mask) {
+		uint64_t tail = LOAD(&t->thr->tail, ACQUIRE);
+
+		if (tail != t->tail)
+			t->gave_up = 0;
+		t->tail = tail;
+		if (last - t->tail > g.mask && (wait == MP_RW_NOWAIT || !ring_wait(t, last))) {
+			/* no room for the stack: the record alone */
+			atomic_signal_fence(memory_order_seq_cst);
+			t->busy = 0;
+			return mp_ring_write(type, flags, name_id, w, nw, wait);
+		}
+	}
+	ts = now_ns();
+	/* The continuation slots and the heap record first, the STACK
+	 * record's seq last: a consumer that sees it sees them all. */
+	for (uint32_t j = 0; j < k; j++) {
+		uint32_t n = len - j * MP_STACK_SLOT_BYTES;
+
+		s = &t->ring[(pos + 1 + j) & g.mask];
+		copy_bytes((unsigned char *)s + sizeof(s->seq),
+			   src + (size_t)j * MP_STACK_SLOT_BYTES,
+			   n < MP_STACK_SLOT_BYTES ? n : MP_STACK_SLOT_BYTES);
+		STORE(&s->seq, pos + 2 + j, RELAXED);
+	}
+	s = &t->ring[last & g.mask];
+	s->ts_ns = ts;
+	s->type = type;
+	s->flags = flags;
+	s->rank = 0;
+	s->tid = t->tid;
+	s->tseq = (uint32_t)(t->gen >> 1);
+	s->name_id = name_id;
+	for (unsigned i = 0; i < nw && i < 4; i++)
+		s->dims[i] = (int64_t)w[i];
+	STORE(&s->seq, last + 1, RELEASE);
+	s = &t->ring[pos & g.mask];
+	s->ts_ns = ts;
+	s->type = MP_REC_STACK;
+	s->flags = 0;
+	s->rank = 0;
+	s->tid = t->tid;
+	s->tseq = (uint32_t)(t->gen >> 1);
+	s->name_id = 0;
+	s->dims[0] = (int64_t)regs[0];
+	s->dims[1] = (int64_t)regs[1];
+	s->dims[2] = (int64_t)regs[2];
+	s->dims[3] = (int64_t)len;
+	STORE(&s->seq, pos + 1, RELEASE);
+	t->head = last + 1;
+	STORE(&t->thr->head, last + 1, RELAXED);
+	atomic_signal_fence(memory_order_seq_cst);
+	t->busy = 0;
+	return 0;
+}
+
 HOT bool name_matches(const char *name, const struct cache_ent *e)
 {
 	uint32_t n = e->len > MP_NAME_MAX ? MP_NAME_MAX : e->len;

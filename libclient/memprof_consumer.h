@@ -42,6 +42,21 @@ enum mp_record_type {
 	MP_REC_POOL_FREE = 17,
 	MP_REC_POOL_RESET = 18,
 	MP_REC_POOL_DECLARE = 19,
+	/* Call stack of the heap record that follows it in the same ring
+	 * (ALLOC or REALLOC, always): dims[0..3] = ip, sp, bp (the
+	 * registers of the capturing frame inside libmemprof), len; then
+	 * ceil(len / MP_STACK_SLOT_BYTES) continuation slots holding the
+	 * len bytes of stack from sp up, each after its seq word. Never
+	 * returned on its own: the consumer attaches it to that heap record
+	 * (mp_record.stack). */
+	MP_REC_STACK = 24,
+};
+
+/* A call stack captured with a heap record (MP_REC_STACK). */
+struct mp_rec_stack {
+	uint64_t ip, sp, bp;
+	uint32_t len; /* bytes of stack from sp up, <= MP_RING_STACK_MAX */
+	const unsigned char *bytes;
 };
 
 /* Kinds of pool (memprof.h's enum memprof_pool_kind). */
@@ -95,6 +110,11 @@ struct mp_record {
 		uint64_t addr, size, caller;
 		uint32_t kind;
 	} pool;
+	/* ALLOC, REALLOC: the call stack recorded with it (MP_REC_STACK), in
+	 * consumer memory valid until the next mp_consumer_read() (with
+	 * mp_consumer_read_rings(): until the callback returns); NULL for
+	 * none. */
+	const struct mp_rec_stack *stack;
 };
 
 struct mp_consumer;
@@ -128,8 +148,9 @@ typedef int (*mp_consumer_ring_cb)(void *ctx, uint32_t ring, const struct mp_rec
  * mp_consumer_read(), without its batch copy and merge: the daemon's fast
  * path. Returns the number of records handed over (0: nothing ready), a
  * negative return of @cb, or negative errno when the ring is corrupted
- * (after the records before the corruption were handed over). @rec is
- * valid only during the call; its name until mp_consumer_free(). */
+ * (after the records before the corruption were handed over). @rec, and
+ * its stack, are valid only during the call; its name until
+ * mp_consumer_free(). */
 int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx);
 /* Records the producers dropped because the ring was full since this
  * consumer attached. The counter lives in memory the target writes: a value
@@ -159,6 +180,11 @@ uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c);
  * interposer is also turned off by mp_consumer_free(). -EINVAL for an
  * unknown mode or a sampled mode without an interval. */
 int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sample_bytes);
+/* Call stacks on the in-process path: each recorded allocation then
+ * carries @bytes (<= MP_RING_STACK_MAX, 0: off) of its thread's stack.
+ * Takes effect at the next mp_consumer_set_alloc_mode(). -EINVAL beyond
+ * the maximum. */
+int mp_consumer_set_alloc_stacks(struct mp_consumer *c, uint32_t bytes);
 /* pid that created the ring (from the header, validated against the
  * opened process when opened by pid). */
 pid_t mp_consumer_pid(const struct mp_consumer *c);

@@ -29,6 +29,11 @@
 #define MP_NAME_MAX 255u
 
 #define MP_KSTACK_MAX 32u
+/* STACK records (type 24): at most this many bytes of stack, carried in
+ * the slots that follow the record's own, MP_STACK_SLOT_BYTES per slot
+ * (all of a slot but its seq word). */
+#define MP_RING_STACK_MAX (32u << 10)
+#define MP_STACK_SLOT_BYTES 120u
 #define MP_TSTACK_MAX 16u
 
 /* Ring record types are enum mp_record_type of memprof_consumer.h. */
@@ -90,7 +95,13 @@ struct mp_ring_hdr {
 	uint64_t alloc_drops;
 	/* Times an allocating thread found its ring full and waited. */
 	uint64_t alloc_waits;
-	uint64_t reserved4[3];
+	/* Call stacks on the in-process path (written by the consumer only,
+	 * before alloc_mode): nonzero, each recorded allocation is preceded
+	 * by a STACK record (type 24) with at most this many bytes of the
+	 * thread's stack (<= MP_RING_STACK_MAX). 0 (an older consumer): none. */
+	uint32_t alloc_stack_bytes;
+	uint32_t reserved5;
+	uint64_t reserved4[2];
 };
 
 /* One ring slot. Thread slot i owns ring i. seq == pos + 1 once the record

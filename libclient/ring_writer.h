@@ -40,6 +40,25 @@ enum mp_rw_wait {
 MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
 			    unsigned nw, enum mp_rw_wait wait);
 
+/*
+ * The same heap record preceded by a STACK record (type 24) carrying the
+ * registers @regs (ip, sp, bp) and the @len bytes at @stack, in the
+ * slots after it; published together, the STACK record last. Without
+ * room for both (after the bounded wait in MP_RW_WAIT), or before the
+ * thread's first record, the heap record alone, as mp_ring_write().
+ */
+MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_id,
+				    const uint64_t *w, unsigned nw, enum mp_rw_wait wait,
+				    const uint64_t regs[3], const void *stack, uint32_t len);
+
+/* stack_capture.c: mp_ring_write_stacked() with the registers of the
+ * caller at this call and the bytes of its stack from its stack pointer up
+ * to @stack_end, at most @max; none when the stack pointer is outside
+ * [@stack_lo, @stack_end) (a signal stack). */
+MP_HIDDEN int mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
+			   unsigned nw, enum mp_rw_wait wait, uint64_t stack_lo, uint64_t stack_end,
+			   uint32_t max);
+
 /* interpose.c: alloc_tls_off of the ring header. */
 MP_HIDDEN int64_t mp_interpose_tls_off(void);
 

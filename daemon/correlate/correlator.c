@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fnmatch.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +53,14 @@ struct slice {
 	uint64_t addr, size;
 	uint32_t pool;
 	uint32_t site; /* index + 1, 0: none */
+	uint32_t ptag; /* index into the pool's tags, MP_NONE: none */
 	uint32_t hnext; /* hash chain */
 	uint32_t pnext, pprev; /* the pool's live slices */
+};
+
+/* Slices of one tag that a pool reset frees. */
+struct tag_sum {
+	uint64_t bytes, count;
 };
 
 struct rss_cand {
@@ -157,6 +164,8 @@ struct mp_correlator {
 	uint32_t *slice_ht;
 	uint32_t slice_ht_cap;
 	uint32_t fn_pool[FN_POOL_MAX]; /* pool + 1 of a probed function, 0: none */
+	struct tag_sum *reset_sums; /* a reset's slices per tag of the pool */
+	uint32_t reset_sums_cap;
 };
 
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elsz)
@@ -193,6 +202,42 @@ static int grow_implicit(void **arr, uint32_t n, size_t elsz)
 		return -ENOMEM;
 	*arr = a;
 	return 0;
+}
+
+/* Whether the element at @el begins with @key, one or two uint32_t (ids):
+ * fixed-size copies the compiler turns into loads (a memcmp call per
+ * bucket would double the cost of a pool event). */
+static inline bool key_eq(const char *el, const void *key, size_t keysz)
+{
+	uint32_t a[2] = { 0, 0 }, b[2] = { 0, 0 };
+
+	if (keysz == sizeof(uint32_t)) {
+		memcpy(a, el, sizeof(uint32_t));
+		memcpy(b, key, sizeof(uint32_t));
+	} else {
+		memcpy(a, el, sizeof(a));
+		memcpy(b, key, sizeof(b));
+	}
+	return a[0] == b[0] && a[1] == b[1];
+}
+
+/* The element of *@v (*@n of @elsz bytes, each beginning with a key of
+ * @keysz bytes: one or two uint32_t) whose key is @key; one is appended,
+ * zeroed but for the key, when none is. NULL when out of memory. For the
+ * breakdowns by id of profile.h, whose capacity is implied. */
+static inline void *bucket_get(void *v, uint32_t *n, size_t elsz, const void *key, size_t keysz)
+{
+	char *a = *(char **)v;
+
+	for (uint32_t i = 0; i < *n; i++)
+		if (key_eq(a + (size_t)i * elsz, key, keysz))
+			return a + (size_t)i * elsz;
+	if (grow_implicit(v, *n, elsz) < 0)
+		return NULL;
+	a = *(char **)v + (size_t)(*n)++ * elsz;
+	memset(a, 0, elsz);
+	memcpy(a, key, keysz);
+	return a;
 }
 
 static uint32_t hash_str(const char *s)
@@ -277,6 +322,7 @@ static void frames_free(struct frame *f, bool scratch)
 			free(f->scratch.owners);
 			free(f->scratch.tags);
 			free(f->scratch.pools);
+			free(f->scratch.pool_tags);
 		}
 		free(f);
 		f = n;
@@ -306,6 +352,7 @@ void mp_correlator_free(struct mp_correlator *c)
 	free(c->pool_head);
 	free(c->slices);
 	free(c->slice_ht);
+	free(c->reset_sums);
 	free(c);
 }
 
@@ -832,10 +879,16 @@ static void charge(struct mp_correlator *c, struct frame *f, uint64_t size, bool
 	}
 }
 
+/* The tag an allocation of thread @t is charged to: its innermost open one. */
+static uint32_t open_tag(const struct thread *t)
+{
+	return t && t->ntags ? t->tags[t->ntags - 1] : MP_TAG_NONE;
+}
+
 static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev)
 {
 	struct mp_profile *p = c->p;
-	uint32_t owner, tag = MP_TAG_NONE, name = MP_NONE, inv = MP_NONE, site;
+	uint32_t owner, tag, name = MP_NONE, inv = MP_NONE, site;
 	struct thread *t;
 	struct frame *f;
 	bool cross;
@@ -844,8 +897,7 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 	/* With a stack and rules, every frame can name the owner. */
 	owner = ev->stack && c->n_rules ? owner_of_stack(c, ev->caller, ev->stack) :
 					  owner_of(c, ev->caller);
-	if (t && t->ntags)
-		tag = t->tags[t->ntags - 1];
+	tag = open_tag(t);
 
 	c->live_bytes += ev->size;
 	c->live_count++;
@@ -1135,6 +1187,10 @@ static int pools_begin(struct mp_correlator *c, struct mp_invocation *r);
 static void pools_end(struct mp_correlator *c, struct mp_invocation *r);
 static int pool_buckets_merge(struct mp_pool_bucket **dst, uint32_t *n,
 			      const struct mp_pool_bucket *src, uint32_t ns);
+static int pool_tag_buckets_merge(struct mp_pool_tag_bucket **dst, uint32_t *n,
+				  const struct mp_pool_tag_bucket *src, uint32_t ns);
+static int aggregate_open(struct mp_correlator *c, struct mp_profile *q, const struct frame *f,
+			  struct mp_invocation *tmp);
 static int pool_record(struct mp_correlator *c, const struct mp_record *rec);
 static int pools_phase_enter(struct mp_correlator *c, struct mp_phase *ph);
 static void pools_phase_leave(struct mp_correlator *c, struct mp_phase *ph);
@@ -1216,28 +1272,25 @@ static int kernel_begin(struct mp_correlator *c, const struct mp_record *rec)
 	return 0;
 }
 
+/* The traffic counters every kind of bucket has (profile.h), summed. */
+#define ADD_COUNTS(d, s)                              \
+	do {                                          \
+		(d)->alloc_bytes += (s)->alloc_bytes; \
+		(d)->alloc_count += (s)->alloc_count; \
+		(d)->free_bytes += (s)->free_bytes;   \
+		(d)->free_count += (s)->free_count;   \
+	} while (0)
+
 static int buckets_merge(struct mp_bucket **dst, uint32_t *n, const struct mp_bucket *src,
 			 uint32_t ns)
 {
 	for (uint32_t i = 0; i < ns; i++) {
-		struct mp_bucket *b = NULL;
+		struct mp_bucket *b =
+			bucket_get(dst, n, sizeof(**dst), &src[i].id, sizeof(src[i].id));
 
-		for (uint32_t j = 0; j < *n; j++) {
-			if ((*dst)[j].id == src[i].id) {
-				b = &(*dst)[j];
-				break;
-			}
-		}
-		if (!b) {
-			if (grow_implicit((void **)dst, *n, sizeof(**dst)) < 0)
-				return -ENOMEM;
-			b = &(*dst)[(*n)++];
-			*b = (struct mp_bucket){ .id = src[i].id };
-		}
-		b->alloc_bytes += src[i].alloc_bytes;
-		b->alloc_count += src[i].alloc_count;
-		b->free_bytes += src[i].free_bytes;
-		b->free_count += src[i].free_count;
+		if (!b)
+			return -ENOMEM;
+		ADD_COUNTS(b, &src[i]);
 	}
 	return 0;
 }
@@ -1285,7 +1338,9 @@ static int aggregate(struct mp_profile *p, const struct mp_invocation *r)
 		k->truncated++;
 	if (buckets_merge(&k->owners, &k->n_owners, r->owners, r->n_owners) < 0 ||
 	    buckets_merge(&k->tags, &k->n_tags, r->tags, r->n_tags) < 0 ||
-	    pool_buckets_merge(&k->pools, &k->n_pools, r->pools, r->n_pools) < 0)
+	    pool_buckets_merge(&k->pools, &k->n_pools, r->pools, r->n_pools) < 0 ||
+	    pool_tag_buckets_merge(&k->pool_tags, &k->n_pool_tags, r->pool_tags, r->n_pool_tags) <
+		    0)
 		return -ENOMEM;
 	return 0;
 }
@@ -1341,6 +1396,7 @@ static void frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, u
 		free(r->owners);
 		free(r->tags);
 		free(r->pools);
+		free(r->pool_tags);
 	}
 	f->next = c->free_frames;
 	c->free_frames = f;
@@ -1673,7 +1729,7 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 			qi->total_bytes_snapshot = tmp.total_bytes_snapshot;
 			qi->total_tensors_snapshot = tmp.total_tensors_snapshot;
 		}
-		if (aggregate(q, &tmp) < 0) {
+		if (aggregate_open(c, q, f, &tmp) < 0) {
 			mp_profile_free(q);
 			return -ENOMEM;
 		}
@@ -1682,6 +1738,8 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 	}
 	if (c->cur_phase != MP_NONE && now_ns > c->phase_entered)
 		q->phases[c->cur_phase].duration_ns += now_ns - c->phase_entered;
+	if (c->cur_phase != MP_NONE)
+		pools_phase_leave(c, &q->phases[c->cur_phase]);
 	if (!c->started)
 		q->begin_ns = c->opts.begin_ns ? c->opts.begin_ns : now_ns;
 	q->end_ns = now_ns;
@@ -1839,16 +1897,31 @@ static void slice_remove(struct mp_correlator *c, uint32_t i)
 
 static struct mp_pool_bucket *bucket_in(struct mp_pool_bucket **v, uint32_t *n, uint32_t pool)
 {
-	struct mp_pool_bucket *b;
+	return bucket_get(v, n, sizeof(**v), &pool, sizeof(pool));
+}
 
-	for (uint32_t i = 0; i < *n; i++)
-		if ((*v)[i].id == pool)
-			return &(*v)[i];
-	if (grow_implicit((void **)v, *n, sizeof(**v)) < 0)
-		return NULL;
-	b = &(*v)[(*n)++];
-	*b = (struct mp_pool_bucket){ .id = pool };
-	return b;
+/* An invocation's bucket of @pool's slices charged to @tag. */
+static struct mp_pool_tag_bucket *pool_tag_bucket(struct mp_invocation *r, uint32_t pool,
+						  uint32_t tag)
+{
+	struct mp_pool_tag_bucket key = { .pool = pool, .tag = tag };
+
+	return bucket_get(&r->pool_tags, &r->n_pool_tags, sizeof(key), &key,
+			  offsetof(struct mp_pool_tag_bucket, alloc_bytes));
+}
+
+/* The index of @tag in @pool's tags, added on first sight; MP_NONE when out
+ * of memory. */
+static uint32_t pool_tag_of(struct mp_correlator *c, uint32_t pool, uint32_t tag)
+{
+	struct mp_mempool *mp = &c->p->mempools[pool];
+	struct mp_pool_tag *pt = bucket_get(&mp->tags, &mp->n_tags, sizeof(*pt), &tag, sizeof(tag));
+
+	if (!pt) {
+		c->oom = true;
+		return MP_NONE;
+	}
+	return (uint32_t)(pt - mp->tags);
 }
 
 static struct mp_pool_bucket *pool_bucket(struct mp_invocation *r, uint32_t pool)
@@ -1936,24 +2009,11 @@ static int pool_buckets_merge(struct mp_pool_bucket **dst, uint32_t *n,
 			      const struct mp_pool_bucket *src, uint32_t ns)
 {
 	for (uint32_t i = 0; i < ns; i++) {
-		struct mp_pool_bucket *b = NULL;
+		struct mp_pool_bucket *b = bucket_in(dst, n, src[i].id);
 
-		for (uint32_t j = 0; j < *n; j++) {
-			if ((*dst)[j].id == src[i].id) {
-				b = &(*dst)[j];
-				break;
-			}
-		}
-		if (!b) {
-			if (grow_implicit((void **)dst, *n, sizeof(**dst)) < 0)
-				return -ENOMEM;
-			b = &(*dst)[(*n)++];
-			*b = (struct mp_pool_bucket){ .id = src[i].id };
-		}
-		b->alloc_bytes += src[i].alloc_bytes;
-		b->alloc_count += src[i].alloc_count;
-		b->free_bytes += src[i].free_bytes;
-		b->free_count += src[i].free_count;
+		if (!b)
+			return -ENOMEM;
+		ADD_COUNTS(b, &src[i]);
 		if (src[i].peak_added > b->peak_added)
 			b->peak_added = src[i].peak_added;
 		if (src[i].peak_bytes > b->peak_bytes)
@@ -1964,48 +2024,110 @@ static int pool_buckets_merge(struct mp_pool_bucket **dst, uint32_t *n,
 	return 0;
 }
 
-/* Charges @count slices of @bytes in all to the invocation of @tid (the
- * attribution rule of the heap) and every kernel enclosing it. */
-static void pool_charge(struct mp_correlator *c, uint32_t tid, uint32_t pool, uint64_t bytes,
-			uint64_t count, bool alloc)
+static int pool_tag_buckets_merge(struct mp_pool_tag_bucket **dst, uint32_t *n,
+				  const struct mp_pool_tag_bucket *src, uint32_t ns)
+{
+	for (uint32_t i = 0; i < ns; i++) {
+		struct mp_pool_tag_bucket *b =
+			bucket_get(dst, n, sizeof(**dst), &src[i],
+				   offsetof(struct mp_pool_tag_bucket, alloc_bytes));
+
+		if (!b)
+			return -ENOMEM;
+		ADD_COUNTS(b, &src[i]);
+	}
+	return 0;
+}
+
+/* Aggregates @tmp, a copy of open invocation @f, into snapshot @q with its
+ * pools' live figures as they are now (what frame_close would record), in
+ * @q only. */
+static int aggregate_open(struct mp_correlator *c, struct mp_profile *q, const struct frame *f,
+			  struct mp_invocation *tmp)
+{
+	struct mp_pool_bucket *scratch = NULL;
+	int r;
+
+	if (f->inv != MP_NONE) {
+		tmp->pools = q->invocations[f->inv].pools;
+	} else if (tmp->n_pools) {
+		scratch = malloc(tmp->n_pools * sizeof(*scratch));
+		if (!scratch)
+			return -ENOMEM;
+		memcpy(scratch, tmp->pools, tmp->n_pools * sizeof(*scratch));
+		tmp->pools = scratch;
+	}
+	pools_end(c, tmp);
+	r = aggregate(q, tmp);
+	free(scratch);
+	return r;
+}
+
+/* @count slices (or blocks) of @bytes in all, allocated or freed, in
+ * figures with a live total and its peak: a pool's, a pool's tag's. */
+static void live_charge(struct mp_mem_stats *m, uint64_t *live, uint64_t *live_count,
+			uint64_t *peak, uint64_t bytes, uint64_t count, bool alloc)
+{
+	if (alloc) {
+		add_signed(&m->bytes_added, bytes);
+		add_signed(&m->tensors_added, count);
+		m->alloc_bytes += bytes;
+		m->alloc_count += count;
+		*live += bytes;
+		*live_count += count;
+		if (*live > *peak)
+			*peak = *live;
+	} else {
+		add_signed(&m->bytes_added, -bytes);
+		add_signed(&m->tensors_added, -count);
+		m->free_bytes += bytes;
+		m->free_count += count;
+		sub_clamped(live, bytes);
+		sub_clamped(live_count, count);
+	}
+}
+
+/* Charges @count slices of @bytes in all, of tag @ptag of the pool (index
+ * into its tags), to the invocation of @tid (the attribution rule of the
+ * heap) and every kernel enclosing it. */
+static void pool_charge(struct mp_correlator *c, uint32_t tid, uint32_t pool, uint32_t ptag,
+			uint64_t bytes, uint64_t count, bool alloc)
 {
 	struct mp_mempool *mp = &c->p->mempools[pool];
+	uint32_t tag = MP_TAG_NONE;
 	struct thread *t;
 	struct frame *f;
 	bool cross;
 
-	if (alloc) {
-		add_signed(&mp->mem.bytes_added, bytes);
-		add_signed(&mp->mem.tensors_added, count);
-		mp->mem.alloc_bytes += bytes;
-		mp->mem.alloc_count += count;
-		mp->live_bytes += bytes;
-		mp->live_count += count;
-		if (mp->live_bytes > mp->peak_bytes)
-			mp->peak_bytes = mp->live_bytes;
-	} else {
-		add_signed(&mp->mem.bytes_added, -bytes);
-		add_signed(&mp->mem.tensors_added, -count);
-		mp->mem.free_bytes += bytes;
-		mp->mem.free_count += count;
-		sub_clamped(&mp->live_bytes, bytes);
-		sub_clamped(&mp->live_count, count);
+	live_charge(&mp->mem, &mp->live_bytes, &mp->live_count, &mp->peak_bytes, bytes, count,
+		    alloc);
+	if (ptag < mp->n_tags) {
+		struct mp_pool_tag *pt = &mp->tags[ptag];
+
+		tag = pt->tag;
+		live_charge(&pt->mem, &pt->live_bytes, &pt->live_count, &pt->peak_bytes, bytes,
+			    count, alloc);
 	}
 	pool_charge_phase(c, pool, bytes, count, alloc);
 	for (f = attribute(c, tid, &t, &cross); f; f = f->up) {
 		struct mp_pool_bucket *b = pool_bucket(inv_rec(c, f), pool);
+		struct mp_pool_tag_bucket *tb = pool_tag_bucket(inv_rec(c, f), pool, tag);
 		uint64_t net;
 
-		if (!b) {
+		if (!b || !tb) {
 			c->oom = true;
 			return;
 		}
 		if (alloc) {
 			b->alloc_bytes += bytes;
 			b->alloc_count += count;
+			tb->alloc_bytes += bytes;
+			tb->alloc_count += count;
 		} else {
 			b->free_bytes += bytes;
 			b->free_count += count;
+			tb->free_bytes += bytes;
+			tb->free_count += count;
 		}
 		net = b->alloc_bytes - b->free_bytes;
 		if (b->alloc_bytes > b->free_bytes && net > b->peak_added)
@@ -2057,12 +2179,13 @@ static void pool_alloc_slice(struct mp_correlator *c, uint32_t pool, uint32_t ti
 			     uint64_t size, uint64_t caller)
 {
 	uint32_t old = slice_find(c, pool, addr), slice, site;
+	struct slice *sl;
 
 	if (old) {
 		/* Handed out again without being given back: the old slice
 		 * is gone. */
 		c->p->accounting_errors++;
-		pool_charge(c, tid, pool, c->slices[old].size, 1, false);
+		pool_charge(c, tid, pool, c->slices[old].ptag, c->slices[old].size, 1, false);
 		slice_remove(c, old);
 	}
 	slice = slice_insert(c, pool, addr, size);
@@ -2072,7 +2195,11 @@ static void pool_alloc_slice(struct mp_correlator *c, uint32_t pool, uint32_t ti
 		c->p->dropped_markers++;
 		return;
 	}
-	pool_charge(c, tid, pool, size, 1, true);
+	/* The tag open on the allocating thread, as for a heap block; its
+	 * free is charged to the same tag. */
+	sl = &c->slices[slice];
+	sl->ptag = pool_tag_of(c, pool, open_tag(thread_find(c, tid)));
+	pool_charge(c, tid, pool, sl->ptag, size, 1, true);
 	site = pool_site_of(c, pool, tid, caller);
 	if (site != MP_NONE) {
 		struct mp_site *st = &c->p->sites[site];
@@ -2111,26 +2238,40 @@ static void pool_free_slice(struct mp_correlator *c, uint32_t pool, uint32_t tid
 		return;
 	}
 	pool = c->slices[i].pool;
-	pool_charge(c, tid, pool, c->slices[i].size, 1, false);
+	pool_charge(c, tid, pool, c->slices[i].ptag, c->slices[i].size, 1, false);
 	slice_site_free(c, i);
 	slice_remove(c, i);
 }
 
+/* Frees every slice of @pool, charged per tag of the pool (the last sum
+ * holds slices without one). */
 static void pool_reset(struct mp_correlator *c, uint32_t pool, uint32_t tid)
 {
-	uint64_t bytes = 0, count = 0;
+	struct mp_mempool *mp = &c->p->mempools[pool];
+	uint32_t nt = mp->n_tags;
+	bool sums = grow((void **)&c->reset_sums, &c->reset_sums_cap, nt + 1,
+			 sizeof(*c->reset_sums)) == 0;
 
+	if (sums)
+		memset(c->reset_sums, 0, (nt + 1) * sizeof(*c->reset_sums));
+	else
+		c->oom = true; /* the figures are lost anyway */
 	while (c->pool_head[pool]) {
 		uint32_t i = c->pool_head[pool];
+		uint32_t k = c->slices[i].ptag < nt ? c->slices[i].ptag : nt;
 
-		bytes += c->slices[i].size;
-		count++;
+		if (sums) {
+			c->reset_sums[k].bytes += c->slices[i].size;
+			c->reset_sums[k].count++;
+		}
 		slice_site_free(c, i);
 		slice_remove(c, i);
 	}
-	c->p->mempools[pool].resets++;
-	if (count)
-		pool_charge(c, tid, pool, bytes, count, false);
+	mp->resets++;
+	for (uint32_t k = 0; sums && k <= nt; k++)
+		if (c->reset_sums[k].count)
+			pool_charge(c, tid, pool, k, c->reset_sums[k].bytes, c->reset_sums[k].count,
+				    false);
 }
 
 static int pool_record(struct mp_correlator *c, const struct mp_record *rec)

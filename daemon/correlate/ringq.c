@@ -172,7 +172,8 @@ static int marker_store(struct mp_ringq *q, const struct mp_record *rec, void *r
 	return 0;
 }
 
-int mp_ringq_push(struct mp_ringq *q, uint32_t ring, const struct mp_record *rec, void *ref)
+int mp_ringq_push(struct mp_ringq *q, uint32_t ring, const struct mp_record *rec, uint32_t stack,
+		  void *ref)
 {
 	struct mp_ringq_rec *e;
 	struct queue *qu;
@@ -204,7 +205,9 @@ int mp_ringq_push(struct mp_ringq *q, uint32_t ring, const struct mp_record *rec
 		e->caller = rec->heap.caller;
 		e->old_addr = rec->heap.old_addr;
 		e->marker = 0;
+		e->stack = stack;
 	} else {
+		e->stack = 0;
 		r = marker_store(q, rec, ref, &e->marker);
 		if (r < 0)
 			return r;

@@ -34,7 +34,7 @@ struct mp_ringq_rec {
 	uint8_t flags; /* MP_REC_F_* */
 	uint16_t fn; /* heap records: enum mp_alloc_fn */
 	uint32_t marker; /* other records: index of the stored mp_record */
-	uint32_t pad_;
+	uint32_t stack; /* heap records: id of their unwound stack, 0 none */
 };
 _Static_assert(sizeof(struct mp_ringq_rec) == 56, "held record size (docs)");
 
@@ -45,11 +45,14 @@ struct mp_ringq;
 int mp_ringq_new(uint32_t rings, struct mp_ringq **ret);
 void mp_ringq_free(struct mp_ringq *q);
 
-/* Appends @rec, read from ring @ring, behind that ring's earlier records.
+/* Appends @rec, read from ring @ring, behind that ring's earlier records,
+ * with @stack (a heap record's stack id, kept as is; the record's own
+ * stack pointer is not kept: it dies with the consumer's read).
  * @ref is handed back with a marker record when it is released (the
  * owner of its name string); unused for heap records. -ENOMEM, -E2BIG for
  * a ring index beyond MP_RING_MAX_THREADS. */
-int mp_ringq_push(struct mp_ringq *q, uint32_t ring, const struct mp_record *rec, void *ref);
+int mp_ringq_push(struct mp_ringq *q, uint32_t ring, const struct mp_record *rec, uint32_t stack,
+		  void *ref);
 
 /* Timestamp of the record that would be released next, UINT64_MAX when
  * none is held. */

@@ -279,7 +279,7 @@ static int heap_counter(struct out *o)
 	return 0;
 }
 
-/* One counter track per pool, apart from the heap track: a pool's live
+/* One counter track per used pool, apart from the heap track: a pool's live
  * slices are known at each kernel end (its bucket's live_end) and at the
  * window's end. Device pools are never added to the heap or RSS tracks. */
 static int pool_counters(struct out *o)
@@ -297,6 +297,9 @@ static int pool_counters(struct out *o)
 		char name[96];
 		uint32_t n = 0;
 
+		/* a pool declared and never used would be a flat line at 0 */
+		if (!mp_mempool_used(mp))
+			continue;
 		snprintf(name, sizeof(name), "pool %.64s (%s)", mp->name,
 			 mp_pool_kind_name(mp->kind));
 		pts[n] = (struct heap_pt){ o->w0, 0, n };

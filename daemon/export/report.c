@@ -169,26 +169,63 @@ static void json_mem(struct mp_json *j, const char *key, const struct mp_mem_sta
 	mp_json_object_end(j);
 }
 
+/* One owner/tag bucket's object. */
+static void json_bucket(struct mp_json *j, const char *name, uint64_t alloc_bytes,
+			uint64_t alloc_count, uint64_t free_bytes, uint64_t free_count)
+{
+	mp_json_object_begin(j, NULL);
+	mp_json_str(j, "name", name);
+	mp_json_i64(j, "bytesAdded", (int64_t)(alloc_bytes - free_bytes));
+	mp_json_u64(j, "allocBytes", alloc_bytes);
+	mp_json_u64(j, "allocCount", alloc_count);
+	mp_json_u64(j, "freeBytes", free_bytes);
+	mp_json_u64(j, "freeCount", free_count);
+	mp_json_object_end(j);
+}
+
 static void json_buckets(struct mp_json *j, const char *key, const struct mp_bucket *b, uint32_t n,
 			 const struct mp_pool *names, uint32_t n_names)
 {
 	mp_json_array_begin(j, key);
-	for (uint32_t i = 0; i < n; i++) {
-		mp_json_object_begin(j, NULL);
-		mp_json_str(j, "name", pool_name(names, n_names, b[i].id));
-		mp_json_i64(j, "bytesAdded", (int64_t)(b[i].alloc_bytes - b[i].free_bytes));
-		mp_json_u64(j, "allocBytes", b[i].alloc_bytes);
-		mp_json_u64(j, "allocCount", b[i].alloc_count);
-		mp_json_u64(j, "freeBytes", b[i].free_bytes);
-		mp_json_u64(j, "freeCount", b[i].free_count);
-		mp_json_object_end(j);
-	}
+	for (uint32_t i = 0; i < n; i++)
+		json_bucket(j, pool_name(names, n_names, b[i].id), b[i].alloc_bytes,
+			    b[i].alloc_count, b[i].free_bytes, b[i].free_count);
 	mp_json_array_end(j);
 }
 
-/* Present only in profiles with pools. */
+/* An owner's or tag's figures over the window (@mem under @key). */
+static void json_live(struct mp_json *j, const char *name, const char *key,
+		      const struct mp_mem_stats *mem, uint64_t live_bytes, uint64_t live_count,
+		      uint64_t peak_bytes)
+{
+	mp_json_object_begin(j, NULL);
+	mp_json_str(j, "name", name);
+	json_mem(j, key, mem);
+	mp_json_u64(j, "liveBytes", live_bytes);
+	mp_json_u64(j, "liveCount", live_count);
+	mp_json_u64(j, "peakBytes", peak_bytes);
+	mp_json_object_end(j);
+}
+
+/* A pool bucket's slices by tag (@pool's entries of @t), as "tags" are for
+ * heap blocks. */
+static void json_pool_tag_buckets(struct mp_json *j, const struct mp_profile *p, uint32_t pool,
+				  const struct mp_pool_tag_bucket *t, uint32_t nt)
+{
+	mp_json_array_begin(j, "tags");
+	for (uint32_t i = 0; i < nt; i++)
+		if (t[i].pool == pool)
+			json_bucket(j, pool_name(p->tags, p->n_tags, t[i].tag), t[i].alloc_bytes,
+				    t[i].alloc_count, t[i].free_bytes, t[i].free_count);
+	mp_json_array_end(j);
+}
+
+/* Present only in profiles with pools. Invocations and kernels break each
+ * bucket down by tag (@t); phases have no tag breakdown (@t NULL), as for
+ * the heap. */
 static void json_pool_buckets(struct mp_json *j, const struct mp_profile *p,
-			      const struct mp_pool_bucket *b, uint32_t n)
+			      const struct mp_pool_bucket *b, uint32_t n,
+			      const struct mp_pool_tag_bucket *t, uint32_t nt)
 {
 	if (!p->n_mempools)
 		return;
@@ -205,6 +242,8 @@ static void json_pool_buckets(struct mp_json *j, const struct mp_profile *p,
 		mp_json_u64(j, "peakBytes", b[i].peak_bytes);
 		mp_json_u64(j, "liveBytesEnd", b[i].live_end);
 		mp_json_u64(j, "liveCountEnd", b[i].live_count_end);
+		if (t)
+			json_pool_tag_buckets(j, p, b[i].id, t, nt);
 		mp_json_object_end(j);
 	}
 	mp_json_array_end(j);
@@ -228,6 +267,14 @@ static void json_mempools(struct mp_json *j, const struct mp_profile *p)
 		mp_json_u64(j, "peakBytes", mp->peak_bytes);
 		mp_json_u64(j, "resets", mp->resets);
 		mp_json_u64(j, "unknownFrees", mp->unknown_frees);
+		mp_json_array_begin(j, "tags");
+		for (uint32_t t = 0; t < mp->n_tags; t++) {
+			const struct mp_pool_tag *pt = &mp->tags[t];
+
+			json_live(j, pool_name(p->tags, p->n_tags, pt->tag), "slices", &pt->mem,
+				  pt->live_bytes, pt->live_count, pt->peak_bytes);
+		}
+		mp_json_array_end(j);
 		mp_json_object_end(j);
 	}
 	mp_json_array_end(j);
@@ -281,7 +328,7 @@ static void json_invocation(struct mp_json *j, const struct mp_profile *p, uint3
 	mp_json_i64(j, "rssExactExclusive", v->rss_exact_excl);
 	json_buckets(j, "owners", v->owners, v->n_owners, p->owners, p->n_owners);
 	json_buckets(j, "tags", v->tags, v->n_tags, p->tags, p->n_tags);
-	json_pool_buckets(j, p, v->pools, v->n_pools);
+	json_pool_buckets(j, p, v->pools, v->n_pools, v->pool_tags, v->n_pool_tags);
 	mp_json_object_end(j);
 }
 
@@ -334,22 +381,16 @@ static void json_kernel(struct mp_json *j, const struct mp_profile *p, const str
 	mp_json_u64(j, "markersLost", k->markers_lost);
 	json_buckets(j, "owners", k->owners, k->n_owners, p->owners, p->n_owners);
 	json_buckets(j, "tags", k->tags, k->n_tags, p->tags, p->n_tags);
-	json_pool_buckets(j, p, k->pools, k->n_pools);
+	json_pool_buckets(j, p, k->pools, k->n_pools, k->pool_tags, k->n_pool_tags);
 	mp_json_object_end(j);
 }
 
 static void json_pools(struct mp_json *j, const char *key, const struct mp_pool *v, uint32_t n)
 {
 	mp_json_array_begin(j, key);
-	for (uint32_t i = 0; i < n; i++) {
-		mp_json_object_begin(j, NULL);
-		mp_json_str(j, "name", v[i].name);
-		json_mem(j, "heap", &v[i].mem);
-		mp_json_u64(j, "liveBytes", v[i].live_bytes);
-		mp_json_u64(j, "liveCount", v[i].live_count);
-		mp_json_u64(j, "peakBytes", v[i].peak_bytes);
-		mp_json_object_end(j);
-	}
+	for (uint32_t i = 0; i < n; i++)
+		json_live(j, v[i].name, "heap", &v[i].mem, v[i].live_bytes, v[i].live_count,
+			  v[i].peak_bytes);
 	mp_json_array_end(j);
 }
 
@@ -439,7 +480,7 @@ static void json_phases(struct mp_json *j, const struct mp_profile *p)
 		json_mem(j, "heap", &ph->mem);
 		mp_json_u64(j, "peakBytes", ph->peak_bytes);
 		mp_json_u64(j, "rssPeak", ph->rss_peak);
-		json_pool_buckets(j, p, ph->pools, ph->n_pools);
+		json_pool_buckets(j, p, ph->pools, ph->n_pools, NULL, 0);
 		mp_json_object_end(j);
 	}
 	mp_json_array_end(j);
@@ -624,13 +665,88 @@ static void put_mode(FILE *f, const struct mp_profile *p)
 	}
 }
 
+static const char *mempool_name(const struct mp_profile *p, uint32_t id)
+{
+	return id < p->n_mempools ? p->mempools[id].name : "(invalid)";
+}
+
+/* A row of the tables naming two things (PHASE/POOL, KERNEL/POOL,
+ * POOL/TAG) and four byte figures. */
+static void put_pool_row(FILE *f, const char *a, const char *b, int64_t v0, int64_t v1, int64_t v2,
+			 int64_t v3)
+{
+	put_name(f, a, 32);
+	fputc(' ', f);
+	put_name(f, b, 16);
+	put_bytes(f, v0);
+	put_bytes(f, v1);
+	put_bytes(f, v2);
+	put_bytes(f, v3);
+	fputc('\n', f);
+}
+
+/* Pools declared but never used (a --device preset's functions the program
+ * does not call): one line naming them instead of rows of zeros. */
+static void table_unused_pools(const struct mp_profile *p, FILE *f, uint32_t used)
+{
+	bool first = true;
+
+	if (used == p->n_mempools)
+		return;
+	fputs(used ? "unused pools (not shown):" : "\npools: none used; declared:", f);
+	for (uint32_t i = 0; i < p->n_mempools; i++) {
+		if (mp_mempool_used(&p->mempools[i]))
+			continue;
+		fputs(first ? " " : ", ", f);
+		put_name(f, p->mempools[i].name, 0);
+		first = false;
+	}
+	fputc('\n', f);
+}
+
+/* Slices by tag, as the TAG table is for heap blocks; only when some slice
+ * was made under a tag (else it would repeat the POOL table). */
+static void table_pool_tags(const struct mp_profile *p, FILE *f)
+{
+	bool tagged = false;
+
+	for (uint32_t i = 0; i < p->n_mempools && !tagged; i++)
+		for (uint32_t t = 0; t < p->mempools[i].n_tags; t++)
+			if (p->mempools[i].tags[t].tag != MP_TAG_NONE &&
+			    p->mempools[i].tags[t].mem.alloc_count)
+				tagged = true;
+	if (!tagged)
+		return;
+	fprintf(f, "\n%-32s %-16s %14s %14s %14s %14s\n", "POOL", "TAG", "ALLOC_BYTES",
+		"LIVE_BYTES", "PEAK_BYTES", "NET_BYTES");
+	for (uint32_t i = 0; i < p->n_mempools; i++) {
+		const struct mp_mempool *mp = &p->mempools[i];
+
+		for (uint32_t t = 0; t < mp->n_tags; t++) {
+			const struct mp_pool_tag *pt = &mp->tags[t];
+
+			if (!pt->mem.alloc_count && !pt->mem.free_count)
+				continue;
+			put_pool_row(f, mp->name, pool_name(p->tags, p->n_tags, pt->tag),
+				     (int64_t)pt->mem.alloc_bytes, (int64_t)pt->live_bytes,
+				     (int64_t)pt->peak_bytes, pt->mem.bytes_added);
+		}
+	}
+}
+
 /* Pools are a view apart from the heap above: an arena's slices are here,
  * its backing malloc is in the heap figures; device memory is in neither
  * the heap nor RSS. */
 static void table_pools(const struct mp_profile *p, FILE *f)
 {
-	if (!p->n_mempools)
+	uint32_t used = 0;
+
+	for (uint32_t i = 0; i < p->n_mempools; i++)
+		used += mp_mempool_used(&p->mempools[i]);
+	if (!used) {
+		table_unused_pools(p, f, used);
 		return;
+	}
 	fputs("\npools (a separate view: slices the program or a device runtime handed out;\n"
 	      "an arena's backing malloc is counted once, in the heap figures above)\n",
 	      f);
@@ -639,6 +755,8 @@ static void table_pools(const struct mp_profile *p, FILE *f)
 	for (uint32_t i = 0; i < p->n_mempools; i++) {
 		const struct mp_mempool *mp = &p->mempools[i];
 
+		if (!mp_mempool_used(mp))
+			continue;
 		put_name(f, mp->name, 32);
 		fprintf(f, " %6s", mp_pool_kind_name(mp->kind));
 		put_bytes(f, (int64_t)mp->mem.alloc_bytes);
@@ -647,6 +765,8 @@ static void table_pools(const struct mp_profile *p, FILE *f)
 		put_bytes(f, mp->mem.bytes_added);
 		fprintf(f, " %8" PRIu64 "\n", mp->resets);
 	}
+	table_unused_pools(p, f, used);
+	table_pool_tags(p, f);
 	if (p->n_phases) {
 		fprintf(f, "\n%-32s %-16s %14s %14s %14s %14s\n", "PHASE", "POOL", "ALLOC_BYTES",
 			"FREE_BYTES", "PEAK_ADDED", "PEAK_LIVE");
@@ -658,17 +778,9 @@ static void table_pools(const struct mp_profile *p, FILE *f)
 
 				if (!pb->peak_bytes && !pb->alloc_count && !pb->free_count)
 					continue;
-				put_name(f, ph->name, 32);
-				fputc(' ', f);
-				put_name(f,
-					 pb->id < p->n_mempools ? p->mempools[pb->id].name :
-								  "(invalid)",
-					 16);
-				put_bytes(f, (int64_t)pb->alloc_bytes);
-				put_bytes(f, (int64_t)pb->free_bytes);
-				put_bytes(f, (int64_t)pb->peak_added);
-				put_bytes(f, (int64_t)pb->peak_bytes);
-				fputc('\n', f);
+				put_pool_row(f, ph->name, mempool_name(p, pb->id),
+					     (int64_t)pb->alloc_bytes, (int64_t)pb->free_bytes,
+					     (int64_t)pb->peak_added, (int64_t)pb->peak_bytes);
 			}
 		}
 	}
@@ -682,15 +794,9 @@ static void table_pools(const struct mp_profile *p, FILE *f)
 
 			if (!pb->alloc_count && !pb->free_count)
 				continue;
-			put_name(f, name_of(p, k->name), 32);
-			fputc(' ', f);
-			put_name(f, pb->id < p->n_mempools ? p->mempools[pb->id].name : "(invalid)",
-				 16);
-			put_bytes(f, (int64_t)pb->alloc_bytes);
-			put_bytes(f, (int64_t)pb->free_bytes);
-			put_bytes(f, (int64_t)pb->peak_added);
-			put_bytes(f, (int64_t)pb->peak_bytes);
-			fputc('\n', f);
+			put_pool_row(f, name_of(p, k->name), mempool_name(p, pb->id),
+				     (int64_t)pb->alloc_bytes, (int64_t)pb->free_bytes,
+				     (int64_t)pb->peak_added, (int64_t)pb->peak_bytes);
 		}
 	}
 }

@@ -72,6 +72,7 @@ static int clone_invocations(const struct mp_profile *p, struct mp_profile *q)
 		d->inputs = d->outputs = NULL;
 		d->owners = d->tags = NULL;
 		d->pools = NULL;
+		d->pool_tags = NULL;
 	}
 	for (uint32_t i = 0; i < p->n_invocations; i++) {
 		const struct mp_invocation *s = &p->invocations[i];
@@ -84,7 +85,9 @@ static int clone_invocations(const struct mp_profile *p, struct mp_profile *q)
 		    dup_small(s->owners, s->n_owners, sizeof(*s->owners), (void **)&d->owners) <
 			    0 ||
 		    dup_small(s->tags, s->n_tags, sizeof(*s->tags), (void **)&d->tags) < 0 ||
-		    dup_small(s->pools, s->n_pools, sizeof(*s->pools), (void **)&d->pools) < 0)
+		    dup_small(s->pools, s->n_pools, sizeof(*s->pools), (void **)&d->pools) < 0 ||
+		    dup_small(s->pool_tags, s->n_pool_tags, sizeof(*s->pool_tags),
+			      (void **)&d->pool_tags) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -97,6 +100,7 @@ static int clone_kernels(const struct mp_profile *p, struct mp_profile *q)
 	for (uint32_t i = 0; i < p->n_kernels; i++) {
 		q->kernels[i].owners = q->kernels[i].tags = NULL;
 		q->kernels[i].pools = NULL;
+		q->kernels[i].pool_tags = NULL;
 	}
 	for (uint32_t i = 0; i < p->n_kernels; i++) {
 		const struct mp_kernel *s = &p->kernels[i];
@@ -105,7 +109,9 @@ static int clone_kernels(const struct mp_profile *p, struct mp_profile *q)
 		if (dup_small(s->owners, s->n_owners, sizeof(*s->owners), (void **)&d->owners) <
 			    0 ||
 		    dup_small(s->tags, s->n_tags, sizeof(*s->tags), (void **)&d->tags) < 0 ||
-		    dup_small(s->pools, s->n_pools, sizeof(*s->pools), (void **)&d->pools) < 0)
+		    dup_small(s->pools, s->n_pools, sizeof(*s->pools), (void **)&d->pools) < 0 ||
+		    dup_small(s->pool_tags, s->n_pool_tags, sizeof(*s->pool_tags),
+			      (void **)&d->pool_tags) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -215,12 +221,16 @@ static int clone_mempools_execs(const struct mp_profile *p, struct mp_profile *q
 		    0 ||
 	    dup_exact(p->execs, p->n_execs, sizeof(*p->execs), (void **)&q->execs) < 0)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < p->n_mempools; i++)
+	for (uint32_t i = 0; i < p->n_mempools; i++) {
 		q->mempools[i].name = NULL;
+		q->mempools[i].tags = NULL;
+	}
 	for (uint32_t i = 0; i < p->n_execs; i++)
 		q->execs[i].path = NULL;
 	for (uint32_t i = 0; i < p->n_mempools; i++)
-		if (dup_str(p->mempools[i].name, &q->mempools[i].name) < 0)
+		if (dup_str(p->mempools[i].name, &q->mempools[i].name) < 0 ||
+		    dup_small(p->mempools[i].tags, p->mempools[i].n_tags,
+			      sizeof(*p->mempools[i].tags), (void **)&q->mempools[i].tags) < 0)
 			return -ENOMEM;
 	for (uint32_t i = 0; i < p->n_execs; i++)
 		if (dup_str(p->execs[i].path, &q->execs[i].path) < 0)

@@ -25,6 +25,7 @@ static void invocation_release(struct mp_invocation *inv)
 	free(inv->owners);
 	free(inv->tags);
 	free(inv->pools);
+	free(inv->pool_tags);
 }
 
 void mp_profile_free(struct mp_profile *p)
@@ -44,6 +45,7 @@ void mp_profile_free(struct mp_profile *p)
 		free(p->kernels[i].owners);
 		free(p->kernels[i].tags);
 		free(p->kernels[i].pools);
+		free(p->kernels[i].pool_tags);
 	}
 	free(p->kernels);
 	for (uint32_t i = 0; i < p->n_phases; i++) {
@@ -77,8 +79,10 @@ void mp_profile_free(struct mp_profile *p)
 	for (uint32_t i = 0; i < p->n_stacks; i++)
 		free(p->stacks[i].frames);
 	free(p->stacks);
-	for (uint32_t i = 0; i < p->n_mempools; i++)
+	for (uint32_t i = 0; i < p->n_mempools; i++) {
 		free(p->mempools[i].name);
+		free(p->mempools[i].tags);
+	}
 	free(p->mempools);
 	for (uint32_t i = 0; i < p->n_execs; i++)
 		free(p->execs[i].path);
@@ -104,6 +108,28 @@ const struct mp_pool_bucket *mp_pool_bucket_find(const struct mp_pool_bucket *b,
 {
 	for (uint32_t i = 0; i < n; i++)
 		if (b[i].id == id)
+			return &b[i];
+	return NULL;
+}
+
+bool mp_mempool_used(const struct mp_mempool *mp)
+{
+	return mp->mem.alloc_count || mp->mem.free_count || mp->resets || mp->unknown_frees;
+}
+
+const struct mp_pool_tag *mp_pool_tag_find(const struct mp_mempool *mp, uint32_t tag)
+{
+	for (uint32_t i = 0; i < mp->n_tags; i++)
+		if (mp->tags[i].tag == tag)
+			return &mp->tags[i];
+	return NULL;
+}
+
+const struct mp_pool_tag_bucket *mp_pool_tag_bucket_find(const struct mp_pool_tag_bucket *b,
+							 uint32_t n, uint32_t pool, uint32_t tag)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (b[i].pool == pool && b[i].tag == tag)
 			return &b[i];
 	return NULL;
 }

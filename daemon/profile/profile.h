@@ -120,6 +120,18 @@ struct mp_pool_bucket {
 	uint64_t live_count_end; /* pool live slices at the end */
 };
 
+/* Slices of one pool charged to one tag: the tag innermost open on the
+ * allocating thread, as for heap blocks (a slice's free is charged to the
+ * tag of its allocation). An invocation's (kernel's) breakdown, inclusive. */
+struct mp_pool_tag_bucket {
+	uint32_t pool; /* index into mp_profile.mempools */
+	uint32_t tag; /* index into mp_profile.tags */
+	uint64_t alloc_bytes;
+	uint64_t alloc_count;
+	uint64_t free_bytes;
+	uint64_t free_count;
+};
+
 struct mp_invocation {
 	uint32_t name; /* index into mp_profile.names */
 	uint32_t tid; /* thread that ran the kernel */
@@ -161,6 +173,10 @@ struct mp_invocation {
 	 * it (capacity as above). */
 	uint32_t n_pools;
 	struct mp_pool_bucket *pools;
+	/* Its pool slices by tag, one bucket per (pool, tag) touched
+	 * (capacity as above). */
+	uint32_t n_pool_tags;
+	struct mp_pool_tag_bucket *pool_tags;
 };
 
 /* All invocations of one kernel name (including those beyond the
@@ -191,6 +207,8 @@ struct mp_kernel {
 	struct mp_bucket *owners, *tags;
 	uint32_t n_pools;
 	struct mp_pool_bucket *pools;
+	uint32_t n_pool_tags;
+	struct mp_pool_tag_bucket *pool_tags;
 };
 
 /* The process replaced its image (exec): kernels open in the old image were
@@ -227,6 +245,15 @@ struct mp_pool {
 	uint64_t peak_bytes; /* peak of live_bytes */
 };
 
+/* A pool's slices charged to one tag over the whole window (the figures
+ * mp_profile.tags has for heap blocks). */
+struct mp_pool_tag {
+	uint32_t tag; /* index into mp_profile.tags */
+	struct mp_mem_stats mem;
+	uint64_t live_bytes, live_count; /* at profile end */
+	uint64_t peak_bytes; /* peak of live_bytes */
+};
+
 /* Where a pool's slices are reported from. */
 enum mp_pool_source {
 	MP_POOL_SRC_API = 0, /* memprof_pool_* in the process */
@@ -246,6 +273,10 @@ struct mp_mempool {
 	uint64_t peak_bytes; /* peak of live_bytes */
 	uint64_t resets; /* memprof_pool_reset() calls */
 	uint64_t unknown_frees; /* slices freed that were never seen allocated */
+	/* Its slices by tag, in order of first sight (capacity as
+	 * mp_invocation's arrays). */
+	uint32_t n_tags;
+	struct mp_pool_tag *tags;
 };
 
 struct mp_rss_point {
@@ -430,9 +461,19 @@ const struct mp_pool *mp_profile_tag(const struct mp_profile *p, const char *nam
 const struct mp_pool *mp_profile_owner(const struct mp_profile *p, const char *name);
 const struct mp_mempool *mp_profile_mempool(const struct mp_profile *p, const char *name);
 const char *mp_pool_kind_name(uint32_t kind);
+/* Whether any slice of @mp was handed out or given back, or it was reset:
+ * pools a --device preset declares but the program never calls have none
+ * (the table and the Chrome trace leave them out). */
+bool mp_mempool_used(const struct mp_mempool *mp);
 /* Bucket of pool @id of an invocation's or kernel's pool breakdown, or NULL. */
 const struct mp_pool_bucket *mp_pool_bucket_find(const struct mp_pool_bucket *b, uint32_t n,
 						 uint32_t id);
+/* Tag @tag's figures of pool @mp, or NULL. */
+const struct mp_pool_tag *mp_pool_tag_find(const struct mp_mempool *mp, uint32_t tag);
+/* Bucket of (@pool, @tag) of an invocation's or kernel's pool-tag
+ * breakdown, or NULL. */
+const struct mp_pool_tag_bucket *mp_pool_tag_bucket_find(const struct mp_pool_tag_bucket *b,
+							 uint32_t n, uint32_t pool, uint32_t tag);
 /* The location of @addr (p->locations is sorted), or NULL. */
 const struct mp_location *mp_profile_location(const struct mp_profile *p, uint64_t addr);
 /* Bucket @id of an invocation's or kernel's owner/tag breakdown, or NULL. */

@@ -88,6 +88,36 @@ static Memprof__MemStats *enc_mem(struct arena *a, const struct mp_mem_stats *m)
 	return o;
 }
 
+/* Fields the model and the messages share by name, copied either way. */
+#define COPY_COUNTS(d, s)                          \
+	do {                                       \
+		(d).alloc_bytes = (s).alloc_bytes; \
+		(d).alloc_count = (s).alloc_count; \
+		(d).free_bytes = (s).free_bytes;   \
+		(d).free_count = (s).free_count;   \
+	} while (0)
+#define COPY_LIVE(d, s)                          \
+	do {                                     \
+		(d).live_bytes = (s).live_bytes; \
+		(d).live_count = (s).live_count; \
+		(d).peak_bytes = (s).peak_bytes; \
+	} while (0)
+
+/* @n messages of @sz bytes in *@ret_msgs and the pointers to them that a
+ * repeated field holds; NULL when the arena failed. */
+static void **enc_repeated(struct arena *a, uint32_t n, size_t sz, void *ret_msgs)
+{
+	void **v = arena_alloc(a, n, sizeof(*v));
+	char *o = arena_alloc(a, n, sz);
+
+	if (!v || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++)
+		v[i] = o + (size_t)i * sz;
+	*(char **)ret_msgs = o;
+	return v;
+}
+
 static Memprof__Bucket **enc_buckets(struct arena *a, const struct mp_bucket *b, uint32_t n)
 {
 	Memprof__Bucket **v = arena_alloc(a, n, sizeof(*v));
@@ -98,10 +128,7 @@ static Memprof__Bucket **enc_buckets(struct arena *a, const struct mp_bucket *b,
 	for (uint32_t i = 0; i < n; i++) {
 		memprof__bucket__init(&o[i]);
 		o[i].id = b[i].id;
-		o[i].alloc_bytes = b[i].alloc_bytes;
-		o[i].alloc_count = b[i].alloc_count;
-		o[i].free_bytes = b[i].free_bytes;
-		o[i].free_count = b[i].free_count;
+		COPY_COUNTS(o[i], b[i]);
 		v[i] = &o[i];
 	}
 	return v;
@@ -118,10 +145,7 @@ static Memprof__PoolBucket **enc_pool_buckets(struct arena *a, const struct mp_p
 	for (uint32_t i = 0; i < n; i++) {
 		memprof__pool_bucket__init(&o[i]);
 		o[i].id = b[i].id;
-		o[i].alloc_bytes = b[i].alloc_bytes;
-		o[i].alloc_count = b[i].alloc_count;
-		o[i].free_bytes = b[i].free_bytes;
-		o[i].free_count = b[i].free_count;
+		COPY_COUNTS(o[i], b[i]);
 		o[i].peak_added = b[i].peak_added;
 		o[i].peak_bytes = b[i].peak_bytes;
 		o[i].live_bytes_end = b[i].live_end;
@@ -129,6 +153,36 @@ static Memprof__PoolBucket **enc_pool_buckets(struct arena *a, const struct mp_p
 		v[i] = &o[i];
 	}
 	return v;
+}
+
+static Memprof__PoolTagBucket **enc_pool_tag_buckets(struct arena *a,
+						     const struct mp_pool_tag_bucket *b, uint32_t n)
+{
+	Memprof__PoolTagBucket *o;
+	void **v = enc_repeated(a, n, sizeof(*o), &o);
+
+	for (uint32_t i = 0; v && i < n; i++) {
+		memprof__pool_tag_bucket__init(&o[i]);
+		o[i].pool = b[i].pool;
+		o[i].tag = b[i].tag;
+		COPY_COUNTS(o[i], b[i]);
+	}
+	return (Memprof__PoolTagBucket **)v;
+}
+
+static Memprof__MemPoolTag **enc_mempool_tags(struct arena *a, const struct mp_pool_tag *t,
+					      uint32_t n)
+{
+	Memprof__MemPoolTag *o;
+	void **v = enc_repeated(a, n, sizeof(*o), &o);
+
+	for (uint32_t i = 0; v && i < n; i++) {
+		memprof__mem_pool_tag__init(&o[i]);
+		o[i].tag = t[i].tag;
+		o[i].slices = enc_mem(a, &t[i].mem);
+		COPY_LIVE(o[i], t[i]);
+	}
+	return (Memprof__MemPoolTag **)v;
 }
 
 static Memprof__MemPool **enc_mempools(struct arena *a, const struct mp_mempool *v, uint32_t n)
@@ -148,11 +202,11 @@ static Memprof__MemPool **enc_mempools(struct arena *a, const struct mp_mempool 
 				      MEMPROF__POOL_SOURCE__POOL_SOURCE_PROBE :
 				      MEMPROF__POOL_SOURCE__POOL_SOURCE_API;
 		o[i].slices = enc_mem(a, &v[i].mem);
-		o[i].live_bytes = v[i].live_bytes;
-		o[i].live_count = v[i].live_count;
-		o[i].peak_bytes = v[i].peak_bytes;
+		COPY_LIVE(o[i], v[i]);
 		o[i].resets = v[i].resets;
 		o[i].unknown_frees = v[i].unknown_frees;
+		o[i].n_tags = v[i].n_tags;
+		o[i].tags = enc_mempool_tags(a, v[i].tags, v[i].n_tags);
 		r[i] = &o[i];
 	}
 	return r;
@@ -216,6 +270,8 @@ static Memprof__Invocation *enc_invocation(struct arena *a, const struct mp_invo
 	o->tags = enc_buckets(a, v->tags, v->n_tags);
 	o->n_pools = v->n_pools;
 	o->pools = enc_pool_buckets(a, v->pools, v->n_pools);
+	o->n_pool_tags = v->n_pool_tags;
+	o->pool_tags = enc_pool_tag_buckets(a, v->pool_tags, v->n_pool_tags);
 	return o;
 }
 
@@ -252,6 +308,8 @@ static Memprof__Kernel *enc_kernel(struct arena *a, const struct mp_kernel *k)
 	o->tags = enc_buckets(a, k->tags, k->n_tags);
 	o->n_pools = k->n_pools;
 	o->pools = enc_pool_buckets(a, k->pools, k->n_pools);
+	o->n_pool_tags = k->n_pool_tags;
+	o->pool_tags = enc_pool_tag_buckets(a, k->pool_tags, k->n_pool_tags);
 	return o;
 }
 
@@ -266,9 +324,7 @@ static Memprof__Pool **enc_pools(struct arena *a, const struct mp_pool *v, uint3
 		memprof__pool__init(&o[i]);
 		o[i].name = str_or_empty(v[i].name);
 		o[i].heap = enc_mem(a, &v[i].mem);
-		o[i].live_bytes = v[i].live_bytes;
-		o[i].live_count = v[i].live_count;
-		o[i].peak_bytes = v[i].peak_bytes;
+		COPY_LIVE(o[i], v[i]);
 		r[i] = &o[i];
 	}
 	return r;
@@ -609,13 +665,8 @@ static int dec_buckets(Memprof__Bucket **in, size_t n, uint32_t n_ids, struct mp
 	for (size_t i = 0; i < n; i++) {
 		if (!in[i] || in[i]->id >= n_ids)
 			BAD("owner/tag bucket refers to no owner/tag");
-		b[i] = (struct mp_bucket){
-			.id = in[i]->id,
-			.alloc_bytes = in[i]->alloc_bytes,
-			.alloc_count = in[i]->alloc_count,
-			.free_bytes = in[i]->free_bytes,
-			.free_count = in[i]->free_count,
-		};
+		b[i].id = in[i]->id;
+		COPY_COUNTS(b[i], *in[i]);
 	}
 	*ret_n = n;
 	return 0;
@@ -641,22 +692,83 @@ static int dec_pool_buckets(Memprof__PoolBucket **in, size_t n, uint32_t n_ids,
 			BAD("pool bucket refers to no pool");
 		b[i] = (struct mp_pool_bucket){
 			.id = in[i]->id,
-			.alloc_bytes = in[i]->alloc_bytes,
-			.alloc_count = in[i]->alloc_count,
-			.free_bytes = in[i]->free_bytes,
-			.free_count = in[i]->free_count,
 			.peak_added = in[i]->peak_added,
 			.peak_bytes = in[i]->peak_bytes,
 			.live_end = in[i]->live_bytes_end,
 			.live_count_end = in[i]->live_count_end,
 		};
+		COPY_COUNTS(b[i], *in[i]);
 	}
 	*ret_n = n;
 	return 0;
 }
 
+/* A zeroed array for @n decoded elements in *@ret (NULL when @n is 0),
+ * with the implied capacity of the model's small arrays; *@ret_n is 0
+ * until they are decoded. */
+static int dec_small(size_t n, size_t elsz, void *ret, uint32_t *ret_n)
+{
+	void *a = NULL;
+
+	*ret_n = 0;
+	if (n && !(a = calloc(implicit_cap(n), elsz)))
+		return -ENOMEM;
+	*(void **)ret = a;
+	return 0;
+}
+
+/* Buckets of (pool, tag) pairs: no more than there are pairs. */
+static int dec_pool_tag_buckets(Memprof__PoolTagBucket **in, size_t n, const struct mp_profile *p,
+				struct mp_pool_tag_bucket **ret, uint32_t *ret_n,
+				const char **ret_why)
+{
+	struct mp_pool_tag_bucket *b;
+	int r;
+
+	if (n > (size_t)p->n_mempools * p->n_tags)
+		BAD("more pool tag buckets than pools and tags");
+	r = dec_small(n, sizeof(*b), ret, ret_n);
+	if (r < 0)
+		return r;
+	b = *ret;
+	for (size_t i = 0; i < n; i++) {
+		if (!in[i] || in[i]->pool >= p->n_mempools || in[i]->tag >= p->n_tags)
+			BAD("pool tag bucket refers to no pool or tag");
+		b[i].pool = in[i]->pool;
+		b[i].tag = in[i]->tag;
+		COPY_COUNTS(b[i], *in[i]);
+	}
+	*ret_n = n;
+	return 0;
+}
+
+static int dec_mempool_tags(const Memprof__MemPool *in, uint32_t n_tags, struct mp_mempool *v,
+			    const char **ret_why)
+{
+	if (in->n_tags > n_tags)
+		BAD("more pool tags than tags");
+	if (!in->n_tags)
+		return 0;
+	v->tags = calloc(implicit_cap(in->n_tags), sizeof(*v->tags));
+	if (!v->tags)
+		return -ENOMEM;
+	for (size_t i = 0; i < in->n_tags; i++) {
+		const Memprof__MemPoolTag *t = in->tags[i];
+
+		if (!t || t->tag >= n_tags)
+			BAD("pool tag refers to no tag");
+		v->tags[i].tag = t->tag;
+		dec_mem(&v->tags[i].mem, t->slices);
+		COPY_LIVE(v->tags[i], *t);
+		v->n_tags = i + 1;
+	}
+	return 0;
+}
+
 static int dec_mempools(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
 {
+	int r;
+
 	if (o->n_mem_pools > 256)
 		BAD("more pools than memprofd keeps");
 	if (!o->n_mem_pools)
@@ -679,11 +791,12 @@ static int dec_mempools(const Memprof__Profile *o, struct mp_profile *p, const c
 				    MP_POOL_SRC_PROBE :
 				    MP_POOL_SRC_API;
 		dec_mem(&v->mem, in->slices);
-		v->live_bytes = in->live_bytes;
-		v->live_count = in->live_count;
-		v->peak_bytes = in->peak_bytes;
+		COPY_LIVE(*v, *in);
 		v->resets = in->resets;
 		v->unknown_frees = in->unknown_frees;
+		r = dec_mempool_tags(in, p->n_tags, v, ret_why);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -764,8 +877,11 @@ static int dec_invocation(const Memprof__Invocation *o, uint32_t idx, const stru
 	r = dec_buckets(o->tags, o->n_tags, p->n_tags, &v->tags, &v->n_tags, ret_why);
 	if (r < 0)
 		return r;
-	return dec_pool_buckets(o->pools, o->n_pools, p->n_mempools, &v->pools, &v->n_pools,
-				ret_why);
+	r = dec_pool_buckets(o->pools, o->n_pools, p->n_mempools, &v->pools, &v->n_pools, ret_why);
+	if (r < 0)
+		return r;
+	return dec_pool_tag_buckets(o->pool_tags, o->n_pool_tags, p, &v->pool_tags, &v->n_pool_tags,
+				    ret_why);
 }
 
 static int dec_kernel(const Memprof__Kernel *o, const struct mp_profile *p, struct mp_kernel *k,
@@ -803,8 +919,11 @@ static int dec_kernel(const Memprof__Kernel *o, const struct mp_profile *p, stru
 	r = dec_buckets(o->tags, o->n_tags, p->n_tags, &k->tags, &k->n_tags, ret_why);
 	if (r < 0)
 		return r;
-	return dec_pool_buckets(o->pools, o->n_pools, p->n_mempools, &k->pools, &k->n_pools,
-				ret_why);
+	r = dec_pool_buckets(o->pools, o->n_pools, p->n_mempools, &k->pools, &k->n_pools, ret_why);
+	if (r < 0)
+		return r;
+	return dec_pool_tag_buckets(o->pool_tags, o->n_pool_tags, p, &k->pool_tags, &k->n_pool_tags,
+				    ret_why);
 }
 
 static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_t *ret_n,
@@ -829,9 +948,7 @@ static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_
 			return -ENOMEM;
 		*ret_n = i + 1;
 		dec_mem(&v[i].mem, in[i]->heap);
-		v[i].live_bytes = in[i]->live_bytes;
-		v[i].live_count = in[i]->live_count;
-		v[i].peak_bytes = in[i]->peak_bytes;
+		COPY_LIVE(v[i], *in[i]);
 	}
 	return 0;
 }

@@ -118,6 +118,19 @@ static int set(struct mp_config *c, const char *k, const char *v)
 		c->sample_bytes = x;
 		return 0;
 	}
+	if (!strcmp(k, "stacks")) {
+		if (!strcmp(v, "yes") || !strcmp(v, "no")) {
+			c->stacks = v[0] == 'y';
+			return 0;
+		}
+		return -EINVAL;
+	}
+	if (!strcmp(k, "stack_depth")) {
+		if (parse_u64(v, 256, false, &x) < 0 || !x)
+			return -EINVAL;
+		c->stack_depth = (uint32_t)x;
+		return 0;
+	}
 	if (!strcmp(k, "rss_hz")) {
 		if (parse_u64(v, MP_RSS_MAX_HZ, false, &x) < 0)
 			return -EINVAL;

@@ -17,10 +17,13 @@
  *                          service cgroup's memory.max, if any)
  *   stream_collectors_per_uid = N  distinct --stream collectors of a uid
  *   stream_total_size = N[K|M|G]   all collectors' buffers together
+ *   stacks = yes|no        call stacks of allocations (--stacks)
+ *   stack_depth = N        frames per stack at most (1-256, default 64)
  */
 #ifndef MP_CONFIG_H
 #define MP_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +51,8 @@ struct mp_config {
 	uint64_t sample_bytes; /* their sampling interval in sampled mode */
 	unsigned stream_per_uid; /* 0: no limit (root is never limited) */
 	uint64_t stream_total_bytes; /* 0: no limit */
+	bool stacks; /* call stacks of targets attached without stacks= */
+	uint32_t stack_depth; /* 0: MP_UNWIND_DEFAULT_DEPTH */
 };
 
 /* Defaults only. */

@@ -99,8 +99,8 @@ struct ctl_cmd {
 	const char *const *keys; /* besides cmd; NULL-terminated */
 };
 
-static const char *const attach_keys[] = { "pid",  "duration_ns",  "stream",
-					   "mode", "sample_bytes", NULL };
+static const char *const attach_keys[] = { "pid",	   "duration_ns", "stream", "mode",
+					   "sample_bytes", "stacks",	  NULL };
 static const char *const pid_keys[] = { "pid", NULL };
 static const char *const no_keys[] = { NULL };
 static const struct ctl_cmd ctl_cmds[] = {

@@ -670,6 +670,7 @@ struct attach_req {
 	pid_t pid;
 	uint64_t duration_ns, sample_bytes;
 	uint32_t mode; /* UINT32_MAX: the configured default */
+	uint64_t stacks; /* 0 or 1; UINT64_MAX: the configured default */
 };
 
 /* Parses and authorizes an attach request; replies on failure. */
@@ -679,7 +680,7 @@ static int attach_parse(struct request *q, struct attach_req *a)
 	char why[256];
 	int r;
 
-	*a = (struct attach_req){ .mode = UINT32_MAX };
+	*a = (struct attach_req){ .mode = UINT32_MAX, .stacks = UINT64_MAX };
 	r = get_pid(q, &a->pid);
 	if (r < 0)
 		return r;
@@ -692,6 +693,9 @@ static int attach_parse(struct request *q, struct attach_req *a)
 	r = mp_ctl_get_u64(&q->msg, "sample_bytes", 1ull << 40, &a->sample_bytes);
 	if (r == -EINVAL || (r == 0 && !a->sample_bytes))
 		return fail(q, -EINVAL, "invalid sample_bytes");
+	r = mp_ctl_get_u64(&q->msg, "stacks", 1, &a->stacks);
+	if (r == -EINVAL)
+		return fail(q, r, "invalid stacks (0 or 1)");
 	r = check_out_fd(q);
 	if (r < 0)
 		return r;
@@ -812,6 +816,8 @@ static int target_configure_locked(struct request *q, struct target *t, const st
 	t->sopts.bpf_ring_bytes = cfg->bpf_ring_bytes;
 	t->sopts.mode = a->mode != UINT32_MAX ? a->mode : cfg->mode;
 	t->sopts.sample_bytes = a->sample_bytes ? a->sample_bytes : cfg->sample_bytes;
+	t->sopts.stacks = a->stacks != UINT64_MAX ? a->stacks == 1 : cfg->stacks;
+	t->sopts.stack_depth = cfg->stack_depth;
 	t->sopts.verbose = svc->o->verbose;
 	t->sopts.on_attached = on_attached;
 	t->sopts.on_attached_ctx = t;

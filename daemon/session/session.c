@@ -49,6 +49,15 @@
 
 /* Execs between two drains of the tracer beyond this get no path. */
 #define EXEC_PATHS 8
+/* Frames of libmemprof itself at the start of an in-process stack (the
+ * capture, the record writer's caller, the traced twin, the interposed
+ * function), dropped after the unwind. */
+#define RING_STACK_SKIP 8
+
+static uint32_t session_stack_bytes(const struct mp_session_opts *o)
+{
+	return o->stack_bytes ? o->stack_bytes : MP_SESSION_STACK_BYTES;
+}
 
 enum item_kind {
 	ITEM_MARKER = 1,
@@ -365,7 +374,9 @@ static int handle_heap_record(struct session *s, const struct mp_ringq_rec *rec)
 	mp_ringq_raw(rec, (uint32_t)s->o->pid, &ev);
 	if ((rec->flags & MP_REC_F_SCALED) && s->o->mode == MP_TRACE_SAMPLED)
 		ev.size = mp_tracer_sample_estimate(ev.size, s->o->sample_bytes);
+	s->cur_stack = rec->stack;
 	r = mp_live_apply(s->live, &ev, on_heap, s);
+	s->cur_stack = 0;
 	if (r < 0)
 		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
 	return 0;
@@ -513,6 +524,49 @@ static uint32_t unwind_event(struct session *s)
 				     trunc ? MP_STACK_F_TRUNCATED : 0);
 }
 
+/* The stack id of a heap record of the in-process path that carries a
+ * stack (MP_REC_STACK): unwound now, while the consumer's copy is valid.
+ * The capture is taken inside libmemprof, so its first frames are the
+ * interposer's own: the stack starts at the frame returning into the
+ * allocating function (the record's caller), as on the eBPF path. */
+static uint32_t unwind_ring_stack(struct session *s, const struct mp_record *rec)
+{
+	const struct mp_rec_stack *st = rec->stack;
+	struct mp_unwind_regs regs = { .ip = st->ip, .sp = st->sp, .bp = st->bp };
+	uint32_t depth = s->o->stack_depth ? s->o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
+	uint32_t max = depth + RING_STACK_SKIP, skip = 0;
+	struct mp_unwinder *u;
+	bool trunc = true;
+	int n = 0;
+
+	if (!s->stacks)
+		return 0;
+	/* ip is libmemprof's, known from the start: the caller says whether
+	 * the code allocating is (dlopen) */
+	u = unwinder_for(s, rec->heap.caller);
+	if (u)
+		n = mp_unwind(u, &regs, st->bytes, st->len,
+			      max < MP_UNWIND_MAX_DEPTH ? max : MP_UNWIND_MAX_DEPTH, s->frames,
+			      &trunc);
+	while (skip < (uint32_t)(n > 0 ? n : 0) && s->frames[skip] != rec->heap.caller)
+		skip++;
+	if (n <= 0 || skip == (uint32_t)n) {
+		/* not unwound up to the caller: the caller alone */
+		s->frames[0] = rec->heap.caller;
+		n = 1;
+		trunc = true;
+	} else {
+		n -= (int)skip;
+		memmove(s->frames, s->frames + skip, (size_t)n * sizeof(*s->frames));
+	}
+	if ((uint32_t)n > depth) {
+		n = (int)depth;
+		trunc = true;
+	}
+	return mp_stack_table_intern(s->stacks, s->frames, (uint32_t)n,
+				     trunc ? MP_STACK_F_TRUNCATED : 0);
+}
+
 /* fn:/src: owner rules: the source frames at @addr, from the unwinder's
  * modules; file names made absolute in per-frame buffers. */
 static int resolve_frames(void *ctx, uint64_t addr, struct mp_src_frame *ret, int max)
@@ -594,7 +648,11 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 
 		r = mp_merge_push(s->merge, ITEM_MARKER, rec->ts_ns, &mi, sizeof(mi));
 	} else {
-		r = mp_ringq_push(s->rq, ring, rec, s->ring_ref);
+		/* A stack is unwound now: the consumer's copy of its bytes
+		 * ends when this callback returns. */
+		uint32_t stack = rec->stack ? unwind_ring_stack(s, rec) : 0;
+
+		r = mp_ringq_push(s->rq, ring, rec, stack, s->ring_ref);
 		if (r == 0 && rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC)
 			return 0;
 	}
@@ -637,6 +695,11 @@ static int drain_ring(struct session *s)
 		s->ring_ref->c = s->ring;
 		if (s->path == MP_PATH_INPROCESS) {
 			mp_tracer_set_inproc_tls(s->tracer, mp_consumer_alloc_tls_off(s->ring));
+			r = mp_consumer_set_alloc_stacks(s->ring,
+							 s->stacks ? session_stack_bytes(s->o) : 0);
+			if (r < 0)
+				return log_error_errno(r, "pid %d: in-process stacks: %m",
+						       (int)s->o->pid);
 			r = mp_consumer_set_alloc_mode(s->ring,
 						       s->o->mode == MP_TRACE_SAMPLED ?
 							       MP_ALLOC_SAMPLED :
@@ -768,8 +831,7 @@ static int setup_pipeline(struct session *s)
 		.sample_bytes = o->sample_bytes,
 		.duty_on_ns = o->duty_on_ns,
 		.duty_period_ns = o->duty_period_ns,
-		.stack_bytes =
-			o->stacks ? (o->stack_bytes ? o->stack_bytes : MP_SESSION_STACK_BYTES) : 0,
+		.stack_bytes = o->stacks ? session_stack_bytes(o) : 0,
 	};
 	struct mp_correlator_opts copts = {
 		.resolve_owner = resolve_owner,
@@ -803,7 +865,7 @@ static int setup_pipeline(struct session *s)
 		if (depth > MP_UNWIND_MAX_DEPTH)
 			return log_error_errno(-EINVAL, "pid %d: stack depth %u: %m", (int)o->pid,
 					       depth);
-		s->frames = calloc(depth, sizeof(*s->frames));
+		s->frames = calloc(depth + RING_STACK_SKIP, sizeof(*s->frames));
 		r = s->frames ? mp_stack_table_new(&s->stacks) : -ENOMEM;
 		if (r < 0)
 			return log_error_errno(r, "pid %d: stack table: %m", (int)o->pid);
@@ -813,15 +875,7 @@ static int setup_pipeline(struct session *s)
 	{
 		const char *why = "";
 
-		/* Stacks are copied by the eBPF return probe: the in-process
-		 * interposer records no stack. */
-		if (o->stacks && o->tracer == MP_PATH_INPROCESS)
-			return log_error_errno(-EOPNOTSUPP,
-					       "pid %d: --tracer inprocess: --stacks needs the "
-					       "eBPF path",
-					       (int)o->pid);
-		r = mp_path_pick(o->pid, o->stacks ? MP_PATH_BPF : o->tracer, o->mode,
-				 o->duty_period_ns, &s->path, &why);
+		r = mp_path_pick(o->pid, o->tracer, o->mode, o->duty_period_ns, &s->path, &why);
 		if (r == -EOPNOTSUPP)
 			return log_error_errno(r, "pid %d: --tracer inprocess: %s", (int)o->pid,
 					       why);

@@ -16,6 +16,7 @@
 #include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <linux/capability.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -770,14 +771,35 @@ uint32_t mp_tracer_ring_bytes(uint32_t mode, uint32_t configured)
 	return mode == MP_TRACE_RSS ? MP_TRACER_RSS_RING_BYTES : MP_TRACER_RING_BYTES;
 }
 
+#define MP_VMLINUX_BTF "/sys/kernel/btf/vmlinux"
+
+/* A CO-RE candidate vmlinux lacks (struct mm_rss_stat___old on kernels >=
+ * 6.2) sends libbpf < 1.2 through the module BTFs, whose iteration
+ * (BPF_BTF_GET_NEXT_ID) needs CAP_SYS_ADMIN: the service has no such
+ * capability, and its default mode, rss, failed to load (found by
+ * tests/systemd). Without CAP_SYS_ADMIN, relocations go against vmlinux's
+ * BTF alone (btf_custom_path: libbpf then never looks at modules). With
+ * it, libbpf's default is kept: the custom path costs a second parse of
+ * vmlinux's BTF per load (~10 MiB of heap while loading). */
+static const char *core_btf_path(void)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &h, d) == 0 && (d[0].effective & (1u << CAP_SYS_ADMIN)))
+		return NULL;
+	return access(MP_VMLINUX_BTF, R_OK) == 0 ? MP_VMLINUX_BTF : NULL;
+}
+
 /* The skeleton opened and configured through its rodata and map sizes,
  * not loaded yet. */
 static int tracer_open(struct mp_tracer *t)
 {
 	const struct mp_tracer_opts *opts = &t->opts;
+	LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = core_btf_path());
 	int r;
 
-	t->skel = memprof_bpf__open();
+	t->skel = memprof_bpf__open_opts(&open_opts);
 	if (!t->skel)
 		return -errno;
 	t->skel->rodata->target_tgid = (uint32_t)opts->pid;

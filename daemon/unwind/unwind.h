@@ -59,6 +59,15 @@ bool mp_unwinder_knows(const struct mp_unwinder *u, uint64_t addr);
 int mp_unwind(struct mp_unwinder *u, const struct mp_unwind_regs *regs, const void *stack,
 	      size_t len, uint32_t max_depth, uint64_t *ret_frames, bool *ret_truncated);
 
+/* The rule cache (on by default): frames whose CFI has the simple rules
+ * of compiled code are walked with rules cached per address, and libdwfl
+ * unwinds only the stacks with a frame that needs more (no CFI, DWARF
+ * expressions, a read outside the slice). Off: libdwfl unwinds every
+ * stack (tests and bench/ compare the two). *@ret_fast / *@ret_slow
+ * (either may be NULL) count the stacks each way. */
+void mp_unwinder_set_rule_cache(struct mp_unwinder *u, bool on);
+void mp_unwinder_stats(const struct mp_unwinder *u, uint64_t *ret_fast, uint64_t *ret_slow);
+
 struct mp_sym_frame;
 /* The source frames of the return address @addr (inline.h), from the
  * unwinder's modules; 0 when @addr is in none. */

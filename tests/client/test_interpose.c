@@ -10,7 +10,11 @@
  */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -85,6 +89,127 @@ Test(interpose, precise_records_then_dormant)
 		}
 	}
 	cr_assert_eq(seen, 3, "records seen in order: %d of 3", seen);
+	cr_assert_eq(mp_consumer_alloc_drops(c), 0);
+	mp_consumer_free(c);
+}
+
+/* Whether the stack copy of @r holds its caller's return address: the
+ * word the call into malloc pushed lies above the captured sp, so an
+ * honest copy of the thread's stack has it (the daemon's unwinder finds
+ * the caller's frame there). */
+static bool stack_holds_caller(const struct mp_record *r, uint32_t max)
+{
+	const struct mp_rec_stack *st = r->stack;
+
+	cr_assert_not_null(st, "no stack with record %s", mp_record_type_name(r->type));
+	cr_assert(st->len > 0 && st->len <= max, "len %u", st->len);
+	cr_assert(st->ip && st->sp % 8 == 0);
+	for (uint32_t off = 0; off + 8 <= st->len; off += 8) {
+		uint64_t w;
+
+		memcpy(&w, st->bytes + off, 8);
+		if (w == r->heap.caller)
+			return true;
+	}
+	return false;
+}
+
+static void *alloc_in_thread(void *arg)
+{
+	void **ret = arg;
+	pthread_attr_t a;
+	void *lo;
+	size_t size;
+
+	*ret = ip_malloc(321);
+	/* the copy ends at this thread's stack end */
+	cr_assert_eq(pthread_getattr_np(pthread_self(), &a), 0);
+	cr_assert_eq(pthread_attr_getstack(&a, &lo, &size), 0);
+	pthread_attr_destroy(&a);
+	ret[1] = (char *)lo + size;
+	return NULL;
+}
+
+static void *on_altstack;
+
+static void alloc_on_signal(int sig)
+{
+	(void)sig;
+	on_altstack = ip_malloc(99);
+}
+
+/* A block allocated by a handler on a signal stack gets a STACK record
+ * with the registers alone: the copy goes up the thread's own stack only,
+ * and a signal stack's end is not known. */
+Test(interpose, stack_record_on_a_signal_stack_copies_nothing)
+{
+	static char altstack[64 << 10] __attribute__((aligned(16)));
+	stack_t ss = { .ss_sp = altstack, .ss_size = sizeof(altstack) };
+	struct sigaction sa = { .sa_handler = alloc_on_signal, .sa_flags = SA_ONSTACK };
+	struct mp_consumer *c = setup();
+	struct mp_record r;
+	int seen = 0;
+
+	cr_assert_eq(sigaltstack(&ss, NULL), 0);
+	cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	cr_assert_eq(mp_consumer_set_alloc_stacks(c, 4096), 0);
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_PRECISE, 0), 0);
+	cr_assert_eq(raise(SIGUSR1), 0);
+	cr_assert_not_null(on_altstack);
+	while (mp_consumer_read(c, &r) == 1) {
+		if (r.type != MP_REC_ALLOC || r.heap.addr != (uint64_t)(uintptr_t)on_altstack)
+			continue;
+		cr_assert_not_null(r.stack);
+		cr_assert_eq(r.stack->len, 0);
+		cr_assert(r.stack->sp >= (uintptr_t)altstack &&
+			  r.stack->sp < (uintptr_t)altstack + sizeof(altstack));
+		seen++;
+	}
+	cr_assert_eq(seen, 1);
+	ip_free(on_altstack);
+	mp_consumer_free(c);
+}
+
+/* Call stacks on: each new block's record carries a STACK record (type
+ * 24) with the thread's stack, bounded by the asked size and by the
+ * thread's stack end, on the main thread and on another; frees none; and
+ * stacks off again: none. */
+Test(interpose, stack_records)
+{
+	struct mp_consumer *c = setup();
+	struct mp_record r;
+	void *p, *q, *t[2], *d;
+	pthread_t th;
+	int seen = 0;
+
+	cr_assert_eq(mp_consumer_set_alloc_stacks(c, 4096), 0);
+	cr_assert_eq(mp_consumer_set_alloc_stacks(c, MP_RING_STACK_MAX + 1), -EINVAL);
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_PRECISE, 0), 0);
+	p = ip_malloc(123);
+	q = ip_realloc(p, 456);
+	cr_assert_eq(pthread_create(&th, NULL, alloc_in_thread, t), 0);
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	while (mp_consumer_read(c, &r) == 1) {
+		if (r.type == MP_REC_ALLOC && r.heap.addr == (uint64_t)(uintptr_t)p) {
+			cr_assert(stack_holds_caller(&r, 4096));
+			seen |= 1;
+		} else if (r.type == MP_REC_REALLOC && r.heap.addr == (uint64_t)(uintptr_t)q) {
+			cr_assert(stack_holds_caller(&r, 4096));
+			seen |= 2;
+		} else if (r.type == MP_REC_ALLOC && r.heap.addr == (uint64_t)(uintptr_t)t[0]) {
+			cr_assert(stack_holds_caller(&r, 4096));
+			cr_assert_leq(r.stack->sp + r.stack->len, (uint64_t)(uintptr_t)t[1]);
+			seen |= 4;
+		}
+	}
+	cr_assert_eq(seen, 7, "records with stacks: %#x of 0x7", seen);
+	cr_assert_eq(mp_consumer_set_alloc_stacks(c, 0), 0);
+	d = ip_malloc(55);
+	ip_free(d);
+	ip_free(q);
+	ip_free(t[0]);
+	while (mp_consumer_read(c, &r) == 1)
+		cr_assert_null(r.stack, "a stack with %s", mp_record_type_name(r.type));
 	cr_assert_eq(mp_consumer_alloc_drops(c), 0);
 	mp_consumer_free(c);
 }

@@ -43,7 +43,7 @@ static void push(struct mp_ringq *q, uint32_t ring, uint32_t type, uint64_t ts)
 
 	r.heap.addr = 0x1000 + ts;
 	r.heap.size = ts;
-	cr_assert_eq(mp_ringq_push(q, ring, &r, (void *)(uintptr_t)(ts | 1)), 0);
+	cr_assert_eq(mp_ringq_push(q, ring, &r, 0, (void *)(uintptr_t)(ts | 1)), 0);
 }
 
 Test(ringq, merges_rings_in_timestamp_order)
@@ -127,7 +127,7 @@ Test(ringq, ring_index_is_bounded)
 	struct mp_record r = { .type = MP_REC_ALLOC, .ts_ns = 1 };
 
 	cr_assert_eq(mp_ringq_new(1, &q), 0);
-	cr_assert_eq(mp_ringq_push(q, 4096, &r, NULL), -E2BIG);
-	cr_assert_eq(mp_ringq_push(q, 4095, &r, NULL), 0);
+	cr_assert_eq(mp_ringq_push(q, 4096, &r, 0, NULL), -E2BIG);
+	cr_assert_eq(mp_ringq_push(q, 4095, &r, 0, NULL), 0);
 	mp_ringq_free(q);
 }

@@ -2,7 +2,9 @@
 /*
  * An arena: one 1 MiB malloc carved into slices with the pools API, reset
  * after every inference. The heap view must show the one 1 MiB block; the
- * pool view the slices, per kernel. Expected figures in test_pools_e2e.c.
+ * pool view the slices, per kernel and per tag (conv's output under "act",
+ * its scratch under "tmp", fc's output untagged). Expected figures in
+ * test_pools_e2e.c.
  */
 #include <stdlib.h>
 
@@ -27,10 +29,14 @@ int main(void)
 		size_t off = 0;
 
 		memprof_kernel_begin("conv");
+		memprof_tag_begin("act");
 		memprof_pool_alloc(pool, arena + off, 200000);
 		off += 200000;
+		memprof_tag_begin("tmp");
 		memprof_pool_alloc(pool, arena + off, 50000);
-		memprof_pool_free(pool, arena + off);
+		memprof_tag_end();
+		memprof_tag_end();
+		memprof_pool_free(pool, arena + off); /* tmp's, freed untagged */
 		memprof_kernel_end();
 
 		memprof_kernel_begin("fc");

@@ -4,6 +4,7 @@
  * memory and a pinned staging buffer at load, then three inferences whose
  * kernels allocate and free device buffers, with one injected allocation
  * failure and one failed free per inference (both must record nothing).
+ * The weights are under tag "weights", the rest untagged.
  * No host allocation anywhere: every kernel's heap figures are zero.
  * test_pools_e2e.c holds the exact expected figures.
  */
@@ -20,7 +21,11 @@ int main(void)
 
 	memprof_phase("load");
 	memprof_kernel_begin("load_weights");
-	if (cudaMalloc(&w, 1 << 20) || cudaMallocHost(&pinned, 4096))
+	memprof_tag_begin("weights");
+	if (cudaMalloc(&w, 1 << 20))
+		return 1;
+	memprof_tag_end();
+	if (cudaMallocHost(&pinned, 4096))
 		return 1;
 	memprof_kernel_end();
 

@@ -4,6 +4,8 @@
  * device runtimes (stub_device.h) and an arena on the pools API. Every
  * figure asserted is exact: the fixtures are deterministic.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -16,30 +18,40 @@ static void need_root(void)
 	mp_test_need_root("BPF");
 }
 
-/* `memprof run -o TMP --print none OPTS... -- FIXTURE`, loaded. */
-static struct mp_profile *profile_of(const char *fixture, const char *const *opts)
+/* `memprof run -o PATH --print none OPTS... -- PROG [ARG]`. */
+static void memprof_run(const char *prog, const char *arg, const char *const *opts,
+			const char *path)
 {
-	char path[4200], out[4096], dir[256];
+	static char out[4096];
 	char *argv[24];
-	struct mp_profile *p = NULL;
-	const char *why = NULL;
 	int n = 0;
 
-	mp_test_tmpdir(dir, sizeof(dir), "pools");
-	snprintf(path, sizeof(path), "%s/profile.memprof", dir);
 	argv[n++] = mp_test_build_path("cli/memprof");
 	argv[n++] = "run";
 	argv[n++] = "-o";
-	argv[n++] = path;
+	argv[n++] = (char *)path;
 	argv[n++] = "--print";
 	argv[n++] = "none";
 	for (; opts && *opts && n < 20; opts++)
 		argv[n++] = (char *)*opts;
 	argv[n++] = "--";
-	argv[n++] = mp_test_build_path(fixture);
+	argv[n++] = (char *)prog;
+	if (arg)
+		argv[n++] = (char *)arg;
 	argv[n] = NULL;
-	cr_assert_eq(mp_test_run_capture(argv, out, sizeof(out)), 0, "memprof run %s failed",
-		     fixture);
+	cr_assert_eq(mp_test_run_capture(argv, out, sizeof(out)), 0, "memprof run %s failed", prog);
+}
+
+/* The profile of FIXTURE run with OPTS, loaded. */
+static struct mp_profile *profile_of(const char *fixture, const char *const *opts)
+{
+	char path[4200], dir[256];
+	struct mp_profile *p = NULL;
+	const char *why = NULL;
+
+	mp_test_tmpdir(dir, sizeof(dir), "pools");
+	snprintf(path, sizeof(path), "%s/profile.memprof", dir);
+	memprof_run(mp_test_build_path(fixture), NULL, opts, path);
 	cr_assert_eq(mp_profile_load(path, &p, &why), 0, "loading %s: %s", path, why ? why : "");
 	mp_test_rmtree(dir);
 	return p;
@@ -119,6 +131,52 @@ static void expect_phase_pool(const struct mp_profile *p, const char *phase, con
 		  (unsigned long long)b->peak_bytes, (unsigned long long)b->live_end);
 }
 
+static uint32_t tag_index(const struct mp_profile *p, const char *name)
+{
+	const struct mp_pool *t = mp_profile_tag(p, name);
+
+	cr_assert_not_null(t, "no tag %s", name);
+	return (uint32_t)(t - p->tags);
+}
+
+/* Pool @pool's slices under tag @tag over the run: allocated and freed
+ * bytes/slices, peak live (live at the end: allocated - freed). */
+static void expect_pool_tag(const struct mp_profile *p, const char *pool, const char *tag,
+			    uint64_t ab, uint64_t ac, uint64_t fb, uint64_t fc, uint64_t peak)
+{
+	const struct mp_pool_tag *t =
+		mp_pool_tag_find(&p->mempools[pool_index(p, pool)], tag_index(p, tag));
+
+	cr_assert_not_null(t, "pool %s has no tag %s", pool, tag);
+	cr_expect(t->mem.alloc_bytes == ab && t->mem.alloc_count == ac && t->mem.free_bytes == fb &&
+			  t->mem.free_count == fc && t->peak_bytes == peak &&
+			  t->live_bytes == ab - fb && t->live_count == ac - fc,
+		  "%s/%s: alloc %llu/%llu free %llu/%llu peak %llu live %llu/%llu", pool, tag,
+		  (unsigned long long)t->mem.alloc_bytes, (unsigned long long)t->mem.alloc_count,
+		  (unsigned long long)t->mem.free_bytes, (unsigned long long)t->mem.free_count,
+		  (unsigned long long)t->peak_bytes, (unsigned long long)t->live_bytes,
+		  (unsigned long long)t->live_count);
+}
+
+/* Kernel @kernel's slices of pool @pool under tag @tag (inclusive). */
+static void expect_kernel_pool_tag(const struct mp_profile *p, const char *kernel, const char *pool,
+				   const char *tag, uint64_t ab, uint64_t ac, uint64_t fb,
+				   uint64_t fc)
+{
+	const struct mp_kernel *k = mp_profile_kernel(p, kernel);
+	const struct mp_pool_tag_bucket *b;
+
+	cr_assert_not_null(k, "no kernel %s", kernel);
+	b = mp_pool_tag_bucket_find(k->pool_tags, k->n_pool_tags, pool_index(p, pool),
+				    tag_index(p, tag));
+	cr_assert_not_null(b, "%s has no bucket of %s/%s", kernel, pool, tag);
+	cr_expect(b->alloc_bytes == ab && b->alloc_count == ac && b->free_bytes == fb &&
+			  b->free_count == fc,
+		  "%s %s/%s: alloc %llu/%llu free %llu/%llu", kernel, pool, tag,
+		  (unsigned long long)b->alloc_bytes, (unsigned long long)b->alloc_count,
+		  (unsigned long long)b->free_bytes, (unsigned long long)b->free_count);
+}
+
 #define B(ab, ac, fb, fc, pa, pk)                       \
 	(&(struct mp_pool_bucket){ .alloc_bytes = (ab), \
 				   .alloc_count = (ac), \
@@ -173,6 +231,16 @@ static void expect_device(const struct mp_profile *p, bool driver)
 				  .live_count = 1,
 				  .peak_bytes = W + 65536 + 32768,
 			  });
+	/* the weights were allocated under tag "weights" (the tag markers
+	 * come through the ring, the device calls through BPF) */
+	expect_pool_tag(p, "cuda", "weights", W, 1, 0, 0, W);
+	expect_pool_tag(p, "cuda", "(untagged)", 245760 + 98304 + mm_alloc, 9 + mm_allocs,
+			49152 + 196608 + 98304 + mm_alloc, 9 + mm_allocs, 65536 + 32768);
+	expect_kernel_pool_tag(p, "load_weights", "cuda", "weights", W, 1, 0, 0);
+	expect_kernel_pool_tag(p, "conv", "cuda", "(untagged)", 3 * (65536 + 16384), 6, 3 * 16384,
+			       3);
+	cr_expect_eq(mp_profile_tag(p, "weights")->mem.alloc_count, 0,
+		     "device memory in heap tags");
 }
 
 Test(pools, device_preset_cuda)
@@ -251,6 +319,12 @@ Test(pools, arena_slices_and_the_backing_malloc)
 	cr_assert_not_null(load);
 	cr_expect_eq(load->incl.alloc_bytes, W);
 	cr_expect_eq(load->incl.alloc_count, 1);
+	cr_expect_eq(p->mem.alloc_bytes, W, "heap: %llu B", (unsigned long long)p->mem.alloc_bytes);
+	cr_expect_eq(p->mem.alloc_count, 1);
+	cr_expect_eq(p->peak_bytes, W);
+	/* slices have owners as blocks do: the caller's object */
+	for (uint32_t i = 0; i < p->n_sites; i++)
+		cr_expect_str_eq(p->owners[p->sites[i].owner].name, "fixture-arena", "site %u", i);
 	/* pool view: its slices, per kernel */
 	expect_kernel_pool(p, "conv", "activations", 3, B(750000, 6, 150000, 3, 250000, 250000));
 	expect_kernel_pool(p, "fc", "activations", 3, B(900000, 3, 0, 0, 300000, 500000));
@@ -266,5 +340,163 @@ Test(pools, arena_slices_and_the_backing_malloc)
 				  .peak_bytes = 500000,
 				  .resets = 3,
 			  });
+	/* per tag: conv's output under "act", its scratch under "tmp"
+	 * (freed after the tag ended: still tmp's), fc's output untagged;
+	 * the resets free each slice from its own tag */
+	expect_pool_tag(p, "activations", "act", 600000, 3, 600000, 3, 200000);
+	expect_pool_tag(p, "activations", "tmp", 150000, 3, 150000, 3, 50000);
+	expect_pool_tag(p, "activations", "(untagged)", 900000, 3, 900000, 3, 300000);
+	expect_kernel_pool_tag(p, "conv", "activations", "act", 600000, 3, 0, 0);
+	expect_kernel_pool_tag(p, "conv", "activations", "tmp", 150000, 3, 150000, 3);
+	expect_kernel_pool_tag(p, "fc", "activations", "(untagged)", 900000, 3, 0, 0);
+	expect_kernel_pool_tag(p, "reset", "activations", "act", 0, 0, 600000, 3);
+	expect_kernel_pool_tag(p, "reset", "activations", "(untagged)", 0, 0, 900000, 3);
+	cr_expect_null(mp_pool_tag_bucket_find(mp_profile_kernel(p, "reset")->pool_tags,
+					       mp_profile_kernel(p, "reset")->n_pool_tags,
+					       pool_index(p, "activations"), tag_index(p, "tmp")));
+	/* slices are never in the heap's tag figures */
+	cr_expect_eq(mp_profile_tag(p, "act")->mem.alloc_count, 0);
 	mp_profile_free(p);
+}
+
+/* The fenced block of @rel (under the source root) that begins with
+ * @first, in *@ret (malloc'd). */
+static void doc_block(const char *rel, const char *first, char **ret)
+{
+	const char *root = getenv("MEMPROF_SOURCE_ROOT");
+	char path[4096], fence[256], *text = NULL, *at, *end;
+	size_t cap = 0;
+	FILE *f;
+
+	cr_assert_not_null(root, "MEMPROF_SOURCE_ROOT unset (run through meson test)");
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	cr_assert_gt(getdelim(&text, &cap, '\0', f), 0, "%s", path);
+	fclose(f);
+	snprintf(fence, sizeof(fence), "```\n%s", first);
+	at = strstr(text, fence);
+	cr_assert_not_null(at, "%s shows no block beginning %s", rel, first);
+	at += 4;
+	end = strstr(at, "\n```");
+	cr_assert_not_null(end, "%s: unterminated block", rel);
+	*ret = strndup(at, (size_t)(end - at) + 1);
+	free(text);
+}
+
+/* `memprof report` of `memprof run OPTS -- PROG ARG`, in @out. */
+static void report_of(const char *prog, const char *arg, const char *const *opts, char *out,
+		      size_t cap)
+{
+	char dir[256], path[4200];
+	char *report[] = { mp_test_build_path("cli/memprof"), "report", path, NULL };
+
+	mp_test_tmpdir(dir, sizeof(dir), "pools-doc");
+	snprintf(path, sizeof(path), "%s/profile.memprof", dir);
+	memprof_run(prog, arg, opts, path);
+	cr_assert_eq(mp_test_run_capture(report, out, cap), 0, "memprof report failed");
+	mp_test_rmtree(dir);
+}
+
+/* The demo's table, as the READMEs show it: its activation arena is a pool
+ * whose slices are made under tag "activations". */
+Test(pools, demo_table_matches_readmes)
+{
+	static char out[65536];
+	const char *const readmes[] = { "README.md", "examples/README.md" };
+
+	need_root();
+	report_of(DEMO_PATH, "3", NULL, out, sizeof(out));
+	for (size_t i = 0; i < sizeof(readmes) / sizeof(readmes[0]); i++) {
+		char *block;
+
+		doc_block(readmes[i], "pools (a separate view", &block);
+		cr_expect(strstr(out, block), "%s shows\n%s\nthe demo prints\n%s", readmes[i],
+			  block, out);
+		free(block);
+	}
+}
+
+/* docs/TRACER.md's GPU check, on the stub runtime: both commands print the
+ * POOL section the document shows (the spec's without the line naming the
+ * preset's unused pools), and the heap never sees the 1 MiB. */
+Test(pools, tracer_doc_gpu_check)
+{
+	static const char *const preset[] = { "--device", "cuda", NULL };
+	static const char *const spec[] = {
+		"--alloc", "cudaMalloc@libcudart.so*:ptr=*arg0,size=arg1,ok=ret==0,pool=cuda",
+		"--free",  "cudaFree@libcudart.so*:ptr=arg0,ok=ret==0,pool=cuda",
+		NULL,
+	};
+	static const char unused[] = "unused pools (not shown): cuda-managed, cuda-host\n";
+	static char out[65536];
+	const char *fixture = mp_test_build_path("tests/pools/fixture-cuda-check");
+	char *block, *line;
+
+	need_root();
+	doc_block("docs/TRACER.md", "pools (a separate view", &block);
+	report_of(fixture, NULL, preset, out, sizeof(out));
+	cr_expect(strstr(out, block), "TRACER.md shows\n%s\n--device cuda prints\n%s", block, out);
+	cr_expect(strstr(out, "\nheap: new 0 B in 0 blocks"), "%s", out);
+	line = strstr(block, unused);
+	cr_assert_not_null(line, "TRACER.md: no unused pools line in\n%s", block);
+	memmove(line, line + strlen(unused), strlen(line + strlen(unused)) + 1);
+	report_of(fixture, NULL, spec, out, sizeof(out));
+	cr_expect(strstr(out, block), "TRACER.md shows\n%s\nthe spec prints\n%s", block, out);
+	free(block);
+}
+
+/* The rest of the CUDA preset: cudaMallocManaged freed by cudaFree (found
+ * in the managed pool), cudaMallocAsync/cudaFreeAsync, pinned memory by
+ * the driver and the runtime; `memprof report --format tfjs --pool`. */
+Test(pools, device_preset_cuda_managed_async_host)
+{
+	static const char *const preset[] = { "--device", "cuda", NULL };
+	static char out[65536];
+	char dir[256], path[4200];
+	char *tfjs[] = { mp_test_build_path("cli/memprof"),
+			 "report",
+			 path,
+			 "--format",
+			 "tfjs",
+			 "--pool",
+			 "cuda-managed",
+			 NULL };
+	const char *fixture = mp_test_build_path("tests/pools/fixture-device-more");
+	struct mp_profile *p;
+	const char *why = NULL;
+
+	need_root();
+	mp_test_tmpdir(dir, sizeof(dir), "pools-more");
+	snprintf(path, sizeof(path), "%s/profile.memprof", dir);
+	memprof_run(fixture, NULL, preset, path);
+	cr_assert_eq(mp_profile_load(path, &p, &why), 0, "%s", why ? why : "");
+	expect_kernel_pool(p, "managed", "cuda-managed", 1, B(8192, 1, 8192, 1, 8192, 8192));
+	expect_kernel_pool(p, "async", "cuda", 1, B(2048, 1, 2048, 1, 2048, 2048));
+	expect_kernel_pool(p, "pinned", "cuda-host", 1, B(1536, 2, 1536, 2, 1536, 1536));
+	expect_mempool(p, &(struct mp_mempool){
+				  .name = "cuda-managed",
+				  .kind = MP_POOL_KIND_DEVICE,
+				  .source = MP_POOL_SRC_PROBE,
+				  .mem = { .alloc_bytes = 8192,
+					   .alloc_count = 1,
+					   .free_bytes = 8192,
+					   .free_count = 1 },
+				  .peak_bytes = 8192,
+			  });
+	cr_expect_eq(p->mempools[pool_index(p, "cuda")].unknown_frees, 0);
+	cr_expect_eq(p->mem.alloc_count, 0, "device memory in the heap");
+	mp_profile_free(p);
+	cr_assert_eq(mp_test_run_capture(tfjs, out, sizeof(out)), 0, "memprof report failed");
+	cr_expect_str_eq(out, "{\"newBytes\":0,\"newTensors\":0,\"peakBytes\":8192,\"kernels\":["
+			      "{\"name\":\"managed\",\"bytesAdded\":0,\"totalBytesSnapshot\":0,"
+			      "\"tensorsAdded\":0,\"totalTensorsSnapshot\":0,\"inputShapes\":[],"
+			      "\"outputShapes\":[]},"
+			      "{\"name\":\"async\",\"bytesAdded\":0,\"totalBytesSnapshot\":0,"
+			      "\"tensorsAdded\":0,\"totalTensorsSnapshot\":0,\"inputShapes\":[],"
+			      "\"outputShapes\":[]},"
+			      "{\"name\":\"pinned\",\"bytesAdded\":0,\"totalBytesSnapshot\":0,"
+			      "\"tensorsAdded\":0,\"totalTensorsSnapshot\":0,\"inputShapes\":[],"
+			      "\"outputShapes\":[]}]}\n");
+	mp_test_rmtree(dir);
 }

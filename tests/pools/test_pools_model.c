@@ -8,6 +8,8 @@
 
 #include "../profile/helpers.h"
 #include "chrome.h"
+#include "pprof.h"
+#include "profile.pb-c.h"
 #include "profile_pb.h"
 #include "tracer.h"
 
@@ -154,9 +156,10 @@ Test(pools_model, arena)
 	mp_profile_free(p);
 }
 
-Test(pools_model, storage_round_trip)
+/* @p written to memprof.proto and read back. */
+static struct mp_profile *round_trip(const struct mp_profile *p)
 {
-	struct mp_profile *p = arena_profile(), *q = NULL;
+	struct mp_profile *q = NULL;
 	const char *why = NULL;
 	uint8_t *buf;
 	size_t len;
@@ -164,6 +167,13 @@ Test(pools_model, storage_round_trip)
 	cr_assert_eq(mp_profile_encode(p, &buf, &len), 0);
 	cr_assert_eq(mp_profile_decode(buf, len, &q, &why), 0, "%s", why ? why : "");
 	free(buf);
+	return q;
+}
+
+Test(pools_model, storage_round_trip)
+{
+	struct mp_profile *p = arena_profile(), *q = round_trip(p);
+
 	expect_arena(q);
 	for (uint32_t i = 0; i < p->n_invocations; i++) {
 		cr_assert_eq(q->invocations[i].n_pools, p->invocations[i].n_pools);
@@ -337,6 +347,378 @@ Test(pools_model, snapshot_keeps_pools)
 	cr_expect_eq(q->kernels[0].pools[0].alloc_bytes, 64);
 	mp_profile_free(q);
 	mp_profile_free(finish(&s));
+}
+
+/* Slices are charged to the tag innermost open on the allocating thread and
+ * freed from it, as heap blocks are: weights outside any kernel, act with
+ * tmp nested in it inside k, untagged slices of two threads, a free under
+ * another tag, and a reset that frees slices of three tags at once. */
+static struct mp_profile *tagged_profile(void)
+{
+	struct stream s;
+
+	stream_init(&s, NULL);
+	alloc(&s, 1, 4096); /* the arena's backing block, untagged */
+	tag_begin(&s, 1, "weights");
+	PA(&s, "arena", 0x1000, 1000);
+	tag_end(&s, 1);
+	kbegin(&s, 1, "k");
+	tag_begin(&s, 1, "act");
+	PA(&s, "arena", 0x2000, 300);
+	tag_begin(&s, 1, "tmp");
+	PA(&s, "arena", 0x3000, 40);
+	PF(&s, "arena", 0x3000);
+	tag_end(&s, 1);
+	PA(&s, "arena", 0x4000, 200);
+	tag_end(&s, 1);
+	PA(&s, "arena", 0x5000, 7);
+	PF(&s, "arena", 0x2000); /* untagged now: still act's */
+	kend(&s, 1);
+	pool_rec(&s, MP_REC_POOL_ALLOC, 2, "arena", MP_POOL_KIND_HOST, 0x6000, 11);
+	kbegin(&s, 1, "r");
+	PR(&s, "arena");
+	kend(&s, 1);
+	return finish(&s);
+}
+
+static uint32_t tag_id(const struct mp_profile *p, const char *name)
+{
+	const struct mp_pool *t = mp_profile_tag(p, name);
+
+	cr_assert_not_null(t, "no tag %s", name);
+	return (uint32_t)(t - p->tags);
+}
+
+/* Pool 0's figures of tag @tag: allocated/freed bytes and slices, peak. */
+static void expect_pool_tag(const struct mp_profile *p, const char *tag, uint64_t ab, uint64_t ac,
+			    uint64_t fb, uint64_t fc, uint64_t peak)
+{
+	const struct mp_pool_tag *t = mp_pool_tag_find(&p->mempools[0], tag_id(p, tag));
+
+	cr_assert_not_null(t, "pool has no tag %s", tag);
+	cr_expect(t->mem.alloc_bytes == ab && t->mem.alloc_count == ac && t->mem.free_bytes == fb &&
+			  t->mem.free_count == fc && t->peak_bytes == peak &&
+			  t->mem.bytes_added == (int64_t)(ab - fb) &&
+			  t->mem.tensors_added == (int64_t)(ac - fc) && t->live_bytes == ab - fb &&
+			  t->live_count == ac - fc,
+		  "tag %s: alloc %" PRIu64 "/%" PRIu64 " free %" PRIu64 "/%" PRIu64 " peak %" PRIu64
+		  " live %" PRIu64 "/%" PRIu64,
+		  tag, t->mem.alloc_bytes, t->mem.alloc_count, t->mem.free_bytes, t->mem.free_count,
+		  t->peak_bytes, t->live_bytes, t->live_count);
+}
+
+/* Kernel @kernel's bucket of pool 0 and tag @tag. */
+static void expect_kernel_pool_tag(const struct mp_profile *p, const char *kernel, const char *tag,
+				   uint64_t ab, uint64_t ac, uint64_t fb, uint64_t fc)
+{
+	const struct mp_kernel *k = mp_profile_kernel(p, kernel);
+	const struct mp_pool_tag_bucket *b;
+
+	cr_assert_not_null(k);
+	b = mp_pool_tag_bucket_find(k->pool_tags, k->n_pool_tags, 0, tag_id(p, tag));
+	cr_assert_not_null(b, "%s has no bucket of tag %s", kernel, tag);
+	cr_expect(b->alloc_bytes == ab && b->alloc_count == ac && b->free_bytes == fb &&
+			  b->free_count == fc,
+		  "%s/%s: alloc %" PRIu64 "/%" PRIu64 " free %" PRIu64 "/%" PRIu64, kernel, tag,
+		  b->alloc_bytes, b->alloc_count, b->free_bytes, b->free_count);
+}
+
+static void expect_tagged(const struct mp_profile *p)
+{
+	const struct mp_kernel *k;
+
+	cr_assert_eq(p->n_mempools, 1);
+	cr_assert_eq(p->mempools[0].n_tags, 4);
+	/* in order of first sight */
+	cr_expect_eq(p->mempools[0].tags[0].tag, tag_id(p, "weights"));
+	cr_expect_eq(p->mempools[0].tags[3].tag, MP_TAG_NONE);
+	expect_pool_tag(p, "weights", 1000, 1, 1000, 1, 1000);
+	expect_pool_tag(p, "act", 500, 2, 500, 2, 500);
+	expect_pool_tag(p, "tmp", 40, 1, 40, 1, 40);
+	expect_pool_tag(p, "(untagged)", 18, 2, 18, 2, 18);
+	/* the heap's tag figures hold heap blocks only */
+	cr_expect_eq(p->tags[tag_id(p, "weights")].mem.alloc_count, 0);
+	cr_expect_eq(p->tags[tag_id(p, "act")].mem.alloc_count, 0);
+	cr_expect_eq(p->tags[MP_TAG_NONE].mem.alloc_bytes, 4096);
+	/* per kernel (inclusive), and per invocation */
+	k = mp_profile_kernel(p, "k");
+	cr_expect_eq(k->n_pool_tags, 3);
+	expect_kernel_pool_tag(p, "k", "act", 500, 2, 300, 1);
+	expect_kernel_pool_tag(p, "k", "tmp", 40, 1, 40, 1);
+	expect_kernel_pool_tag(p, "k", "(untagged)", 7, 1, 0, 0);
+	cr_expect_null(
+		mp_pool_tag_bucket_find(k->pool_tags, k->n_pool_tags, 0, tag_id(p, "weights")));
+	k = mp_profile_kernel(p, "r");
+	cr_expect_eq(k->n_pool_tags, 3);
+	expect_kernel_pool_tag(p, "r", "weights", 0, 0, 1000, 1);
+	expect_kernel_pool_tag(p, "r", "act", 0, 0, 200, 1);
+	expect_kernel_pool_tag(p, "r", "(untagged)", 0, 0, 18, 2);
+	cr_assert_eq(p->n_invocations, 2);
+	cr_expect_eq(p->invocations[0].n_pool_tags, 3);
+	/* one call of k: its invocation's breakdown is the kernel's */
+	cr_expect(!memcmp(p->invocations[0].pool_tags, mp_profile_kernel(p, "k")->pool_tags,
+			  3 * sizeof(*p->invocations[0].pool_tags)));
+}
+
+Test(pools_model, tags)
+{
+	struct mp_profile *p = tagged_profile();
+
+	expect_tagged(p);
+	mp_profile_free(p);
+}
+
+Test(pools_model, tags_storage_round_trip)
+{
+	struct mp_profile *p = tagged_profile(), *q = round_trip(p), *c = NULL;
+
+	expect_tagged(q);
+	cr_assert_eq(mp_profile_clone(q, &c), 0);
+	expect_tagged(c);
+	mp_profile_free(p);
+	mp_profile_free(q);
+	mp_profile_free(c);
+}
+
+/* The table's POOL/TAG section and the JSON breakdowns. */
+Test(pools_model, tags_table_json)
+{
+	struct mp_profile *p = tagged_profile();
+	char *table = render(p, MP_REPORT_TABLE, NULL), *json = render(p, MP_REPORT_JSON, NULL);
+
+	cr_expect(strstr(table, "\n"
+				"POOL                             TAG             "
+				"    ALLOC_BYTES     LIVE_BYTES     PEAK_BYTES      NET_BYTES\n"
+				"arena                            weights         "
+				"           1000              0           1000              0\n"
+				"arena                            act             "
+				"            500              0            500              0\n"
+				"arena                            tmp             "
+				"             40              0             40              0\n"
+				"arena                            (untagged)      "
+				"             18              0             18              0\n\n"),
+		  "%s", table);
+	/* the pool's tags, then kernel k's pool bucket broken down by tag */
+	cr_expect(strstr(json, "\"unknownFrees\": 0,\n      \"tags\": [\n        {\n"
+			       "          \"name\": \"weights\",\n          \"slices\": {\n"
+			       "            \"bytesAdded\": 0,\n            \"tensorsAdded\": 0,\n"
+			       "            \"allocBytes\": 1000,\n"),
+		  "%s", json);
+	cr_expect(strstr(json, "\"liveCountEnd\": 3,\n          \"tags\": [\n            {\n"
+			       "              \"name\": \"act\",\n"
+			       "              \"bytesAdded\": 200,\n"
+			       "              \"allocBytes\": 500,\n"
+			       "              \"allocCount\": 2,\n"
+			       "              \"freeBytes\": 300,\n"),
+		  "%s", json);
+	free(table);
+	free(json);
+	mp_profile_free(p);
+}
+
+/* No slice under a tag: no POOL/TAG section (it would repeat POOL). */
+Test(pools_model, no_tags_no_section)
+{
+	struct mp_profile *p = arena_profile();
+	char *table = render(p, MP_REPORT_TABLE, NULL);
+
+	cr_assert_eq(p->mempools[0].n_tags, 1);
+	cr_expect_eq(p->mempools[0].tags[0].mem.alloc_bytes, 9048);
+	cr_expect_null(strstr(table, " TAG  "), "%s", table);
+	free(table);
+	mp_profile_free(p);
+}
+
+/* A snapshot closes open kernels with their pools' live figures as they are
+ * at the snapshot, not as they were when the kernels began; the correlator
+ * itself goes on unchanged. "inner" is beyond the invocation cap, so only
+ * its kernel aggregate holds it. */
+Test(pools_model, snapshot_live_figures_now)
+{
+	struct mp_correlator_opts o = { .max_invocations = 1 };
+	const struct mp_pool_bucket *b;
+	struct mp_profile *q, *p;
+	struct stream s;
+
+	stream_init(&s, &o);
+	phase(&s, "inference");
+	PA(&s, "arena", 0x1000, 10);
+	kbegin(&s, 1, "outer");
+	kbegin(&s, 1, "inner");
+	PA(&s, "arena", 0x2000, 64);
+	PA(&s, "arena", 0x3000, 36);
+	cr_assert_eq(mp_correlator_snapshot(s.c, tick(&s), &q), 0);
+	cr_assert_eq(q->n_invocations, 1);
+	b = mp_pool_bucket_find(q->invocations[0].pools, q->invocations[0].n_pools, 0);
+	expect_bucket("outer (snapshot)", b, PB(100, 2, 0, 0, 100, 110, 110, 3));
+	b = mp_pool_bucket_find(q->kernels[0].pools, q->kernels[0].n_pools, 0);
+	expect_bucket("outer kernel (snapshot)", b, PB(100, 2, 0, 0, 100, 110, 110, 3));
+	b = mp_pool_bucket_find(q->kernels[1].pools, q->kernels[1].n_pools, 0);
+	expect_bucket("inner kernel (snapshot)", b, PB(100, 2, 0, 0, 100, 110, 110, 3));
+	b = mp_pool_bucket_find(q->phases[0].pools, q->phases[0].n_pools, 0);
+	expect_bucket("phase (snapshot)", b, PB(110, 3, 0, 0, 110, 110, 110, 3));
+	mp_profile_free(q);
+	/* the original: nothing of the snapshot's closing stuck */
+	PF(&s, "arena", 0x2000);
+	kend(&s, 1);
+	kend(&s, 1);
+	p = finish(&s);
+	b = mp_pool_bucket_find(p->invocations[0].pools, p->invocations[0].n_pools, 0);
+	expect_bucket("outer", b, PB(100, 2, 64, 1, 100, 110, 46, 2));
+	b = mp_pool_bucket_find(p->kernels[1].pools, p->kernels[1].n_pools, 0);
+	expect_bucket("inner", b, PB(100, 2, 64, 1, 100, 110, 46, 2));
+	cr_expect_eq(p->kernels[0].calls, 1);
+	cr_expect_eq(p->kernels[1].calls, 1);
+	mp_profile_free(p);
+}
+
+/* A --device preset declares pools the program may never use: the table
+ * names them on one line instead of rows of zeros, the Chrome trace has no
+ * flat track for them, JSON keeps them with zero figures. */
+static struct mp_profile *device_profile(bool use)
+{
+	struct mp_heap_event ev = {
+		.kind = MP_HEAP_ALLOC, .fn = MP_FN_CUSTOM, .tid = 1, .addr = 0x7000, .size = 512
+	};
+	struct stream s;
+
+	stream_init(&s, NULL);
+	cr_assert_eq(mp_correlator_set_fn_pool(s.c, MP_FN_CUSTOM, "cuda", MP_POOL_KIND_DEVICE), 0);
+	cr_assert_eq(mp_correlator_set_fn_pool(s.c, MP_FN_CUSTOM + 1, "cuda-managed",
+					       MP_POOL_KIND_DEVICE),
+		     0);
+	cr_assert_eq(
+		mp_correlator_set_fn_pool(s.c, MP_FN_CUSTOM + 2, "cuda-host", MP_POOL_KIND_HOST),
+		0);
+	kbegin(&s, 1, "k");
+	if (use) {
+		ev.ts_ns = tick(&s);
+		mp_correlator_on_heap(s.c, &ev);
+	}
+	kend(&s, 1);
+	return finish(&s);
+}
+
+Test(pools_model, unused_pools)
+{
+	struct mp_profile *p = device_profile(true);
+	char *table = render(p, MP_REPORT_TABLE, NULL), *json = render(p, MP_REPORT_JSON, NULL);
+	char *trace = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&trace, &len);
+
+	cr_assert_eq(p->n_mempools, 3);
+	cr_expect(mp_mempool_used(&p->mempools[0]));
+	cr_expect(!mp_mempool_used(&p->mempools[1]));
+	cr_expect(!mp_mempool_used(&p->mempools[2]));
+	cr_expect(strstr(table, "RESETS\n"
+				"cuda                             device            512"
+				"            512            512            512        0\n"
+				"unused pools (not shown): cuda-managed, cuda-host\n\n"),
+		  "%s", table);
+	cr_expect_null(strstr(table, "\ncuda-managed "), "%s", table);
+	cr_expect(strstr(json, "\"name\": \"cuda-host\",\n      \"kind\": \"host\",\n"
+			       "      \"source\": \"probe\",\n      \"slices\": {\n"
+			       "        \"bytesAdded\": 0,\n"),
+		  "%s", json);
+	cr_assert_eq(mp_chrome_write(p, f), 0);
+	fclose(f);
+	cr_expect(strstr(trace, "\"name\":\"pool cuda (device)\""));
+	cr_expect_null(strstr(trace, "pool cuda-managed"));
+	cr_expect_null(strstr(trace, "pool cuda-host"));
+	free(trace);
+	free(table);
+	free(json);
+	mp_profile_free(p);
+	p = device_profile(false);
+	table = render(p, MP_REPORT_TABLE, NULL);
+	cr_expect(strstr(table, "\npools: none used; declared: cuda, cuda-managed, cuda-host\n"),
+		  "%s", table);
+	cr_expect_null(strstr(table, "POOL "), "%s", table);
+	free(table);
+	mp_profile_free(p);
+}
+
+/* pprof: pool slices are samples labelled pool=NAME, heap samples have no
+ * such label. */
+Test(pools_model, pprof_pool_label)
+{
+	struct mp_profile *p = arena_profile();
+	Perftools__Profiles__Profile *m;
+	size_t labelled = 0, heap = 0;
+	uint8_t *buf;
+	size_t len;
+
+	cr_assert_eq(mp_pprof_encode(p, false, &buf, &len), 0);
+	m = perftools__profiles__profile__unpack(NULL, len, buf);
+	cr_assert_not_null(m);
+	cr_assert_eq(m->n_sample, 4);
+	for (size_t i = 0; i < m->n_sample; i++) {
+		const Perftools__Profiles__Sample *sm = m->sample[i];
+		const char *pool = NULL;
+
+		for (size_t l = 0; l < sm->n_label; l++)
+			if (!strcmp(m->string_table[sm->label[l]->key], "pool"))
+				pool = m->string_table[sm->label[l]->str];
+		cr_assert_gt(sm->n_value, 1);
+		if (pool) {
+			cr_expect_str_eq(pool, "arena");
+			labelled++;
+		} else {
+			cr_expect_eq(sm->value[1], 1 << 20, "heap sample: alloc_space");
+			heap++;
+		}
+	}
+	cr_expect_eq(labelled, 3);
+	cr_expect_eq(heap, 1);
+	perftools__profiles__profile__free_unpacked(m, NULL);
+	free(buf);
+	mp_profile_free(p);
+}
+
+/* Device pools are in no heap or RSS figure: the RSS timeline's heap_live,
+ * the heap counter track of the Chrome trace and the process peak leave a
+ * 1 GiB device slice out; it has its own track. */
+Test(pools_model, device_pools_not_in_heap_or_rss)
+{
+	struct mp_heap_event ev = { .kind = MP_HEAP_ALLOC,
+				    .fn = MP_FN_CUSTOM,
+				    .tid = 1,
+				    .addr = 0x7000000000,
+				    .size = 1 << 30 };
+	struct mp_rss_sample smp = { .vm_rss = 4 << 20, .pss = UINT64_MAX };
+	struct mp_profile *p;
+	struct stream s;
+	char *trace = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	stream_init(&s, NULL);
+	cr_assert_eq(mp_correlator_set_fn_pool(s.c, MP_FN_CUSTOM, "cuda", MP_POOL_KIND_DEVICE), 0);
+	kbegin(&s, 1, "k");
+	alloc(&s, 1, 100);
+	ev.ts_ns = tick(&s);
+	mp_correlator_on_heap(s.c, &ev);
+	smp.ts_ns = tick(&s);
+	cr_assert_eq(mp_correlator_on_rss(s.c, &smp), 0);
+	kend(&s, 1);
+	p = finish(&s);
+	cr_assert_eq(p->n_rss, 1);
+	cr_expect_eq(p->rss[0].heap_live, 100);
+	cr_expect_eq(p->rss[0].vm_rss, 4 << 20);
+	cr_expect_eq(p->rss_peak, 4 << 20);
+	cr_expect_eq(p->peak_bytes, 100);
+	cr_expect_eq(p->kernels[0].peak_bytes, 100);
+	cr_expect_eq(p->mempools[0].live_bytes, 1 << 30);
+	f = open_memstream(&trace, &len);
+	cr_assert_eq(mp_chrome_write(p, f), 0);
+	fclose(f);
+	cr_expect(strstr(trace, "\"name\":\"heap\""), "%s", trace);
+	cr_expect_null(strstr(trace, "\"live\":1073741924"), "%s", trace);
+	cr_expect(strstr(trace, "\"name\":\"pool cuda (device)\",\"pid\""), "%s", trace);
+	cr_expect(strstr(trace, "\"live\":1073741824"), "%s", trace);
+	free(trace);
+	mp_profile_free(p);
 }
 
 static void expect_func(const char *spec, bool is_free, const struct mp_tracer_func *want)

@@ -201,6 +201,55 @@ Test(service, default_mode_is_rss_and_attach_can_ask_for_precise, .timeout = 120
 	cr_assert_eq(daemon_stop(&d), 0);
 }
 
+/* `attach --stacks` (control key stacks=1): the profile has the stack
+ * table, and the fixture's 700-byte block has a stack starting at its
+ * caller; the same attach without it has none. */
+Test(service, attach_can_ask_for_stacks, .timeout = 120, .fini = cleanup)
+{
+	struct daemon d;
+	char out[4096], ps[32], file[64];
+
+	need_root();
+	daemon_start(&d, "", NULL);
+	for (int i = 0; i < 2; i++) {
+		pid_t f = fixture_start(NULL);
+		struct mp_profile *p;
+		int with = 0;
+
+		snprintf(ps, sizeof(ps), "%d", (int)f);
+		snprintf(file, sizeof(file), "stacks%d.memprof", i);
+		if (i)
+			cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "--mode", "precise",
+					    "--stacks", "-o", tmp_of(file), NULL),
+				     0);
+		else
+			cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "--mode", "precise",
+					    "-o", tmp_of(file), NULL),
+				     0);
+		fixture_finish(f);
+		wait_no_targets(&d);
+		p = load(tmp_of(file));
+		cr_assert_eq(p->n_stacks > 0, i == 1, "attach %d: %u stacks", i, p->n_stacks);
+		for (uint32_t k = 0; k < p->n_sites; k++) {
+			const struct mp_site *st = &p->sites[k];
+
+			if (st->alloc_space != 700)
+				continue;
+			if (!i) {
+				cr_assert_eq(st->stack, 0);
+				continue;
+			}
+			cr_assert(st->stack && st->stack <= p->n_stacks);
+			cr_assert_geq(p->stacks[st->stack - 1].n_frames, 1);
+			cr_assert_eq(p->stacks[st->stack - 1].frames[0], st->caller);
+			with++;
+		}
+		cr_assert_eq(with, i, "attach %d: %d sites of 700 bytes with a stack", i, with);
+		mp_profile_free(p);
+	}
+	cr_assert_eq(daemon_stop(&d), 0);
+}
+
 Test(service, many_independent_targets, .timeout = 180, .fini = cleanup)
 {
 	enum { N = 64 };

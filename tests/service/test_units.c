@@ -86,6 +86,9 @@ Test(control, says_why_a_request_is_refused)
 		{ "cmd=attach\npid=1\nduration_ns=5\nstream=a\nstream=b\nmode=rss\n"
 		  "sample_bytes=9\n",
 		  73, 0, "" },
+		{ "cmd=attach\npid=1\nstacks=1\n", 26, 0, "" },
+		{ "cmd=detach\npid=1\nstacks=1\n", 26, -EBADMSG,
+		  "unknown key 'stacks' for detach" },
 	};
 	char why[160];
 
@@ -153,7 +156,8 @@ Test(config, every_key)
 	cr_assert_eq(load_text("# comment\n\ncollector = tcp://127.0.0.1:9\n"
 			       "collector=unix:/run/c.sock\n  owner = libx*=x  \nrss_hz = 7\n"
 			       "pss_every = 3\nmax_targets = 5\nstream_interval = 0.5\n"
-			       "buffer_size = 2M\nbpf_ring_size = 64K\n",
+			       "buffer_size = 2M\nbpf_ring_size = 64K\nstacks = yes\n"
+			       "stack_depth = 32\n",
 			       &c, err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(c->n_collectors, 2);
@@ -167,6 +171,8 @@ Test(config, every_key)
 	cr_assert_eq(c->stream_interval_ns, 500000000ull);
 	cr_assert_eq(c->buffer_bytes, 2ull << 20);
 	cr_assert_eq(c->bpf_ring_bytes, 64u << 10);
+	cr_assert(c->stacks);
+	cr_assert_eq(c->stack_depth, 32);
 	mp_config_free(c);
 }
 
@@ -181,6 +187,10 @@ Test(config, errors_name_the_line)
 	cr_assert_str_eq(err, "1: invalid value 'ftp://x:1' for collector");
 	cr_assert_eq(load_text("\nbpf_ring_size = 3000\n", &c, err, sizeof(err)), -EINVAL);
 	cr_assert_str_eq(err, "2: invalid value '3000' for bpf_ring_size");
+	cr_assert_eq(load_text("stacks = maybe\n", &c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "1: invalid value 'maybe' for stacks");
+	cr_assert_eq(load_text("stack_depth = 257\n", &c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "1: invalid value '257' for stack_depth");
 	cr_assert_eq(load_text("max_targets\n", &c, err, sizeof(err)), -EINVAL);
 	cr_assert_str_eq(err, "1: expected 'key = value'");
 	cr_assert_null(c);

@@ -1060,8 +1060,11 @@ Test(tracer, profile_marks_modes, .timeout = 60)
 	want = (struct mode_marks){ .duty_on_ns = 200000000ULL, .duty_period_ns = 500000000ULL };
 	cr_assert_arr_eq(&got, &want, sizeof(got));
 	/* ON windows in 1.5 s: [0, .2), [.5, .7), [1, 1.2): 0.6 s, plus
-	 * the switching delays. */
-	cr_assert(p->duty_active_ns > 500000000ULL && p->duty_active_ns < 1000000000ULL,
+	 * the switching delays. What holds on any machine: the first window
+	 * is whole (switching off is never early) and the probes were off
+	 * for a good part of the run. The last window may be cut short by
+	 * a slow attach (ASan builds on a loaded host measured 474 ms). */
+	cr_assert(p->duty_active_ns >= 200000000ULL && p->duty_active_ns < 1000000000ULL,
 		  "probes on for %llu ns", (unsigned long long)p->duty_active_ns);
 	mp_profile_free(p);
 

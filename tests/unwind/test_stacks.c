@@ -5,7 +5,9 @@
  * -fomit-frame-pointer with an inlined helper and a recursive function;
  * the same stripped with a .gnu_debuglink debug file; the same without
  * debug info) must give, in `go tool pprof -traces`, exactly the known
- * chain and the exact bytes of every allocation site.
+ * chain and the exact bytes of every allocation site, on both allocation
+ * paths (tests/tracer_env.h). The statically linked fixture has no
+ * interposer: its tests take the path memprof picks (eBPF).
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -15,6 +17,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "../tracer_env.h"
 
 extern char **environ;
 
@@ -140,7 +144,7 @@ static void check(const char *fixture, bool no_debug)
 
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(out_pb, sizeof(out_pb), "%s/out.pb.gz", dir);
-	cr_assert_eq(run(mp, &out), 0, "memprof run failed");
+	cr_assert_eq(run((char **)mp_test_argv(mp), &out), 0, "memprof run failed");
 	free(out);
 	cr_assert_eq(run(gp, &out), 0, "go tool pprof failed");
 	n = parse_traces(out, ch, 16);
@@ -277,7 +281,7 @@ Test(stacks, report_sites)
 
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(file, sizeof(file), "%s/out.memprof", dir);
-	cr_assert_eq(run(mp, &out), 0, "memprof run failed");
+	cr_assert_eq(run((char **)mp_test_argv(mp), &out), 0, "memprof run failed");
 	free(out);
 	cr_assert_eq(run(rp, &out), 0, "memprof report failed");
 	unlink(file);

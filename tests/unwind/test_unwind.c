@@ -129,6 +129,46 @@ Test(unwind, exact_chain)
 	capture_free(c);
 }
 
+/* The cached-rule walk gives exactly libdwfl's frames and truncation, for
+ * every depth limit and every slice length, and takes the stacks of the
+ * chain (-O2 code with CFI) without libdwfl. */
+Test(unwind, rule_cache_same_as_libdwfl)
+{
+	struct unwfix_capture *c = capture(3);
+	struct mp_unwind_regs regs = { c->regs.ip, c->regs.sp, c->regs.bp };
+	uint64_t a[MP_UNWIND_DEFAULT_DEPTH], b[MP_UNWIND_DEFAULT_DEPTH], fast, slow;
+	struct mp_unwinder *u, *v;
+	struct symtab s;
+
+	symtab_init(&s);
+	cr_assert_eq(mp_unwinder_new(getpid(), s.maps, &u), 0);
+	cr_assert_eq(mp_unwinder_new(getpid(), s.maps, &v), 0);
+	mp_unwinder_set_rule_cache(v, false);
+	for (uint32_t depth = 1; depth <= MP_UNWIND_DEFAULT_DEPTH; depth += 3) {
+		for (size_t len = 0; len <= c->len; len += len < 256 ? 8 : 64) {
+			bool ta = false, tb = true;
+			int na = mp_unwind(u, &regs, c->stack, len, depth, a, &ta);
+			int nb = mp_unwind(v, &regs, c->stack, len, depth, b, &tb);
+
+			cr_assert_eq(na, nb, "depth %u len %zu: %d frames, libdwfl %d", depth, len,
+				     na, nb);
+			cr_assert_arr_eq(a, b, (size_t)na * sizeof(a[0]), "depth %u len %zu", depth,
+					 len);
+			cr_assert_eq(ta, tb, "depth %u len %zu: truncated %d, libdwfl %d", depth,
+				     len, ta, tb);
+		}
+	}
+	mp_unwinder_stats(u, &fast, &slow);
+	/* with CFI, and without (the -fp library: frame pointers) */
+	cr_assert_gt(fast, 0);
+	mp_unwinder_stats(v, &fast, NULL);
+	cr_assert_eq(fast, 0);
+	mp_unwinder_free(u);
+	mp_unwinder_free(v);
+	symtab_fini(&s);
+	capture_free(c);
+}
+
 Test(unwind, depth_limit_truncates)
 {
 	struct unwfix_capture *c = capture(5);

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The capture of a call stack for the in-process path's STACK records
+ * (type 24): the registers of the caller of mp_stack_put() at the call
+ * and a copy of the thread's stack from there up, for memprofd to unwind
+ * out of process exactly as the eBPF path's copies. Compiled with frame
+ * pointers (meson.build): this function's frame record is where its
+ * caller's rbp and return address are, whatever the rest of the library
+ * was compiled with.
+ */
+#include <stdint.h>
+
+#include "ring_writer.h"
+
+MP_HIDDEN __attribute__((noinline)) int mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id,
+						     const uint64_t *w, unsigned nw,
+						     enum mp_rw_wait wait, uint64_t stack_lo,
+						     uint64_t stack_end, uint32_t max)
+{
+	/* [fp] the caller's rbp, [fp + 8] the return address into it, and
+	 * its stack pointer after the return is fp + 16. */
+	const uint64_t *fp = __builtin_frame_address(0);
+	uint64_t regs[3] = { fp[1], (uint64_t)(uintptr_t)(fp + 2), fp[0] };
+	/* Only on the thread's own stack: a handler running on a signal
+	 * stack would have the copy run off its end. */
+	uint64_t len = regs[1] >= stack_lo && regs[1] < stack_end ? stack_end - regs[1] : 0;
+
+	if (len > max)
+		len = max;
+	return mp_ring_write_stacked(type, flags, name_id, w, nw, wait, regs,
+				     (const void *)(uintptr_t)regs[1], (uint32_t)len);
+}
