@@ -187,7 +187,8 @@ Test(sampled, window_estimates_within_their_standard_errors, .timeout = 300)
 			    "(exact %" PRIu64 ")",
 			    i, k->incl.alloc_bytes, se, alloc, sqrt(alloc_var), p->peak_bytes,
 			    sqrt(p->peak_var), p->peak_bias_bound, peak);
-		cr_assert(fabs(d) <= 6 * se, "allocated %" PRIu64 ", truth %" PRIu64 ", stderr %.0f",
+		cr_assert(fabs(d) <= 6 * se,
+			  "allocated %" PRIu64 ", truth %" PRIu64 ", stderr %.0f",
 			  k->incl.alloc_bytes, alloc, se);
 		cr_assert(se > sqrt(alloc_var) / 1.5 && se < sqrt(alloc_var) * 1.5,
 			  "stderr %.0f, true %.0f", se, sqrt(alloc_var));
@@ -200,7 +201,8 @@ Test(sampled, window_estimates_within_their_standard_errors, .timeout = 300)
 			  "peak %" PRIu64 " ± %.0f, exact %" PRIu64, p->peak_bytes, pse, peak);
 		cr_assert((double)p->peak_bytes <=
 				  (double)peak + p->peak_bias_bound + 6 * pse + slack,
-			  "peak %" PRIu64 " ± %.0f above exact %" PRIu64 " by more than the bound %.0f",
+			  "peak %" PRIu64 " ± %.0f above exact %" PRIu64
+			  " by more than the bound %.0f",
 			  p->peak_bytes, pse, peak, p->peak_bias_bound);
 
 		s = report(p, MP_REPORT_TABLE);
