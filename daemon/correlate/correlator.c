@@ -803,7 +803,8 @@ static void mem_alloc(struct mp_mem_stats *m, uint64_t size, double var)
 	m->tensors_added++;
 	m->alloc_bytes += size;
 	m->alloc_count++;
-	m->alloc_var += var;
+	if (var) /* only sampled mode has any: keep precise mode's path */
+		m->alloc_var += var;
 }
 
 static void mem_free(struct mp_mem_stats *m, uint64_t size, double var)
@@ -812,7 +813,8 @@ static void mem_free(struct mp_mem_stats *m, uint64_t size, double var)
 	m->tensors_added--;
 	m->free_bytes += size;
 	m->free_count++;
-	m->free_var += var;
+	if (var) /* only sampled mode has any: keep precise mode's path */
+		m->free_var += var;
 }
 
 static int bucket_add(struct mp_bucket **v, uint32_t *n, uint32_t id, uint64_t size, bool alloc)
