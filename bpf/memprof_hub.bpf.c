@@ -34,16 +34,19 @@ const volatile __u64 pidns_ino = 0;
 /* tgid (as the daemon sees it) -> slot of the target's programs */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MP_HUB_SLOTS);
 	__type(key, __u32);
 	__type(value, __u32);
 } slots SEC(".maps");
 
 /* rss_stat of a target's mm counted by another task (reclaim, a remote
- * fault): the mm -> slot, learnt from the target's own events. A stale
- * entry only costs a call that the target's program filters out. */
+ * fault): the mm -> slot, learnt from the target's own events, forgotten
+ * at detach. A stale entry only costs a call that the target's program
+ * filters out. Not preallocated: memory grows with the targets only. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__uint(max_entries, MP_HUB_SLOTS);
 	__type(key, __u64);
 	__type(value, __u32);
