@@ -14,6 +14,31 @@
 #include "memprof_consumer.h"
 #include "ring_abi.h"
 
+/* A heap record names a builtin function and carries no name, whichever
+ * reader decoded it (the fast one reuses its record). */
+static int check_ring_rec(void *ctx, uint32_t ring, const struct mp_record *rec)
+{
+	(void)ctx;
+	(void)ring;
+	if (rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC &&
+	    (rec->fn >= 32 || rec->name || rec->rank))
+		__builtin_trap();
+	/* a stack comes only with a new block, bounded, and every byte of
+	 * it is readable (ASan checks) */
+	if (rec->stack) {
+		unsigned sum = 0;
+
+		if ((rec->type != MP_REC_ALLOC && rec->type != MP_REC_REALLOC) ||
+		    rec->stack->len > MP_RING_STACK_MAX)
+			__builtin_trap();
+		for (uint32_t j = 0; j < rec->stack->len; j++)
+			sum += rec->stack->bytes[j];
+		if (sum == 0xffffffffu)
+			__builtin_trap();
+	}
+	return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define PARAMS 8
@@ -110,26 +135,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)mp_consumer_set_alloc_mode(c, shrink % 4, flags & 32 ? 0 : 4096);
 		(void)mp_consumer_set_alloc_stacks(c, shrink & 64 ? 16384 : 0);
 		for (int i = 0; i < 10000; i++) {
+			/* the daemon's fast path, and the merged reader, in
+			 * turns: they share the ring state */
+			if (flags & 64 && i % 2) {
+				if (mp_consumer_read_rings(c, 1 + i % 7, check_ring_rec, NULL) <= 0)
+					break;
+				continue;
+			}
 			if (mp_consumer_read(c, &rec) <= 0)
 				break;
-			/* a heap record names a builtin function and carries
-			 * no name */
-			if (rec.type >= MP_REC_ALLOC && rec.type <= MP_REC_REALLOC &&
-			    (rec.fn >= 32 || rec.name || rec.rank))
-				__builtin_trap();
-			/* a stack comes only with a new block, bounded, and
-			 * every byte of it is readable (ASan checks) */
-			if (rec.stack) {
-				unsigned sum = 0;
-
-				if ((rec.type != MP_REC_ALLOC && rec.type != MP_REC_REALLOC) ||
-				    rec.stack->len > MP_RING_STACK_MAX)
-					__builtin_trap();
-				for (uint32_t j = 0; j < rec.stack->len; j++)
-					sum += rec.stack->bytes[j];
-				if (sum == 0xffffffffu)
-					__builtin_trap();
-			}
+			check_ring_rec(NULL, 0, &rec);
 		}
 		(void)mp_consumer_drops(c);
 		(void)mp_consumer_alloc_drops(c);

@@ -61,6 +61,7 @@ struct tstate {
 /* A run of consecutive records of one ring inside the batch. */
 struct run {
 	uint32_t next, end;
+	uint32_t ring;
 };
 
 struct mp_consumer {
@@ -738,22 +739,32 @@ static int decode_pool(struct mp_consumer *c, const struct mp_slot *copy, struct
 	return r->name ? 0 : -EBADMSG;
 }
 
-/* Validates the copy of a slot of ring @ring and decodes it into @r. */
-static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_record *r)
+/* Validates the copy of a slot of ring @ring and decodes it into @r.
+ * @dirty NULL: @r is cleared first; else *@dirty says whether @r holds
+ * fields a heap record does not set (a heap record into a clean @r only
+ * writes its own fields: the fast path's one record, reused). */
+static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_record *r,
+		  bool *dirty)
 {
-	memset(r, 0, sizeof(*r));
+	bool heap = mp_record_is_heap(copy->type);
+
+	if (!dirty || *dirty || !heap)
+		memset(r, 0, sizeof(*r));
+	if (dirty)
+		*dirty = !heap;
 	r->type = copy->type;
 	r->flags = copy->flags;
 	r->tid = copy->tid;
 	r->ts_ns = copy->ts_ns;
 	r->seq = copy->tseq;
-	if (mp_record_is_heap(copy->type)) {
+	if (heap) {
 		/* fn: a builtin allocator function (enum mp_alloc_fn); a
 		 * scaled sample is only an allocation. */
 		if (copy->rank || copy->name_id >= MP_HEAP_FN_MAX ||
 		    (copy->flags & ~MP_REC_F_SCALED) || (copy->flags && copy->type == MP_REC_FREE))
 			return -EBADMSG;
 		r->fn = copy->name_id;
+		r->stack = NULL; /* a STACK record sets it after us */
 		r->heap.addr = (uint64_t)copy->dims[0];
 		r->heap.size = (uint64_t)copy->dims[1];
 		r->heap.caller = (uint64_t)copy->dims[2];
@@ -805,7 +816,7 @@ _Static_assert(STACK_ARENA >= MP_RING_STACK_MAX + sizeof(struct mp_rec_stack) + 
  * the batch has no room for the stack), -EBADMSG for a malformed one.
  */
 static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
-		      const struct mp_slot *copy, struct mp_record *r)
+		      const struct mp_slot *copy, struct mp_record *r, bool *dirty)
 {
 	uint64_t len = (uint64_t)copy->dims[3], k, pos = t->pos;
 	struct mp_rec_stack *st;
@@ -848,7 +859,7 @@ static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
 		copy_racy(bytes + j * MP_STACK_SLOT_BYTES + (n & ~7ull),
 			  (unsigned char *)s + sizeof(s->seq) + (n & ~7ull), n & 7);
 	}
-	ret = decode(c, &heap, r);
+	ret = decode(c, &heap, r, dirty);
 	if (ret < 0)
 		return ret;
 	*st = (struct mp_rec_stack){ .ip = (uint64_t)copy->dims[0],
@@ -884,6 +895,71 @@ static void heap_down(struct mp_consumer *c, uint32_t i)
 	}
 }
 
+/* The next record of ring @i, decoded into @r: 1 when taken, 0 when that
+ * ring has nothing more published (or the record was already reflected in
+ * the attach snapshot: *@skipped is then set), negative errno when it is
+ * corrupted (stored in err_pending). */
+static inline int take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped,
+		       bool *dirty)
+{
+	struct tstate *t = &c->ts[i];
+	struct mp_slot *s = slot_at(c, i, t->pos);
+	uint64_t seq = LOAD(&s->seq, ACQUIRE);
+	struct mp_slot copy;
+	int e;
+
+	if (seq != t->pos + 1) {
+		/* Not published yet; a later lap cannot be there before we
+		 * free this one. */
+		if ((int64_t)(seq - (t->pos + 1)) > 0)
+			c->err_pending = -EBADMSG;
+		return 0;
+	}
+	/* the first cache line; dims (second line) only for shapes and pool
+	 * records; the first cache line holds a heap record's addr, size and
+	 * caller, dims[3] a realloc's old address */
+	copy_words(&copy, s, HEAP_WORDS_END / 8);
+	if (copy.type == MP_REC_STACK) {
+		/* with its continuation slots and its heap record: all of
+		 * them, or none yet */
+		copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
+		e = take_stack(c, i, t, &copy, r, dirty);
+		if (e <= 0) {
+			if (e < 0)
+				c->err_pending = e;
+			return e;
+		}
+		t->pos += (uint64_t)e;
+		return 1;
+	}
+	if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE ||
+	    (copy.type >= MP_REC_POOL_ALLOC && copy.type <= MP_REC_POOL_DECLARE))
+		copy_words(copy.dims, s->dims, sizeof(copy.dims) / 8);
+	else if (copy.type == MP_REC_REALLOC)
+		copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
+	t->pos++;
+	/* Heap records carry no stack change: the attach snapshot never
+	 * reflects them. */
+	if (t->snap_valid && !mp_record_is_heap(copy.type) &&
+	    (int32_t)(copy.tseq - t->snap_seq) <= 0) {
+		*skipped = true;
+		return 0; /* already reflected in the attach snapshot */
+	}
+	e = decode(c, &copy, r, dirty);
+	if (e < 0) {
+		c->err_pending = e;
+		return e;
+	}
+	return 1;
+}
+
+/* release: our copies are done before the producer may reuse the slots */
+static void store_tail(struct mp_consumer *c, uint32_t i)
+{
+	if (c->ts[i].pos != LOAD(&thread_at(c, i)->tail, RELAXED))
+		STORE(&thread_at(c, i)->tail, c->ts[i].pos, RELEASE);
+}
+
 /* Takes what is published from every ring into the batch (bounded), and
  * heapifies the per-ring runs. Returns the number of records taken. */
 static int refill(struct mp_consumer *c)
@@ -894,67 +970,25 @@ static int refill(struct mp_consumer *c)
 	for (uint32_t k = 0;
 	     k < c->thread_count && n < BATCH && scanned < SCAN_BUDGET && !c->err_pending; k++) {
 		uint32_t i = (c->scan_start + k) % c->thread_count;
-		struct tstate *t = &c->ts[i];
 		uint32_t start = n, taken = 0;
 
 		while (taken < PER_THREAD && n < BATCH && scanned < SCAN_BUDGET) {
-			struct mp_slot *s = slot_at(c, i, t->pos);
-			uint64_t seq = LOAD(&s->seq, ACQUIRE);
-			struct mp_slot copy;
-			int r;
+			bool skipped = false;
+			int r = take(c, i, &c->batch[n], &skipped, NULL);
 
-			if (seq != t->pos + 1) {
-				/* Not published yet; a later lap cannot be
-				 * there before we free this one. */
-				if ((int64_t)(seq - (t->pos + 1)) > 0)
-					c->err_pending = -EBADMSG;
-				break;
-			}
-			/* the first cache line; dims (second line) only for
-			 * shapes and pool records; the first cache line holds a
-			 * heap record's addr, size and caller, dims[3] a realloc's
-			 * old address */
-			copy_words(&copy, s, HEAP_WORDS_END / 8);
-			if (copy.type == MP_REC_STACK) {
-				copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
-				r = take_stack(c, i, t, &copy, &c->batch[n]);
-				if (r <= 0) {
-					if (r < 0)
-						c->err_pending = r;
-					break;
-				}
-				t->pos += (uint64_t)r;
-				scanned += (uint32_t)r;
-				n++;
-				taken++;
+			if (skipped) {
+				scanned++;
 				continue;
 			}
-			if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE ||
-			    (copy.type >= MP_REC_POOL_ALLOC && copy.type <= MP_REC_POOL_DECLARE))
-				copy_words(copy.dims, s->dims, sizeof(copy.dims) / 8);
-			else if (copy.type == MP_REC_REALLOC)
-				copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
-			t->pos++;
-			scanned++;
-			/* Heap records carry no stack change: the attach
-			 * snapshot never reflects them. */
-			if (t->snap_valid && !mp_record_is_heap(copy.type) &&
-			    (int32_t)(copy.tseq - t->snap_seq) <= 0)
-				continue; /* already reflected in the attach snapshot */
-			r = decode(c, &copy, &c->batch[n]);
-			if (r < 0) {
-				c->err_pending = r;
+			if (r <= 0)
 				break;
-			}
+			scanned++;
 			n++;
 			taken++;
 		}
-		if (t->pos != LOAD(&thread_at(c, i)->tail, RELAXED))
-			/* release: our copies are done before the producer
-			 * may reuse the slots */
-			STORE(&thread_at(c, i)->tail, t->pos, RELEASE);
+		store_tail(c, i);
 		if (n > start) {
-			c->runs[nruns] = (struct run){ start, n };
+			c->runs[nruns] = (struct run){ start, n, i };
 			c->heap[nruns] = nruns;
 			nruns++;
 		}
@@ -965,6 +999,78 @@ static int refill(struct mp_consumer *c)
 	for (uint32_t i = nruns / 2; i-- > 0;)
 		heap_down(c, i);
 	return (int)n;
+}
+
+int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx)
+{
+	struct mp_record rec;
+	bool dirty = true;
+	size_t n = 0, scanned = 0;
+	int r;
+
+	if (!c || !cb)
+		return -EINVAL;
+	if (c->err)
+		return c->err;
+	while (c->next_synth < c->nsynth && n < max) {
+		r = cb(ctx, MP_CONSUMER_RING_SYNTH, &c->synth[c->next_synth++]);
+		if (r < 0)
+			return r;
+		n++;
+	}
+	/* what an earlier mp_consumer_read() left in the batch, run by run */
+	while (c->nheap && n < max) {
+		struct run *run = &c->runs[c->heap[0]];
+
+		r = cb(ctx, run->ring, &c->batch[run->next++]);
+		if (run->next == run->end)
+			c->heap[0] = c->heap[--c->nheap];
+		if (c->nheap)
+			heap_down(c, 0);
+		if (r < 0)
+			return r;
+		n++;
+	}
+	if (c->nheap)
+		return (int)n;
+	/* Straight from the slots: no batch, no merge (the caller keeps each
+	 * ring's records in order and merges them itself). The same bounds
+	 * as a refill, per call. A record's stack bytes live in the arena
+	 * until its callback returns: the batch is empty here, and each
+	 * record reuses the arena. */
+	c->stk_used = 0;
+	for (uint32_t k = 0;
+	     k < c->thread_count && n < max && scanned < SCAN_BUDGET * 4 && !c->err_pending; k++) {
+		uint32_t i = (c->scan_start + k) % c->thread_count;
+
+		while (n < max && scanned < SCAN_BUDGET * 4) {
+			bool skipped = false;
+
+			r = take(c, i, &rec, &skipped, &dirty);
+			scanned++;
+			if (skipped)
+				continue;
+			if (r <= 0)
+				break;
+			r = cb(ctx, i, &rec);
+			c->stk_used = 0;
+			n++;
+			if (r < 0) {
+				store_tail(c, i);
+				return r;
+			}
+			/* Give the space back as we go, as a refill does: a
+			 * producer waiting for room (precise mode) or dropping
+			 * goes on while we read the rest. */
+			if (!(n % PER_THREAD))
+				store_tail(c, i);
+		}
+		store_tail(c, i);
+	}
+	c->scan_start = (c->scan_start + 1) % c->thread_count;
+	if (!n && c->err_pending)
+		return fail(c, c->err_pending);
+	return n > INT32_MAX ? INT32_MAX : (int)n;
 }
 
 int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret)

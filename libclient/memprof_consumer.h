@@ -111,7 +111,8 @@ struct mp_record {
 		uint32_t kind;
 	} pool;
 	/* ALLOC, REALLOC: the call stack recorded with it (MP_REC_STACK), in
-	 * consumer memory valid until the next mp_consumer_read(); NULL for
+	 * consumer memory valid until the next mp_consumer_read() (with
+	 * mp_consumer_read_rings(): until the callback returns); NULL for
 	 * none. */
 	const struct mp_rec_stack *stack;
 };
@@ -135,6 +136,22 @@ void mp_consumer_free(struct mp_consumer *c);
 /* Reads the next record: 1 when @ret was filled, 0 when nothing is ready,
  * negative errno when the ring is corrupted (the consumer is then unusable). */
 int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret);
+/* mp_consumer_read_rings(): @ring of the records synthesised at attach
+ * (open kernels and tags, the phase), which belong to no ring. */
+#define MP_CONSUMER_RING_SYNTH UINT32_MAX
+typedef int (*mp_consumer_ring_cb)(void *ctx, uint32_t ring, const struct mp_record *rec);
+/* Reads up to @max records and hands each to @cb with the index of the
+ * ring (thread slot) it came from: first the attach snapshot's records
+ * (MP_CONSUMER_RING_SYNTH), then each ring's records in that ring's order,
+ * ring after ring, *not* merged by timestamp (the caller merges; one ring's
+ * records are in the order its thread wrote them). The same validation as
+ * mp_consumer_read(), without its batch copy and merge: the daemon's fast
+ * path. Returns the number of records handed over (0: nothing ready), a
+ * negative return of @cb, or negative errno when the ring is corrupted
+ * (after the records before the corruption were handed over). @rec, and
+ * its stack, are valid only during the call; its name until
+ * mp_consumer_free(). */
+int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx);
 /* Records the producers dropped because the ring was full since this
  * consumer attached. The counter lives in memory the target writes: a value
  * that goes back or grows faster than one drop per nanosecond since attach

@@ -174,6 +174,17 @@ int mp_merge_pop(struct mp_merge *m, uint64_t watermark, const struct mp_merge_i
 	return 1;
 }
 
+uint64_t mp_merge_next_ts(const struct mp_merge *m)
+{
+	return m->n_heap ? m->heap[0].ts : UINT64_MAX;
+}
+
+void mp_merge_note_released(struct mp_merge *m, uint64_t ts)
+{
+	if (ts > m->released_ts)
+		m->released_ts = ts;
+}
+
 size_t mp_merge_pending(const struct mp_merge *m)
 {
 	return m->n_heap;

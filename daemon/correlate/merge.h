@@ -49,6 +49,12 @@ int mp_merge_push(struct mp_merge *m, uint32_t kind, uint64_t ts, const void *pa
  * or 0 when nothing is ready. */
 int mp_merge_pop(struct mp_merge *m, uint64_t watermark, const struct mp_merge_item **ret);
 
+/* Timestamp of the oldest item held, UINT64_MAX when none. */
+uint64_t mp_merge_next_ts(const struct mp_merge *m);
+/* Items of another stream (mp_ringq) were released up to @ts: an item
+ * pushed later and older than that is late too. */
+void mp_merge_note_released(struct mp_merge *m, uint64_t ts);
+
 size_t mp_merge_pending(const struct mp_merge *m);
 /* Items that arrived older than an item already released. */
 uint64_t mp_merge_late(const struct mp_merge *m);

@@ -20,6 +20,7 @@
 #include "live.h"
 #include "memprof_consumer.h"
 #include "merge.h"
+#include "ringq.h"
 #include "path.h"
 #include "procmaps.h"
 #include "ring_abi.h"
@@ -77,7 +78,6 @@ struct ring_ref {
 struct marker_item {
 	struct mp_record rec;
 	struct ring_ref *ref;
-	uint32_t stack; /* heap records: the id of their unwound stack, 0 none */
 };
 
 enum { EP_TRACER = 1, EP_TICK, EP_RSS, EP_SIGNAL, EP_DEADLINE, EP_STOP, EP_SNAPSHOT, EP_PERIODIC };
@@ -99,6 +99,9 @@ struct session {
 	uint64_t execs_arrived, execs_dispatched;
 	struct mp_rss_sampler *rss;
 	struct mp_merge *merge;
+	/* Ring records (all but the attach snapshot's) wait here instead of
+	 * in the merge: one FIFO per ring, merged with it on release. */
+	struct mp_ringq *rq;
 	struct mp_correlator *corr;
 	struct mp_procmaps *maps;
 	uint64_t maps_read_ns;
@@ -359,32 +362,19 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t
 
 /* In-process path: a heap record of the ring is the raw event the uprobes
  * would have delivered, and goes through the same live table. */
-static int handle_heap_record(struct session *s, const struct mp_record *rec, uint32_t stack)
+static int handle_heap_record(struct session *s, const struct mp_ringq_rec *rec)
 {
-	struct mp_raw_event ev = {
-		.type = rec->type == MP_REC_ALLOC ? MP_RAW_ALLOC :
-			rec->type == MP_REC_FREE  ? MP_RAW_FREE :
-						    MP_RAW_REALLOC,
-		.fn = rec->fn,
-		.pid = (uint32_t)s->o->pid,
-		.tid = rec->tid,
-		.ts_ns = rec->ts_ns,
-		.addr = rec->heap.addr,
-		.size = rec->heap.size,
-		.old_addr = rec->heap.old_addr,
-		.caller = rec->heap.caller,
-	};
+	struct mp_raw_event ev;
 	int r;
 
 	/* Records come only when we turned the interposer on; a forged one
 	 * is just another event of a process that can lie about its heap. */
 	if (rec->fn >= MP_FN_MMAP)
 		return 0;
-	if (rec->type == MP_REC_FREE)
-		ev.size = 0;
+	mp_ringq_raw(rec, (uint32_t)s->o->pid, &ev);
 	if ((rec->flags & MP_REC_F_SCALED) && s->o->mode == MP_TRACE_SAMPLED)
 		ev.size = mp_tracer_sample_estimate(ev.size, s->o->sample_bytes);
-	s->cur_stack = stack;
+	s->cur_stack = rec->stack;
 	r = mp_live_apply(s->live, &ev, on_heap, s);
 	s->cur_stack = 0;
 	if (r < 0)
@@ -406,11 +396,6 @@ static int dispatch(struct session *s, const struct mp_merge_item *it)
 		int r;
 
 		memcpy(&mi, it->payload.bytes, sizeof(mi));
-		if (mi.rec.type >= MP_REC_ALLOC && mi.rec.type <= MP_REC_REALLOC) {
-			r = handle_heap_record(s, &mi.rec, mi.stack);
-			ring_ref_put(s, mi.ref);
-			return r;
-		}
 		if (s->o->dump)
 			dump_record(s->o->dump, &mi.rec);
 		r = mp_correlator_on_record(s->corr, &mi.rec);
@@ -441,17 +426,44 @@ static int dispatch(struct session *s, const struct mp_merge_item *it)
 	return 0;
 }
 
+/* A ring record released by the ring queue. */
+static int on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
+		       void *ref)
+{
+	struct session *s = ctx;
+	int r;
+
+	if (rec->ts > s->last_ts)
+		s->last_ts = rec->ts;
+	if (!marker)
+		return handle_heap_record(s, rec);
+	if (s->o->dump)
+		dump_record(s->o->dump, marker);
+	r = mp_correlator_on_record(s->corr, marker);
+	ring_ref_put(s, ref);
+	return r;
+}
+
+/* Everything up to @watermark in timestamp order: the ring records older
+ * than the merge's next item, then that item, and again. */
 static int release(struct session *s, uint64_t watermark)
 {
 	const struct mp_merge_item *it;
+	int64_t n;
 	int r;
 
-	while (mp_merge_pop(s->merge, watermark, &it) == 1) {
+	for (;;) {
+		n = mp_ringq_release(s->rq, watermark, mp_merge_next_ts(s->merge), on_ring_rec, s);
+		if (n < 0)
+			return (int)n;
+		if (n)
+			mp_merge_note_released(s->merge, mp_ringq_released_ts(s->rq));
+		if (mp_merge_pop(s->merge, watermark, &it) != 1)
+			return 0;
 		r = dispatch(s, it);
 		if (r < 0)
 			return r;
 	}
-	return 0;
 }
 
 /* The unwinder, over the address space as it is now when @ip is in code
@@ -623,6 +635,33 @@ static int drain_tracer(struct session *s)
 	return 0;
 }
 
+/* A record read from the ring: the attach snapshot's into the merge (their
+ * timestamps go back to when the kernels began), the rest into their ring's
+ * FIFO. A marker keeps the reader (its name's owner) alive. */
+static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
+{
+	struct session *s = ctx;
+	int r;
+
+	if (ring == MP_CONSUMER_RING_SYNTH) {
+		struct marker_item mi = { .rec = *rec, .ref = s->ring_ref };
+
+		r = mp_merge_push(s->merge, ITEM_MARKER, rec->ts_ns, &mi, sizeof(mi));
+	} else {
+		/* A stack is unwound now: the consumer's copy of its bytes
+		 * ends when this callback returns. */
+		uint32_t stack = rec->stack ? unwind_ring_stack(s, rec) : 0;
+
+		r = mp_ringq_push(s->rq, ring, rec, stack, s->ring_ref);
+		if (r == 0 && rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC)
+			return 0;
+	}
+	if (r < 0)
+		return r == -E2BIG ? -EBADMSG : r;
+	s->ring_ref->pending++;
+	return 0;
+}
+
 static int drain_ring(struct session *s)
 {
 	int r;
@@ -673,26 +712,14 @@ static int drain_ring(struct session *s)
 		log_debug("pid %d: marker ring attached%s", (int)s->o->pid,
 			  s->path == MP_PATH_INPROCESS ? ", in-process allocation path on" : "");
 	}
-	for (int i = 0; i < RING_BATCH; i++) {
-		struct marker_item mi;
-
-		r = mp_consumer_read(s->ring, &mi.rec);
-		if (r == 0)
-			return 0;
-		if (r < 0) {
-			log_warning_errno(r, "pid %d: marker ring corrupted, markers stop here: %m",
-					  (int)s->o->pid);
-			ring_retire(s);
-			s->ring_retry_ns = UINT64_MAX;
-			return 0;
-		}
-		mi.ref = s->ring_ref;
-		mi.stack = mi.rec.stack ? unwind_ring_stack(s, &mi.rec) : 0;
-		mi.rec.stack = NULL; /* the consumer's copy ends with this read */
-		r = mp_merge_push(s->merge, ITEM_MARKER, mi.rec.ts_ns, &mi, sizeof(mi));
-		if (r < 0)
-			return log_error_errno(r, "pid %d: merging markers: %m", (int)s->o->pid);
-		s->ring_ref->pending++;
+	r = mp_consumer_read_rings(s->ring, RING_BATCH, on_ring_read, s);
+	if (r == -ENOMEM)
+		return log_error_errno(r, "pid %d: merging markers: %m", (int)s->o->pid);
+	if (r < 0) {
+		log_warning_errno(r, "pid %d: marker ring corrupted, markers stop here: %m",
+				  (int)s->o->pid);
+		ring_retire(s);
+		s->ring_retry_ns = UINT64_MAX;
 	}
 	return 0;
 }
@@ -817,6 +844,9 @@ static int setup_pipeline(struct session *s)
 	r = mp_merge_new(4096, &s->merge);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: merge: %m", (int)o->pid);
+	r = mp_ringq_new(1, &s->rq);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: ring queue: %m", (int)o->pid);
 	r = mp_live_new(&s->live);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)o->pid);
@@ -1143,6 +1173,7 @@ static void teardown(struct session *s)
 	mp_correlator_free(s->corr);
 	mp_live_free(s->live);
 	mp_merge_free(s->merge);
+	mp_ringq_free(s->rq);
 	mp_procmaps_free(s->maps);
 	mp_unwinder_free(s->unwinder);
 	mp_stack_table_free(s->stacks);

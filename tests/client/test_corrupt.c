@@ -401,3 +401,72 @@ Test(corrupt, concurrent_scribbling)
 	scribbling = 0;
 	pthread_join(th, NULL);
 }
+
+/* enum mp_alloc_fn (bpf/memprof_events.h, not on this test's path) */
+enum { FN_MALLOC = 0, FN_REALLOC = 2, FN_FREE = 4 };
+
+struct rings_seen {
+	struct mp_record rec[16];
+	uint32_t ring[16];
+	int n;
+};
+
+static int rings_cb(void *ctx, uint32_t ring, const struct mp_record *rec)
+{
+	struct rings_seen *s = ctx;
+
+	cr_assert_lt(s->n, 16);
+	s->rec[s->n] = *rec;
+	s->ring[s->n++] = ring;
+	return 0;
+}
+
+/* The daemon's fast path: each ring's records in order with their ring
+ * index, a heap record after a marker carries no stale name or shape,
+ * and corruption is reported after the good records, sticky. */
+Test(corrupt, read_rings_by_ring_then_corruption)
+{
+	struct rings_seen s = { 0 };
+	struct mp_consumer *c;
+	struct mp_slot *sl;
+
+	img_put(&m, 0, MP_REC_KERNEL_BEGIN, 7, 5, 1, 1);
+	sl = img_put(&m, 1, MP_REC_ALLOC, 7, 5, 1, FN_MALLOC);
+	sl->dims[0] = 0x1000;
+	sl->dims[1] = 32;
+	sl->dims[2] = 0x401000;
+	sl = img_put(&m, 0, MP_REC_FREE, 9, 1, 3, FN_FREE);
+	sl->dims[0] = 0x1000;
+	sl = img_put(&m, 1, MP_REC_INPUT_SHAPE, 9, 2, 3, 0);
+	sl->rank = 1;
+	sl->dims[0] = 4;
+	sl = img_put(&m, 2, MP_REC_REALLOC, 9, 2, 3, FN_REALLOC);
+	sl->dims[0] = 0x2000;
+	sl->dims[1] = 64;
+	sl->dims[3] = 0x3000;
+	img_put(&m, 3, MP_REC_KERNEL_END, 9, 3, 3, 0)->rank = 2; /* corrupt */
+	cr_assert_eq(open_img(&c), 0);
+	cr_assert_eq(mp_consumer_read_rings(c, 64, rings_cb, &s), 5);
+	cr_assert_eq(s.n, 5);
+	cr_assert_eq(s.ring[0], 1);
+	cr_assert_eq(s.rec[0].type, MP_REC_KERNEL_BEGIN);
+	cr_assert_str_eq(s.rec[0].name, "conv");
+	cr_assert_eq(s.ring[1], 1);
+	cr_assert_eq(s.rec[1].type, MP_REC_ALLOC);
+	cr_assert_null(s.rec[1].name, "no stale name from the marker before");
+	cr_assert_eq(s.rec[1].heap.addr, 0x1000);
+	cr_assert_eq(s.rec[1].heap.size, 32);
+	cr_assert_eq(s.rec[1].heap.caller, 0x401000);
+	cr_assert_eq(s.rec[1].fn, FN_MALLOC);
+	cr_assert_eq(s.ring[2], 3);
+	cr_assert_eq(s.rec[2].type, MP_REC_FREE);
+	cr_assert_eq(s.rec[3].rank, 1);
+	cr_assert_eq(s.rec[4].type, MP_REC_REALLOC);
+	cr_assert_eq(s.rec[4].rank, 0, "no stale shape from the record before");
+	cr_assert_eq(s.rec[4].dims[1], 64);
+	cr_assert_eq(s.rec[4].heap.old_addr, 0x3000);
+	cr_assert_eq(mp_consumer_read_rings(c, 64, rings_cb, &s), -EBADMSG);
+	cr_assert_eq(mp_consumer_read_rings(c, 64, rings_cb, &s), -EBADMSG, "sticky");
+	cr_assert(mp_consumer_corruption(c) & MP_CONSUMER_CORRUPT_RECORDS);
+	mp_consumer_free(c);
+}

@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Consumer throughput of the in-process path (issue 10): heap records of the
+ * marker ring through the daemon's code, on one core, as fast as it goes.
+ *
+ * A synthetic ring image (the real layout, 32 Ki slots per thread) is filled
+ * the way libmemprof's interposer fills it: a program that keeps 4096 blocks
+ * of 16-63 bytes live, freeing the oldest and allocating a new one, with a
+ * kernel begin/end pair every 512 records, one record every 33 ns of
+ * timestamp (30 M/s). Each round fills every ring and then drains it through
+ *
+ *   memcpy drain   the baseline: copy each published slot out, move the tail
+ *   old path       mp_consumer_read -> mp_merge (timestamp heap of every
+ *                  record) -> mp_live_apply -> mp_correlator (what the session
+ *                  did before the ring queue)
+ *   session path   mp_consumer_read_rings -> mp_ringq -> mp_live_apply ->
+ *                  mp_correlator (what the session does now)
+ *   consumer+ringq the session path without the live table and correlator
+ *
+ * Records are released as the session releases them: once older than a
+ * watermark 10 ms behind the newest (300k records held at 30 M/s), so the
+ * held records' memory is part of the cost. Only the drains are timed.
+ *
+ *   bench/bench-consumer [ROUNDS [RINGS]]    (default 100 rounds, 1 ring)
+ *
+ * Times are the thread's CPU time (the machine may be shared).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "correlator.h"
+#include "live.h"
+#include "memprof_consumer.h"
+#include "merge.h"
+#include "ring_abi.h"
+#include "ringq.h"
+
+#define SLOTS 32768u
+#define LIVE 4096u
+#define KERNEL_EVERY 512u
+#define TS_STEP 33u /* ns between records: 30 M/s */
+#define LAG_NS (10u * 1000 * 1000) /* the session's merge lag */
+
+struct ring {
+	unsigned char *mem;
+	struct mp_slot *slots;
+	uint32_t rings;
+	uint64_t pos[64];
+	/* the synthetic program, per ring */
+	uint64_t live[64][LIVE];
+	uint32_t next[64], since_kernel[64], tseq[64];
+	uint64_t addr, ts;
+	int in_kernel[64];
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t); /* CPU time: the machine is shared */
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int ring_init(struct ring *g, uint32_t rings)
+{
+	struct mp_ring_layout l = mp_ring_layout_of(SLOTS, rings, 16, 64);
+	struct mp_ring_hdr *h;
+
+	g->rings = rings;
+	g->mem = aligned_alloc(128, (l.end + 127) & ~(uint64_t)127);
+	if (!g->mem)
+		return -ENOMEM;
+	memset(g->mem, 0, l.end);
+	h = (struct mp_ring_hdr *)g->mem;
+	*h = (struct mp_ring_hdr){
+		.magic = MP_RING_MAGIC,
+		.abi_version = MP_RING_ABI_VERSION,
+		.hdr_size = sizeof(*h),
+		.total_size = l.end,
+		.creator_pid = 1,
+		.slot_size = sizeof(struct mp_slot),
+		.slot_count = SLOTS,
+		.thread_size = sizeof(struct mp_thread),
+		.thread_count = rings,
+		.str_max = 16,
+		.blob_size = 64,
+		.ring_off = l.ring_off,
+		.threads_off = l.threads_off,
+		.strent_off = l.strent_off,
+		.blob_off = l.blob_off,
+	};
+	memcpy(g->mem + l.blob_off, "kernel", 7);
+	((mp_strent *)(g->mem + l.strent_off))[1] = 7; /* offset 0, length 7 */
+	g->slots = (struct mp_slot *)(g->mem + l.ring_off);
+	g->addr = 0x7f0000000000ull;
+	g->ts = 1000000;
+	return 0;
+}
+
+/* What the interposer and the marker functions write for one record. */
+static void put(struct ring *g, uint32_t ring, uint8_t type, uint32_t fn, uint64_t a, uint64_t b)
+{
+	struct mp_slot *s = &g->slots[(uint64_t)ring * SLOTS + (g->pos[ring] & (SLOTS - 1))];
+
+	s->ts_ns = g->ts += TS_STEP;
+	s->type = type;
+	s->flags = 0;
+	s->rank = 0;
+	s->tid = 1000 + ring;
+	s->tseq = g->tseq[ring];
+	s->name_id = fn;
+	s->dims[0] = (int64_t)a;
+	s->dims[1] = (int64_t)b;
+	s->dims[2] = 0x401000 + 16 * (int64_t)(b & 7); /* 8 call sites */
+	__atomic_store_n(&s->seq, ++g->pos[ring], __ATOMIC_RELEASE);
+}
+
+/* Fills every ring (round robin, so timestamps interleave like threads). */
+static void fill(struct ring *g, uint64_t *n)
+{
+	for (uint32_t k = 0; k < SLOTS; k++) {
+		for (uint32_t r = 0; r < g->rings; r++) {
+			uint64_t *slot = &g->live[r][g->next[r] % LIVE];
+
+			if (g->since_kernel[r]++ >= KERNEL_EVERY) {
+				g->since_kernel[r] = 0;
+				g->tseq[r]++;
+				put(g, r, g->in_kernel[r] ? MP_REC_KERNEL_END : MP_REC_KERNEL_BEGIN,
+				    1, 0, 0);
+				g->in_kernel[r] = !g->in_kernel[r];
+			} else if (*slot) {
+				put(g, r, MP_REC_FREE, MP_FN_FREE, *slot, 0);
+				*slot = 0;
+				g->next[r]++;
+			} else {
+				uint64_t size = 16 + (g->addr >> 4) % 48;
+
+				*slot = g->addr;
+				g->addr += 64;
+				put(g, r, MP_REC_ALLOC, MP_FN_MALLOC, *slot, size);
+			}
+			(*n)++;
+		}
+	}
+}
+
+static const char *owner(void *ctx, uint64_t caller)
+{
+	(void)ctx;
+	(void)caller;
+	return "/usr/lib/libexample.so";
+}
+
+struct pipe {
+	struct mp_consumer *c;
+	struct mp_merge *merge;
+	struct mp_ringq *rq;
+	struct mp_live *live;
+	struct mp_correlator *corr;
+	int full; /* live table and correlator too */
+};
+
+static int pipe_new(struct pipe *p, struct ring *g, int full)
+{
+	struct mp_correlator_opts co = { .begin_ns = 1, .resolve_owner = owner };
+
+	memset(p, 0, sizeof(*p));
+	p->full = full;
+	if (mp_consumer_open_mem(g->mem, ((struct mp_ring_hdr *)g->mem)->total_size, &p->c) ||
+	    mp_merge_new(4096, &p->merge) || mp_ringq_new(g->rings, &p->rq) ||
+	    mp_live_new(&p->live) || mp_correlator_new(&co, &p->corr))
+		return -1;
+	return 0;
+}
+
+static void pipe_free(struct pipe *p)
+{
+	mp_consumer_free(p->c);
+	mp_merge_free(p->merge);
+	mp_ringq_free(p->rq);
+	mp_live_free(p->live);
+	mp_correlator_free(p->corr);
+}
+
+/* The session's dispatch of one ring record (handle_heap_record without
+ * its sampled-size estimate: the bench runs precise mode). */
+static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
+		  void *ref)
+{
+	struct pipe *p = ctx;
+	struct mp_raw_event ev;
+
+	(void)ref;
+	if (!p->full)
+		return 0;
+	if (marker)
+		return mp_correlator_on_record(p->corr, marker);
+	mp_ringq_raw(rec, 1, &ev);
+	return mp_live_apply(p->live, &ev, mp_correlator_on_heap, p->corr);
+}
+
+static int on_read(void *ctx, uint32_t ring, const struct mp_record *rec)
+{
+	struct pipe *p = ctx;
+
+	return mp_ringq_push(p->rq, ring, rec, 0, NULL);
+}
+
+static int drain_new(struct pipe *p, uint64_t wm)
+{
+	int r;
+
+	while ((r = mp_consumer_read_rings(p->c, 65536, on_read, p)) > 0)
+		;
+	if (r < 0)
+		return r;
+	return mp_ringq_release(p->rq, wm, UINT64_MAX, on_rec, p) < 0 ? -1 : 0;
+}
+
+/* The session before the ring queue: every record through the merge. */
+static int drain_old(struct pipe *p, uint64_t wm)
+{
+	const struct mp_merge_item *it;
+	struct mp_record rec;
+	int r;
+
+	while ((r = mp_consumer_read(p->c, &rec)) > 0)
+		if (mp_merge_push(p->merge, 1, rec.ts_ns, &rec, sizeof(rec)) < 0)
+			return -1;
+	if (r < 0)
+		return r;
+	while (mp_merge_pop(p->merge, wm, &it) == 1) {
+		memcpy(&rec, it->payload.bytes, sizeof(rec));
+		if (rec.type >= MP_REC_ALLOC && rec.type <= MP_REC_REALLOC) {
+			struct mp_raw_event ev = {
+				.type = rec.type == MP_REC_ALLOC ? MP_RAW_ALLOC : MP_RAW_FREE,
+				.fn = rec.fn,
+				.pid = 1,
+				.tid = rec.tid,
+				.ts_ns = rec.ts_ns,
+				.addr = rec.heap.addr,
+				.size = rec.type == MP_REC_FREE ? 0 : rec.heap.size,
+				.caller = rec.heap.caller,
+			};
+
+			r = mp_live_apply(p->live, &ev, mp_correlator_on_heap, p->corr);
+		} else {
+			r = mp_correlator_on_record(p->corr, &rec);
+		}
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The baseline: copy every published slot out and give it back. */
+static struct mp_slot sink[SLOTS];
+static int drain_memcpy(struct ring *g, uint64_t *tail)
+{
+	const struct mp_ring_hdr *h = (const struct mp_ring_hdr *)g->mem;
+	struct mp_thread *thr = (struct mp_thread *)(g->mem + h->threads_off);
+
+	for (uint32_t r = 0; r < g->rings; r++) {
+		for (;;) {
+			struct mp_slot *s =
+				&g->slots[(uint64_t)r * SLOTS + (tail[r] & (SLOTS - 1))];
+
+			if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != tail[r] + 1)
+				break;
+			memcpy(&sink[tail[r] & (SLOTS - 1)], s, sizeof(*s));
+			tail[r]++;
+		}
+		__atomic_store_n(&thr[r].tail, tail[r], __ATOMIC_RELEASE);
+	}
+	return 0;
+}
+
+enum { P_MEMCPY, P_OLD, P_NEW, P_QUEUE, NPATH };
+static const char *const names[NPATH] = {
+	"memcpy drain (baseline)",
+	"old: consumer+merge+live+correlator",
+	"session: consumer+ringq+live+correlator",
+	"session, consumer+ringq only",
+};
+
+/* @rounds fills and drains of a fresh ring through path @k; CPU ns and
+ * records drained in *ns and *recs. */
+static int run(int k, uint32_t rings, int rounds, uint64_t *ns, uint64_t *recs)
+{
+	struct ring *g = calloc(1, sizeof(*g));
+	uint64_t tail[64] = { 0 }, n = 0;
+	struct pipe p;
+	int r = 0;
+
+	if (!g || ring_init(g, rings) < 0)
+		return -1;
+	if (k != P_MEMCPY && pipe_new(&p, g, k != P_QUEUE) < 0)
+		return -1;
+	*ns = 0;
+	for (int i = 0; i < rounds && r == 0; i++) {
+		uint64_t t0, wm;
+
+		fill(g, &n);
+		wm = g->ts > LAG_NS ? g->ts - LAG_NS : 0;
+		if (i == rounds - 1)
+			wm = UINT64_MAX;
+		t0 = now_ns();
+		switch (k) {
+		case P_MEMCPY:
+			r = drain_memcpy(g, tail);
+			break;
+		case P_OLD:
+			r = drain_old(&p, wm);
+			break;
+		default:
+			r = drain_new(&p, wm);
+			break;
+		}
+		*ns += now_ns() - t0;
+	}
+	*recs = n;
+	if (k != P_MEMCPY) {
+		struct mp_profile *prof;
+
+		if (r == 0 && mp_correlator_finish(p.corr, g->ts + 1, &prof) == 0) {
+			if (k != P_QUEUE && prof->mem.alloc_count == 0)
+				r = -1; /* the pipeline lost the records */
+			mp_profile_free(prof);
+		}
+		pipe_free(&p);
+	}
+	free(g->mem);
+	free(g);
+	return r;
+}
+
+int main(int argc, char **argv)
+{
+	int rounds = argc > 1 ? atoi(argv[1]) : 100;
+	uint32_t rings = argc > 2 ? (uint32_t)atoi(argv[2]) : 1;
+	uint64_t best[NPATH], recs = 0;
+
+	if (rounds < 2 || rings < 1 || rings > 64) {
+		fprintf(stderr, "usage: bench-consumer [ROUNDS>=2 [RINGS 1-64]]\n");
+		return 2;
+	}
+	/* fastest of 3 passes, the paths interleaved so load shifts hit all */
+	for (int k = 0; k < NPATH; k++)
+		best[k] = UINT64_MAX;
+	for (int pass = 0; pass < 3; pass++) {
+		for (int k = 0; k < NPATH; k++) {
+			uint64_t ns;
+
+			if (run(k, rings, rounds, &ns, &recs) < 0) {
+				fprintf(stderr, "bench-consumer: %s failed\n", names[k]);
+				return 1;
+			}
+			if (ns < best[k])
+				best[k] = ns;
+		}
+	}
+	printf("bench-consumer: %u ring(s) of %u slots, %d rounds, %llu records per pass "
+	       "(a kernel marker every %u), released 10 ms behind; fastest of 3 passes\n",
+	       rings, SLOTS, rounds, (unsigned long long)recs, KERNEL_EVERY);
+	printf("%-42s %10s %14s %10s\n", "path", "ns/record", "M records/s", "x memcpy");
+	for (int k = 0; k < NPATH; k++)
+		printf("%-42s %10.2f %14.1f %10.2f\n", names[k], (double)best[k] / (double)recs,
+		       (double)recs * 1e3 / (double)best[k],
+		       (double)best[k] / (double)best[P_MEMCPY]);
+	printf("target: >= 30 M records/s through the live table and the correlator "
+	       "(session path): %s\n",
+	       (double)recs * 1e3 / (double)best[P_NEW] >= 30 ? "met" : "missed");
+	return 0;
+}

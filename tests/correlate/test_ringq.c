@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+/* The ring queue: per-ring FIFOs merged by timestamp under a watermark. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+
+#include "ringq.h"
+
+struct seen {
+	uint64_t ts[64];
+	uint32_t type[64];
+	void *ref[64];
+	int n, stop_at;
+	bool order_only; /* count and check order, keep nothing */
+	uint64_t last, count;
+};
+
+static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
+		  void *ref)
+{
+	struct seen *s = ctx;
+
+	if (s->order_only) {
+		cr_assert_geq(rec->ts, s->last);
+		s->last = rec->ts;
+		s->count++;
+		return 0;
+	}
+	cr_assert_lt(s->n, 64);
+	cr_assert_eq(marker == NULL, rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC);
+	if (marker)
+		cr_assert_eq(marker->ts_ns, rec->ts);
+	s->ts[s->n] = rec->ts;
+	s->type[s->n] = rec->type;
+	s->ref[s->n] = ref;
+	s->n++;
+	return s->stop_at && s->n == s->stop_at ? -EIO : 0;
+}
+
+static void push(struct mp_ringq *q, uint32_t ring, uint32_t type, uint64_t ts)
+{
+	struct mp_record r = { .type = type, .ts_ns = ts, .tid = ring + 1, .name = "k" };
+
+	r.heap.addr = 0x1000 + ts;
+	r.heap.size = ts;
+	cr_assert_eq(mp_ringq_push(q, ring, &r, 0, (void *)(uintptr_t)(ts | 1)), 0);
+}
+
+Test(ringq, merges_rings_in_timestamp_order)
+{
+	struct mp_ringq *q;
+	struct seen s = { 0 };
+
+	cr_assert_eq(mp_ringq_new(1, &q), 0);
+	/* three rings, each in order, interleaved; ring 5 grows the table */
+	push(q, 0, MP_REC_ALLOC, 10);
+	push(q, 0, MP_REC_FREE, 40);
+	push(q, 5, MP_REC_KERNEL_BEGIN, 20);
+	push(q, 5, MP_REC_ALLOC, 50);
+	push(q, 2, MP_REC_REALLOC, 5);
+	push(q, 2, MP_REC_ALLOC, 45);
+	cr_assert_eq(mp_ringq_pending(q), 6);
+	cr_assert_eq(mp_ringq_next_ts(q), 5);
+	/* watermark 40, the other stream's next item at 45 */
+	cr_assert_eq(mp_ringq_release(q, 40, 45, on_rec, &s), 4);
+	cr_assert_eq(s.n, 4);
+	cr_assert_eq(s.ts[0], 5);
+	cr_assert_eq(s.ts[1], 10);
+	cr_assert_eq(s.ts[2], 20);
+	cr_assert_eq(s.type[2], MP_REC_KERNEL_BEGIN);
+	cr_assert_eq(s.ref[2], (void *)(uintptr_t)21, "a marker comes with its ref");
+	cr_assert_eq(s.ts[3], 40);
+	cr_assert_eq(mp_ringq_released_ts(q), 40);
+	/* the other stream's item at 45 goes first on a tie */
+	cr_assert_eq(mp_ringq_release(q, 100, 45, on_rec, &s), 0);
+	cr_assert_eq(mp_ringq_release(q, 100, 46, on_rec, &s), 1);
+	cr_assert_eq(s.ts[4], 45);
+	cr_assert_eq(mp_ringq_release(q, UINT64_MAX, UINT64_MAX, on_rec, &s), 1);
+	cr_assert_eq(s.ts[5], 50);
+	cr_assert_eq(mp_ringq_pending(q), 0);
+	cr_assert_eq(mp_ringq_next_ts(q), UINT64_MAX);
+	mp_ringq_free(q);
+}
+
+Test(ringq, many_records_grow_and_stay_ordered)
+{
+	struct mp_ringq *q;
+	struct seen s = { .order_only = true };
+	uint64_t want = 0;
+
+	cr_assert_eq(mp_ringq_new(4, &q), 0);
+	/* each ring in order, the rings overlapping in time */
+	for (uint64_t i = 0; i < 20000; i++)
+		push(q, (uint32_t)(i % 4), MP_REC_ALLOC, 100 + (i % 4) * 1000 + (i / 4) * 16);
+	for (uint64_t i = 0; i < 20000; i++)
+		want += 100 + (i % 4) * 1000 + (i / 4) * 16 <= 50000;
+	cr_assert_eq(mp_ringq_release(q, 50000, UINT64_MAX, on_rec, &s), (int64_t)want);
+	cr_assert_eq(s.count, want);
+	cr_assert_leq(s.last, 50000);
+	cr_assert_eq(mp_ringq_pending(q), 20000 - want);
+	cr_assert_eq(mp_ringq_release(q, UINT64_MAX, UINT64_MAX, on_rec, &s),
+		     (int64_t)(20000 - want));
+	cr_assert_eq(s.count, 20000);
+	mp_ringq_free(q);
+}
+
+Test(ringq, callback_error_stops_and_keeps_the_rest)
+{
+	struct mp_ringq *q;
+	struct seen s = { .stop_at = 2 };
+
+	cr_assert_eq(mp_ringq_new(2, &q), 0);
+	for (uint64_t ts = 1; ts <= 6; ts++)
+		push(q, (uint32_t)(ts % 2), ts == 3 ? MP_REC_TAG_BEGIN : MP_REC_FREE, ts);
+	cr_assert_eq(mp_ringq_release(q, UINT64_MAX, UINT64_MAX, on_rec, &s), -EIO);
+	cr_assert_eq(mp_ringq_pending(q), 4);
+	s.stop_at = 0;
+	cr_assert_eq(mp_ringq_release(q, UINT64_MAX, UINT64_MAX, on_rec, &s), 4);
+	for (int i = 0; i < 6; i++)
+		cr_assert_eq(s.ts[i], (uint64_t)i + 1);
+	mp_ringq_free(q);
+}
+
+Test(ringq, ring_index_is_bounded)
+{
+	struct mp_ringq *q;
+	struct mp_record r = { .type = MP_REC_ALLOC, .ts_ns = 1 };
+
+	cr_assert_eq(mp_ringq_new(1, &q), 0);
+	cr_assert_eq(mp_ringq_push(q, 4096, &r, 0, NULL), -E2BIG);
+	cr_assert_eq(mp_ringq_push(q, 4095, &r, 0, NULL), 0);
+	mp_ringq_free(q);
+}
