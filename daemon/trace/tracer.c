@@ -23,6 +23,7 @@
 
 #include "heap_event.h"
 #include "hub.h"
+#include "live.h"
 #include "memprof.skel.h"
 #include "memprof_probe.h"
 #include "symbols.h"
@@ -632,6 +633,8 @@ static int on_sample(void *ctx, void *data, size_t size)
 	if (ev.type & MP_RAW_F_SCALED) {
 		ev.type &= ~MP_RAW_F_SCALED;
 		ev.size = mp_tracer_sample_estimate(ev.size, t->opts.sample_bytes);
+		if (t->opts.mark_scaled)
+			ev.fn |= MP_LIVE_FN_SCALED;
 	}
 	if (ev.type == MP_RAW_EXEC)
 		t->exec_pending = true;
