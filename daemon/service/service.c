@@ -250,21 +250,6 @@ static uint64_t cgroup_memory_max(void)
 	return max;
 }
 
-/* The service's own anonymous memory: its heap, stacks and tables. */
-static uint64_t self_rss_anon(void)
-{
-	char line[256];
-	unsigned long long kib = 0;
-	FILE *f = fopen("/proc/self/status", "re");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "RssAnon: %llu", &kib) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return (uint64_t)kib << 10;
-}
-
 /* Under svc->lock: 0 when a target costing @cost fits the budget, else
  * -ENOMEM with the reason in @why. Two checks: the estimates of every
  * live target against the targets' share, and what the service really
@@ -282,7 +267,7 @@ static int budget_check(struct service *svc, uint64_t cost, uint32_t mode, char 
 			committed += t->cost;
 			rings += t->ring_bytes;
 		}
-	in_use = self_rss_anon() + rings;
+	in_use = mp_self_anon_held() + rings;
 	if (committed + cost <= svc->budget && in_use + cost <= svc->budget_total)
 		return 0;
 	snprintf(why, why_len,

@@ -61,6 +61,18 @@ uint64_t mp_heap_in_use(void)
 #endif
 }
 
+uint64_t mp_self_anon_held(void)
+{
+#ifdef MP_ASAN
+	return mp_heap_in_use();
+#else
+	struct mp_memstats m = { 0 };
+
+	read_status(&m);
+	return m.rss_anon;
+#endif
+}
+
 void mp_memstats_read(struct mp_memstats *ret)
 {
 	/* glibc's own arenas; under ASan they serve next to nothing. */

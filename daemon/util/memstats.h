@@ -36,6 +36,11 @@ struct mp_memstats {
 
 /* Fills @ret; never fails (unknown parts stay 0). */
 void mp_memstats_read(struct mp_memstats *ret);
+/* The anonymous memory the daemon really holds, for its memory budget:
+ * RssAnon; in the ASan build the sanitizer allocator's bytes in use
+ * instead, since its RssAnon also counts shadow memory and the quarantine
+ * of freed blocks, which a real build does not hold. */
+uint64_t mp_self_anon_held(void);
 /* The allocator's bytes in use alone (cheaper than mp_memstats_read). */
 uint64_t mp_heap_in_use(void);
 /* Once, at the start of a long-running service: a fixed mmap threshold
