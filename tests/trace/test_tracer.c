@@ -746,19 +746,35 @@ static void bpf_ids(bool links, uint32_t *ids, size_t *n, size_t max)
 		ids[(*n)++] = id;
 }
 
-/* Programs named mp_* are ours; other tools may load programs meanwhile. */
-static bool is_our_prog(uint32_t id)
+/* The program (@links false) or link ids that this process holds through
+ * its own descriptors (fdinfo's prog_id / link_id): ours, whatever other
+ * tests or tools load on the machine meanwhile. */
+static void own_bpf_ids(bool links, uint32_t *ids, size_t *n, size_t max)
 {
-	struct bpf_prog_info info = { 0 };
-	uint32_t len = sizeof(info);
-	int fd = bpf_prog_get_fd_by_id(id);
-	bool ours;
+	const char *key = links ? "link_id:" : "prog_id:";
+	DIR *d = opendir("/proc/self/fdinfo");
+	struct dirent *e;
 
-	if (fd < 0)
-		return false;
-	ours = bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && !strncmp(info.name, "mp_", 3);
-	close(fd);
-	return ours;
+	cr_assert_not_null(d);
+	*n = 0;
+	while ((e = readdir(d)) && *n < max) {
+		char path[300], line[128];
+		unsigned id;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", e->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, key, strlen(key)) &&
+			    sscanf(line + strlen(key), "%u", &id) == 1 && *n < max)
+				ids[(*n)++] = id;
+		fclose(f);
+	}
+	closedir(d);
 }
 
 static bool has_id(const uint32_t *ids, size_t n, uint32_t id)
@@ -771,9 +787,8 @@ static bool has_id(const uint32_t *ids, size_t n, uint32_t id)
 
 Test(tracer, detach_leaves_nothing, .timeout = 60)
 {
-	static uint32_t before[2][4096], during[2][4096], after[2][4096];
-	static bool named[4096];
-	size_t nb[2], nd[2], na[2];
+	static uint32_t before[2][4096], during[2][4096], after[2][4096], own[2][4096];
+	size_t nb[2], nd[2], na[2], no[2];
 	char *argv[] = { FIXTURE_GLIBC, "seq", NULL };
 	struct mp_tracer_opts o = { 0 };
 	struct mp_tracer *t;
@@ -793,9 +808,9 @@ Test(tracer, detach_leaves_nothing, .timeout = 60)
 	multi = mp_tracer_multi_uprobes(t);
 	for (int k = 0; k < 2; k++)
 		bpf_ids(k, during[k], &nd[k], 4096);
-	/* Names must be read while the programs exist. */
-	for (size_t i = 0; i < nd[0]; i++)
-		named[i] = is_our_prog(during[0][i]);
+	/* Which of them are ours must be read while we hold them. */
+	for (int k = 0; k < 2; k++)
+		own_bpf_ids(k, own[k], &no[k], 4096);
 	mp_tracer_free(t);
 	/* The kernel frees programs after an RCU grace period and perf
 	 * events from a work queue: allow it a moment. */
@@ -806,18 +821,19 @@ Test(tracer, detach_leaves_nothing, .timeout = 60)
 			bpf_ids(k, after[k], &na[k], 4096);
 		for (int k = 0; k < 2; k++)
 			for (size_t i = 0; i < nd[k]; i++)
-				if (!has_id(before[k], nb[k], during[k][i]) &&
+				if (has_id(own[k], no[k], during[k][i]) &&
 				    has_id(after[k], na[k], during[k][i]))
 					left = true;
 		if (!left)
 			break;
 		usleep(100000);
 	}
-	/* Check only ours: ids that appeared while we were attached (and, for
-	 * programs, carry our names). */
+	/* Check only ours: ids that appeared while we were attached and that
+	 * this process held (other tests load programs meanwhile). */
 	for (int k = 0; k < 2; k++) {
 		for (size_t i = 0; i < nd[k]; i++) {
-			if (has_id(before[k], nb[k], during[k][i]) || (k == 0 && !named[i]))
+			if (has_id(before[k], nb[k], during[k][i]) ||
+			    !has_id(own[k], no[k], during[k][i]))
 				continue;
 			ours++;
 			cr_assert(!has_id(after[k], na[k], during[k][i]), "%s %u left behind",
