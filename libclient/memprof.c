@@ -19,6 +19,7 @@
 #include "memprof.h"
 #include "memprof_consumer.h"
 #include "ring_abi.h"
+#include "ring_clock.h"
 #include "ring_writer.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -77,6 +78,8 @@ MP_HIDDEN const struct mp_ring_hdr *mp_alloc_hdr = &dormant_hdr;
 MP_HIDDEN uint32_t mp_fork_gen;
 static int g_state;
 static int g_err;
+/* enum mp_ts_clock of heap records, chosen once at ring creation. */
+static uint8_t g_heap_clock;
 static pthread_key_t g_key;
 static bool g_key_ok;
 static bool g_atfork_done;
@@ -108,6 +111,25 @@ HOT uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A heap record's stamp, in the clock of g_heap_clock: two records per
+ * malloc+free pair make clock_gettime (tens of ns in a VM) the largest
+ * cost of precise mode; rdtsc is a few ns. */
+HOT uint64_t heap_ts(void)
+{
+	return g_heap_clock == MP_TS_TSC ? mp_rdtsc() : now_ns();
+}
+
+/* MEMPROF_CLOCK=monotonic keeps clock_gettime even where the TSC is
+ * trusted (a comparison, or a doubt about the host). */
+static uint8_t heap_clock_choose(void)
+{
+	const char *e = getenv("MEMPROF_CLOCK");
+
+	if (e && strcmp(e, "monotonic") == 0)
+		return MP_TS_MONOTONIC;
+	return mp_tsc_trusted() ? MP_TS_TSC : MP_TS_MONOTONIC;
 }
 
 static uint32_t env_pow2(const char *name, uint32_t def, uint32_t min, uint32_t max)
@@ -239,6 +261,7 @@ static int ring_create(void)
 	h->strent_off = l.strent_off;
 	h->blob_off = l.blob_off;
 	h->alloc_tls_off = mp_interpose_tls_off();
+	g_heap_clock = heap_clock_choose();
 	/* id 0 names whatever could not be interned */
 	memcpy(r.blob, "?", 2);
 	h->blob_used = 2;
@@ -503,7 +526,7 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 		if (r < 0)
 			goto drop;
 	}
-	ts = now_ns();
+	ts = heap_ts();
 	pos = t->head;
 	if (unlikely(pos - t->tail > g.mask)) {
 		uint64_t tail = LOAD(&t->thr->tail, ACQUIRE);
@@ -521,6 +544,7 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 	s->type = type;
 	s->flags = flags;
 	s->rank = 0;
+	s->clock = g_heap_clock;
 	s->tid = t->tid;
 	s->tseq = (uint32_t)(t->gen >> 1);
 	s->name_id = name_id;
@@ -585,7 +609,7 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 			return mp_ring_write(type, flags, name_id, w, nw, wait);
 		}
 	}
-	ts = now_ns();
+	ts = heap_ts();
 	/* The continuation slots and the heap record first, the STACK
 	 * record's seq last: a consumer that sees it sees them all. */
 	for (uint32_t j = 0; j < k; j++) {
@@ -602,6 +626,7 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 	s->type = type;
 	s->flags = flags;
 	s->rank = 0;
+	s->clock = g_heap_clock;
 	s->tid = t->tid;
 	s->tseq = (uint32_t)(t->gen >> 1);
 	s->name_id = name_id;
