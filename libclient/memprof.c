@@ -463,6 +463,9 @@ static __attribute__((noinline)) int ring_put(struct tls *t, uint8_t type, uint8
 #define WAIT_SLEEP_NS (20 * 1000)
 #define WAIT_MAX_NS (100 * 1000 * 1000ull)
 
+/* Records ahead of the writer whose slot mp_ring_write() prefetches. */
+#define RING_PREFETCH 8
+
 static bool ring_wait(struct tls *t, uint64_t pos)
 {
 	uint64_t slept = 0;
@@ -553,6 +556,10 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 	STORE(&s->seq, pos + 1, RELEASE);
 	t->head = pos + 1;
 	STORE(&t->thr->head, pos + 1, RELAXED);
+	/* The slot a few records on, for writing: its line was last in the
+	 * consumer's cache (or nowhere), and the miss of the first store
+	 * into a slot was a fifth of this function. */
+	__builtin_prefetch(&t->ring[(pos + RING_PREFETCH) & g.mask], 1);
 	atomic_signal_fence(memory_order_seq_cst);
 	t->busy = 0;
 	return 0;
