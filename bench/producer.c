@@ -10,7 +10,7 @@
  * daemon). The clock of heap records is the library's choice
  * (MEMPROF_CLOCK=monotonic forces clock_gettime; docs/RING.md "Clocks").
  *
- *   bench-producer [ROUNDS]
+ *   bench-producer [ROUNDS [precise|sampled]]
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -93,6 +93,8 @@ static double clock_ns(int rdtsc)
 int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 200;
+	/* one mode only (and dormant), for perf record */
+	const char *only = argc > 2 ? argv[2] : NULL;
 	const char *env = getenv("MEMPROF_CLOCK");
 	double d, p, s, v;
 	struct mp_consumer *c;
@@ -112,10 +114,14 @@ int main(int argc, char **argv)
 	for (int k = 0; k < 5; k++) {
 		v = pairs_ns(c, MP_ALLOC_OFF, rounds / 5 + 1);
 		d = v < d ? v : d;
-		v = pairs_ns(c, MP_ALLOC_PRECISE, rounds / 5 + 1);
-		p = v < p ? v : p;
-		v = pairs_ns(c, MP_ALLOC_SAMPLED, rounds / 5 + 1);
-		s = v < s ? v : s;
+		if (!only || !strcmp(only, "precise")) {
+			v = pairs_ns(c, MP_ALLOC_PRECISE, rounds / 5 + 1);
+			p = v < p ? v : p;
+		}
+		if (!only || !strcmp(only, "sampled")) {
+			v = pairs_ns(c, MP_ALLOC_SAMPLED, rounds / 5 + 1);
+			s = v < s ? v : s;
+		}
 	}
 	printf("bench-producer: %d pairs per round, fastest of %d rounds, thread CPU time; "
 	       "heap records stamped with %s\n",
