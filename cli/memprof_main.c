@@ -408,6 +408,7 @@ struct client_args {
 	const char *mode;
 	unsigned long long sample_bytes;
 	bool stacks;
+	const char *tracer;
 };
 
 static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, bool opts_out,
@@ -421,6 +422,7 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 		{ "mode", required_argument, NULL, 'm' },
 		{ "sample-bytes", required_argument, NULL, 'b' },
 		{ "stacks", no_argument, NULL, 'S' },
+		{ "tracer", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -476,6 +478,18 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 				goto bad;
 			a->stacks = true;
 			break;
+		case 'T': {
+			uint32_t t;
+
+			if (strcmp(cmd, "attach"))
+				goto bad;
+			if (mp_tracer_choice_parse(optarg, &t) < 0) {
+				log_error("invalid --tracer '%s' (auto, inprocess, bpf)", optarg);
+				return 2;
+			}
+			a->tracer = optarg;
+			break;
+		}
 		case 's':
 			if (strcmp(cmd, "attach"))
 				goto bad;
@@ -488,6 +502,7 @@ static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, b
 		case 'h':
 			printf("Usage: memprof attach PID [--duration S] [-o FILE] [--stream URL]...\n"
 			       "                   [--mode precise|sampled|rss] [--sample-bytes N] [--stacks]\n"
+			       "                   [--tracer auto|inprocess|bpf]\n"
 			       "       memprof detach PID\n"
 			       "       memprof dump PID [-o FILE]\n"
 			       "       memprof list | status\n"
@@ -606,6 +621,8 @@ static int cmd_attach(int argc, char **argv)
 		mp_ctl_add(b, "sample_bytes", "%llu", a.sample_bytes);
 	if (a.stacks)
 		mp_ctl_add(b, "stacks", "1");
+	if (a.tracer)
+		mp_ctl_add(b, "tracer", "%s", a.tracer);
 	if (a.output && open_output("attach", a.output, &of) < 0) {
 		r = 1;
 		goto out;

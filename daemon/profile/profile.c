@@ -314,6 +314,15 @@ int mp_tracer_path_parse(const char *s, uint32_t *ret)
 	return -EINVAL;
 }
 
+int mp_tracer_choice_parse(const char *s, uint32_t *ret)
+{
+	if (!strcmp(s, "auto")) {
+		*ret = 0;
+		return 0;
+	}
+	return mp_tracer_path_parse(s, ret);
+}
+
 const char *mp_tracer_path_name(uint32_t path)
 {
 	return path < sizeof(tracer_path_names) / sizeof(tracer_path_names[0]) ?

@@ -36,6 +36,8 @@ enum mp_tracer_path {
 
 /* "bpf", "inprocess" <-> enum mp_tracer_path; -EINVAL otherwise. */
 int mp_tracer_path_parse(const char *s, uint32_t *ret);
+/* The same, and "auto" -> 0 (the daemon picks per target): --tracer. */
+int mp_tracer_choice_parse(const char *s, uint32_t *ret);
 /* "unknown" for MP_PATH_UNKNOWN and values out of range. */
 const char *mp_tracer_path_name(uint32_t path);
 

@@ -125,6 +125,8 @@ static int set(struct mp_config *c, const char *k, const char *v)
 		}
 		return -EINVAL;
 	}
+	if (!strcmp(k, "tracer"))
+		return mp_tracer_choice_parse(v, &c->tracer);
 	if (!strcmp(k, "stack_depth")) {
 		if (parse_u64(v, 256, false, &x) < 0 || !x)
 			return -EINVAL;

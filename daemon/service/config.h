@@ -18,6 +18,8 @@
  *   stream_collectors_per_uid = N  distinct --stream collectors of a uid
  *   stream_total_size = N[K|M|G]   all collectors' buffers together
  *   stacks = yes|no        call stacks of allocations (--stacks)
+ *   tracer = auto|inprocess|bpf  allocation path (--tracer; auto: in-process
+ *                          when the target's malloc is libmemprof's)
  *   stack_depth = N        frames per stack at most (1-256, default 64)
  */
 #ifndef MP_CONFIG_H
@@ -52,6 +54,7 @@ struct mp_config {
 	unsigned stream_per_uid; /* 0: no limit (root is never limited) */
 	uint64_t stream_total_bytes; /* 0: no limit */
 	bool stacks; /* call stacks of targets attached without stacks= */
+	uint32_t tracer; /* their allocation path: enum mp_tracer_path, 0 auto */
 	uint32_t stack_depth; /* 0: MP_UNWIND_DEFAULT_DEPTH */
 };
 

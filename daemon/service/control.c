@@ -100,7 +100,7 @@ struct ctl_cmd {
 };
 
 static const char *const attach_keys[] = { "pid",	   "duration_ns", "stream", "mode",
-					   "sample_bytes", "stacks",	  NULL };
+					   "sample_bytes", "stacks",	  "tracer", NULL };
 static const char *const pid_keys[] = { "pid", NULL };
 static const char *const no_keys[] = { NULL };
 static const struct ctl_cmd ctl_cmds[] = {

@@ -671,6 +671,7 @@ struct attach_req {
 	uint64_t duration_ns, sample_bytes;
 	uint32_t mode; /* UINT32_MAX: the configured default */
 	uint64_t stacks; /* 0 or 1; UINT64_MAX: the configured default */
+	uint32_t tracer; /* enum mp_tracer_path, 0 auto; UINT32_MAX: configured */
 };
 
 /* Parses and authorizes an attach request; replies on failure. */
@@ -680,7 +681,7 @@ static int attach_parse(struct request *q, struct attach_req *a)
 	char why[256];
 	int r;
 
-	*a = (struct attach_req){ .mode = UINT32_MAX, .stacks = UINT64_MAX };
+	*a = (struct attach_req){ .mode = UINT32_MAX, .stacks = UINT64_MAX, .tracer = UINT32_MAX };
 	r = get_pid(q, &a->pid);
 	if (r < 0)
 		return r;
@@ -696,6 +697,9 @@ static int attach_parse(struct request *q, struct attach_req *a)
 	r = mp_ctl_get_u64(&q->msg, "stacks", 1, &a->stacks);
 	if (r == -EINVAL)
 		return fail(q, r, "invalid stacks (0 or 1)");
+	mode_s = mp_ctl_get(&q->msg, "tracer");
+	if (mode_s && mp_tracer_choice_parse(mode_s, &a->tracer) < 0)
+		return fail(q, -EINVAL, "invalid tracer (auto, inprocess or bpf)");
 	r = check_out_fd(q);
 	if (r < 0)
 		return r;
@@ -817,6 +821,7 @@ static int target_configure_locked(struct request *q, struct target *t, const st
 	t->sopts.mode = a->mode != UINT32_MAX ? a->mode : cfg->mode;
 	t->sopts.sample_bytes = a->sample_bytes ? a->sample_bytes : cfg->sample_bytes;
 	t->sopts.stacks = a->stacks != UINT64_MAX ? a->stacks == 1 : cfg->stacks;
+	t->sopts.tracer = a->tracer != UINT32_MAX ? a->tracer : cfg->tracer;
 	t->sopts.stack_depth = cfg->stack_depth;
 	t->sopts.verbose = svc->o->verbose;
 	t->sopts.on_attached = on_attached;

@@ -356,9 +356,7 @@ static int parse_trace_opt(struct mp_session_opts *s, int c)
 		s->mode = MP_TRACE_SAMPLED;
 		return 0;
 	case OPT_TRACER:
-		if (!strcmp(optarg, "auto"))
-			s->tracer = 0;
-		else if (mp_tracer_path_parse(optarg, &s->tracer) < 0)
+		if (mp_tracer_choice_parse(optarg, &s->tracer) < 0)
 			return bad("--tracer", optarg);
 		return 0;
 	case OPT_STACKS:

@@ -4,8 +4,9 @@
  * writes every page. Prints the exact number of bytes of pages it touched
  * ("touched=N") so the test can assert exact rss_stat attribution.
  * Transparent huge pages are disabled for the block so the page count is
- * deterministic. The process rests 50 ms before and after the kernel so
- * that RSS samples (100 Hz by default) see it before and after.
+ * deterministic. The process rests 250 ms before and after the kernel so
+ * that RSS samples (100 Hz by default) see it before and after, even when
+ * a loaded machine delays the sampler by tens of milliseconds.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@
 
 static void rest(void)
 {
-	struct timespec ts = { .tv_nsec = 50 * 1000 * 1000 };
+	struct timespec ts = { .tv_nsec = 250 * 1000 * 1000 };
 
 	nanosleep(&ts, NULL);
 }

@@ -6,6 +6,7 @@
  * the real memprof client. Needs root; says why it skips otherwise.
  */
 #include <grp.h>
+#include <inttypes.h>
 #include <pwd.h>
 
 #include "helpers.h"
@@ -198,6 +199,55 @@ Test(service, default_mode_is_rss_and_attach_can_ask_for_precise, .timeout = 120
 		mp_profile_free(p);
 	}
 	cr_assert_eq(client(out, sizeof(out), &d, "attach", "1", "--mode", "fast", NULL), 2);
+	cr_assert_eq(daemon_stop(&d), 0);
+}
+
+/* `attach --tracer` (control key tracer=) picks the allocation path per
+ * target, over the configuration's `tracer`: the same exact 700-byte
+ * block on either path, and the profile says which one saw it. The
+ * fixture links libmemprof, so auto is the in-process path; a bad value
+ * is refused by the client and by the service. */
+Test(service, attach_can_choose_the_tracer, .timeout = 120, .fini = cleanup)
+{
+	static const struct {
+		const char *arg; /* NULL: no --tracer */
+		uint32_t want;
+	} runs[] = { { NULL, MP_PATH_BPF }, /* the configuration's tracer = bpf */
+		     { "auto", MP_PATH_INPROCESS },
+		     { "inprocess", MP_PATH_INPROCESS },
+		     { "bpf", MP_PATH_BPF } };
+	struct daemon d;
+	char out[4096], ps[32], file[64];
+
+	need_root();
+	daemon_start(&d, "tracer = bpf\n", NULL);
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		pid_t f = fixture_start(NULL);
+		struct mp_profile *p;
+
+		snprintf(ps, sizeof(ps), "%d", (int)f);
+		snprintf(file, sizeof(file), "tracer%zu.memprof", i);
+		if (runs[i].arg)
+			cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "--mode", "precise",
+					    "--tracer", runs[i].arg, "-o", tmp_of(file), NULL),
+				     0, "%s", out);
+		else
+			cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "--mode", "precise",
+					    "-o", tmp_of(file), NULL),
+				     0, "%s", out);
+		fixture_finish(f);
+		wait_no_targets(&d);
+		p = load(tmp_of(file));
+		cr_assert_eq(p->tracer_path, runs[i].want, "run %zu (%s): path %u, want %u", i,
+			     runs[i].arg ? runs[i].arg : "configured", p->tracer_path,
+			     runs[i].want);
+		cr_assert_eq(p->n_invocations, 1);
+		cr_assert_eq(p->invocations[0].incl.alloc_bytes, 700, "run %zu: %" PRIu64 " bytes",
+			     i, p->invocations[0].incl.alloc_bytes);
+		cr_assert_eq(p->invocations[0].incl.alloc_count, 1);
+		mp_profile_free(p);
+	}
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", "1", "--tracer", "ebpf", NULL), 2);
 	cr_assert_eq(daemon_stop(&d), 0);
 }
 

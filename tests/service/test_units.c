@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "profile.h"
 #include "control.h"
 #include "stream.h"
 
@@ -87,6 +88,8 @@ Test(control, says_why_a_request_is_refused)
 		  "sample_bytes=9\n",
 		  73, 0, "" },
 		{ "cmd=attach\npid=1\nstacks=1\n", 26, 0, "" },
+		{ "cmd=attach\npid=1\ntracer=bpf\n", 28, 0, "" },
+		{ "cmd=dump\npid=1\ntracer=bpf\n", 26, -EBADMSG, "unknown key 'tracer' for dump" },
 		{ "cmd=detach\npid=1\nstacks=1\n", 26, -EBADMSG,
 		  "unknown key 'stacks' for detach" },
 	};
@@ -157,7 +160,7 @@ Test(config, every_key)
 			       "collector=unix:/run/c.sock\n  owner = libx*=x  \nrss_hz = 7\n"
 			       "pss_every = 3\nmax_targets = 5\nstream_interval = 0.5\n"
 			       "buffer_size = 2M\nbpf_ring_size = 64K\nstacks = yes\n"
-			       "stack_depth = 32\n",
+			       "stack_depth = 32\ntracer = inprocess\n",
 			       &c, err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(c->n_collectors, 2);
@@ -173,6 +176,7 @@ Test(config, every_key)
 	cr_assert_eq(c->bpf_ring_bytes, 64u << 10);
 	cr_assert(c->stacks);
 	cr_assert_eq(c->stack_depth, 32);
+	cr_assert_eq(c->tracer, MP_PATH_INPROCESS);
 	mp_config_free(c);
 }
 
@@ -189,6 +193,8 @@ Test(config, errors_name_the_line)
 	cr_assert_str_eq(err, "2: invalid value '3000' for bpf_ring_size");
 	cr_assert_eq(load_text("stacks = maybe\n", &c, err, sizeof(err)), -EINVAL);
 	cr_assert_str_eq(err, "1: invalid value 'maybe' for stacks");
+	cr_assert_eq(load_text("tracer = ebpf\n", &c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "1: invalid value 'ebpf' for tracer");
 	cr_assert_eq(load_text("stack_depth = 257\n", &c, err, sizeof(err)), -EINVAL);
 	cr_assert_str_eq(err, "1: invalid value '257' for stack_depth");
 	cr_assert_eq(load_text("max_targets\n", &c, err, sizeof(err)), -EINVAL);
