@@ -49,4 +49,8 @@ enum mp_probe_kind {
 	(MP_COOKIE(fn, MP_KIND_POOL, a, b, 0, 0) | (__u64)(flags) << 32)
 #define MP_COOKIE_POOL_FLAGS(c) ((__u32)(((c) >> 32) & 0xff))
 
+/* Targets one daemon traces at once through bpf/memprof_hub.bpf.c (the
+ * service's max_targets at most). */
+#define MP_HUB_SLOTS 4096
+
 #endif /* MEMPROF_PROBE_H */

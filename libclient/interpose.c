@@ -209,6 +209,13 @@ static void *boot_realloc(void *p, size_t n)
 	return p ? NULL : arena_alloc(n, 16);
 }
 
+/* Nonzero while this thread is inside the next allocator on behalf of a
+ * traced call: the daemon's syscall tracepoints read it (through the ring
+ * header's alloc_tls_off) to leave the allocator's own mmap/munmap to the
+ * heap records. Written only when the path is on. The
+ * sampled-block set's own mapping is hidden the same way (set_get()). */
+static __thread uint64_t in_alloc __attribute__((tls_model("initial-exec")));
+
 /* ---- sampled mode: the per-thread countdown and the sampled-block set ---- */
 
 struct ip_tls {
@@ -303,21 +310,27 @@ static struct sampled_set *set_get(uint64_t epoch)
 	struct sampled_set *s = LOAD(&set, ACQUIRE), *fresh;
 
 	if (unlikely(!s)) {
-		/* on_alloc() leaves errno alone only if this does */
+		/* Our memory, not the program's: the tracepoints must not
+		 * report it as an anonymous mapping of the process. on_alloc()
+		 * leaves errno alone only if this does. */
 		int saved = errno;
 
+		in_alloc++;
+		atomic_signal_fence(memory_order_seq_cst);
 		fresh = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		errno = saved;
-		if (fresh == MAP_FAILED)
-			return NULL;
-		if (!__atomic_compare_exchange_n(&set, &s, fresh, false, __ATOMIC_ACQ_REL,
+		if (fresh != MAP_FAILED &&
+		    !__atomic_compare_exchange_n(&set, &s, fresh, false, __ATOMIC_ACQ_REL,
 						 __ATOMIC_ACQUIRE)) {
 			munmap(fresh, sizeof(*fresh));
-			return s;
+			fresh = s;
+		} else if (fresh != MAP_FAILED) {
+			STORE(&set_epoch, epoch, RELEASE);
 		}
-		STORE(&set_epoch, epoch, RELEASE);
-		return fresh;
+		atomic_signal_fence(memory_order_seq_cst);
+		in_alloc--;
+		return fresh == MAP_FAILED ? NULL : fresh;
 	}
 	/* A new session: blocks sampled by the last one are unknown to it.
 	 * Threads still inserting for the old session may leave an entry,
@@ -515,12 +528,6 @@ static inline __attribute__((always_inline)) uint32_t mode_now(void)
 {
 	return LOAD(&LOAD(&mp_alloc_hdr, RELAXED)->alloc_mode, RELAXED);
 }
-
-/* Nonzero while this thread is inside the next allocator on behalf of a
- * traced call: the daemon's syscall tracepoints read it (through the ring
- * header's alloc_tls_off) to leave the allocator's own mmap/munmap to the
- * heap records. Written only when the path is on. */
-static __thread uint64_t in_alloc __attribute__((tls_model("initial-exec")));
 
 MP_HIDDEN int64_t mp_interpose_tls_off(void)
 {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "correlator.h"
+#include "sampling.h"
 
 /* Bounds: the marker stream comes from the profiled process and is hostile;
  * none of these may let it grow the daemon without limit. */
@@ -123,6 +124,11 @@ struct mp_correlator {
 	struct mp_profile *p;
 	bool started, finished, finishing, oom;
 	uint64_t live_bytes, live_count;
+	/* Sampled mode (docs/PROFILE.md "Sampled figures"): estimated
+	 * variance of live_bytes, its highest value, and the estimated
+	 * number of allocations (every time live_bytes could peak). */
+	double live_var, live_var_max, n_allocs_est;
+	uint64_t live_scaled; /* live blocks whose size is an estimate */
 
 	uint32_t names_cap, invs_cap, phases_cap, owners_cap, tags_cap, rss_cap;
 	uint32_t *name_ht; /* id + 1, 0 empty */
@@ -790,20 +796,25 @@ static void add_signed(int64_t *v, uint64_t d)
 	*v = (int64_t)((uint64_t)*v + d);
 }
 
-static void mem_alloc(struct mp_mem_stats *m, uint64_t size)
+/* @var: the variance of @size as an estimate (0 when exact). */
+static void mem_alloc(struct mp_mem_stats *m, uint64_t size, double var)
 {
 	add_signed(&m->bytes_added, size);
 	m->tensors_added++;
 	m->alloc_bytes += size;
 	m->alloc_count++;
+	if (var) /* only sampled mode has any: keep precise mode's path */
+		m->alloc_var += var;
 }
 
-static void mem_free(struct mp_mem_stats *m, uint64_t size)
+static void mem_free(struct mp_mem_stats *m, uint64_t size, double var)
 {
 	add_signed(&m->bytes_added, -size);
 	m->tensors_added--;
 	m->free_bytes += size;
 	m->free_count++;
+	if (var) /* only sampled mode has any: keep precise mode's path */
+		m->free_var += var;
 }
 
 static int bucket_add(struct mp_bucket **v, uint32_t *n, uint32_t id, uint64_t size, bool alloc)
@@ -832,9 +843,9 @@ static int bucket_add(struct mp_bucket **v, uint32_t *n, uint32_t id, uint64_t s
 	return 0;
 }
 
-static void pool_alloc(struct mp_pool *pl, uint64_t size)
+static void pool_alloc(struct mp_pool *pl, uint64_t size, double var)
 {
-	mem_alloc(&pl->mem, size);
+	mem_alloc(&pl->mem, size, var);
 	pl->live_bytes += size;
 	pl->live_count++;
 	if (pl->live_bytes > pl->peak_bytes)
@@ -846,32 +857,32 @@ static void sub_clamped(uint64_t *v, uint64_t d)
 	*v = *v >= d ? *v - d : 0;
 }
 
-static void pool_free(struct mp_pool *pl, uint64_t size)
+static void pool_free(struct mp_pool *pl, uint64_t size, double var)
 {
-	mem_free(&pl->mem, size);
+	mem_free(&pl->mem, size, var);
 	sub_clamped(&pl->live_bytes, size);
 	sub_clamped(&pl->live_count, 1);
 }
 
 /* Charges one alloc/free to @f and every kernel enclosing it. */
-static void charge(struct mp_correlator *c, struct frame *f, uint64_t size, bool alloc,
+static void charge(struct mp_correlator *c, struct frame *f, uint64_t size, double var, bool alloc,
 		   uint32_t owner, uint32_t tag)
 {
 	struct mp_invocation *r = inv_rec(c, f);
 
 	if (alloc)
-		mem_alloc(&r->excl, size);
+		mem_alloc(&r->excl, size, var);
 	else
-		mem_free(&r->excl, size);
+		mem_free(&r->excl, size, var);
 	for (; f; f = f->up) {
 		r = inv_rec(c, f);
 		if (alloc) {
-			mem_alloc(&r->incl, size);
+			mem_alloc(&r->incl, size, var);
 			if (r->incl.bytes_added > 0 &&
 			    (uint64_t)r->incl.bytes_added > r->peak_added)
 				r->peak_added = r->incl.bytes_added;
 		} else {
-			mem_free(&r->incl, size);
+			mem_free(&r->incl, size, var);
 		}
 		if (bucket_add(&r->owners, &r->n_owners, owner, size, alloc) < 0 ||
 		    bucket_add(&r->tags, &r->n_tags, tag, size, alloc) < 0)
@@ -885,6 +896,39 @@ static uint32_t open_tag(const struct thread *t)
 	return t && t->ntags ? t->tags[t->ntags - 1] : MP_TAG_NONE;
 }
 
+/* Sampled mode: the variance of this block's estimate, added to that of
+ * the live bytes; 0 for a block the tracer sent exact. */
+static double sampled_alloc(struct mp_correlator *c, const struct mp_heap_event *ev)
+{
+	double var, prob;
+
+	if (!c->opts.sample_bytes)
+		return 0;
+	if (!(ev->flags & MP_HEAP_F_SCALED)) {
+		c->n_allocs_est += 1;
+		return 0;
+	}
+	prob = mp_sample_prob(ev->size, c->opts.sample_bytes, 1);
+	var = (double)ev->size * (double)ev->size * (1.0 - prob);
+	/* each sampled block stands for 1/p allocations */
+	c->n_allocs_est += prob > 0 ? 1.0 / prob : (double)ev->size;
+	c->live_var += var;
+	c->live_scaled++;
+	if (c->live_var > c->live_var_max)
+		c->live_var_max = c->live_var;
+	return var;
+}
+
+/* The whole-window figures of sampled mode that are not running sums. */
+static void sampled_settle(const struct mp_correlator *c, struct mp_profile *p)
+{
+	if (!c->opts.sample_bytes)
+		return;
+	p->added_var = c->live_var;
+	p->peak_bias_bound =
+		mp_sample_peak_bias_bound(c->live_var_max, c->opts.sample_bytes, c->n_allocs_est);
+}
+
 static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev)
 {
 	struct mp_profile *p = c->p;
@@ -892,29 +936,33 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 	struct thread *t;
 	struct frame *f;
 	bool cross;
+	double var;
 
 	f = attribute(c, ev->tid, &t, &cross);
 	/* With a stack and rules, every frame can name the owner. */
 	owner = ev->stack && c->n_rules ? owner_of_stack(c, ev->caller, ev->stack) :
 					  owner_of(c, ev->caller);
 	tag = open_tag(t);
+	var = sampled_alloc(c, ev);
 
 	c->live_bytes += ev->size;
 	c->live_count++;
-	mem_alloc(&p->mem, ev->size);
-	if (c->live_bytes > p->peak_bytes)
+	mem_alloc(&p->mem, ev->size, var);
+	if (c->live_bytes > p->peak_bytes) {
 		p->peak_bytes = c->live_bytes;
+		p->peak_var = c->live_var;
+	}
 	if (c->live_count > p->peak_tensors)
 		p->peak_tensors = c->live_count;
 	if (c->cur_phase != MP_NONE) {
 		struct mp_phase *ph = &p->phases[c->cur_phase];
 
-		mem_alloc(&ph->mem, ev->size);
+		mem_alloc(&ph->mem, ev->size, var);
 		if (c->live_bytes > ph->peak_bytes)
 			ph->peak_bytes = c->live_bytes;
 	}
-	pool_alloc(&p->owners[owner], ev->size);
-	pool_alloc(&p->tags[tag], ev->size);
+	pool_alloc(&p->owners[owner], ev->size, var);
+	pool_alloc(&p->tags[tag], ev->size, var);
 
 	if (f) {
 		struct mp_invocation *r = inv_rec(c, f);
@@ -929,7 +977,7 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 			r->cross_thread_allocs++;
 			r->cross_thread_bytes += ev->size;
 		}
-		charge(c, f, ev->size, true, owner, tag);
+		charge(c, f, ev->size, var, true, owner, tag);
 	}
 	/* Peaks of open invocations decrease in begin order (an earlier one
 	 * has seen everything a later one has): update only the tail that
@@ -968,6 +1016,7 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 	struct thread *t;
 	struct frame *f;
 	bool cross;
+	double var = 0;
 
 	if (ev->user & U_SITE_FLAG) {
 		uint32_t site = owner | (uint32_t)((ev->user >> U_NAME_SHIFT) & U_NAME_MASK) << 12;
@@ -992,15 +1041,22 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 	}
 	c->live_bytes -= ev->size;
 	c->live_count--;
+	if (c->opts.sample_bytes && (ev->flags & MP_HEAP_F_SCALED)) {
+		var = mp_sample_var(ev->size, c->opts.sample_bytes, 1);
+		/* no rounding residue once the last one is gone */
+		if (c->live_scaled)
+			c->live_scaled--;
+		c->live_var = c->live_scaled && c->live_var > var ? c->live_var - var : 0;
+	}
 	if (st) {
 		sub_clamped(&st->inuse_space, ev->size);
 		sub_clamped(&st->inuse_objects, 1);
 	}
-	mem_free(&p->mem, ev->size);
+	mem_free(&p->mem, ev->size, var);
 	if (c->cur_phase != MP_NONE)
-		mem_free(&p->phases[c->cur_phase].mem, ev->size);
-	pool_free(&p->owners[owner], ev->size);
-	pool_free(&p->tags[tag], ev->size);
+		mem_free(&p->phases[c->cur_phase].mem, ev->size, var);
+	pool_free(&p->owners[owner], ev->size, var);
+	pool_free(&p->tags[tag], ev->size, var);
 	if (name < p->n_kernels) {
 		sub_clamped(&p->kernels[name].retained_bytes, ev->size);
 		sub_clamped(&p->kernels[name].retained_count, 1);
@@ -1011,7 +1067,7 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 	}
 	f = attribute(c, ev->tid, &t, &cross);
 	if (f)
-		charge(c, f, ev->size, false, owner, tag);
+		charge(c, f, ev->size, var, false, owner, tag);
 }
 
 static bool pool_heap_event(struct mp_correlator *c, const struct mp_heap_event *ev);
@@ -1303,6 +1359,8 @@ static void mem_add(struct mp_mem_stats *d, const struct mp_mem_stats *s)
 	d->alloc_count += s->alloc_count;
 	d->free_bytes += s->free_bytes;
 	d->free_count += s->free_count;
+	d->alloc_var += s->alloc_var;
+	d->free_var += s->free_var;
 }
 
 static int aggregate(struct mp_profile *p, const struct mp_invocation *r)
@@ -1686,6 +1744,7 @@ int mp_correlator_finish(struct mp_correlator *c, uint64_t end_ns, struct mp_pro
 	}
 	phase_leave(c, end_ns);
 	p->end_ns = end_ns;
+	sampled_settle(c, p);
 	if (c->oom)
 		return -ENOMEM;
 	c->p = NULL;
@@ -1710,6 +1769,7 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 		q->kernels[i].rss_last_ns = c->p->kernels[i].rss_last_ns;
 	for (uint32_t i = 0; i < c->n_pending; i++)
 		pending_apply(q, &c->pending[i]);
+	sampled_settle(c, q);
 	/* Close the open kernels at @now_ns in the copy only, as finish would. */
 	for (struct frame *f = c->open_tail; f; f = f->prev) {
 		struct mp_invocation tmp = *inv_rec(c, f);

@@ -33,7 +33,12 @@ struct mp_heap_event {
 	uint64_t user;
 	/* ALLOC: call stack id (mp_stack_table of the session), 0: none. */
 	uint32_t stack;
+	uint32_t flags; /* MP_HEAP_F_* */
 };
+
+/* ALLOC, FREE: @size is a sampled block's estimate (sampled mode, a block
+ * below the interval), not its exact size. */
+#define MP_HEAP_F_SCALED 0x1u
 
 /* Called for every heap event in order. For MP_HEAP_ALLOC the return value
  * is stored with the block and handed back in ->user when it is freed (the

@@ -13,6 +13,7 @@ struct mp_live {
 	size_t mask; /* capacity - 1, capacity a power of two */
 	size_t used;
 	size_t brk_blocks; /* live blocks with fn MP_FN_BRK */
+	uint16_t cur_flags; /* MP_LIVE_B_* of the event being applied */
 	struct mp_live_stats st;
 };
 
@@ -134,7 +135,8 @@ static void do_alloc(struct mp_live *l, const struct mp_raw_event *ev, uint64_t 
 		.ts_ns = ev->ts_ns,
 		.caller = ev->caller,
 		.tid = ev->tid,
-		.fn = ev->fn,
+		.fn = (uint16_t)fn_index(ev->fn),
+		.flags = l->cur_flags,
 	};
 	struct mp_live_fn_stats *fs = &l->st.fn[fn_index(ev->fn)];
 	struct mp_live_block *old = find(l, addr);
@@ -157,6 +159,7 @@ static void do_alloc(struct mp_live *l, const struct mp_raw_event *ev, uint64_t 
 			.addr = addr,
 			.size = ev->size,
 			.caller = ev->caller,
+			.flags = (l->cur_flags & MP_LIVE_B_SCALED) ? MP_HEAP_F_SCALED : 0,
 		};
 		b.user = cb(ctx, &he);
 	}
@@ -197,6 +200,7 @@ static void do_free(struct mp_live *l, const struct mp_raw_event *ev, uint64_t a
 	he.alloc_ts_ns = b->ts_ns;
 	he.alloc_caller = b->caller;
 	he.user = b->user;
+	he.flags = (b->flags & MP_LIVE_B_SCALED) ? MP_HEAP_F_SCALED : 0;
 	fs->frees++;
 	fs->freed_bytes += b->size;
 	l->st.live_bytes -= b->size;
@@ -288,7 +292,24 @@ static void do_realloc(struct mp_live *l, const struct mp_raw_event *ev, mp_heap
 	do_alloc(l, ev, ev->addr, cb, ctx);
 }
 
+static int apply(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb, void *ctx);
+
 int mp_live_apply(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb, void *ctx)
+{
+	struct mp_raw_event e;
+	int r;
+
+	if (!(ev->fn & MP_LIVE_FN_SCALED))
+		return apply(l, ev, cb, ctx);
+	e = *ev;
+	e.fn &= ~MP_LIVE_FN_SCALED;
+	l->cur_flags = MP_LIVE_B_SCALED;
+	r = apply(l, &e, cb, ctx);
+	l->cur_flags = 0;
+	return r;
+}
+
+static int apply(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb, void *ctx)
 {
 	int r;
 

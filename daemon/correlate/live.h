@@ -32,6 +32,13 @@ struct mp_live_stats {
 	struct mp_live_fn_stats fn[MP_LIVE_FN_MAX];
 };
 
+/* In mp_raw_event.fn, set by the daemon (never by BPF): @size is a sampled
+ * block's estimate, not its size. The block and its heap events are then
+ * flagged (MP_LIVE_B_SCALED, MP_HEAP_F_SCALED). */
+#define MP_LIVE_FN_SCALED 0x80000000u
+
+#define MP_LIVE_B_SCALED 0x1u /* mp_live_block.flags */
+
 struct mp_live_block {
 	uint64_t addr;
 	uint64_t size;
@@ -39,7 +46,8 @@ struct mp_live_block {
 	uint64_t caller;
 	uint64_t user; /* what the mp_heap_cb returned for its ALLOC */
 	uint32_t tid;
-	uint32_t fn;
+	uint16_t fn; /* below MP_LIVE_FN_MAX */
+	uint16_t flags; /* MP_LIVE_B_* */
 };
 
 struct mp_live;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "json.h"
@@ -157,6 +158,22 @@ static void json_opt_u64(struct mp_json *j, const char *key, uint64_t v)
 		mp_json_u64(j, key, v);
 }
 
+/* A standard error in bytes, from a variance (docs/PROFILE.md "Sampled
+ * figures"). */
+static uint64_t stderr_of(double var)
+{
+	return var > 0 ? (uint64_t)llround(sqrt(var)) : 0;
+}
+
+/* Whether @p carries the standard errors of sampled mode. A sampled
+ * profile written before they were recorded has none: its figures are
+ * then shown without, not as exact. */
+static bool has_stderr(const struct mp_profile *p)
+{
+	return p->trace_mode == MP_TRACE_SAMPLED &&
+	       (p->peak_bias_bound > 0 || p->mem.alloc_var > 0 || p->peak_var > 0);
+}
+
 static void json_mem(struct mp_json *j, const char *key, const struct mp_mem_stats *m)
 {
 	mp_json_object_begin(j, key);
@@ -166,6 +183,11 @@ static void json_mem(struct mp_json *j, const char *key, const struct mp_mem_sta
 	mp_json_u64(j, "allocCount", m->alloc_count);
 	mp_json_u64(j, "freeBytes", m->free_bytes);
 	mp_json_u64(j, "freeCount", m->free_count);
+	/* only figures that hold sampled estimates have one */
+	if (m->alloc_var > 0)
+		mp_json_u64(j, "allocBytesStderr", stderr_of(m->alloc_var));
+	if (m->free_var > 0)
+		mp_json_u64(j, "freeBytesStderr", stderr_of(m->free_var));
 	mp_json_object_end(j);
 }
 
@@ -547,6 +569,11 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_i64(&j, "newBytes", p->mem.bytes_added);
 	mp_json_i64(&j, "newTensors", p->mem.tensors_added);
 	mp_json_u64(&j, "peakBytes", p->peak_bytes);
+	if (has_stderr(p)) {
+		mp_json_u64(&j, "newBytesStderr", stderr_of(p->added_var));
+		mp_json_u64(&j, "peakBytesStderr", stderr_of(p->peak_var));
+		mp_json_u64(&j, "peakBytesBiasBound", (uint64_t)llround(p->peak_bias_bound));
+	}
 	mp_json_u64(&j, "peakTensors", p->peak_tensors);
 	json_mem(&j, "heap", &p->mem);
 	mp_json_u64(&j, "unknownFrees", p->unknown_frees);
@@ -830,26 +857,47 @@ static void put_hardening(FILE *f, const struct mp_profile *p)
 		fprintf(f, "%" PRIu64 " more execs\n", p->exec_count - p->n_execs);
 }
 
+/* The heap line of sampled mode: every estimate with its standard error,
+ * and the peak with the bound on its upward bias (docs/PROFILE.md
+ * "Sampled figures"). */
+static void put_sampled_heap(FILE *f, const struct mp_profile *p)
+{
+	fprintf(f,
+		"heap: new %" PRId64 " ± %" PRIu64 " B in %" PRId64 " blocks, peak %" PRIu64
+		" ± %" PRIu64 " B (biased up by at most %" PRIu64 " B), allocated %" PRIu64
+		" ± %" PRIu64 " B in %" PRIu64 " blocks, freed %" PRIu64 " ± %" PRIu64
+		" B in %" PRIu64 " blocks, unknown frees %" PRIu64 "\n",
+		p->mem.bytes_added, stderr_of(p->added_var), p->mem.tensors_added, p->peak_bytes,
+		stderr_of(p->peak_var), (uint64_t)llround(p->peak_bias_bound), p->mem.alloc_bytes,
+		stderr_of(p->mem.alloc_var), p->mem.alloc_count, p->mem.free_bytes,
+		stderr_of(p->mem.free_var), p->mem.free_count, p->unknown_frees);
+}
+
 static int write_table(const struct mp_profile *p, FILE *f)
 {
 	uint64_t win = p->end_ns > p->begin_ns ? p->end_ns - p->begin_ns : 0;
+	bool sampled = has_stderr(p);
 
 	fprintf(f, "memprofd profile: pid %" PRId32 " ", p->pid);
 	put_name(f, p->exe ? p->exe : "?", 0);
 	fprintf(f, "\nwindow: %.3f s%s\n", win / 1e9, p->truncated ? " (truncated)" : "");
 	put_mode(f, p);
-	fprintf(f,
-		"heap: new %" PRId64 " B in %" PRId64 " blocks, peak %" PRIu64
-		" B, allocated %" PRIu64 " B in %" PRIu64 " blocks, freed %" PRIu64 " B in %" PRIu64
-		" blocks, unknown frees %" PRIu64 "\n",
-		p->mem.bytes_added, p->mem.tensors_added, p->peak_bytes, p->mem.alloc_bytes,
-		p->mem.alloc_count, p->mem.free_bytes, p->mem.free_count, p->unknown_frees);
+	if (sampled)
+		put_sampled_heap(f, p);
+	else
+		fprintf(f,
+			"heap: new %" PRId64 " B in %" PRId64 " blocks, peak %" PRIu64
+			" B, allocated %" PRIu64 " B in %" PRIu64 " blocks, freed %" PRIu64
+			" B in %" PRIu64 " blocks, unknown frees %" PRIu64 "\n",
+			p->mem.bytes_added, p->mem.tensors_added, p->peak_bytes, p->mem.alloc_bytes,
+			p->mem.alloc_count, p->mem.free_bytes, p->mem.free_count, p->unknown_frees);
 	if (p->rss_samples)
 		fprintf(f, "rss: peak %" PRIu64 " B over %" PRIu64 " samples\n", p->rss_peak,
 			p->rss_samples);
 
-	fprintf(f, "\n%-32s %8s %14s %14s %14s %14s %14s %12s\n", "KERNEL", "CALLS", "BYTES_ADDED",
-		"ALLOC_BYTES", "PEAK_ADDED", "PEAK_LIVE", "RSS_DELTA", "TIME_MS");
+	fprintf(f, "\n%-32s %8s %14s %14s%s %14s %14s %14s %12s\n", "KERNEL", "CALLS",
+		"BYTES_ADDED", "ALLOC_BYTES", sampled ? "    ±ALLOC_BYTES" : "", "PEAK_ADDED",
+		"PEAK_LIVE", "RSS_DELTA", "TIME_MS");
 	for (uint32_t i = 0; i < p->n_kernels; i++) {
 		const struct mp_kernel *k = &p->kernels[i];
 
@@ -857,6 +905,8 @@ static int write_table(const struct mp_profile *p, FILE *f)
 		fprintf(f, " %8" PRIu64, k->calls);
 		put_bytes(f, k->incl.bytes_added);
 		put_bytes(f, (int64_t)k->incl.alloc_bytes);
+		if (sampled)
+			fprintf(f, " ±%14" PRIu64, stderr_of(k->incl.alloc_var));
 		put_bytes(f, (int64_t)k->peak_added);
 		put_bytes(f, (int64_t)k->peak_bytes);
 		if (k->rss_calls)

@@ -92,6 +92,9 @@ struct mp_mem_stats {
 	uint64_t alloc_count;
 	uint64_t free_bytes;
 	uint64_t free_count;
+	/* Sampled mode: estimated variances of alloc_bytes and free_bytes
+	 * (docs/PROFILE.md "Sampled figures"); 0 when they are exact. */
+	double alloc_var, free_var;
 };
 
 /* Breakdown of an invocation's (or a kernel's) traffic by owner or tag:
@@ -304,6 +307,11 @@ struct mp_profile {
 	struct mp_mem_stats mem; /* bytes_added = newBytes, tensors_added = newTensors */
 	uint64_t peak_bytes; /* peakBytes */
 	uint64_t peak_tensors;
+	/* Sampled mode (docs/PROFILE.md "Sampled figures"; 0 otherwise):
+	 * estimated variances of mem.bytes_added (the live bytes at the end)
+	 * and of the live bytes when peak_bytes was reached, and an upper
+	 * bound on peak_bytes' upward bias. */
+	double added_var, peak_var, peak_bias_bound;
 	uint64_t unknown_frees; /* frees of blocks allocated before attach */
 	uint64_t unmatched_ends, unmatched_tag_ends, orphan_shapes;
 	uint64_t drops_ring, drops_bpf; /* filled in by the daemon */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -85,6 +86,8 @@ static Memprof__MemStats *enc_mem(struct arena *a, const struct mp_mem_stats *m)
 	o->alloc_count = m->alloc_count;
 	o->free_bytes = m->free_bytes;
 	o->free_count = m->free_count;
+	o->alloc_var = m->alloc_var;
+	o->free_var = m->free_var;
 	return o;
 }
 
@@ -484,6 +487,9 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	o->heap = enc_mem(a, &p->mem);
 	o->peak_bytes = p->peak_bytes;
 	o->peak_tensors = p->peak_tensors;
+	o->new_bytes_var = p->added_var;
+	o->peak_var = p->peak_var;
+	o->peak_bias_bound = p->peak_bias_bound;
 	o->unknown_frees = p->unknown_frees;
 	memprof__drops__init(drops);
 	drops->ring = p->drops_ring;
@@ -606,6 +612,13 @@ int mp_profile_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret
 		return -EBADMSG;  \
 	} while (0)
 
+/* A variance from the file: anything but a finite non-negative number
+ * (hostile or broken) reads as 0, the figure then shown as exact. */
+static double variance(double v)
+{
+	return isfinite(v) && v > 0 ? v : 0;
+}
+
 static void dec_mem(struct mp_mem_stats *m, const Memprof__MemStats *o)
 {
 	if (!o) {
@@ -618,6 +631,8 @@ static void dec_mem(struct mp_mem_stats *m, const Memprof__MemStats *o)
 	m->alloc_count = o->alloc_count;
 	m->free_bytes = o->free_bytes;
 	m->free_count = o->free_count;
+	m->alloc_var = variance(o->alloc_var);
+	m->free_var = variance(o->free_var);
 }
 
 static int dup_str(const char *s, char **ret)
@@ -1194,6 +1209,9 @@ static int dec_header(const Memprof__Profile *o, struct mp_profile *p, const cha
 	p->end_ns = o->end_ns;
 	dec_mem(&p->mem, o->heap);
 	p->peak_bytes = o->peak_bytes;
+	p->added_var = variance(o->new_bytes_var);
+	p->peak_var = variance(o->peak_var);
+	p->peak_bias_bound = variance(o->peak_bias_bound);
 	p->peak_tensors = o->peak_tensors;
 	p->unknown_frees = o->unknown_frees;
 	if (o->drops) {

@@ -3,11 +3,11 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +24,7 @@
 #include "config.h"
 #include "control.h"
 #include "log.h"
+#include "memstats.h"
 #include "profile_pb.h"
 #include "service.h"
 #include "session.h"
@@ -94,6 +95,7 @@ struct service {
 	int reap_fd; /* eventfd: a target ended or was released */
 	struct mp_streamer *streamer;
 	uint64_t started_ns;
+	_Atomic uint64_t trimmed_ns; /* last heap_trim_later() trim */
 };
 
 static void wake_reaper(struct service *svc)
@@ -248,21 +250,6 @@ static uint64_t cgroup_memory_max(void)
 	return max;
 }
 
-/* The service's own anonymous memory: its heap, stacks and tables. */
-static uint64_t self_rss_anon(void)
-{
-	char line[256];
-	unsigned long long kib = 0;
-	FILE *f = fopen("/proc/self/status", "re");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "RssAnon: %llu", &kib) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return (uint64_t)kib << 10;
-}
-
 /* Under svc->lock: 0 when a target costing @cost fits the budget, else
  * -ENOMEM with the reason in @why. Two checks: the estimates of every
  * live target against the targets' share, and what the service really
@@ -280,7 +267,7 @@ static int budget_check(struct service *svc, uint64_t cost, uint32_t mode, char 
 			committed += t->cost;
 			rings += t->ring_bytes;
 		}
-	in_use = self_rss_anon() + rings;
+	in_use = mp_self_anon_held() + rings;
 	if (committed + cost <= svc->budget && in_use + cost <= svc->budget_total)
 		return 0;
 	snprintf(why, why_len,
@@ -315,6 +302,21 @@ static void budget_update(struct service *svc)
 }
 
 /* --- targets --- */
+
+/* Every profile copy (periodic chunk, dump) and every ended session frees
+ * megabytes that glibc keeps resident in the thread's arena until
+ * trimmed; one trim a second for the whole service returns them
+ * (docs/BENCHMARKS.md section 6). */
+#define HEAP_TRIM_INTERVAL_NS 1000000000ull
+
+static void heap_trim_later(struct service *svc)
+{
+	uint64_t now = mp_now_ns(), last = atomic_load(&svc->trimmed_ns);
+
+	if (now - last >= HEAP_TRIM_INTERVAL_NS &&
+	    atomic_compare_exchange_strong(&svc->trimmed_ns, &last, now))
+		mp_heap_trim();
+}
 
 static int pwrite_all(int fd, const uint8_t *buf, size_t len, off_t at)
 {
@@ -418,6 +420,7 @@ static void on_snapshot(void *ctx, enum mp_snapshot_reason why, struct mp_profil
 		if (p)
 			stream_chunk(t, p, false);
 		mp_profile_free(p);
+		heap_trim_later(svc);
 		return;
 	}
 	pthread_mutex_lock(&svc->lock);
@@ -447,7 +450,7 @@ static int on_attached(void *ctx)
 	 * freed at once); the session's own allocations made after it pin
 	 * that memory in this thread's malloc arena unless it is given
 	 * back (docs/SERVICE.md, "Memory per target"). */
-	malloc_trim(0);
+	mp_heap_trim();
 
 	pthread_mutex_lock(&t->svc->lock);
 	t->state = T_RUNNING;
@@ -526,6 +529,8 @@ static void reap(struct service *svc)
 		}
 	}
 	pthread_mutex_unlock(&svc->lock);
+	if (!dead)
+		return;
 	while (dead) {
 		struct target *t = dead;
 
@@ -533,6 +538,9 @@ static void reap(struct service *svc)
 		pthread_join(t->thread, NULL);
 		target_free(t);
 	}
+	/* The ended sessions' tables and profiles were freed in their
+	 * threads' arenas. */
+	mp_heap_trim();
 }
 
 static void signal_fd(int fd)
@@ -984,6 +992,7 @@ static int do_dump(struct request *q)
 	if (r == 0)
 		r = write_profile(q->fd, p);
 	mp_profile_free(p);
+	heap_trim_later(svc);
 	if (r < 0)
 		return fail(q, r, "dump of pid %d failed: %s", (int)pid, strerror(-r));
 	ok(q);
@@ -1019,6 +1028,32 @@ static void describe_line(void *ctx, const char *text)
 	mp_ctl_add(&q->reply, "collector", "%s", text);
 }
 
+/* Under svc->lock: the service's memory by part (docs/SERVICE.md,
+ * "Memory per target"), in KiB. RssFile is mostly the targets' BPF ring
+ * buffers (mapped twice), RssShmem their marker rings; RssAnon is the heap
+ * in use, free heap not yet trimmed, and thread stacks. */
+static void status_memory(struct service *svc, struct request *q)
+{
+	struct mp_memstats m;
+	uint64_t rings = 0;
+
+	for (struct target *t = svc->targets; t; t = t->next)
+		if (t->state != T_DONE)
+			rings += t->ring_bytes;
+	mp_memstats_read(&m);
+	mp_ctl_add(&q->reply, "mem_rss_kib", "%" PRIu64, m.vm_rss >> 10);
+	mp_ctl_add(&q->reply, "mem_rss_anon_kib", "%" PRIu64, m.rss_anon >> 10);
+	mp_ctl_add(&q->reply, "mem_rss_file_kib", "%" PRIu64, m.rss_file >> 10);
+	mp_ctl_add(&q->reply, "mem_rss_shmem_kib", "%" PRIu64, m.rss_shmem >> 10);
+	mp_ctl_add(&q->reply, "mem_bpf_rings_kib", "%" PRIu64, rings >> 10);
+	mp_ctl_add(&q->reply, "mem_heap_in_use_kib", "%" PRIu64, m.heap_in_use >> 10);
+	mp_ctl_add(&q->reply, "mem_heap_mmapped_kib", "%" PRIu64, m.heap_mmapped >> 10);
+	mp_ctl_add(&q->reply, "mem_heap_free_kib", "%" PRIu64, m.heap_free >> 10);
+	mp_ctl_add(&q->reply, "mem_stream_queued_kib", "%" PRIu64,
+		   mp_streamer_queued_total(svc->streamer) >> 10);
+	mp_ctl_add(&q->reply, "mem_heap_trims", "%" PRIu64, m.trims);
+}
+
 static int do_status(struct request *q)
 {
 	struct service *svc = q->svc;
@@ -1040,6 +1075,7 @@ static int do_status(struct request *q)
 	mp_ctl_add(&q->reply, "max_connections_per_uid", "%u", svc->cfg->max_conns_per_uid);
 	mp_ctl_add(&q->reply, "connections_dropped", "%" PRIu64, svc->conns_dropped);
 	mp_ctl_add(&q->reply, "connections_refused", "%" PRIu64, svc->conns_refused);
+	status_memory(svc, q);
 	pthread_mutex_unlock(&svc->lock);
 	mp_streamer_describe(svc->streamer, describe_line, q);
 	return 0;
@@ -1481,6 +1517,9 @@ int mp_service_run(const struct mp_service_opts *o)
 		goto out;
 	}
 	svc.cgroup_max = cgroup_memory_max();
+	if (mp_heap_setup() < 0)
+		log_warning("the allocator refused a fixed mmap threshold: freed profile copies "
+			    "may stay resident between trims");
 	r = service_start(&svc, &lfd);
 	if (r < 0)
 		goto out;

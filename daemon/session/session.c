@@ -372,8 +372,10 @@ static int handle_heap_record(struct session *s, const struct mp_ringq_rec *rec)
 	if (rec->fn >= MP_FN_MMAP)
 		return 0;
 	mp_ringq_raw(rec, (uint32_t)s->o->pid, &ev);
-	if ((rec->flags & MP_REC_F_SCALED) && s->o->mode == MP_TRACE_SAMPLED)
+	if ((rec->flags & MP_REC_F_SCALED) && s->o->mode == MP_TRACE_SAMPLED) {
 		ev.size = mp_tracer_sample_estimate(ev.size, s->o->sample_bytes);
+		ev.fn |= MP_LIVE_FN_SCALED;
+	}
 	s->cur_stack = rec->stack;
 	r = mp_live_apply(s->live, &ev, on_heap, s);
 	s->cur_stack = 0;
@@ -829,6 +831,7 @@ static int setup_pipeline(struct session *s)
 		/* low-overhead modes */
 		.mode = o->mode,
 		.sample_bytes = o->sample_bytes,
+		.mark_scaled = true,
 		.duty_on_ns = o->duty_on_ns,
 		.duty_period_ns = o->duty_period_ns,
 		.stack_bytes = o->stacks ? session_stack_bytes(o) : 0,
@@ -838,6 +841,7 @@ static int setup_pipeline(struct session *s)
 		.resolve_frames = resolve_frames,
 		.stack_frames = stack_frames,
 		.resolve_ctx = s,
+		.sample_bytes = o->mode == MP_TRACE_SAMPLED ? o->sample_bytes : 0,
 	};
 	int r;
 

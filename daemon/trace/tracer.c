@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "heap_event.h"
+#include "hub.h"
+#include "live.h"
 #include "memprof.skel.h"
 #include "memprof_probe.h"
 #include "symbols.h"
@@ -94,7 +96,9 @@ struct mp_tracer {
 	struct ring_buffer *rb;
 	/* The stack of the event being delivered (NULL outside). */
 	const struct mp_raw_stack_view *cur_stack;
-	struct bpf_link *sys_links[4];
+	/* The system-wide programs run through the hub (hub.h). */
+	bool in_hub;
+	uint32_t hub_slot;
 	struct probe probes[MP_MAX_PROBES];
 	struct bpf_link *hint_link;
 	bool multi; /* uprobe_multi links instead of perf-event uprobes */
@@ -191,8 +195,8 @@ void mp_tracer_free(struct mp_tracer *t)
 	if (!t)
 		return;
 	detach_probes(t);
-	for (size_t i = 0; i < sizeof(t->sys_links) / sizeof(t->sys_links[0]); i++)
-		bpf_link__destroy(t->sys_links[i]);
+	if (t->in_hub)
+		mp_hub_remove(t->opts.pid, t->hub_slot);
 	ring_buffer__free(t->rb);
 	memprof_bpf__destroy(t->skel);
 	if (t->epfd >= 0)
@@ -629,6 +633,8 @@ static int on_sample(void *ctx, void *data, size_t size)
 	if (ev.type & MP_RAW_F_SCALED) {
 		ev.type &= ~MP_RAW_F_SCALED;
 		ev.size = mp_tracer_sample_estimate(ev.size, t->opts.sample_bytes);
+		if (t->opts.mark_scaled)
+			ev.fn |= MP_LIVE_FN_SCALED;
 	}
 	if (ev.type == MP_RAW_EXEC)
 		t->exec_pending = true;
@@ -871,7 +877,37 @@ static int tracer_open(struct mp_tracer *t)
 	return 0;
 }
 
-/* Loaded, the process-wide programs attached, the ring buffer open and,
+/* The system-wide tracepoint programs run through the daemon's hub (one
+ * attachment per hook for all targets), not attached one set per target:
+ * N sets would all run on every syscall and page fault of the machine
+ * (docs/TRACER.md, "Many targets"). */
+static int hub_register(struct mp_tracer *t)
+{
+	uint64_t ns_dev = 0, ns_ino = 0;
+	struct mp_hub_load_opts lo = {
+		.btf_custom_path = core_btf_path(),
+		.rss_stat = kernel_facts()->rss_stat,
+	};
+	struct mp_hub_progs progs = {
+		.sys_enter = bpf_program__fd(t->skel->progs.mp_sys_enter),
+		.sys_exit = bpf_program__fd(t->skel->progs.mp_sys_exit),
+		.exec = bpf_program__fd(t->skel->progs.mp_exec),
+		.rss_stat = t->opts.rss_exact ? bpf_program__fd(t->skel->progs.mp_rss_stat) : -1,
+	};
+	int r = own_pidns(&ns_dev, &ns_ino);
+
+	if (r < 0)
+		return r;
+	lo.pidns_dev = ns_dev;
+	lo.pidns_ino = ns_ino;
+	r = mp_hub_add(&lo, t->opts.pid, &progs, &t->hub_slot);
+	if (r < 0)
+		return r;
+	t->in_hub = true;
+	return 0;
+}
+
+/* Loaded, the process-wide programs registered with the hub, the ring buffer open and,
  * unless in rss mode, the allocator probes attached. */
 static int tracer_load_attach(struct mp_tracer *t)
 {
@@ -880,16 +916,9 @@ static int tracer_load_attach(struct mp_tracer *t)
 	r = memprof_bpf__load(t->skel);
 	if (r < 0)
 		return r;
-	t->sys_links[0] = bpf_program__attach(t->skel->progs.mp_sys_enter);
-	t->sys_links[1] = t->sys_links[0] ? bpf_program__attach(t->skel->progs.mp_sys_exit) : NULL;
-	t->sys_links[2] = t->sys_links[1] ? bpf_program__attach(t->skel->progs.mp_exec) : NULL;
-	if (!t->sys_links[2])
-		return -errno;
-	if (t->opts.rss_exact) {
-		t->sys_links[3] = bpf_program__attach(t->skel->progs.mp_rss_stat);
-		if (!t->sys_links[3])
-			return -errno;
-	}
+	r = hub_register(t);
+	if (r < 0)
+		return r;
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_sample, t, NULL);
 	if (!t->rb)
 		return -errno;

@@ -51,6 +51,9 @@ struct mp_tracer_opts {
 	/* Sampled blocks tracked in BPF at once (0: MP_TRACER_SAMPLED_MAX);
 	 * a sampled block beyond that is counted as a drop. */
 	uint32_t sampled_max;
+	/* Mark an estimated size (MP_LIVE_FN_SCALED in the delivered event's
+	 * fn) for the live table, which flags the block's heap events. */
+	bool mark_scaled;
 	/* Duty cycle (0: always on): the allocator probes are attached for
 	 * duty_on_ns at the start of every duty_period_ns. */
 	uint64_t duty_on_ns, duty_period_ns;

@@ -11,6 +11,9 @@
  *   fork | forkexec  a child that allocates (and execs /bin/true)
  *   dlopen LIB       allocations by code of a dlopen'd library
  *   loop MS          kernel it: malloc 64 + free, every millisecond for MS ms
+ *   window N         kernel win: 4,096 live blocks of 16-63 B, each of N
+ *                    steps frees the oldest and allocates a new one (sizes
+ *                    from the LCG of tests/e2e/window.h), then frees all
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -22,6 +25,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "window.h"
 
 static int (*kbegin)(const char *);
 static int (*kend)(void);
@@ -160,6 +165,23 @@ static void loop(long ms)
 	}
 }
 
+static void window(long n)
+{
+	static void *slot[WINDOW_LIVE];
+	uint64_t rng = WINDOW_SEED;
+
+	begin("win");
+	for (long i = 0; i < WINDOW_LIVE + n; i++) {
+		void **s = &slot[i % WINDOW_LIVE];
+
+		free(*s);
+		*s = malloc(window_size(&rng));
+	}
+	for (int i = 0; i < WINDOW_LIVE; i++)
+		free(slot[i]);
+	end();
+}
+
 int main(int argc, char **argv)
 {
 	kbegin = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memprof_kernel_begin");
@@ -178,6 +200,8 @@ int main(int argc, char **argv)
 		dlopened(argv[2]);
 	else if (!strcmp(argv[1], "loop") && argc > 2)
 		loop(atol(argv[2]));
+	else if (!strcmp(argv[1], "window") && argc > 2)
+		window(atol(argv[2]));
 	else
 		return 2;
 	return 0;

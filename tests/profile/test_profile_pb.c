@@ -5,6 +5,7 @@
  * refused with -EBADMSG and a reason.
  */
 #include <fcntl.h>
+#include <math.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -461,4 +462,53 @@ Test(profile_pb, clone_is_deep_and_identical)
 	free(b);
 	mp_profile_free(q);
 	cr_assert_eq(mp_profile_clone(NULL, &q), -EINVAL);
+}
+
+/* Sampled mode's variances (docs/PROFILE.md "Sampled figures") survive the
+ * file; a hostile file's negative or NaN variance reads as 0. */
+Test(profile_pb, sampled_variances_round_trip_and_hostile_ones_read_as_zero)
+{
+	struct mp_profile *p = rich_profile(), *q = NULL;
+	Memprof__Profile *m;
+	const char *why = "unset";
+	uint8_t *buf;
+	size_t len;
+
+	p->mem.alloc_var = 1.5e12;
+	p->mem.free_var = 2.5e11;
+	p->added_var = 3.25e10;
+	p->peak_var = 4.5e9;
+	p->peak_bias_bound = 123456.5;
+	p->kernels[0].incl.alloc_var = 7e8;
+	cr_assert_eq(mp_profile_encode(p, &buf, &len), 0);
+	cr_assert_eq(mp_profile_decode(buf, len, &q, &why), 0, "%s", why);
+	cr_assert_eq(q->mem.alloc_var, 1.5e12);
+	cr_assert_eq(q->mem.free_var, 2.5e11);
+	cr_assert_eq(q->added_var, 3.25e10);
+	cr_assert_eq(q->peak_var, 4.5e9);
+	cr_assert_eq(q->peak_bias_bound, 123456.5);
+	cr_assert_eq(q->kernels[0].incl.alloc_var, 7e8);
+	mp_profile_free(q);
+	q = NULL;
+
+	m = memprof__profile__unpack(NULL, len, buf);
+	cr_assert_not_null(m);
+	free(buf);
+	m->peak_var = NAN;
+	m->new_bytes_var = -1;
+	m->peak_bias_bound = INFINITY;
+	m->heap->alloc_var = -HUGE_VAL;
+	len = memprof__profile__get_packed_size(m);
+	buf = malloc(len);
+	memprof__profile__pack(m, buf);
+	memprof__profile__free_unpacked(m, NULL);
+	cr_assert_eq(mp_profile_decode(buf, len, &q, &why), 0, "%s", why);
+	cr_assert_eq(q->peak_var, 0);
+	cr_assert_eq(q->added_var, 0);
+	cr_assert_eq(q->peak_bias_bound, 0);
+	cr_assert_eq(q->mem.alloc_var, 0);
+	cr_assert_eq(q->mem.free_var, 2.5e11);
+	free(buf);
+	mp_profile_free(q);
+	mp_profile_free(p);
 }

@@ -48,7 +48,8 @@
 #define CONTROL "/run/memprofd/control"
 #define MEMPROF "/usr/local/bin/memprof"
 #define UNIT_PATH "/usr/local/lib/systemd/system/memprofd.service"
-#define CONF_PATH "/usr/local/etc/memprofd/memprofd.conf"
+#define CONF_DIR "/usr/local/etc/memprofd"
+#define CONF_PATH CONF_DIR "/memprofd.conf"
 
 static char tmpdir[256]; /* everything of this test, removed by fini */
 static char outdir[512]; /* bound into the container at the same path */
@@ -907,12 +908,17 @@ Test(systemd, service_in_a_booted_container, .timeout = 280, .fini = teardown)
 	/* Tests assert exact heap figures: nothing else differs from the
 	 * shipped configuration. */
 	write_config("# tests/systemd\n");
+	/* tmpfiles.d's "d" line sets the mode of the directory memprofd
+	 * reads, where the install put it (the prefix's, not /etc). */
+	cr_assert_eq(chmod(fmt("%s%s", stage, CONF_DIR), 0700), 0);
 	boot();
 
 	/* sysusers.d created the user, tmpfiles.d the configuration dir. */
-	cr_assert_eq(stat(fmt("/proc/%d/root/etc/memprofd", (int)leader), &sb), 0,
-		     "tmpfiles.d did not create /etc/memprofd");
-	cr_assert(S_ISDIR(sb.st_mode) && (sb.st_mode & 07777) == 0755 && sb.st_uid == 0);
+	cr_assert_eq(stat(fmt("/proc/%d/root" CONF_DIR, (int)leader), &sb), 0);
+	cr_assert(S_ISDIR(sb.st_mode) && (sb.st_mode & 07777) == 0755 && sb.st_uid == 0,
+		  "tmpfiles.d did not set up " CONF_DIR " (mode %o)", sb.st_mode & 07777);
+	cr_assert_neq(stat(fmt("/proc/%d/root/etc/memprofd", (int)leader), &sb), 0,
+		      "tmpfiles.d created /etc/memprofd, which a /usr/local install never reads");
 	sanitizer_dropin();
 	service_start();
 	starts++;

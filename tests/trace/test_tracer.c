@@ -1295,3 +1295,99 @@ Test(tracer, parse_func)
 	cr_assert_eq(mp_tracer_parse_func("f@:size=arg0", false, &f), -EINVAL);
 	cr_assert_eq(mp_tracer_parse_func("f", false, &f), -EINVAL);
 }
+
+/* Tracepoint links (sys_enter, sys_exit, exec, rss_stat) this process
+ * holds, as the kernel reports them in /proc/self/fdinfo. */
+static size_t own_tracepoint_links(void)
+{
+	char path[300], buf[4096];
+	size_t n = 0;
+	DIR *d = opendir("/proc/self/fdinfo");
+	struct dirent *de;
+
+	cr_assert(d);
+	while ((de = readdir(d))) {
+		FILE *f;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", de->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		while (fgets(buf, sizeof(buf), f))
+			if (!strncmp(buf, "link_type:", 10) && strstr(buf, "raw_tracepoint"))
+				n++;
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * Many targets (issue 13): the system-wide tracepoint programs are attached
+ * once for all targets, not once per target, so that N targets do not cost
+ * every syscall of the machine N programs (attaching the 200th target took
+ * seconds). The kernel's count of this process's tracepoint links stays
+ * that of one target, and each target's events still reach its own
+ * tracer, and only its own.
+ */
+#define MANY 8
+Test(tracer, many_targets_share_tracepoints, .timeout = 120)
+{
+	char *argv[] = { FIXTURE_GLIBC, "rssmode", NULL };
+	struct mp_tracer_opts o = { .mode = MP_TRACE_RSS };
+	static struct fixture f[MANY];
+	struct mp_tracer *t[MANY];
+	struct events ev[MANY] = { 0 };
+	size_t one, all;
+	int status;
+
+	require_root();
+	cr_assert_eq(own_tracepoint_links(), 0);
+	for (int i = 0; i < MANY; i++) {
+		fx_start(&f[i], argv);
+		fx_expect_ready(&f[i]);
+		o.pid = f[i].tpid;
+		cr_assert_eq(mp_tracer_new(&o, &t[i]), 0);
+		if (i == 0)
+			one = own_tracepoint_links();
+	}
+	all = own_tracepoint_links();
+	/* sys_enter, sys_exit, exec and rss_stat */
+	cr_assert_eq(one, 4, "%zu tracepoint links for one target", one);
+	cr_assert_eq(all, one, "%zu tracepoint links for %d targets, %zu for one", all, MANY, one);
+	for (int i = 0; i < MANY; i++) {
+		char line[256];
+
+		fx_go(&f[i]);
+		do
+			cr_assert(fx_line(&f[i], line, sizeof(line)), "fixture died");
+		while (strcmp(line, "done"));
+	}
+	for (int i = 0; i < MANY; i++) {
+		size_t mine = 0;
+
+		for (int k = 0; k < 20 && !mine; k++) {
+			pump(t[i], &ev[i], 100);
+			for (size_t j = 0; j < ev[i].n; j++)
+				if (ev[i].ev[j].type == MP_RAW_ALLOC &&
+				    ev[i].ev[j].fn == MP_FN_MMAP && ev[i].ev[j].size == 4 << 20)
+					mine++;
+		}
+		cr_assert_eq(mine, 1, "target %d: %zu 4 MiB mappings", i, mine);
+		for (size_t j = 0; j < ev[i].n; j++)
+			cr_assert_eq(ev[i].ev[j].pid, (uint32_t)f[i].tpid,
+				     "target %d (pid %d) got an event of pid %u", i, (int)f[i].tpid,
+				     ev[i].ev[j].pid);
+	}
+	for (int i = 0; i < MANY; i++) {
+		mp_tracer_free(t[i]);
+		free(ev[i].ev);
+		kill(f[i].pid, SIGKILL);
+		waitpid(f[i].pid, &status, 0);
+		close(f[i].to);
+		close(f[i].from);
+	}
+	cr_assert_eq(own_tracepoint_links(), 0);
+}
