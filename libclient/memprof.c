@@ -510,6 +510,26 @@ MP_HIDDEN void mp_ring_count_alloc_drop(void)
 	count_alloc_drop(true);
 }
 
+/* Fills a heap or STACK record's slot but its seq: the caller publishes
+ * it. Inlined: a call here would cost the allocation path a frame. */
+static inline __attribute__((always_inline)) void slot_fill(struct mp_slot *s, const struct tls *t,
+							    uint64_t ts, uint8_t type,
+							    uint8_t flags, uint32_t name_id,
+							    const uint64_t *w, unsigned nw)
+{
+	s->ts_ns = ts;
+	s->type = type;
+	s->flags = flags;
+	s->rank = 0;
+	/* the clock of ts (heap records' only; a STACK record's is unread) */
+	s->clock = g_heap_clock;
+	s->tid = t->tid;
+	s->tseq = (uint32_t)(t->gen >> 1);
+	s->name_id = name_id;
+	for (unsigned i = 0; i < nw && i < 4; i++)
+		s->dims[i] = (int64_t)w[i];
+}
+
 MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
 			    unsigned nw, enum mp_rw_wait wait)
 {
@@ -543,16 +563,7 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 		}
 	}
 	s = &t->ring[pos & g.mask];
-	s->ts_ns = ts;
-	s->type = type;
-	s->flags = flags;
-	s->rank = 0;
-	s->clock = g_heap_clock;
-	s->tid = t->tid;
-	s->tseq = (uint32_t)(t->gen >> 1);
-	s->name_id = name_id;
-	for (unsigned i = 0; i < nw && i < 4; i++)
-		s->dims[i] = (int64_t)w[i];
+	slot_fill(s, t, ts, type, flags, name_id, w, nw);
 	STORE(&s->seq, pos + 1, RELEASE);
 	t->head = pos + 1;
 	STORE(&t->thr->head, pos + 1, RELAXED);
@@ -587,6 +598,7 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 	const unsigned char *src = stack;
 	struct tls *t = &tls;
 	struct mp_slot *s;
+	const uint64_t sw[4] = { regs[0], regs[1], regs[2], len };
 	uint64_t pos, last, ts;
 
 	if (len > MP_RING_STACK_MAX || unlikely(t->busy))
@@ -629,29 +641,10 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 		STORE(&s->seq, pos + 2 + j, RELAXED);
 	}
 	s = &t->ring[last & g.mask];
-	s->ts_ns = ts;
-	s->type = type;
-	s->flags = flags;
-	s->rank = 0;
-	s->clock = g_heap_clock;
-	s->tid = t->tid;
-	s->tseq = (uint32_t)(t->gen >> 1);
-	s->name_id = name_id;
-	for (unsigned i = 0; i < nw && i < 4; i++)
-		s->dims[i] = (int64_t)w[i];
+	slot_fill(s, t, ts, type, flags, name_id, w, nw);
 	STORE(&s->seq, last + 1, RELEASE);
 	s = &t->ring[pos & g.mask];
-	s->ts_ns = ts;
-	s->type = MP_REC_STACK;
-	s->flags = 0;
-	s->rank = 0;
-	s->tid = t->tid;
-	s->tseq = (uint32_t)(t->gen >> 1);
-	s->name_id = 0;
-	s->dims[0] = (int64_t)regs[0];
-	s->dims[1] = (int64_t)regs[1];
-	s->dims[2] = (int64_t)regs[2];
-	s->dims[3] = (int64_t)len;
+	slot_fill(s, t, ts, MP_REC_STACK, 0, 0, sw, 4);
 	STORE(&s->seq, pos + 1, RELEASE);
 	t->head = last + 1;
 	STORE(&t->thr->head, last + 1, RELAXED);

@@ -405,12 +405,271 @@ static void execs(struct out *o)
 	}
 }
 
+/* ---- allocation sites and their stacks ---- */
+
+/* A node of the stackFrames tree: one frame reached from @parent (0: a
+ * root). Nodes with the same parent, name and category are one node, so a
+ * frame shared by many stacks is written once. Its id is its index + 1. */
+struct frame {
+	uint32_t parent;
+	char *name;
+	const char *cat;
+};
+
+struct frames {
+	struct frame *v;
+	uint32_t n, cap;
+	uint32_t *tab; /* open addressing: id, 0 = empty */
+	uint32_t tab_cap; /* a power of two, at least twice n */
+};
+
+static uint32_t frame_hash(uint32_t parent, const char *name, const char *cat)
+{
+	uint32_t h = 2166136261u ^ parent;
+
+	/* FNV-1a over the parent, the name and the category. */
+	h *= 16777619u;
+	for (const unsigned char *s = (const unsigned char *)name; *s; s++)
+		h = (h ^ *s) * 16777619u;
+	h = (h ^ 0xff) * 16777619u;
+	for (const unsigned char *s = (const unsigned char *)cat; *s; s++)
+		h = (h ^ *s) * 16777619u;
+	return h;
+}
+
+static int frames_grow(struct frames *fr)
+{
+	uint32_t cap = fr->tab_cap ? fr->tab_cap * 2 : 64, *tab;
+
+	if (cap < fr->tab_cap)
+		return -ENOMEM;
+	tab = calloc(cap, sizeof(*tab));
+	if (!tab)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < fr->n; i++) {
+		const struct frame *f = &fr->v[i];
+		uint32_t k = frame_hash(f->parent, f->name, f->cat) & (cap - 1);
+
+		while (tab[k])
+			k = (k + 1) & (cap - 1);
+		tab[k] = i + 1;
+	}
+	free(fr->tab);
+	fr->tab = tab;
+	fr->tab_cap = cap;
+	return 0;
+}
+
+/* The id of (@parent, @name, @cat), added if new (@name is copied). */
+static int frames_intern(struct frames *fr, uint32_t parent, const char *name, const char *cat,
+			 uint32_t *ret)
+{
+	uint32_t k, h = frame_hash(parent, name, cat);
+	int r;
+
+	if ((uint64_t)(fr->n + 1) * 2 > fr->tab_cap && (r = frames_grow(fr)) < 0)
+		return r;
+	for (k = h & (fr->tab_cap - 1); fr->tab[k]; k = (k + 1) & (fr->tab_cap - 1)) {
+		const struct frame *f = &fr->v[fr->tab[k] - 1];
+
+		if (f->parent == parent && !strcmp(f->name, name) && !strcmp(f->cat, cat)) {
+			*ret = fr->tab[k];
+			return 0;
+		}
+	}
+	if (fr->n == fr->cap) {
+		uint32_t cap = fr->cap ? fr->cap * 2 : 64;
+		struct frame *v = cap > fr->cap ? realloc(fr->v, cap * sizeof(*v)) : NULL;
+
+		if (!v)
+			return -ENOMEM;
+		fr->v = v;
+		fr->cap = cap;
+	}
+	fr->v[fr->n] = (struct frame){ .parent = parent, .name = strdup(name), .cat = cat };
+	if (!fr->v[fr->n].name)
+		return -ENOMEM;
+	fr->tab[k] = ++fr->n;
+	*ret = fr->n;
+	return 0;
+}
+
+static void frames_free(struct frames *fr)
+{
+	for (uint32_t i = 0; i < fr->n; i++)
+		free(fr->v[i].name);
+	free(fr->v);
+	free(fr->tab);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = path ? strrchr(path, '/') : NULL;
+
+	return s && s[1] ? s + 1 : path ? path : "";
+}
+
+/* Adds the frames of one return address below @parent, outermost first
+ * (the function, then what was inlined into it, innermost last), and sets
+ * @parent to the innermost. An address without a symbol is a frame named
+ * by its object and offset, or by the address itself. */
+static int frames_add_addr(struct frames *fr, const struct mp_profile *p, uint64_t addr,
+			   uint32_t *parent)
+{
+	const struct mp_location *l = mp_profile_location(p, addr);
+	const char *cat = "";
+	char buf[48];
+	int r;
+
+	if (l && l->object < p->n_objects)
+		cat = base_name(p->objects[l->object].path);
+	if (!l || !l->function) {
+		if (l && l->object < p->n_objects)
+			snprintf(buf, sizeof(buf), "+0x%" PRIx64, l->rel_addr);
+		else
+			snprintf(buf, sizeof(buf), "0x%" PRIx64, addr);
+		r = frames_intern(fr, *parent, buf, cat, parent);
+	} else {
+		r = frames_intern(fr, *parent, l->function, cat, parent);
+	}
+	for (uint32_t i = l ? l->n_inlined : 0; r >= 0 && i-- > 0;)
+		r = frames_intern(fr, *parent,
+				  l->inlined[i].function ? l->inlined[i].function : "??", cat,
+				  parent);
+	return r;
+}
+
+/* The frame id of site @s's innermost frame: its whole stack when it has
+ * one, else its caller alone. */
+static int site_frame(struct frames *fr, const struct mp_profile *p, const struct mp_site *s,
+		      uint32_t *ret)
+{
+	const struct mp_stack *st =
+		s->stack && s->stack <= p->n_stacks ? &p->stacks[s->stack - 1] : NULL;
+	uint32_t id = 0;
+	int r = 0;
+
+	if (st && st->n_frames)
+		for (uint32_t j = st->n_frames; r >= 0 && j-- > 0;)
+			r = frames_add_addr(fr, p, st->frames[j], &id);
+	else
+		r = frames_add_addr(fr, p, s->caller, &id);
+	*ret = id;
+	return r;
+}
+
+static void site_event(struct out *o, const struct mp_site *s, const char *name, uint32_t sf,
+		       uint32_t tid, uint64_t ts)
+{
+	const struct mp_profile *p = o->p;
+	const struct mp_stack *st =
+		s->stack && s->stack <= p->n_stacks ? &p->stacks[s->stack - 1] : NULL;
+	struct mp_json j;
+	char caller[24];
+
+	ev_begin(o, "i", "site", name);
+	ev_tid(o, tid);
+	fputs(",\"s\":\"t\"", o->f);
+	ev_ts(o, ts);
+	fprintf(o->f, ",\"sf\":%" PRIu32, sf);
+	args_begin(o, &j);
+	if (s->name != MP_NONE)
+		mp_json_str(&j, "kernel", name_of(p, s->name));
+	else
+		mp_json_null(&j, "kernel");
+	mp_json_u64(&j, "allocBytes", s->alloc_space);
+	mp_json_u64(&j, "allocCount", s->alloc_objects);
+	mp_json_u64(&j, "inuseBytes", s->inuse_space);
+	mp_json_u64(&j, "inuseCount", s->inuse_objects);
+	mp_json_u64(&j, "allocTid", s->tid);
+	if (s->owner < p->n_owners && p->owners[s->owner].name)
+		mp_json_str(&j, "owner", p->owners[s->owner].name);
+	if (s->phase < p->n_phases && p->phases[s->phase].name)
+		mp_json_str(&j, "phase", p->phases[s->phase].name);
+	if (s->pool && s->pool <= p->n_mempools)
+		mp_json_str(&j, "pool", p->mempools[s->pool - 1].name);
+	snprintf(caller, sizeof(caller), "0x%" PRIx64, s->caller);
+	mp_json_str(&j, "caller", caller);
+	if (st && (st->flags & MP_STACK_F_TRUNCATED))
+		mp_json_bool(&j, "stackTruncated", true);
+	if (!st || !st->n_frames)
+		mp_json_bool(&j, "callerOnly", true);
+	args_end(o, &j);
+}
+
+/* One thread-scoped instant per allocation site of a profile taken with
+ * stacks, with its stack as an "sf" reference into @fr. The model has no
+ * time per site, only the kernel it is charged to (over all its calls):
+ * the event sits at the end of that kernel's last recorded slice, on its
+ * thread; a site outside any kernel (or of a kernel without a recorded
+ * slice) at the window's end on the allocating thread. */
+static int sites(struct out *o, const uint64_t *e, struct frames *fr)
+{
+	const struct mp_profile *p = o->p;
+	uint32_t *last;
+	int r = 0;
+
+	if (!p->n_sites || (!p->stack_depth && !p->n_stacks))
+		return 0;
+	last = malloc((p->n_names ? p->n_names : 1) * sizeof(*last));
+	if (!last)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_names; i++)
+		last[i] = MP_NONE;
+	for (uint32_t i = 0; i < p->n_invocations; i++) {
+		uint32_t nm = p->invocations[i].name;
+
+		if (nm < p->n_names && (last[nm] == MP_NONE || e[i] >= e[last[nm]]))
+			last[nm] = i;
+	}
+	for (uint32_t i = 0; i < p->n_sites && r >= 0; i++) {
+		const struct mp_site *s = &p->sites[i];
+		uint32_t inv = s->name < p->n_names ? last[s->name] : MP_NONE, sf;
+
+		r = site_frame(fr, p, s, &sf);
+		if (r < 0)
+			break;
+		if (inv != MP_NONE)
+			site_event(o, s, fr->v[sf - 1].name, sf, p->invocations[inv].tid, e[inv]);
+		else
+			site_event(o, s, fr->v[sf - 1].name, sf, s->tid, o->w1);
+	}
+	free(last);
+	return r;
+}
+
+/* The top-level "stackFrames" dictionary: id -> {name, category, parent}. */
+static void stack_frames(struct out *o, const struct frames *fr)
+{
+	struct mp_json j;
+	char id[16];
+
+	fputs(",\"stackFrames\":", o->f);
+	mp_json_init(&j, o->f, false);
+	mp_json_object_begin(&j, NULL);
+	for (uint32_t i = 0; i < fr->n; i++) {
+		snprintf(id, sizeof(id), "%" PRIu32, i + 1);
+		mp_json_object_begin(&j, id);
+		mp_json_str(&j, "name", fr->v[i].name);
+		mp_json_str(&j, "category", fr->v[i].cat);
+		if (fr->v[i].parent) {
+			snprintf(id, sizeof(id), "%" PRIu32, fr->v[i].parent);
+			mp_json_str(&j, "parent", id);
+		}
+		mp_json_object_end(&j);
+	}
+	mp_json_object_end(&j);
+	if (j.err || j.depth)
+		o->err = -EINVAL;
+}
+
 int mp_chrome_write(const struct mp_profile *p, FILE *f)
 {
 	struct out o = { .p = p, .f = f, .w0 = p->begin_ns, .first = true };
 	uint32_t n = p->n_invocations, *stack = NULL;
 	struct slot *order = NULL;
 	uint64_t *b = NULL, *e = NULL;
+	struct frames fr = { 0 };
 	const char *base = exe_base(p);
 	char pname[32];
 	int r = -ENOMEM;
@@ -449,7 +708,13 @@ int mp_chrome_write(const struct mp_profile *p, FILE *f)
 	rss_counter(&o);
 	phases(&o);
 	execs(&o);
-	fputs("\n],\"displayTimeUnit\":\"ns\",\"otherData\":", f);
+	r = sites(&o, e, &fr);
+	if (r < 0)
+		goto out;
+	fputs("\n],\"displayTimeUnit\":\"ns\"", f);
+	if (fr.n)
+		stack_frames(&o, &fr);
+	fputs(",\"otherData\":", f);
 	{
 		struct mp_json j;
 
@@ -480,5 +745,6 @@ out:
 	free(stack);
 	free(b);
 	free(e);
+	frames_free(&fr);
 	return r;
 }

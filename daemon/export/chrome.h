@@ -3,7 +3,10 @@
  * Chrome / Perfetto trace export: the Trace Event Format's JSON object form,
  * loadable in ui.perfetto.dev and chrome://tracing. Kernel invocations are
  * complete ("X") slices on their thread, the live heap and RSS are counter
- * tracks, phases are instant events. docs/OUTPUT.md describes the mapping.
+ * tracks, phases are instant events; in profiles taken with stacks each
+ * allocation site is an instant event whose stack is an "sf" reference into
+ * the top-level stackFrames dictionary. docs/OUTPUT.md describes the
+ * mapping.
  */
 #ifndef MP_CHROME_H
 #define MP_CHROME_H

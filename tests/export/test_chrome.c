@@ -368,3 +368,251 @@ Test(chrome, busy_profile_valid)
 	free(text);
 	mp_profile_free(p);
 }
+
+/* ---- allocation sites with stacks ---- */
+
+struct loc_spec {
+	uint64_t addr;
+	uint32_t object;
+	uint64_t rel_addr;
+	const char *function; /* NULL: no symbol */
+	const char *inlined[2]; /* innermost first, NULL-terminated */
+};
+
+static void add_locations(struct mp_profile *p, const char *const *objects, uint32_t n_objects,
+			  const struct loc_spec *l, uint32_t n)
+{
+	p->objects = calloc(n_objects, sizeof(*p->objects));
+	p->locations = calloc(n, sizeof(*p->locations));
+	cr_assert(p->objects && p->locations);
+	for (uint32_t i = 0; i < n_objects; i++)
+		p->objects[i] = (struct mp_object){ .start = 0x1000 * i,
+						    .limit = 0x1000 * (i + 1),
+						    .path = strdup(objects[i]) };
+	p->n_objects = n_objects;
+	for (uint32_t i = 0; i < n; i++) {
+		struct mp_location *m = &p->locations[i];
+
+		*m = (struct mp_location){ .addr = l[i].addr,
+					   .object = l[i].object,
+					   .rel_addr = l[i].rel_addr,
+					   .function =
+						   l[i].function ? strdup(l[i].function) : NULL };
+		while (m->n_inlined < 2 && l[i].inlined[m->n_inlined])
+			m->n_inlined++;
+		if (m->n_inlined) {
+			m->inlined = calloc(m->n_inlined, sizeof(*m->inlined));
+			cr_assert_not_null(m->inlined);
+			for (uint32_t k = 0; k < m->n_inlined; k++)
+				m->inlined[k].function = strdup(l[i].inlined[k]);
+		}
+	}
+	p->n_locations = n;
+}
+
+static void add_stacks(struct mp_profile *p, const uint64_t *const *frames,
+		       const uint32_t *n_frames, const uint32_t *flags, uint32_t n)
+{
+	p->stacks = calloc(n, sizeof(*p->stacks));
+	cr_assert_not_null(p->stacks);
+	for (uint32_t i = 0; i < n; i++) {
+		p->stacks[i].n_frames = n_frames[i];
+		p->stacks[i].flags = flags[i];
+		p->stacks[i].frames = malloc(n_frames[i] * sizeof(uint64_t));
+		cr_assert_not_null(p->stacks[i].frames);
+		memcpy(p->stacks[i].frames, frames[i], n_frames[i] * sizeof(uint64_t));
+	}
+	p->n_stacks = n;
+	p->stack_depth = 64;
+}
+
+static void add_sites(struct mp_profile *p, const struct mp_site *s, uint32_t n)
+{
+	p->sites = calloc(n, sizeof(*p->sites));
+	cr_assert_not_null(p->sites);
+	memcpy(p->sites, s, n * sizeof(*s));
+	p->n_sites = n;
+}
+
+/* A profile taken with stacks: kernels conv (twice) and relu on thread 9,
+ * five sites with known stacks in an executable and a library, with an
+ * inlined pair, recursion, a symbol-less frame, an unknown address, a site
+ * without a stack and two sites sharing one. */
+static struct mp_profile *with_stacks(void)
+{
+	static const char *const names[] = { "conv", "relu" };
+	static const struct inv_spec v[] = {
+		{ 0, 9, 100, 200, 0 },
+		{ 1, 9, 300, 400, 0 },
+		{ 0, 9, 500, 600, 0 },
+	};
+	static const char *const objects[] = { "/usr/bin/app", "/lib/libx.so" };
+	static const struct loc_spec locs[] = {
+		{ 0x1000, 0, 0x1000, "main", { NULL } },
+		{ 0x1100, 0, 0x1100, "run", { "helper_inner", "helper_outer" } },
+		{ 0x2000, 1, 0x0, "lib_fn", { NULL } },
+		{ 0x2100, 1, 0x100, NULL, { NULL } },
+		{ 0x3000, 1, 0x1000, "recurse", { NULL } },
+	};
+	static const uint64_t s1[] = { 0x2000, 0x1100, 0x1000 };
+	static const uint64_t s2[] = { 0x3000, 0x3000, 0x3000, 0x1000 };
+	static const uint64_t s3[] = { 0x9999, 0x2100, 0x1000 };
+	static const uint64_t *const stacks[] = { s1, s2, s3 };
+	static const uint32_t n_frames[] = { 3, 4, 3 }, flags[] = { 0, 0, MP_STACK_F_TRUNCATED };
+	const struct mp_site sites[] = {
+		{ .caller = 0x2000,
+		  .name = 0,
+		  .phase = MP_NONE,
+		  .tid = 9,
+		  .alloc_objects = 2,
+		  .alloc_space = 100,
+		  .inuse_objects = 1,
+		  .inuse_space = 50,
+		  .stack = 1 },
+		{ .caller = 0x3000,
+		  .name = 1,
+		  .phase = MP_NONE,
+		  .tid = 11,
+		  .alloc_objects = 1,
+		  .alloc_space = 64,
+		  .stack = 2 },
+		{ .caller = 0x9999,
+		  .name = MP_NONE,
+		  .phase = MP_NONE,
+		  .tid = 12,
+		  .alloc_objects = 1,
+		  .alloc_space = 8,
+		  .stack = 3 },
+		{ .caller = 0x1100,
+		  .name = 0,
+		  .phase = MP_NONE,
+		  .tid = 9,
+		  .alloc_objects = 1,
+		  .alloc_space = 5,
+		  .stack = 0 },
+		{ .caller = 0x2000,
+		  .name = 0,
+		  .phase = MP_NONE,
+		  .tid = 10,
+		  .alloc_objects = 1,
+		  .alloc_space = 7,
+		  .stack = 1 },
+	};
+	struct mp_profile *p = hand_built(names, 2, v, 3, 0, 1000);
+
+	add_locations(p, objects, 2, locs, 5);
+	add_stacks(p, stacks, n_frames, flags, 3);
+	add_sites(p, sites, 5);
+	return p;
+}
+
+/* Every site event's sf resolves, through stackFrames alone (read by
+ * Python's json module), to exactly its stack, inlined frames expanded;
+ * events sit at the end of their kernel's last slice on its thread, or at
+ * the window's end; shared frames are written once. */
+Test(chrome, site_stacks_resolve)
+{
+	struct mp_profile *p = with_stacks();
+	char *got = chrome_render(p), *val, *sites;
+
+	val = validate_text(got);
+	/* Frames: main, run, helper_outer, helper_inner, lib_fn; recurse ×3;
+	 * +0x100, 0x9999; run, helper_outer, helper_inner as a root (the
+	 * caller-only site). Written once per stack: 20. */
+	cr_expect_str_eq(val, "ok X=3 C=5 M=2 i=0 threads=1 sites=5 frames=13");
+	sites = sites_of_text(got, NULL);
+	cr_expect_str_eq(sites, "(none)|8|1|12|1.000|0x9999;+0x100;main;\n"
+				"conv|100|2|9|0.600|lib_fn;helper_inner;helper_outer;run;main;\n"
+				"conv|5|1|9|0.600|helper_inner;helper_outer;run;\n"
+				"conv|7|1|9|0.600|lib_fn;helper_inner;helper_outer;run;main;\n"
+				"relu|64|1|9|0.400|recurse;recurse;recurse;main;\n");
+	/* The two sites with one stack refer to one frame. */
+	cr_expect(strstr(got, "\"name\":\"lib_fn\",\"pid\":7,\"tid\":9,\"s\":\"t\",\"ts\":0.600,"
+			      "\"sf\":5,\"args\":{\"kernel\":\"conv\",\"allocBytes\":100,"),
+		  "%s", got);
+	cr_expect(strstr(got, "\"sf\":5,\"args\":{\"kernel\":\"conv\",\"allocBytes\":7,"), "%s",
+		  got);
+	cr_expect(strstr(got, "\"5\":{\"name\":\"lib_fn\",\"category\":\"libx.so\","
+			      "\"parent\":\"4\"}"),
+		  "%s", got);
+	cr_expect(strstr(got, "\"1\":{\"name\":\"main\",\"category\":\"app\"}"), "%s", got);
+	cr_expect(strstr(got, "\"kernel\":null,\"allocBytes\":8,\"allocCount\":1,\"inuseBytes\":0,"
+			      "\"inuseCount\":0,\"allocTid\":12,\"caller\":\"0x9999\","
+			      "\"stackTruncated\":true}"),
+		  "%s", got);
+	cr_expect(strstr(got, "\"allocTid\":9,\"caller\":\"0x1100\",\"callerOnly\":true}"), "%s",
+		  got);
+	free(sites);
+	free(val);
+	free(got);
+	mp_profile_free(p);
+}
+
+/* Without stacks (stack_depth 0, no stack table) the trace is as before:
+ * no site events, no stackFrames. */
+Test(chrome, no_site_events_without_stacks)
+{
+	struct mp_profile *p = with_stacks();
+	char *got, *val;
+
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		free(p->stacks[i].frames);
+	free(p->stacks);
+	p->stacks = NULL;
+	p->n_stacks = 0;
+	p->stack_depth = 0;
+	for (uint32_t i = 0; i < p->n_sites; i++)
+		p->sites[i].stack = 0;
+	got = chrome_render(p);
+	cr_expect_null(strstr(got, "stackFrames"), "%s", got);
+	cr_expect_null(strstr(got, "\"cat\":\"site\""), "%s", got);
+	val = validate_text(got);
+	cr_expect_str_eq(val, "ok X=3 C=5 M=2 i=0 threads=1");
+	free(val);
+	free(got);
+	mp_profile_free(p);
+}
+
+/* Frame names and object paths come from the target's ELF symbols: quotes,
+ * backslashes, control bytes and invalid UTF-8 come out as valid JSON that
+ * reads back to the same bytes (invalid UTF-8 as U+0000..U+00FF); a stack
+ * index past the table falls back to the caller. */
+Test(chrome, hostile_frame_names_escaped)
+{
+	struct mp_profile *p = with_stacks();
+	char *got, *val, *sites;
+
+	free(p->locations[0].function);
+	p->locations[0].function = strdup("ma\"in\\");
+	free(p->locations[2].function);
+	p->locations[2].function = strdup("ctl\x01\n\t\x7f\x1b[2J");
+	free(p->locations[1].inlined[0].function);
+	p->locations[1].inlined[0].function = strdup("bad\xff\xfe\xc3(");
+	free(p->locations[1].inlined[1].function);
+	p->locations[1].inlined[1].function = NULL;
+	free(p->objects[1].path);
+	p->objects[1].path = strdup("/lib/e\"vil\x02\xc0\xaf.so");
+	p->sites[1].stack = 99; /* no such stack */
+	got = chrome_render(p);
+	val = validate_text(got);
+	cr_expect_str_eq(val, "ok X=3 C=5 M=2 i=0 threads=1 sites=5 frames=11");
+	cr_expect(strstr(got, "{\"name\":\"ma\\\"in\\\\\",\"category\":\"app\"}"), "%s", got);
+	cr_expect(strstr(got, "{\"name\":\"ctl\\u0001\\n\\t\\u007f\\u001b[2J\","
+			      "\"category\":\"e\\\"vil\\u0002\\u00c0\\u00af.so\""),
+		  "%s", got);
+	cr_expect(strstr(got, "{\"name\":\"bad\\u00ff\\u00fe\\u00c3(\",\"category\":\"app\""), "%s",
+		  got);
+	sites = sites_of_text(got, NULL);
+	cr_expect_str_eq(
+		sites, "(none)|8|1|12|1.000|0x9999;+0x100;ma\"in\\\\;\n"
+		       "conv|100|2|9|0.600|ctl\\x01\\n\\t\\x7f\\x1b[2J;bad\\xff\\xfe\\xc3(;??;run;"
+		       "ma\"in\\\\;\n"
+		       "conv|5|1|9|0.600|bad\\xff\\xfe\\xc3(;??;run;\n"
+		       "conv|7|1|9|0.600|ctl\\x01\\n\\t\\x7f\\x1b[2J;bad\\xff\\xfe\\xc3(;??;run;"
+		       "ma\"in\\\\;\n"
+		       "relu|64|1|9|0.400|recurse;\n");
+	free(sites);
+	free(val);
+	free(got);
+	mp_profile_free(p);
+}

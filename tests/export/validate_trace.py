@@ -14,10 +14,15 @@ trace viewers need it:
   inside it (times compared in exact nanoseconds);
 * a process_name metadata event exists and every thread with slices has a
   thread_name;
-* instant events ("i") have ts and a scope.
+* instant events ("i") have ts and a scope;
+* allocation-site events ("i", cat "site") have a thread, an "sf" that is a
+  key of the top-level stackFrames dictionary, and args with allocBytes;
+* every stackFrames entry has a string name and category, and its parent
+  chain ends at a root without a cycle.
 
-Prints "ok X=.. C=.. M=.. i=.. threads=.." on success, else the first
-problem, and exits 1."""
+Prints "ok X=.. C=.. M=.. i=.. threads=.." on success (followed by
+" sites=.. frames=.." when the trace has stackFrames; site events are not
+counted in i), else the first problem, and exits 1."""
 import decimal
 import json
 import sys
@@ -52,6 +57,25 @@ def is_int(v):
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+def check_frames(frames):
+    if not isinstance(frames, dict):
+        fail("stackFrames is not an object")
+    for key, fr in frames.items():
+        if not isinstance(fr, dict) or not isinstance(fr.get("name"), str) \
+                or not isinstance(fr.get("category"), str):
+            fail("stackFrames[%r]: no string name or category" % key)
+        seen = 0
+        cur = fr
+        while "parent" in cur:
+            par = cur["parent"]
+            if not isinstance(par, str) or par not in frames:
+                fail("stackFrames[%r]: parent %r does not exist" % (key, par))
+            seen += 1
+            if seen > len(frames):
+                fail("stackFrames[%r]: the parent chain has a cycle" % key)
+            cur = frames[par]
+
+
 def main():
     with open(sys.argv[1], "rb") as f:
         raw = f.read()
@@ -65,7 +89,11 @@ def main():
     if doc.get("displayTimeUnit") != "ns":
         fail("displayTimeUnit is not \"ns\"")
 
+    frames = doc.get("stackFrames")
+    if frames is not None:
+        check_frames(frames)
     counts = {"X": 0, "C": 0, "M": 0, "i": 0}
+    n_sites = 0
     slices = {}
     counters = {}
     process_named = False
@@ -81,7 +109,18 @@ def main():
         ph = ev.get("ph")
         if ph not in counts:
             fail("unexpected ph %r" % (ph,))
-        counts[ph] += 1
+        if "sf" in ev:
+            if frames is None or not is_int(ev["sf"]) or str(ev["sf"]) not in frames:
+                fail("%r: sf does not resolve through stackFrames" % (ev,))
+        if ph == "i" and ev.get("cat") == "site":
+            if "sf" not in ev or not is_int(ev.get("tid")) or ev.get("s") != "t":
+                fail("%r: site event without sf, tid or thread scope" % (ev,))
+            args = ev.get("args")
+            if not isinstance(args, dict) or not is_int(args.get("allocBytes")):
+                fail("%r: site event without args.allocBytes" % (ev,))
+            n_sites += 1
+        else:
+            counts[ph] += 1
         if not isinstance(ev.get("name"), str) or not is_int(ev.get("pid")):
             fail("%r: missing name or pid" % (ev,))
         if ph == "M":
@@ -137,8 +176,13 @@ def main():
                      % (thread, ev["name"], b, e, stack[-1][2]["name"],
                         stack[-1][0], stack[-1][1]))
             stack.append((b, e, ev))
-    print("ok X=%d C=%d M=%d i=%d threads=%d"
-          % (counts["X"], counts["C"], counts["M"], counts["i"], len(slices)))
+    line = ("ok X=%d C=%d M=%d i=%d threads=%d"
+            % (counts["X"], counts["C"], counts["M"], counts["i"], len(slices)))
+    if frames is not None:
+        line += " sites=%d frames=%d" % (n_sites, len(frames))
+    elif n_sites:
+        fail("site events without stackFrames")
+    print(line)
 
 
 main()

@@ -305,3 +305,92 @@ Test(stacks, report_sites)
 	cr_assert_null(strstr(out, "make_buf"), "%s", out);
 	free(out);
 }
+
+/* The Chrome / Perfetto trace of a profile written with --stacks: every
+ * allocation-site event's "sf", resolved through the trace's stackFrames
+ * by tests/export/trace_sites.py (Python's json module), gives exactly the
+ * known chain up to main, with the site's exact bytes. */
+static void check_chrome(const char *fixture, const char *const *want, int n_want, int n_sites)
+{
+	char dir[] = "/tmp/memprof-chrome-stacks-XXXXXX", file[4200], json[4200], cmd[8800];
+	char *mp[] = { (char *)build_path("cli/memprof"),
+		       "run",
+		       "--stacks",
+		       "--print",
+		       "none",
+		       "-o",
+		       file,
+		       "--",
+		       (char *)build_path(fixture),
+		       NULL };
+	char *cv[] = { (char *)build_path("cli/memprof"),
+		       "convert",
+		       file,
+		       "--to",
+		       "chrome",
+		       "-o",
+		       json,
+		       NULL };
+	char *out, *sh[] = { "sh", "-c", cmd, NULL }, got[4096] = "";
+	int n = 0;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/out.memprof", dir);
+	snprintf(json, sizeof(json), "%s/out.json", dir);
+	cr_assert_eq(run((char **)mp_test_argv(mp), &out), 0, "memprof run failed");
+	free(out);
+	cr_assert_eq(run(cv, &out), 0, "memprof convert failed");
+	free(out);
+	snprintf(cmd, sizeof(cmd),
+		 "python3 '%s/tests/export/validate_trace.py' '%s' && "
+		 "python3 '%s/tests/export/trace_sites.py' --stop main '%s'",
+		 getenv("MEMPROF_SOURCE_ROOT"), json, getenv("MEMPROF_SOURCE_ROOT"), json);
+	cr_assert_eq(run(sh, &out), 0, "%s", out);
+	unlink(json);
+	unlink(file);
+	rmdir(dir);
+	cr_assert(!strncmp(out, "ok ", 3), "%s", out);
+	/* KERNEL|BYTES|COUNT|TID|TS|CHAIN: the thread and time vary by run. */
+	for (char *l = strchr(out, '\n') + 1, *nl; *l; l = nl + 1) {
+		char *f[6];
+
+		nl = strchr(l, '\n');
+		cr_assert_not_null(nl);
+		*nl = '\0';
+		f[0] = l;
+		for (int i = 1; i < 6; i++) {
+			f[i] = strchr(f[i - 1], '|');
+			cr_assert_not_null(f[i], "%s", l);
+			*f[i]++ = '\0';
+		}
+		snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s|%s|%s|%s\n", f[0], f[1],
+			 f[2], f[5]);
+		n++;
+	}
+	cr_expect_eq(n, n_sites, "%s", got);
+	for (int i = 0; i < n_want; i++)
+		cr_expect(strstr(got, want[i]), "no %s in\n%s", want[i], got);
+	free(out);
+}
+
+Test(stacks, chrome_trace_debug_info)
+{
+	static const char *const want[] = {
+		"(none)|100|1|make_buf;run_a;main;\n",
+		"(none)|200|1|lib_recurse;lib_recurse;lib_recurse;lib_recurse;run_b;main;\n",
+		"(none)|300|1|leaf_c;run_c;main;\n(none)|300|1|leaf_c;run_c;main;\n",
+	};
+
+	check_chrome("tests/unwind/stacks-fixture", want, 3, 4);
+}
+
+Test(stacks, chrome_trace_no_debug_info)
+{
+	static const char *const want[] = {
+		"(none)|100|1|run_a;main;\n",
+		"(none)|200|1|lib_recurse;lib_recurse;lib_recurse;lib_recurse;run_b;main;\n",
+		"(none)|300|1|leaf_c;run_c;main;\n(none)|300|1|leaf_c;run_c;main;\n",
+	};
+
+	check_chrome("tests/unwind/stacks-fixture-nodebug", want, 3, 4);
+}
