@@ -100,6 +100,8 @@ static int ring_init(struct ring *g, uint32_t rings)
 	return 0;
 }
 
+static uint8_t heap_clock = MP_TS_TSC;
+
 /* What the interposer and the marker functions write for one record. */
 static void put(struct ring *g, uint32_t ring, uint8_t type, uint32_t fn, uint64_t a, uint64_t b)
 {
@@ -109,6 +111,9 @@ static void put(struct ring *g, uint32_t ring, uint8_t type, uint32_t fn, uint64
 	s->type = type;
 	s->flags = 0;
 	s->rank = 0;
+	/* heap records carry the TSC, as the interposer writes them where
+	 * the TSC is trusted (docs/RING.md "Clocks"), unless BENCH_TSC=0 */
+	s->clock = type >= MP_REC_ALLOC && type <= MP_REC_REALLOC ? heap_clock : MP_TS_MONOTONIC;
 	s->tid = 1000 + ring;
 	s->tseq = g->tseq[ring];
 	s->name_id = fn;
@@ -173,6 +178,9 @@ static int pipe_new(struct pipe *p, struct ring *g, int full)
 	    mp_merge_new(4096, &p->merge) || mp_ringq_new(g->rings, &p->rq) ||
 	    mp_live_new(&p->live) || mp_correlator_new(&co, &p->corr))
 		return -1;
+	/* one tick a nanosecond: the conversion is paid, the stamps stay */
+	mp_consumer_set_tsc_cal(p->c,
+				&(struct mp_tsc_cal){ .tsc = 0, .ns = 0, .mult = 1ull << 32 });
 	return 0;
 }
 
@@ -340,9 +348,12 @@ static int run(int k, uint32_t rings, int rounds, uint64_t *ns, uint64_t *recs)
 int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 100;
+	const char *tsc_env = getenv("BENCH_TSC");
 	uint32_t rings = argc > 2 ? (uint32_t)atoi(argv[2]) : 1;
 	uint64_t best[NPATH], recs = 0;
 
+	if (tsc_env && !strcmp(tsc_env, "0"))
+		heap_clock = MP_TS_MONOTONIC;
 	if (rounds < 2 || rings < 1 || rings > 64) {
 		fprintf(stderr, "usage: bench-consumer [ROUNDS>=2 [RINGS 1-64]]\n");
 		return 2;
@@ -363,8 +374,10 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("bench-consumer: %u ring(s) of %u slots, %d rounds, %llu records per pass "
-	       "(a kernel marker every %u), released 10 ms behind; fastest of 3 passes\n",
-	       rings, SLOTS, rounds, (unsigned long long)recs, KERNEL_EVERY);
+	       "(a kernel marker every %u), released 10 ms behind; fastest of 3 passes; "
+	       "heap records stamped with %s\n",
+	       rings, SLOTS, rounds, (unsigned long long)recs, KERNEL_EVERY,
+	       heap_clock == MP_TS_TSC ? "the TSC (converted)" : "CLOCK_MONOTONIC (BENCH_TSC=0)");
 	printf("%-42s %10s %14s %10s\n", "path", "ns/record", "M records/s", "x memcpy");
 	for (int k = 0; k < NPATH; k++)
 		printf("%-42s %10.2f %14.1f %10.2f\n", names[k], (double)best[k] / (double)recs,

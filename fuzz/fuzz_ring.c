@@ -52,7 +52,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct mp_consumer *c;
 	struct mp_record rec;
 	unsigned char *mem;
-	uint8_t flags, shrink;
+	uint8_t flags, shrink, clk, clkv;
 
 	if (size < PARAMS)
 		return 0;
@@ -62,6 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	blob = 1u + data[3];
 	flags = data[4];
 	shrink = data[5];
+	clk = data[6];
+	clkv = data[7];
 	data += PARAMS;
 	size -= PARAMS;
 
@@ -116,6 +118,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				 * 8-10), whatever else the input put there */
 				if (flags & 16)
 					ring[p & mask].type = 8 + ring[p & mask].type % 3;
+				/* a clock byte the ABI defines, or one past them */
+				if (clk & 4)
+					ring[p & mask].clock = (uint8_t)((clkv + i) % 3);
 			}
 			/* a STACK record (type 24) at the consumer's position,
 			 * any length: continuation slots and the heap record
@@ -134,6 +139,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* turning the interposer on or off only writes the header */
 		(void)mp_consumer_set_alloc_mode(c, shrink % 4, flags & 32 ? 0 : 4096);
 		(void)mp_consumer_set_alloc_stacks(c, shrink & 64 ? 16384 : 0);
+		/* TSC records (docs/RING.md "Clocks"): a forged calibration
+		 * (any rate, any base: the conversion saturates), none (TSC
+		 * records are corrupt), or now and then the consumer's own
+		 * (its first calibration waits up to 1 ms) */
+		if ((clk & 0x1f) != 3) {
+			struct mp_tsc_cal cal = {
+				.tsc = (uint64_t)clkv << (clk >> 5 << 3),
+				.ns = (uint64_t)shrink << (clk & 0x18),
+				.mult = (clk & 2) ? UINT64_MAX >> (clkv % 64) : (1ull << 31) + clkv,
+			};
+
+			mp_consumer_set_tsc_cal(c, (clk & 3) == 1 ? NULL : &cal);
+		}
 		for (int i = 0; i < 10000; i++) {
 			/* the daemon's fast path, and the merged reader, in
 			 * turns: they share the ring state */

@@ -23,10 +23,13 @@
 
 #include "memprof_consumer.h"
 #include "ring_abi.h"
+#include "ring_clock.h"
 #include "util.h"
 
 #define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
 #define STORE(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
 
 /* One refill of the read batch takes at most PER_THREAD records from each
  * ring, BATCH in all, and looks at SCAN_BUDGET slots (records already in the
@@ -54,6 +57,9 @@ static bool mp_record_is_heap(uint32_t type)
 
 struct tstate {
 	uint64_t pos; /* next position in this thread slot's ring */
+	/* Last TSC record's converted stamp: a recalibration between two
+	 * reads never puts a thread's record before its predecessor. */
+	uint64_t tsc_last_ns;
 	uint32_t snap_seq; /* records up to this one are in the snapshot */
 	bool snap_valid;
 };
@@ -62,6 +68,30 @@ struct tstate {
 struct run {
 	uint32_t next, end;
 	uint32_t ring;
+};
+
+/* One (rdtsc, CLOCK_MONOTONIC) pair: tsc is the middle of the two reads
+ * that bracket clock_gettime. */
+struct tsc_pair {
+	uint64_t tsc, ns;
+};
+
+/* How the consumer converts TSC records (docs/RING.md "Clocks"). */
+enum tsc_mode {
+	TSC_REJECT = 0, /* this machine's TSC is not trusted: corrupt */
+	TSC_LIVE, /* own calibration, refreshed at every read */
+	TSC_FIXED, /* mp_consumer_set_tsc_cal() */
+};
+
+struct tsc_clock {
+	enum tsc_mode mode;
+	bool ready; /* cal holds a rate (LIVE: after the first TSC record) */
+	bool seen; /* a TSC record was read: keep refreshing */
+	struct mp_tsc_cal cal;
+	/* LIVE: the rate is taken from pair a (at least TSC_MIN_BASE_NS old,
+	 * once there is such a pair, at most about 2 s) to the newest pair;
+	 * b becomes a when it is TSC_BASE_NS old. */
+	struct tsc_pair a, b;
 };
 
 struct mp_consumer {
@@ -102,6 +132,7 @@ struct mp_consumer {
 	 * each refill, allocated at the first stack. */
 	unsigned char *stk;
 	size_t stk_used;
+	struct tsc_clock clk;
 };
 
 static struct mp_slot *slot_at(const struct mp_consumer *c, uint32_t ring, uint64_t pos)
@@ -362,6 +393,145 @@ static void barrier_all(bool membarrier)
 	}
 }
 
+/* The rate's baseline: at least TSC_MIN_BASE_NS (the first calibration
+ * waits that long after the open if it must), then TSC_BASE_NS to twice it.
+ * A pair is off by at most half its bracket (tens of ns): over one second
+ * that is a rate error below 0.1 ppm. */
+#define TSC_MIN_BASE_NS 1000000ull
+#define TSC_BASE_NS 1000000000ull
+#define TSC_PAIR_TRIES 3
+
+/* 0: not yet known, 1 trusted, 2 not. */
+static int tsc_trust;
+
+static bool tsc_trusted_once(void)
+{
+	int t = LOAD(&tsc_trust, RELAXED);
+
+	if (!t) {
+		t = mp_tsc_trusted() ? 1 : 2;
+		STORE(&tsc_trust, t, RELAXED);
+	}
+	return t == 1;
+}
+
+/* The narrowest of a few brackets: a preemption between the reads widens
+ * one, not all. */
+static struct tsc_pair tsc_pair_take(void)
+{
+	struct tsc_pair p = { 0, 0 };
+	uint64_t best = UINT64_MAX;
+
+	for (int i = 0; i < TSC_PAIR_TRIES; i++) {
+		uint64_t t1 = mp_rdtsc();
+		uint64_t ns = mp_now_ns();
+		uint64_t t2 = mp_rdtsc();
+
+		if (t2 - t1 < best) {
+			best = t2 - t1;
+			p.tsc = t1 + (t2 - t1) / 2;
+			p.ns = ns;
+		}
+	}
+	return p;
+}
+
+uint64_t mp_tsc_to_ns(const struct mp_tsc_cal *cal, uint64_t tsc)
+{
+	__int128 d = (__int128)(int64_t)(tsc - cal->tsc) * cal->mult;
+	__int128 ns = (__int128)cal->ns + (d >> 32);
+
+	if (ns < 0)
+		return 0;
+	if (ns > (__int128)UINT64_MAX)
+		return UINT64_MAX;
+	return (uint64_t)ns;
+}
+
+static void tsc_init(struct mp_consumer *c)
+{
+	c->clk = (struct tsc_clock){ .mode = tsc_trusted_once() ? TSC_LIVE : TSC_REJECT };
+	if (c->clk.mode == TSC_LIVE)
+		c->clk.a = c->clk.b = tsc_pair_take();
+}
+
+/* A new pair, the base of the conversion from now on; the rate from pair
+ * a to it. False when the TSC does not advance against CLOCK_MONOTONIC
+ * (never where the kernel uses it as its clocksource): TSC records are
+ * then rejected. */
+static bool tsc_refresh(struct mp_consumer *c)
+{
+	struct tsc_clock *k = &c->clk;
+	struct tsc_pair p = tsc_pair_take();
+
+	if (!k->ready) {
+		/* once per consumer, and only if the first TSC record comes
+		 * within TSC_MIN_BASE_NS of the open */
+		for (unsigned i = 0; p.ns - k->a.ns < TSC_MIN_BASE_NS && i < 1000000; i++)
+			p = tsc_pair_take();
+	}
+	if (p.tsc <= k->a.tsc || p.ns <= k->a.ns || p.ns - k->a.ns < TSC_MIN_BASE_NS) {
+		k->mode = TSC_REJECT;
+		return false;
+	}
+	k->cal.tsc = p.tsc;
+	k->cal.ns = p.ns;
+	k->cal.mult = (uint64_t)(((unsigned __int128)(p.ns - k->a.ns) << 32) / (p.tsc - k->a.tsc));
+	k->ready = true;
+	if (p.ns - k->b.ns >= TSC_BASE_NS) {
+		k->a = k->b;
+		k->b = p;
+	}
+	return true;
+}
+
+/* At the start of every read, once TSC records come: records read in this
+ * call are converted against a pair taken just now. */
+static inline void tsc_tick(struct mp_consumer *c)
+{
+	if (c->clk.seen && c->clk.mode == TSC_LIVE)
+		tsc_refresh(c);
+}
+
+void mp_consumer_set_tsc_cal(struct mp_consumer *c, const struct mp_tsc_cal *cal)
+{
+	if (!c)
+		return;
+	if (!cal) {
+		c->clk.mode = TSC_REJECT;
+		return;
+	}
+	c->clk.mode = TSC_FIXED;
+	c->clk.cal = *cal;
+	c->clk.ready = true;
+}
+
+/* The CLOCK_MONOTONIC stamp of a heap record of thread state @t whose
+ * clock byte is @clock: 0, or -EBADMSG for a clock this consumer does not
+ * believe. */
+static inline int heap_ts(struct mp_consumer *c, struct tstate *t, uint8_t clock, uint64_t *ts)
+{
+	uint64_t ns;
+
+	if (likely(clock == MP_TS_MONOTONIC))
+		return 0;
+	if (clock != MP_TS_TSC || c->clk.mode == TSC_REJECT)
+		return -EBADMSG;
+	if (unlikely(!c->clk.ready || !c->clk.seen)) {
+		c->clk.seen = true;
+		if (c->clk.mode == TSC_LIVE && !tsc_refresh(c))
+			return -EBADMSG;
+	}
+	ns = mp_tsc_to_ns(&c->clk.cal, *ts);
+	if (t) {
+		if (ns < t->tsc_last_ns)
+			ns = t->tsc_last_ns;
+		t->tsc_last_ns = ns;
+	}
+	*ts = ns;
+	return 0;
+}
+
 static int consumer_attach(struct mp_consumer *c, bool membarrier)
 {
 	int r;
@@ -378,6 +548,7 @@ static int consumer_attach(struct mp_consumer *c, bool membarrier)
 		return -ENOMEM;
 
 	c->yield_budget = SNAP_YIELD_BUDGET;
+	tsc_init(c);
 	c->attach_ns = mp_now_ns();
 	c->drops_base = LOAD(&c->hdr->drops, RELAXED);
 	STORE(&c->hdr->attached, 1, SEQ_CST);
@@ -739,12 +910,12 @@ static int decode_pool(struct mp_consumer *c, const struct mp_slot *copy, struct
 	return r->name ? 0 : -EBADMSG;
 }
 
-/* Validates the copy of a slot of ring @ring and decodes it into @r.
+/* Validates the copy of a slot of the ring of @t and decodes it into @r.
  * @dirty NULL: @r is cleared first; else *@dirty says whether @r holds
  * fields a heap record does not set (a heap record into a clean @r only
  * writes its own fields: the fast path's one record, reused). */
-static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_record *r,
-		  bool *dirty)
+static int decode(struct mp_consumer *c, struct tstate *t, const struct mp_slot *copy,
+		  struct mp_record *r, bool *dirty)
 {
 	bool heap = mp_record_is_heap(copy->type);
 
@@ -769,7 +940,7 @@ static int decode(struct mp_consumer *c, const struct mp_slot *copy, struct mp_r
 		r->heap.size = (uint64_t)copy->dims[1];
 		r->heap.caller = (uint64_t)copy->dims[2];
 		r->heap.old_addr = copy->type == MP_REC_REALLOC ? (uint64_t)copy->dims[3] : 0;
-		return 0;
+		return heap_ts(c, t, copy->clock, &r->ts_ns);
 	}
 	if (copy->flags & ~MP_REC_F_THREAD_EXIT)
 		return -EBADMSG;
@@ -859,7 +1030,7 @@ static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
 		copy_racy(bytes + j * MP_STACK_SLOT_BYTES + (n & ~7ull),
 			  (unsigned char *)s + sizeof(s->seq) + (n & ~7ull), n & 7);
 	}
-	ret = decode(c, &heap, r, dirty);
+	ret = decode(c, t, &heap, r, dirty);
 	if (ret < 0)
 		return ret;
 	*st = (struct mp_rec_stack){ .ip = (uint64_t)copy->dims[0],
@@ -945,7 +1116,7 @@ static inline int take(struct mp_consumer *c, uint32_t i, struct mp_record *r, b
 		*skipped = true;
 		return 0; /* already reflected in the attach snapshot */
 	}
-	e = decode(c, &copy, r, dirty);
+	e = decode(c, t, &copy, r, dirty);
 	if (e < 0) {
 		c->err_pending = e;
 		return e;
@@ -967,6 +1138,7 @@ static int refill(struct mp_consumer *c)
 	uint32_t n = 0, nruns = 0, scanned = 0;
 
 	c->stk_used = 0; /* every record of the last batch was returned */
+	tsc_tick(c);
 	for (uint32_t k = 0;
 	     k < c->thread_count && n < BATCH && scanned < SCAN_BUDGET && !c->err_pending; k++) {
 		uint32_t i = (c->scan_start + k) % c->thread_count;
@@ -1012,6 +1184,7 @@ int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_c
 		return -EINVAL;
 	if (c->err)
 		return c->err;
+	tsc_tick(c);
 	while (c->next_synth < c->nsynth && n < max) {
 		r = cb(ctx, MP_CONSUMER_RING_SYNTH, &c->synth[c->next_synth++]);
 		if (r < 0)

@@ -311,11 +311,15 @@ static struct sampled_set *set_get(uint64_t epoch)
 
 	if (unlikely(!s)) {
 		/* Our memory, not the program's: the tracepoints must not
-		 * report it as an anonymous mapping of the process. */
+		 * report it as an anonymous mapping of the process. on_alloc()
+		 * leaves errno alone only if this does. */
+		int saved = errno;
+
 		in_alloc++;
 		atomic_signal_fence(memory_order_seq_cst);
 		fresh = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		errno = saved;
 		if (fresh != MAP_FAILED &&
 		    !__atomic_compare_exchange_n(&set, &s, fresh, false, __ATOMIC_ACQ_REL,
 						 __ATOMIC_ACQUIRE)) {
@@ -335,8 +339,12 @@ static struct sampled_set *set_get(uint64_t epoch)
 		uint64_t old = LOAD(&set_epoch, RELAXED);
 
 		if (__atomic_compare_exchange_n(&set_epoch, &old, epoch, false, __ATOMIC_ACQ_REL,
-						__ATOMIC_RELAXED))
+						__ATOMIC_RELAXED)) {
+			int saved = errno;
+
 			madvise(s, sizeof(*s), MADV_DONTNEED);
+			errno = saved;
+		}
 	}
 	return s;
 }
@@ -459,22 +467,25 @@ static __attribute__((noinline)) void on_alloc(uint32_t mode, uint32_t fn, void 
 {
 	const struct mp_ring_hdr *h = LOAD(&mp_alloc_hdr, ACQUIRE);
 	int how = SAMPLED_EXACT;
-	int saved = errno;
+	int saved;
 
+	/* keep() sets no errno: an unsampled block (nearly every one in
+	 * sampled mode) costs no errno access (a call out of this library) */
 	if (mode == MP_ALLOC_SAMPLED && !(how = keep(h, (uintptr_t)p, size)))
-		goto out;
+		return;
+	saved = errno;
 	put(MP_REC_ALLOC, how == SAMPLED_SCALED ? MP_REC_F_SCALED : 0, fn, (uintptr_t)p, size,
 	    caller, 0, mode);
-out:
 	errno = saved;
 }
 
 static __attribute__((noinline)) void on_free(uint32_t mode, void *p, uint64_t caller)
 {
-	int saved = errno;
+	int saved;
 
 	if (mode == MP_ALLOC_SAMPLED && !set_remove((uintptr_t)p))
 		return;
+	saved = errno;
 	put(MP_REC_FREE, 0, FN_FREE, (uintptr_t)p, 0, caller, 0, mode);
 	errno = saved;
 }

@@ -19,6 +19,7 @@
 #include "memprof.h"
 #include "memprof_consumer.h"
 #include "ring_abi.h"
+#include "ring_clock.h"
 #include "ring_writer.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -77,6 +78,8 @@ MP_HIDDEN const struct mp_ring_hdr *mp_alloc_hdr = &dormant_hdr;
 MP_HIDDEN uint32_t mp_fork_gen;
 static int g_state;
 static int g_err;
+/* enum mp_ts_clock of heap records, chosen once at ring creation. */
+static uint8_t g_heap_clock;
 static pthread_key_t g_key;
 static bool g_key_ok;
 static bool g_atfork_done;
@@ -108,6 +111,25 @@ HOT uint64_t now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A heap record's stamp, in the clock of g_heap_clock: two records per
+ * malloc+free pair make clock_gettime (tens of ns in a VM) the largest
+ * cost of precise mode; rdtsc is a few ns. */
+HOT uint64_t heap_ts(void)
+{
+	return g_heap_clock == MP_TS_TSC ? mp_rdtsc() : now_ns();
+}
+
+/* MEMPROF_CLOCK=monotonic keeps clock_gettime even where the TSC is
+ * trusted (a comparison, or a doubt about the host). */
+static uint8_t heap_clock_choose(void)
+{
+	const char *e = getenv("MEMPROF_CLOCK");
+
+	if (e && strcmp(e, "monotonic") == 0)
+		return MP_TS_MONOTONIC;
+	return mp_tsc_trusted() ? MP_TS_TSC : MP_TS_MONOTONIC;
 }
 
 static uint32_t env_pow2(const char *name, uint32_t def, uint32_t min, uint32_t max)
@@ -239,6 +261,7 @@ static int ring_create(void)
 	h->strent_off = l.strent_off;
 	h->blob_off = l.blob_off;
 	h->alloc_tls_off = mp_interpose_tls_off();
+	g_heap_clock = heap_clock_choose();
 	/* id 0 names whatever could not be interned */
 	memcpy(r.blob, "?", 2);
 	h->blob_used = 2;
@@ -440,6 +463,9 @@ static __attribute__((noinline)) int ring_put(struct tls *t, uint8_t type, uint8
 #define WAIT_SLEEP_NS (20 * 1000)
 #define WAIT_MAX_NS (100 * 1000 * 1000ull)
 
+/* Records ahead of the writer whose slot mp_ring_write() prefetches. */
+#define RING_PREFETCH 8
+
 static bool ring_wait(struct tls *t, uint64_t pos)
 {
 	uint64_t slept = 0;
@@ -495,6 +521,8 @@ static inline __attribute__((always_inline)) void slot_fill(struct mp_slot *s, c
 	s->type = type;
 	s->flags = flags;
 	s->rank = 0;
+	/* the clock of ts (heap records' only; a STACK record's is unread) */
+	s->clock = g_heap_clock;
 	s->tid = t->tid;
 	s->tseq = (uint32_t)(t->gen >> 1);
 	s->name_id = name_id;
@@ -521,7 +549,7 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 		if (r < 0)
 			goto drop;
 	}
-	ts = now_ns();
+	ts = heap_ts();
 	pos = t->head;
 	if (unlikely(pos - t->tail > g.mask)) {
 		uint64_t tail = LOAD(&t->thr->tail, ACQUIRE);
@@ -539,6 +567,10 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 	STORE(&s->seq, pos + 1, RELEASE);
 	t->head = pos + 1;
 	STORE(&t->thr->head, pos + 1, RELAXED);
+	/* The slot a few records on, for writing: its line was last in the
+	 * consumer's cache (or nowhere), and the miss of the first store
+	 * into a slot was a fifth of this function. */
+	__builtin_prefetch(&t->ring[(pos + RING_PREFETCH) & g.mask], 1);
 	atomic_signal_fence(memory_order_seq_cst);
 	t->busy = 0;
 	return 0;
@@ -596,7 +628,7 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 			return mp_ring_write(type, flags, name_id, w, nw, wait);
 		}
 	}
-	ts = now_ns();
+	ts = heap_ts();
 	/* The continuation slots and the heap record first, the STACK
 	 * record's seq last: a consumer that sees it sees them all. */
 	for (uint32_t j = 0; j < k; j++) {

@@ -185,6 +185,26 @@ int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sa
  * Takes effect at the next mp_consumer_set_alloc_mode(). -EINVAL beyond
  * the maximum. */
 int mp_consumer_set_alloc_stacks(struct mp_consumer *c, uint32_t bytes);
+/*
+ * Heap records stamped with the TSC (mp_slot.clock MP_TS_TSC, docs/RING.md
+ * "Clocks") are converted to CLOCK_MONOTONIC ns by the consumer:
+ *   ns = @ns + (tsc - @tsc) * @mult / 2^32
+ * (@mult: ns per tick in 32.32 fixed point), saturated to [0, UINT64_MAX].
+ * The consumer keeps its own calibration from (rdtsc, clock_gettime) pairs
+ * it takes, refreshed at every read. It believes TSC records only where
+ * libmemprof would write them (mp_tsc_trusted() of ring_clock.h);
+ * elsewhere they are corrupt (-EBADMSG).
+ */
+struct mp_tsc_cal {
+	uint64_t tsc;
+	uint64_t ns;
+	uint64_t mult;
+};
+uint64_t mp_tsc_to_ns(const struct mp_tsc_cal *cal, uint64_t tsc);
+/* Replaces the consumer's calibration by @cal for good (tests, replay of a
+ * recorded ring); NULL: TSC records are corrupt from now on. */
+void mp_consumer_set_tsc_cal(struct mp_consumer *c, const struct mp_tsc_cal *cal);
+
 /* pid that created the ring (from the header, validated against the
  * opened process when opened by pid). */
 pid_t mp_consumer_pid(const struct mp_consumer *c);

@@ -104,6 +104,16 @@ struct mp_ring_hdr {
 	uint64_t reserved4[2];
 };
 
+/* Values of mp_slot.clock (docs/RING.md "Clocks"). */
+enum mp_ts_clock {
+	MP_TS_MONOTONIC = 0, /* CLOCK_MONOTONIC nanoseconds */
+	/* TSC ticks (rdtsc): written only where the TSC is invariant and the
+	 * kernel's clocksource is tsc; the consumer converts them with its
+	 * own calibration against CLOCK_MONOTONIC, and rejects them where it
+	 * does not trust the TSC itself. */
+	MP_TS_TSC = 1,
+};
+
 /* One ring slot. Thread slot i owns ring i. seq == pos + 1 once the record
  * for position pos of that ring (slot pos & (slot_count - 1)) is published;
  * anything else means not published yet. Only the owning thread writes a
@@ -115,7 +125,9 @@ struct mp_slot {
 	uint8_t type;
 	uint8_t flags;
 	uint8_t rank;
-	uint8_t reserved0;
+	/* Heap records (types 8-15): enum mp_ts_clock, the clock of ts_ns.
+	 * Other records: ignored (always CLOCK_MONOTONIC ns). */
+	uint8_t clock;
 	uint32_t tid;
 	uint32_t tseq; /* per thread-slot record number */
 	uint32_t reserved1;

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "memprof.h"
@@ -251,5 +252,41 @@ Test(interpose, sampled_estimate_unbiased_and_only_sampled_frees)
 	cr_assert(fabs(est - (double)N * SIZE) < 0.30 * N * SIZE, "estimate %.0f of %d bytes", est,
 		  N * SIZE);
 	cr_assert_eq(mp_consumer_alloc_drops(c), 0);
+	mp_consumer_free(c);
+}
+
+/* Heap records are stamped with the TSC where the machine trusts it
+ * (docs/RING.md "Clocks"), markers with CLOCK_MONOTONIC: converted by the
+ * consumer, an allocation lies between the markers written 10 ms before
+ * and after it (a raw TSC count, or a conversion off by a rate or an
+ * offset, lands far outside). */
+Test(interpose, heap_stamps_between_clock_monotonic_markers)
+{
+	struct timespec ms10 = { .tv_nsec = 10 * 1000 * 1000 };
+	struct mp_consumer *c = setup();
+	uint64_t begin = 0, alloc = 0, end = 0;
+	struct mp_record r;
+	void *p;
+
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_PRECISE, 0), 0);
+	cr_assert_eq(memprof_kernel_begin("around"), 0);
+	nanosleep(&ms10, NULL);
+	p = ip_malloc(99);
+	nanosleep(&ms10, NULL);
+	cr_assert_eq(memprof_kernel_end(), 0);
+	ip_free(p);
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
+	while (mp_consumer_read(c, &r) == 1) {
+		if (r.type == MP_REC_KERNEL_BEGIN && strcmp(r.name, "around") == 0)
+			begin = r.ts_ns;
+		else if (r.type == MP_REC_ALLOC && r.heap.addr == (uint64_t)(uintptr_t)p)
+			alloc = r.ts_ns;
+		else if (r.type == MP_REC_KERNEL_END && begin && !end)
+			end = r.ts_ns;
+	}
+	cr_assert(begin && alloc && end, "records missing: %llu %llu %llu",
+		  (unsigned long long)begin, (unsigned long long)alloc, (unsigned long long)end);
+	cr_assert(begin < alloc && alloc < end, "alloc at %llu, kernel [%llu, %llu]",
+		  (unsigned long long)alloc, (unsigned long long)begin, (unsigned long long)end);
 	mp_consumer_free(c);
 }
