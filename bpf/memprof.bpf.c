@@ -9,25 +9,16 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "memprof_arch.h"
 #include "memprof_events.h"
 #include "memprof_probe.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-/* Syscall numbers and mmap flags are per architecture; only x86-64 is
- * supported (bpf/vmlinux/ has its vmlinux.h only). */
-#if defined(__TARGET_ARCH_x86)
-#define NR_MMAP 9
-#define NR_MUNMAP 11
-#define NR_MREMAP 25
-#define NR_BRK 12
-#define MAP_ANONYMOUS_FLAG 0x20
-/* libbpf before 1.3 (Debian 12 has 1.1) defines five parameters. */
+/* Syscall numbers and mmap flags: memprof_arch.h (x86-64 only). libbpf
+ * before 1.3 (Debian 12 has 1.1) defines five parameters. */
 #ifndef PT_REGS_PARM6
 #define PT_REGS_PARM6(x) (__PT_REGS_CAST(x)->r9)
-#endif
-#else
-#error "memprofd's BPF side supports x86-64 only (see scripts/gen-vmlinux)"
 #endif
 
 const volatile __u32 target_tgid = 0;

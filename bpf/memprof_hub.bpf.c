@@ -13,18 +13,10 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
+#include "memprof_arch.h"
 #include "memprof_probe.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
-
-#if defined(__TARGET_ARCH_x86)
-#define NR_MMAP 9
-#define NR_MUNMAP 11
-#define NR_MREMAP 25
-#define NR_BRK 12
-#else
-#error "memprofd's BPF side supports x86-64 only (see scripts/gen-vmlinux)"
-#endif
 
 /* The daemon's pid namespace when it is not the initial one: slots are
  * keyed by the pids the daemon sees (see memprof.bpf.c). */

@@ -746,35 +746,65 @@ static void bpf_ids(bool links, uint32_t *ids, size_t *n, size_t max)
 		ids[(*n)++] = id;
 }
 
+/* Calls @fn for every line of /proc/self/fdinfo of each descriptor this
+ * process holds, with what the descriptor is (its /proc/self/fd link, e.g.
+ * "anon_inode:bpf_link"); once more with @line NULL per descriptor. */
+static void each_fdinfo_line(void (*fn)(void *ctx, const char *what, const char *line), void *ctx)
+{
+	DIR *d = opendir("/proc/self/fdinfo");
+	struct dirent *e;
+
+	cr_assert_not_null(d);
+	while ((e = readdir(d))) {
+		char path[300], what[64], line[256];
+		ssize_t n;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		n = readlink(path, what, sizeof(what) - 1);
+		if (n <= 0)
+			continue;
+		what[n] = '\0';
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		fn(ctx, what, NULL);
+		while (fgets(line, sizeof(line), f))
+			fn(ctx, what, line);
+		fclose(f);
+	}
+	closedir(d);
+}
+
+struct id_list {
+	const char *key;
+	uint32_t *ids;
+	size_t n, max;
+};
+
+static void collect_id(void *ctx, const char *what, const char *line)
+{
+	struct id_list *l = ctx;
+	size_t k = strlen(l->key);
+	unsigned id;
+
+	(void)what;
+	if (line && !strncmp(line, l->key, k) && sscanf(line + k, "%u", &id) == 1 && l->n < l->max)
+		l->ids[l->n++] = id;
+}
+
 /* The program (@links false) or link ids that this process holds through
  * its own descriptors (fdinfo's prog_id / link_id): ours, whatever other
  * tests or tools load on the machine meanwhile. */
 static void own_bpf_ids(bool links, uint32_t *ids, size_t *n, size_t max)
 {
-	const char *key = links ? "link_id:" : "prog_id:";
-	DIR *d = opendir("/proc/self/fdinfo");
-	struct dirent *e;
+	struct id_list l = { links ? "link_id:" : "prog_id:", ids, 0, max };
 
-	cr_assert_not_null(d);
-	*n = 0;
-	while ((e = readdir(d)) && *n < max) {
-		char path[300], line[128];
-		unsigned id;
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		while (fgets(line, sizeof(line), f))
-			if (!strncmp(line, key, strlen(key)) &&
-			    sscanf(line + strlen(key), "%u", &id) == 1 && *n < max)
-				ids[(*n)++] = id;
-		fclose(f);
-	}
-	closedir(d);
+	each_fdinfo_line(collect_id, &l);
+	*n = l.n;
 }
 
 static bool has_id(const uint32_t *ids, size_t n, uint32_t id)
@@ -1105,43 +1135,28 @@ struct link_census {
 	int uprobe_multi, other_links, perf_events;
 };
 
+static void census_line(void *ctx, const char *what, const char *line)
+{
+	struct link_census *c = ctx;
+
+	if (!line) {
+		if (strstr(what, "perf_event"))
+			c->perf_events++;
+		return;
+	}
+	if (!strstr(what, "bpf_link") || strncmp(line, "link_type:", 10))
+		return;
+	if (strstr(line, "uprobe_multi"))
+		c->uprobe_multi++;
+	else
+		c->other_links++;
+}
+
 static struct link_census link_census(void)
 {
 	struct link_census c = { 0 };
-	DIR *d = opendir("/proc/self/fd");
-	struct dirent *e;
 
-	cr_assert_not_null(d);
-	while ((e = readdir(d))) {
-		char path[300], target[64], line[128];
-		ssize_t n;
-		FILE *f;
-
-		if (e->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-		n = readlink(path, target, sizeof(target) - 1);
-		if (n <= 0)
-			continue;
-		target[n] = '\0';
-		if (strstr(target, "perf_event"))
-			c.perf_events++;
-		if (!strstr(target, "bpf_link"))
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", e->d_name);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		while (fgets(line, sizeof(line), f))
-			if (!strncmp(line, "link_type:", 10)) {
-				if (strstr(line, "uprobe_multi"))
-					c.uprobe_multi++;
-				else
-					c.other_links++;
-			}
-		fclose(f);
-	}
-	closedir(d);
+	each_fdinfo_line(census_line, &c);
 	return c;
 }
 
@@ -1314,29 +1329,18 @@ Test(tracer, parse_func)
 
 /* Tracepoint links (sys_enter, sys_exit, exec, rss_stat) this process
  * holds, as the kernel reports them in /proc/self/fdinfo. */
+static void count_tracepoint_link(void *ctx, const char *what, const char *line)
+{
+	(void)what;
+	if (line && !strncmp(line, "link_type:", 10) && strstr(line, "raw_tracepoint"))
+		++*(size_t *)ctx;
+}
+
 static size_t own_tracepoint_links(void)
 {
-	char path[300], buf[4096];
 	size_t n = 0;
-	DIR *d = opendir("/proc/self/fdinfo");
-	struct dirent *de;
 
-	cr_assert(d);
-	while ((de = readdir(d))) {
-		FILE *f;
-
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", de->d_name);
-		f = fopen(path, "re");
-		if (!f)
-			continue;
-		while (fgets(buf, sizeof(buf), f))
-			if (!strncmp(buf, "link_type:", 10) && strstr(buf, "raw_tracepoint"))
-				n++;
-		fclose(f);
-	}
-	closedir(d);
+	each_fdinfo_line(count_tracepoint_link, &n);
 	return n;
 }
 
