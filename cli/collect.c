@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ack.h"
 #include "collect.h"
 #include "log.h"
 #include "memprof.pb-c.h"
@@ -121,9 +122,30 @@ static struct seen *seen_of(struct collector *c, uint64_t target_id, int32_t pid
 	return &s[c->n_seen++];
 }
 
-/* One chunk; a malformed one is reported and skipped (returns 0), only a
- * local failure to store it is an error. */
-static int on_chunk(struct collector *c, const uint8_t *buf, size_t len)
+/* The hello and the acks back to the daemon: a few bytes on a socket
+ * whose peer reads them at once, so a full socket means a peer that does
+ * not, and ends the connection. */
+static int conn_send(struct conn *k, const uint8_t *buf, size_t len)
+{
+	ssize_t n = send(k->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EAGAIN;
+}
+
+static int ack(struct conn *k, const Memprof__Chunk *ch)
+{
+	uint8_t frame[MP_ACK_MAX_FRAME];
+
+	return conn_send(k, frame, mp_ack_encode(ch->target_id, ch->sequence, frame));
+}
+
+/* One chunk, acknowledged once it is on disk; a malformed one is reported
+ * and skipped (returns 0; acknowledged when it names its chunk, as sending
+ * it again would not mend it), only a local failure to store it (not
+ * acknowledged: the daemon keeps it) or to acknowledge it is an error. */
+static int on_chunk(struct collector *c, struct conn *k, const uint8_t *buf, size_t len)
 {
 	Memprof__Chunk *ch = memprof__chunk__unpack(NULL, len, buf);
 	struct mp_profile *p = NULL;
@@ -141,8 +163,9 @@ static int on_chunk(struct collector *c, const uint8_t *buf, size_t len)
 	if (r < 0) {
 		log_error("chunk %" PRIu64 " of pid %d: bad profile (%s), skipped", ch->sequence,
 			  (int)ch->pid, why ? why : strerror(-r));
+		r = ack(k, ch);
 		memprof__chunk__free_unpacked(ch, NULL);
-		return 0;
+		return r;
 	}
 	s = seen_of(c, ch->target_id, ch->pid, &fresh);
 	if (s && fresh && ch->sequence) {
@@ -152,18 +175,23 @@ static int on_chunk(struct collector *c, const uint8_t *buf, size_t len)
 			"join pid=%d target=%" PRIu64 " seq=%" PRIu64 " reported_lost=%" PRIu64
 			"\n",
 			(int)ch->pid, ch->target_id, ch->sequence, ch->lost_chunks);
+	} else if (s && ch->sequence < s->next_seq) {
+		/* Stored before, but its ack never reached the daemon (the
+		 * connection ended first): the same chunk again. */
+		fprintf(c->report,
+			"resent pid=%d target=%" PRIu64 " seq=%" PRIu64 " expected=%" PRIu64 "\n",
+			(int)ch->pid, ch->target_id, ch->sequence, s->next_seq);
 	} else if (s && ch->sequence != s->next_seq) {
-		const char *kind = ch->sequence > s->next_seq ? "gap" : "reordered";
-		uint64_t missing = ch->sequence > s->next_seq ? ch->sequence - s->next_seq : 0;
+		uint64_t missing = ch->sequence - s->next_seq;
 
 		fprintf(c->report,
-			"%s pid=%d target=%" PRIu64 " expected=%" PRIu64 " got=%" PRIu64
+			"gap pid=%d target=%" PRIu64 " expected=%" PRIu64 " got=%" PRIu64
 			" missing=%" PRIu64 " reported_lost=%" PRIu64 "\n",
-			kind, (int)ch->pid, ch->target_id, s->next_seq, ch->sequence, missing,
+			(int)ch->pid, ch->target_id, s->next_seq, ch->sequence, missing,
 			ch->lost_chunks);
-		log_error("pid %d target %" PRIu64 ": %s, expected chunk %" PRIu64 ", got %" PRIu64
+		log_error("pid %d target %" PRIu64 ": gap, expected chunk %" PRIu64 ", got %" PRIu64
 			  " (%" PRIu64 " missing, daemon reports %" PRIu64 " lost)",
-			  (int)ch->pid, ch->target_id, kind, s->next_seq, ch->sequence, missing,
+			  (int)ch->pid, ch->target_id, s->next_seq, ch->sequence, missing,
 			  ch->lost_chunks);
 	}
 	if (s && ch->sequence >= s->next_seq)
@@ -181,6 +209,11 @@ static int on_chunk(struct collector *c, const uint8_t *buf, size_t len)
 		log_error_errno(r, "%s: %s", path, mp_output_strerror(r));
 		goto out;
 	}
+	/* Acknowledged once on disk, before it is reported: a chunk this
+	 * collector reported is never sent to it again. */
+	r = ack(k, ch);
+	if (r < 0)
+		goto out;
 	fprintf(c->report,
 		"chunk pid=%d target=%" PRIu64 " seq=%" PRIu64 " lost=%" PRIu64
 		" final=%d window_ns=%" PRIu64 " bytes=%zu file=%s\n",
@@ -209,7 +242,7 @@ static int drain(struct collector *c, struct conn *k)
 		}
 		if (h == 0 || k->len - off - (size_t)h < n)
 			break;
-		r = on_chunk(c, k->buf + off + h, (size_t)n);
+		r = on_chunk(c, k, k->buf + off + h, (size_t)n);
 		if (r < 0)
 			break;
 		off += (size_t)h + (size_t)n;
@@ -295,9 +328,16 @@ int mp_collect_run(const char *listen_url, const char *out_dir, FILE *report)
 			running = false;
 		if (pf[1].revents & POLLIN) {
 			int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+			uint8_t hello[MP_ACK_MAX_FRAME];
 
-			if (fd >= 0)
-				conns[nc++] = (struct conn){ .fd = fd };
+			/* First the hello: this collector acknowledges chunks. */
+			if (fd >= 0) {
+				conns[nc] = (struct conn){ .fd = fd };
+				if (conn_send(&conns[nc], hello, mp_ack_encode_hello(hello)) == 0)
+					nc++;
+				else
+					close(fd);
+			}
 		}
 		for (size_t i = 0; i < nc;) {
 			int e = 0;

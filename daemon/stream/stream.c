@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ack.h"
 #include "backend.h"
 #include "log.h"
 #include "memprof.pb-c.h"
@@ -39,14 +40,29 @@
 /* A released per-target collector keeps this long to deliver what it
  * holds (a target's final chunk); the rest is then counted lost. */
 #define DRAIN_NS (5000ull * 1000000ull)
+/* A tcp:// or unix: collector announces acknowledgements with its hello,
+ * right after it accepted the connection; one silent this long is taken
+ * for a collector without them (and said). */
+#define HELLO_NS (5000ull * 1000000ull)
+/* Bytes read from one collector per wakeup: a chatty one cannot hold the
+ * streaming thread. */
+#define READ_BUDGET (64u << 10)
 
 enum kind { K_TCP, K_UNIX, K_HTTP };
 enum state { S_IDLE, S_CONNECTING, S_UP, S_RESPONSE, S_RESOLVING };
+/* What the collector at the other end of a tcp:// or unix: connection
+ * does with chunks: not known yet (no hello so far), acknowledges them,
+ * or never will (no hello in HELLO_NS: written counts as delivered). */
+enum acks { A_UNKNOWN, A_ACKS, A_LEGACY };
 
 struct item {
 	struct item *next;
 	size_t len;
 	uint64_t target_id;
+	uint64_t sequence;
+	/* The chunk's lost_chunks, and what its bytes say (less when an
+	 * earlier chunk of its target was lost after it was framed). */
+	uint64_t lost, framed_lost;
 	uint8_t data[];
 };
 
@@ -82,9 +98,17 @@ struct collector {
 	bool global;
 	int fd;
 	enum state state;
-	struct item *head, *tail;
+	struct mp_streamer *owner;
+	/* Every chunk held: those written on this connection and awaiting
+	 * their ack come first, then, from unsent on, those to write. */
+	struct item *head, *tail, *unsent;
 	uint64_t queued_bytes, queued_items;
-	size_t off; /* bytes of head already written */
+	uint64_t inflight_bytes, inflight_items;
+	size_t off; /* bytes of unsent already written */
+	enum acks acks;
+	uint64_t hello_until_ns;
+	struct mp_ack_reader rx;
+	bool told_legacy; /* "no acknowledgements" logged */
 	struct lost *lost;
 	size_t n_lost;
 	uint64_t next_try_ns, backoff_ns;
@@ -118,38 +142,6 @@ struct mp_streamer {
 };
 
 static int resolvers_alive;
-
-size_t mp_varint_encode(uint64_t v, uint8_t out[10])
-{
-	size_t n = 0;
-
-	do {
-		out[n] = (uint8_t)(v & 0x7f);
-		v >>= 7;
-		if (v)
-			out[n] |= 0x80;
-		n++;
-	} while (v);
-	return n;
-}
-
-int mp_varint_decode(const uint8_t *buf, size_t len, uint64_t *ret)
-{
-	uint64_t v = 0;
-
-	for (size_t i = 0; i < 10; i++) {
-		if (i >= len)
-			return 0;
-		if (i == 9 && buf[i] > 1)
-			return -EBADMSG;
-		v |= (uint64_t)(buf[i] & 0x7f) << (7 * i);
-		if (!(buf[i] & 0x80)) {
-			*ret = v;
-			return (int)i + 1;
-		}
-	}
-	return -EBADMSG;
-}
 
 static int parse_url(const char *url, struct collector *c)
 {
@@ -230,6 +222,30 @@ int mp_stream_url_check(const char *url)
 /* --- the streaming thread --- */
 
 static struct lost *lost_entry(struct collector *c, uint64_t target_id, bool create);
+static void pop(struct mp_streamer *s, struct collector *c);
+
+/* The written chunks a collector that never said hello may or may not
+ * have: counted lost, and reported (with the loss each one reported) by
+ * the next chunk of their target. */
+static void lose_inflight(struct collector *c)
+{
+	for (; c->inflight_items; c->inflight_items--) {
+		struct item *x = c->head, *y = x->next;
+		struct lost *l = lost_entry(c, x->target_id, true);
+
+		while (y && y->target_id != x->target_id)
+			y = y->next;
+		if (y)
+			y->lost += x->lost + 1; /* reframed before it is written */
+		else if (l)
+			l->n += x->lost + 1;
+		if (l)
+			l->total++;
+		c->dropped++;
+		c->inflight_bytes -= x->len;
+		pop(c->owner, c);
+	}
+}
 
 static void fail(struct collector *c, int err, uint64_t now)
 {
@@ -237,7 +253,13 @@ static void fail(struct collector *c, int err, uint64_t now)
 		close(c->fd);
 	c->fd = -1;
 	c->state = S_IDLE;
-	/* A partly sent chunk goes again, whole, on the next connection. */
+	/* Chunks the collector did not acknowledge go again, and a partly
+	 * sent one whole, on the next connection. */
+	if (c->acks != A_ACKS)
+		lose_inflight(c);
+	c->inflight_items = 0;
+	c->inflight_bytes = 0;
+	c->unsent = c->head;
 	c->off = 0;
 	if (c->be)
 		mp_backend_close(c->be);
@@ -323,6 +345,15 @@ static int start_resolve(struct mp_streamer *s, struct collector *c)
 
 static void connect_to(struct collector *c, const struct addrinfo *ai, uint64_t now);
 
+/* A new connection: its collector says first whether it acknowledges. */
+static void connected(struct collector *c, uint64_t now)
+{
+	c->state = S_UP;
+	c->acks = A_UNKNOWN;
+	c->hello_until_ns = now + HELLO_NS;
+	mp_ack_reader_init(&c->rx);
+}
+
 static void start_connect(struct mp_streamer *s, struct collector *c, uint64_t now)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -346,7 +377,7 @@ static void start_connect(struct mp_streamer *s, struct collector *c, uint64_t n
 	r = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
 	c->fd = fd;
 	if (r == 0) {
-		c->state = S_UP;
+		connected(c, now);
 	} else if (errno == EINPROGRESS || errno == EAGAIN) {
 		c->state = S_CONNECTING;
 	} else {
@@ -385,7 +416,7 @@ static void connect_to(struct collector *c, const struct addrinfo *ai, uint64_t 
 	r = connect(fd, ai->ai_addr, ai->ai_addrlen);
 	c->fd = fd;
 	if (r == 0) {
-		c->state = S_UP;
+		connected(c, now);
 	} else if (errno == EINPROGRESS || errno == EAGAIN) {
 		c->state = S_CONNECTING;
 	} else {
@@ -403,7 +434,10 @@ static void pop(struct mp_streamer *s, struct collector *c)
 	c->queued_bytes -= it->len;
 	c->queued_items--;
 	s->queued_total -= it->len;
-	c->off = 0;
+	if (c->unsent == it) {
+		c->unsent = it->next;
+		c->off = 0;
+	}
 	free(it);
 	if (!c->head)
 		pthread_cond_broadcast(&s->idle);
@@ -417,12 +451,67 @@ static void up(struct collector *c)
 	c->backoff_ns = 0;
 }
 
+/* Whether the next chunk may be written: what awaits an ack stays within
+ * the buffer size, but one chunk always may. */
+static bool can_write(struct mp_streamer *s, struct collector *c)
+{
+	return c->unsent && (c->acks == A_LEGACY || !c->inflight_items ||
+			     c->inflight_bytes + c->unsent->len <= s->buffer_bytes);
+}
+
+static struct item *frame_chunk(const struct mp_chunk_meta *m, const uint8_t *pb, size_t pb_len,
+				uint64_t lost);
+
+/* @c->unsent with the lost_chunks it carries now (more than when it was
+ * framed: an earlier chunk of its target was lost since). */
+static int reframe_unsent(struct collector *c)
+{
+	struct item *it = c->unsent, *nit, **link = &c->head;
+	const uint8_t *p = it->data;
+	Memprof__Chunk *ch;
+	uint64_t len;
+	int h = mp_varint_decode(p, it->len, &len);
+
+	ch = h > 0 ? memprof__chunk__unpack(NULL, (size_t)len, p + h) : NULL;
+	if (!ch)
+		return -EBADMSG;
+	nit = frame_chunk(&(struct mp_chunk_meta){ .target_id = ch->target_id,
+						   .pid = ch->pid,
+						   .exe = ch->exe,
+						   .sequence = ch->sequence,
+						   .window_begin_ns = ch->window_begin_ns,
+						   .window_end_ns = ch->window_end_ns,
+						   .final = ch->final },
+			  ch->profile.data, ch->profile.len, it->lost);
+	memprof__chunk__free_unpacked(ch, NULL);
+	if (!nit)
+		return -ENOMEM;
+	nit->next = it->next;
+	nit->target_id = it->target_id;
+	nit->sequence = it->sequence;
+	nit->lost = nit->framed_lost = it->lost;
+	while (*link != it)
+		link = &(*link)->next;
+	*link = nit;
+	if (c->tail == it)
+		c->tail = nit;
+	c->unsent = nit;
+	c->queued_bytes += nit->len - it->len;
+	c->owner->queued_total += nit->len - it->len;
+	free(it);
+	return 0;
+}
+
 static void do_write(struct mp_streamer *s, struct collector *c, uint64_t now)
 {
-	while (c->head && c->state == S_UP) {
-		ssize_t n = send(c->fd, c->head->data + c->off, c->head->len - c->off,
-				 MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (c->state == S_UP && can_write(s, c)) {
+		struct item *it = c->unsent;
+		ssize_t n;
 
+		if (c->off == 0 && it->lost != it->framed_lost && reframe_unsent(c) == -ENOMEM)
+			return; /* kept: tried again at the next wakeup */
+		it = c->unsent;
+		n = send(c->fd, it->data + c->off, it->len - c->off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				return;
@@ -430,31 +519,107 @@ static void do_write(struct mp_streamer *s, struct collector *c, uint64_t now)
 		}
 		up(c);
 		c->off += (size_t)n;
-		if (c->off < c->head->len)
+		if (c->off < it->len)
 			continue;
-		c->sent++;
-		pop(s, c);
+		if (c->acks == A_LEGACY) {
+			c->sent++;
+			pop(s, c);
+			continue;
+		}
+		/* Held until the collector acknowledges it. */
+		c->off = 0;
+		c->unsent = it->next;
+		c->inflight_items++;
+		c->inflight_bytes += it->len;
 	}
 }
 
-/* Reads what a stream collector sends: nothing, so any end of input
- * means it is gone. */
+/* The ack of (target_id, sequence) acknowledges it and every chunk
+ * written before it on this connection. -ENOENT if it is not in flight. */
+static int acknowledge(struct mp_streamer *s, struct collector *c, uint64_t target_id,
+		       uint64_t sequence)
+{
+	struct item *it = c->head;
+	uint64_t k = 0;
+
+	while (k < c->inflight_items && (it->target_id != target_id || it->sequence != sequence)) {
+		it = it->next;
+		k++;
+	}
+	if (k == c->inflight_items)
+		return -ENOENT;
+	for (uint64_t i = 0; i <= k; i++) {
+		c->inflight_items--;
+		c->inflight_bytes -= c->head->len;
+		c->sent++;
+		pop(s, c);
+	}
+	return 0;
+}
+
+/* No hello: a collector of the protocol before acknowledgements. What it
+ * was written counts as delivered, as it did then. */
+static void go_legacy(struct mp_streamer *s, struct collector *c)
+{
+	c->acks = A_LEGACY;
+	for (; c->inflight_items; c->inflight_items--) {
+		c->inflight_bytes -= c->head->len;
+		c->sent++;
+		pop(s, c);
+	}
+	if (!c->told_legacy)
+		log_warning("collector %s sent no hello in %llu s: it does not acknowledge chunks, "
+			    "so those it has not read when it ends are lost uncounted",
+			    c->url, HELLO_NS / 1000000000ull);
+	c->told_legacy = true;
+}
+
+/* The collector's hello and acknowledgements; any end of input means it
+ * is gone, anything malformed ends the connection (what it did not
+ * acknowledge goes again on the next one). */
 static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 {
-	char buf[4096];
+	uint8_t junk[4096];
 
-	for (;;) {
-		ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+	for (size_t total = 0; total < READ_BUDGET;) {
+		struct mp_ack_msg m = { 0 };
+		size_t room;
+		uint8_t *to = mp_ack_space(&c->rx, &room);
+		ssize_t n;
+		int r;
 
+		if (c->acks == A_LEGACY) {
+			to = junk;
+			room = sizeof(junk);
+		}
+		n = recv(c->fd, to, room, MSG_DONTWAIT);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				return;
 			return fail(c, -errno, now);
 		}
 		if (n == 0)
-			break;
+			return fail(c, -ECONNRESET, now);
+		total += (size_t)n;
+		if (c->acks == A_LEGACY)
+			continue;
+		mp_ack_received(&c->rx, (size_t)n);
+		while ((r = mp_ack_next(&c->rx, &m)) > 0) {
+			if (m.kind == MP_ACK_HELLO)
+				c->acks = A_ACKS;
+			else if ((r = acknowledge(s, c, m.target_id, m.sequence)) < 0)
+				break;
+		}
+		if (r < 0) {
+			log_warning("collector %s: %s (target %" PRIu64 " sequence %" PRIu64
+				    "), closing the connection",
+				    c->url,
+				    r == -ENOENT ? "acknowledgement of a chunk not in flight" :
+						   "malformed reply",
+				    m.target_id, m.sequence);
+			return fail(c, r == -ENOENT ? -EPROTO : r, now);
+		}
 	}
-	fail(c, -ECONNRESET, now);
 }
 
 /* An HTTP collector: one request/response exchange per chunk, run by
@@ -563,6 +728,12 @@ static void *stream_main(void *arg)
 				else if (c->next_try_ns - now < wait_ns)
 					wait_ns = c->next_try_ns - now;
 			}
+			if (c->state == S_UP && c->kind != K_HTTP && c->acks == A_UNKNOWN) {
+				if (now >= c->hello_until_ns)
+					go_legacy(s, c);
+				else if (c->hello_until_ns - now < wait_ns)
+					wait_ns = c->hello_until_ns - now;
+			}
 			if (c->state == S_UP && c->head) {
 				if (c->kind == K_HTTP)
 					http_step(s, c, now);
@@ -575,7 +746,7 @@ static void *stream_main(void *arg)
 				continue;
 			}
 			pf[n] = (struct pollfd){ .fd = c->fd, .events = POLLIN | POLLRDHUP };
-			if (c->state == S_CONNECTING || (c->state == S_UP && c->head))
+			if (c->state == S_CONNECTING || (c->state == S_UP && can_write(s, c)))
 				pf[n].events |= POLLOUT;
 			if (c->kind == K_HTTP && c->state == S_UP)
 				pf[n].events = c->be_events;
@@ -606,7 +777,7 @@ static void *stream_main(void *arg)
 					fail(c, -err, now);
 					continue;
 				}
-				c->state = S_UP;
+				connected(c, now);
 			}
 			if (c->kind == K_HTTP) {
 				http_step(s, c, now);
@@ -724,6 +895,7 @@ static struct collector *create(struct mp_streamer *s, const char *url, bool glo
 	}
 	snprintf(c->url, sizeof(c->url), "%s", url);
 	c->fd = -1;
+	c->owner = s;
 	c->global = global;
 	s->c[s->n++] = c;
 	return c;
@@ -1037,7 +1209,7 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 		}
 		/* At least one chunk always fits in a collector's buffer,
 		 * whatever its size; never more than the total in all. */
-		if (!it || (c->head && c->queued_bytes + it->len > s->buffer_bytes) ||
+		if (!it || (c->unsent && c->queued_bytes + it->len > s->buffer_bytes) ||
 		    (s->total_bytes && s->queued_total + it->len > s->total_bytes)) {
 			free(it);
 			c->dropped++;
@@ -1053,15 +1225,19 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 					    it ? "buffer full" : "out of memory");
 			continue;
 		}
+		it->target_id = m->target_id;
+		it->sequence = m->sequence;
+		it->lost = it->framed_lost = l && c->kind != K_HTTP ? l->n : 0;
 		if (l)
 			l->n = 0;
-		it->target_id = m->target_id;
 		s->queued_total += it->len;
 		if (c->tail)
 			c->tail->next = it;
 		else
 			c->head = it;
 		c->tail = it;
+		if (!c->unsent)
+			c->unsent = it;
 		c->queued_bytes += it->len;
 		c->queued_items++;
 	}

@@ -29,6 +29,7 @@
 #include <stdio.h>
 
 #include "profile.h"
+#include "varint.h"
 
 #define MP_STREAM_MAX_COLLECTORS 64
 /* Slots per-target collectors leave to the configured ones. */
@@ -111,11 +112,5 @@ int mp_streamer_flush(struct mp_streamer *s, uint64_t timeout_ns);
 /* One line per collector: url, state, queued bytes/chunks, sent, lost. */
 void mp_streamer_describe(struct mp_streamer *s, void (*line)(void *ctx, const char *text),
 			  void *ctx);
-
-/* Varint helpers of the length-delimited framing (also used by
- * `memprof collect`). mp_varint_decode returns the bytes used, 0 when more
- * input is needed, -EBADMSG past 10 bytes. */
-size_t mp_varint_encode(uint64_t v, uint8_t out[10]);
-int mp_varint_decode(const uint8_t *buf, size_t len, uint64_t *ret);
 
 #endif /* MP_STREAM_H */

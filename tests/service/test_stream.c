@@ -9,7 +9,9 @@
 #include <poll.h>
 #include <pthread.h>
 
+#include "ack.h"
 #include "helpers.h"
+#include "memprof.pb-c.h"
 #include "stream.h"
 
 struct coll {
@@ -252,6 +254,171 @@ Test(stream, overflow_is_counted_and_reported_as_the_gap, .timeout = 120, .fini 
 	kill_restart(config, url, NULL, &missing, &lost);
 	cr_assert_gt(missing, 0);
 	cr_assert_eq(lost, missing);
+}
+
+/*
+ * A collector of the acknowledging protocol that stores nothing, in a
+ * process of its own: it says hello, acknowledges the chunks before
+ * @ack_below and then either reads on without acknowledging (@read_on) or
+ * reads one more chunk and stops reading. It writes the sequence of each
+ * chunk it read to @report_fd, and runs until it is killed.
+ */
+static pid_t raw_collector(int lfd, uint64_t ack_below, bool read_on, int report_fd)
+{
+	static uint8_t buf[16 << 20];
+	uint8_t frame[MP_ACK_MAX_FRAME];
+	size_t len = 0;
+	pid_t pid = fork();
+	int fd;
+
+	cr_assert_geq(pid, 0);
+	if (pid)
+		return pid;
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (fd < 0 || send(fd, frame, mp_ack_encode_hello(frame), MSG_NOSIGNAL) < 0)
+		_exit(1);
+	for (;;) {
+		ssize_t n = recv(fd, buf + len, sizeof(buf) - len, 0);
+
+		if (n <= 0)
+			_exit(1);
+		len += (size_t)n;
+		for (;;) {
+			Memprof__Chunk *ch;
+			uint64_t l, seq;
+			int h = mp_varint_decode(buf, len, &l);
+
+			if (h <= 0 || len - (size_t)h < l)
+				break;
+			ch = memprof__chunk__unpack(NULL, (size_t)l, buf + h);
+			if (!ch)
+				_exit(1);
+			seq = ch->sequence;
+			if (seq < ack_below &&
+			    send(fd, frame, mp_ack_encode(ch->target_id, seq, frame),
+				 MSG_NOSIGNAL) < 0)
+				_exit(1);
+			memprof__chunk__free_unpacked(ch, NULL);
+			if (write(report_fd, &seq, sizeof(seq)) != sizeof(seq))
+				_exit(1);
+			memmove(buf, buf + h + l, len - (size_t)h - l);
+			len -= (size_t)h + l;
+			while (seq >= ack_below && !read_on)
+				pause();
+		}
+	}
+}
+
+static uint64_t raw_next_seq(int fd)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	uint64_t seq;
+
+	cr_assert_eq(poll(&pf, 1, 20000), 1, "the raw collector read no chunk within 20 s");
+	cr_assert_eq(read(fd, &seq, sizeof(seq)), sizeof(seq));
+	return seq;
+}
+
+/*
+ * The defect of a collector SIGKILLed with chunks it had not handled (in
+ * its socket, or read and not stored): a collector that acknowledges
+ * chunks 0-2, reads @unacked more (or stops reading after the first of
+ * them) and is killed ~1 s later. The next collector must get the first
+ * chunk not acknowledged (3) again, and then every sequence number either
+ * as a chunk or counted in lost_chunks, exactly, up to the final chunk.
+ * Returns the total of lost_chunks it saw.
+ */
+static uint64_t unacked_then_killed(const char *config_extra, bool read_on, int unacked)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t salen = sizeof(sa);
+	char url[64], config[256], out[4096], ps[32], gap[512], dir[512];
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rep[2], st, one = 1;
+	uint64_t prev, lost = 0;
+	struct daemon d;
+	struct chunk ch;
+	struct coll c;
+	pid_t f, raw;
+
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	cr_assert_eq(getsockname(lfd, (struct sockaddr *)&sa, &salen), 0);
+	cr_assert_eq(listen(lfd, 4), 0);
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", ntohs(sa.sin_port));
+	snprintf(config, sizeof(config), "stream_interval = 0.2\n%scollector = %s\n", config_extra,
+		 url);
+	cr_assert_eq(pipe2(rep, O_CLOEXEC), 0);
+	raw = raw_collector(lfd, 3, read_on, rep[1]);
+	close(rep[1]);
+	close(lfd);
+	daemon_start(&d, config, NULL);
+	f = fixture_start(NULL);
+	snprintf(ps, sizeof(ps), "%d", (int)f);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, NULL), 0);
+	for (uint64_t want = 0; want < 3 + (uint64_t)unacked; want++)
+		cr_assert_eq(raw_next_seq(rep[0]), want);
+	msleep(1000);
+	kill(raw, SIGKILL);
+	cr_assert_eq(waitpid(raw, &st, 0), raw);
+	close(rep[0]);
+
+	snprintf(dir, sizeof(dir), "%s", tmp_of("chunks"));
+	coll_start(&c, url, dir);
+	coll_wait_listening(&c);
+	next_chunk(&c, &ch, gap, sizeof(gap));
+	cr_assert_eq(ch.pid, f);
+	cr_assert_eq(ch.seq, 3, "the first chunk not acknowledged is sent again, got %" PRIu64,
+		     ch.seq);
+	cr_assert_eq(ch.lost, 0);
+	assert_chunk_profile(&ch, f);
+	prev = ch.seq;
+	for (int i = 0; i < 5; i++) {
+		next_chunk(&c, &ch, gap, sizeof(gap));
+		cr_assert_eq(ch.seq, prev + 1 + ch.lost,
+			     "seq %" PRIu64 " after %" PRIu64 " with lost_chunks %" PRIu64, ch.seq,
+			     prev, ch.lost);
+		lost += ch.lost;
+		prev = ch.seq;
+	}
+	cr_assert_eq(client(out, sizeof(out), &d, "detach", ps, NULL), 0);
+	do {
+		next_chunk(&c, &ch, gap, sizeof(gap));
+		cr_assert_eq(ch.seq, prev + 1 + ch.lost,
+			     "seq %" PRIu64 " after %" PRIu64 " with lost_chunks %" PRIu64, ch.seq,
+			     prev, ch.lost);
+		lost += ch.lost;
+		prev = ch.seq;
+	} while (!ch.final);
+	assert_chunk_profile(&ch, f);
+	cr_assert_eq(daemon_stop(&d), 0);
+	coll_kill(&c, SIGTERM);
+	fixture_finish(f);
+	return lost;
+}
+
+/* Two chunks read and not acknowledged when the collector is killed: both
+ * come again, and with the default buffer nothing is lost. */
+Test(stream, killed_collector_unacked_chunks_are_sent_again, .timeout = 120, .fini = cleanup)
+{
+	need_root();
+	cr_assert_eq(unacked_then_killed("", true, 2), 0);
+}
+
+/* The collector stops reading: what the kernel holds for it is not
+ * delivered either. */
+Test(stream, killed_collector_unread_chunks_are_sent_again, .timeout = 120, .fini = cleanup)
+{
+	need_root();
+	cr_assert_eq(unacked_then_killed("", false, 1), 0);
+}
+
+/* A 1-byte buffer holds one chunk awaiting its ack and one to send: the
+ * chunks made meanwhile overflow, and are counted, exactly. */
+Test(stream, killed_collector_overflow_while_unacked_is_counted, .timeout = 120, .fini = cleanup)
+{
+	need_root();
+	cr_assert_gt(unacked_then_killed("buffer_size = 1\n", true, 1), 0);
 }
 
 Test(stream, sighup_reloads_the_configuration, .timeout = 120, .fini = cleanup)
