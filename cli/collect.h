@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `memprof collect`: the reference collector of tcp:// and unix: streams
- * (stream.h). Every chunk's profile is validated and written to
- * DIR/PID-TARGET/SEQUENCE.memprof (a profile file, `memprof report` reads
- * it); one line per chunk goes to @report, and every gap in a target's
+ * (stream.h). It says hello on each connection (ack.h); every chunk's
+ * profile is validated and written to DIR/PID-TARGET/SEQUENCE.memprof (a
+ * profile file, `memprof report` reads it) and then acknowledged; one line
+ * per chunk goes to @report, and every gap in a target's
  * sequence numbers to @report and stderr, with the loss the daemon
  * reported for it.
  */

@@ -751,8 +751,10 @@ static int cmd_collect(int argc, char **argv)
 			puts("Usage: memprof collect --listen tcp://ADDR:PORT|unix:PATH --out DIR\n"
 			     "\n"
 			     "Receive memprofd's profile stream; write each chunk to\n"
-			     "DIR/PID-TARGET/SEQ.memprof and print one line per chunk, and per gap\n"
-			     "in a target's sequence numbers. Ends on SIGINT/SIGTERM.");
+			     "DIR/PID-TARGET/SEQ.memprof, acknowledge it to memprofd once it is\n"
+			     "on disk (memprofd sends a chunk not acknowledged again), and print\n"
+			     "one line per chunk, and per gap in a target's sequence numbers.\n"
+			     "Ends on SIGINT/SIGTERM.");
 			return 0;
 		default:
 			return 2;

@@ -11,6 +11,10 @@
  * another collector. A chunk that does not fit in a collector's buffer is
  * dropped for that collector and counted; the count travels in the next
  * chunk of the same target that gets into the buffer (Chunk.lost_chunks).
+ * On tcp:// and unix: streams the collector acknowledges each chunk it
+ * has handled (ack.h); a chunk is held, within the same buffer, until it
+ * is, and one not acknowledged when the connection ends is sent again on
+ * the next one (docs/SERVICE.md, "Acknowledgements").
  *
  * Limits (docs/SERVICE.md, "Streaming limits"): a target's own URLs are
  * acquired and released, and a collector slot nobody holds any more drains
