@@ -517,7 +517,10 @@ static void do_write(struct mp_streamer *s, struct collector *c, uint64_t now)
 				return;
 			return fail(c, -errno, now);
 		}
-		up(c);
+		/* Otherwise reachable once it acknowledges: a collector that
+		 * takes chunks and answers garbage keeps backing off. */
+		if (c->acks == A_LEGACY)
+			up(c);
 		c->off += (size_t)n;
 		if (c->off < it->len)
 			continue;
@@ -548,6 +551,7 @@ static int acknowledge(struct mp_streamer *s, struct collector *c, uint64_t targ
 	}
 	if (k == c->inflight_items)
 		return -ENOENT;
+	up(c);
 	for (uint64_t i = 0; i <= k; i++) {
 		c->inflight_items--;
 		c->inflight_bytes -= c->head->len;
@@ -562,6 +566,7 @@ static int acknowledge(struct mp_streamer *s, struct collector *c, uint64_t targ
 static void go_legacy(struct mp_streamer *s, struct collector *c)
 {
 	c->acks = A_LEGACY;
+	up(c);
 	for (; c->inflight_items; c->inflight_items--) {
 		c->inflight_bytes -= c->head->len;
 		c->sent++;
@@ -611,12 +616,14 @@ static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 				break;
 		}
 		if (r < 0) {
-			log_warning("collector %s: %s (target %" PRIu64 " sequence %" PRIu64
-				    "), closing the connection",
-				    c->url,
-				    r == -ENOENT ? "acknowledgement of a chunk not in flight" :
-						   "malformed reply",
-				    m.target_id, m.sequence);
+			if (!c->down) /* once until it acknowledges again */
+				log_warning("collector %s: %s (target %" PRIu64 " sequence %" PRIu64
+					    "), closing the connection",
+					    c->url,
+					    r == -ENOENT ?
+						    "acknowledgement of a chunk not in flight" :
+						    "malformed reply",
+					    m.target_id, m.sequence);
 			return fail(c, r == -ENOENT ? -EPROTO : r, now);
 		}
 	}
