@@ -109,8 +109,8 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 /* Whether a chunk of a target with @n_extra own URLs would go anywhere. */
 bool mp_streamer_wanted(struct mp_streamer *s, size_t n_extra);
 
-/* Waits until every buffer is empty or @timeout_ns passed. Returns 0 or
- * -ETIMEDOUT. */
+/* Waits until every buffer is empty (on tcp:// and unix: streams: every
+ * chunk acknowledged) or @timeout_ns passed. Returns 0 or -ETIMEDOUT. */
 int mp_streamer_flush(struct mp_streamer *s, uint64_t timeout_ns);
 
 /* One line per collector: url, state, queued bytes/chunks, sent, lost. */
