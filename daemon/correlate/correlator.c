@@ -158,7 +158,7 @@ struct mp_correlator {
 	int64_t rss_member[MP_RSS_MEMBER_COUNT];
 	bool rss_member_known[MP_RSS_MEMBER_COUNT];
 
-	uint32_t sites_cap;
+	uint32_t sites_cap, site_vars_cap;
 	uint32_t *site_ht; /* site index + 1, 0 empty */
 	uint32_t site_ht_cap;
 
@@ -752,6 +752,11 @@ static uint32_t site_new(struct mp_correlator *c, uint64_t caller, uint32_t name
 		c->oom = true;
 		return MP_NONE;
 	}
+	if (c->opts.sample_bytes && grow((void **)&p->site_vars, &c->site_vars_cap, p->n_sites + 1,
+					 sizeof(*p->site_vars)) < 0) {
+		c->oom = true;
+		return MP_NONE;
+	}
 	id = p->n_sites++;
 	p->sites[id] = (struct mp_site){ .caller = caller,
 					 .name = name,
@@ -848,8 +853,15 @@ static void pool_alloc(struct mp_pool *pl, uint64_t size, double var)
 	mem_alloc(&pl->mem, size, var);
 	pl->live_bytes += size;
 	pl->live_count++;
-	if (pl->live_bytes > pl->peak_bytes)
+	if (var) { /* only sampled mode has any: keep precise mode's path */
+		pl->live_var += var;
+		if (pl->live_var > pl->live_var_max)
+			pl->live_var_max = pl->live_var;
+	}
+	if (pl->live_bytes > pl->peak_bytes) {
 		pl->peak_bytes = pl->live_bytes;
+		pl->peak_var = pl->live_var;
+	}
 }
 
 static void sub_clamped(uint64_t *v, uint64_t d)
@@ -862,6 +874,8 @@ static void pool_free(struct mp_pool *pl, uint64_t size, double var)
 	mem_free(&pl->mem, size, var);
 	sub_clamped(&pl->live_bytes, size);
 	sub_clamped(&pl->live_count, 1);
+	if (var) /* no rounding residue once the last block is gone */
+		pl->live_var = pl->live_count && pl->live_var > var ? pl->live_var - var : 0;
 }
 
 /* Charges one alloc/free to @f and every kernel enclosing it. */
@@ -887,6 +901,44 @@ static void charge(struct mp_correlator *c, struct frame *f, uint64_t size, doub
 		if (bucket_add(&r->owners, &r->n_owners, owner, size, alloc) < 0 ||
 		    bucket_add(&r->tags, &r->n_tags, tag, size, alloc) < 0)
 			c->oom = true;
+	}
+}
+
+/* Sampled mode: the variance of incl.bytes_added of @f and the kernels
+ * enclosing it, after charge() charged them a block of estimate variance
+ * @var (docs/PROFILE.md "Per-kernel peaks"). An allocation adds @var. A
+ * free subtracts it where the block was allocated (its estimate leaves
+ * the sum) and adds it elsewhere (its negated estimate enters it): the
+ * block was charged at its allocation to invocation @alloc_inv (MP_NONE:
+ * none or beyond the record cap) and its enclosing ones. Both chains run
+ * in decreasing record index (parents begin first), so one walk down the
+ * allocation's chain decides it for every frame. Only for var > 0. */
+static void sampled_charge(struct mp_correlator *c, struct frame *f, double var, bool alloc,
+			   uint32_t alloc_inv)
+{
+	const struct mp_profile *p = c->p;
+	uint32_t a = alloc_inv;
+
+	for (; f; f = f->up) {
+		struct mp_invocation *r = inv_rec(c, f);
+		bool inside = false;
+
+		if (!alloc && f->inv != MP_NONE) {
+			while (a != MP_NONE && a < p->n_invocations && a > f->inv)
+				a = p->invocations[a].parent;
+			inside = a == f->inv;
+		}
+		if (inside) {
+			r->added_var = r->added_var > var ? r->added_var - var : 0;
+			continue;
+		}
+		r->added_var += var;
+		if (r->added_var > r->added_var_max)
+			r->added_var_max = r->added_var;
+		/* charge() moved the peak to this level, or it was there */
+		if (alloc && r->incl.bytes_added > 0 &&
+		    (uint64_t)r->incl.bytes_added == r->peak_added)
+			r->peak_added_var = r->added_var;
 	}
 }
 
@@ -927,6 +979,21 @@ static void sampled_settle(const struct mp_correlator *c, struct mp_profile *p)
 	p->added_var = c->live_var;
 	p->peak_bias_bound =
 		mp_sample_peak_bias_bound(c->live_var_max, c->opts.sample_bytes, c->n_allocs_est);
+	/* Every one of these peaks is a maximum over at most the process's
+	 * allocations (the bound grows with n): docs/PROFILE.md "Per-kernel
+	 * peaks". */
+	for (uint32_t i = 0; i < p->n_invocations; i++)
+		p->invocations[i].peak_added_bias_bound = mp_sample_peak_bias_bound(
+			p->invocations[i].added_var_max, c->opts.sample_bytes, c->n_allocs_est);
+	for (uint32_t i = 0; i < p->n_kernels; i++)
+		p->kernels[i].peak_added_bias_bound = mp_sample_peak_bias_bound(
+			p->kernels[i].added_var_max, c->opts.sample_bytes, c->n_allocs_est);
+	for (uint32_t i = 0; i < p->n_owners; i++)
+		p->owners[i].peak_bias_bound = mp_sample_peak_bias_bound(
+			p->owners[i].live_var_max, c->opts.sample_bytes, c->n_allocs_est);
+	for (uint32_t i = 0; i < p->n_tags; i++)
+		p->tags[i].peak_bias_bound = mp_sample_peak_bias_bound(
+			p->tags[i].live_var_max, c->opts.sample_bytes, c->n_allocs_est);
 }
 
 static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev)
@@ -958,8 +1025,10 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 		struct mp_phase *ph = &p->phases[c->cur_phase];
 
 		mem_alloc(&ph->mem, ev->size, var);
-		if (c->live_bytes > ph->peak_bytes)
+		if (c->live_bytes > ph->peak_bytes) {
 			ph->peak_bytes = c->live_bytes;
+			ph->peak_var = c->live_var;
+		}
 	}
 	pool_alloc(&p->owners[owner], ev->size, var);
 	pool_alloc(&p->tags[tag], ev->size, var);
@@ -978,6 +1047,8 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 			r->cross_thread_bytes += ev->size;
 		}
 		charge(c, f, ev->size, var, true, owner, tag);
+		if (var)
+			sampled_charge(c, f, var, true, MP_NONE);
 	}
 	/* Peaks of open invocations decrease in begin order (an earlier one
 	 * has seen everything a later one has): update only the tail that
@@ -988,6 +1059,7 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 		if (r->peak_bytes >= c->live_bytes)
 			break;
 		r->peak_bytes = c->live_bytes;
+		r->peak_var = c->live_var;
 	}
 	site = site_of(c, ev->caller, name, c->cur_phase, owner, ev->tid, ev->stack);
 	if (site != MP_NONE) {
@@ -997,6 +1069,10 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 		st->alloc_space += ev->size;
 		st->inuse_objects++;
 		st->inuse_space += ev->size;
+		if (var) {
+			p->site_vars[site].alloc_space += var;
+			p->site_vars[site].inuse_space += var;
+		}
 		return U_SITE_FLAG | (uint64_t)(site & U_POOL_MASK) << U_OWNER_SHIFT |
 		       (uint64_t)tag << U_TAG_SHIFT | (uint64_t)(site >> 12) << U_NAME_SHIFT |
 		       (uint64_t)(inv + 1) << U_INV_SHIFT;
@@ -1051,6 +1127,11 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 	if (st) {
 		sub_clamped(&st->inuse_space, ev->size);
 		sub_clamped(&st->inuse_objects, 1);
+		if (var) {
+			double *v = &p->site_vars[st - p->sites].inuse_space;
+
+			*v = st->inuse_objects && *v > var ? *v - var : 0;
+		}
 	}
 	mem_free(&p->mem, ev->size, var);
 	if (c->cur_phase != MP_NONE)
@@ -1066,8 +1147,11 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 		sub_clamped(&p->invocations[inv].retained_count, 1);
 	}
 	f = attribute(c, ev->tid, &t, &cross);
-	if (f)
+	if (f) {
 		charge(c, f, ev->size, var, false, owner, tag);
+		if (var)
+			sampled_charge(c, f, var, false, inv);
+	}
 }
 
 static bool pool_heap_event(struct mp_correlator *c, const struct mp_heap_event *ev);
@@ -1309,6 +1393,7 @@ static int kernel_begin(struct mp_correlator *c, const struct mp_record *rec)
 		.begin_ns = rec->ts_ns,
 		.end_ns = rec->ts_ns,
 		.peak_bytes = c->live_bytes,
+		.peak_var = c->live_var,
 		.rss_begin = MP_UNKNOWN,
 		.rss_end = MP_UNKNOWN,
 	};
@@ -1382,10 +1467,16 @@ static int aggregate(struct mp_profile *p, const struct mp_invocation *r)
 		k->max_ns = dur;
 	mem_add(&k->incl, &r->incl);
 	mem_add(&k->excl, &r->excl);
-	if (r->peak_bytes > k->peak_bytes)
+	if (r->peak_bytes > k->peak_bytes) {
 		k->peak_bytes = r->peak_bytes;
-	if (r->peak_added > k->peak_added)
+		k->peak_var = r->peak_var;
+	}
+	if (r->peak_added > k->peak_added) {
 		k->peak_added = r->peak_added;
+		k->peak_added_var = r->peak_added_var;
+	}
+	if (r->added_var_max > k->added_var_max)
+		k->added_var_max = r->added_var_max;
 	k->cross_thread_allocs += r->cross_thread_allocs;
 	k->cross_thread_bytes += r->cross_thread_bytes;
 	add_signed(&k->rss_exact_incl, (uint64_t)r->rss_exact_incl);
@@ -1550,8 +1641,10 @@ static int phase(struct mp_correlator *c, const struct mp_record *rec)
 	ph = &p->phases[i];
 	ph->entries++;
 	/* What is live when the phase starts is live during it. */
-	if (c->live_bytes > ph->peak_bytes)
+	if (c->live_bytes > ph->peak_bytes) {
 		ph->peak_bytes = c->live_bytes;
+		ph->peak_var = c->live_var;
+	}
 	if (c->last_rss.val != MP_UNKNOWN && c->last_rss.val > ph->rss_peak)
 		ph->rss_peak = c->last_rss.val;
 	return pools_phase_enter(c, ph);
@@ -1769,7 +1862,6 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 		q->kernels[i].rss_last_ns = c->p->kernels[i].rss_last_ns;
 	for (uint32_t i = 0; i < c->n_pending; i++)
 		pending_apply(q, &c->pending[i]);
-	sampled_settle(c, q);
 	/* Close the open kernels at @now_ns in the copy only, as finish would. */
 	for (struct frame *f = c->open_tail; f; f = f->prev) {
 		struct mp_invocation tmp = *inv_rec(c, f);
@@ -1796,6 +1888,8 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 		pending_apply(q, &pe);
 		q->truncated = true;
 	}
+	/* after the open kernels joined their aggregates */
+	sampled_settle(c, q);
 	if (c->cur_phase != MP_NONE && now_ns > c->phase_entered)
 		q->phases[c->cur_phase].duration_ns += now_ns - c->phase_entered;
 	if (c->cur_phase != MP_NONE)

@@ -152,6 +152,14 @@ struct mp_invocation {
 	uint64_t total_tensors_snapshot; /* process live blocks at end */
 	uint64_t peak_bytes; /* process live bytes peak during the invocation */
 	uint64_t peak_added; /* highest incl.bytes_added reached (>= 0) */
+	/* Sampled mode (docs/PROFILE.md "Per-kernel peaks"; 0 otherwise):
+	 * the estimated variance of the process live bytes when peak_bytes
+	 * was reached (its upward bias is bounded by mp_profile's
+	 * peak_bias_bound), the variance of incl.bytes_added now (at the
+	 * end), at peak_added, and the bound on peak_added's upward bias. */
+	double peak_var, added_var, peak_added_var, peak_added_bias_bound;
+	/* Highest added_var reached (correlator state; not in the file). */
+	double added_var_max;
 	/* Bytes/blocks allocated by this kernel alone still live at the end
 	 * of the profile. */
 	uint64_t retained_bytes;
@@ -193,6 +201,11 @@ struct mp_kernel {
 	struct mp_mem_stats incl, excl;
 	uint64_t peak_bytes; /* max over calls */
 	uint64_t peak_added; /* max over calls */
+	/* Sampled mode: the variances of peak_bytes and peak_added (those of
+	 * the calls that hold the maxima), the bound on peak_added's upward
+	 * bias (for the maximum over every call), and the calls' highest
+	 * added_var_max (correlator state; not in the file). */
+	double peak_var, peak_added_var, peak_added_bias_bound, added_var_max;
 	uint64_t retained_bytes, retained_count;
 	uint64_t cross_thread_allocs, cross_thread_bytes;
 	int64_t rss_delta_sum; /* sum of rss_end - rss_begin over rss_calls */
@@ -233,6 +246,7 @@ struct mp_phase {
 	uint64_t entries;
 	struct mp_mem_stats mem; /* all heap traffic while it was current */
 	uint64_t peak_bytes; /* process live bytes peak while current */
+	double peak_var; /* sampled mode: its variance (bias: the process's) */
 	uint64_t rss_peak; /* max VmRSS sampled while current */
 	/* One bucket per pool known while the phase was current: slice
 	 * traffic while current, peak_added, peak_bytes (the pool's highest
@@ -248,6 +262,10 @@ struct mp_pool {
 	struct mp_mem_stats mem;
 	uint64_t live_bytes, live_count; /* at profile end */
 	uint64_t peak_bytes; /* peak of live_bytes */
+	/* Sampled mode: the variance of live_bytes (at the end), and at
+	 * peak_bytes, the bound on peak_bytes' upward bias, and the highest
+	 * live_var reached (correlator state; not in the file). */
+	double live_var, peak_var, peak_bias_bound, live_var_max;
 };
 
 /* A pool's slices charged to one tag over the whole window (the figures
@@ -355,6 +373,9 @@ struct mp_profile {
 	uint32_t n_sites;
 	struct mp_site *sites;
 	uint64_t sites_dropped;
+	/* Sampled mode: one per site, the estimated variances of its
+	 * alloc_space and inuse_space (docs/OUTPUT.md); NULL otherwise. */
+	struct mp_site_var *site_vars;
 	/* Symbols of the sites' callers (mp_symbolize_profile()); empty
 	 * until then. Locations are sorted by address, one per caller. */
 	uint32_t n_objects;
@@ -419,6 +440,10 @@ struct mp_site {
 	 * apart from the heap sites. */
 	uint32_t pool;
 	uint32_t stack; /* index + 1 into stacks, 0: none */
+};
+
+struct mp_site_var {
+	double alloc_space, inuse_space;
 };
 
 /* mp_object.flags: what symbolization found for the object. */
