@@ -474,6 +474,10 @@ static void json_sites(struct mp_json *j, const struct mp_profile *p)
 		mp_json_u64(j, "allocSpace", st->alloc_space);
 		mp_json_u64(j, "inuseObjects", st->inuse_objects);
 		mp_json_u64(j, "inuseSpace", st->inuse_space);
+		if (p->site_vars) {
+			mp_json_u64(j, "allocSpaceStderr", stderr_of(p->site_vars[i].alloc_space));
+			mp_json_u64(j, "inuseSpaceStderr", stderr_of(p->site_vars[i].inuse_space));
+		}
 		/* pool slices: a view apart from the heap sites (only in
 		 * profiles with pools) */
 		if (p->n_mempools) {
