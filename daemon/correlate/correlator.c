@@ -853,15 +853,8 @@ static void pool_alloc(struct mp_pool *pl, uint64_t size, double var)
 	mem_alloc(&pl->mem, size, var);
 	pl->live_bytes += size;
 	pl->live_count++;
-	if (var) { /* only sampled mode has any: keep precise mode's path */
-		pl->live_var += var;
-		if (pl->live_var > pl->live_var_max)
-			pl->live_var_max = pl->live_var;
-	}
-	if (pl->live_bytes > pl->peak_bytes) {
+	if (pl->live_bytes > pl->peak_bytes)
 		pl->peak_bytes = pl->live_bytes;
-		pl->peak_var = pl->live_var;
-	}
 }
 
 static void sub_clamped(uint64_t *v, uint64_t d)
@@ -874,8 +867,25 @@ static void pool_free(struct mp_pool *pl, uint64_t size, double var)
 	mem_free(&pl->mem, size, var);
 	sub_clamped(&pl->live_bytes, size);
 	sub_clamped(&pl->live_count, 1);
-	if (var) /* no rounding residue once the last block is gone */
+}
+
+/* Sampled mode, after pool_alloc()/pool_free() of a block of estimate
+ * variance @var (0: sent exact): the variance of the owner's or tag's live bytes,
+ * and at its peak (pool_alloc() just moved the peak here, or it was here
+ * already). Out of line, so that precise mode's per-record path stays as
+ * it was. */
+static void pool_sampled(struct mp_pool *pl, double var, bool alloc)
+{
+	if (!alloc) {
+		/* no rounding residue once the last block is gone */
 		pl->live_var = pl->live_count && pl->live_var > var ? pl->live_var - var : 0;
+		return;
+	}
+	pl->live_var += var;
+	if (pl->live_var > pl->live_var_max)
+		pl->live_var_max = pl->live_var;
+	if (pl->live_bytes == pl->peak_bytes)
+		pl->peak_var = pl->live_var;
 }
 
 /* Charges one alloc/free to @f and every kernel enclosing it. */
@@ -912,7 +922,7 @@ static void charge(struct mp_correlator *c, struct frame *f, uint64_t size, doub
  * block was charged at its allocation to invocation @alloc_inv (MP_NONE:
  * none or beyond the record cap) and its enclosing ones. Both chains run
  * in decreasing record index (parents begin first), so one walk down the
- * allocation's chain decides it for every frame. Only for var > 0. */
+ * allocation's chain decides it for every frame. Sampled mode only. */
 static void sampled_charge(struct mp_correlator *c, struct frame *f, double var, bool alloc,
 			   uint32_t alloc_inv)
 {
@@ -940,6 +950,34 @@ static void sampled_charge(struct mp_correlator *c, struct frame *f, double var,
 		    (uint64_t)r->incl.bytes_added == r->peak_added)
 			r->peak_added_var = r->added_var;
 	}
+}
+
+/* Sampled mode, at the end of on_alloc()/on_free() of a block of estimate
+ * variance @var (0: sent exact) charged to frame @f (or none), site @site (or
+ * MP_NONE), @owner and @tag: the variances sampled mode keeps beside the
+ * figures those updated (@alloc_inv: see sampled_charge()). */
+static __attribute__((noinline)) void sampled_tail(struct mp_correlator *c, struct frame *f,
+						   double var, bool alloc, uint32_t alloc_inv,
+						   uint32_t site, uint32_t owner, uint32_t tag)
+{
+	struct mp_profile *p = c->p;
+
+	pool_sampled(&p->owners[owner], var, alloc);
+	pool_sampled(&p->tags[tag], var, alloc);
+	if (site != MP_NONE) {
+		struct mp_site_var *sv = &p->site_vars[site];
+
+		if (alloc) {
+			sv->alloc_space += var;
+			sv->inuse_space += var;
+		} else {
+			sv->inuse_space = p->sites[site].inuse_objects && sv->inuse_space > var ?
+						  sv->inuse_space - var :
+						  0;
+		}
+	}
+	if (f)
+		sampled_charge(c, f, var, alloc, alloc_inv);
 }
 
 /* The tag an allocation of thread @t is charged to: its innermost open one. */
@@ -1047,8 +1085,6 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 			r->cross_thread_bytes += ev->size;
 		}
 		charge(c, f, ev->size, var, true, owner, tag);
-		if (var)
-			sampled_charge(c, f, var, true, MP_NONE);
 	}
 	/* Peaks of open invocations decrease in begin order (an earlier one
 	 * has seen everything a later one has): update only the tail that
@@ -1062,6 +1098,10 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 		r->peak_var = c->live_var;
 	}
 	site = site_of(c, ev->caller, name, c->cur_phase, owner, ev->tid, ev->stack);
+	/* One test on precise mode's path for all of sampled mode's figures;
+	 * an exact block (var 0) can move a peak there too. */
+	if (c->opts.sample_bytes)
+		sampled_tail(c, f, var, true, MP_NONE, site, owner, tag);
 	if (site != MP_NONE) {
 		struct mp_site *st = &p->sites[site];
 
@@ -1069,10 +1109,6 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 		st->alloc_space += ev->size;
 		st->inuse_objects++;
 		st->inuse_space += ev->size;
-		if (var) {
-			p->site_vars[site].alloc_space += var;
-			p->site_vars[site].inuse_space += var;
-		}
 		return U_SITE_FLAG | (uint64_t)(site & U_POOL_MASK) << U_OWNER_SHIFT |
 		       (uint64_t)tag << U_TAG_SHIFT | (uint64_t)(site >> 12) << U_NAME_SHIFT |
 		       (uint64_t)(inv + 1) << U_INV_SHIFT;
@@ -1127,11 +1163,6 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 	if (st) {
 		sub_clamped(&st->inuse_space, ev->size);
 		sub_clamped(&st->inuse_objects, 1);
-		if (var) {
-			double *v = &p->site_vars[st - p->sites].inuse_space;
-
-			*v = st->inuse_objects && *v > var ? *v - var : 0;
-		}
 	}
 	mem_free(&p->mem, ev->size, var);
 	if (c->cur_phase != MP_NONE)
@@ -1149,9 +1180,10 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 	f = attribute(c, ev->tid, &t, &cross);
 	if (f) {
 		charge(c, f, ev->size, var, false, owner, tag);
-		if (var)
-			sampled_charge(c, f, var, false, inv);
 	}
+	if (c->opts.sample_bytes)
+		sampled_tail(c, f, var, false, inv, st ? (uint32_t)(st - p->sites) : MP_NONE, owner,
+			     tag);
 }
 
 static bool pool_heap_event(struct mp_correlator *c, const struct mp_heap_event *ev);

@@ -152,14 +152,6 @@ struct mp_invocation {
 	uint64_t total_tensors_snapshot; /* process live blocks at end */
 	uint64_t peak_bytes; /* process live bytes peak during the invocation */
 	uint64_t peak_added; /* highest incl.bytes_added reached (>= 0) */
-	/* Sampled mode (docs/PROFILE.md "Per-kernel peaks"; 0 otherwise):
-	 * the estimated variance of the process live bytes when peak_bytes
-	 * was reached (its upward bias is bounded by mp_profile's
-	 * peak_bias_bound), the variance of incl.bytes_added now (at the
-	 * end), at peak_added, and the bound on peak_added's upward bias. */
-	double peak_var, added_var, peak_added_var, peak_added_bias_bound;
-	/* Highest added_var reached (correlator state; not in the file). */
-	double added_var_max;
 	/* Bytes/blocks allocated by this kernel alone still live at the end
 	 * of the profile. */
 	uint64_t retained_bytes;
@@ -190,6 +182,15 @@ struct mp_invocation {
 	 * (capacity as above). */
 	uint32_t n_pool_tags;
 	struct mp_pool_tag_bucket *pool_tags;
+	/* Last, away from the fields the per-record path touches. */
+	/* Sampled mode (docs/PROFILE.md "Per-kernel peaks"; 0 otherwise):
+	 * the estimated variance of the process live bytes when peak_bytes
+	 * was reached (its upward bias is bounded by mp_profile's
+	 * peak_bias_bound), the variance of incl.bytes_added now (at the
+	 * end), at peak_added, and the bound on peak_added's upward bias. */
+	double peak_var, added_var, peak_added_var, peak_added_bias_bound;
+	/* Highest added_var reached (correlator state; not in the file). */
+	double added_var_max;
 };
 
 /* All invocations of one kernel name (including those beyond the
@@ -201,11 +202,6 @@ struct mp_kernel {
 	struct mp_mem_stats incl, excl;
 	uint64_t peak_bytes; /* max over calls */
 	uint64_t peak_added; /* max over calls */
-	/* Sampled mode: the variances of peak_bytes and peak_added (those of
-	 * the calls that hold the maxima), the bound on peak_added's upward
-	 * bias (for the maximum over every call), and the calls' highest
-	 * added_var_max (correlator state; not in the file). */
-	double peak_var, peak_added_var, peak_added_bias_bound, added_var_max;
 	uint64_t retained_bytes, retained_count;
 	uint64_t cross_thread_allocs, cross_thread_bytes;
 	int64_t rss_delta_sum; /* sum of rss_end - rss_begin over rss_calls */
@@ -227,6 +223,11 @@ struct mp_kernel {
 	struct mp_pool_bucket *pools;
 	uint32_t n_pool_tags;
 	struct mp_pool_tag_bucket *pool_tags;
+	/* Sampled mode: the variances of peak_bytes and peak_added (those of
+	 * the calls that hold the maxima), the bound on peak_added's upward
+	 * bias (for the maximum over every call), and the calls' highest
+	 * added_var_max (correlator state; not in the file). */
+	double peak_var, peak_added_var, peak_added_bias_bound, added_var_max;
 };
 
 /* The process replaced its image (exec): kernels open in the old image were
@@ -246,7 +247,6 @@ struct mp_phase {
 	uint64_t entries;
 	struct mp_mem_stats mem; /* all heap traffic while it was current */
 	uint64_t peak_bytes; /* process live bytes peak while current */
-	double peak_var; /* sampled mode: its variance (bias: the process's) */
 	uint64_t rss_peak; /* max VmRSS sampled while current */
 	/* One bucket per pool known while the phase was current: slice
 	 * traffic while current, peak_added, peak_bytes (the pool's highest
@@ -254,6 +254,7 @@ struct mp_phase {
 	 * pool's live bytes and slices when the phase was last left. */
 	uint32_t n_pools;
 	struct mp_pool_bucket *pools;
+	double peak_var; /* sampled mode: its variance (bias: the process's) */
 };
 
 /* An owner (object file of the allocation's caller) or a tag. */
