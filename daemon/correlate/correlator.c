@@ -870,10 +870,9 @@ static void pool_free(struct mp_pool *pl, uint64_t size, double var)
 }
 
 /* Sampled mode, after pool_alloc()/pool_free() of a block of estimate
- * variance @var (0: sent exact): the variance of the owner's or tag's live bytes,
- * and at its peak (pool_alloc() just moved the peak here, or it was here
- * already). Out of line, so that precise mode's per-record path stays as
- * it was. */
+ * variance @var (0: sent exact): the variance of the owner's or tag's live
+ * bytes, and at its peak (pool_alloc() just moved the peak here, or it was here
+ * already). From sampled_tail(), off precise mode's per-record path. */
 static void pool_sampled(struct mp_pool *pl, double var, bool alloc)
 {
 	if (!alloc) {
@@ -1178,9 +1177,8 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 		sub_clamped(&p->invocations[inv].retained_count, 1);
 	}
 	f = attribute(c, ev->tid, &t, &cross);
-	if (f) {
+	if (f)
 		charge(c, f, ev->size, var, false, owner, tag);
-	}
 	if (c->opts.sample_bytes)
 		sampled_tail(c, f, var, false, inv, st ? (uint32_t)(st - p->sites) : MP_NONE, owner,
 			     tag);
