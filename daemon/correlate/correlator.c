@@ -158,7 +158,7 @@ struct mp_correlator {
 	int64_t rss_member[MP_RSS_MEMBER_COUNT];
 	bool rss_member_known[MP_RSS_MEMBER_COUNT];
 
-	uint32_t sites_cap;
+	uint32_t sites_cap, site_vars_cap;
 	uint32_t *site_ht; /* site index + 1, 0 empty */
 	uint32_t site_ht_cap;
 
@@ -752,6 +752,11 @@ static uint32_t site_new(struct mp_correlator *c, uint64_t caller, uint32_t name
 		c->oom = true;
 		return MP_NONE;
 	}
+	if (c->opts.sample_bytes && grow((void **)&p->site_vars, &c->site_vars_cap, p->n_sites + 1,
+					 sizeof(*p->site_vars)) < 0) {
+		c->oom = true;
+		return MP_NONE;
+	}
 	id = p->n_sites++;
 	p->sites[id] = (struct mp_site){ .caller = caller,
 					 .name = name,
@@ -864,6 +869,24 @@ static void pool_free(struct mp_pool *pl, uint64_t size, double var)
 	sub_clamped(&pl->live_count, 1);
 }
 
+/* Sampled mode, after pool_alloc()/pool_free() of a block of estimate
+ * variance @var (0: sent exact): the variance of the owner's or tag's live
+ * bytes, and at its peak (pool_alloc() just moved the peak here, or it was here
+ * already). From sampled_tail(), off precise mode's per-record path. */
+static void pool_sampled(struct mp_pool *pl, double var, bool alloc)
+{
+	if (!alloc) {
+		/* no rounding residue once the last block is gone */
+		pl->live_var = pl->live_count && pl->live_var > var ? pl->live_var - var : 0;
+		return;
+	}
+	pl->live_var += var;
+	if (pl->live_var > pl->live_var_max)
+		pl->live_var_max = pl->live_var;
+	if (pl->live_bytes == pl->peak_bytes)
+		pl->peak_var = pl->live_var;
+}
+
 /* Charges one alloc/free to @f and every kernel enclosing it. */
 static void charge(struct mp_correlator *c, struct frame *f, uint64_t size, double var, bool alloc,
 		   uint32_t owner, uint32_t tag)
@@ -888,6 +911,72 @@ static void charge(struct mp_correlator *c, struct frame *f, uint64_t size, doub
 		    bucket_add(&r->tags, &r->n_tags, tag, size, alloc) < 0)
 			c->oom = true;
 	}
+}
+
+/* Sampled mode: the variance of incl.bytes_added of @f and the kernels
+ * enclosing it, after charge() charged them a block of estimate variance
+ * @var (docs/PROFILE.md "Per-kernel peaks"). An allocation adds @var. A
+ * free subtracts it where the block was allocated (its estimate leaves
+ * the sum) and adds it elsewhere (its negated estimate enters it): the
+ * block was charged at its allocation to invocation @alloc_inv (MP_NONE:
+ * none or beyond the record cap) and its enclosing ones. Both chains run
+ * in decreasing record index (parents begin first), so one walk down the
+ * allocation's chain decides it for every frame. Sampled mode only. */
+static void sampled_charge(struct mp_correlator *c, struct frame *f, double var, bool alloc,
+			   uint32_t alloc_inv)
+{
+	const struct mp_profile *p = c->p;
+	uint32_t a = alloc_inv;
+
+	for (; f; f = f->up) {
+		struct mp_invocation *r = inv_rec(c, f);
+		bool inside = false;
+
+		if (!alloc && f->inv != MP_NONE) {
+			while (a != MP_NONE && a < p->n_invocations && a > f->inv)
+				a = p->invocations[a].parent;
+			inside = a == f->inv;
+		}
+		if (inside) {
+			r->added_var = r->added_var > var ? r->added_var - var : 0;
+			continue;
+		}
+		r->added_var += var;
+		if (r->added_var > r->added_var_max)
+			r->added_var_max = r->added_var;
+		/* charge() moved the peak to this level, or it was there */
+		if (alloc && r->incl.bytes_added > 0 &&
+		    (uint64_t)r->incl.bytes_added == r->peak_added)
+			r->peak_added_var = r->added_var;
+	}
+}
+
+/* Sampled mode, at the end of on_alloc()/on_free() of a block of estimate
+ * variance @var (0: sent exact) charged to frame @f (or none), site @site (or
+ * MP_NONE), @owner and @tag: the variances sampled mode keeps beside the
+ * figures those updated (@alloc_inv: see sampled_charge()). */
+static __attribute__((noinline)) void sampled_tail(struct mp_correlator *c, struct frame *f,
+						   double var, bool alloc, uint32_t alloc_inv,
+						   uint32_t site, uint32_t owner, uint32_t tag)
+{
+	struct mp_profile *p = c->p;
+
+	pool_sampled(&p->owners[owner], var, alloc);
+	pool_sampled(&p->tags[tag], var, alloc);
+	if (site != MP_NONE) {
+		struct mp_site_var *sv = &p->site_vars[site];
+
+		if (alloc) {
+			sv->alloc_space += var;
+			sv->inuse_space += var;
+		} else {
+			sv->inuse_space = p->sites[site].inuse_objects && sv->inuse_space > var ?
+						  sv->inuse_space - var :
+						  0;
+		}
+	}
+	if (f)
+		sampled_charge(c, f, var, alloc, alloc_inv);
 }
 
 /* The tag an allocation of thread @t is charged to: its innermost open one. */
@@ -927,6 +1016,21 @@ static void sampled_settle(const struct mp_correlator *c, struct mp_profile *p)
 	p->added_var = c->live_var;
 	p->peak_bias_bound =
 		mp_sample_peak_bias_bound(c->live_var_max, c->opts.sample_bytes, c->n_allocs_est);
+	/* Every one of these peaks is a maximum over at most the process's
+	 * allocations (the bound grows with n): docs/PROFILE.md "Per-kernel
+	 * peaks". */
+	for (uint32_t i = 0; i < p->n_invocations; i++)
+		p->invocations[i].peak_added_bias_bound = mp_sample_peak_bias_bound(
+			p->invocations[i].added_var_max, c->opts.sample_bytes, c->n_allocs_est);
+	for (uint32_t i = 0; i < p->n_kernels; i++)
+		p->kernels[i].peak_added_bias_bound = mp_sample_peak_bias_bound(
+			p->kernels[i].added_var_max, c->opts.sample_bytes, c->n_allocs_est);
+	for (uint32_t i = 0; i < p->n_owners; i++)
+		p->owners[i].peak_bias_bound = mp_sample_peak_bias_bound(
+			p->owners[i].live_var_max, c->opts.sample_bytes, c->n_allocs_est);
+	for (uint32_t i = 0; i < p->n_tags; i++)
+		p->tags[i].peak_bias_bound = mp_sample_peak_bias_bound(
+			p->tags[i].live_var_max, c->opts.sample_bytes, c->n_allocs_est);
 }
 
 static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev)
@@ -958,8 +1062,10 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 		struct mp_phase *ph = &p->phases[c->cur_phase];
 
 		mem_alloc(&ph->mem, ev->size, var);
-		if (c->live_bytes > ph->peak_bytes)
+		if (c->live_bytes > ph->peak_bytes) {
 			ph->peak_bytes = c->live_bytes;
+			ph->peak_var = c->live_var;
+		}
 	}
 	pool_alloc(&p->owners[owner], ev->size, var);
 	pool_alloc(&p->tags[tag], ev->size, var);
@@ -988,8 +1094,13 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 		if (r->peak_bytes >= c->live_bytes)
 			break;
 		r->peak_bytes = c->live_bytes;
+		r->peak_var = c->live_var;
 	}
 	site = site_of(c, ev->caller, name, c->cur_phase, owner, ev->tid, ev->stack);
+	/* One test on precise mode's path for all of sampled mode's figures;
+	 * an exact block (var 0) can move a peak there too. */
+	if (c->opts.sample_bytes)
+		sampled_tail(c, f, var, true, MP_NONE, site, owner, tag);
 	if (site != MP_NONE) {
 		struct mp_site *st = &p->sites[site];
 
@@ -1068,6 +1179,9 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 	f = attribute(c, ev->tid, &t, &cross);
 	if (f)
 		charge(c, f, ev->size, var, false, owner, tag);
+	if (c->opts.sample_bytes)
+		sampled_tail(c, f, var, false, inv, st ? (uint32_t)(st - p->sites) : MP_NONE, owner,
+			     tag);
 }
 
 static bool pool_heap_event(struct mp_correlator *c, const struct mp_heap_event *ev);
@@ -1309,6 +1423,7 @@ static int kernel_begin(struct mp_correlator *c, const struct mp_record *rec)
 		.begin_ns = rec->ts_ns,
 		.end_ns = rec->ts_ns,
 		.peak_bytes = c->live_bytes,
+		.peak_var = c->live_var,
 		.rss_begin = MP_UNKNOWN,
 		.rss_end = MP_UNKNOWN,
 	};
@@ -1382,10 +1497,16 @@ static int aggregate(struct mp_profile *p, const struct mp_invocation *r)
 		k->max_ns = dur;
 	mem_add(&k->incl, &r->incl);
 	mem_add(&k->excl, &r->excl);
-	if (r->peak_bytes > k->peak_bytes)
+	if (r->peak_bytes > k->peak_bytes) {
 		k->peak_bytes = r->peak_bytes;
-	if (r->peak_added > k->peak_added)
+		k->peak_var = r->peak_var;
+	}
+	if (r->peak_added > k->peak_added) {
 		k->peak_added = r->peak_added;
+		k->peak_added_var = r->peak_added_var;
+	}
+	if (r->added_var_max > k->added_var_max)
+		k->added_var_max = r->added_var_max;
 	k->cross_thread_allocs += r->cross_thread_allocs;
 	k->cross_thread_bytes += r->cross_thread_bytes;
 	add_signed(&k->rss_exact_incl, (uint64_t)r->rss_exact_incl);
@@ -1550,8 +1671,10 @@ static int phase(struct mp_correlator *c, const struct mp_record *rec)
 	ph = &p->phases[i];
 	ph->entries++;
 	/* What is live when the phase starts is live during it. */
-	if (c->live_bytes > ph->peak_bytes)
+	if (c->live_bytes > ph->peak_bytes) {
 		ph->peak_bytes = c->live_bytes;
+		ph->peak_var = c->live_var;
+	}
 	if (c->last_rss.val != MP_UNKNOWN && c->last_rss.val > ph->rss_peak)
 		ph->rss_peak = c->last_rss.val;
 	return pools_phase_enter(c, ph);
@@ -1769,7 +1892,6 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 		q->kernels[i].rss_last_ns = c->p->kernels[i].rss_last_ns;
 	for (uint32_t i = 0; i < c->n_pending; i++)
 		pending_apply(q, &c->pending[i]);
-	sampled_settle(c, q);
 	/* Close the open kernels at @now_ns in the copy only, as finish would. */
 	for (struct frame *f = c->open_tail; f; f = f->prev) {
 		struct mp_invocation tmp = *inv_rec(c, f);
@@ -1796,6 +1918,8 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 		pending_apply(q, &pe);
 		q->truncated = true;
 	}
+	/* after the open kernels joined their aggregates */
+	sampled_settle(c, q);
 	if (c->cur_phase != MP_NONE && now_ns > c->phase_entered)
 		q->phases[c->cur_phase].duration_ns += now_ns - c->phase_entered;
 	if (c->cur_phase != MP_NONE)

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +11,18 @@
 #include "profile.pb-c.h"
 #include "util.h"
 
-/* Sample values, in the order of Go's heap profiles. */
-enum { V_ALLOC_OBJECTS, V_ALLOC_SPACE, V_INUSE_OBJECTS, V_INUSE_SPACE, N_VALUES };
+/* Sample values, in the order of Go's heap profiles; sampled mode adds the
+ * variances of the two space figures (docs/OUTPUT.md "Sampled sites"). */
+enum {
+	V_ALLOC_OBJECTS,
+	V_ALLOC_SPACE,
+	V_INUSE_OBJECTS,
+	V_INUSE_SPACE,
+	N_VALUES,
+	V_ALLOC_SPACE_VAR = N_VALUES,
+	V_INUSE_SPACE_VAR,
+	N_VALUES_SAMPLED
+};
 #define MAX_LABELS 5
 
 /* The string table: model strings are borrowed, interned by content. */
@@ -124,7 +135,8 @@ struct build {
 	struct funtab ft;
 	uint64_t *callers; /* sorted, unique */
 	uint32_t n_callers;
-	Perftools__Profiles__ValueType vt[N_VALUES + 1], *vtp[N_VALUES];
+	Perftools__Profiles__ValueType vt[N_VALUES_SAMPLED + 1], *vtp[N_VALUES_SAMPLED];
+	uint32_t n_values; /* N_VALUES, or N_VALUES_SAMPLED with the variances */
 	Perftools__Profiles__Sample *samples, **samplep;
 	int64_t *values;
 	uint64_t *loc_ids;
@@ -134,7 +146,7 @@ struct build {
 	Perftools__Profiles__Function *funcs, **funcp;
 	Perftools__Profiles__Mapping *maps, **mapp;
 	char (*tids)[12]; /* the thread labels' text, one per sample */
-	int64_t comments[3];
+	int64_t comments[5]; /* exe, path, pools, dropped, sampled */
 	char dropped_note[128];
 	char path_note[96];
 };
@@ -171,28 +183,40 @@ static void build_free(struct build *b)
 		s_;                                   \
 	})
 
-static int build_value_types(struct build *b, Perftools__Profiles__Profile *o)
+static int build_value_types(struct build *b, const struct mp_profile *p,
+			     Perftools__Profiles__Profile *o)
 {
-	static const char *const types[N_VALUES][2] = {
+	/* Variances, not standard errors: pprof sums a value over the
+	 * samples it merges (by function, by label), and the variance of a
+	 * sum of independent estimates is the sum of their variances. */
+	static const char *const types_var[2][2] = {
+		{ "alloc_space_var", "bytes_squared" },
+		{ "inuse_space_var", "bytes_squared" },
+	};
+	static const char *const types_exact[N_VALUES][2] = {
 		{ "alloc_objects", "count" },
 		{ "alloc_space", "bytes" },
 		{ "inuse_objects", "count" },
 		{ "inuse_space", "bytes" },
 	};
 
-	for (int i = 0; i < N_VALUES; i++) {
+	b->n_values = p->site_vars ? N_VALUES_SAMPLED : N_VALUES;
+	for (uint32_t i = 0; i < b->n_values; i++) {
+		const char *const *t = i < N_VALUES ? types_exact[i] : types_var[i - N_VALUES];
+
 		perftools__profiles__value_type__init(&b->vt[i]);
-		b->vt[i].type = S(types[i][0]);
-		b->vt[i].unit = S(types[i][1]);
+		b->vt[i].type = S(t[0]);
+		b->vt[i].unit = S(t[1]);
 		b->vtp[i] = &b->vt[i];
 	}
-	o->n_sample_type = N_VALUES;
+	o->n_sample_type = b->n_values;
 	o->sample_type = b->vtp;
-	/* Exact figures, no sampling: every byte counts once. */
-	perftools__profiles__value_type__init(&b->vt[N_VALUES]);
-	b->vt[N_VALUES].type = S("space");
-	b->vt[N_VALUES].unit = S("bytes");
-	o->period_type = &b->vt[N_VALUES];
+	/* Every figure is exact or already an unbiased estimate (sampled
+	 * mode scales each sampled block): nothing for pprof to scale. */
+	perftools__profiles__value_type__init(&b->vt[N_VALUES_SAMPLED]);
+	b->vt[N_VALUES_SAMPLED].type = S("space");
+	b->vt[N_VALUES_SAMPLED].unit = S("bytes");
+	o->period_type = &b->vt[N_VALUES_SAMPLED];
 	o->period = 1;
 	o->default_sample_type = b->vt[V_INUSE_SPACE].type;
 	return 0;
@@ -353,6 +377,14 @@ static int64_t clamp(uint64_t v)
 	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
+/* A variance rounded to a whole bytes², within int64. */
+static int64_t clamp_var(double v)
+{
+	if (!(v > 0))
+		return 0;
+	return v >= 9.2e18 ? INT64_MAX : (int64_t)llround(v);
+}
+
 static int build_samples(struct build *b, const struct mp_profile *p,
 			 Perftools__Profiles__Profile *o)
 {
@@ -362,7 +394,7 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 
 	b->samples = calloc(n, sizeof(*b->samples));
 	b->samplep = calloc(n, sizeof(*b->samplep));
-	b->values = calloc(n * N_VALUES, sizeof(*b->values));
+	b->values = calloc(n * b->n_values, sizeof(*b->values));
 	for (uint32_t i = 0; i < p->n_sites; i++) {
 		const struct mp_site *st = &p->sites[i];
 
@@ -381,7 +413,7 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 		Perftools__Profiles__Sample *s = &b->samples[i];
 		Perftools__Profiles__Label *lb = &b->labels[(size_t)i * MAX_LABELS];
 		Perftools__Profiles__Label **lp = &b->labelp[(size_t)i * MAX_LABELS];
-		int64_t *v = &b->values[(size_t)i * N_VALUES];
+		int64_t *v = &b->values[(size_t)i * b->n_values];
 		size_t nl = 0;
 
 		perftools__profiles__sample__init(s);
@@ -401,7 +433,11 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 		v[V_ALLOC_SPACE] = clamp(st->alloc_space);
 		v[V_INUSE_OBJECTS] = clamp(st->inuse_objects);
 		v[V_INUSE_SPACE] = clamp(st->inuse_space);
-		s->n_value = N_VALUES;
+		if (b->n_values > N_VALUES) {
+			v[V_ALLOC_SPACE_VAR] = clamp_var(p->site_vars[i].alloc_space);
+			v[V_INUSE_SPACE_VAR] = clamp_var(p->site_vars[i].inuse_space);
+		}
+		s->n_value = b->n_values;
 		s->value = v;
 		/* Allocations outside any kernel (phase) carry no such label,
 		 * so -tagfocus=kernel=X selects exactly kernel X. */
@@ -451,7 +487,7 @@ static int build_profile(struct build *b, const struct mp_profile *p,
 	perftools__profiles__profile__init(o);
 	if (S("") != 0)
 		return -EINVAL; /* string_table[0] must be "" */
-	r = build_value_types(b, o);
+	r = build_value_types(b, p, o);
 	if (r == 0)
 		r = build_mappings(b, p, o);
 	if (r == 0)
@@ -479,6 +515,11 @@ static int build_profile(struct build *b, const struct mp_profile *p,
 			 (unsigned long long)p->sites_dropped);
 		b->comments[o->n_comment++] = S(b->dropped_note);
 	}
+	if (b->n_values > N_VALUES)
+		b->comments[o->n_comment++] =
+			S("memprofd: sampled mode: alloc_space and inuse_space are unbiased "
+			  "estimates; alloc_space_var and inuse_space_var their variances "
+			  "(standard error = square root; they add like the estimates)");
 	o->comment = b->comments;
 	o->n_string_table = b->st.n;
 	o->string_table = (char **)b->st.s;

@@ -174,6 +174,27 @@ static bool has_stderr(const struct mp_profile *p)
 	       (p->peak_bias_bound > 0 || p->mem.alloc_var > 0 || p->peak_var > 0);
 }
 
+static uint64_t bytes_of(double v)
+{
+	return v > 0 ? (uint64_t)llround(v) : 0;
+}
+
+/* A sampled peak's standard error (from @var) and the bound on its upward
+ * bias (docs/PROFILE.md "Per-kernel peaks"), as @key"Stderr" and
+ * @key"BiasBound"; nothing for an exact profile. */
+static void json_peak_err(struct mp_json *j, const struct mp_profile *p, const char *key,
+			  double var, double bias)
+{
+	char k[48];
+
+	if (!has_stderr(p))
+		return;
+	snprintf(k, sizeof(k), "%sStderr", key);
+	mp_json_u64(j, k, stderr_of(var));
+	snprintf(k, sizeof(k), "%sBiasBound", key);
+	mp_json_u64(j, k, bytes_of(bias));
+}
+
 static void json_mem(struct mp_json *j, const char *key, const struct mp_mem_stats *m)
 {
 	mp_json_object_begin(j, key);
@@ -215,7 +236,8 @@ static void json_buckets(struct mp_json *j, const char *key, const struct mp_buc
 	mp_json_array_end(j);
 }
 
-/* An owner's or tag's figures over the window (@mem under @key). */
+/* An owner's or tag's figures over the window (@mem under @key), in an
+ * object the caller ends (it may add to it). */
 static void json_live(struct mp_json *j, const char *name, const char *key,
 		      const struct mp_mem_stats *mem, uint64_t live_bytes, uint64_t live_count,
 		      uint64_t peak_bytes)
@@ -226,7 +248,6 @@ static void json_live(struct mp_json *j, const char *name, const char *key,
 	mp_json_u64(j, "liveBytes", live_bytes);
 	mp_json_u64(j, "liveCount", live_count);
 	mp_json_u64(j, "peakBytes", peak_bytes);
-	mp_json_object_end(j);
 }
 
 /* A pool bucket's slices by tag (@pool's entries of @t), as "tags" are for
@@ -295,6 +316,7 @@ static void json_mempools(struct mp_json *j, const struct mp_profile *p)
 
 			json_live(j, pool_name(p->tags, p->n_tags, pt->tag), "slices", &pt->mem,
 				  pt->live_bytes, pt->live_count, pt->peak_bytes);
+			mp_json_object_end(j);
 		}
 		mp_json_array_end(j);
 		mp_json_object_end(j);
@@ -335,7 +357,11 @@ static void json_invocation(struct mp_json *j, const struct mp_profile *p, uint3
 	json_mem(j, "inclusive", &v->incl);
 	json_mem(j, "exclusive", &v->excl);
 	mp_json_u64(j, "peakBytes", v->peak_bytes);
+	json_peak_err(j, p, "peakBytes", v->peak_var, p->peak_bias_bound);
 	mp_json_u64(j, "peakAdded", v->peak_added);
+	json_peak_err(j, p, "peakAdded", v->peak_added_var, v->peak_added_bias_bound);
+	if (has_stderr(p))
+		mp_json_u64(j, "bytesAddedStderr", stderr_of(v->added_var));
 	mp_json_u64(j, "retainedBytes", v->retained_bytes);
 	mp_json_u64(j, "retainedCount", v->retained_count);
 	mp_json_u64(j, "crossThreadAllocs", v->cross_thread_allocs);
@@ -389,7 +415,9 @@ static void json_kernel(struct mp_json *j, const struct mp_profile *p, const str
 	json_mem(j, "inclusive", &k->incl);
 	json_mem(j, "exclusive", &k->excl);
 	mp_json_u64(j, "peakBytes", k->peak_bytes);
+	json_peak_err(j, p, "peakBytes", k->peak_var, p->peak_bias_bound);
 	mp_json_u64(j, "peakAdded", k->peak_added);
+	json_peak_err(j, p, "peakAdded", k->peak_added_var, k->peak_added_bias_bound);
 	mp_json_u64(j, "retainedBytes", k->retained_bytes);
 	mp_json_u64(j, "retainedCount", k->retained_count);
 	mp_json_u64(j, "crossThreadAllocs", k->cross_thread_allocs);
@@ -407,12 +435,18 @@ static void json_kernel(struct mp_json *j, const struct mp_profile *p, const str
 	mp_json_object_end(j);
 }
 
-static void json_pools(struct mp_json *j, const char *key, const struct mp_pool *v, uint32_t n)
+static void json_pools(struct mp_json *j, const struct mp_profile *p, const char *key,
+		       const struct mp_pool *v, uint32_t n)
 {
 	mp_json_array_begin(j, key);
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < n; i++) {
 		json_live(j, v[i].name, "heap", &v[i].mem, v[i].live_bytes, v[i].live_count,
 			  v[i].peak_bytes);
+		if (has_stderr(p))
+			mp_json_u64(j, "liveBytesStderr", stderr_of(v[i].live_var));
+		json_peak_err(j, p, "peakBytes", v[i].peak_var, v[i].peak_bias_bound);
+		mp_json_object_end(j);
+	}
 	mp_json_array_end(j);
 }
 
@@ -440,6 +474,10 @@ static void json_sites(struct mp_json *j, const struct mp_profile *p)
 		mp_json_u64(j, "allocSpace", st->alloc_space);
 		mp_json_u64(j, "inuseObjects", st->inuse_objects);
 		mp_json_u64(j, "inuseSpace", st->inuse_space);
+		if (p->site_vars) {
+			mp_json_u64(j, "allocSpaceStderr", stderr_of(p->site_vars[i].alloc_space));
+			mp_json_u64(j, "inuseSpaceStderr", stderr_of(p->site_vars[i].inuse_space));
+		}
 		/* pool slices: a view apart from the heap sites (only in
 		 * profiles with pools) */
 		if (p->n_mempools) {
@@ -501,6 +539,7 @@ static void json_phases(struct mp_json *j, const struct mp_profile *p)
 		mp_json_u64(j, "entries", ph->entries);
 		json_mem(j, "heap", &ph->mem);
 		mp_json_u64(j, "peakBytes", ph->peak_bytes);
+		json_peak_err(j, p, "peakBytes", ph->peak_var, p->peak_bias_bound);
 		mp_json_u64(j, "rssPeak", ph->rss_peak);
 		json_pool_buckets(j, p, ph->pools, ph->n_pools, NULL, 0);
 		mp_json_object_end(j);
@@ -610,8 +649,8 @@ static int write_json(const struct mp_profile *p, FILE *f)
 		json_invocation(&j, p, i);
 	mp_json_array_end(&j);
 	json_phases(&j, p);
-	json_pools(&j, "owners", p->owners, p->n_owners);
-	json_pools(&j, "tags", p->tags, p->n_tags);
+	json_pools(&j, p, "owners", p->owners, p->n_owners);
+	json_pools(&j, p, "tags", p->tags, p->n_tags);
 	json_mempools(&j, p);
 	json_rss(&j, p);
 	json_sites(&j, p);
@@ -895,9 +934,10 @@ static int write_table(const struct mp_profile *p, FILE *f)
 		fprintf(f, "rss: peak %" PRIu64 " B over %" PRIu64 " samples\n", p->rss_peak,
 			p->rss_samples);
 
-	fprintf(f, "\n%-32s %8s %14s %14s%s %14s %14s %14s %12s\n", "KERNEL", "CALLS",
+	fprintf(f, "\n%-32s %8s %14s %14s%s %14s%s %14s%s %14s %12s\n", "KERNEL", "CALLS",
 		"BYTES_ADDED", "ALLOC_BYTES", sampled ? "    ±ALLOC_BYTES" : "", "PEAK_ADDED",
-		"PEAK_LIVE", "RSS_DELTA", "TIME_MS");
+		sampled ? "     ±PEAK_ADDED   BIAS_ADDED<=" : "", "PEAK_LIVE",
+		sampled ? "      ±PEAK_LIVE" : "", "RSS_DELTA", "TIME_MS");
 	for (uint32_t i = 0; i < p->n_kernels; i++) {
 		const struct mp_kernel *k = &p->kernels[i];
 
@@ -908,16 +948,26 @@ static int write_table(const struct mp_profile *p, FILE *f)
 		if (sampled)
 			fprintf(f, " ±%14" PRIu64, stderr_of(k->incl.alloc_var));
 		put_bytes(f, (int64_t)k->peak_added);
+		if (sampled)
+			fprintf(f, " ±%14" PRIu64 " %14" PRIu64, stderr_of(k->peak_added_var),
+				bytes_of(k->peak_added_bias_bound));
 		put_bytes(f, (int64_t)k->peak_bytes);
+		if (sampled)
+			fprintf(f, " ±%14" PRIu64, stderr_of(k->peak_var));
 		if (k->rss_calls)
 			put_bytes(f, k->rss_delta_sum);
 		else
 			fprintf(f, " %14s", "-");
 		fprintf(f, " %12.3f\n", k->total_ns / 1e6);
 	}
+	if (sampled)
+		fprintf(f,
+			"sampled peaks: PEAK_LIVE and the phases' PEAK_BYTES biased up by at most %" PRIu64
+			" B (as the process peak); PEAK_ADDED by at most BIAS_ADDED\n",
+			bytes_of(p->peak_bias_bound));
 	if (p->n_phases) {
-		fprintf(f, "\n%-32s %12s %14s %14s %14s\n", "PHASE", "TIME_MS", "NET_BYTES",
-			"PEAK_BYTES", "RSS_PEAK");
+		fprintf(f, "\n%-32s %12s %14s %14s%s %14s\n", "PHASE", "TIME_MS", "NET_BYTES",
+			"PEAK_BYTES", sampled ? "     ±PEAK_BYTES" : "", "RSS_PEAK");
 		for (uint32_t i = 0; i < p->n_phases; i++) {
 			const struct mp_phase *ph = &p->phases[i];
 
@@ -925,6 +975,8 @@ static int write_table(const struct mp_profile *p, FILE *f)
 			fprintf(f, " %12.3f", ph->duration_ns / 1e6);
 			put_bytes(f, ph->mem.bytes_added);
 			put_bytes(f, (int64_t)ph->peak_bytes);
+			if (sampled)
+				fprintf(f, " ±%14" PRIu64, stderr_of(ph->peak_var));
 			put_bytes(f, (int64_t)ph->rss_peak);
 			fputc('\n', f);
 		}
@@ -933,8 +985,9 @@ static int write_table(const struct mp_profile *p, FILE *f)
 		const struct mp_pool *v = t ? p->tags : p->owners;
 		uint32_t n = t ? p->n_tags : p->n_owners;
 
-		fprintf(f, "\n%-32s %14s %14s %14s %14s\n", t ? "TAG" : "OWNER", "ALLOC_BYTES",
-			"LIVE_BYTES", "PEAK_BYTES", "NET_BYTES");
+		fprintf(f, "\n%-32s %14s %14s %14s%s %14s\n", t ? "TAG" : "OWNER", "ALLOC_BYTES",
+			"LIVE_BYTES", "PEAK_BYTES",
+			sampled ? "     ±PEAK_BYTES         BIAS<=" : "", "NET_BYTES");
 		for (uint32_t i = 0; i < n; i++) {
 			if (!v[i].mem.alloc_count)
 				continue;
@@ -942,6 +995,9 @@ static int write_table(const struct mp_profile *p, FILE *f)
 			put_bytes(f, (int64_t)v[i].mem.alloc_bytes);
 			put_bytes(f, (int64_t)v[i].live_bytes);
 			put_bytes(f, (int64_t)v[i].peak_bytes);
+			if (sampled)
+				fprintf(f, " ±%14" PRIu64 " %14" PRIu64, stderr_of(v[i].peak_var),
+					bytes_of(v[i].peak_bias_bound));
 			put_bytes(f, v[i].mem.bytes_added);
 			fputc('\n', f);
 		}

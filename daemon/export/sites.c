@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "sites.h"
@@ -13,6 +14,8 @@ struct row {
 	uint64_t caller;
 	uint32_t owner;
 	uint64_t alloc_objects, alloc_space, inuse_space;
+	/* sampled mode: variances of the two (independent sites: they add) */
+	double alloc_var, inuse_var;
 };
 
 static int cmp_key(const void *a, const void *b)
@@ -78,6 +81,10 @@ int mp_report_sites(const struct mp_profile *p, uint32_t n, FILE *f)
 					.alloc_objects = s->alloc_objects,
 					.alloc_space = s->alloc_space,
 					.inuse_space = s->inuse_space };
+		if (p->site_vars) {
+			rows[i].alloc_var = p->site_vars[i].alloc_space;
+			rows[i].inuse_var = p->site_vars[i].inuse_space;
+		}
 	}
 	/* Merge sites that differ only by phase, owner or thread. */
 	qsort(rows, p->n_sites, sizeof(*rows), cmp_key);
@@ -86,6 +93,8 @@ int mp_report_sites(const struct mp_profile *p, uint32_t n, FILE *f)
 			rows[nr - 1].alloc_objects += rows[i].alloc_objects;
 			rows[nr - 1].alloc_space += rows[i].alloc_space;
 			rows[nr - 1].inuse_space += rows[i].inuse_space;
+			rows[nr - 1].alloc_var += rows[i].alloc_var;
+			rows[nr - 1].inuse_var += rows[i].inuse_var;
 		} else {
 			rows[nr++] = rows[i];
 		}
@@ -103,11 +112,19 @@ int mp_report_sites(const struct mp_profile *p, uint32_t n, FILE *f)
 		}
 		if (++k > n)
 			continue;
-		fprintf(f,
-			"  #%" PRIu32 "  %" PRIu64 " bytes in %" PRIu64 " allocations, %" PRIu64
-			" in use, owner %s\n",
-			k, r->alloc_space, r->alloc_objects, r->inuse_space,
-			r->owner < p->n_owners ? p->owners[r->owner].name : "?");
+		if (p->site_vars)
+			fprintf(f,
+				"  #%" PRIu32 "  %" PRIu64 " ± %.0f bytes in %" PRIu64
+				" sampled allocations, %" PRIu64 " ± %.0f in use, owner %s\n",
+				k, r->alloc_space, sqrt(r->alloc_var), r->alloc_objects,
+				r->inuse_space, sqrt(r->inuse_var),
+				r->owner < p->n_owners ? p->owners[r->owner].name : "?");
+		else
+			fprintf(f,
+				"  #%" PRIu32 "  %" PRIu64 " bytes in %" PRIu64
+				" allocations, %" PRIu64 " in use, owner %s\n",
+				k, r->alloc_space, r->alloc_objects, r->inuse_space,
+				r->owner < p->n_owners ? p->owners[r->owner].name : "?");
 		if (!st) {
 			frame(p, r->caller, f);
 			continue;

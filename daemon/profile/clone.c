@@ -250,6 +250,7 @@ static void clear_pointers(struct mp_profile *q)
 	q->owners = q->tags = NULL;
 	q->rss = NULL;
 	q->sites = NULL;
+	q->site_vars = NULL;
 	q->objects = NULL;
 	q->locations = NULL;
 	q->mempools = NULL;
@@ -302,6 +303,8 @@ int mp_profile_clone(const struct mp_profile *p, struct mp_profile **ret)
 	    clone_phases_pools(p, q) < 0 ||
 	    dup_exact(p->rss, p->n_rss, sizeof(*p->rss), (void **)&q->rss) < 0 ||
 	    dup_exact(p->sites, p->n_sites, sizeof(*p->sites), (void **)&q->sites) < 0 ||
+	    (p->site_vars && dup_exact(p->site_vars, p->n_sites, sizeof(*p->site_vars),
+				       (void **)&q->site_vars) < 0) ||
 	    clone_symbols(p, q) < 0 || clone_mempools_execs(p, q) < 0 || clone_stacks(p, q) < 0) {
 		clear_counts(q);
 		mp_profile_free(q);

@@ -61,6 +61,7 @@ void mp_profile_free(struct mp_profile *p)
 	free(p->tags);
 	free(p->rss);
 	free(p->sites);
+	free(p->site_vars);
 	for (uint32_t i = 0; i < p->n_objects; i++) {
 		free(p->objects[i].path);
 		free(p->objects[i].build_id);

@@ -182,6 +182,15 @@ struct mp_invocation {
 	 * (capacity as above). */
 	uint32_t n_pool_tags;
 	struct mp_pool_tag_bucket *pool_tags;
+	/* Last, away from the fields the per-record path touches. */
+	/* Sampled mode (docs/PROFILE.md "Per-kernel peaks"; 0 otherwise):
+	 * the estimated variance of the process live bytes when peak_bytes
+	 * was reached (its upward bias is bounded by mp_profile's
+	 * peak_bias_bound), the variance of incl.bytes_added now (at the
+	 * end), at peak_added, and the bound on peak_added's upward bias. */
+	double peak_var, added_var, peak_added_var, peak_added_bias_bound;
+	/* Highest added_var reached (correlator state; not in the file). */
+	double added_var_max;
 };
 
 /* All invocations of one kernel name (including those beyond the
@@ -214,6 +223,11 @@ struct mp_kernel {
 	struct mp_pool_bucket *pools;
 	uint32_t n_pool_tags;
 	struct mp_pool_tag_bucket *pool_tags;
+	/* Sampled mode: the variances of peak_bytes and peak_added (those of
+	 * the calls that hold the maxima), the bound on peak_added's upward
+	 * bias (for the maximum over every call), and the calls' highest
+	 * added_var_max (correlator state; not in the file). */
+	double peak_var, peak_added_var, peak_added_bias_bound, added_var_max;
 };
 
 /* The process replaced its image (exec): kernels open in the old image were
@@ -240,6 +254,7 @@ struct mp_phase {
 	 * pool's live bytes and slices when the phase was last left. */
 	uint32_t n_pools;
 	struct mp_pool_bucket *pools;
+	double peak_var; /* sampled mode: its variance (bias: the process's) */
 };
 
 /* An owner (object file of the allocation's caller) or a tag. */
@@ -248,6 +263,10 @@ struct mp_pool {
 	struct mp_mem_stats mem;
 	uint64_t live_bytes, live_count; /* at profile end */
 	uint64_t peak_bytes; /* peak of live_bytes */
+	/* Sampled mode: the variance of live_bytes (at the end), and at
+	 * peak_bytes, the bound on peak_bytes' upward bias, and the highest
+	 * live_var reached (correlator state; not in the file). */
+	double live_var, peak_var, peak_bias_bound, live_var_max;
 };
 
 /* A pool's slices charged to one tag over the whole window (the figures
@@ -355,6 +374,9 @@ struct mp_profile {
 	uint32_t n_sites;
 	struct mp_site *sites;
 	uint64_t sites_dropped;
+	/* Sampled mode: one per site, the estimated variances of its
+	 * alloc_space and inuse_space (docs/OUTPUT.md); NULL otherwise. */
+	struct mp_site_var *site_vars;
 	/* Symbols of the sites' callers (mp_symbolize_profile()); empty
 	 * until then. Locations are sorted by address, one per caller. */
 	uint32_t n_objects;
@@ -419,6 +441,10 @@ struct mp_site {
 	 * apart from the heap sites. */
 	uint32_t pool;
 	uint32_t stack; /* index + 1 into stacks, 0: none */
+};
+
+struct mp_site_var {
+	double alloc_space, inuse_space;
 };
 
 /* mp_object.flags: what symbolization found for the object. */

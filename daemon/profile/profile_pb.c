@@ -255,6 +255,10 @@ static Memprof__Invocation *enc_invocation(struct arena *a, const struct mp_invo
 	o->total_tensors_snapshot = v->total_tensors_snapshot;
 	o->peak_bytes = v->peak_bytes;
 	o->peak_added = v->peak_added;
+	o->peak_bytes_var = v->peak_var;
+	o->bytes_added_var = v->added_var;
+	o->peak_added_var = v->peak_added_var;
+	o->peak_added_bias_bound = v->peak_added_bias_bound;
 	o->retained_bytes = v->retained_bytes;
 	o->retained_count = v->retained_count;
 	o->cross_thread_allocs = v->cross_thread_allocs;
@@ -294,6 +298,9 @@ static Memprof__Kernel *enc_kernel(struct arena *a, const struct mp_kernel *k)
 	o->exclusive = enc_mem(a, &k->excl);
 	o->peak_bytes = k->peak_bytes;
 	o->peak_added = k->peak_added;
+	o->peak_bytes_var = k->peak_var;
+	o->peak_added_var = k->peak_added_var;
+	o->peak_added_bias_bound = k->peak_added_bias_bound;
 	o->retained_bytes = k->retained_bytes;
 	o->retained_count = k->retained_count;
 	o->cross_thread_allocs = k->cross_thread_allocs;
@@ -328,6 +335,9 @@ static Memprof__Pool **enc_pools(struct arena *a, const struct mp_pool *v, uint3
 		o[i].name = str_or_empty(v[i].name);
 		o[i].heap = enc_mem(a, &v[i].mem);
 		COPY_LIVE(o[i], v[i]);
+		o[i].live_bytes_var = v[i].live_var;
+		o[i].peak_bytes_var = v[i].peak_var;
+		o[i].peak_bias_bound = v[i].peak_bias_bound;
 		r[i] = &o[i];
 	}
 	return r;
@@ -376,6 +386,10 @@ static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Prof
 		so[i].alloc_space = st->alloc_space;
 		so[i].inuse_objects = st->inuse_objects;
 		so[i].inuse_space = st->inuse_space;
+		if (p->site_vars) {
+			so[i].alloc_space_var = p->site_vars[i].alloc_space;
+			so[i].inuse_space_var = p->site_vars[i].inuse_space;
+		}
 		so[i].pool = st->pool;
 		so[i].stack = st->stack;
 		o->sites[i] = &so[i];
@@ -536,6 +550,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 		po->entries = ph->entries;
 		po->heap = enc_mem(a, &ph->mem);
 		po->peak_bytes = ph->peak_bytes;
+		po->peak_bytes_var = ph->peak_var;
 		po->rss_peak = ph->rss_peak;
 		po->n_pools = ph->n_pools;
 		po->pools = enc_pool_buckets(a, ph->pools, ph->n_pools);
@@ -872,6 +887,10 @@ static int dec_invocation(const Memprof__Invocation *o, uint32_t idx, const stru
 	v->total_tensors_snapshot = o->total_tensors_snapshot;
 	v->peak_bytes = o->peak_bytes;
 	v->peak_added = o->peak_added;
+	v->peak_var = variance(o->peak_bytes_var);
+	v->added_var = variance(o->bytes_added_var);
+	v->peak_added_var = variance(o->peak_added_var);
+	v->peak_added_bias_bound = variance(o->peak_added_bias_bound);
 	v->retained_bytes = o->retained_bytes;
 	v->retained_count = o->retained_count;
 	v->cross_thread_allocs = o->cross_thread_allocs;
@@ -917,6 +936,9 @@ static int dec_kernel(const Memprof__Kernel *o, const struct mp_profile *p, stru
 	dec_mem(&k->excl, o->exclusive);
 	k->peak_bytes = o->peak_bytes;
 	k->peak_added = o->peak_added;
+	k->peak_var = variance(o->peak_bytes_var);
+	k->peak_added_var = variance(o->peak_added_var);
+	k->peak_added_bias_bound = variance(o->peak_added_bias_bound);
 	k->retained_bytes = o->retained_bytes;
 	k->retained_count = o->retained_count;
 	k->cross_thread_allocs = o->cross_thread_allocs;
@@ -964,6 +986,9 @@ static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_
 		*ret_n = i + 1;
 		dec_mem(&v[i].mem, in[i]->heap);
 		COPY_LIVE(v[i], *in[i]);
+		v[i].live_var = variance(in[i]->live_bytes_var);
+		v[i].peak_var = variance(in[i]->peak_bytes_var);
+		v[i].peak_bias_bound = variance(in[i]->peak_bias_bound);
 	}
 	return 0;
 }
@@ -1045,6 +1070,15 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 			.stack = st->stack,
 		};
 		p->n_sites = i + 1;
+		if (!p->site_vars && (st->alloc_space_var != 0 || st->inuse_space_var != 0)) {
+			p->site_vars = calloc(o->n_sites, sizeof(*p->site_vars));
+			if (!p->site_vars)
+				return -ENOMEM;
+		}
+		if (p->site_vars) {
+			p->site_vars[i].alloc_space = variance(st->alloc_space_var);
+			p->site_vars[i].inuse_space = variance(st->inuse_space_var);
+		}
 	}
 	if (o->n_mappings) {
 		p->objects = calloc(o->n_mappings, sizeof(*p->objects));
@@ -1269,6 +1303,7 @@ static int dec_names_phases(const Memprof__Profile *o, struct mp_profile *p, con
 		p->phases[i].entries = ph->entries;
 		dec_mem(&p->phases[i].mem, ph->heap);
 		p->phases[i].peak_bytes = ph->peak_bytes;
+		p->phases[i].peak_var = variance(ph->peak_bytes_var);
 		p->phases[i].rss_peak = ph->rss_peak;
 	}
 	return 0;

@@ -16,11 +16,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pprof.h"
 #include "profile.h"
 #include "profile_pb.h"
 #include "report.h"
 #include "window.h"
-#include "../tracer_env.h"
+#include "../common/helpers.h"
 
 extern char **environ;
 
@@ -217,4 +218,194 @@ Test(sampled, window_estimates_within_their_standard_errors, .timeout = 300)
 		free(s);
 		mp_profile_free(p);
 	}
+}
+
+/* `sh -c @cmd` (its output in a malloc'd string), with HOME and GOCACHE in
+ * @dir for go tool; the command must succeed. */
+static char *shell(const char *dir, const char *cmd)
+{
+	static char buf[1 << 20];
+	char *argv[] = { "/bin/sh", "-c", (char *)cmd, NULL };
+	int fd[2];
+	pid_t pid;
+
+	setenv("HOME", dir, 1);
+	setenv("GOCACHE", dir, 1);
+	cr_assert_eq(pipe(fd), 0);
+	pid = mp_test_spawn(argv, fd[1], -1);
+	close(fd[1]);
+	cr_assert_eq(mp_test_collect(pid, fd[0], buf, sizeof(buf)), 0, "%s failed:\n%s", cmd, buf);
+	close(fd[0]);
+	return strdup(buf);
+}
+
+/* `protoc --decode=memprof.Profile` of @p's message, and `go tool pprof
+ * -raw` of its pprof, both written in @dir. */
+static void decode(const struct mp_profile *p, const char *dir, char **ret_protoc, char **ret_pprof)
+{
+	char payload[4200], pb[4200], cmd[12000];
+	const char *src = getenv("MEMPROF_SOURCE_ROOT");
+	uint8_t *buf;
+	size_t len;
+	FILE *o;
+
+	cr_assert_not_null(src);
+	snprintf(payload, sizeof(payload), "%s/payload", dir);
+	snprintf(pb, sizeof(pb), "%s/p.pb.gz", dir);
+	cr_assert_eq(mp_profile_file_encode(p, &buf, &len), 0);
+	cr_assert_not_null(o = fopen(payload, "we"));
+	cr_assert_eq(fwrite(buf + MP_PROFILE_FILE_HEADER, 1, len - MP_PROFILE_FILE_HEADER, o),
+		     len - MP_PROFILE_FILE_HEADER);
+	cr_assert_eq(fclose(o), 0);
+	free(buf);
+	snprintf(
+		cmd, sizeof(cmd),
+		"exec protoc --proto_path '%s/proto' --decode=memprof.Profile memprof.proto < '%s'",
+		src, payload);
+	*ret_protoc = shell(dir, cmd);
+	cr_assert_eq(mp_pprof_save(p, pb), 0);
+	snprintf(cmd, sizeof(cmd), "exec go tool pprof -raw '%s'", pb);
+	*ret_pprof = shell(dir, cmd);
+}
+
+/* Sum of column @col (0-based) of the sample rows of `pprof -raw`. */
+static int64_t raw_column_sum(const char *raw, int col)
+{
+	const char *l = strstr(raw, "\nSamples:\n");
+	int64_t sum = 0;
+
+	cr_assert_not_null(l, "%s", raw);
+	/* past the sample types' line: a sample's values, then its labels */
+	for (l = strchr(l + 10, '\n'); l && l[1] == ' '; l = strchr(l + 1, '\n')) {
+		int64_t v[6];
+
+		if (sscanf(l + 1,
+			   "%" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64
+			   ":",
+			   &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]) == 6)
+			sum += v[col];
+	}
+	return sum;
+}
+
+/* Whether @truth lies in [est - bias - 6 se - slack, est + 6 se + slack]. */
+static bool within(uint64_t truth, uint64_t est, double var, double bias)
+{
+	const double slack = 4096, se = sqrt(var);
+
+	return (double)truth >= (double)est - bias - 6 * se - slack &&
+	       (double)truth <= (double)est + 6 * se + slack;
+}
+
+/* The per-kernel and per-owner peaks and the sites of sampled mode carry
+ * their standard errors (docs/PROFILE.md "Per-kernel peaks", docs/OUTPUT.md
+ * "Sampled sites"): positive where blocks were sampled, the exact figures
+ * within them, and none of them in exact mode, in the model, the JSON,
+ * memprof.proto (protoc) and pprof (go tool pprof). */
+Test(sampled, kernel_peaks_and_sites_carry_their_errors, .timeout = 400)
+{
+	struct mp_profile *exact = run(0, "window", STEPS), *p;
+	const struct mp_kernel *ek = mp_profile_kernel(exact, "win");
+	const struct mp_pool *eo = mp_profile_owner(exact, "fixture-inproc");
+	uint64_t alloc;
+	double alloc_var, live_var;
+	char dir[256], *pc, *pp, *s;
+
+	mp_test_tmpdir(dir, sizeof(dir), "sampled");
+	window_truth(atol(STEPS), 4096, &alloc, &alloc_var, &live_var);
+	cr_assert(ek && eo);
+	cr_assert_gt(ek->peak_added, 0);
+	cr_assert_eq(ek->peak_var, 0);
+	cr_assert_eq(ek->peak_added_var, 0);
+	cr_assert_eq(ek->peak_added_bias_bound, 0);
+	cr_assert_eq(eo->peak_var, 0);
+	cr_assert_eq(eo->peak_bias_bound, 0);
+	cr_assert_null(exact->site_vars);
+	s = report(exact, MP_REPORT_TABLE);
+	cr_assert_null(strstr(s, "BIAS"), "exact table with bias columns:\n%s", s);
+	free(s);
+	decode(exact, dir, &pc, &pp);
+	cr_assert_null(strstr(pc, "_var:"), "exact memprof.proto with a variance:\n%s", pc);
+	cr_assert_null(strstr(pc, "bias_bound:"));
+	cr_assert_not_null(strstr(pp, "inuse_space/bytes[dflt]"), "%s", pp);
+	cr_assert_null(strstr(pp, "_var"), "exact pprof with variances:\n%s", pp);
+	free(pc);
+	free(pp);
+
+	for (int i = 0; i < 2; i++) {
+		const struct mp_kernel *k;
+		const struct mp_pool *o;
+		double site_var = 0;
+		int64_t want = 0;
+
+		p = run(4096, "window", STEPS);
+		k = mp_profile_kernel(p, "win");
+		o = mp_profile_owner(p, "fixture-inproc");
+		cr_assert(k && o);
+		cr_log_info("run %d: win peakAdded %" PRIu64
+			    " ± %.0f (bias <= %.0f), exact %" PRIu64 "; peakBytes %" PRIu64
+			    " ± %.0f, exact %" PRIu64 "; owner peak %" PRIu64
+			    " ± %.0f (bias <= %.0f), exact %" PRIu64,
+			    i, k->peak_added, sqrt(k->peak_added_var), k->peak_added_bias_bound,
+			    ek->peak_added, k->peak_bytes, sqrt(k->peak_var), ek->peak_bytes,
+			    o->peak_bytes, sqrt(o->peak_var), o->peak_bias_bound, eo->peak_bytes);
+		cr_assert_gt(k->peak_added_var, 0);
+		cr_assert_gt(k->peak_var, 0);
+		cr_assert_gt(k->peak_added_bias_bound, 0);
+		cr_assert_gt(o->peak_var, 0);
+		cr_assert_gt(o->peak_bias_bound, 0);
+		/* every block of the window is allocated in win: its peak's
+		 * error is that of a window's live estimate (~40 samples) */
+		cr_assert(sqrt(k->peak_added_var) > sqrt(live_var) / 3 &&
+				  sqrt(k->peak_added_var) < sqrt(live_var) * 3,
+			  "peakAdded stderr %.0f, true live stderr %.0f", sqrt(k->peak_added_var),
+			  sqrt(live_var));
+		cr_assert(within(ek->peak_added, k->peak_added, k->peak_added_var,
+				 k->peak_added_bias_bound),
+			  "win peakAdded %" PRIu64 " ± %.0f (bias <= %.0f), exact %" PRIu64,
+			  k->peak_added, sqrt(k->peak_added_var), k->peak_added_bias_bound,
+			  ek->peak_added);
+		cr_assert(within(ek->peak_bytes, k->peak_bytes, k->peak_var, p->peak_bias_bound),
+			  "win peakBytes %" PRIu64 " ± %.0f, exact %" PRIu64, k->peak_bytes,
+			  sqrt(k->peak_var), ek->peak_bytes);
+		cr_assert(within(eo->peak_bytes, o->peak_bytes, o->peak_var, o->peak_bias_bound),
+			  "owner peak %" PRIu64 " ± %.0f, exact %" PRIu64, o->peak_bytes,
+			  sqrt(o->peak_var), eo->peak_bytes);
+		/* the sites' variances add up to their kernel's */
+		cr_assert_not_null(p->site_vars);
+		for (uint32_t j = 0; j < p->n_sites; j++) {
+			if (p->sites[j].name != k->name)
+				continue;
+			site_var += p->site_vars[j].alloc_space;
+			want += (int64_t)llround(p->site_vars[j].alloc_space);
+		}
+		cr_assert(site_var > 0 && fabs(site_var - k->incl.alloc_var) <= 1e-9 * site_var,
+			  "sites' variance %.0f, kernel's %.0f", site_var, k->incl.alloc_var);
+
+		s = report(p, MP_REPORT_TABLE);
+		cr_assert_not_null(strstr(s, "±PEAK_ADDED"), "%s", s);
+		cr_assert_not_null(strstr(s, "±PEAK_LIVE"), "%s", s);
+		free(s);
+		s = report(p, MP_REPORT_JSON);
+		cr_assert_not_null(strstr(s, "\"peakAddedStderr\""));
+		cr_assert_not_null(strstr(s, "\"peakAddedBiasBound\""));
+		cr_assert_not_null(strstr(s, "\"allocSpaceStderr\""));
+		free(s);
+		decode(p, dir, &pc, &pp);
+		cr_assert_not_null(strstr(pc, "\n  peak_added_var: "), "%s", pc);
+		cr_assert_not_null(strstr(pc, "\n  peak_added_bias_bound: "), "%s", pc);
+		cr_assert_not_null(strstr(pc, "\n  peak_bytes_var: "), "%s", pc);
+		cr_assert_not_null(strstr(pc, "\n  alloc_space_var: "), "%s", pc);
+		cr_assert_not_null(strstr(pp,
+					  "inuse_space/bytes[dflt] alloc_space_var/bytes_squared "
+					  "inuse_space_var/bytes_squared"),
+				   "%s", pp);
+		/* pprof reads the variances back: its win samples sum to ours */
+		cr_assert_geq(raw_column_sum(pp, 4), want, "%s", pp);
+		free(pc);
+		free(pp);
+		mp_profile_free(p);
+	}
+	mp_profile_free(exact);
+	mp_test_rmtree(dir);
 }
