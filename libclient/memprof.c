@@ -466,12 +466,10 @@ static __attribute__((noinline)) int ring_put(struct tls *t, uint8_t type, uint8
 /* Records ahead of the writer whose slot mp_ring_write() prefetches. */
 #define RING_PREFETCH 8
 
-static bool ring_wait(struct tls *t, uint64_t pos)
+static bool ring_wait_inner(struct tls *t, uint64_t pos)
 {
 	uint64_t slept = 0;
 
-	if (t->gave_up)
-		return false;
 	__atomic_fetch_add(&g.hdr->alloc_waits, 1, __ATOMIC_RELAXED);
 	for (unsigned i = 0;; i++) {
 		if (i < WAIT_SPINS) {
@@ -493,6 +491,21 @@ static bool ring_wait(struct tls *t, uint64_t pos)
 		if (pos - t->tail <= g.mask)
 			return true;
 	}
+}
+
+static bool ring_wait(struct tls *t, uint64_t pos)
+{
+	int saved;
+	bool r;
+
+	if (t->gave_up)
+		return false;
+	/* nanosleep may set errno: the interposer's caller must not see it
+	 * (the record path leaves errno alone, interpose.c) */
+	saved = errno;
+	r = ring_wait_inner(t, pos);
+	errno = saved;
+	return r;
 }
 
 /* @in_drops: not yet counted in drops (a thread without a slot was). */
