@@ -46,7 +46,13 @@ struct cache_ent {
 	uint32_t id;
 	uint32_t len; /* MP_NAME_MAX + 1: the name was truncated */
 	const char *str;
-};
+	/* A name that, with its NUL, lies in the two aligned words at
+	 * ptr & ~7: those words as they were (w) and the mask of the name's
+	 * bytes and NUL in them (m), for name_matches() to compare a word at
+	 * a time. m[0] == 0: byte by byte. */
+	uint64_t w[2];
+	uint64_t m[2];
+} __attribute__((aligned(64)));
 
 /* Process-private per-thread-slot data, never shared with the consumer. */
 struct thread_priv {
@@ -666,10 +672,57 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 	return 0;
 }
 
+/* The aligned word at @a, which holds at least one byte of the caller's
+ * string: it never crosses a page, so it is mapped whatever follows the
+ * string's NUL. In asm, because the bytes past the NUL are outside the
+ * string as far as a sanitizer knows. */
+static inline uint64_t load_word(uintptr_t a)
+{
+	uint64_t v;
+
+	__asm__ volatile("movq (%1), %0" : "=r"(v) : "r"(a));
+	return v;
+}
+
+/* Fills e->w and e->m from the interned bytes of the entry's name (the
+ * name at ptr when it was interned), or clears e->m. */
+static void word_key(struct cache_ent *e, const char *name, bool trunc)
+{
+	size_t off = (uintptr_t)name & 7;
+	unsigned char w[16] = { 0 }, m[16] = { 0 };
+
+	e->m[0] = e->m[1] = 0;
+#if defined(__x86_64__)
+	if (trunc || off + e->len + 1 > sizeof(w))
+		return;
+	memcpy(w + off, e->str, e->len);
+	memset(m + off, 0xff, e->len + 1);
+	memcpy(e->w, w, sizeof(w));
+	memcpy(e->m, m, sizeof(m));
+#else
+	(void)off;
+	(void)w;
+	(void)m;
+	(void)trunc;
+#endif
+}
+
 HOT bool name_matches(const char *name, const struct cache_ent *e)
 {
 	uint32_t n = e->len > MP_NAME_MAX ? MP_NAME_MAX : e->len;
 
+	/* A short name, a word at a time: the bytes of the words outside the
+	 * name and its NUL are masked off (the cache key ptr == name gives
+	 * the words the same alignment as when the entry was made). */
+	if (likely(e->m[0])) {
+		uintptr_t a = (uintptr_t)name & ~(uintptr_t)7;
+		uint64_t d = (load_word(a) ^ e->w[0]) & e->m[0];
+
+		/* the second word only when the name reaches it */
+		if (e->m[1])
+			d |= (load_word(a + 8) ^ e->w[1]) & e->m[1];
+		return d == 0;
+	}
 	/* Byte by byte, stopping at the first difference: never reads past
 	 * the caller's NUL. */
 	for (uint32_t i = 0; i < n; i++)
@@ -720,10 +773,16 @@ static __attribute__((noinline)) uint32_t intern_slow(const char *name, struct c
 	}
 	if (!id)
 		return 0;
-	e->ptr = name;
+	/* A signal handler's marker may look at this entry meanwhile: it
+	 * misses until the entry is whole. */
+	e->ptr = NULL;
+	atomic_signal_fence(memory_order_seq_cst);
 	e->id = id;
 	e->len = trunc ? MP_NAME_MAX + 1 : len;
 	e->str = string_get(id, &len);
+	word_key(e, name, trunc);
+	atomic_signal_fence(memory_order_seq_cst);
+	e->ptr = name;
 	return id;
 }
 
