@@ -424,8 +424,9 @@ struct stack_bounds {
 };
 static const struct stack_bounds *thread_stack(void);
 
-static void put(uint8_t type, uint8_t flags, uint32_t fn, uint64_t addr, uint64_t size,
-		uint64_t caller, uint64_t old, uint32_t mode)
+static inline __attribute__((always_inline)) void put(uint8_t type, uint8_t flags, uint32_t fn,
+						      uint64_t addr, uint64_t size, uint64_t caller,
+						      uint64_t old, uint32_t mode)
 {
 	uint64_t w[4] = { addr, size, caller, old };
 	unsigned nw = type == MP_REC_REALLOC ? 4 : 3;

@@ -122,9 +122,16 @@ HOT uint64_t now_ns(void)
 /* A heap record's stamp, in the clock of g_heap_clock: two records per
  * malloc+free pair make clock_gettime (tens of ns in a VM) the largest
  * cost of precise mode; rdtsc is a few ns. */
+static __attribute__((noinline, cold)) uint64_t heap_ts_monotonic(void)
+{
+	return now_ns();
+}
+
+/* Out of line when it is clock_gettime: mp_ring_write() then keeps no
+ * timespec and saves fewer registers. */
 HOT uint64_t heap_ts(void)
 {
-	return g_heap_clock == MP_TS_TSC ? mp_rdtsc() : now_ns();
+	return likely(g_heap_clock == MP_TS_TSC) ? mp_rdtsc() : heap_ts_monotonic();
 }
 
 /* MEMPROF_CLOCK=monotonic keeps clock_gettime even where the TSC is
@@ -545,8 +552,13 @@ static inline __attribute__((always_inline)) void slot_fill(struct mp_slot *s, c
 	s->tid = t->tid;
 	s->tseq = (uint32_t)(t->gen >> 1);
 	s->name_id = name_id;
-	for (unsigned i = 0; i < nw && i < 4; i++)
-		s->dims[i] = (int64_t)w[i];
+	/* three words always (the slot's first line), the fourth on the
+	 * second line only when there is one */
+	s->dims[0] = (int64_t)w[0];
+	s->dims[1] = (int64_t)w[1];
+	s->dims[2] = (int64_t)w[2];
+	if (nw > 3)
+		s->dims[3] = (int64_t)w[3];
 }
 
 MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
