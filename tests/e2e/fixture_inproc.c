@@ -14,6 +14,7 @@
  *   window N         kernel win: 4,096 live blocks of 16-63 B, each of N
  *                    steps frees the oldest and allocates a new one (sizes
  *                    from the LCG of tests/e2e/window.h), then frees all
+ *   idle MS N        sleeps MS ms, then "window N"
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -202,7 +203,13 @@ int main(int argc, char **argv)
 		loop(atol(argv[2]));
 	else if (!strcmp(argv[1], "window") && argc > 2)
 		window(atol(argv[2]));
-	else
+	else if (!strcmp(argv[1], "idle") && argc > 3) {
+		long ms = atol(argv[2]);
+
+		nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000 },
+			  NULL);
+		window(atol(argv[3]));
+	} else
 		return 2;
 	return 0;
 }
