@@ -119,16 +119,16 @@ HOT uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* A heap record's stamp, in the clock of g_heap_clock: two records per
- * malloc+free pair make clock_gettime (tens of ns in a VM) the largest
- * cost of precise mode; rdtsc is a few ns. */
+/* Out of line: mp_ring_write() then keeps no timespec and saves fewer
+ * registers. */
 static __attribute__((noinline, cold)) uint64_t heap_ts_monotonic(void)
 {
 	return now_ns();
 }
 
-/* Out of line when it is clock_gettime: mp_ring_write() then keeps no
- * timespec and saves fewer registers. */
+/* A heap record's stamp, in the clock of g_heap_clock: two records per
+ * malloc+free pair make clock_gettime (tens of ns in a VM) the largest
+ * cost of precise mode; rdtsc is a few ns. */
 HOT uint64_t heap_ts(void)
 {
 	return likely(g_heap_clock == MP_TS_TSC) ? mp_rdtsc() : heap_ts_monotonic();
