@@ -209,16 +209,18 @@ static void *boot_realloc(void *p, size_t n)
 	return p ? NULL : arena_alloc(n, 16);
 }
 
-/* Nonzero while this thread is inside the next allocator on behalf of a
- * traced call: the daemon's syscall tracepoints read it (through the ring
- * header's alloc_tls_off) to leave the allocator's own mmap/munmap to the
- * heap records. Written only when the path is on. The
- * sampled-block set's own mapping is hidden the same way (set_get()). */
-static __thread uint64_t in_alloc __attribute__((tls_model("initial-exec")));
-
 /* ---- sampled mode: the per-thread countdown and the sampled-block set ---- */
 
+/* One thread-local block: the traced paths reach in_alloc and the
+ * countdown through one offset. */
 struct ip_tls {
+	/* Nonzero while this thread is inside the next allocator on behalf
+	 * of a traced call: the daemon's syscall tracepoints read it
+	 * (through the ring header's alloc_tls_off) to leave the allocator's
+	 * own mmap/munmap to the heap records. Written only when the path is
+	 * on. The sampled-block set's own mapping is hidden the same way
+	 * (set_get()). */
+	uint64_t in_alloc;
 	int64_t countdown; /* bytes left before the next sample */
 	uint64_t rng;
 	bool seeded;
@@ -315,7 +317,7 @@ static struct sampled_set *set_get(uint64_t epoch)
 		 * leaves errno alone only if this does. */
 		int saved = errno;
 
-		in_alloc++;
+		ip_tls.in_alloc = 1; /* ENTER(): on_alloc() runs with in_alloc 0 */
 		atomic_signal_fence(memory_order_seq_cst);
 		fresh = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -329,7 +331,7 @@ static struct sampled_set *set_get(uint64_t epoch)
 			STORE(&set_epoch, epoch, RELEASE);
 		}
 		atomic_signal_fence(memory_order_seq_cst);
-		in_alloc--;
+		ip_tls.in_alloc = 0;
 		return fresh == MAP_FAILED ? NULL : fresh;
 	}
 	/* A new session: blocks sampled by the last one are unknown to it.
@@ -422,8 +424,9 @@ struct stack_bounds {
 };
 static const struct stack_bounds *thread_stack(void);
 
-static void put(uint8_t type, uint8_t flags, uint32_t fn, uint64_t addr, uint64_t size,
-		uint64_t caller, uint64_t old, uint32_t mode)
+static inline __attribute__((always_inline)) void put(uint8_t type, uint8_t flags, uint32_t fn,
+						      uint64_t addr, uint64_t size, uint64_t caller,
+						      uint64_t old, uint32_t mode)
 {
 	uint64_t w[4] = { addr, size, caller, old };
 	unsigned nw = type == MP_REC_REALLOC ? 4 : 3;
@@ -462,32 +465,56 @@ static int keep(const struct mp_ring_hdr *h, uint64_t p, uint64_t size)
 	return how;
 }
 
+/* Neither on_alloc() nor on_free() touches errno (each would be a call
+ * into libc per record): nothing on the record path sets it but its rare
+ * slow paths (a thread's first record, the bounded wait's sleep, the stack
+ * bounds, the sampled-block set's mapping), which save and restore it
+ * themselves. */
 static __attribute__((noinline)) void on_alloc(uint32_t mode, uint32_t fn, void *p, uint64_t size,
 					       uint64_t caller)
 {
 	const struct mp_ring_hdr *h = LOAD(&mp_alloc_hdr, ACQUIRE);
 	int how = SAMPLED_EXACT;
-	int saved;
 
-	/* keep() sets no errno: an unsampled block (nearly every one in
-	 * sampled mode) costs no errno access (a call out of this library) */
 	if (mode == MP_ALLOC_SAMPLED && !(how = keep(h, (uintptr_t)p, size)))
 		return;
-	saved = errno;
 	put(MP_REC_ALLOC, how == SAMPLED_SCALED ? MP_REC_F_SCALED : 0, fn, (uintptr_t)p, size,
 	    caller, 0, mode);
-	errno = saved;
 }
 
 static __attribute__((noinline)) void on_free(uint32_t mode, void *p, uint64_t caller)
 {
-	int saved;
-
 	if (mode == MP_ALLOC_SAMPLED && !set_remove((uintptr_t)p))
 		return;
-	saved = errno;
 	put(MP_REC_FREE, 0, FN_FREE, (uintptr_t)p, 0, caller, 0, mode);
-	errno = saved;
+}
+
+/* Sampled mode, inlined into malloc() and calloc(): keep()'s decision for
+ * a block it would not sample (nearly every one), without a call. True,
+ * with the thread's countdown charged exactly as sample() charges it, when
+ * @size is below the interval and does not exhaust the countdown; false
+ * leaves the whole decision to keep() (a block of at least the interval,
+ * an exhausted countdown, a thread not seeded yet: its countdown is 0). */
+static inline __attribute__((always_inline)) bool unsampled(const struct mp_ring_hdr *h,
+							    uint64_t size)
+{
+	struct ip_tls *t = &ip_tls;
+	int64_t left = t->countdown - (int64_t)size;
+
+	if (size >= LOAD(&h->alloc_sample_bytes, RELAXED) || (int64_t)size < 0 || left <= 0)
+		return false;
+	t->countdown = left;
+	return true;
+}
+
+/* Sampled mode, inlined into free(): false when @p is certainly not a
+ * sampled block (the filter's count for its bucket is 0), which is what
+ * set_remove() would find first. */
+static inline __attribute__((always_inline)) bool maybe_sampled(uint64_t p)
+{
+	struct sampled_set *s = LOAD(&set, ACQUIRE);
+
+	return s && LOAD(&s->filter[mix(p) >> (64 - FILTER_BITS)], ACQUIRE);
 }
 
 /* realloc family, after the call: @old (0: none) resized to @size bytes
@@ -496,18 +523,17 @@ static __attribute__((noinline)) void on_realloc(uint32_t mode, uint32_t fn, uin
 						 uint64_t size, uint64_t old, uint64_t caller)
 {
 	const struct mp_ring_hdr *h = LOAD(&mp_alloc_hdr, ACQUIRE);
-	int saved = errno;
 	bool old_s;
 	int how;
 
 	if (mode != MP_ALLOC_SAMPLED) {
 		put(MP_REC_REALLOC, 0, fn, ret, size, caller, old, mode);
-		goto out;
+		return;
 	}
 	if (!ret) {
 		if (size == 0 && old && set_remove(old))
 			put(MP_REC_REALLOC, 0, fn, 0, 0, caller, old, mode);
-		goto out;
+		return;
 	}
 	old_s = old && set_remove(old);
 	how = keep(h, ret, size);
@@ -519,8 +545,6 @@ static __attribute__((noinline)) void on_realloc(uint32_t mode, uint32_t fn, uin
 	else if (how != NOT_SAMPLED)
 		put(MP_REC_ALLOC, how == SAMPLED_SCALED ? MP_REC_F_SCALED : 0, fn, ret, size,
 		    caller, 0, mode);
-out:
-	errno = saved;
 }
 
 /* The one check every call makes. */
@@ -531,11 +555,14 @@ static inline __attribute__((always_inline)) uint32_t mode_now(void)
 
 MP_HIDDEN int64_t mp_interpose_tls_off(void)
 {
-	return (int64_t)((uintptr_t)&in_alloc - (uintptr_t)__builtin_thread_pointer());
+	return (int64_t)((uintptr_t)&ip_tls.in_alloc - (uintptr_t)__builtin_thread_pointer());
 }
 
-#define ENTER() (in_alloc++, atomic_signal_fence(memory_order_seq_cst))
-#define LEAVE() (atomic_signal_fence(memory_order_seq_cst), in_alloc--)
+/* Every ENTER() runs with in_alloc 0 (each caller tests it first, and a
+ * signal handler that interrupts a traced call sees it set and enters
+ * nothing): plain stores, no read-modify-write. */
+#define ENTER() (ip_tls.in_alloc = 1, atomic_signal_fence(memory_order_seq_cst))
+#define LEAVE() (atomic_signal_fence(memory_order_seq_cst), ip_tls.in_alloc = 0)
 
 /* ---- call stacks: where the calling thread's stack ends ---- */
 
@@ -554,10 +581,13 @@ static const struct stack_bounds *thread_stack(void)
 	pthread_attr_t a;
 	struct rlimit rl;
 	size_t size;
+	int saved;
 	void *lo;
 
 	if (likely(b->end))
 		return b;
+	/* the caller's errno outlives our calls (on_alloc() leaves it alone) */
+	saved = errno;
 	b->end = 1;
 	if (gettid() == getpid()) {
 		uint64_t max = 1ull << 30;
@@ -577,20 +607,21 @@ static const struct stack_bounds *thread_stack(void)
 		}
 		LEAVE();
 	}
+	errno = saved;
 	return b;
 }
 
 /* ---- the interposed functions: dormant, a tail call to the next
- * allocator; on, a noinline traced twin ---- */
+ * allocator ---- */
 
-static __attribute__((noinline)) void *malloc_on(uint32_t m, size_t n, uint64_t caller)
+/* On: the traced call, a tail jump from malloc() (its dormant path keeps
+ * no frame). An unsampled call in sampled mode (nearly every one) costs a
+ * dormant call, the in_alloc flag around the next allocator and the
+ * countdown test inlined in malloc_on(), and calls nothing else of ours. */
+static __attribute__((noinline)) void *malloc_traced(uint32_t m, size_t n, uint64_t caller)
 {
 	void *p;
 
-	/* called by the next allocator inside a traced call (glibc's
-	 * reallocarray calls realloc): that call's record accounts for it */
-	if (in_alloc)
-		return next.malloc(n);
 	ENTER();
 	p = next.malloc(n);
 	LEAVE();
@@ -599,22 +630,46 @@ static __attribute__((noinline)) void *malloc_on(uint32_t m, size_t n, uint64_t 
 	return p;
 }
 
+/* The decision comes before the call, so that only the size lives across
+ * it (two registers saved, not six); a failed call gives its charge back,
+ * as keep() never charges one. */
+static __attribute__((noinline)) void *malloc_on(uint32_t m, size_t n, uint64_t caller)
+{
+	void *p;
+
+	/* called by the next allocator inside a traced call (glibc's
+	 * reallocarray calls realloc): that call's record accounts for it */
+	if (ip_tls.in_alloc)
+		return next.malloc(n);
+	if (m != MP_ALLOC_SAMPLED || !unsampled(LOAD(&mp_alloc_hdr, RELAXED), n))
+		return malloc_traced(m, n, caller);
+	ENTER();
+	p = next.malloc(n);
+	LEAVE();
+	if (unlikely(!p))
+		ip_tls.countdown += (int64_t)n;
+	return p;
+}
+
 EXPORT void *malloc(size_t n)
 {
-	uint32_t m = mode_now();
+	const struct mp_ring_hdr *h = LOAD(&mp_alloc_hdr, RELAXED);
+	uint32_t m = LOAD(&h->alloc_mode, RELAXED);
 
 	if (likely(!m))
 		return next.malloc(n);
 	return malloc_on(m, n, CALLER);
 }
 
+/* The free of a block that is certainly not sampled records nothing and
+ * calls nothing of ours: maybe_sampled() is set_remove()'s first test. */
 static __attribute__((noinline)) void free_on(uint32_t m, void *p, uint64_t caller)
 {
-	if (in_alloc) {
+	if (ip_tls.in_alloc) {
 		next.free(p);
 		return;
 	}
-	if (p)
+	if (p && (m != MP_ALLOC_SAMPLED || maybe_sampled((uintptr_t)p)))
 		on_free(m, p, caller);
 	ENTER();
 	next.free(p);
@@ -634,16 +689,26 @@ EXPORT void free(void *p)
 	free_on(m, p, CALLER);
 }
 
-static __attribute__((noinline)) void *calloc_on(uint32_t m, size_t n, size_t size, uint64_t caller)
+static __attribute__((noinline)) void *calloc_on(const struct mp_ring_hdr *h, uint32_t m, size_t n,
+						 size_t size, uint64_t caller)
 {
 	void *p;
 
-	if (in_alloc)
+	if (ip_tls.in_alloc)
 		return next.calloc(n, size);
+	/* an overflowing product fails in calloc itself, and gives its
+	 * charge back */
+	if (m == MP_ALLOC_SAMPLED && unsampled(h, (uint64_t)n * size)) {
+		ENTER();
+		p = next.calloc(n, size);
+		LEAVE();
+		if (unlikely(!p))
+			ip_tls.countdown += (int64_t)((uint64_t)n * size);
+		return p;
+	}
 	ENTER();
 	p = next.calloc(n, size);
 	LEAVE();
-	/* an overflowing product fails in calloc itself */
 	if (p)
 		on_alloc(m, FN_CALLOC, p, (uint64_t)n * size, caller);
 	return p;
@@ -651,11 +716,12 @@ static __attribute__((noinline)) void *calloc_on(uint32_t m, size_t n, size_t si
 
 EXPORT void *calloc(size_t n, size_t size)
 {
-	uint32_t m = mode_now();
+	const struct mp_ring_hdr *h = LOAD(&mp_alloc_hdr, RELAXED);
+	uint32_t m = LOAD(&h->alloc_mode, RELAXED);
 
 	if (likely(!m))
 		return next.calloc(n, size);
-	return calloc_on(m, n, size, CALLER);
+	return calloc_on(h, m, n, size, CALLER);
 }
 
 static void *realloc_arena(void *p, size_t n)
@@ -672,7 +738,7 @@ static __attribute__((noinline)) void *realloc_on(uint32_t m, void *p, size_t n,
 {
 	void *q;
 
-	if (in_alloc)
+	if (ip_tls.in_alloc)
 		return next.realloc(p, n);
 	ENTER();
 	q = next.realloc(p, n);
@@ -708,7 +774,7 @@ EXPORT void *reallocarray(void *p, size_t n, size_t size)
 		return realloc_arena(p, total);
 	if (!next.reallocarray && !resolve())
 		return NULL;
-	m = in_alloc ? 0 : mode_now();
+	m = ip_tls.in_alloc ? 0 : mode_now();
 	if (m)
 		ENTER();
 	q = next.reallocarray ? next.reallocarray(p, n, size) : next.realloc(p, total);
@@ -763,7 +829,7 @@ static void *aligned_traced(uint32_t fn, size_t align, size_t n, size_t size, ui
 	uint32_t m = mode_now();
 	void *p;
 
-	if (likely(!m) || in_alloc)
+	if (likely(!m) || ip_tls.in_alloc)
 		return aligned_next(fn, align, n);
 	ENTER();
 	p = aligned_next(fn, align, n);
@@ -785,7 +851,7 @@ EXPORT int posix_memalign(void **ret, size_t align, size_t n)
 	if (!next.posix_memalign)
 		return ENOMEM;
 	m = mode_now();
-	if (likely(!m) || in_alloc)
+	if (likely(!m) || ip_tls.in_alloc)
 		return next.posix_memalign(ret, align, n);
 	ENTER();
 	r = next.posix_memalign(ret, align, n);

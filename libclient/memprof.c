@@ -46,7 +46,13 @@ struct cache_ent {
 	uint32_t id;
 	uint32_t len; /* MP_NAME_MAX + 1: the name was truncated */
 	const char *str;
-};
+	/* A name that, with its NUL, lies in the two aligned words at
+	 * ptr & ~7: those words as they were (w) and the mask of the name's
+	 * bytes and NUL in them (m), for name_matches() to compare a word at
+	 * a time. m[0] == 0: byte by byte. */
+	uint64_t w[2];
+	uint64_t m[2];
+} __attribute__((aligned(64)));
 
 /* Process-private per-thread-slot data, never shared with the consumer. */
 struct thread_priv {
@@ -113,12 +119,19 @@ HOT uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Out of line: mp_ring_write() then keeps no timespec and saves fewer
+ * registers. */
+static __attribute__((noinline, cold)) uint64_t heap_ts_monotonic(void)
+{
+	return now_ns();
+}
+
 /* A heap record's stamp, in the clock of g_heap_clock: two records per
  * malloc+free pair make clock_gettime (tens of ns in a VM) the largest
  * cost of precise mode; rdtsc is a few ns. */
 HOT uint64_t heap_ts(void)
 {
-	return g_heap_clock == MP_TS_TSC ? mp_rdtsc() : now_ns();
+	return likely(g_heap_clock == MP_TS_TSC) ? mp_rdtsc() : heap_ts_monotonic();
 }
 
 /* MEMPROF_CLOCK=monotonic keeps clock_gettime even where the TSC is
@@ -466,12 +479,10 @@ static __attribute__((noinline)) int ring_put(struct tls *t, uint8_t type, uint8
 /* Records ahead of the writer whose slot mp_ring_write() prefetches. */
 #define RING_PREFETCH 8
 
-static bool ring_wait(struct tls *t, uint64_t pos)
+static bool ring_wait_inner(struct tls *t, uint64_t pos)
 {
 	uint64_t slept = 0;
 
-	if (t->gave_up)
-		return false;
 	__atomic_fetch_add(&g.hdr->alloc_waits, 1, __ATOMIC_RELAXED);
 	for (unsigned i = 0;; i++) {
 		if (i < WAIT_SPINS) {
@@ -493,6 +504,21 @@ static bool ring_wait(struct tls *t, uint64_t pos)
 		if (pos - t->tail <= g.mask)
 			return true;
 	}
+}
+
+static bool ring_wait(struct tls *t, uint64_t pos)
+{
+	int saved;
+	bool r;
+
+	if (t->gave_up)
+		return false;
+	/* nanosleep may set errno: the interposer's caller must not see it
+	 * (the record path leaves errno alone, interpose.c) */
+	saved = errno;
+	r = ring_wait_inner(t, pos);
+	errno = saved;
+	return r;
 }
 
 /* @in_drops: not yet counted in drops (a thread without a slot was). */
@@ -526,8 +552,13 @@ static inline __attribute__((always_inline)) void slot_fill(struct mp_slot *s, c
 	s->tid = t->tid;
 	s->tseq = (uint32_t)(t->gen >> 1);
 	s->name_id = name_id;
-	for (unsigned i = 0; i < nw && i < 4; i++)
-		s->dims[i] = (int64_t)w[i];
+	/* three words always (the slot's first line), the fourth on the
+	 * second line only when there is one */
+	s->dims[0] = (int64_t)w[0];
+	s->dims[1] = (int64_t)w[1];
+	s->dims[2] = (int64_t)w[2];
+	if (nw > 3)
+		s->dims[3] = (int64_t)w[3];
 }
 
 MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
@@ -653,10 +684,57 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 	return 0;
 }
 
+/* The aligned word at @a, which holds at least one byte of the caller's
+ * string: it never crosses a page, so it is mapped whatever follows the
+ * string's NUL. In asm, because the bytes past the NUL are outside the
+ * string as far as a sanitizer knows. */
+static inline uint64_t load_word(uintptr_t a)
+{
+	uint64_t v;
+
+	__asm__ volatile("movq (%1), %0" : "=r"(v) : "r"(a));
+	return v;
+}
+
+/* Fills e->w and e->m from the interned bytes of the entry's name (the
+ * name at ptr when it was interned), or clears e->m. */
+static void word_key(struct cache_ent *e, const char *name, bool trunc)
+{
+	size_t off = (uintptr_t)name & 7;
+	unsigned char w[16] = { 0 }, m[16] = { 0 };
+
+	e->m[0] = e->m[1] = 0;
+#if defined(__x86_64__)
+	if (trunc || off + e->len + 1 > sizeof(w))
+		return;
+	memcpy(w + off, e->str, e->len);
+	memset(m + off, 0xff, e->len + 1);
+	memcpy(e->w, w, sizeof(w));
+	memcpy(e->m, m, sizeof(m));
+#else
+	(void)off;
+	(void)w;
+	(void)m;
+	(void)trunc;
+#endif
+}
+
 HOT bool name_matches(const char *name, const struct cache_ent *e)
 {
 	uint32_t n = e->len > MP_NAME_MAX ? MP_NAME_MAX : e->len;
 
+	/* A short name, a word at a time: the bytes of the words outside the
+	 * name and its NUL are masked off (the cache key ptr == name gives
+	 * the words the same alignment as when the entry was made). */
+	if (likely(e->m[0])) {
+		uintptr_t a = (uintptr_t)name & ~(uintptr_t)7;
+		uint64_t d = (load_word(a) ^ e->w[0]) & e->m[0];
+
+		/* the second word only when the name reaches it */
+		if (e->m[1])
+			d |= (load_word(a + 8) ^ e->w[1]) & e->m[1];
+		return d == 0;
+	}
 	/* Byte by byte, stopping at the first difference: never reads past
 	 * the caller's NUL. */
 	for (uint32_t i = 0; i < n; i++)
@@ -707,10 +785,16 @@ static __attribute__((noinline)) uint32_t intern_slow(const char *name, struct c
 	}
 	if (!id)
 		return 0;
-	e->ptr = name;
+	/* A signal handler's marker may look at this entry meanwhile: it
+	 * misses until the entry is whole. */
+	e->ptr = NULL;
+	atomic_signal_fence(memory_order_seq_cst);
 	e->id = id;
 	e->len = trunc ? MP_NAME_MAX + 1 : len;
 	e->str = string_get(id, &len);
+	word_key(e, name, trunc);
+	atomic_signal_fence(memory_order_seq_cst);
+	e->ptr = name;
 	return id;
 }
 

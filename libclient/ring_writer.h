@@ -29,7 +29,7 @@ enum mp_rw_wait {
 
 /*
  * Appends one record of @type (with @flags and @name_id) to the calling
- * thread's ring, stamped now, with @nw (<= 4) words in dims[0..]. Never
+ * thread's ring, stamped now, with @nw (3 or 4) words in dims[0..]. Never
  * allocates; the first record of a thread takes its slot (syscalls allowed
  * once). A call re-entered from a signal handler while the thread is
  * writing a record drops the new record. Every drop is counted in drops,

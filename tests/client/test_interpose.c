@@ -26,6 +26,7 @@
 
 static void *(*ip_malloc)(size_t);
 static void *(*ip_realloc)(void *, size_t);
+static void *(*ip_calloc)(size_t, size_t);
 static void (*ip_free)(void *);
 
 static struct mp_consumer *setup(void)
@@ -37,7 +38,8 @@ static struct mp_consumer *setup(void)
 	ip_malloc = (void *(*)(size_t))dlsym(h, "malloc");
 	ip_realloc = (void *(*)(void *, size_t))dlsym(h, "realloc");
 	ip_free = (void (*)(void *))dlsym(h, "free");
-	cr_assert(ip_malloc && ip_realloc && ip_free);
+	ip_calloc = (void *(*)(size_t, size_t))dlsym(h, "calloc");
+	cr_assert(ip_malloc && ip_realloc && ip_free && ip_calloc);
 	/* the ring exists from the first marker on (MEMPROF_RING_LAZY=1) */
 	cr_assert_eq(memprof_kernel_begin("k"), 0);
 	cr_assert_eq(memprof_kernel_end(), 0);
@@ -288,5 +290,80 @@ Test(interpose, heap_stamps_between_clock_monotonic_markers)
 		  (unsigned long long)begin, (unsigned long long)alloc, (unsigned long long)end);
 	cr_assert(begin < alloc && alloc < end, "alloc at %llu, kernel [%llu, %llu]",
 		  (unsigned long long)alloc, (unsigned long long)begin, (unsigned long long)end);
+	mp_consumer_free(c);
+}
+
+/* The record path never touches errno (on_alloc() and on_free() make no
+ * call that could set it): in both modes, sampled or not, a successful
+ * call leaves the caller's errno as it was. Sampled mode at an interval of
+ * a few bytes samples about every block, at a large one about none: both
+ * paths of the inlined decision. calloc goes through it as malloc does:
+ * its sampled estimate holds too. */
+Test(interpose, errno_kept_in_every_mode)
+{
+	static const struct {
+		uint32_t mode;
+		uint64_t interval;
+	} modes[] = {
+		{ MP_ALLOC_PRECISE, 0 },
+		{ MP_ALLOC_SAMPLED, 16 },
+		{ MP_ALLOC_SAMPLED, 1u << 30 },
+	};
+	struct mp_consumer *c = setup();
+	struct mp_record r;
+
+	for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+		cr_assert_eq(mp_consumer_set_alloc_mode(c, modes[m].mode, modes[m].interval), 0);
+		for (int i = 0; i < 1000; i++) {
+			void *p, *q;
+
+			errno = 4242;
+			p = ip_malloc(24);
+			q = ip_calloc(3, 8);
+			cr_assert(p && q);
+			cr_assert_eq(errno, 4242, "mode %zu: errno %d after malloc/calloc", m,
+				     errno);
+			ip_free(p);
+			ip_free(q);
+			cr_assert_eq(errno, 4242, "mode %zu: errno %d after free", m, errno);
+		}
+		cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
+		while (mp_consumer_read(c, &r) == 1)
+			;
+	}
+	cr_assert_eq(mp_consumer_alloc_drops(c), 0);
+	mp_consumer_free(c);
+}
+
+Test(interpose, sampled_calloc_estimate_unbiased)
+{
+	struct mp_consumer *c = setup();
+	struct mp_record r;
+	double est = 0, p = -expm1(-(double)SIZE / INTERVAL);
+	uint64_t allocs = 0, frees = 0;
+
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_SAMPLED, INTERVAL), 0);
+	for (int i = 0; i < N; i++)
+		blocks[i] = ip_calloc(SIZE / 8, 8);
+	for (int i = 0; i < N; i++)
+		ip_free(blocks[i]);
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
+	while (mp_consumer_read(c, &r) == 1) {
+		if (r.type == MP_REC_ALLOC && mine(blocks, N, r.heap.addr)) {
+			cr_assert_eq(r.fn, 1); /* calloc */
+			cr_assert_eq(r.heap.size, SIZE);
+			cr_assert_eq(r.flags, MP_REC_F_SCALED);
+			est += SIZE / p;
+			allocs++;
+		} else if (r.type == MP_REC_FREE && mine(blocks, N, r.heap.addr)) {
+			frees++;
+		}
+	}
+	cr_assert_gt(allocs, 0);
+	cr_assert_eq(frees, allocs, "free records %lu for %lu sampled blocks", (unsigned long)frees,
+		     (unsigned long)allocs);
+	cr_assert(fabs(est - (double)N * SIZE) < 0.30 * N * SIZE, "estimate %.0f of %d bytes", est,
+		  N * SIZE);
+	cr_assert_eq(mp_consumer_alloc_drops(c), 0);
 	mp_consumer_free(c);
 }

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Whole-record checks of a known marker sequence through the real ring. */
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "memprof.h"
@@ -176,4 +179,69 @@ Test(markers, first_marker_keeps_errno)
 	cr_assert_eq(errno, 4242);
 	cr_assert_eq(memprof_kernel_end(), 0);
 	cr_assert_eq(errno, 4242);
+}
+
+/* One begin/end pair named by the bytes at @name now: the consumer must
+ * see exactly those bytes. */
+static void check_name(struct mp_consumer *c, const char *name)
+{
+	struct mp_record recs[4];
+	char want[64];
+
+	snprintf(want, sizeof(want), "%s", name);
+	cr_assert_eq(memprof_kernel_begin(name), 0);
+	cr_assert_eq(memprof_kernel_end(), 0);
+	cr_assert_eq(drain(c, recs, 4), 2);
+	cr_assert_eq(recs[0].type, MP_REC_KERNEL_BEGIN);
+	cr_assert_str_eq(recs[0].name, want, "name of %zu bytes at offset %zu", strlen(want),
+			 (size_t)((uintptr_t)name & 7));
+}
+
+/* A cached short name is compared a word at a time: at every alignment and
+ * length, a name whose NUL is within 8 bytes of an unreadable page is read
+ * without a fault, and a change of one byte, a shorter and a longer string
+ * under the same pointer are all seen. */
+Test(markers, cached_names_every_alignment)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	char *map = mmap(NULL, 2 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct mp_record rec;
+	struct mp_consumer *c;
+
+	cr_assert_neq(map, MAP_FAILED);
+	cr_assert_eq(mprotect(map + pg, pg, PROT_NONE), 0);
+	cr_assert_eq(memprof_phase("p"), 0);
+	cr_assert_eq(mp_consumer_open_pid(getpid(), &c), 0);
+	cr_assert_eq(mp_consumer_read(c, &rec), 1); /* open-at-attach phase */
+	for (size_t len = 0; len <= 20; len++) {
+		for (size_t k = 0; k < 8; k++) {
+			/* at the page's end, then in its middle (room to grow) */
+			char *at[2] = { map + pg - 1 - k - len, map + 256 + k };
+
+			for (int w = 0; w < 2; w++) {
+				char *p = at[w];
+
+				for (size_t i = 0; i < len; i++)
+					p[i] = (char)('a' + (i + k) % 26);
+				p[len] = '\0';
+				check_name(c, p);
+				check_name(c, p); /* the cached entry */
+				if (len) {
+					p[len / 2] = 'Z';
+					check_name(c, p);
+					p[len - 1] = '\0';
+					check_name(c, p);
+					p[len - 1] = 'Y';
+				}
+				if (w == 1) {
+					p[len] = 'X';
+					p[len + 1] = '\0';
+					check_name(c, p);
+				}
+			}
+		}
+	}
+	cr_assert_eq(mp_consumer_drops(c), 0);
+	mp_consumer_free(c);
+	munmap(map, 2 * pg);
 }
