@@ -60,6 +60,10 @@ struct tstate {
 	/* Last TSC record's converted stamp: a recalibration between two
 	 * reads never puts a thread's record before its predecessor. */
 	uint64_t tsc_last_ns;
+	/* mp_consumer_complete_ns(): every record of this ring not yet
+	 * handed over was published after this CLOCK_MONOTONIC time, or is
+	 * stamped at or after it (0: not known yet). */
+	uint64_t done_ns;
 	uint32_t snap_seq; /* records up to this one are in the snapshot */
 	bool snap_valid;
 };
@@ -1173,7 +1177,22 @@ static int refill(struct mp_consumer *c)
 	return (int)n;
 }
 
-int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx)
+/* Whether the slot at ring @i's next position is published; a lap ahead
+ * is corruption (stored in err_pending, reported after the records before
+ * it). */
+static inline bool ring_has_next(struct mp_consumer *c, uint32_t i)
+{
+	uint64_t pos = c->ts[i].pos, seq = LOAD(&slot_at(c, i, pos)->seq, ACQUIRE);
+
+	if (likely(seq == pos + 1))
+		return true;
+	if ((int64_t)(seq - (pos + 1)) > 0)
+		c->err_pending = -EBADMSG;
+	return false;
+}
+
+int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns,
+			      mp_consumer_ring_cb cb, void *ctx)
 {
 	struct mp_record rec;
 	bool dirty = true;
@@ -1215,7 +1234,19 @@ int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_c
 	for (uint32_t k = 0;
 	     k < c->thread_count && n < max && scanned < SCAN_BUDGET * 4 && !c->err_pending; k++) {
 		uint32_t i = (c->scan_start + k) % c->thread_count;
+		struct tstate *t = &c->ts[i];
+		uint64_t last_ts = 0;
+		bool took = false;
 
+		/* Most thread slots are idle: one load of the slot a record
+		 * would be published in says so, without a copy or a tail
+		 * store (which would cost a line of the thread slot). */
+		scanned++;
+		if (!ring_has_next(c, i)) {
+			if (!c->err_pending)
+				t->done_ns = now_ns;
+			continue;
+		}
 		while (n < max && scanned < SCAN_BUDGET * 4) {
 			bool skipped = false;
 
@@ -1225,6 +1256,8 @@ int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_c
 				continue;
 			if (r <= 0)
 				break;
+			last_ts = rec.ts_ns;
+			took = true;
 			r = cb(ctx, i, &rec);
 			c->stk_used = 0;
 			n++;
@@ -1239,11 +1272,39 @@ int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_c
 				store_tail(c, i);
 		}
 		store_tail(c, i);
+		if (c->err_pending)
+			continue;
+		/* Caught up: what comes next is published after now_ns.
+		 * Stopped with records left: they come in this ring's order,
+		 * stamped no earlier than the last one handed over. */
+		if (!ring_has_next(c, i))
+			t->done_ns = now_ns;
+		else if (took && last_ts > t->done_ns)
+			t->done_ns = last_ts;
 	}
 	c->scan_start = (c->scan_start + 1) % c->thread_count;
 	if (!n && c->err_pending)
 		return fail(c, c->err_pending);
 	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx)
+{
+	return mp_consumer_read_rings_at(c, max, mp_now_ns(), cb, ctx);
+}
+
+uint64_t mp_consumer_complete_ns(const struct mp_consumer *c)
+{
+	uint64_t min = UINT64_MAX;
+
+	if (!c)
+		return UINT64_MAX;
+	if (!c->ts)
+		return 0;
+	for (uint32_t i = 0; i < c->thread_count; i++)
+		if (c->ts[i].done_ns < min)
+			min = c->ts[i].done_ns;
+	return min;
 }
 
 int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret)

@@ -117,6 +117,13 @@ struct session {
 	uint64_t heap_drops_closed, heap_waits_closed; /* the same, heap records */
 	uint32_t path; /* enum mp_tracer_path */
 	uint64_t last_ts;
+	/* Release against how far the BPF ring buffer and the marker rings
+	 * have been read (mp_release_watermark()) rather than the lag alone:
+	 * on the in-process path, where every BPF event is stamped after its
+	 * reservation. bpf_done_ns: the clock before the last drain that
+	 * emptied the BPF ring; ring_now_ns: before the current one. */
+	bool fast_release;
+	uint64_t bpf_done_ns, ring_now_ns;
 	int epfd, tickfd, sigfd, deadlinefd, periodicfd;
 	char exe[PATH_MAX];
 	char *cmdline;
@@ -714,7 +721,9 @@ static int drain_ring(struct session *s)
 		log_debug("pid %d: marker ring attached%s", (int)s->o->pid,
 			  s->path == MP_PATH_INPROCESS ? ", in-process allocation path on" : "");
 	}
-	r = mp_consumer_read_rings(s->ring, RING_BATCH, on_ring_read, s);
+	r = mp_consumer_read_rings_at(s->ring, RING_BATCH,
+				      s->ring_now_ns ? s->ring_now_ns : mp_now_ns(), on_ring_read,
+				      s);
 	if (r == -ENOMEM)
 		return log_error_errno(r, "pid %d: merging markers: %m", (int)s->o->pid);
 	if (r < 0) {
@@ -754,10 +763,19 @@ static int cycle(struct session *s)
 	r = drain_tracer(s);
 	if (r < 0)
 		return r;
+	if (mp_tracer_drained(s->tracer))
+		s->bpf_done_ns = t0;
+	s->ring_now_ns = t0;
 	r = drain_ring(s);
+	s->ring_now_ns = 0;
 	if (r < 0)
 		return r;
-	return release(s, t0 > lag ? t0 - lag : 0);
+	/* No ring open (yet, or since an exec): the records of the kernels
+	 * open when it opens go back in time; the lag alone until then. */
+	if (!s->fast_release || !s->ring)
+		return release(s, t0 > lag ? t0 - lag : 0);
+	return release(
+		s, mp_release_watermark(t0, lag, s->bpf_done_ns, mp_consumer_complete_ns(s->ring)));
 }
 
 static char *read_text(const char *path, size_t max, bool nul_to_space)
@@ -888,6 +906,9 @@ static int setup_pipeline(struct session *s)
 					       (int)o->pid);
 	}
 	topts.no_heap_probes = s->path == MP_PATH_INPROCESS;
+	/* --alloc functions keep their uprobes, which stamp an allocation
+	 * with its stack before reserving it: then the lag alone. */
+	s->fast_release = s->path == MP_PATH_INPROCESS && !(o->stacks && o->n_extra);
 	r = mp_tracer_new(&topts, &s->tracer);
 	if (r == -EOPNOTSUPP && (o->rss_exact || o->mode == MP_TRACE_RSS))
 		return log_error_errno(r,
