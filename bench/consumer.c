@@ -118,6 +118,7 @@ static int ring_init(struct ring *g, uint32_t rings, uint32_t threads)
 
 static uint8_t heap_clock = MP_TS_TSC;
 static uint32_t chunk = SLOTS;
+static uint32_t release_every = 4096;
 
 /* What the interposer and the marker functions write for one record. */
 static void put(struct ring *g, uint32_t ring, uint8_t type, uint32_t fn, uint64_t a, uint64_t b)
@@ -184,6 +185,8 @@ struct pipe {
 	struct mp_live *live;
 	struct mp_correlator *corr;
 	int full; /* live table and correlator too */
+	uint64_t now; /* the drain's time; 0: release only after the read */
+	uint32_t unreleased;
 };
 
 static int pipe_new(struct pipe *p, struct ring *g, int full)
@@ -228,11 +231,25 @@ static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_rec
 	return mp_live_apply(p->live, &ev, mp_correlator_on_heap, p->corr);
 }
 
+static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
+		  void *ref);
+
+/* As the session: every 4096 records read, release what the watermark
+ * passes already (the session's release_reading()). */
 static int on_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 {
 	struct pipe *p = ctx;
+	int r = mp_ringq_push(p->rq, ring, rec, 0, NULL);
 
-	return mp_ringq_push(p->rq, ring, rec, 0, NULL);
+	if (r < 0 || !p->now || ++p->unreleased < release_every)
+		return r;
+	p->unreleased = 0;
+	return mp_ringq_release(
+		       p->rq,
+		       mp_release_watermark(p->now, LAG_NS, p->now, mp_consumer_complete_ns(p->c)),
+		       UINT64_MAX, on_rec, p) < 0 ?
+		       -1 :
+		       0;
 }
 
 /* The session's drain at time @now (the newest record's stamp: the BPF
@@ -244,8 +261,10 @@ static int drain_new(struct pipe *p, uint64_t now, int lag_only, int flush)
 	uint64_t wm;
 	int r;
 
+	p->now = lag_only ? 0 : now;
 	while ((r = mp_consumer_read_rings_at(p->c, 65536, now, on_read, p)) > 0)
 		;
+	p->now = 0;
 	if (r < 0)
 		return r;
 	wm = lag_only ? (now > LAG_NS ? now - LAG_NS : 0) :
@@ -384,6 +403,8 @@ int main(int argc, char **argv)
 		heap_clock = MP_TS_MONOTONIC;
 	if (chunk_env)
 		chunk = (uint32_t)atoi(chunk_env);
+	if (getenv("BENCH_RELEASE_EVERY"))
+		release_every = (uint32_t)atoi(getenv("BENCH_RELEASE_EVERY"));
 	if (rounds < 2 || rings < 1 || rings > MAX_RINGS || threads < rings ||
 	    threads > MAX_THREADS || chunk < 1 || chunk > SLOTS ||
 	    (uint64_t)threads * SLOTS > MP_RING_MAX_SLOTS) {

@@ -1197,7 +1197,8 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 	struct mp_record rec;
 	bool dirty = true;
 	size_t n = 0, scanned = 0;
-	int r;
+	uint32_t nact = 0;
+	int r, look_err;
 
 	if (!c || !cb)
 		return -EINVAL;
@@ -1231,22 +1232,29 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 	 * until its callback returns: the batch is empty here, and each
 	 * record reuses the arena. */
 	c->stk_used = 0;
-	for (uint32_t k = 0;
-	     k < c->thread_count && n < max && scanned < SCAN_BUDGET * 4 && !c->err_pending; k++) {
+	/* First every thread slot, with one load each (most are idle): the
+	 * empty ones count as read up to now_ns before any record is handed
+	 * over, so that the caller may release records while it reads
+	 * (mp_consumer_complete_ns() is then the ring being read's progress).
+	 * The batch's heap array, empty here, lists the rings with records.
+	 * A ring a lap ahead ends the look (its error is reported after the
+	 * records of the rings before it). */
+	for (uint32_t k = 0; k < c->thread_count && !c->err_pending; k++) {
 		uint32_t i = (c->scan_start + k) % c->thread_count;
-		struct tstate *t = &c->ts[i];
-		uint64_t last_ts = 0;
-		bool took = false;
 
-		/* Most thread slots are idle: one load of the slot a record
-		 * would be published in says so, without a copy or a tail
-		 * store (which would cost a line of the thread slot). */
 		scanned++;
-		if (!ring_has_next(c, i)) {
-			if (!c->err_pending)
-				t->done_ns = now_ns;
-			continue;
-		}
+		if (ring_has_next(c, i))
+			c->heap[nact++] = i;
+		else if (!c->err_pending)
+			c->ts[i].done_ns = now_ns;
+	}
+	look_err = c->err_pending;
+	c->err_pending = 0;
+	for (uint32_t k = 0; k < nact && n < max && scanned < SCAN_BUDGET * 4 && !c->err_pending;
+	     k++) {
+		uint32_t i = c->heap[k];
+		struct tstate *t = &c->ts[i];
+
 		while (n < max && scanned < SCAN_BUDGET * 4) {
 			bool skipped = false;
 
@@ -1256,8 +1264,10 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 				continue;
 			if (r <= 0)
 				break;
-			last_ts = rec.ts_ns;
-			took = true;
+			/* the ring's records still to come are stamped no
+			 * earlier (one thread's clock, TSC stamps clamped) */
+			if (rec.ts_ns > t->done_ns)
+				t->done_ns = rec.ts_ns;
 			r = cb(ctx, i, &rec);
 			c->stk_used = 0;
 			n++;
@@ -1272,16 +1282,12 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 				store_tail(c, i);
 		}
 		store_tail(c, i);
-		if (c->err_pending)
-			continue;
-		/* Caught up: what comes next is published after now_ns.
-		 * Stopped with records left: they come in this ring's order,
-		 * stamped no earlier than the last one handed over. */
-		if (!ring_has_next(c, i))
+		/* caught up: what comes next is published after now_ns */
+		if (!c->err_pending && !ring_has_next(c, i))
 			t->done_ns = now_ns;
-		else if (took && last_ts > t->done_ns)
-			t->done_ns = last_ts;
 	}
+	if (!c->err_pending)
+		c->err_pending = look_err;
 	c->scan_start = (c->scan_start + 1) % c->thread_count;
 	if (!n && c->err_pending)
 		return fail(c, c->err_pending);

@@ -43,6 +43,8 @@
 /* Bounded work per ring drain so one flooding producer can't starve the
  * rest of the loop. */
 #define RING_BATCH 65536
+/* Ring records read between two releases during a read (release_reading). */
+#define RELEASE_EVERY 4096
 /* How often a caller address that is in no known mapping may trigger a
  * re-read of /proc/PID/maps (libraries loaded after attach). */
 #define MAPS_REREAD_NS (100 * 1000 * 1000ull)
@@ -124,6 +126,7 @@ struct session {
 	 * emptied the BPF ring; ring_now_ns: before the current one. */
 	bool fast_release;
 	uint64_t bpf_done_ns, ring_now_ns;
+	uint32_t unreleased; /* records read since the last release_reading() */
 	int epfd, tickfd, sigfd, deadlinefd, periodicfd;
 	char exe[PATH_MAX];
 	char *cmdline;
@@ -644,6 +647,28 @@ static int drain_tracer(struct session *s)
 	return 0;
 }
 
+/* While a ring is read (cycle()), every RELEASE_EVERY records: the ring
+ * records the watermark already passes, so that the held ones stay few
+ * and in cache. Ring records only: the merge's items (an exec retires the
+ * ring being read) wait for the end of the read. */
+static int release_reading(struct session *s)
+{
+	uint64_t lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS, wm;
+	int64_t n;
+
+	if (!s->fast_release || !s->ring_now_ns || ++s->unreleased < RELEASE_EVERY)
+		return 0;
+	s->unreleased = 0;
+	wm = mp_release_watermark(s->ring_now_ns, lag, s->bpf_done_ns,
+				  mp_consumer_complete_ns(s->ring));
+	n = mp_ringq_release(s->rq, wm, mp_merge_next_ts(s->merge), on_ring_rec, s);
+	if (n < 0)
+		return (int)n;
+	if (n)
+		mp_merge_note_released(s->merge, mp_ringq_released_ts(s->rq));
+	return 0;
+}
+
 /* A record read from the ring: the attach snapshot's into the merge (their
  * timestamps go back to when the kernels began), the rest into their ring's
  * FIFO. A marker keeps the reader (its name's owner) alive. */
@@ -663,7 +688,7 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 
 		r = mp_ringq_push(s->rq, ring, rec, stack, s->ring_ref);
 		if (r == 0 && rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC)
-			return 0;
+			return release_reading(s);
 	}
 	if (r < 0)
 		return r == -E2BIG ? -EBADMSG : r;

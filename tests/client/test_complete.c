@@ -66,7 +66,21 @@ Test(complete, unknown_until_read_then_the_time_of_the_read)
 }
 
 /* A read that stops with records left (its budget): that ring counts up
- * to its last record handed over, every other one up to the read. */
+ * to its last record handed over, every other one up to the read, even
+ * while the ring is being read (the caller may release as it reads). */
+static struct mp_consumer *cc;
+static uint64_t during[8];
+static int nduring;
+
+static int during_cb(void *ctx, uint32_t ring, const struct mp_record *rec)
+{
+	(void)ctx;
+	(void)ring;
+	(void)rec;
+	during[nduring++] = mp_consumer_complete_ns(cc);
+	return 0;
+}
+
 Test(complete, a_ring_left_with_records_holds_back_at_its_last_record)
 {
 	struct mp_consumer *c;
@@ -76,12 +90,12 @@ Test(complete, a_ring_left_with_records_holds_back_at_its_last_record)
 	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 100, count_cb, &n), 0);
 	for (uint64_t i = 0; i < 5; i++)
 		put_alloc(0, i, 1000 + 10 * i);
-	/* rings 1 and 2 (the read starts one ring further each time) found
-	 * empty at 2000, ring 0 stopped after the record stamped 1020 */
+	/* rings 1 and 2 found empty at 2000 (every ring is looked at before
+	 * any is read), ring 0 stopped after the record stamped 1020 */
 	cr_assert_eq(mp_consumer_read_rings_at(c, 3, 2000, count_cb, &n), 3);
 	cr_assert_eq(mp_consumer_complete_ns(c), 1020);
-	/* ring 2 empty at 3000, ring 0 one more (1030), ring 1 not looked
-	 * at again (still 2000): the earliest counts */
+	/* rings 1 and 2 empty at 3000, ring 0 one more (1030): the earliest
+	 * counts */
 	cr_assert_eq(mp_consumer_read_rings_at(c, 1, 3000, count_cb, &n), 1);
 	cr_assert_eq(mp_consumer_complete_ns(c), 1030);
 	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 4000, count_cb, &n), 1);
@@ -119,4 +133,20 @@ Test(complete, a_corrupt_ring_never_counts_as_read)
 	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 300, count_cb, &n), -EBADMSG);
 	cr_assert_lt(mp_consumer_complete_ns(c), 300);
 	mp_consumer_free(c);
+}
+
+/* While ring 0 is being read, the others already count as read up to the
+ * call's time and ring 0 up to the record being handed over. */
+Test(complete, progress_while_a_ring_is_read)
+{
+	cr_assert_eq(mp_consumer_open_mem(m.mem, m.len, &cc), 0);
+	for (uint64_t i = 0; i < 3; i++)
+		put_alloc(0, i, 1000 + 10 * i);
+	cr_assert_eq(mp_consumer_read_rings_at(cc, 64, 5000, during_cb, NULL), 3);
+	cr_assert_eq(nduring, 3);
+	cr_assert_eq(during[0], 1000);
+	cr_assert_eq(during[1], 1010);
+	cr_assert_eq(during[2], 1020);
+	cr_assert_eq(mp_consumer_complete_ns(cc), 5000);
+	mp_consumer_free(cc);
 }
