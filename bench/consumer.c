@@ -187,6 +187,8 @@ struct pipe {
 	int full; /* live table and correlator too */
 	uint64_t now; /* the drain's time; 0: release only after the read */
 	uint32_t unreleased;
+	uint32_t now_ring; /* ring being read, the watermark against the others */
+	uint64_t now_wm;
 };
 
 static int pipe_new(struct pipe *p, struct ring *g, int full)
@@ -239,7 +241,26 @@ static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_rec
 static int on_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 {
 	struct pipe *p = ctx;
-	int r = mp_ringq_push(p->rq, ring, rec, 0, NULL);
+	int r;
+
+	/* the session's release_now(): nothing older held, the watermark
+	 * against the other rings past it */
+	if (p->now && !mp_ringq_pending(p->rq)) {
+		if (ring != p->now_ring) {
+			p->now_ring = ring;
+			p->now_wm = mp_release_watermark(p->now, LAG_NS, p->now,
+							 mp_consumer_complete_others_ns(p->c));
+		}
+		if (rec->ts_ns <= p->now_wm) {
+			struct mp_ringq_rec e = { .ts = rec->ts_ns };
+
+			if (rec->type < MP_REC_ALLOC || rec->type > MP_REC_REALLOC)
+				return on_rec(p, &e, rec, NULL);
+			mp_ringq_heap_rec(rec, 0, &e);
+			return on_rec(p, &e, NULL, NULL);
+		}
+	}
+	r = mp_ringq_push(p->rq, ring, rec, 0, NULL);
 
 	if (r < 0 || !p->now || ++p->unreleased < release_every)
 		return r;
@@ -262,6 +283,7 @@ static int drain_new(struct pipe *p, uint64_t now, int lag_only, int flush)
 	int r;
 
 	p->now = lag_only ? 0 : now;
+	p->now_ring = UINT32_MAX;
 	while ((r = mp_consumer_read_rings_at(p->c, 65536, now, on_read, p)) > 0)
 		;
 	p->now = 0;

@@ -137,6 +137,10 @@ struct mp_consumer {
 	unsigned char *stk;
 	size_t stk_used;
 	struct tsc_clock clk;
+	/* mp_consumer_complete_others_ns() while the records of a ring are
+	 * handed over (reading: that ring + 1; 0: none) */
+	uint32_t reading;
+	uint64_t others_ns;
 };
 
 static struct mp_slot *slot_at(const struct mp_consumer *c, uint32_t ring, uint64_t pos)
@@ -440,16 +444,23 @@ static struct tsc_pair tsc_pair_take(void)
 	return p;
 }
 
-uint64_t mp_tsc_to_ns(const struct mp_tsc_cal *cal, uint64_t tsc)
+/* Inlined into the read of every heap record. */
+static inline __attribute__((always_inline)) uint64_t tsc_to_ns(const struct mp_tsc_cal *cal,
+								uint64_t tsc)
 {
 	__int128 d = (__int128)(int64_t)(tsc - cal->tsc) * cal->mult;
 	__int128 ns = (__int128)cal->ns + (d >> 32);
 
-	if (ns < 0)
+	if (unlikely(ns < 0))
 		return 0;
-	if (ns > (__int128)UINT64_MAX)
+	if (unlikely(ns > (__int128)UINT64_MAX))
 		return UINT64_MAX;
 	return (uint64_t)ns;
+}
+
+uint64_t mp_tsc_to_ns(const struct mp_tsc_cal *cal, uint64_t tsc)
+{
+	return tsc_to_ns(cal, tsc);
 }
 
 static void tsc_init(struct mp_consumer *c)
@@ -513,7 +524,8 @@ void mp_consumer_set_tsc_cal(struct mp_consumer *c, const struct mp_tsc_cal *cal
 /* The CLOCK_MONOTONIC stamp of a heap record of thread state @t whose
  * clock byte is @clock: 0, or -EBADMSG for a clock this consumer does not
  * believe. */
-static inline int heap_ts(struct mp_consumer *c, struct tstate *t, uint8_t clock, uint64_t *ts)
+static inline __attribute__((always_inline)) int heap_ts(struct mp_consumer *c, struct tstate *t,
+							 uint8_t clock, uint64_t *ts)
 {
 	uint64_t ns;
 
@@ -526,7 +538,7 @@ static inline int heap_ts(struct mp_consumer *c, struct tstate *t, uint8_t clock
 		if (c->clk.mode == TSC_LIVE && !tsc_refresh(c))
 			return -EBADMSG;
 	}
-	ns = mp_tsc_to_ns(&c->clk.cal, *ts);
+	ns = tsc_to_ns(&c->clk.cal, *ts);
 	if (t) {
 		if (ns < t->tsc_last_ns)
 			ns = t->tsc_last_ns;
@@ -918,8 +930,9 @@ static int decode_pool(struct mp_consumer *c, const struct mp_slot *copy, struct
  * @dirty NULL: @r is cleared first; else *@dirty says whether @r holds
  * fields a heap record does not set (a heap record into a clean @r only
  * writes its own fields: the fast path's one record, reused). */
-static int decode(struct mp_consumer *c, struct tstate *t, const struct mp_slot *copy,
-		  struct mp_record *r, bool *dirty)
+static inline __attribute__((always_inline)) int decode(struct mp_consumer *c, struct tstate *t,
+							const struct mp_slot *copy,
+							struct mp_record *r, bool *dirty)
 {
 	bool heap = mp_record_is_heap(copy->type);
 
@@ -1177,6 +1190,17 @@ static int refill(struct mp_consumer *c)
 	return (int)n;
 }
 
+/* mp_consumer_complete_ns() over every ring but @skip. */
+static uint64_t complete_except(const struct mp_consumer *c, uint32_t skip)
+{
+	uint64_t min = UINT64_MAX;
+
+	for (uint32_t i = 0; i < c->thread_count; i++)
+		if (i != skip && c->ts[i].done_ns < min)
+			min = c->ts[i].done_ns;
+	return min;
+}
+
 /* Whether the slot at ring @i's next position is published; a lap ahead
  * is corruption (stored in err_pending, reported after the records before
  * it). */
@@ -1255,6 +1279,9 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 		uint32_t i = c->heap[k];
 		struct tstate *t = &c->ts[i];
 
+		/* the other rings do not move while this one is read */
+		c->others_ns = complete_except(c, i);
+		c->reading = i + 1;
 		while (n < max && scanned < SCAN_BUDGET * 4) {
 			bool skipped = false;
 
@@ -1272,6 +1299,7 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 			c->stk_used = 0;
 			n++;
 			if (r < 0) {
+				c->reading = 0;
 				store_tail(c, i);
 				return r;
 			}
@@ -1281,6 +1309,7 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 			if (!(n % PER_THREAD))
 				store_tail(c, i);
 		}
+		c->reading = 0;
 		store_tail(c, i);
 		/* caught up: what comes next is published after now_ns */
 		if (!c->err_pending && !ring_has_next(c, i))
@@ -1297,6 +1326,13 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx)
 {
 	return mp_consumer_read_rings_at(c, max, mp_now_ns(), cb, ctx);
+}
+
+uint64_t mp_consumer_complete_others_ns(const struct mp_consumer *c)
+{
+	if (c && c->reading)
+		return c->others_ns;
+	return mp_consumer_complete_ns(c);
 }
 
 uint64_t mp_consumer_complete_ns(const struct mp_consumer *c)

@@ -169,6 +169,12 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
  * looked at; UINT64_MAX for NULL. Only mp_consumer_read_rings*() moves it.
  */
 uint64_t mp_consumer_complete_ns(const struct mp_consumer *c);
+/* Inside a callback of mp_consumer_read_rings_at() for a record of ring R:
+ * the same over every ring but R (R's own records come in R's order, so
+ * they need no bound against each other): a record of R stamped before it
+ * (less the clocks' disagreement), with nothing older held elsewhere, may
+ * be released at once. Outside a callback, mp_consumer_complete_ns(). */
+uint64_t mp_consumer_complete_others_ns(const struct mp_consumer *c);
 /* Records the producers dropped because the ring was full since this
  * consumer attached. The counter lives in memory the target writes: a value
  * that goes back or grows faster than one drop per nanosecond since attach

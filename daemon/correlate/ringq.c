@@ -194,19 +194,13 @@ int mp_ringq_push(struct mp_ringq *q, uint32_t ring, const struct mp_record *rec
 			return r;
 	}
 	e = &qu->v[(qu->head + qu->n) & qu->mask];
-	e->ts = rec->ts_ns;
-	e->tid = rec->tid;
-	e->type = (uint8_t)rec->type;
-	e->flags = (uint8_t)rec->flags;
 	if (rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC) {
-		e->fn = (uint16_t)rec->fn;
-		e->addr = rec->heap.addr;
-		e->size = rec->heap.size;
-		e->caller = rec->heap.caller;
-		e->old_addr = rec->heap.old_addr;
-		e->marker = 0;
-		e->stack = stack;
+		mp_ringq_heap_rec(rec, stack, e);
 	} else {
+		e->ts = rec->ts_ns;
+		e->tid = rec->tid;
+		e->type = (uint8_t)rec->type;
+		e->flags = (uint8_t)rec->flags;
 		e->stack = 0;
 		r = marker_store(q, rec, ref, &e->marker);
 		if (r < 0)

@@ -40,6 +40,25 @@ _Static_assert(sizeof(struct mp_ringq_rec) == 56, "held record size (docs)");
 
 struct mp_ringq;
 
+/* Heap record @rec (MP_REC_ALLOC/FREE/REALLOC) as held, with stack id
+ * @stack: what mp_ringq_push() stores, for a caller that releases a record
+ * at once (nothing older held, the watermark past it). */
+static inline void mp_ringq_heap_rec(const struct mp_record *rec, uint32_t stack,
+				     struct mp_ringq_rec *e)
+{
+	e->ts = rec->ts_ns;
+	e->tid = rec->tid;
+	e->type = (uint8_t)rec->type;
+	e->flags = (uint8_t)rec->flags;
+	e->fn = (uint16_t)rec->fn;
+	e->addr = rec->heap.addr;
+	e->size = rec->heap.size;
+	e->caller = rec->heap.caller;
+	e->old_addr = rec->heap.old_addr;
+	e->marker = 0;
+	e->stack = stack;
+}
+
 /* Room for @rings rings (the consumer's thread slots); more are added
  * when a higher index is pushed. */
 int mp_ringq_new(uint32_t rings, struct mp_ringq **ret);

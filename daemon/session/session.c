@@ -127,6 +127,10 @@ struct session {
 	bool fast_release;
 	uint64_t bpf_done_ns, ring_now_ns;
 	uint32_t unreleased; /* records read since the last release_reading() */
+	/* release_now(): the ring whose records are being read in this drain
+	 * and the watermark against the others (UINT32_MAX: none yet) */
+	uint32_t now_ring;
+	uint64_t now_wm;
 	int epfd, tickfd, sigfd, deadlinefd, periodicfd;
 	char exe[PATH_MAX];
 	char *cmdline;
@@ -452,7 +456,8 @@ static int on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct m
 	if (s->o->dump)
 		dump_record(s->o->dump, marker);
 	r = mp_correlator_on_record(s->corr, marker);
-	ring_ref_put(s, ref);
+	if (ref) /* NULL: released as it was read (release_now), never held */
+		ring_ref_put(s, ref);
 	return r;
 }
 
@@ -669,6 +674,25 @@ static int release_reading(struct session *s)
 	return 0;
 }
 
+/* Whether heap record @rec of ring @ring, just read, can go to the
+ * correlator at once: nothing older is held, in the ring queue or the
+ * merge, and the watermark against every other ring and the BPF ring
+ * buffer is past it (in a steady drain, all but the last margin's worth:
+ * the ring queue then only holds those). */
+static bool release_now(struct session *s, uint32_t ring, const struct mp_record *rec)
+{
+	if (!s->fast_release || !s->ring_now_ns || mp_ringq_pending(s->rq))
+		return false;
+	if (ring != s->now_ring) {
+		uint64_t lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS;
+
+		s->now_ring = ring;
+		s->now_wm = mp_release_watermark(s->ring_now_ns, lag, s->bpf_done_ns,
+						 mp_consumer_complete_others_ns(s->ring));
+	}
+	return rec->ts_ns <= s->now_wm && rec->ts_ns < mp_merge_next_ts(s->merge);
+}
+
 /* A record read from the ring: the attach snapshot's into the merge (their
  * timestamps go back to when the kernels began), the rest into their ring's
  * FIFO. A marker keeps the reader (its name's owner) alive. */
@@ -686,8 +710,19 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 		 * ends when this callback returns. */
 		uint32_t stack = rec->stack ? unwind_ring_stack(s, rec) : 0;
 
+		bool heap = rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC;
+
+		if (release_now(s, ring, rec)) {
+			struct mp_ringq_rec e = { .ts = rec->ts_ns };
+
+			mp_merge_note_released(s->merge, rec->ts_ns);
+			if (!heap)
+				return on_ring_rec(s, &e, rec, NULL);
+			mp_ringq_heap_rec(rec, stack, &e);
+			return on_ring_rec(s, &e, NULL, NULL);
+		}
 		r = mp_ringq_push(s->rq, ring, rec, stack, s->ring_ref);
-		if (r == 0 && rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC)
+		if (r == 0 && heap)
 			return release_reading(s);
 	}
 	if (r < 0)
@@ -791,6 +826,7 @@ static int cycle(struct session *s)
 	if (mp_tracer_drained(s->tracer))
 		s->bpf_done_ns = t0;
 	s->ring_now_ns = t0;
+	s->now_ring = UINT32_MAX;
 	r = drain_ring(s);
 	s->ring_now_ns = 0;
 	if (r < 0)
