@@ -67,6 +67,7 @@ struct target {
 	int result;
 	unsigned users; /* connection threads holding a pointer */
 	bool dump_wanted, dump_ready;
+	bool over_budget; /* being detached by budget_enforce() */
 	struct mp_profile *dump;
 	int dump_err;
 	/* Session thread only. */
@@ -90,6 +91,8 @@ struct service {
 	struct request *conns;
 	unsigned n_conns, n_live;
 	uint64_t conns_dropped, conns_refused;
+	uint64_t budget_detaches; /* targets ended by budget_enforce() */
+	uint64_t budget_checked_ns; /* service loop only */
 	uint64_t next_id;
 	bool stopping;
 	int reap_fd; /* eventfd: a target ended or was released */
@@ -278,6 +281,52 @@ static int budget_check(struct service *svc, uint64_t cost, uint32_t mode, char 
 		 svc->n_targets, committed >> 20, in_use >> 20, mp_trace_mode_name(mode),
 		 cost >> 20);
 	return -ENOMEM;
+}
+
+/* While targets run (service loop, every BUDGET_CHECK_MS): precise and
+ * sampled targets grow with their live blocks and invocations beyond the
+ * estimate they were admitted with. When what the service holds passes
+ * the whole budget, the newest such target is detached as by `memprof
+ * detach` (profile written, final chunk streamed), one at a time, so that
+ * the service stays inside its cgroup's limit instead of every session
+ * dying with it. Attaches are refused first: the newest target is the one
+ * the admission check would have refused. */
+#define BUDGET_CHECK_MS 1000
+
+static void signal_fd(int fd);
+
+static void budget_enforce(struct service *svc)
+{
+	struct target *victim = NULL;
+	uint64_t rings = 0, in_use;
+
+	pthread_mutex_lock(&svc->lock);
+	for (struct target *t = svc->targets; t; t = t->next) {
+		if (t->state == T_DONE)
+			continue;
+		if (t->over_budget)
+			goto out; /* the last one is still ending */
+		rings += t->ring_bytes;
+		if (t->state == T_RUNNING && t->sopts.mode != MP_TRACE_RSS &&
+		    (!victim || t->id > victim->id))
+			victim = t;
+	}
+	if (!svc->budget || !victim)
+		goto out;
+	in_use = mp_self_anon_held() + rings;
+	if (in_use <= svc->budget_total)
+		goto out;
+	victim->over_budget = true;
+	svc->budget_detaches++;
+	log_warning("pid %d: detaching (target %" PRIu64 ", %s mode): the service uses %" PRIu64
+		    " MiB, over its memory budget of %" PRIu64 " MiB (memory_budget%s); "
+		    "the newest precise or sampled target ends, its profile is kept",
+		    (int)victim->pid, victim->id, mp_trace_mode_name(victim->sopts.mode),
+		    in_use >> 20, svc->budget_total >> 20,
+		    svc->cfg->memory_budget ? "" : ", from MemoryMax");
+	signal_fd(victim->ctl.stop_fd);
+out:
+	pthread_mutex_unlock(&svc->lock);
 }
 
 /* Under svc->lock, after a configuration is loaded. */
@@ -1070,6 +1119,7 @@ static int do_status(struct request *q)
 	mp_ctl_add(&q->reply, "rss_hz", "%u", svc->cfg->rss_hz);
 	mp_ctl_add(&q->reply, "mode", "%s", mp_trace_mode_name(svc->cfg->mode));
 	mp_ctl_add(&q->reply, "memory_budget_mib", "%" PRIu64, svc->budget >> 20);
+	mp_ctl_add(&q->reply, "budget_detaches", "%" PRIu64, svc->budget_detaches);
 	mp_ctl_add(&q->reply, "connections", "%u", svc->n_live);
 	mp_ctl_add(&q->reply, "max_connections", "%u", svc->cfg->max_conns);
 	mp_ctl_add(&q->reply, "max_connections_per_uid", "%u", svc->cfg->max_conns_per_uid);
@@ -1474,10 +1524,17 @@ static int service_loop(struct service *svc, int lfd, int sfd)
 			{ .fd = svc->reap_fd, .events = POLLIN },
 		};
 
-		if (poll(pf, 3, -1) < 0) {
+		uint64_t now;
+
+		if (poll(pf, 3, BUDGET_CHECK_MS) < 0) {
 			if (errno == EINTR)
 				continue;
 			return log_error_errno(-errno, "poll: %m");
+		}
+		now = mp_now_ns();
+		if (now - svc->budget_checked_ns >= BUDGET_CHECK_MS * 1000000ull) {
+			svc->budget_checked_ns = now;
+			budget_enforce(svc);
 		}
 		if (pf[2].revents & POLLIN) {
 			uint64_t v;

@@ -38,6 +38,14 @@
 /* In-process path: an allocating thread fills its ring (32k slots) in about
  * a millisecond, and in precise mode waits when it is full. */
 #define TICK_INPROCESS_NS (500 * 1000ull)
+/* ... but an idle ring is polled less and less often, down to TICK_NS (the
+ * BPF path's period for markers), and at TICK_INPROCESS_NS again from the
+ * first tick that finds records: 2,000 wake-ups a second per idle target
+ * become 200. The first burst after a quiet spell may wait up to TICK_NS in
+ * precise mode, far inside the producer's bound (100 ms, docs/RING.md).
+ * The period doubles after this many empty ticks (about 0.5 s from 0.5 ms
+ * to 5 ms). */
+#define TICK_IDLE_AFTER 64
 /* How often to look for the target's marker ring until it has one. */
 #define RING_RETRY_NS (50 * 1000 * 1000ull)
 /* Bounded work per ring drain so one flooding producer can't starve the
@@ -131,6 +139,9 @@ struct session {
 	 * and the watermark against the others (UINT32_MAX: none yet) */
 	uint32_t now_ring;
 	uint64_t now_wm;
+	uint64_t tick_ns; /* the tick's current period */
+	uint32_t idle_ticks; /* ticks in a row that found the ring empty */
+	bool ring_busy; /* records read since the last tick */
 	int epfd, tickfd, sigfd, deadlinefd, periodicfd;
 	char exe[PATH_MAX];
 	char *cmdline;
@@ -784,6 +795,8 @@ static int drain_ring(struct session *s)
 	r = mp_consumer_read_rings_at(s->ring, RING_BATCH,
 				      s->ring_now_ns ? s->ring_now_ns : mp_now_ns(), on_ring_read,
 				      s);
+	if (r > 0)
+		s->ring_busy = true;
 	if (r == -ENOMEM)
 		return log_error_errno(r, "pid %d: merging markers: %m", (int)s->o->pid);
 	if (r < 0) {
@@ -1018,8 +1031,8 @@ static int setup_loop(struct session *s)
 	const struct mp_session_opts *o = s->o;
 	int r;
 
-	r = mp_timer_arm(s->tickfd, s->path == MP_PATH_INPROCESS ? TICK_INPROCESS_NS : TICK_NS,
-			 s->path == MP_PATH_INPROCESS ? TICK_INPROCESS_NS : TICK_NS);
+	s->tick_ns = s->path == MP_PATH_INPROCESS ? TICK_INPROCESS_NS : TICK_NS;
+	r = mp_timer_arm(s->tickfd, s->tick_ns, s->tick_ns);
 	if (r < 0)
 		return log_error_errno(r, "timerfd: %m");
 	if (o->duration_ns) {
@@ -1155,6 +1168,30 @@ static void snapshot(struct session *s, enum mp_snapshot_reason why)
 	s->o->ctl->on_snapshot(s->o->ctl->ctx, why, p, r);
 }
 
+/* After a tick's cycle: the in-process path's period follows the ring
+ * (TICK_IDLE_AFTER). */
+static int tick_adapt(struct session *s)
+{
+	uint64_t want = s->tick_ns;
+	int r;
+
+	if (s->path != MP_PATH_INPROCESS)
+		return 0;
+	if (s->ring_busy) {
+		s->idle_ticks = 0;
+		want = TICK_INPROCESS_NS;
+	} else if (++s->idle_ticks >= TICK_IDLE_AFTER) {
+		s->idle_ticks = 0;
+		want = s->tick_ns * 2 < TICK_NS ? s->tick_ns * 2 : TICK_NS;
+	}
+	s->ring_busy = false;
+	if (want == s->tick_ns)
+		return 0;
+	s->tick_ns = want;
+	r = mp_timer_arm(s->tickfd, want, want);
+	return r < 0 ? log_error_errno(r, "timerfd: %m") : 0;
+}
+
 static int loop(struct session *s)
 {
 	struct epoll_event evs[8];
@@ -1162,6 +1199,8 @@ static int loop(struct session *s)
 	int n, r;
 
 	while (!s->stop && !s->exited) {
+		bool ticked = false;
+
 		n = epoll_wait(s->epfd, evs, 8, -1);
 		if (n < 0) {
 			if (errno == EINTR)
@@ -1174,6 +1213,7 @@ static int loop(struct session *s)
 				if (read(s->tickfd, &expirations, sizeof(expirations)) < 0 &&
 				    errno != EAGAIN)
 					return log_error_errno(-errno, "timerfd: %m");
+				ticked = true;
 				break;
 			case EP_RSS:
 				r = sample_rss(s);
@@ -1213,6 +1253,8 @@ static int loop(struct session *s)
 			}
 		}
 		r = cycle(s);
+		if (r == 0 && ticked)
+			r = tick_adapt(s);
 		if (r < 0)
 			return r;
 	}

@@ -18,6 +18,7 @@
  *                    side; malloc 100 + free: the ring), then kernel heap
  *                    (malloc 7 + free): the kernels' ring records race the
  *                    syscall events of the same moments
+ *   idle MS N        sleeps MS ms, then "window N"
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -230,7 +231,13 @@ int main(int argc, char **argv)
 		window(atol(argv[2]));
 	else if (!strcmp(argv[1], "race") && argc > 2)
 		return race(atol(argv[2]));
-	else
+	else if (!strcmp(argv[1], "idle") && argc > 3) {
+		long ms = atol(argv[2]);
+
+		nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000 },
+			  NULL);
+		window(atol(argv[3]));
+	} else
 		return 2;
 	return 0;
 }

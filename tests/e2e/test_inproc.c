@@ -9,6 +9,7 @@
  * (MEMPROF_TEST_TRACER, tests/tracer_env.h).
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -20,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "window.h"
 #include "profile.h"
 #include "profile_pb.h"
 #include "../tracer_env.h"
@@ -388,4 +390,82 @@ Test(inproc, attach_detach_reattach, .timeout = 120)
 	}
 	cr_assert_eq(waitpid(fix, &st, 0), fix);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fixture status %d", st);
+}
+
+/* Voluntary context switches of every thread of @pid. */
+static uint64_t wakeups_of(pid_t pid)
+{
+	char dir[64], path[384], line[256];
+	uint64_t sum = 0, v;
+	struct dirent *d;
+	DIR *t;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	t = opendir(dir);
+	cr_assert_not_null(t, "%s: %s", dir, strerror(errno));
+	while ((d = readdir(t))) {
+		FILE *f;
+
+		if (d->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/status", dir, d->d_name);
+		f = fopen(path, "re");
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, "voluntary_ctxt_switches: %" SCNu64, &v) == 1)
+				sum += v;
+		if (f)
+			fclose(f);
+	}
+	closedir(t);
+	return sum;
+}
+
+/* A target that sleeps costs the profiler few wake-ups (the in-process
+ * path's 0.5 ms tick backs off to 5 ms while its ring stays empty: ~2,000
+ * a second before, ~300 with the RSS sampler), and the burst that ends the
+ * sleep, 400k records against a 32k-slot ring filling before the first
+ * tick, stays exact: in precise mode the producer waits. */
+Test(inproc, idle_target_is_polled_less_and_the_burst_after_stays_exact, .timeout = 120)
+{
+	char path[] = "/tmp/mp-inproc-XXXXXX";
+	char *argv[] = { path_of("cli/memprof"),
+			 "run",
+			 "-o",
+			 path,
+			 "--print",
+			 "none",
+			 "--",
+			 path_of("tests/e2e/fixture-inproc"),
+			 "idle",
+			 "2500",
+			 "200000",
+			 NULL };
+	struct mp_mem_stats want = { .alloc_count = WINDOW_LIVE + 200000,
+				     .free_count = WINDOW_LIVE + 200000 };
+	uint64_t rng = WINDOW_SEED, before, after;
+	struct mp_profile *p;
+	pid_t pid;
+	int fd, st;
+
+	need_root();
+	for (long i = 0; i < WINDOW_LIVE + 200000; i++)
+		want.alloc_bytes += window_size(&rng);
+	want.free_bytes = want.alloc_bytes;
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert_eq(posix_spawn(&pid, argv[0], NULL, NULL, mp_test_argv(argv), env_with(NULL)), 0);
+	/* attached within the first second; the target sleeps until 2.5 s */
+	nanosleep(&(struct timespec){ .tv_sec = 1, .tv_nsec = 200 * 1000 * 1000 }, NULL);
+	before = wakeups_of(pid);
+	nanosleep(&(struct timespec){ .tv_sec = 1 }, NULL);
+	after = wakeups_of(pid);
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprof run status %d", st);
+	cr_assert_lt(after - before, 1000, "%" PRIu64 " wake-ups in one second of an idle target",
+		     after - before);
+	p = load(path);
+	assert_exact(p);
+	assert_mem(&kernel(p, "win")->incl, &want, "win");
+	mp_profile_free(p);
 }

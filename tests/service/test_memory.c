@@ -260,3 +260,53 @@ Test(memory, heap_returns_to_its_baseline_after_attach_detach_cycles, .timeout =
 	cr_assert_eq(daemon_stop(&d), 0);
 	fixture_finish(f);
 }
+
+/* A precise target admitted within the budget whose live heap then grows
+ * past it: the service detaches it (profile written, the target untouched)
+ * instead of growing into its cgroup's limit, and an rss target attached
+ * before it keeps running. */
+Test(memory, target_growing_past_the_budget_is_detached_with_its_profile, .timeout = 300,
+     .fini = cleanup)
+{
+	struct daemon d;
+	char out[4096], want[256], pg[32], pr[32];
+	struct mp_profile *p;
+	pid_t grow, other;
+
+	need_root();
+	daemon_start(&d,
+		     "memory_budget = 64M\nbuffer_size = 1M\nmax_connections = 8\n"
+		     "max_connections_per_uid = 4\n",
+		     NULL);
+	other = fixture_start(NULL);
+	grow = fixture_start_of("tests/service/fixture-grow", NULL);
+	snprintf(pr, sizeof(pr), "%d", (int)other);
+	snprintf(pg, sizeof(pg), "%d", (int)grow);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", pr, "--mode", "rss", NULL), 0, "%s",
+		     out);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", pg, "--mode", "precise", "-o",
+			    tmp_of("grow.memprof"), NULL),
+		     0, "%s", out);
+	cr_assert_eq(status_value(&d, "budget_detaches"), 0);
+	kill(grow, SIGUSR2);
+	/* 4 million live blocks are far more than 64 MiB of live table. */
+	for (int i = 0; i < 1200 && status_value(&d, "budget_detaches") == 0; i++)
+		msleep(100);
+	cr_assert_eq(status_value(&d, "budget_detaches"), 1);
+	snprintf(want, sizeof(want), "pid %d: detaching (target ", (int)grow);
+	cr_assert(log_has(&d, want), "no '%s' in %s", want, d.log);
+	cr_assert(log_has(&d, "over its memory budget of 64 MiB (memory_budget)"), "%s", d.log);
+	for (int i = 0; i < 300 && status_value(&d, "targets") != 1; i++)
+		msleep(100);
+	cr_assert_eq(status_value(&d, "targets"), 1, "the rss target must keep running");
+	/* the detached session's profile is complete, with what it saw */
+	p = load(tmp_of("grow.memprof"));
+	cr_assert_gt(p->mem.alloc_count, 10000, "%" PRIu64 " allocations",
+		     (uint64_t)p->mem.alloc_count);
+	mp_profile_free(p);
+	unlink(tmp_of("grow.memprof"));
+	cr_assert_eq(client(out, sizeof(out), &d, "detach", pr, NULL), 0, "%s", out);
+	cr_assert_eq(daemon_stop(&d), 0);
+	fixture_finish(grow);
+	fixture_finish(other);
+}
