@@ -245,12 +245,15 @@ static int on_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 
 	/* the session's release_now(): nothing older held, the watermark
 	 * against the other rings past it */
+	if (p->now && ring != p->now_ring) {
+		p->now_ring = ring;
+		p->now_wm = mp_release_watermark(p->now, LAG_NS, p->now,
+						 mp_consumer_complete_others_ns(p->c));
+		if (mp_ringq_sole_ring(p->rq) == ring &&
+		    mp_ringq_release(p->rq, p->now_wm, UINT64_MAX, on_rec, p) < 0)
+			return -1;
+	}
 	if (p->now && !mp_ringq_pending(p->rq)) {
-		if (ring != p->now_ring) {
-			p->now_ring = ring;
-			p->now_wm = mp_release_watermark(p->now, LAG_NS, p->now,
-							 mp_consumer_complete_others_ns(p->c));
-		}
 		if (rec->ts_ns <= p->now_wm) {
 			struct mp_ringq_rec e = { .ts = rec->ts_ns };
 

@@ -276,6 +276,11 @@ int64_t mp_ringq_release(struct mp_ringq *q, uint64_t at_most, uint64_t before, 
 	return n;
 }
 
+uint32_t mp_ringq_sole_ring(const struct mp_ringq *q)
+{
+	return q->nheap == 1 ? q->heap[0] : UINT32_MAX;
+}
+
 uint64_t mp_ringq_pending(const struct mp_ringq *q)
 {
 	return q->pending;

@@ -90,6 +90,11 @@ typedef int (*mp_ringq_cb)(void *ctx, const struct mp_ringq_rec *rec,
 int64_t mp_ringq_release(struct mp_ringq *q, uint64_t at_most, uint64_t before, mp_ringq_cb cb,
 			 void *ctx);
 
+/* The ring whose records are all the records held, UINT32_MAX when none
+ * is held or several rings hold some: its records can then be released
+ * against a watermark that ignores its own progress. */
+uint32_t mp_ringq_sole_ring(const struct mp_ringq *q);
+
 /* Records held; the newest timestamp released so far (0: none). */
 uint64_t mp_ringq_pending(const struct mp_ringq *q);
 uint64_t mp_ringq_released_ts(const struct mp_ringq *q);

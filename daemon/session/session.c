@@ -692,7 +692,7 @@ static int release_reading(struct session *s)
  * the ring queue then only holds those). */
 static bool release_now(struct session *s, uint32_t ring, const struct mp_record *rec)
 {
-	if (!s->fast_release || !s->ring_now_ns || mp_ringq_pending(s->rq))
+	if (!s->fast_release || !s->ring_now_ns)
 		return false;
 	if (ring != s->now_ring) {
 		uint64_t lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS;
@@ -700,7 +700,16 @@ static bool release_now(struct session *s, uint32_t ring, const struct mp_record
 		s->now_ring = ring;
 		s->now_wm = mp_release_watermark(s->ring_now_ns, lag, s->bpf_done_ns,
 						 mp_consumer_complete_others_ns(s->ring));
+		/* What this ring left held at the last drain (its last
+		 * margin's worth) goes first, against the same watermark,
+		 * when no other ring holds records. */
+		if (mp_ringq_sole_ring(s->rq) == ring &&
+		    mp_ringq_release(s->rq, s->now_wm, mp_merge_next_ts(s->merge), on_ring_rec, s) >
+			    0)
+			mp_merge_note_released(s->merge, mp_ringq_released_ts(s->rq));
 	}
+	if (mp_ringq_pending(s->rq))
+		return false;
 	return rec->ts_ns <= s->now_wm && rec->ts_ns < mp_merge_next_ts(s->merge);
 }
 

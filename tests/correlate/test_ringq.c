@@ -198,3 +198,24 @@ Test(ringq, ring_record_waits_for_a_bpf_event_in_flight)
 	mp_merge_free(m);
 	mp_ringq_free(q);
 }
+
+/* The one ring holding records, if only one does: its records can be
+ * released against a watermark that ignores its own progress. */
+Test(ringq, sole_ring)
+{
+	struct mp_ringq *q;
+	struct seen s = { 0 };
+
+	cr_assert_eq(mp_ringq_new(1, &q), 0);
+	cr_assert_eq(mp_ringq_sole_ring(q), UINT32_MAX, "nothing held");
+	push(q, 3, MP_REC_ALLOC, 10);
+	push(q, 3, MP_REC_FREE, 20);
+	cr_assert_eq(mp_ringq_sole_ring(q), 3);
+	push(q, 1, MP_REC_ALLOC, 15);
+	cr_assert_eq(mp_ringq_sole_ring(q), UINT32_MAX, "two rings");
+	cr_assert_eq(mp_ringq_release(q, 15, UINT64_MAX, on_rec, &s), 2);
+	cr_assert_eq(mp_ringq_sole_ring(q), 3);
+	cr_assert_eq(mp_ringq_release(q, UINT64_MAX, UINT64_MAX, on_rec, &s), 1);
+	cr_assert_eq(mp_ringq_sole_ring(q), UINT32_MAX);
+	mp_ringq_free(q);
+}
