@@ -266,6 +266,20 @@ static void copy_words(void *dst, const void *src, size_t n)
 		d[i] = LOAD(&s[i], RELAXED);
 }
 
+/* A slot's first cache line (every record's header, a heap record whole
+ * but for a realloc's old address): the loop above, unrolled, was a
+ * sixth of the instructions of a heap record's read. */
+static inline __attribute__((always_inline)) void copy_first_line(struct mp_slot *dst,
+								  const struct mp_slot *src)
+{
+	const uint64_t *s = (const uint64_t *)src;
+	uint64_t *d = (uint64_t *)dst;
+
+#pragma GCC unroll 8
+	for (size_t i = 0; i < HEAP_WORDS_END / 8; i++)
+		d[i] = LOAD(&s[i], RELAXED);
+}
+
 /* Consistent copy of one thread slot (seqlock read), bounded. */
 static bool thread_snapshot(struct mp_consumer *c, uint32_t i, struct mp_thread *ret)
 {
@@ -1106,7 +1120,7 @@ static inline int take(struct mp_consumer *c, uint32_t i, struct mp_record *r, b
 	/* the first cache line; dims (second line) only for shapes and pool
 	 * records; the first cache line holds a heap record's addr, size and
 	 * caller, dims[3] a realloc's old address */
-	copy_words(&copy, s, HEAP_WORDS_END / 8);
+	copy_first_line(&copy, s);
 	if (copy.type == MP_REC_STACK) {
 		/* with its continuation slots and its heap record: all of
 		 * them, or none yet */
