@@ -18,8 +18,11 @@
  * reader decoded it (the fast one reuses its record). */
 static int check_ring_rec(void *ctx, uint32_t ring, const struct mp_record *rec)
 {
-	(void)ctx;
 	(void)ring;
+	/* the read's progress (docs/RING.md "Consumer: how far the rings
+	 * have been read"), asked in the middle of a read */
+	if (ctx)
+		(void)mp_consumer_complete_others_ns(ctx);
 	if (rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC &&
 	    (rec->fn >= 32 || rec->name || rec->rank))
 		__builtin_trap();
@@ -156,8 +159,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			/* the daemon's fast path, and the merged reader, in
 			 * turns: they share the ring state */
 			if (flags & 64 && i % 2) {
-				if (mp_consumer_read_rings(c, 1 + i % 7, check_ring_rec, NULL) <= 0)
+				/* told a time that moves on, or stands still */
+				if (mp_consumer_read_rings_at(c, 1 + i % 7,
+							      (uint64_t)(i / 4) * (clkv | 1),
+							      check_ring_rec, c) <= 0)
 					break;
+				(void)mp_consumer_complete_ns(c);
 				continue;
 			}
 			if (mp_consumer_read(c, &rec) <= 0)

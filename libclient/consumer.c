@@ -60,6 +60,10 @@ struct tstate {
 	/* Last TSC record's converted stamp: a recalibration between two
 	 * reads never puts a thread's record before its predecessor. */
 	uint64_t tsc_last_ns;
+	/* mp_consumer_complete_ns(): every record of this ring not yet
+	 * handed over was published after this CLOCK_MONOTONIC time, or is
+	 * stamped at or after it (0: not known yet). */
+	uint64_t done_ns;
 	uint32_t snap_seq; /* records up to this one are in the snapshot */
 	bool snap_valid;
 };
@@ -133,6 +137,10 @@ struct mp_consumer {
 	unsigned char *stk;
 	size_t stk_used;
 	struct tsc_clock clk;
+	/* mp_consumer_complete_others_ns() while the records of a ring are
+	 * handed over (reading: that ring + 1; 0: none) */
+	uint32_t reading;
+	uint64_t others_ns;
 };
 
 static struct mp_slot *slot_at(const struct mp_consumer *c, uint32_t ring, uint64_t pos)
@@ -255,6 +263,20 @@ static void copy_words(void *dst, const void *src, size_t n)
 	uint64_t *d = dst;
 
 	for (size_t i = 0; i < n; i++)
+		d[i] = LOAD(&s[i], RELAXED);
+}
+
+/* A slot's first cache line (every record's header, a heap record whole
+ * but for a realloc's old address): the loop above, unrolled, was a
+ * sixth of the instructions of a heap record's read. */
+static inline __attribute__((always_inline)) void copy_first_line(struct mp_slot *dst,
+								  const struct mp_slot *src)
+{
+	const uint64_t *s = (const uint64_t *)src;
+	uint64_t *d = (uint64_t *)dst;
+
+#pragma GCC unroll 8
+	for (size_t i = 0; i < HEAP_WORDS_END / 8; i++)
 		d[i] = LOAD(&s[i], RELAXED);
 }
 
@@ -436,16 +458,23 @@ static struct tsc_pair tsc_pair_take(void)
 	return p;
 }
 
-uint64_t mp_tsc_to_ns(const struct mp_tsc_cal *cal, uint64_t tsc)
+/* Inlined into the read of every heap record. */
+static inline __attribute__((always_inline)) uint64_t tsc_to_ns(const struct mp_tsc_cal *cal,
+								uint64_t tsc)
 {
 	__int128 d = (__int128)(int64_t)(tsc - cal->tsc) * cal->mult;
 	__int128 ns = (__int128)cal->ns + (d >> 32);
 
-	if (ns < 0)
+	if (unlikely(ns < 0))
 		return 0;
-	if (ns > (__int128)UINT64_MAX)
+	if (unlikely(ns > (__int128)UINT64_MAX))
 		return UINT64_MAX;
 	return (uint64_t)ns;
+}
+
+uint64_t mp_tsc_to_ns(const struct mp_tsc_cal *cal, uint64_t tsc)
+{
+	return tsc_to_ns(cal, tsc);
 }
 
 static void tsc_init(struct mp_consumer *c)
@@ -509,7 +538,8 @@ void mp_consumer_set_tsc_cal(struct mp_consumer *c, const struct mp_tsc_cal *cal
 /* The CLOCK_MONOTONIC stamp of a heap record of thread state @t whose
  * clock byte is @clock: 0, or -EBADMSG for a clock this consumer does not
  * believe. */
-static inline int heap_ts(struct mp_consumer *c, struct tstate *t, uint8_t clock, uint64_t *ts)
+static inline __attribute__((always_inline)) int heap_ts(struct mp_consumer *c, struct tstate *t,
+							 uint8_t clock, uint64_t *ts)
 {
 	uint64_t ns;
 
@@ -522,7 +552,7 @@ static inline int heap_ts(struct mp_consumer *c, struct tstate *t, uint8_t clock
 		if (c->clk.mode == TSC_LIVE && !tsc_refresh(c))
 			return -EBADMSG;
 	}
-	ns = mp_tsc_to_ns(&c->clk.cal, *ts);
+	ns = tsc_to_ns(&c->clk.cal, *ts);
 	if (t) {
 		if (ns < t->tsc_last_ns)
 			ns = t->tsc_last_ns;
@@ -914,8 +944,9 @@ static int decode_pool(struct mp_consumer *c, const struct mp_slot *copy, struct
  * @dirty NULL: @r is cleared first; else *@dirty says whether @r holds
  * fields a heap record does not set (a heap record into a clean @r only
  * writes its own fields: the fast path's one record, reused). */
-static int decode(struct mp_consumer *c, struct tstate *t, const struct mp_slot *copy,
-		  struct mp_record *r, bool *dirty)
+static inline __attribute__((always_inline)) int decode(struct mp_consumer *c, struct tstate *t,
+							const struct mp_slot *copy,
+							struct mp_record *r, bool *dirty)
 {
 	bool heap = mp_record_is_heap(copy->type);
 
@@ -1089,7 +1120,7 @@ static inline int take(struct mp_consumer *c, uint32_t i, struct mp_record *r, b
 	/* the first cache line; dims (second line) only for shapes and pool
 	 * records; the first cache line holds a heap record's addr, size and
 	 * caller, dims[3] a realloc's old address */
-	copy_words(&copy, s, HEAP_WORDS_END / 8);
+	copy_first_line(&copy, s);
 	if (copy.type == MP_REC_STACK) {
 		/* with its continuation slots and its heap record: all of
 		 * them, or none yet */
@@ -1173,12 +1204,39 @@ static int refill(struct mp_consumer *c)
 	return (int)n;
 }
 
-int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx)
+/* mp_consumer_complete_ns() over every ring but @skip. */
+static uint64_t complete_except(const struct mp_consumer *c, uint32_t skip)
+{
+	uint64_t min = UINT64_MAX;
+
+	for (uint32_t i = 0; i < c->thread_count; i++)
+		if (i != skip && c->ts[i].done_ns < min)
+			min = c->ts[i].done_ns;
+	return min;
+}
+
+/* Whether the slot at ring @i's next position is published; a lap ahead
+ * is corruption (stored in err_pending, reported after the records before
+ * it). */
+static inline bool ring_has_next(struct mp_consumer *c, uint32_t i)
+{
+	uint64_t pos = c->ts[i].pos, seq = LOAD(&slot_at(c, i, pos)->seq, ACQUIRE);
+
+	if (likely(seq == pos + 1))
+		return true;
+	if ((int64_t)(seq - (pos + 1)) > 0)
+		c->err_pending = -EBADMSG;
+	return false;
+}
+
+int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns,
+			      mp_consumer_ring_cb cb, void *ctx)
 {
 	struct mp_record rec;
 	bool dirty = true;
 	size_t n = 0, scanned = 0;
-	int r;
+	uint32_t nact = 0;
+	int r, look_err;
 
 	if (!c || !cb)
 		return -EINVAL;
@@ -1212,10 +1270,32 @@ int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_c
 	 * until its callback returns: the batch is empty here, and each
 	 * record reuses the arena. */
 	c->stk_used = 0;
-	for (uint32_t k = 0;
-	     k < c->thread_count && n < max && scanned < SCAN_BUDGET * 4 && !c->err_pending; k++) {
+	/* First every thread slot, with one load each (most are idle): the
+	 * empty ones count as read up to now_ns before any record is handed
+	 * over, so that the caller may release records while it reads
+	 * (mp_consumer_complete_ns() is then the ring being read's progress).
+	 * The batch's heap array, empty here, lists the rings with records.
+	 * A ring a lap ahead ends the look (its error is reported after the
+	 * records of the rings before it). */
+	for (uint32_t k = 0; k < c->thread_count && !c->err_pending; k++) {
 		uint32_t i = (c->scan_start + k) % c->thread_count;
 
+		scanned++;
+		if (ring_has_next(c, i))
+			c->heap[nact++] = i;
+		else if (!c->err_pending)
+			c->ts[i].done_ns = now_ns;
+	}
+	look_err = c->err_pending;
+	c->err_pending = 0;
+	for (uint32_t k = 0; k < nact && n < max && scanned < SCAN_BUDGET * 4 && !c->err_pending;
+	     k++) {
+		uint32_t i = c->heap[k];
+		struct tstate *t = &c->ts[i];
+
+		/* the other rings do not move while this one is read */
+		c->others_ns = complete_except(c, i);
+		c->reading = i + 1;
 		while (n < max && scanned < SCAN_BUDGET * 4) {
 			bool skipped = false;
 
@@ -1225,10 +1305,15 @@ int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_c
 				continue;
 			if (r <= 0)
 				break;
+			/* the ring's records still to come are stamped no
+			 * earlier (one thread's clock, TSC stamps clamped) */
+			if (rec.ts_ns > t->done_ns)
+				t->done_ns = rec.ts_ns;
 			r = cb(ctx, i, &rec);
 			c->stk_used = 0;
 			n++;
 			if (r < 0) {
+				c->reading = 0;
 				store_tail(c, i);
 				return r;
 			}
@@ -1238,12 +1323,44 @@ int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_c
 			if (!(n % PER_THREAD))
 				store_tail(c, i);
 		}
+		c->reading = 0;
 		store_tail(c, i);
+		/* caught up: what comes next is published after now_ns */
+		if (!c->err_pending && !ring_has_next(c, i))
+			t->done_ns = now_ns;
 	}
+	if (!c->err_pending)
+		c->err_pending = look_err;
 	c->scan_start = (c->scan_start + 1) % c->thread_count;
 	if (!n && c->err_pending)
 		return fail(c, c->err_pending);
 	return n > INT32_MAX ? INT32_MAX : (int)n;
+}
+
+int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx)
+{
+	return mp_consumer_read_rings_at(c, max, mp_now_ns(), cb, ctx);
+}
+
+uint64_t mp_consumer_complete_others_ns(const struct mp_consumer *c)
+{
+	if (c && c->reading)
+		return c->others_ns;
+	return mp_consumer_complete_ns(c);
+}
+
+uint64_t mp_consumer_complete_ns(const struct mp_consumer *c)
+{
+	uint64_t min = UINT64_MAX;
+
+	if (!c)
+		return UINT64_MAX;
+	if (!c->ts)
+		return 0;
+	for (uint32_t i = 0; i < c->thread_count; i++)
+		if (c->ts[i].done_ns < min)
+			min = c->ts[i].done_ns;
+	return min;
 }
 
 int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret)

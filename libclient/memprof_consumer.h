@@ -152,6 +152,29 @@ typedef int (*mp_consumer_ring_cb)(void *ctx, uint32_t ring, const struct mp_rec
  * its stack, are valid only during the call; its name until
  * mp_consumer_free(). */
 int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx);
+/* The same, told that the caller read CLOCK_MONOTONIC as @now_ns before
+ * the call (mp_consumer_read_rings() reads it itself): the time
+ * mp_consumer_complete_ns() then reports for the rings found empty. */
+int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns,
+			      mp_consumer_ring_cb cb, void *ctx);
+/*
+ * How far the rings have been read (docs/RING.md "Consumer: how far the
+ * rings have been read"): a time C such that every record of any ring not
+ * handed over yet by mp_consumer_read_rings_at() was published after C
+ * (its ring was found empty by a read told C), or carries a timestamp at
+ * or after C (its ring still held records after one stamped C). No record
+ * still to come can therefore have happened before a record stamped
+ * before C (less the clocks' disagreement): releasing the records read so
+ * far up to C keeps every causal order. 0 until every ring has been
+ * looked at; UINT64_MAX for NULL. Only mp_consumer_read_rings*() moves it.
+ */
+uint64_t mp_consumer_complete_ns(const struct mp_consumer *c);
+/* Inside a callback of mp_consumer_read_rings_at() for a record of ring R:
+ * the same over every ring but R (R's own records come in R's order, so
+ * they need no bound against each other): a record of R stamped before it
+ * (less the clocks' disagreement), with nothing older held elsewhere, may
+ * be released at once. Outside a callback, mp_consumer_complete_ns(). */
+uint64_t mp_consumer_complete_others_ns(const struct mp_consumer *c);
 /* Records the producers dropped because the ring was full since this
  * consumer attached. The counter lives in memory the target writes: a value
  * that goes back or grows faster than one drop per nanosecond since attach

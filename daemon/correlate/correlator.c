@@ -26,6 +26,7 @@
 #define OWNER_CACHE_SIZE 16384 /* power of two */
 #define MAX_PENDING 4096
 #define DEFAULT_SITES 65536
+#define SITE_HINTS 256 /* power of two */
 #define MAX_SITES (1u << 24)
 
 /* The value stored with each live block (mp_heap_cb): where the allocation
@@ -81,6 +82,11 @@ struct frame {
 	struct mp_invocation scratch; /* the record when inv == MP_NONE */
 	struct rss_cand rss_b;
 	bool rss_b_pending;
+	/* index + 1 of the owner and tag buckets this invocation was last
+	 * charged to (0: none): a thread charges the same ones again and
+	 * again, and the search of the breakdowns was a visible share of
+	 * every heap event */
+	uint32_t own_ix, tag_ix;
 };
 
 struct thread {
@@ -95,6 +101,15 @@ struct thread {
 	bool seq_known;
 	uint32_t last_seq;
 	uint64_t last_ts;
+};
+
+/* A site allocated at lately, by thread and caller: the owner and the site
+ * of the next allocation of the same caller on the same thread in the same
+ * kernel name and phase, while the owner cache holds what it held then
+ * (site_gen). */
+struct site_hint {
+	uint64_t caller;
+	uint32_t tid, name, phase, gen, owner, site;
 };
 
 /* An ended kernel whose RSS readings may still be improved by the next
@@ -150,6 +165,10 @@ struct mp_correlator {
 	uint32_t *stack_owner; /* per stack id: owner + 1, 0 unknown */
 	uint32_t stack_owner_cap;
 	uint32_t owner_cache_used;
+	/* Bumped whenever owner_of() may answer differently for a caller
+	 * (its cache emptied): the threads' site hints are stale then. */
+	uint32_t site_gen;
+	struct site_hint site_hint[SITE_HINTS];
 
 	struct rss_cand last_rss;
 	struct pending *pending;
@@ -304,6 +323,7 @@ int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlato
 		c->opts.max_sites = MAX_SITES;
 	c->cur_phase = MP_NONE;
 	c->last_rss.val = MP_UNKNOWN;
+	c->site_gen = 1; /* a zeroed hint never matches */
 	c->p = mp_profile_new();
 	/* owner_cache and pending come with the first allocation and the
 	 * first kernel: an rss-mode target without markers needs neither
@@ -399,6 +419,7 @@ int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
 	if (c->owner_cache)
 		memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
 	c->owner_cache_used = 0;
+	c->site_gen++;
 	return 0;
 }
 
@@ -695,6 +716,7 @@ static uint32_t owner_of(struct mp_correlator *c, uint64_t caller)
 	if (c->owner_cache_used >= OWNER_CACHE_SIZE / 2) {
 		memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
 		c->owner_cache_used = 0;
+		c->site_gen++;
 		i = hash_u64(caller) & mask;
 	}
 	c->owner_cache[i] = (struct owner_slot){ .caller = caller, .owner = owner };
@@ -707,8 +729,11 @@ static uint32_t owner_of(struct mp_correlator *c, uint64_t caller)
 static uint32_t site_hash(uint64_t caller, uint32_t name, uint32_t phase, uint32_t owner,
 			  uint32_t tid, uint32_t stack)
 {
-	return hash_u64(caller ^ hash_u64((uint64_t)name << 32 | phase) ^
-			hash_u64((uint64_t)owner << 32 | tid) ^ hash_u64(stack));
+	/* one final mix over odd multiples of the fields: 4 multiplies,
+	 * where a mix per field took 8 */
+	return hash_u64(caller ^ ((uint64_t)name << 32 | phase) * 0x9e3779b97f4a7c15ull ^
+			((uint64_t)owner << 32 | tid) * 0xc2b2ae3d27d4eb4full ^
+			(uint64_t)stack * 0x165667b19e3779f9ull);
 }
 
 static void site_ht_insert(struct mp_correlator *c, uint32_t id)
@@ -822,21 +847,29 @@ static void mem_free(struct mp_mem_stats *m, uint64_t size, double var)
 		m->free_var += var;
 }
 
-static int bucket_add(struct mp_bucket **v, uint32_t *n, uint32_t id, uint64_t size, bool alloc)
+/* @hint: index + 1 of the bucket found last time (0: none), tried first
+ * and updated. */
+static inline int bucket_add(struct mp_bucket **v, uint32_t *n, uint32_t *hint, uint32_t id,
+			     uint64_t size, bool alloc)
 {
 	struct mp_bucket *b = NULL;
 
-	for (uint32_t i = 0; i < *n; i++) {
-		if ((*v)[i].id == id) {
-			b = &(*v)[i];
-			break;
+	if (*hint && *hint <= *n && (*v)[*hint - 1].id == id) {
+		b = &(*v)[*hint - 1];
+	} else {
+		for (uint32_t i = 0; i < *n; i++) {
+			if ((*v)[i].id == id) {
+				b = &(*v)[i];
+				break;
+			}
 		}
-	}
-	if (!b) {
-		if (grow_implicit((void **)v, *n, sizeof(**v)) < 0)
-			return -ENOMEM;
-		b = &(*v)[(*n)++];
-		*b = (struct mp_bucket){ .id = id };
+		if (!b) {
+			if (grow_implicit((void **)v, *n, sizeof(**v)) < 0)
+				return -ENOMEM;
+			b = &(*v)[(*n)++];
+			*b = (struct mp_bucket){ .id = id };
+		}
+		*hint = (uint32_t)(b - *v) + 1;
 	}
 	if (alloc) {
 		b->alloc_bytes += size;
@@ -907,8 +940,8 @@ static void charge(struct mp_correlator *c, struct frame *f, uint64_t size, doub
 		} else {
 			mem_free(&r->incl, size, var);
 		}
-		if (bucket_add(&r->owners, &r->n_owners, owner, size, alloc) < 0 ||
-		    bucket_add(&r->tags, &r->n_tags, tag, size, alloc) < 0)
+		if (bucket_add(&r->owners, &r->n_owners, &f->own_ix, owner, size, alloc) < 0 ||
+		    bucket_add(&r->tags, &r->n_tags, &f->tag_ix, tag, size, alloc) < 0)
 			c->oom = true;
 	}
 }
@@ -1033,19 +1066,50 @@ static void sampled_settle(const struct mp_correlator *c, struct mp_profile *p)
 			p->tags[i].live_var_max, c->opts.sample_bytes, c->n_allocs_est);
 }
 
+/* The hint slot for @ev's thread and caller; NULL when the site and owner
+ * must be looked up each time: an allocation with a stack (its owner may
+ * come from any frame), or no owner cache (owners resolved anew at each
+ * call). */
+static struct site_hint *site_hint_of(struct mp_correlator *c, const struct mp_heap_event *ev)
+{
+	if (ev->stack || !c->owner_cache)
+		return NULL;
+	return &c->site_hint[(ev->caller ^ ev->caller >> 9 ^ ev->tid * 0x9e3779b1u) &
+			     (SITE_HINTS - 1)];
+}
+
 static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev)
 {
 	struct mp_profile *p = c->p;
-	uint32_t owner, tag, name = MP_NONE, inv = MP_NONE, site;
+	uint32_t owner, tag, name, inv = MP_NONE, site;
+	struct site_hint *hint;
 	struct thread *t;
 	struct frame *f;
 	bool cross;
 	double var;
 
 	f = attribute(c, ev->tid, &t, &cross);
+	name = f ? f->name : MP_NONE;
 	/* With a stack and rules, every frame can name the owner. */
-	owner = ev->stack && c->n_rules ? owner_of_stack(c, ev->caller, ev->stack) :
-					  owner_of(c, ev->caller);
+	hint = site_hint_of(c, ev);
+	if (hint && hint->caller == ev->caller && hint->tid == ev->tid && hint->name == name &&
+	    hint->phase == c->cur_phase && hint->gen == c->site_gen) {
+		owner = hint->owner;
+		site = hint->site;
+	} else {
+		owner = ev->stack && c->n_rules ? owner_of_stack(c, ev->caller, ev->stack) :
+						  owner_of(c, ev->caller);
+		site = site_of(c, ev->caller, name, c->cur_phase, owner, ev->tid, ev->stack);
+		/* a site beyond the cap is counted at each allocation */
+		if (hint && site != MP_NONE)
+			*hint = (struct site_hint){ .caller = ev->caller,
+						    .tid = ev->tid,
+						    .name = name,
+						    .phase = c->cur_phase,
+						    .gen = c->site_gen,
+						    .owner = owner,
+						    .site = site };
+	}
 	tag = open_tag(t);
 	var = sampled_alloc(c, ev);
 
@@ -1073,7 +1137,6 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 	if (f) {
 		struct mp_invocation *r = inv_rec(c, f);
 
-		name = f->name;
 		inv = f->inv;
 		r->retained_bytes += ev->size;
 		r->retained_count++;
@@ -1096,7 +1159,6 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 		r->peak_bytes = c->live_bytes;
 		r->peak_var = c->live_var;
 	}
-	site = site_of(c, ev->caller, name, c->cur_phase, owner, ev->tid, ev->stack);
 	/* One test on precise mode's path for all of sampled mode's figures;
 	 * an exact block (var 0) can move a peak there too. */
 	if (c->opts.sample_bytes)

@@ -60,6 +60,16 @@ static struct mp_live_block *find(const struct mp_live *l, uint64_t addr)
 	return NULL;
 }
 
+/* The slot holding @addr, or the empty slot where it would go. */
+static size_t probe(const struct mp_live *l, uint64_t addr)
+{
+	size_t i = slot_of(l, addr);
+
+	while (l->slots[i].addr && l->slots[i].addr != addr)
+		i = (i + 1) & l->mask;
+	return i;
+}
+
 static void put(struct mp_live *l, const struct mp_live_block *b)
 {
 	size_t i = slot_of(l, b->addr);
@@ -139,16 +149,19 @@ static void do_alloc(struct mp_live *l, const struct mp_raw_event *ev, uint64_t 
 		.flags = l->cur_flags,
 	};
 	struct mp_live_fn_stats *fs = &l->st.fn[fn_index(ev->fn)];
-	struct mp_live_block *old = find(l, addr);
+	size_t i = probe(l, addr);
 
 	/* The allocator handed out a block we think is live: we missed its
 	 * release (dropped event). Forget the stale one quietly. */
-	if (old) {
+	if (l->slots[i].addr) {
+		struct mp_live_block *old = &l->slots[i];
+
 		if (old->fn == MP_FN_BRK)
 			l->brk_blocks--;
 		l->st.live_bytes -= old->size;
 		l->st.live_blocks--;
 		remove_slot(l, old);
+		i = probe(l, addr);
 	}
 	if (cb) {
 		struct mp_heap_event he = {
@@ -163,7 +176,9 @@ static void do_alloc(struct mp_live *l, const struct mp_raw_event *ev, uint64_t 
 		};
 		b.user = cb(ctx, &he);
 	}
-	put(l, &b);
+	/* the callback does not touch the table: slot i is still the one */
+	l->slots[i] = b;
+	l->used++;
 	if (b.fn == MP_FN_BRK)
 		l->brk_blocks++;
 	fs->allocs++;

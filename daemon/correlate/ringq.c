@@ -194,19 +194,13 @@ int mp_ringq_push(struct mp_ringq *q, uint32_t ring, const struct mp_record *rec
 			return r;
 	}
 	e = &qu->v[(qu->head + qu->n) & qu->mask];
-	e->ts = rec->ts_ns;
-	e->tid = rec->tid;
-	e->type = (uint8_t)rec->type;
-	e->flags = (uint8_t)rec->flags;
 	if (rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC) {
-		e->fn = (uint16_t)rec->fn;
-		e->addr = rec->heap.addr;
-		e->size = rec->heap.size;
-		e->caller = rec->heap.caller;
-		e->old_addr = rec->heap.old_addr;
-		e->marker = 0;
-		e->stack = stack;
+		mp_ringq_heap_rec(rec, stack, e);
 	} else {
+		e->ts = rec->ts_ns;
+		e->tid = rec->tid;
+		e->type = (uint8_t)rec->type;
+		e->flags = (uint8_t)rec->flags;
 		e->stack = 0;
 		r = marker_store(q, rec, ref, &e->marker);
 		if (r < 0)
@@ -282,6 +276,11 @@ int64_t mp_ringq_release(struct mp_ringq *q, uint64_t at_most, uint64_t before, 
 	return n;
 }
 
+uint32_t mp_ringq_sole_ring(const struct mp_ringq *q)
+{
+	return q->nheap == 1 ? q->heap[0] : UINT32_MAX;
+}
+
 uint64_t mp_ringq_pending(const struct mp_ringq *q)
 {
 	return q->pending;
@@ -290,4 +289,15 @@ uint64_t mp_ringq_pending(const struct mp_ringq *q)
 uint64_t mp_ringq_released_ts(const struct mp_ringq *q)
 {
 	return q->released_ts;
+}
+
+uint64_t mp_release_watermark(uint64_t t0, uint64_t lag, uint64_t bpf_done, uint64_t rings_done)
+{
+	uint64_t floor = t0 > lag ? t0 - lag : 0;
+	uint64_t done = bpf_done < rings_done ? bpf_done : rings_done;
+
+	done = done > MP_RELEASE_MARGIN_NS ? done - MP_RELEASE_MARGIN_NS : 0;
+	if (done > t0)
+		done = t0;
+	return done > floor ? done : floor;
 }

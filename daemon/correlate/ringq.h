@@ -40,6 +40,25 @@ _Static_assert(sizeof(struct mp_ringq_rec) == 56, "held record size (docs)");
 
 struct mp_ringq;
 
+/* Heap record @rec (MP_REC_ALLOC/FREE/REALLOC) as held, with stack id
+ * @stack: what mp_ringq_push() stores, for a caller that releases a record
+ * at once (nothing older held, the watermark past it). */
+static inline void mp_ringq_heap_rec(const struct mp_record *rec, uint32_t stack,
+				     struct mp_ringq_rec *e)
+{
+	e->ts = rec->ts_ns;
+	e->tid = rec->tid;
+	e->type = (uint8_t)rec->type;
+	e->flags = (uint8_t)rec->flags;
+	e->fn = (uint16_t)rec->fn;
+	e->addr = rec->heap.addr;
+	e->size = rec->heap.size;
+	e->caller = rec->heap.caller;
+	e->old_addr = rec->heap.old_addr;
+	e->marker = 0;
+	e->stack = stack;
+}
+
 /* Room for @rings rings (the consumer's thread slots); more are added
  * when a higher index is pushed. */
 int mp_ringq_new(uint32_t rings, struct mp_ringq **ret);
@@ -71,9 +90,29 @@ typedef int (*mp_ringq_cb)(void *ctx, const struct mp_ringq_rec *rec,
 int64_t mp_ringq_release(struct mp_ringq *q, uint64_t at_most, uint64_t before, mp_ringq_cb cb,
 			 void *ctx);
 
+/* The ring whose records are all the records held, UINT32_MAX when none
+ * is held or several rings hold some: its records can then be released
+ * against a watermark that ignores its own progress. */
+uint32_t mp_ringq_sole_ring(const struct mp_ringq *q);
+
 /* Records held; the newest timestamp released so far (0: none). */
 uint64_t mp_ringq_pending(const struct mp_ringq *q);
 uint64_t mp_ringq_released_ts(const struct mp_ringq *q);
+
+/*
+ * The release watermark of the daemon's merge (docs/RING.md "Consumer: how
+ * far the rings have been read"): everything stamped at or before it may
+ * go to the correlator. @t0 is the clock read before the drains, @lag the
+ * old wall-clock lag, the floor whatever else says; @bpf_done the @t0 of
+ * the last drain that emptied the BPF ring buffer with no reservation in
+ * flight (0: none yet; the eBPF programs stamp an event after reserving
+ * it); @rings_done mp_consumer_complete_ns() (UINT64_MAX: no ring). The
+ * earlier of the two, less MP_RELEASE_MARGIN_NS for the clocks'
+ * disagreement (TSC conversion, out-of-order reads of the clock, stores
+ * not yet visible), capped at @t0, when that is later than the floor.
+ */
+#define MP_RELEASE_MARGIN_NS (50 * 1000ull)
+uint64_t mp_release_watermark(uint64_t t0, uint64_t lag, uint64_t bpf_done, uint64_t rings_done);
 
 /* The raw event the uprobes would have sent for heap record @r of process
  * @pid (docs/TRACER.md): what mp_live_apply() takes. The size of a FREE is

@@ -51,6 +51,8 @@
 /* Bounded work per ring drain so one flooding producer can't starve the
  * rest of the loop. */
 #define RING_BATCH 65536
+/* Ring records read between two releases during a read (release_reading). */
+#define RELEASE_EVERY 4096
 /* How often a caller address that is in no known mapping may trigger a
  * re-read of /proc/PID/maps (libraries loaded after attach). */
 #define MAPS_REREAD_NS (100 * 1000 * 1000ull)
@@ -125,6 +127,18 @@ struct session {
 	uint64_t heap_drops_closed, heap_waits_closed; /* the same, heap records */
 	uint32_t path; /* enum mp_tracer_path */
 	uint64_t last_ts;
+	/* Release against how far the BPF ring buffer and the marker rings
+	 * have been read (mp_release_watermark()) rather than the lag alone:
+	 * on the in-process path, where every BPF event is stamped after its
+	 * reservation. bpf_done_ns: the clock before the last drain that
+	 * emptied the BPF ring; ring_now_ns: before the current one. */
+	bool fast_release;
+	uint64_t bpf_done_ns, ring_now_ns;
+	uint32_t unreleased; /* records read since the last release_reading() */
+	/* release_now(): the ring whose records are being read in this drain
+	 * and the watermark against the others (UINT32_MAX: none yet) */
+	uint32_t now_ring;
+	uint64_t now_wm;
 	uint64_t tick_ns; /* the tick's current period */
 	uint32_t idle_ticks; /* ticks in a row that found the ring empty */
 	bool ring_busy; /* records read since the last tick */
@@ -453,7 +467,8 @@ static int on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct m
 	if (s->o->dump)
 		dump_record(s->o->dump, marker);
 	r = mp_correlator_on_record(s->corr, marker);
-	ring_ref_put(s, ref);
+	if (ref) /* NULL: released as it was read (release_now), never held */
+		ring_ref_put(s, ref);
 	return r;
 }
 
@@ -648,6 +663,56 @@ static int drain_tracer(struct session *s)
 	return 0;
 }
 
+/* While a ring is read (cycle()), every RELEASE_EVERY records: the ring
+ * records the watermark already passes, so that the held ones stay few
+ * and in cache. Ring records only: the merge's items (an exec retires the
+ * ring being read) wait for the end of the read. */
+static int release_reading(struct session *s)
+{
+	uint64_t lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS, wm;
+	int64_t n;
+
+	if (!s->fast_release || !s->ring_now_ns || ++s->unreleased < RELEASE_EVERY)
+		return 0;
+	s->unreleased = 0;
+	wm = mp_release_watermark(s->ring_now_ns, lag, s->bpf_done_ns,
+				  mp_consumer_complete_ns(s->ring));
+	n = mp_ringq_release(s->rq, wm, mp_merge_next_ts(s->merge), on_ring_rec, s);
+	if (n < 0)
+		return (int)n;
+	if (n)
+		mp_merge_note_released(s->merge, mp_ringq_released_ts(s->rq));
+	return 0;
+}
+
+/* Whether heap record @rec of ring @ring, just read, can go to the
+ * correlator at once: nothing older is held, in the ring queue or the
+ * merge, and the watermark against every other ring and the BPF ring
+ * buffer is past it (in a steady drain, all but the last margin's worth:
+ * the ring queue then only holds those). */
+static bool release_now(struct session *s, uint32_t ring, const struct mp_record *rec)
+{
+	if (!s->fast_release || !s->ring_now_ns)
+		return false;
+	if (ring != s->now_ring) {
+		uint64_t lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS;
+
+		s->now_ring = ring;
+		s->now_wm = mp_release_watermark(s->ring_now_ns, lag, s->bpf_done_ns,
+						 mp_consumer_complete_others_ns(s->ring));
+		/* What this ring left held at the last drain (its last
+		 * margin's worth) goes first, against the same watermark,
+		 * when no other ring holds records. */
+		if (mp_ringq_sole_ring(s->rq) == ring &&
+		    mp_ringq_release(s->rq, s->now_wm, mp_merge_next_ts(s->merge), on_ring_rec, s) >
+			    0)
+			mp_merge_note_released(s->merge, mp_ringq_released_ts(s->rq));
+	}
+	if (mp_ringq_pending(s->rq))
+		return false;
+	return rec->ts_ns <= s->now_wm && rec->ts_ns < mp_merge_next_ts(s->merge);
+}
+
 /* A record read from the ring: the attach snapshot's into the merge (their
  * timestamps go back to when the kernels began), the rest into their ring's
  * FIFO. A marker keeps the reader (its name's owner) alive. */
@@ -665,9 +730,20 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 		 * ends when this callback returns. */
 		uint32_t stack = rec->stack ? unwind_ring_stack(s, rec) : 0;
 
+		bool heap = rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC;
+
+		if (release_now(s, ring, rec)) {
+			struct mp_ringq_rec e = { .ts = rec->ts_ns };
+
+			mp_merge_note_released(s->merge, rec->ts_ns);
+			if (!heap)
+				return on_ring_rec(s, &e, rec, NULL);
+			mp_ringq_heap_rec(rec, stack, &e);
+			return on_ring_rec(s, &e, NULL, NULL);
+		}
 		r = mp_ringq_push(s->rq, ring, rec, stack, s->ring_ref);
-		if (r == 0 && rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC)
-			return 0;
+		if (r == 0 && heap)
+			return release_reading(s);
 	}
 	if (r < 0)
 		return r == -E2BIG ? -EBADMSG : r;
@@ -725,7 +801,9 @@ static int drain_ring(struct session *s)
 		log_debug("pid %d: marker ring attached%s", (int)s->o->pid,
 			  s->path == MP_PATH_INPROCESS ? ", in-process allocation path on" : "");
 	}
-	r = mp_consumer_read_rings(s->ring, RING_BATCH, on_ring_read, s);
+	r = mp_consumer_read_rings_at(s->ring, RING_BATCH,
+				      s->ring_now_ns ? s->ring_now_ns : mp_now_ns(), on_ring_read,
+				      s);
 	if (r > 0)
 		s->ring_busy = true;
 	if (r == -ENOMEM)
@@ -767,10 +845,20 @@ static int cycle(struct session *s)
 	r = drain_tracer(s);
 	if (r < 0)
 		return r;
+	if (mp_tracer_drained(s->tracer))
+		s->bpf_done_ns = t0;
+	s->ring_now_ns = t0;
+	s->now_ring = UINT32_MAX;
 	r = drain_ring(s);
+	s->ring_now_ns = 0;
 	if (r < 0)
 		return r;
-	return release(s, t0 > lag ? t0 - lag : 0);
+	/* No ring open (yet, or since an exec): the records of the kernels
+	 * open when it opens go back in time; the lag alone until then. */
+	if (!s->fast_release || !s->ring)
+		return release(s, t0 > lag ? t0 - lag : 0);
+	return release(
+		s, mp_release_watermark(t0, lag, s->bpf_done_ns, mp_consumer_complete_ns(s->ring)));
 }
 
 static char *read_text(const char *path, size_t max, bool nul_to_space)
@@ -901,6 +989,9 @@ static int setup_pipeline(struct session *s)
 					       (int)o->pid);
 	}
 	topts.no_heap_probes = s->path == MP_PATH_INPROCESS;
+	/* --alloc functions keep their uprobes, which stamp an allocation
+	 * with its stack before reserving it: then the lag alone. */
+	s->fast_release = s->path == MP_PATH_INPROCESS && !(o->stacks && o->n_extra);
 	r = mp_tracer_new(&topts, &s->tracer);
 	if (r == -EOPNOTSUPP && (o->rss_exact || o->mode == MP_TRACE_RSS))
 		return log_error_errno(r,

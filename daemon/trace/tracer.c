@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <linux/capability.h>
@@ -94,6 +95,10 @@ struct mp_tracer {
 	struct mp_tracer_func extra[MP_TRACER_MAX_EXTRA];
 	struct memprof_bpf *skel;
 	struct ring_buffer *rb;
+	/* The ring buffer's consumer and producer positions, mapped read-only
+	 * (mp_tracer_drained(); libbpf 1.1 has no accessor). NULL: unknown. */
+	const uint64_t *rb_pos[2];
+	size_t rb_page;
 	/* The stack of the event being delivered (NULL outside). */
 	const struct mp_raw_stack_view *cur_stack;
 	/* The system-wide programs run through the hub (hub.h). */
@@ -198,6 +203,9 @@ void mp_tracer_free(struct mp_tracer *t)
 	if (t->in_hub)
 		mp_hub_remove(t->opts.pid, t->hub_slot);
 	ring_buffer__free(t->rb);
+	for (int i = 0; i < 2; i++)
+		if (t->rb_pos[i])
+			munmap((void *)t->rb_pos[i], t->rb_page);
 	memprof_bpf__destroy(t->skel);
 	if (t->epfd >= 0)
 		close(t->epfd);
@@ -907,6 +915,22 @@ static int hub_register(struct mp_tracer *t)
 	return 0;
 }
 
+/* The consumer page (offset 0) and the producer page (one page on) of the
+ * ring buffer: read-only mappings of both are allowed. Best effort: without
+ * them mp_tracer_drained() says false and the session keeps its lag. */
+static void map_positions(struct mp_tracer *t)
+{
+	int fd = bpf_map__fd(t->skel->maps.events);
+
+	t->rb_page = (size_t)sysconf(_SC_PAGESIZE);
+	for (int i = 0; i < 2; i++) {
+		void *p =
+			mmap(NULL, t->rb_page, PROT_READ, MAP_SHARED, fd, (off_t)(i * t->rb_page));
+
+		t->rb_pos[i] = p == MAP_FAILED ? NULL : p;
+	}
+}
+
 /* Loaded, the process-wide programs registered with the hub, the ring buffer open and,
  * unless in rss mode, the allocator probes attached. */
 static int tracer_load_attach(struct mp_tracer *t)
@@ -922,6 +946,7 @@ static int tracer_load_attach(struct mp_tracer *t)
 	t->rb = ring_buffer__new(bpf_map__fd(t->skel->maps.events), on_sample, t, NULL);
 	if (!t->rb)
 		return -errno;
+	map_positions(t);
 	if (t->opts.mode != MP_TRACE_RSS) {
 		r = resolve_and_attach(t, false);
 		if (r < 0)
@@ -1106,6 +1131,16 @@ uint64_t mp_tracer_drops(const struct mp_tracer *t)
 uint64_t mp_tracer_unmatched(const struct mp_tracer *t)
 {
 	return percpu_sum(t->skel->maps.unmatched);
+}
+
+bool mp_tracer_drained(const struct mp_tracer *t)
+{
+	if (!t || !t->rb_pos[0] || !t->rb_pos[1])
+		return false;
+	/* libbpf stores the consumer position in this thread; the producer's
+	 * is the kernel's release store after each reservation */
+	return __atomic_load_n(t->rb_pos[0], __ATOMIC_ACQUIRE) ==
+	       __atomic_load_n(t->rb_pos[1], __ATOMIC_ACQUIRE);
 }
 
 uint64_t mp_tracer_heap_events(const struct mp_tracer *t)

@@ -170,6 +170,13 @@ uint64_t mp_tracer_unmatched(const struct mp_tracer *t);
 /* Allocation, free and realloc events delivered since attach. */
 uint64_t mp_tracer_heap_events(const struct mp_tracer *t);
 bool mp_tracer_exited(const struct mp_tracer *t);
+/* Whether the last mp_tracer_consume() emptied the BPF ring buffer: no
+ * event left and none reserved but not yet submitted. The programs stamp
+ * an event after reserving it (except an allocation with its stack, on the
+ * eBPF path), so every event still to come is stamped after a clock
+ * reading taken before that consume (docs/TRACER.md "Ring buffer, drops,
+ * wakeups"). False when unknown. */
+bool mp_tracer_drained(const struct mp_tracer *t);
 
 /* The attached allocator functions, valid until the next consume/free. */
 size_t mp_tracer_probes(const struct mp_tracer *t, const struct mp_probe_info **ret_probes);

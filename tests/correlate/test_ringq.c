@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "merge.h"
 #include "ringq.h"
 
 struct seen {
@@ -129,5 +130,92 @@ Test(ringq, ring_index_is_bounded)
 	cr_assert_eq(mp_ringq_new(1, &q), 0);
 	cr_assert_eq(mp_ringq_push(q, 4096, &r, 0, NULL), -E2BIG);
 	cr_assert_eq(mp_ringq_push(q, 4095, &r, 0, NULL), 0);
+	mp_ringq_free(q);
+}
+
+#define US 1000ull
+#define MS (1000 * US)
+
+/* The release rule: how far both streams were read, less the margin,
+ * never past the clock reading, never behind the old lag. */
+Test(ringq, watermark_is_the_earlier_stream_less_the_margin)
+{
+	const uint64_t t0 = 100 * MS, lag = 10 * MS;
+
+	cr_assert_eq(mp_release_watermark(t0, lag, 0, t0), 90 * MS, "BPF never drained: the lag");
+	cr_assert_eq(mp_release_watermark(t0, lag, t0, 0), 90 * MS, "rings not read: the lag");
+	cr_assert_eq(mp_release_watermark(t0, lag, t0, t0), t0 - MP_RELEASE_MARGIN_NS);
+	cr_assert_eq(mp_release_watermark(t0, lag, 95 * MS, t0), 95 * MS - MP_RELEASE_MARGIN_NS,
+		     "the BPF ring still held a reservation at the last drain");
+	cr_assert_eq(mp_release_watermark(t0, lag, t0, 97 * MS), 97 * MS - MP_RELEASE_MARGIN_NS,
+		     "a ring left with records");
+	cr_assert_eq(mp_release_watermark(t0, lag, t0, UINT64_MAX), t0 - MP_RELEASE_MARGIN_NS,
+		     "no ring");
+	cr_assert_eq(mp_release_watermark(t0, lag, UINT64_MAX, UINT64_MAX), t0,
+		     "never past the clock");
+	cr_assert_eq(mp_release_watermark(5 * MS, lag, 10, 10), 0, "early: nothing");
+}
+
+/*
+ * The race the rule is for: the target munmaps a region (a BPF event,
+ * stamped 500 us, reserved but not yet submitted when the daemon drains
+ * the BPF ring at 600 us) and its allocator hands the region out again
+ * (ring ALLOC, stamped 550 us, read at 600 us). The ALLOC must wait for the
+ * munmap: released first, it would meet the mapping still live and the
+ * munmap would then miss it.
+ */
+Test(ringq, ring_record_waits_for_a_bpf_event_in_flight)
+{
+	struct mp_ringq *q;
+	struct mp_merge *m;
+	const struct mp_merge_item *it;
+	struct seen s = { 0 };
+	const uint64_t lag = 10 * MS;
+	uint64_t bpf_done = 400 * US, wm;
+
+	cr_assert_eq(mp_ringq_new(1, &q), 0);
+	cr_assert_eq(mp_merge_new(16, &m), 0);
+	/* cycle at t0 = 600 us: the BPF ring held the munmap's reservation,
+	 * so it was not drained (bpf_done stays at the previous drain) */
+	push(q, 0, MP_REC_ALLOC, 550 * US);
+	wm = mp_release_watermark(600 * US, lag, bpf_done, 600 * US);
+	cr_assert_leq(wm, 400 * US);
+	cr_assert_eq(mp_ringq_release(q, wm, mp_merge_next_ts(m), on_rec, &s), 0,
+		     "released before the munmap could arrive");
+	/* cycle at t0 = 1100 us: the munmap is read, the ring emptied */
+	cr_assert_eq(mp_merge_push(m, 1, 500 * US, "munmap", 7), 0);
+	bpf_done = 1100 * US;
+	wm = mp_release_watermark(1100 * US, lag, bpf_done, 1100 * US);
+	cr_assert_geq(wm, 550 * US);
+	/* the session's release: ring records older than the merge's next
+	 * item, then that item, and again */
+	cr_assert_eq(mp_ringq_release(q, wm, mp_merge_next_ts(m), on_rec, &s), 0,
+		     "the ALLOC came before the munmap");
+	cr_assert_eq(mp_merge_pop(m, wm, &it), 1);
+	cr_assert_eq(it->ts, 500 * US);
+	cr_assert_eq(mp_ringq_release(q, wm, mp_merge_next_ts(m), on_rec, &s), 1);
+	cr_assert_eq(s.ts[0], 550 * US);
+	mp_merge_free(m);
+	mp_ringq_free(q);
+}
+
+/* The one ring holding records, if only one does: its records can be
+ * released against a watermark that ignores its own progress. */
+Test(ringq, sole_ring)
+{
+	struct mp_ringq *q;
+	struct seen s = { 0 };
+
+	cr_assert_eq(mp_ringq_new(1, &q), 0);
+	cr_assert_eq(mp_ringq_sole_ring(q), UINT32_MAX, "nothing held");
+	push(q, 3, MP_REC_ALLOC, 10);
+	push(q, 3, MP_REC_FREE, 20);
+	cr_assert_eq(mp_ringq_sole_ring(q), 3);
+	push(q, 1, MP_REC_ALLOC, 15);
+	cr_assert_eq(mp_ringq_sole_ring(q), UINT32_MAX, "two rings");
+	cr_assert_eq(mp_ringq_release(q, 15, UINT64_MAX, on_rec, &s), 2);
+	cr_assert_eq(mp_ringq_sole_ring(q), 3);
+	cr_assert_eq(mp_ringq_release(q, UINT64_MAX, UINT64_MAX, on_rec, &s), 1);
+	cr_assert_eq(mp_ringq_sole_ring(q), UINT32_MAX);
 	mp_ringq_free(q);
 }

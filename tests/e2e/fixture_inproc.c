@@ -14,6 +14,10 @@
  *   window N         kernel win: 4,096 live blocks of 16-63 B, each of N
  *                    steps frees the oldest and allocates a new one (sizes
  *                    from the LCG of tests/e2e/window.h), then frees all
+ *   race N           N times: kernel map (mmap 64 KiB, munmap it: the BPF
+ *                    side; malloc 100 + free: the ring), then kernel heap
+ *                    (malloc 7 + free): the kernels' ring records race the
+ *                    syscall events of the same moments
  *   idle MS N        sleeps MS ms, then "window N"
  */
 #include <dlfcn.h>
@@ -23,6 +27,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -183,6 +188,27 @@ static void window(long n)
 	end();
 }
 
+static int race(long n)
+{
+	for (long i = 0; i < n; i++) {
+		void *p;
+
+		begin("map");
+		p = mmap(NULL, 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return 1;
+		munmap(p, 65536);
+		sink = malloc(100);
+		free(sink);
+		end();
+		begin("heap");
+		sink = malloc(7);
+		free(sink);
+		end();
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	kbegin = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memprof_kernel_begin");
@@ -203,6 +229,8 @@ int main(int argc, char **argv)
 		loop(atol(argv[2]));
 	else if (!strcmp(argv[1], "window") && argc > 2)
 		window(atol(argv[2]));
+	else if (!strcmp(argv[1], "race") && argc > 2)
+		return race(atol(argv[2]));
 	else if (!strcmp(argv[1], "idle") && argc > 3) {
 		long ms = atol(argv[2]);
 

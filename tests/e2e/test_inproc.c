@@ -311,6 +311,36 @@ Test(inproc, dlopened_code_allocating)
 	mp_profile_free(p);
 }
 
+/* Ring records are released as soon as the BPF ring buffer and every ring
+ * have been read past them (docs/RING.md "Consumer: how far the rings have
+ * been read"), no longer 10 ms later: each mmap and munmap of the syscall
+ * tracepoints still lands in the kernel whose ring records bracket it,
+ * 100,000 times, while the daemon drains both streams every 0.5 ms. Had a
+ * ring record gone to the correlator before a BPF event stamped earlier,
+ * a mapping would count outside "map" (or in "heap"). */
+Test(inproc, syscall_events_stay_inside_the_ring_kernels_racing_them, .timeout = 120)
+{
+	const long n = 100000;
+	const struct mp_mem_stats map = { .alloc_bytes = n * (65536 + 100),
+					  .alloc_count = 2 * n,
+					  .free_bytes = n * (65536 + 100),
+					  .free_count = 2 * n },
+				  heap = { .alloc_bytes = n * 7,
+					   .alloc_count = n,
+					   .free_bytes = n * 7,
+					   .free_count = n };
+	struct mp_profile *p;
+
+	need_root();
+	p = run(NULL, NULL, "tests/e2e/fixture-inproc", "race", "100000");
+	assert_exact(p);
+	cr_assert_eq(kernel(p, "map")->calls, n);
+	cr_assert_eq(kernel(p, "heap")->calls, n);
+	assert_mem(&kernel(p, "map")->incl, &map, "map");
+	assert_mem(&kernel(p, "heap")->incl, &heap, "heap");
+	mp_profile_free(p);
+}
+
 /* A running process with libmemprof preloaded: attach, detach, attach
  * again. Each session sees its own kernels exactly (one invocation may be
  * cut by the attach or the detach). */

@@ -479,6 +479,43 @@ Test(tracer, glibc_sequence_exact, .timeout = 60)
 	cr_assert_gt(probe_of(&r, MP_FN_FREE)->probe_delta, 0);
 }
 
+/* mp_tracer_drained() (docs/TRACER.md "Ring buffer, drops, wakeups"):
+ * false while the fixture's events wait in the ring buffer, true once a
+ * consume took them all and the fixture, blocked, sends no more. The
+ * in-process session releases ring records against it. */
+Test(tracer, drained_after_consume_only, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "seq", NULL };
+	struct mp_tracer_opts o = { 0 };
+	struct events ev = { 0 };
+	struct fixture f;
+	struct result *r = calloc(1, sizeof(*r));
+	struct mp_tracer *t;
+	int status;
+
+	require_root();
+	cr_assert_not_null(r);
+	fx_start(&f, argv);
+	fx_expect_ready(&f);
+	o.pid = f.tpid;
+	cr_assert_eq(mp_tracer_new(&o, &t), 0);
+	cr_assert(mp_tracer_drained(t), "nothing sent yet");
+	fx_go(&f);
+	fx_read_done(&f, r);
+	cr_assert_not(mp_tracer_drained(t), "the fixture's events wait in the ring buffer");
+	cr_assert_gt(mp_tracer_consume(t, collect, &ev), 0);
+	cr_assert(mp_tracer_drained(t), "consumed, and the fixture is blocked");
+	fx_go(&f);
+	for (int i = 0; i < 200 && !mp_tracer_exited(t); i++)
+		pump(t, &ev, 100);
+	mp_tracer_free(t);
+	cr_assert_eq(waitpid(f.pid, &status, 0), f.pid);
+	close(f.to);
+	close(f.from);
+	free(ev.ev);
+	free(r);
+}
+
 Test(tracer, naive_placement_same_result, .timeout = 60)
 {
 	char *argv[] = { FIXTURE_GLIBC, "seq", NULL };
