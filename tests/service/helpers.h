@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared by the service tests: a real memprofd in service mode, real
- * fixture processes, the real memprof client. */
+ * fixture processes, the real memprof client, and a small profile for the
+ * tests that drive the streamer directly. Every helper is marked unused:
+ * each test uses its own few. */
 #ifndef TESTS_SERVICE_HELPERS_H
 #define TESTS_SERVICE_HELPERS_H
 
@@ -31,7 +33,7 @@ extern char **environ;
 static char build_root[2048];
 static char tmpdir[256];
 
-static void need_root(void)
+static __attribute__((unused)) void need_root(void)
 {
 	const char *b = getenv("MEMPROF_BUILD_ROOT");
 
@@ -42,7 +44,7 @@ static void need_root(void)
 	chmod(tmpdir, 0755);
 }
 
-static char *path_of(const char *rel)
+static __attribute__((unused)) char *path_of(const char *rel)
 {
 	static char buf[16][4096];
 	static int i;
@@ -52,7 +54,7 @@ static char *path_of(const char *rel)
 	return p;
 }
 
-static char *tmp_of(const char *name)
+static __attribute__((unused)) char *tmp_of(const char *name)
 {
 	static char buf[16][512];
 	static int i;
@@ -62,7 +64,7 @@ static char *tmp_of(const char *name)
 	return p;
 }
 
-static void msleep(long ms)
+static __attribute__((unused)) void msleep(long ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L };
 
@@ -87,7 +89,7 @@ static __attribute__((unused)) void cleanup(void)
 }
 
 /* Spawns argv with stdout/stderr to the given fds (-1: inherit). */
-static pid_t spawn(char *const argv[], int out_fd, int err_fd)
+static __attribute__((unused)) pid_t spawn(char *const argv[], int out_fd, int err_fd)
 {
 	pid_t pid = mp_test_spawn(argv, out_fd, err_fd);
 
@@ -97,7 +99,7 @@ static pid_t spawn(char *const argv[], int out_fd, int err_fd)
 }
 
 /* Runs argv to completion; its stdout in @out, its exit status returned. */
-static int run_capture(char *const argv[], char *out, size_t cap)
+static __attribute__((unused)) int run_capture(char *const argv[], char *out, size_t cap)
 {
 	int pipefd[2];
 	pid_t pid;
@@ -108,7 +110,7 @@ static int run_capture(char *const argv[], char *out, size_t cap)
 	return mp_test_collect(pid, pipefd[0], out, cap);
 }
 
-static bool can_connect(const char *path)
+static __attribute__((unused)) bool can_connect(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -133,7 +135,8 @@ static bool daemon_default_mode;
 /* memprofd in service mode with @config_text as its configuration; its
  * stderr goes to a log file in the temp dir. @wrapper (may be NULL) is
  * prepended (setpriv ...). */
-static void daemon_start(struct daemon *d, const char *config_text, char *const *wrapper)
+static __attribute__((unused)) void daemon_start(struct daemon *d, const char *config_text,
+						 char *const *wrapper)
 {
 	char *argv[32], cfg[512];
 	int n = 0, logfd;
@@ -171,7 +174,7 @@ static void daemon_start(struct daemon *d, const char *config_text, char *const 
 }
 
 /* SIGTERM, wait; returns the exit status. */
-static int daemon_stop(struct daemon *d)
+static __attribute__((unused)) int daemon_stop(struct daemon *d)
 {
 	int st;
 
@@ -197,7 +200,7 @@ static __attribute__((unused)) bool log_has(const struct daemon *d, const char *
 
 /* A fixture-attach process: in kernel "outer" with 500 bytes, waiting for
  * SIGUSR1. @wrapper (NULL or setpriv ...) runs it as another user. */
-static pid_t fixture_start_of(const char *rel, char *const *wrapper)
+static __attribute__((unused)) pid_t fixture_start_of(const char *rel, char *const *wrapper)
 {
 	char line[64], *argv[16];
 	int pipefd[2], n = 0;
@@ -243,8 +246,8 @@ static __attribute__((unused)) struct mp_profile *load(const char *path)
 
 /* [WRAPPER...] memprof CMD --control CONTROL ARGS... (NULL-terminated);
  * stdout in @out. */
-static int client_as(char *const *wrapper, char *out, size_t cap, const struct daemon *d,
-		     const char *cmd, ...)
+static __attribute__((unused)) int client_as(char *const *wrapper, char *out, size_t cap,
+					     const struct daemon *d, const char *cmd, ...)
 {
 	char *argv[40];
 	const char *a;
@@ -266,6 +269,19 @@ static int client_as(char *const *wrapper, char *out, size_t cap, const struct d
 }
 
 #define client(out, cap, d, ...) client_as(NULL, out, cap, d, __VA_ARGS__)
+
+/* A profile of pid 42 (/bin/fixture) over [1, 2] ns with nothing in it:
+ * the content of the chunks of the tests that drive the streamer. */
+static __attribute__((unused)) struct mp_profile *small_profile(void)
+{
+	struct mp_profile *p = mp_profile_new();
+
+	cr_assert_not_null(p);
+	cr_assert_eq(mp_profile_set_process(p, 42, "/bin/fixture", NULL, "fixture"), 0);
+	p->begin_ns = 1;
+	p->end_ns = 2;
+	return p;
+}
 
 /* The test user, created if missing. */
 static __attribute__((unused)) void test_user(uid_t *uid, gid_t *gid)

@@ -23,13 +23,19 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "../common/helpers.h"
 #include "ack.h"
+#include "helpers.h"
 #include "memprof.pb-c.h"
 #include "profile.h"
 #include "stream.h"
 
 static char dir[256], url[600];
+
+/* What a test streams, its streamer and the listening socket of the
+ * collector it plays: made by start(), freed by teardown(). */
+static struct mp_profile *p;
+static struct mp_streamer *s;
+static int lfd = -1;
 
 static void setup(void)
 {
@@ -39,21 +45,20 @@ static void setup(void)
 
 static void teardown(void)
 {
+	if (s)
+		mp_streamer_free(s);
+	s = NULL;
+	if (p)
+		mp_profile_free(p);
+	p = NULL;
+	if (lfd >= 0)
+		close(lfd);
+	lfd = -1;
 	mp_test_rmtree(dir);
 }
 
-static struct mp_profile *small_profile(void)
-{
-	struct mp_profile *p = mp_profile_new();
-
-	cr_assert_not_null(p);
-	cr_assert_eq(mp_profile_set_process(p, 42, "/bin/fixture", NULL, "fixture"), 0);
-	p->begin_ns = 1;
-	p->end_ns = 2;
-	return p;
-}
-
-static void push(struct mp_streamer *s, struct mp_profile *p, uint64_t seq)
+/* Chunk @seq of target 7. */
+static void push(uint64_t seq)
 {
 	struct mp_chunk_meta m = { .target_id = 7,
 				   .pid = 42,
@@ -75,14 +80,6 @@ static int listen_unix(void)
 	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
 	cr_assert_eq(listen(fd, 4), 0);
 	return fd;
-}
-
-static int accept_within(int lfd, int ms)
-{
-	struct pollfd pf = { .fd = lfd, .events = POLLIN };
-
-	cr_assert_eq(poll(&pf, 1, ms), 1, "the streamer did not connect");
-	return accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 }
 
 static void send_all(int fd, const uint8_t *buf, size_t len)
@@ -146,12 +143,12 @@ static void read_chunk(int fd, uint64_t *ret_seq, uint64_t *ret_lost)
 
 static void expect_chunk(int fd, uint64_t seq, uint64_t lost)
 {
-	uint64_t s, l;
+	uint64_t got_seq, got_lost;
 
-	read_chunk(fd, &s, &l);
-	cr_assert_eq(s, seq, "chunk %" PRIu64 ", want %" PRIu64, s, seq);
-	cr_assert_eq(l, lost, "chunk %" PRIu64 " lost_chunks %" PRIu64 ", want %" PRIu64, s, l,
-		     lost);
+	read_chunk(fd, &got_seq, &got_lost);
+	cr_assert_eq(got_seq, seq, "chunk %" PRIu64 ", want %" PRIu64, got_seq, seq);
+	cr_assert_eq(got_lost, lost, "chunk %" PRIu64 " lost_chunks %" PRIu64 ", want %" PRIu64,
+		     got_seq, got_lost, lost);
 }
 
 /* The streamer closed the connection (nothing more than EOF comes). */
@@ -167,11 +164,34 @@ static void expect_closed(int fd)
 
 static struct mp_streamer *streamer(uint64_t buffer)
 {
-	struct mp_streamer *s;
+	struct mp_streamer *ret;
 
-	cr_assert_eq(mp_streamer_new(buffer, &s), 0);
-	cr_assert_eq(mp_streamer_set_global(s, (char *[]){ url }, 1), 0);
-	return s;
+	cr_assert_eq(mp_streamer_new(buffer, &ret), 0);
+	cr_assert_eq(mp_streamer_set_global(ret, (char *[]){ url }, 1), 0);
+	return ret;
+}
+
+/* A small profile, a streamer of @buffer bytes to @url, then the
+ * collector listening there. */
+static void start(uint64_t buffer)
+{
+	p = small_profile();
+	s = streamer(buffer);
+	lfd = listen_unix();
+}
+
+/* The streamer's next connection to the collector at @url, which
+ * acknowledges (@say_hello) or not. */
+static int next_connection(bool say_hello)
+{
+	struct pollfd pf = { .fd = lfd, .events = POLLIN };
+	int fd;
+
+	cr_assert_eq(poll(&pf, 1, 10000), 1, "the streamer did not connect");
+	fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (say_hello)
+		hello(fd);
+	return fd;
 }
 
 /* Chunks stay held until acknowledged; those not acknowledged when the
@@ -179,14 +199,12 @@ static struct mp_streamer *streamer(uint64_t buffer)
 Test(stream_acks, unacknowledged_chunks_are_sent_again, .init = setup, .fini = teardown,
      .timeout = 60)
 {
-	struct mp_profile *p = small_profile();
-	struct mp_streamer *s = streamer(1 << 20);
-	int lfd = listen_unix(), fd;
+	int fd;
 
+	start(1 << 20);
 	for (uint64_t seq = 0; seq < 4; seq++)
-		push(s, p, seq);
-	fd = accept_within(lfd, 10000);
-	hello(fd);
+		push(seq);
+	fd = next_connection(true);
 	for (uint64_t seq = 0; seq < 4; seq++)
 		expect_chunk(fd, seq, 0);
 	ack(fd, 7, 1); /* 0 and 1 */
@@ -195,17 +213,13 @@ Test(stream_acks, unacknowledged_chunks_are_sent_again, .init = setup, .fini = t
 		usleep(10000);
 	cr_assert_eq(mp_streamer_target_lost(s, 7, true), 2);
 	close(fd);
-	fd = accept_within(lfd, 10000);
-	hello(fd);
+	fd = next_connection(true);
 	expect_chunk(fd, 2, 0);
 	expect_chunk(fd, 3, 0);
 	ack(fd, 7, 3);
 	cr_assert_eq(mp_streamer_flush(s, 10000000000ull), 0);
 	cr_assert_eq(mp_streamer_target_lost(s, 7, true), 0);
 	close(fd);
-	mp_streamer_free(s);
-	mp_profile_free(p);
-	close(lfd);
 }
 
 /* A peer that closes without a hello may or may not have the chunks it
@@ -214,18 +228,17 @@ Test(stream_acks, unacknowledged_chunks_are_sent_again, .init = setup, .fini = t
 Test(stream_acks, closed_before_hello_counts_written_chunks_lost, .init = setup, .fini = teardown,
      .timeout = 60)
 {
-	struct mp_profile *p = small_profile();
+	int fd;
+
 	/* One chunk written and one waiting: the second waits for the first
 	 * to be acknowledged, so it is still queued when the first is lost. */
-	struct mp_streamer *s = streamer(1);
-	int lfd = listen_unix(), fd;
-
-	push(s, p, 0);
-	fd = accept_within(lfd, 10000);
+	start(1);
+	push(0);
+	fd = next_connection(false);
 	expect_chunk(fd, 0, 0);
-	push(s, p, 1);
+	push(1);
 	close(fd);
-	fd = accept_within(lfd, 10000);
+	fd = next_connection(false);
 	expect_chunk(fd, 1, 1);
 	cr_assert_eq(mp_streamer_target_lost(s, 7, false), 1);
 	close(fd);
@@ -233,17 +246,13 @@ Test(stream_acks, closed_before_hello_counts_written_chunks_lost, .init = setup,
 	for (int i = 0; i < 1000 && mp_streamer_target_lost(s, 7, false) != 2; i++)
 		usleep(10000);
 	cr_assert_eq(mp_streamer_target_lost(s, 7, false), 2);
-	push(s, p, 2);
-	fd = accept_within(lfd, 10000);
-	hello(fd);
+	push(2);
+	fd = next_connection(true);
 	/* Chunk 1 reported chunk 0, and is lost too: 2. */
 	expect_chunk(fd, 2, 2);
 	ack(fd, 7, 2);
 	cr_assert_eq(mp_streamer_flush(s, 10000000000ull), 0);
 	close(fd);
-	mp_streamer_free(s);
-	mp_profile_free(p);
-	close(lfd);
 }
 
 /* A collector's replies are hostile input: an acknowledgement of a chunk
@@ -254,14 +263,12 @@ Test(stream_acks, bad_replies_end_the_connection, .init = setup, .fini = teardow
 {
 	static const uint8_t oversized[] = { 0x80, 0x08 }; /* a 1024-byte message */
 	static const uint8_t version0[] = { 0x02, 0x08, 0x00 };
-	struct mp_profile *p = small_profile();
-	struct mp_streamer *s = streamer(1 << 20);
-	int lfd = listen_unix(), fd;
+	int fd;
 
-	push(s, p, 0);
+	start(1 << 20);
+	push(0);
 	for (int bad = 0; bad < 3; bad++) {
-		fd = accept_within(lfd, 10000);
-		hello(fd);
+		fd = next_connection(true);
 		expect_chunk(fd, 0, 0);
 		if (bad == 0)
 			ack(fd, 7, 1);
@@ -272,22 +279,18 @@ Test(stream_acks, bad_replies_end_the_connection, .init = setup, .fini = teardow
 		expect_closed(fd);
 		cr_assert_eq(mp_streamer_target_lost(s, 7, false), 0);
 	}
-	fd = accept_within(lfd, 10000);
-	hello(fd);
+	fd = next_connection(true);
 	expect_chunk(fd, 0, 0);
 	ack(fd, 7, 0);
 	cr_assert_eq(mp_streamer_flush(s, 10000000000ull), 0);
 	cr_assert_eq(mp_streamer_target_lost(s, 7, true), 0);
 	close(fd);
-	push(s, p, 1);
-	fd = accept_within(lfd, 10000);
+	push(1);
+	fd = next_connection(false);
 	expect_chunk(fd, 1, 0);
 	send_all(fd, version0, sizeof(version0));
 	expect_closed(fd);
 	cr_assert_eq(mp_streamer_target_lost(s, 7, true), 1);
-	mp_streamer_free(s);
-	mp_profile_free(p);
-	close(lfd);
 }
 
 /* What awaits an ack counts in the buffer: with a 1-byte buffer one chunk
@@ -296,34 +299,29 @@ Test(stream_acks, bad_replies_end_the_connection, .init = setup, .fini = teardow
 Test(stream_acks, unacknowledged_chunks_stay_within_the_buffer, .init = setup, .fini = teardown,
      .timeout = 60)
 {
-	struct mp_profile *p = small_profile();
-	struct mp_streamer *s = streamer(1);
-	int lfd = listen_unix(), fd;
+	int fd;
 	uint64_t one;
 
-	push(s, p, 0);
-	fd = accept_within(lfd, 10000);
-	hello(fd);
+	start(1);
+	push(0);
+	fd = next_connection(true);
 	expect_chunk(fd, 0, 0);
 	one = mp_streamer_queued_total(s);
 	cr_assert_gt(one, 0);
-	push(s, p, 1);
-	push(s, p, 2);
+	push(1);
+	push(2);
 	cr_assert_eq(mp_streamer_target_lost(s, 7, false), 1);
 	cr_assert_leq(mp_streamer_queued_total(s), 2 * one + 16);
 	ack(fd, 7, 0);
 	expect_chunk(fd, 1, 0);
 	ack(fd, 7, 1);
 	cr_assert_eq(mp_streamer_flush(s, 10000000000ull), 0);
-	push(s, p, 3);
+	push(3);
 	expect_chunk(fd, 3, 1);
 	ack(fd, 7, 3);
 	cr_assert_eq(mp_streamer_flush(s, 10000000000ull), 0);
 	cr_assert_eq(mp_streamer_queued_total(s), 0);
 	close(fd);
-	mp_streamer_free(s);
-	mp_profile_free(p);
-	close(lfd);
 }
 
 /* A collector that never says hello (the protocol before
@@ -332,22 +330,18 @@ Test(stream_acks, unacknowledged_chunks_stay_within_the_buffer, .init = setup, .
 Test(stream_acks, collector_without_hello_is_served_as_before, .init = setup, .fini = teardown,
      .timeout = 60)
 {
-	struct mp_profile *p = small_profile();
-	struct mp_streamer *s = streamer(1 << 20);
-	int lfd = listen_unix(), fd;
+	int fd;
 
-	push(s, p, 0);
-	fd = accept_within(lfd, 10000);
+	start(1 << 20);
+	push(0);
+	fd = next_connection(false);
 	expect_chunk(fd, 0, 0);
 	cr_assert_eq(mp_streamer_flush(s, 20000000000ull), 0);
-	push(s, p, 1);
+	push(1);
 	expect_chunk(fd, 1, 0);
 	cr_assert_eq(mp_streamer_flush(s, 10000000000ull), 0);
 	cr_assert_eq(mp_streamer_target_lost(s, 7, true), 0);
 	close(fd);
-	mp_streamer_free(s);
-	mp_profile_free(p);
-	close(lfd);
 }
 
 /* --- an HTTP backend whose first response never comes --- */
@@ -430,8 +424,6 @@ Test(stream_acks, http_request_without_response_is_sent_again, .init = setup, .f
 	struct sockaddr_in sa = { .sin_family = AF_INET,
 				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(sa);
-	struct mp_profile *p = small_profile();
-	struct mp_streamer *s;
 	char line[1024], want[1024];
 	pthread_t th;
 
@@ -442,8 +434,9 @@ Test(stream_acks, http_request_without_response_is_sent_again, .init = setup, .f
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/ingest", ntohs(sa.sin_port));
 	cr_assert_eq(mp_stream_url_check(url), 0);
 	cr_assert_eq(pthread_create(&th, NULL, http_main, &h), 0);
+	p = small_profile();
 	s = streamer(1 << 20);
-	push(s, p, 0);
+	push(0);
 	cr_assert_eq(mp_streamer_flush(s, 20000000000ull), 0);
 	pthread_join(th, NULL);
 	cr_assert_eq(h.requests, 2);
@@ -456,7 +449,5 @@ Test(stream_acks, http_request_without_response_is_sent_again, .init = setup, .f
 		 url);
 	cr_assert_eq(strncmp(line, want, strlen(want)), 0, "%s", line);
 	cr_assert_eq(mp_streamer_target_lost(s, 7, true), 0);
-	mp_streamer_free(s);
-	mp_profile_free(p);
 	close(h.lfd);
 }

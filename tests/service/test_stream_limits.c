@@ -16,17 +16,6 @@
 #include "helpers.h"
 #include "stream.h"
 
-static struct mp_profile *small_profile(void)
-{
-	struct mp_profile *p = mp_profile_new();
-
-	cr_assert_not_null(p);
-	cr_assert_eq(mp_profile_set_process(p, 42, "/bin/fixture", NULL, "fixture"), 0);
-	p->begin_ns = 1;
-	p->end_ns = 2;
-	return p;
-}
-
 static void push(struct mp_streamer *s, struct mp_profile *p, uint64_t target, uint64_t seq,
 		 const char *url)
 {
