@@ -48,6 +48,17 @@ static void put_alloc(uint32_t ring, uint64_t pos, uint64_t ts)
 	s->dims[1] = 32;
 }
 
+/* A consumer of the image that found every ring empty in a read told @t;
+ * the records it hands over later count in @n. */
+static struct mp_consumer *read_empty_at(uint64_t t, int *n)
+{
+	struct mp_consumer *c;
+
+	cr_assert_eq(mp_consumer_open_mem(m.mem, m.len, &c), 0);
+	cr_assert_eq(mp_consumer_read_rings_at(c, 64, t, count_cb, n), 0);
+	return c;
+}
+
 Test(complete, unknown_until_read_then_the_time_of_the_read)
 {
 	struct mp_consumer *c;
@@ -83,11 +94,9 @@ static int during_cb(void *ctx, uint32_t ring, const struct mp_record *rec)
 
 Test(complete, a_ring_left_with_records_holds_back_at_its_last_record)
 {
-	struct mp_consumer *c;
 	int n = 0;
+	struct mp_consumer *c = read_empty_at(100, &n);
 
-	cr_assert_eq(mp_consumer_open_mem(m.mem, m.len, &c), 0);
-	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 100, count_cb, &n), 0);
 	for (uint64_t i = 0; i < 5; i++)
 		put_alloc(0, i, 1000 + 10 * i);
 	/* rings 1 and 2 found empty at 2000 (every ring is looked at before
@@ -108,11 +117,9 @@ Test(complete, a_ring_left_with_records_holds_back_at_its_last_record)
  * hands it over and moves the bound only then. */
 Test(complete, never_past_a_ring_not_read_again)
 {
-	struct mp_consumer *c;
 	int n = 0;
+	struct mp_consumer *c = read_empty_at(500, &n);
 
-	cr_assert_eq(mp_consumer_open_mem(m.mem, m.len, &c), 0);
-	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 500, count_cb, &n), 0);
 	put_alloc(2, 0, 400); /* stamped before the read, published after it */
 	cr_assert_eq(mp_consumer_complete_ns(c), 500);
 	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 900, count_cb, &n), 1);
@@ -123,11 +130,9 @@ Test(complete, never_past_a_ring_not_read_again)
 /* A ring a lap ahead is corrupt: it never counts as read. */
 Test(complete, a_corrupt_ring_never_counts_as_read)
 {
-	struct mp_consumer *c;
 	int n = 0;
+	struct mp_consumer *c = read_empty_at(100, &n);
 
-	cr_assert_eq(mp_consumer_open_mem(m.mem, m.len, &c), 0);
-	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 100, count_cb, &n), 0);
 	put_alloc(1, 0, 200);
 	m.slots[1 * 8 + 0].seq = 9 + 1; /* position 8's record in slot 0 */
 	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 300, count_cb, &n), -EBADMSG);
