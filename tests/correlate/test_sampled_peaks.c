@@ -18,6 +18,7 @@
 #include "live.h"
 #include "profile.h"
 #include "sampling.h"
+#include "../profile/helpers.h"
 
 /* xorshift64*, as the interposer draws */
 static uint64_t rnd(uint64_t *s)
@@ -262,12 +263,8 @@ Test(sampled_peaks, truth_within_estimate_plus_minus_3_se_and_bias, .timeout = 2
 		own = &s.p->owners[MP_OWNER_UNKNOWN];
 		cr_assert_eq(step->calls, CALLS);
 		/* sampling happened in every run: every figure has its error */
-		cr_assert_gt(step->peak_added_var, 0);
-		cr_assert_gt(step->peak_var, 0);
-		cr_assert_gt(step->peak_added_bias_bound, 0);
+		assert_peak_errors(step, own, true);
 		cr_assert_gt(ph->peak_var, 0);
-		cr_assert_gt(own->peak_var, 0);
-		cr_assert_gt(own->peak_bias_bound, 0);
 		cr_assert_gt(s.p->peak_bias_bound, 0);
 		cover(&cv[0], s.step_peak_added, step->peak_added, step->peak_added_var,
 		      step->peak_added_bias_bound);
@@ -394,14 +391,10 @@ Test(sampled_peaks, exact_mode_has_none)
 	cr_assert_eq(mp_correlator_finish(s.c, ++s.ts, &p), 0);
 	mp_correlator_free(s.c);
 	cr_assert_eq(p->kernels[0].peak_added, 40);
-	cr_assert_eq(p->kernels[0].peak_var, 0);
-	cr_assert_eq(p->kernels[0].peak_added_var, 0);
-	cr_assert_eq(p->kernels[0].peak_added_bias_bound, 0);
+	assert_peak_errors(&p->kernels[0], &p->owners[0], false);
 	cr_assert_eq(p->invocations[0].added_var, 0);
 	cr_assert_eq(p->invocations[0].peak_var, 0);
 	cr_assert_eq(p->phases[0].peak_var, 0);
-	cr_assert_eq(p->owners[0].peak_var, 0);
-	cr_assert_eq(p->owners[0].peak_bias_bound, 0);
 	cr_assert_null(p->site_vars);
 	mp_profile_free(p);
 }

@@ -22,6 +22,7 @@
 #include "report.h"
 #include "window.h"
 #include "../common/helpers.h"
+#include "../profile/helpers.h"
 
 extern char **environ;
 
@@ -106,19 +107,6 @@ Test(sampled, one_byte_interval_is_exact_and_has_no_phantom_block, .timeout = 12
 	mp_profile_free(p);
 }
 
-/* The report of @p in @format, in a malloc'd string. */
-static char *report(const struct mp_profile *p, enum mp_report_format format)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
-
-	cr_assert_not_null(f);
-	cr_assert_eq(mp_report_write(p, format, NULL, f), 0);
-	fclose(f);
-	return buf;
-}
-
 /* The window scenario's exact figures, from the sizes it allocates: its
  * allocated bytes, and the variances of the estimates of them and of the
  * live bytes of its first window (sampled with mean interval @mean). */
@@ -163,10 +151,10 @@ Test(sampled, window_estimates_within_their_standard_errors, .timeout = 300)
 	window_truth(atol(STEPS), mean, &alloc, &alloc_var, &live_var);
 	cr_assert_eq(mp_profile_kernel(exact, "win")->incl.alloc_bytes, alloc);
 	peak = exact->peak_bytes;
-	s = report(exact, MP_REPORT_TABLE);
+	s = render(exact, MP_REPORT_TABLE, NULL);
 	cr_assert_null(strstr(s, "±"), "exact table shows ±:\n%s", s);
 	free(s);
-	s = report(exact, MP_REPORT_JSON);
+	s = render(exact, MP_REPORT_JSON, NULL);
 	cr_assert_null(strstr(s, "Stderr"), "exact JSON has a stderr field");
 	cr_assert_null(strstr(s, "BiasBound"));
 	free(s);
@@ -206,16 +194,9 @@ Test(sampled, window_estimates_within_their_standard_errors, .timeout = 300)
 			  " by more than the bound %.0f",
 			  p->peak_bytes, pse, peak, p->peak_bias_bound);
 
-		s = report(p, MP_REPORT_TABLE);
-		cr_assert_not_null(strstr(s, "peak "), "%s", s);
-		cr_assert_not_null(strstr(s, " ± "), "sampled table without ±:\n%s", s);
-		cr_assert_not_null(strstr(s, "biased up by at most"), "%s", s);
-		free(s);
-		s = report(p, MP_REPORT_JSON);
-		cr_assert_not_null(strstr(s, "\"peakBytesStderr\""));
-		cr_assert_not_null(strstr(s, "\"peakBytesBiasBound\""));
-		cr_assert_not_null(strstr(s, "\"allocBytesStderr\""));
-		free(s);
+		assert_report_has(p, MP_REPORT_TABLE, "peak ", " ± ", "biased up by at most");
+		assert_report_has(p, MP_REPORT_JSON, "\"peakBytesStderr\"",
+				  "\"peakBytesBiasBound\"", "\"allocBytesStderr\"");
 		mp_profile_free(p);
 	}
 }
@@ -315,13 +296,9 @@ Test(sampled, kernel_peaks_and_sites_carry_their_errors, .timeout = 400)
 	window_truth(atol(STEPS), 4096, &alloc, &alloc_var, &live_var);
 	cr_assert(ek && eo);
 	cr_assert_gt(ek->peak_added, 0);
-	cr_assert_eq(ek->peak_var, 0);
-	cr_assert_eq(ek->peak_added_var, 0);
-	cr_assert_eq(ek->peak_added_bias_bound, 0);
-	cr_assert_eq(eo->peak_var, 0);
-	cr_assert_eq(eo->peak_bias_bound, 0);
+	assert_peak_errors(ek, eo, false);
 	cr_assert_null(exact->site_vars);
-	s = report(exact, MP_REPORT_TABLE);
+	s = render(exact, MP_REPORT_TABLE, NULL);
 	cr_assert_null(strstr(s, "BIAS"), "exact table with bias columns:\n%s", s);
 	free(s);
 	decode(exact, dir, &pc, &pp);
@@ -349,11 +326,7 @@ Test(sampled, kernel_peaks_and_sites_carry_their_errors, .timeout = 400)
 			    i, k->peak_added, sqrt(k->peak_added_var), k->peak_added_bias_bound,
 			    ek->peak_added, k->peak_bytes, sqrt(k->peak_var), ek->peak_bytes,
 			    o->peak_bytes, sqrt(o->peak_var), o->peak_bias_bound, eo->peak_bytes);
-		cr_assert_gt(k->peak_added_var, 0);
-		cr_assert_gt(k->peak_var, 0);
-		cr_assert_gt(k->peak_added_bias_bound, 0);
-		cr_assert_gt(o->peak_var, 0);
-		cr_assert_gt(o->peak_bias_bound, 0);
+		assert_peak_errors(k, o, true);
 		/* every block of the window is allocated in win: its peak's
 		 * error is that of a window's live estimate (~40 samples) */
 		cr_assert(sqrt(k->peak_added_var) > sqrt(live_var) / 3 &&
@@ -382,15 +355,9 @@ Test(sampled, kernel_peaks_and_sites_carry_their_errors, .timeout = 400)
 		cr_assert(site_var > 0 && fabs(site_var - k->incl.alloc_var) <= 1e-9 * site_var,
 			  "sites' variance %.0f, kernel's %.0f", site_var, k->incl.alloc_var);
 
-		s = report(p, MP_REPORT_TABLE);
-		cr_assert_not_null(strstr(s, "±PEAK_ADDED"), "%s", s);
-		cr_assert_not_null(strstr(s, "±PEAK_LIVE"), "%s", s);
-		free(s);
-		s = report(p, MP_REPORT_JSON);
-		cr_assert_not_null(strstr(s, "\"peakAddedStderr\""));
-		cr_assert_not_null(strstr(s, "\"peakAddedBiasBound\""));
-		cr_assert_not_null(strstr(s, "\"allocSpaceStderr\""));
-		free(s);
+		assert_report_has(p, MP_REPORT_TABLE, "±PEAK_ADDED", "±PEAK_LIVE");
+		assert_report_has(p, MP_REPORT_JSON, "\"peakAddedStderr\"",
+				  "\"peakAddedBiasBound\"", "\"allocSpaceStderr\"");
 		decode(p, dir, &pc, &pp);
 		cr_assert_not_null(strstr(pc, "\n  peak_added_var: "), "%s", pc);
 		cr_assert_not_null(strstr(pc, "\n  peak_added_bias_bound: "), "%s", pc);

@@ -202,6 +202,45 @@ static UNUSED char *render(const struct mp_profile *p, enum mp_report_format fmt
 	return buf;
 }
 
+/* Asserts that @p's report in @fmt holds every string of the list. */
+#define assert_report_has(p, fmt, ...) \
+	assert_report_has_all((p), (fmt), (const char *const[]){ __VA_ARGS__, NULL })
+
+static UNUSED void assert_report_has_all(const struct mp_profile *p, enum mp_report_format fmt,
+					 const char *const *want)
+{
+	char *txt = render(p, fmt, NULL);
+
+	for (; *want; want++)
+		cr_assert_not_null(strstr(txt, *want), "no \"%s\" in the report:\n%s", *want, txt);
+	free(txt);
+}
+
+/* Asserts the sampled-mode errors of kernel @k's peaks and of owner @o's
+ * peak: each positive where blocks were sampled (@sampled), each 0 in
+ * exact mode. */
+static UNUSED void assert_peak_errors(const struct mp_kernel *k, const struct mp_pool *o,
+				      bool sampled)
+{
+	const struct {
+		const char *name;
+		double value;
+	} e[] = {
+		{ "kernel peak_var", k->peak_var },
+		{ "kernel peak_added_var", k->peak_added_var },
+		{ "kernel peak_added_bias_bound", k->peak_added_bias_bound },
+		{ "owner peak_var", o->peak_var },
+		{ "owner peak_bias_bound", o->peak_bias_bound },
+	};
+
+	for (size_t i = 0; i < sizeof(e) / sizeof(e[0]); i++) {
+		if (sampled)
+			cr_assert_gt(e[i].value, 0, "%s %g, sampled", e[i].name, e[i].value);
+		else
+			cr_assert_eq(e[i].value, 0, "%s %g, exact", e[i].name, e[i].value);
+	}
+}
+
 /* ---- deep comparison of model objects ---- */
 
 #define EQ(path, field, got, want)                                                            \
