@@ -68,15 +68,22 @@ static char **env_with(const char *preload)
 	return env;
 }
 
+/* Reaps @pid (@what): its exit status (a death by signal fails). */
+static int wait_exit(pid_t pid, const char *what)
+{
+	int st;
+
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st), "%s died by signal %d", what, WTERMSIG(st));
+	return WEXITSTATUS(st);
+}
+
 static int spawn_wait(char *const argv[], char **envp)
 {
 	pid_t pid;
-	int st;
 
 	cr_assert_eq(posix_spawn(&pid, argv[0], NULL, NULL, argv, envp), 0, "spawn %s", argv[0]);
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st), "%s died by signal %d", argv[0], WTERMSIG(st));
-	return WEXITSTATUS(st);
+	return wait_exit(pid, argv[0]);
 }
 
 static struct mp_profile *load(const char *path)
@@ -89,18 +96,17 @@ static struct mp_profile *load(const char *path)
 	return p;
 }
 
-/* `memprof run -o TMP [--tracer T] -- fixture-inproc ARGS` (the suite's
- * path when @tracer is NULL), with @preload (an allocator) preloaded after
- * libmemprof. */
-static struct mp_profile *run(const char *tracer, const char *preload, const char *fixture,
-			      const char *a1, const char *a2)
+/* Starts `memprof run [--tracer T] -o @path --print none -- @fixture ARGS`
+ * (the suite's path when @tracer is NULL; the ARGS from @args up to a
+ * NULL, 4 at most), with @preload (an allocator) preloaded after
+ * libmemprof; its pid. */
+static pid_t run_start(const char *tracer, const char *preload, char *path, const char *fixture,
+		       const char *const *args)
 {
-	char path[] = "/tmp/mp-inproc-XXXXXX";
 	char *argv[16];
-	int n = 0, fd = mkstemp(path);
+	int n = 0;
+	pid_t pid;
 
-	cr_assert_geq(fd, 0);
-	close(fd);
 	argv[n++] = path_of("cli/memprof");
 	argv[n++] = "run";
 	if (tracer) {
@@ -113,13 +119,28 @@ static struct mp_profile *run(const char *tracer, const char *preload, const cha
 	argv[n++] = "none";
 	argv[n++] = "--";
 	argv[n++] = path_of(fixture);
-	if (a1)
-		argv[n++] = (char *)a1;
-	if (a2)
-		argv[n++] = (char *)a2;
+	for (int i = 0; args[i] && i < 4; i++)
+		argv[n++] = (char *)args[i];
 	argv[n] = NULL;
-	cr_assert_eq(spawn_wait(tracer ? argv : mp_test_argv(argv), env_with(preload)), 0,
-		     "memprof run %s %s", fixture, a1 ? a1 : "");
+	cr_assert_eq(posix_spawn(&pid, argv[0], NULL, NULL, tracer ? argv : mp_test_argv(argv),
+				 env_with(preload)),
+		     0, "spawn %s", argv[0]);
+	return pid;
+}
+
+/* `memprof run -o TMP [--tracer T] -- fixture-inproc A1 A2` (see
+ * run_start(); @a2 only after @a1) to its end: the profile. */
+static struct mp_profile *run(const char *tracer, const char *preload, const char *fixture,
+			      const char *a1, const char *a2)
+{
+	char path[] = "/tmp/mp-inproc-XXXXXX";
+	int fd = mkstemp(path);
+	pid_t pid;
+
+	cr_assert_geq(fd, 0);
+	close(fd);
+	pid = run_start(tracer, preload, path, fixture, (const char *[]){ a1, a2, NULL });
+	cr_assert_eq(wait_exit(pid, "memprof run"), 0, "memprof run %s %s", fixture, a1 ? a1 : "");
 	return load(path);
 }
 
@@ -428,24 +449,12 @@ static uint64_t wakeups_of(pid_t pid)
 Test(inproc, idle_target_is_polled_less_and_the_burst_after_stays_exact, .timeout = 120)
 {
 	char path[] = "/tmp/mp-inproc-XXXXXX";
-	char *argv[] = { path_of("cli/memprof"),
-			 "run",
-			 "-o",
-			 path,
-			 "--print",
-			 "none",
-			 "--",
-			 path_of("tests/e2e/fixture-inproc"),
-			 "idle",
-			 "2500",
-			 "200000",
-			 NULL };
 	struct mp_mem_stats want = { .alloc_count = WINDOW_LIVE + 200000,
 				     .free_count = WINDOW_LIVE + 200000 };
 	uint64_t rng = WINDOW_SEED, before, after;
 	struct mp_profile *p;
 	pid_t pid;
-	int fd, st;
+	int fd;
 
 	need_root();
 	for (long i = 0; i < WINDOW_LIVE + 200000; i++)
@@ -454,14 +463,14 @@ Test(inproc, idle_target_is_polled_less_and_the_burst_after_stays_exact, .timeou
 	fd = mkstemp(path);
 	cr_assert_geq(fd, 0);
 	close(fd);
-	cr_assert_eq(posix_spawn(&pid, argv[0], NULL, NULL, mp_test_argv(argv), env_with(NULL)), 0);
+	pid = run_start(NULL, NULL, path, "tests/e2e/fixture-inproc",
+			(const char *[]){ "idle", "2500", "200000", NULL });
 	/* attached within the first second; the target sleeps until 2.5 s */
 	nanosleep(&(struct timespec){ .tv_sec = 1, .tv_nsec = 200 * 1000 * 1000 }, NULL);
 	before = wakeups_of(pid);
 	nanosleep(&(struct timespec){ .tv_sec = 1 }, NULL);
 	after = wakeups_of(pid);
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprof run status %d", st);
+	cr_assert_eq(wait_exit(pid, "memprof run"), 0, "memprof run exit status");
 	cr_assert_lt(after - before, 1000, "%" PRIu64 " wake-ups in one second of an idle target",
 		     after - before);
 	p = load(path);
