@@ -194,8 +194,8 @@ static void detach_to_final(struct daemon *d, struct coll *c, pid_t f, char *gap
 	int waited_ms = 0;
 
 	snprintf(ps, sizeof(ps), "%d", (int)f);
-	snprintf(dropped, sizeof(dropped), "final chunk of target %" PRIu64 " (pid %d) dropped",
-		 (uint64_t)1, (int)f);
+	/* the daemon's only target, its first: target 1 */
+	snprintf(dropped, sizeof(dropped), "final chunk of target 1 (pid %d) dropped", (int)f);
 	cr_assert_eq(client(out, sizeof(out), d, "detach", ps, NULL), 0);
 	while (!ch.final) {
 		if (!final_may_drop) {
