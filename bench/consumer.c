@@ -230,7 +230,7 @@ static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_rec
 	if (marker)
 		return mp_correlator_on_record(p->corr, marker);
 	mp_ringq_raw(rec, 1, &ev);
-	return mp_live_apply(p->live, &ev, mp_correlator_on_heap, p->corr);
+	return mp_correlator_apply_heap(p->corr, p->live, &ev, 0);
 }
 
 static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,

@@ -1101,8 +1101,8 @@ static void heap_down(struct mp_consumer *c, uint32_t i)
  * ring has nothing more published (or the record was already reflected in
  * the attach snapshot: *@skipped is then set), negative errno when it is
  * corrupted (stored in err_pending). */
-static inline int take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped,
-		       bool *dirty)
+static inline __attribute__((always_inline)) int
+take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped, bool *dirty)
 {
 	struct tstate *t = &c->ts[i];
 	struct mp_slot *s = slot_at(c, i, t->pos);

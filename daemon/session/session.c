@@ -401,9 +401,14 @@ static int handle_heap_record(struct session *s, const struct mp_ringq_rec *rec)
 		ev.size = mp_tracer_sample_estimate(ev.size, s->o->sample_bytes);
 		ev.fn |= MP_LIVE_FN_SCALED;
 	}
-	s->cur_stack = rec->stack;
-	r = mp_live_apply(s->live, &ev, on_heap, s);
-	s->cur_stack = 0;
+	if (s->o->dump) {
+		s->cur_stack = rec->stack;
+		r = mp_live_apply(s->live, &ev, on_heap, s);
+		s->cur_stack = 0;
+	} else {
+		/* what on_heap() does without the dump, inlined */
+		r = mp_correlator_apply_heap(s->corr, s->live, &ev, rec->stack);
+	}
 	if (r < 0)
 		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
 	return 0;
