@@ -91,6 +91,9 @@ struct tsc_clock {
 	enum tsc_mode mode;
 	bool ready; /* cal holds a rate (LIVE: after the first TSC record) */
 	bool seen; /* a TSC record was read: keep refreshing */
+	/* mode is not TSC_REJECT, ready and seen: a TSC record is just
+	 * converted (heap_ts()) */
+	bool fast;
 	struct mp_tsc_cal cal;
 	/* LIVE: the rate is taken from pair a (at least TSC_MIN_BASE_NS old,
 	 * once there is such a pair, at most about 2 s) to the newest pair;
@@ -501,6 +504,7 @@ static bool tsc_refresh(struct mp_consumer *c)
 	}
 	if (p.tsc <= k->a.tsc || p.ns <= k->a.ns || p.ns - k->a.ns < TSC_MIN_BASE_NS) {
 		k->mode = TSC_REJECT;
+		k->fast = false;
 		return false;
 	}
 	k->cal.tsc = p.tsc;
@@ -528,11 +532,13 @@ void mp_consumer_set_tsc_cal(struct mp_consumer *c, const struct mp_tsc_cal *cal
 		return;
 	if (!cal) {
 		c->clk.mode = TSC_REJECT;
+		c->clk.fast = false;
 		return;
 	}
 	c->clk.mode = TSC_FIXED;
 	c->clk.cal = *cal;
 	c->clk.ready = true;
+	c->clk.fast = c->clk.seen;
 }
 
 /* The CLOCK_MONOTONIC stamp of a heap record of thread state @t whose
@@ -543,14 +549,17 @@ static inline __attribute__((always_inline)) int heap_ts(struct mp_consumer *c, 
 {
 	uint64_t ns;
 
-	if (likely(clock == MP_TS_MONOTONIC))
-		return 0;
-	if (clock != MP_TS_TSC || c->clk.mode == TSC_REJECT)
-		return -EBADMSG;
-	if (unlikely(!c->clk.ready || !c->clk.seen)) {
-		c->clk.seen = true;
-		if (c->clk.mode == TSC_LIVE && !tsc_refresh(c))
+	if (unlikely(clock != MP_TS_TSC || !c->clk.fast)) {
+		if (likely(clock == MP_TS_MONOTONIC))
+			return 0;
+		if (clock != MP_TS_TSC || c->clk.mode == TSC_REJECT)
 			return -EBADMSG;
+		if (unlikely(!c->clk.ready || !c->clk.seen)) {
+			c->clk.seen = true;
+			if (c->clk.mode == TSC_LIVE && !tsc_refresh(c))
+				return -EBADMSG;
+		}
+		c->clk.fast = c->clk.mode != TSC_REJECT && c->clk.ready && c->clk.seen;
 	}
 	ns = tsc_to_ns(&c->clk.cal, *ts);
 	if (t) {
@@ -1108,6 +1117,7 @@ take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped, bool
 	struct mp_slot *s = slot_at(c, i, t->pos);
 	uint64_t seq = LOAD(&s->seq, ACQUIRE);
 	struct mp_slot copy;
+	uint8_t type;
 	int e;
 
 	if (seq != t->pos + 1) {
@@ -1116,6 +1126,45 @@ take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped, bool
 		if ((int64_t)(seq - (t->pos + 1)) > 0)
 			c->err_pending = -EBADMSG;
 		return 0;
+	}
+	type = LOAD(&s->type, RELAXED);
+	if (likely(mp_record_is_heap(type))) {
+		/* A heap record (most of them): what decode() does, each
+		 * field read once straight from the slot into @r. */
+		uint8_t flags = LOAD(&s->flags, RELAXED), rank = LOAD(&s->rank, RELAXED);
+		uint8_t clock = LOAD(&s->clock, RELAXED);
+		uint32_t fn = LOAD(&s->name_id, RELAXED);
+
+		t->pos++;
+		if (!dirty || *dirty)
+			memset(r, 0, sizeof(*r));
+		if (dirty)
+			*dirty = false;
+		r->type = type;
+		r->flags = flags;
+		r->tid = LOAD(&s->tid, RELAXED);
+		r->ts_ns = LOAD(&s->ts_ns, RELAXED);
+		r->seq = LOAD(&s->tseq, RELAXED);
+		/* fn: a builtin allocator function (enum mp_alloc_fn); a
+		 * scaled sample is only an allocation. */
+		if (rank || fn >= MP_HEAP_FN_MAX || (flags & ~MP_REC_F_SCALED) ||
+		    (flags && type == MP_REC_FREE)) {
+			c->err_pending = -EBADMSG;
+			return -EBADMSG;
+		}
+		r->fn = fn;
+		r->stack = NULL;
+		r->heap.addr = (uint64_t)LOAD(&s->dims[0], RELAXED);
+		r->heap.size = (uint64_t)LOAD(&s->dims[1], RELAXED);
+		r->heap.caller = (uint64_t)LOAD(&s->dims[2], RELAXED);
+		r->heap.old_addr =
+			type == MP_REC_REALLOC ? (uint64_t)LOAD(&s->dims[3], RELAXED) : 0;
+		e = heap_ts(c, t, clock, &r->ts_ns);
+		if (e < 0) {
+			c->err_pending = e;
+			return e;
+		}
+		return 1;
 	}
 	/* the first cache line; dims (second line) only for shapes and pool
 	 * records; the first cache line holds a heap record's addr, size and

@@ -192,6 +192,7 @@ struct mp_correlator {
 	uint32_t fn_pool[FN_POOL_MAX]; /* pool + 1 of a probed function, 0: none */
 	struct tag_sum *reset_sums; /* a reset's slices per tag of the pool */
 	uint32_t reset_sums_cap;
+	uint32_t apply_stack; /* mp_correlator_apply_heap(): its @stack */
 };
 
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elsz)
@@ -1288,8 +1289,12 @@ static inline __attribute__((always_inline)) uint64_t on_heap(struct mp_correlat
 	if (c->finished)
 		return 0;
 	start(c, ev->ts_ns);
-	if (pool_heap_event(c, ev))
-		return pool_heap_alloc(c, ev);
+	if (pool_heap_event(c, ev)) {
+		/* a copy: @ev itself stays out of memory on the heap's path */
+		struct mp_heap_event copy = *ev;
+
+		return pool_heap_alloc(c, &copy);
+	}
 	switch (ev->kind) {
 	case MP_HEAP_ALLOC:
 		return on_alloc(c, ev);
@@ -1310,33 +1315,32 @@ uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev)
 	return on_heap(ctx, ev);
 }
 
-/* mp_correlator_apply_heap(): the correlator and the stack id of the
- * event being applied. */
-struct heap_ctx {
-	struct mp_correlator *c;
-	uint32_t stack;
-};
-
+/* mp_correlator_apply_heap()'s callback: the stack id of the event being
+ * applied is in c->apply_stack (a pointer to a context on the stack would
+ * keep the event out of registers). */
 static inline __attribute__((always_inline)) uint64_t on_heap_stack(void *ctx,
 								    const struct mp_heap_event *ev)
 {
-	const struct heap_ctx *h = ctx;
+	struct mp_correlator *c = ctx;
 
-	if (ev->kind == MP_HEAP_ALLOC && h->stack) {
+	if (ev->kind == MP_HEAP_ALLOC && c->apply_stack) {
 		struct mp_heap_event with = *ev;
 
-		with.stack = h->stack;
-		return on_heap(h->c, &with);
+		with.stack = c->apply_stack;
+		return on_heap(c, &with);
 	}
-	return on_heap(h->c, ev);
+	return on_heap(c, ev);
 }
 
 int mp_correlator_apply_heap(struct mp_correlator *c, struct mp_live *l,
 			     const struct mp_raw_event *ev, uint32_t stack)
 {
-	struct heap_ctx h = { .c = c, .stack = stack };
+	int r;
 
-	return mp_live_apply_inline_(l, ev, on_heap_stack, &h);
+	c->apply_stack = stack;
+	r = mp_live_apply_inline_(l, ev, on_heap_stack, c);
+	c->apply_stack = 0;
+	return r;
 }
 
 /* ---- RSS from samples ---- */

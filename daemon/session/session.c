@@ -458,9 +458,10 @@ static int dispatch(struct session *s, const struct mp_merge_item *it)
 	return 0;
 }
 
-/* A ring record released by the ring queue. */
-static int on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
-		       void *ref)
+/* A ring record released by the ring queue (inlined where a record is
+ * released as it is read: its held copy then stays in registers). */
+static inline __attribute__((always_inline)) int
+on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker, void *ref)
 {
 	struct session *s = ctx;
 	int r;
