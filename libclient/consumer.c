@@ -465,8 +465,22 @@ static struct tsc_pair tsc_pair_take(void)
 static inline __attribute__((always_inline)) uint64_t tsc_to_ns(const struct mp_tsc_cal *cal,
 								uint64_t tsc)
 {
-	__int128 d = (__int128)(int64_t)(tsc - cal->tsc) * cal->mult;
-	__int128 ns = (__int128)cal->ns + (d >> 32);
+	int64_t dt = (int64_t)(tsc - cal->tsc);
+	__int128 d, ns;
+
+	/* Within 2^31 ticks of the pair (~1 s) at up to 1 ns a tick (the
+	 * records of a read: the pair is taken at its start), the product
+	 * fits 64 bits: the same value as below, in a third of the
+	 * instructions. */
+	if (likely((uint64_t)dt + (1ull << 31) < (1ull << 32) && cal->mult <= (1ull << 32))) {
+		int64_t q = (dt * (int64_t)cal->mult) >> 32;
+
+		if (q < 0)
+			return (uint64_t)-q > cal->ns ? 0 : cal->ns - (uint64_t)-q;
+		return cal->ns + (uint64_t)q < cal->ns ? UINT64_MAX : cal->ns + (uint64_t)q;
+	}
+	d = (__int128)dt * cal->mult;
+	ns = (__int128)cal->ns + (d >> 32);
 
 	if (unlikely(ns < 0))
 		return 0;
