@@ -57,6 +57,7 @@ static bool mp_record_is_heap(uint32_t type)
 
 struct tstate {
 	uint64_t pos; /* next position in this thread slot's ring */
+	struct mp_slot *slots; /* the ring: slot_at(c, i, 0) */
 	/* Last TSC record's converted stamp: a recalibration between two
 	 * reads never puts a thread's record before its predecessor. */
 	uint64_t tsc_last_ns;
@@ -614,8 +615,10 @@ static int consumer_attach(struct mp_consumer *c, bool membarrier)
 	/* Resume where the previous consumer stopped. If it died between
 	 * reading a record and storing tail, that record comes again and the
 	 * snapshot's record numbers drop it. */
-	for (uint32_t i = 0; i < c->thread_count; i++)
+	for (uint32_t i = 0; i < c->thread_count; i++) {
 		c->ts[i].pos = LOAD(&thread_at(c, i)->tail, RELAXED);
+		c->ts[i].slots = slot_at(c, i, 0);
+	}
 	return 0;
 }
 
@@ -1128,7 +1131,7 @@ static inline __attribute__((always_inline)) int
 take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped, bool *dirty)
 {
 	struct tstate *t = &c->ts[i];
-	struct mp_slot *s = slot_at(c, i, t->pos);
+	struct mp_slot *s = t->slots + (t->pos & c->mask);
 	uint64_t seq = LOAD(&s->seq, ACQUIRE);
 	struct mp_slot copy;
 	uint8_t type;
@@ -1283,7 +1286,7 @@ static uint64_t complete_except(const struct mp_consumer *c, uint32_t skip)
  * it). */
 static inline bool ring_has_next(struct mp_consumer *c, uint32_t i)
 {
-	uint64_t pos = c->ts[i].pos, seq = LOAD(&slot_at(c, i, pos)->seq, ACQUIRE);
+	uint64_t pos = c->ts[i].pos, seq = LOAD(&c->ts[i].slots[pos & c->mask].seq, ACQUIRE);
 
 	if (likely(seq == pos + 1))
 		return true;

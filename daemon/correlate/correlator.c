@@ -864,7 +864,8 @@ static inline int bucket_add(struct mp_bucket **v, uint32_t *n, uint32_t *hint, 
 {
 	struct mp_bucket *b = NULL;
 
-	if (*hint && *hint <= *n && (*v)[*hint - 1].id == id) {
+	/* *hint 0 wraps to UINT32_MAX: no bucket */
+	if (*hint - 1 < *n && (*v)[*hint - 1].id == id) {
 		b = &(*v)[*hint - 1];
 	} else {
 		for (uint32_t i = 0; i < *n; i++) {

@@ -100,17 +100,11 @@ static inline __attribute__((always_inline)) void mp_live_do_alloc_(struct mp_li
 								    uint64_t addr, mp_heap_cb cb,
 								    void *ctx)
 {
-	struct mp_live_block b = {
-		.addr = addr,
-		.size = ev->size,
-		.ts_ns = ev->ts_ns,
-		.caller = ev->caller,
-		.tid = ev->tid,
-		.fn = (uint16_t)mp_live_fn_index_(ev->fn),
-		.flags = l->cur_flags,
-	};
-	struct mp_live_fn_stats *fs = &l->st.fn[mp_live_fn_index_(ev->fn)];
+	uint32_t fn = mp_live_fn_index_(ev->fn);
+	struct mp_live_fn_stats *fs = &l->st.fn[fn];
 	size_t i = mp_live_probe_(l, addr);
+	struct mp_live_block *b;
+	uint64_t user = 0;
 
 	/* The allocator handed out a block we think is live: we missed its
 	 * release (dropped event). Forget the stale one quietly. */
@@ -135,12 +129,20 @@ static inline __attribute__((always_inline)) void mp_live_do_alloc_(struct mp_li
 			.caller = ev->caller,
 			.flags = (l->cur_flags & MP_LIVE_B_SCALED) ? MP_HEAP_F_SCALED : 0,
 		};
-		b.user = cb(ctx, &he);
+		user = cb(ctx, &he);
 	}
 	/* the callback does not touch the table: slot i is still the one */
-	l->slots[i] = b;
+	b = &l->slots[i];
+	b->addr = addr;
+	b->size = ev->size;
+	b->ts_ns = ev->ts_ns;
+	b->caller = ev->caller;
+	b->user = user;
+	b->tid = ev->tid;
+	b->fn = (uint16_t)fn;
+	b->flags = l->cur_flags;
 	l->used++;
-	if (b.fn == MP_FN_BRK)
+	if (fn == MP_FN_BRK)
 		l->brk_blocks++;
 	fs->allocs++;
 	fs->alloc_bytes += ev->size;
