@@ -1265,17 +1265,31 @@ on_free_(struct mp_correlator *c, const struct mp_heap_event *ev, const bool sam
 			     tag);
 }
 
+/* Sampled mode's copies, out of line: only precise mode's are inlined
+ * into every caller. */
+static __attribute__((noinline)) uint64_t on_alloc_sampled(struct mp_correlator *c,
+							   const struct mp_heap_event *ev)
+{
+	return on_alloc_(c, ev, true);
+}
+
+static __attribute__((noinline)) void on_free_sampled(struct mp_correlator *c,
+						      const struct mp_heap_event *ev)
+{
+	on_free_(c, ev, true);
+}
+
 static inline __attribute__((always_inline)) uint64_t on_alloc(struct mp_correlator *c,
 							       const struct mp_heap_event *ev)
 {
-	return c->opts.sample_bytes ? on_alloc_(c, ev, true) : on_alloc_(c, ev, false);
+	return c->opts.sample_bytes ? on_alloc_sampled(c, ev) : on_alloc_(c, ev, false);
 }
 
 static inline __attribute__((always_inline)) void on_free(struct mp_correlator *c,
 							  const struct mp_heap_event *ev)
 {
 	if (c->opts.sample_bytes)
-		on_free_(c, ev, true);
+		on_free_sampled(c, ev);
 	else
 		on_free_(c, ev, false);
 }

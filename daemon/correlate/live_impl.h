@@ -284,14 +284,15 @@ mp_live_apply_one_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb 
 static inline __attribute__((always_inline)) int
 mp_live_apply_inline_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb, void *ctx)
 {
-	struct mp_raw_event e;
+	struct mp_raw_event e = *ev;
 	int r;
 
-	if (!(ev->fn & MP_LIVE_FN_SCALED))
-		return mp_live_apply_one_(l, ev, cb, ctx);
-	e = *ev;
-	e.fn &= ~MP_LIVE_FN_SCALED;
-	l->cur_flags = MP_LIVE_B_SCALED;
+	/* one inlined copy of the event code for both (cur_flags is 0
+	 * outside this call) */
+	if (e.fn & MP_LIVE_FN_SCALED) {
+		e.fn &= ~MP_LIVE_FN_SCALED;
+		l->cur_flags = MP_LIVE_B_SCALED;
+	}
 	r = mp_live_apply_one_(l, &e, cb, ctx);
 	l->cur_flags = 0;
 	return r;
