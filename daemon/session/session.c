@@ -49,8 +49,15 @@
 /* How often to look for the target's marker ring until it has one. */
 #define RING_RETRY_NS (50 * 1000 * 1000ull)
 /* Bounded work per ring drain so one flooding producer can't starve the
- * rest of the loop. */
-#define RING_BATCH 65536
+ * rest of the loop. A drain that reads this many goes again at once, with
+ * a fresh clock (drain_more): records published while a drain runs are
+ * stamped after the clock it read, so they are held in the ring queue
+ * until the next one; short drains keep that window (and the queue) small
+ * and give the ring's space back without a sleep between them. */
+#define RING_BATCH 8192
+/* Drains of the final flush at most: every ring full at the largest
+ * capacity a ring may have (16 Mi slots in all, docs/RING.md). */
+#define FINAL_DRAINS ((16u << 20) / RING_BATCH)
 /* Ring records read between two releases during a read (release_reading). */
 #define RELEASE_EVERY 4096
 /* How often a caller address that is in no known mapping may trigger a
@@ -142,6 +149,14 @@ struct session {
 	uint64_t tick_ns; /* the tick's current period */
 	uint32_t idle_ticks; /* ticks in a row that found the ring empty */
 	bool ring_busy; /* records read since the last tick */
+	/* The last drain stopped at RING_BATCH: records are waiting (and in
+	 * precise mode, maybe a producer), so the loop drains again without
+	 * sleeping. */
+	bool drain_more;
+	/* for the debug log: drains that read records, those that stopped
+	 * at RING_BATCH, and the most ring records the ring queue held at
+	 * the end of one (read after the drain's clock: held for the next) */
+	uint64_t drains, drains_full, held_max;
 	int epfd, tickfd, sigfd, deadlinefd, periodicfd;
 	char exe[PATH_MAX];
 	char *cmdline;
@@ -755,6 +770,7 @@ static int drain_ring(struct session *s)
 {
 	int r;
 
+	s->drain_more = false;
 	if (!s->ring) {
 		uint64_t now = mp_now_ns();
 
@@ -806,6 +822,13 @@ static int drain_ring(struct session *s)
 				      s);
 	if (r > 0)
 		s->ring_busy = true;
+	s->drain_more = r >= RING_BATCH;
+	if (r > 0) {
+		s->drains++;
+		s->drains_full += s->drain_more;
+		if (mp_ringq_pending(s->rq) > s->held_max)
+			s->held_max = mp_ringq_pending(s->rq);
+	}
 	if (r == -ENOMEM)
 		return log_error_errno(r, "pid %d: merging markers: %m", (int)s->o->pid);
 	if (r < 0) {
@@ -1210,7 +1233,8 @@ static int loop(struct session *s)
 	while (!s->stop && !s->exited) {
 		bool ticked = false;
 
-		n = epoll_wait(s->epfd, evs, 8, -1);
+		/* a drain left records: look at the other fds, don't sleep */
+		n = epoll_wait(s->epfd, evs, 8, s->drain_more ? 0 : -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1298,6 +1322,11 @@ static void dump_summary(struct session *s)
 
 static void teardown(struct session *s)
 {
+	if (s->drains)
+		log_debug("pid %d: %" PRIu64 " ring drains, %" PRIu64
+			  " of them at the batch limit; at most %" PRIu64
+			  " ring records held for the merge after a drain",
+			  (int)s->o->pid, s->drains, s->drains_full, s->held_max);
 	mp_tracer_free(s->tracer);
 	ring_ref_free(s->ring_ref);
 	while (s->retired) {
@@ -1354,9 +1383,12 @@ int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 	if (r == 0)
 		r = loop(&s);
 	if (r == 0) {
-		/* Final flush: the tracer drains its ring once more at exit. */
+		/* Final flush: the tracer drains its ring once more at exit,
+		 * and the rings are read to the end (every ring may be full:
+		 * more than one drain's worth), at most their largest capacity
+		 * (a target still running after a stop keeps writing). */
 		r = drain_tracer(&s);
-		if (r == 0)
+		for (uint32_t i = 0; r == 0 && (i == 0 || s.drain_more) && i < FINAL_DRAINS; i++)
 			r = drain_ring(&s);
 		if (r == 0)
 			r = release(&s, UINT64_MAX);
