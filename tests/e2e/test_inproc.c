@@ -381,13 +381,17 @@ Test(inproc, attach_detach_reattach, .timeout = 120)
 		assert_exact(p);
 		k = kernel(p, "it");
 		cr_assert_gt(k->calls, 10, "round %d: %" PRIu64 " calls", round, k->calls);
-		/* one invocation cut by the attach and one by the detach (both
-		 * seen at load 13: 358 allocations in 360 calls) */
-		cr_assert(k->incl.alloc_count + 2 >= k->calls && k->incl.alloc_count <= k->calls,
+		/* Invocations cut by the attach and by the detach. The markers
+		 * of an invocation that begins between the attach's snapshot
+		 * and the interposer being turned on are recorded, its
+		 * allocation is not: under load that window spans a few
+		 * invocations of ~1 ms (358 allocations in 360 and in 361 calls
+		 * at load 10-13, in the full suite). */
+		cr_assert(k->incl.alloc_count + 6 >= k->calls && k->incl.alloc_count <= k->calls,
 			  "round %d: %" PRIu64 " allocations in %" PRIu64 " calls", round,
 			  k->incl.alloc_count, k->calls);
 		cr_assert_eq(k->incl.alloc_bytes, 64 * k->incl.alloc_count);
-		cr_assert(k->incl.free_count + 2 >= k->calls, "round %d", round);
+		cr_assert(k->incl.free_count + 6 >= k->calls, "round %d", round);
 		cr_assert_leq(p->unknown_frees, 1);
 		mp_profile_free(p);
 	}
