@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -468,34 +469,54 @@ static __attribute__((noinline)) int ring_put(struct tls *t, uint8_t type, uint8
 }
 
 /* Bounded wait of a precise-mode heap record for ring space (heapprofd's
- * block_client model): spin a little, then sleep in short steps, at most
- * WAIT_MAX_NS in all. A thread whose wait timed out drops at once until the
- * consumer moves again, so a stalled consumer costs one timeout, not one
- * per record. */
-#define WAIT_SPINS 2048
+ * block_client model), at most WAIT_MAX_NS in all, by the clock (1 s: the
+ * bound used to count 5,000 sleeps of a nominal 20 us, which took 0.35 s
+ * to seconds; a true 100 ms dropped records of the exactness tests at
+ * load 12, the daemon being off the CPU that long):
+ * - spin WAIT_SPINS times: a daemon that is draining gives space back
+ *   every 256 records it reads, some 10-20 us apart;
+ * - then yield the CPU (sched_yield) until WAIT_YIELD_NS have passed: on
+ *   a loaded machine the daemon may be waiting for this very CPU, and a
+ *   daemon between two ticks (0.5 ms apart while records come) is back
+ *   within that time; a sleep would oversleep it (a 20 us nanosleep takes
+ *   70-250 us in a VM: the timer slack is 50 us);
+ * - then sleep in WAIT_SLEEP_NS steps (a daemon that has backed off to a
+ *   slower tick, or a stalled one).
+ * A thread whose wait timed out drops at once until the consumer moves
+ * again, so a stalled consumer costs one timeout, not one per record. */
+#define WAIT_SPINS 1024
+#define WAIT_YIELD_NS (500 * 1000ull)
 #define WAIT_SLEEP_NS (20 * 1000)
-#define WAIT_MAX_NS (100 * 1000 * 1000ull)
+#define WAIT_MAX_NS (1000 * 1000 * 1000ull)
 
 /* Records ahead of the writer whose slot mp_ring_write() prefetches. */
 #define RING_PREFETCH 8
 
 static bool ring_wait_inner(struct tls *t, uint64_t pos)
 {
-	uint64_t slept = 0;
+	uint64_t t0 = 0;
 
 	__atomic_fetch_add(&g.hdr->alloc_waits, 1, __ATOMIC_RELAXED);
 	for (unsigned i = 0;; i++) {
 		if (i < WAIT_SPINS) {
 			cpu_relax();
 		} else {
-			struct timespec ts = { .tv_nsec = WAIT_SLEEP_NS };
+			uint64_t now = now_ns(), spent;
 
-			if (slept >= WAIT_MAX_NS) {
+			if (!t0)
+				t0 = now;
+			spent = now - t0;
+			if (spent >= WAIT_MAX_NS) {
 				t->gave_up = 1;
 				return false;
 			}
-			nanosleep(&ts, NULL);
-			slept += WAIT_SLEEP_NS;
+			if (spent < WAIT_YIELD_NS) {
+				sched_yield();
+			} else {
+				struct timespec ts = { .tv_nsec = WAIT_SLEEP_NS };
+
+				nanosleep(&ts, NULL);
+			}
 		}
 		/* a consumer that detaches turns the interposer off */
 		if (!LOAD(&g.hdr->alloc_mode, RELAXED))
@@ -513,8 +534,8 @@ static bool ring_wait(struct tls *t, uint64_t pos)
 
 	if (t->gave_up)
 		return false;
-	/* nanosleep may set errno: the interposer's caller must not see it
-	 * (the record path leaves errno alone, interpose.c) */
+	/* nanosleep and sched_yield may set errno: the interposer's caller
+	 * must not see it (the record path leaves errno alone, interpose.c) */
 	saved = errno;
 	r = ring_wait_inner(t, pos);
 	errno = saved;
