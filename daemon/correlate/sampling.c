@@ -68,7 +68,8 @@ double mp_sample_prob_cached(uint64_t est, uint64_t interval)
 
 double mp_sample_var(uint64_t est, uint64_t interval, int scaled)
 {
-	double p = mp_sample_prob(est, interval, scaled);
+	/* per sampled free in the correlator: the cached inverse */
+	double p = scaled ? mp_sample_prob_cached(est, interval) : 1.0;
 
 	return (double)est * (double)est * (1.0 - p);
 }

@@ -29,7 +29,8 @@ double mp_sample_prob_cached(uint64_t est, uint64_t interval);
 
 /* Unbiased (Horvitz-Thompson) estimate of the variance a sampled block of
  * estimate @est adds to any sum of estimates it is part of: est^2 (1 - p),
- * i.e. w^2 (1 - p) / p^2. 0 for a block sent exact. */
+ * i.e. w^2 (1 - p) / p^2. 0 for a block sent exact. p comes from
+ * mp_sample_prob_cached(). */
 double mp_sample_var(uint64_t est, uint64_t interval, int scaled);
 
 /* Upper bound on E[peak estimate] - true peak, for a peak taken over

@@ -97,8 +97,12 @@ Test(sampling, cached_probability_is_bit_identical)
 			for (uint64_t w = 1; w < mean; w += step) {
 				uint64_t est = estimate(w, mean);
 
-				cr_assert(same_bits(mp_sample_prob_cached(est, mean),
-						    mp_sample_prob(est, mean, 1)),
+				double want = mp_sample_prob(est, mean, 1);
+
+				/* the correlator's free path: mp_sample_var() */
+				cr_assert(same_bits(mp_sample_var(est, mean, 1),
+						    (double)est * (double)est * (1.0 - want)));
+				cr_assert(same_bits(mp_sample_prob_cached(est, mean), want),
 					  "mean %lu size %lu est %lu", (unsigned long)mean,
 					  (unsigned long)w, (unsigned long)est);
 				/* the same estimate under the next interval */
