@@ -148,6 +148,8 @@ static int cmp_double(const void *a, const void *b)
 /* Median and fastest ns per pair of FRESH_THREADS fresh threads, each on a
  * new ring slot (mode: MP_ALLOC_*; -1: libc's pair). Threads alternate
  * with the untraced ones in the caller. */
+static int drain_along;
+
 static void fresh_ns(struct mp_consumer *c, int mode, struct fresh *f, pthread_t *th, int hold)
 {
 	if (mode >= 0 &&
@@ -157,9 +159,13 @@ static void fresh_ns(struct mp_consumer *c, int mode, struct fresh *f, pthread_t
 	f->hold = hold;
 	if (pthread_create(th, NULL, fresh_run, f) != 0)
 		exit(1);
-	/* its pairs are done when its CPU time is set; drain as we go */
+	/* its pairs are done when its CPU time is set; its records fit in
+	 * the ring, drained after it (BENCH_FRESH_DRAIN=1: as it writes, a
+	 * consumer always caught up, whose reads of the slot the producer
+	 * writes next cost the producer a cache miss per record) */
 	while (!__atomic_load_n(&f->done, __ATOMIC_ACQUIRE))
-		drain(c);
+		if (drain_along)
+			drain(c);
 	drain(c);
 }
 
@@ -170,6 +176,7 @@ static void fresh_rows(struct mp_consumer *c, double untraced)
 	double v[2][FRESH_THREADS];
 	int hold[2];
 
+	drain_along = getenv("BENCH_FRESH_DRAIN") && atoi(getenv("BENCH_FRESH_DRAIN"));
 	if (pipe(hold) < 0)
 		exit(1);
 	for (int i = 0; i < FRESH_THREADS; i++) {
@@ -185,8 +192,9 @@ static void fresh_rows(struct mp_consumer *c, double untraced)
 	close(hold[0]);
 	for (int k = 0; k < 2; k++)
 		qsort(v[k], FRESH_THREADS, sizeof(double), cmp_double);
-	printf("%d pairs in a fresh thread (a new ring slot), median / fastest of %d threads:\n",
-	       FRESH_PAIRS, FRESH_THREADS);
+	printf("%d pairs in a fresh thread (a new ring slot), median / fastest of %d threads, "
+	       "drained %s:\n",
+	       FRESH_PAIRS, FRESH_THREADS, drain_along ? "as it writes" : "after it");
 	printf("%-40s %8.2f %8.2f   %.2fx / %.2fx the fresh untraced\n",
 	       "untraced (libc's), fresh thread", v[0][FRESH_THREADS / 2], v[0][0],
 	       v[0][FRESH_THREADS / 2] / untraced, v[0][0] / untraced);
