@@ -146,7 +146,7 @@ static uint8_t heap_clock_choose(void)
 
 	if (e && strcmp(e, "monotonic") == 0)
 		return MP_TS_MONOTONIC;
-	return mp_tsc_trusted() ? MP_TS_TSC : MP_TS_MONOTONIC;
+	return mp_tsc_stamp_ok() ? MP_TS_TSC : MP_TS_MONOTONIC;
 }
 
 static uint32_t env_pow2(const char *name, uint32_t def, uint32_t min, uint32_t max)

@@ -190,3 +190,57 @@ Test(clock, own_calibration_orders_against_clock_monotonic)
 		  (unsigned long long)r.ts_ns, (unsigned long long)t0, (unsigned long long)t1);
 	mp_consumer_free(c);
 }
+
+/* The clocksource file as the kernel writes it, and nothing else. */
+Test(clock, clocksource_names)
+{
+	cr_assert_eq(mp_tsc_source_parse("tsc\n", 4), MP_TSC_SRC_TSC);
+	cr_assert_eq(mp_tsc_source_parse("kvm-clock\n", 10), MP_TSC_SRC_KVM);
+	cr_assert_eq(mp_tsc_source_parse("tsc", 3), MP_TSC_SRC_OTHER);
+	cr_assert_eq(mp_tsc_source_parse("tsc\nx", 5), MP_TSC_SRC_OTHER);
+	cr_assert_eq(mp_tsc_source_parse("kvm-clock", 9), MP_TSC_SRC_OTHER);
+	cr_assert_eq(mp_tsc_source_parse("hpet\n", 5), MP_TSC_SRC_OTHER);
+	cr_assert_eq(mp_tsc_source_parse("xen\n", 4), MP_TSC_SRC_OTHER);
+	cr_assert_eq(mp_tsc_source_parse("", 0), MP_TSC_SRC_OTHER);
+	cr_assert_eq(mp_tsc_source_parse("", -1), MP_TSC_SRC_OTHER);
+}
+
+/*
+ * The writer's rule: never without an invariant TSC; always under "tsc";
+ * under kvm-clock only when the vDSO read CLOCK_MONOTONIC without the
+ * kernel (at least twice as fast as the syscall); never elsewhere.
+ */
+Test(clock, writer_decision)
+{
+	cr_assert(mp_tsc_stamp_decide(true, MP_TSC_SRC_TSC, 0, 0));
+	cr_assert_not(mp_tsc_stamp_decide(false, MP_TSC_SRC_TSC, 0, 0));
+	cr_assert(mp_tsc_stamp_decide(true, MP_TSC_SRC_KVM, 28, 400));
+	cr_assert(mp_tsc_stamp_decide(true, MP_TSC_SRC_KVM, 49, 100));
+	cr_assert_not(mp_tsc_stamp_decide(true, MP_TSC_SRC_KVM, 50, 100));
+	/* a vDSO that falls back to the syscall costs it and more */
+	cr_assert_not(mp_tsc_stamp_decide(true, MP_TSC_SRC_KVM, 420, 400));
+	cr_assert_not(mp_tsc_stamp_decide(true, MP_TSC_SRC_KVM, 0, 400));
+	cr_assert_not(mp_tsc_stamp_decide(true, MP_TSC_SRC_KVM, 28, 0));
+	cr_assert_not(mp_tsc_stamp_decide(false, MP_TSC_SRC_KVM, 28, 400));
+	cr_assert_not(mp_tsc_stamp_decide(true, MP_TSC_SRC_OTHER, 28, 400));
+}
+
+/*
+ * On this machine: whatever the writer decides, the consumer converts what
+ * it writes (a writer's TSC record the consumer refused would end the
+ * profile as corrupt), and the probe measured something.
+ */
+Test(clock, consumer_converts_what_the_writer_writes)
+{
+	bool w = mp_tsc_stamp_ok();
+	enum mp_tsc_source src = mp_tsc_source();
+
+	cr_log_info("clocksource %d, invariant TSC %d, writer stamps with the TSC: %d", (int)src,
+		    (int)mp_tsc_invariant(), (int)w);
+	if (w)
+		cr_assert(mp_tsc_trusted());
+	if (src == MP_TSC_SRC_KVM) {
+		cr_assert_gt(mp_clock_call_ns(false), 0);
+		cr_assert_gt(mp_clock_call_ns(true), 0);
+	}
+}
