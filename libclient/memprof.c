@@ -572,14 +572,15 @@ static inline __attribute__((always_inline)) void slot_fill(struct mp_slot *s, c
 #define POPULATE_MAX_PAGES 64u
 
 /* The first lap of a thread slot's ring, for heap records (only written
- * while the interposer is on): its pages are mapped ahead of the writer in
- * chunks of 4 pages, then as many as the slot has written, up to 64 (256
- * KiB), one madvise(MADV_POPULATE_WRITE) each, instead of a page fault per
- * 4 KiB (32 records) of positions @first..@last and on. A fault is ~1 us on bare metal, 12-25 us in a guest
- * whose page tables the host shadows; the populate is ~1.5 us a page there
- * and the first touch after it ~5. At most one chunk (and never more than
- * what was written) is mapped beyond the records. Once every slot is
- * mapped (or populating fails: a kernel before 5.14), never called again. */
+ * while the interposer is on): its pages are mapped ahead of the writer,
+ * from positions @first..@last on, in chunks of 4 pages, then as many as
+ * the slot has written, up to 64 (256 KiB), one madvise(MADV_POPULATE_WRITE)
+ * each, instead of a page fault per 4 KiB (32 records): 12-25 us a fault in
+ * a guest whose page tables the host shadows, against ~1.5 us a populated
+ * page and ~5 at its first touch (docs/RING.md "First lap"). At most one
+ * chunk, never more than what was written, is mapped beyond the records.
+ * Once every slot is mapped (or populating fails: a kernel before 5.14),
+ * never called again for the slot. */
 static __attribute__((noinline, cold)) void ring_populate(struct tls *t, uint64_t first,
 							  uint64_t last)
 {
