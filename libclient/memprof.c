@@ -644,6 +644,11 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 		if (r < 0)
 			goto drop;
 	}
+	/* before the stamp: a record is published within microseconds of
+	 * its stamp (docs/RING.md "Consumer: how far the rings have been
+	 * read") */
+	if (unlikely(t->head >= t->populate_at))
+		ring_populate(t, t->head, t->head);
 	ts = heap_ts();
 	pos = t->head;
 	if (unlikely(pos - t->tail > g.mask)) {
@@ -657,8 +662,6 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 			goto drop;
 		}
 	}
-	if (unlikely(pos >= t->populate_at))
-		ring_populate(t, pos, pos);
 	s = &t->ring[pos & g.mask];
 	slot_fill(s, t, ts, type, flags, name_id, w, nw);
 	STORE(&s->seq, pos + 1, RELEASE);
@@ -725,6 +728,7 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 			return mp_ring_write(type, flags, name_id, w, nw, wait);
 		}
 	}
+	/* before the stamp, as in mp_ring_write() */
 	if (unlikely(last >= t->populate_at))
 		ring_populate(t, pos, last);
 	ts = heap_ts();
