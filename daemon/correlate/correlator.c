@@ -1044,7 +1044,7 @@ static double sampled_alloc(struct mp_correlator *c, const struct mp_heap_event 
 		c->n_allocs_est += 1;
 		return 0;
 	}
-	prob = mp_sample_prob(ev->size, c->opts.sample_bytes, 1);
+	prob = mp_sample_prob_cached(ev->size, c->opts.sample_bytes);
 	var = (double)ev->size * (double)ev->size * (1.0 - prob);
 	/* each sampled block stands for 1/p allocations */
 	c->n_allocs_est += prob > 0 ? 1.0 / prob : (double)ev->size;
