@@ -32,6 +32,11 @@
  * tens of millions of records a second and the consumer drains every
  * millisecond (docs/RING.md). */
 #define DEFAULT_SLOTS (1u << 15)
+/* Slots of each ring that heap records leave to markers: a precise-mode
+ * writer that waited for space takes it one slot at a time, so without
+ * them the marker that follows (which never waits) would find the ring
+ * full and be dropped. 1/64 of the ring, at most 256. */
+#define MARKER_RESERVE(slots) ((slots) / 64 < 256 ? (slots) / 64 : 256)
 #define DEFAULT_THREADS 512u
 #define DEFAULT_STRINGS 8192u
 #define DEFAULT_BLOB (512u << 10)
@@ -69,6 +74,10 @@ struct ring {
 	size_t size;
 	struct mp_slot *slots; /* thread slot i's ring: slots + i * (mask + 1) */
 	uint64_t mask;
+	/* Heap and stack records see a ring as full with MARKER_RESERVE()
+	 * slots still free: those are the markers' (docs/RING.md "Waiting
+	 * for space"). */
+	uint64_t heap_mask;
 	struct mp_thread *threads;
 	uint32_t nthreads;
 	mp_strent *strent;
@@ -228,6 +237,7 @@ static int ring_create(void)
 	r.str_max = DEFAULT_STRINGS;
 	r.blob_size = DEFAULT_BLOB;
 	r.mask = slots - 1;
+	r.heap_mask = r.mask - MARKER_RESERVE(slots);
 
 	l = mp_ring_layout_of(slots, r.nthreads, r.str_max, r.blob_size);
 	r.size = align_up(l.end, 4096);
@@ -526,7 +536,7 @@ static bool ring_wait_inner(struct tls *t, uint64_t pos)
 		if (!LOAD(&g.hdr->alloc_mode, RELAXED))
 			return false;
 		t->tail = LOAD(&t->thr->tail, ACQUIRE);
-		if (pos - t->tail <= g.mask)
+		if (pos - t->tail <= g.heap_mask)
 			return true;
 	}
 }
@@ -672,13 +682,13 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 		ring_populate(t, t->head, t->head);
 	ts = heap_ts();
 	pos = t->head;
-	if (unlikely(pos - t->tail > g.mask)) {
+	if (unlikely(pos - t->tail > g.heap_mask)) {
 		uint64_t tail = LOAD(&t->thr->tail, ACQUIRE);
 
 		if (tail != t->tail)
 			t->gave_up = 0;
 		t->tail = tail;
-		if (pos - t->tail > g.mask && (wait == MP_RW_NOWAIT || !ring_wait(t, pos))) {
+		if (pos - t->tail > g.heap_mask && (wait == MP_RW_NOWAIT || !ring_wait(t, pos))) {
 			r = -ENOSPC;
 			goto drop;
 		}
@@ -730,19 +740,19 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 		t->busy = 0;
 		return mp_ring_write(type, flags, name_id, w, nw, wait);
 	}
-	if (k + 2 > g.mask + 1) {
+	if (k + 2 > g.heap_mask + 1) {
 		t->busy = 0;
 		return mp_ring_write(type, flags, name_id, w, nw, wait);
 	}
 	pos = t->head;
 	last = pos + k + 1; /* the heap record's position */
-	if (last - t->tail > g.mask) {
+	if (last - t->tail > g.heap_mask) {
 		uint64_t tail = LOAD(&t->thr->tail, ACQUIRE);
 
 		if (tail != t->tail)
 			t->gave_up = 0;
 		t->tail = tail;
-		if (last - t->tail > g.mask && (wait == MP_RW_NOWAIT || !ring_wait(t, last))) {
+		if (last - t->tail > g.heap_mask && (wait == MP_RW_NOWAIT || !ring_wait(t, last))) {
 			/* no room for the stack: the record alone */
 			atomic_signal_fence(memory_order_seq_cst);
 			t->busy = 0;

@@ -474,3 +474,35 @@ Test(interpose, first_lap_pages_mapped_ahead)
 	cr_assert_eq(mp_consumer_alloc_drops(c), 0);
 	mp_consumer_free(c);
 }
+
+/* Heap records leave the last slots of a ring to markers (docs/RING.md
+ * "Waiting for space"): a writer that filled its ring with heap records
+ * (sampled at 1 byte: every call, never waiting) still records the
+ * kernel that follows, while the next heap record is dropped. */
+Test(interpose, heap_records_leave_room_for_markers)
+{
+	struct mp_consumer *c = setup();
+	struct mp_record r;
+	uint64_t drops0 = mp_consumer_drops(c);
+	int spins = 0, begins = 0, ends = 0;
+
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_SAMPLED, 1), 0);
+	while (mp_consumer_alloc_drops(c) == 0) {
+		ip_free(ip_malloc(16));
+		cr_assert_lt(++spins, 1 << 22, "the ring never filled");
+	}
+	cr_assert_eq(memprof_kernel_begin("after_full"), 0);
+	cr_assert_eq(memprof_kernel_end(), 0);
+	ip_free(ip_malloc(16));
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
+	/* every drop was a heap record's */
+	cr_assert_eq(mp_consumer_drops(c) - drops0, mp_consumer_alloc_drops(c));
+	cr_assert_geq(mp_consumer_alloc_drops(c), 2);
+	while (mp_consumer_read(c, &r) == 1) {
+		begins += r.type == MP_REC_KERNEL_BEGIN;
+		ends += r.type == MP_REC_KERNEL_END;
+	}
+	cr_assert_eq(begins, 1, "the kernel after the full ring: %d begins", begins);
+	cr_assert_eq(ends, 1);
+	mp_consumer_free(c);
+}
