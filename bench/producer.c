@@ -272,7 +272,7 @@ int main(int argc, char **argv)
 	       "heap records stamped with %s\n",
 	       PAIRS, rounds,
 	       env && !strcmp(env, "monotonic") ? "clock_gettime (MEMPROF_CLOCK=monotonic)" :
-	       mp_tsc_trusted()			? "the TSC" :
+	       mp_tsc_stamp_ok()		? "the TSC" :
 						  "clock_gettime (TSC not trusted)");
 	printf("%-40s %8s %10s %10s\n", "", "ns", "x dormant", "x untraced");
 	v = clock_ns(0);
