@@ -217,9 +217,10 @@ static void pipe_free(struct pipe *p)
 }
 
 /* The session's dispatch of one ring record (handle_heap_record without
- * its sampled-size estimate: the bench runs precise mode). */
-static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
-		  void *ref)
+ * its sampled-size estimate: the bench runs precise mode; inlined where
+ * it is called directly, as the session's on_ring_rec()). */
+static inline __attribute__((always_inline)) int on_rec(void *ctx, const struct mp_ringq_rec *rec,
+							const struct mp_record *marker, void *ref)
 {
 	struct pipe *p = ctx;
 	struct mp_raw_event ev;
@@ -230,11 +231,8 @@ static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_rec
 	if (marker)
 		return mp_correlator_on_record(p->corr, marker);
 	mp_ringq_raw(rec, 1, &ev);
-	return mp_live_apply(p->live, &ev, mp_correlator_on_heap, p->corr);
+	return mp_correlator_apply_heap(p->corr, p->live, &ev, 0);
 }
-
-static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
-		  void *ref);
 
 /* As the session: every 4096 records read, release what the watermark
  * passes already (the session's release_reading()). */

@@ -10,6 +10,12 @@
  * process's ring (hostile tids, types, flags, ranks, timestamps), and the
  * resulting profile goes through the renderers, a round trip and the
  * pprof encoder.
+ *
+ * Inputs starting with 'L' drive the in-process path's fused step
+ * (mp_correlator_apply_heap(): live table and correlator) with raw heap
+ * events of any type, function, address, size and flag, as a hostile
+ * ring can forge them, between markers; precise or sampled mode by the
+ * second byte.
  */
 #include <string.h>
 #include <stdint.h>
@@ -17,6 +23,7 @@
 #include <stdlib.h>
 
 #include "correlator.h"
+#include "live.h"
 #include "chrome.h"
 #include "pprof.h"
 #include "profile_pb.h"
@@ -222,12 +229,66 @@ static void drive_correlator(const uint8_t *d, size_t n)
 	mp_correlator_free(c);
 }
 
+/* 16 bytes per event: op, tid selector, fn, flags, 4-byte timestamp step,
+ * 8-byte value (address, size and the old address are drawn from it). */
+static void drive_fused(const uint8_t *d, size_t n)
+{
+	struct mp_correlator_opts o = { .resolve_owner = fuzz_resolve,
+					.max_invocations = 64,
+					.max_sites = 8,
+					.sample_bytes = n && d[0] & 1 ? 4096 : 0 };
+	struct mp_correlator *c;
+	struct mp_live *l;
+	uint64_t ts = 1000;
+
+	if (mp_correlator_new(&o, &c) < 0)
+		return;
+	if (mp_live_new(&l) < 0) {
+		mp_correlator_free(c);
+		return;
+	}
+	mp_correlator_set_fn_pool(c, MP_FN_CUSTOM, "dev", MP_POOL_KIND_DEVICE);
+	for (d += n ? 1 : 0, n -= n ? 1 : 0; n >= 16; d += 16, n -= 16) {
+		uint32_t tid = d[1] % 5;
+		uint64_t v = rd(d + 8, 8);
+
+		ts += rd(d + 4, 2);
+		if (d[0] % 8 == 0) {
+			drive_record(c, d, tid, v, ts);
+		} else {
+			/* addresses from a small set, so that frees, reallocs
+			 * and brk moves meet live blocks */
+			struct mp_raw_event ev = {
+				.type = d[0] % 8 == 7 ? d[0] >> 3 : d[0] % 4,
+				.fn = d[2] % 40 | (d[3] & 1 ? MP_LIVE_FN_SCALED : 0),
+				.pid = 1,
+				.tid = tid,
+				.ts_ns = ts,
+				.addr = d[3] & 2 ? v : (v & 0x3f) << 6,
+				.size = d[3] & 4 ? v : v >> 48,
+				.old_addr = d[3] & 8 ? v >> 8 : (v >> 8 & 0x3f) << 6,
+				.caller = rd(d + 2, 2),
+			};
+
+			if (mp_correlator_apply_heap(c, l, &ev, d[3] >> 4) < 0)
+				break;
+		}
+	}
+	drive_finish(c, ts);
+	mp_correlator_free(c);
+	mp_live_free(l);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct mp_profile *p = NULL;
 
 	if (size && data[0] == 'C') {
 		drive_correlator(data + 1, size - 1);
+		return 0;
+	}
+	if (size && data[0] == 'L') {
+		drive_fused(data + 1, size - 1);
 		return 0;
 	}
 

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -31,6 +32,11 @@
  * tens of millions of records a second and the consumer drains every
  * millisecond (docs/RING.md). */
 #define DEFAULT_SLOTS (1u << 15)
+/* Slots of each ring that heap records leave to markers: a precise-mode
+ * writer that waited for space takes it one slot at a time, so without
+ * them the marker that follows (which never waits) would find the ring
+ * full and be dropped. 1/64 of the ring, at most 256. */
+#define MARKER_RESERVE(slots) ((slots) / 64 < 256 ? (slots) / 64 : 256)
 #define DEFAULT_THREADS 512u
 #define DEFAULT_STRINGS 8192u
 #define DEFAULT_BLOB (512u << 10)
@@ -57,6 +63,9 @@ struct cache_ent {
 /* Process-private per-thread-slot data, never shared with the consumer. */
 struct thread_priv {
 	struct cache_ent cache[CACHE_SIZE];
+	/* Slots [0, populated) of this thread slot's ring are mapped in
+	 * this process (ring_populate()). */
+	uint64_t populated;
 };
 
 struct ring {
@@ -65,6 +74,10 @@ struct ring {
 	size_t size;
 	struct mp_slot *slots; /* thread slot i's ring: slots + i * (mask + 1) */
 	uint64_t mask;
+	/* Heap and stack records see a ring as full with MARKER_RESERVE()
+	 * slots still free: those are the markers' (docs/RING.md "Waiting
+	 * for space"). */
+	uint64_t heap_mask;
 	struct mp_thread *threads;
 	uint32_t nthreads;
 	mp_strent *strent;
@@ -108,6 +121,7 @@ struct tls {
 	uint8_t noslot;
 	uint8_t busy; /* writing a record (a signal handler may interrupt) */
 	uint8_t gave_up; /* the last bounded wait timed out at this tail */
+	uint64_t populate_at; /* heap record position that calls ring_populate() */
 };
 static __thread struct tls tls __attribute__((tls_model("initial-exec")));
 
@@ -223,6 +237,7 @@ static int ring_create(void)
 	r.str_max = DEFAULT_STRINGS;
 	r.blob_size = DEFAULT_BLOB;
 	r.mask = slots - 1;
+	r.heap_mask = r.mask - MARKER_RESERVE(slots);
 
 	l = mp_ring_layout_of(slots, r.nthreads, r.str_max, r.blob_size);
 	r.size = align_up(l.end, 4096);
@@ -468,40 +483,60 @@ static __attribute__((noinline)) int ring_put(struct tls *t, uint8_t type, uint8
 }
 
 /* Bounded wait of a precise-mode heap record for ring space (heapprofd's
- * block_client model): spin a little, then sleep in short steps, at most
- * WAIT_MAX_NS in all. A thread whose wait timed out drops at once until the
- * consumer moves again, so a stalled consumer costs one timeout, not one
- * per record. */
-#define WAIT_SPINS 2048
+ * block_client model), at most WAIT_MAX_NS in all, by the clock (1 s: the
+ * bound used to count 5,000 sleeps of a nominal 20 us, which took 0.35 s
+ * to seconds; a true 100 ms dropped records of the exactness tests at
+ * load 12, the daemon being off the CPU that long):
+ * - spin WAIT_SPINS times: a daemon that is draining gives space back
+ *   every 256 records it reads, some 10-20 us apart;
+ * - then yield the CPU (sched_yield) until WAIT_YIELD_NS have passed: on
+ *   a loaded machine the daemon may be waiting for this very CPU, and a
+ *   daemon between two ticks (0.5 ms apart while records come) is back
+ *   within that time; a sleep would oversleep it (a 20 us nanosleep takes
+ *   70-250 us in a VM: the timer slack is 50 us);
+ * - then sleep in WAIT_SLEEP_NS steps (a daemon that has backed off to a
+ *   slower tick, or a stalled one).
+ * A thread whose wait timed out drops at once until the consumer moves
+ * again, so a stalled consumer costs one timeout, not one per record. */
+#define WAIT_SPINS 1024
+#define WAIT_YIELD_NS (500 * 1000ull)
 #define WAIT_SLEEP_NS (20 * 1000)
-#define WAIT_MAX_NS (100 * 1000 * 1000ull)
+#define WAIT_MAX_NS (1000 * 1000 * 1000ull)
 
 /* Records ahead of the writer whose slot mp_ring_write() prefetches. */
 #define RING_PREFETCH 8
 
 static bool ring_wait_inner(struct tls *t, uint64_t pos)
 {
-	uint64_t slept = 0;
+	uint64_t t0 = 0;
 
 	__atomic_fetch_add(&g.hdr->alloc_waits, 1, __ATOMIC_RELAXED);
 	for (unsigned i = 0;; i++) {
 		if (i < WAIT_SPINS) {
 			cpu_relax();
 		} else {
-			struct timespec ts = { .tv_nsec = WAIT_SLEEP_NS };
+			uint64_t now = now_ns(), spent;
 
-			if (slept >= WAIT_MAX_NS) {
+			if (!t0)
+				t0 = now;
+			spent = now - t0;
+			if (spent >= WAIT_MAX_NS) {
 				t->gave_up = 1;
 				return false;
 			}
-			nanosleep(&ts, NULL);
-			slept += WAIT_SLEEP_NS;
+			if (spent < WAIT_YIELD_NS) {
+				sched_yield();
+			} else {
+				struct timespec ts = { .tv_nsec = WAIT_SLEEP_NS };
+
+				nanosleep(&ts, NULL);
+			}
 		}
 		/* a consumer that detaches turns the interposer off */
 		if (!LOAD(&g.hdr->alloc_mode, RELAXED))
 			return false;
 		t->tail = LOAD(&t->thr->tail, ACQUIRE);
-		if (pos - t->tail <= g.mask)
+		if (pos - t->tail <= g.heap_mask)
 			return true;
 	}
 }
@@ -513,8 +548,8 @@ static bool ring_wait(struct tls *t, uint64_t pos)
 
 	if (t->gave_up)
 		return false;
-	/* nanosleep may set errno: the interposer's caller must not see it
-	 * (the record path leaves errno alone, interpose.c) */
+	/* nanosleep and sched_yield may set errno: the interposer's caller
+	 * must not see it (the record path leaves errno alone, interpose.c) */
 	saved = errno;
 	r = ring_wait_inner(t, pos);
 	errno = saved;
@@ -561,6 +596,66 @@ static inline __attribute__((always_inline)) void slot_fill(struct mp_slot *s, c
 		s->dims[3] = (int64_t)w[3];
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+#define POPULATE_MIN_PAGES 4u
+#define POPULATE_MAX_PAGES 64u
+
+/* The first lap of a thread slot's ring, for heap records (only written
+ * while the interposer is on): its pages are mapped ahead of the writer,
+ * from positions @first..@last on, in chunks of 4 pages, then as many as
+ * the slot has written, up to 64 (256 KiB), one madvise(MADV_POPULATE_WRITE)
+ * each, instead of a page fault per 4 KiB (32 records): 12-25 us a fault in
+ * a guest whose page tables the host shadows, against ~1.5 us a populated
+ * page and ~5 at its first touch (docs/RING.md "First lap"). At most one
+ * chunk, never more than what was written, is mapped beyond the records.
+ * Once every slot is mapped (or populating fails: a kernel before 5.14),
+ * never called again for the slot. */
+static __attribute__((noinline, cold)) void ring_populate(struct tls *t, uint64_t first,
+							  uint64_t last)
+{
+	struct thread_priv *pv = t->priv;
+	/* the slots before @first were written: mapped already */
+	uint64_t slots = g.mask + 1, from = pv->populated > first ? pv->populated : first, to,
+		 per_page, pages;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), a, b;
+	int saved = errno;
+
+	/* positions run on across the slot's owners: one past the ring means
+	 * every slot of it was written once already */
+	if (last >= slots || from >= slots || !page || page % sizeof(struct mp_slot))
+		goto done;
+	if (last < pv->populated) {
+		/* a previous owner of the slot mapped them */
+		t->populate_at = pv->populated;
+		return;
+	}
+	per_page = page / sizeof(struct mp_slot);
+	pages = from / per_page;
+	if (pages < POPULATE_MIN_PAGES)
+		pages = POPULATE_MIN_PAGES;
+	if (pages > POPULATE_MAX_PAGES)
+		pages = POPULATE_MAX_PAGES;
+	to = (from / per_page + pages) * per_page;
+	if (to <= last)
+		to = (last / per_page + 1) * per_page;
+	if (to > slots)
+		to = slots;
+	a = (uintptr_t)&t->ring[from] & ~(page - 1);
+	b = (uintptr_t)&t->ring[to - 1] + sizeof(struct mp_slot);
+	if (madvise((void *)a, b - a, MADV_POPULATE_WRITE) < 0)
+		goto done; /* the writer faults them in, as without this */
+	pv->populated = to;
+	t->populate_at = to < slots ? to : UINT64_MAX;
+	errno = saved;
+	return;
+done:
+	pv->populated = slots;
+	t->populate_at = UINT64_MAX;
+	errno = saved;
+}
+
 MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
 			    unsigned nw, enum mp_rw_wait wait)
 {
@@ -580,15 +675,20 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 		if (r < 0)
 			goto drop;
 	}
+	/* before the stamp: a record is published within microseconds of
+	 * its stamp (docs/RING.md "Consumer: how far the rings have been
+	 * read") */
+	if (unlikely(t->head >= t->populate_at))
+		ring_populate(t, t->head, t->head);
 	ts = heap_ts();
 	pos = t->head;
-	if (unlikely(pos - t->tail > g.mask)) {
+	if (unlikely(pos - t->tail > g.heap_mask)) {
 		uint64_t tail = LOAD(&t->thr->tail, ACQUIRE);
 
 		if (tail != t->tail)
 			t->gave_up = 0;
 		t->tail = tail;
-		if (pos - t->tail > g.mask && (wait == MP_RW_NOWAIT || !ring_wait(t, pos))) {
+		if (pos - t->tail > g.heap_mask && (wait == MP_RW_NOWAIT || !ring_wait(t, pos))) {
 			r = -ENOSPC;
 			goto drop;
 		}
@@ -640,25 +740,28 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 		t->busy = 0;
 		return mp_ring_write(type, flags, name_id, w, nw, wait);
 	}
-	if (k + 2 > g.mask + 1) {
+	if (k + 2 > g.heap_mask + 1) {
 		t->busy = 0;
 		return mp_ring_write(type, flags, name_id, w, nw, wait);
 	}
 	pos = t->head;
 	last = pos + k + 1; /* the heap record's position */
-	if (last - t->tail > g.mask) {
+	if (last - t->tail > g.heap_mask) {
 		uint64_t tail = LOAD(&t->thr->tail, ACQUIRE);
 
 		if (tail != t->tail)
 			t->gave_up = 0;
 		t->tail = tail;
-		if (last - t->tail > g.mask && (wait == MP_RW_NOWAIT || !ring_wait(t, last))) {
+		if (last - t->tail > g.heap_mask && (wait == MP_RW_NOWAIT || !ring_wait(t, last))) {
 			/* no room for the stack: the record alone */
 			atomic_signal_fence(memory_order_seq_cst);
 			t->busy = 0;
 			return mp_ring_write(type, flags, name_id, w, nw, wait);
 		}
 	}
+	/* before the stamp, as in mp_ring_write() */
+	if (unlikely(last >= t->populate_at))
+		ring_populate(t, pos, last);
 	ts = heap_ts();
 	/* The continuation slots and the heap record first, the STACK
 	 * record's seq last: a consumer that sees it sees them all. */

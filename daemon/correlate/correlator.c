@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "correlator.h"
+#include "live_impl.h"
 #include "sampling.h"
 
 /* Bounds: the marker stream comes from the profiled process and is hostile;
@@ -191,6 +192,7 @@ struct mp_correlator {
 	uint32_t fn_pool[FN_POOL_MAX]; /* pool + 1 of a probed function, 0: none */
 	struct tag_sum *reset_sums; /* a reset's slices per tag of the pool */
 	uint32_t reset_sums_cap;
+	uint32_t apply_stack; /* mp_correlator_apply_heap(): its @stack */
 };
 
 static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elsz)
@@ -499,12 +501,10 @@ static int name_intern(struct mp_correlator *c, const char *name, uint32_t *ret)
 
 /* ---- threads ---- */
 
-static struct thread *thread_find(struct mp_correlator *c, uint32_t tid)
+static struct thread *thread_find_slow(struct mp_correlator *c, uint32_t tid)
 {
 	uint32_t mask, i;
 
-	if (c->last_thr && c->last_thr->tid == tid)
-		return c->last_thr;
 	if (!c->thr_ht_cap)
 		return NULL;
 	mask = c->thr_ht_cap - 1;
@@ -515,6 +515,14 @@ static struct thread *thread_find(struct mp_correlator *c, uint32_t tid)
 		}
 	}
 	return NULL;
+}
+
+/* The thread state of @tid, NULL when none: the last one found first. */
+static inline struct thread *thread_find(struct mp_correlator *c, uint32_t tid)
+{
+	if (c->last_thr && c->last_thr->tid == tid)
+		return c->last_thr;
+	return thread_find_slow(c, tid);
 }
 
 static void thread_insert(struct thread **ht, uint32_t cap, struct thread *t)
@@ -827,7 +835,8 @@ static void add_signed(int64_t *v, uint64_t d)
 }
 
 /* @var: the variance of @size as an estimate (0 when exact). */
-static void mem_alloc(struct mp_mem_stats *m, uint64_t size, double var)
+static inline __attribute__((always_inline)) void mem_alloc(struct mp_mem_stats *m, uint64_t size,
+							    double var)
 {
 	add_signed(&m->bytes_added, size);
 	m->tensors_added++;
@@ -837,7 +846,8 @@ static void mem_alloc(struct mp_mem_stats *m, uint64_t size, double var)
 		m->alloc_var += var;
 }
 
-static void mem_free(struct mp_mem_stats *m, uint64_t size, double var)
+static inline __attribute__((always_inline)) void mem_free(struct mp_mem_stats *m, uint64_t size,
+							   double var)
 {
 	add_signed(&m->bytes_added, -size);
 	m->tensors_added--;
@@ -854,7 +864,8 @@ static inline int bucket_add(struct mp_bucket **v, uint32_t *n, uint32_t *hint, 
 {
 	struct mp_bucket *b = NULL;
 
-	if (*hint && *hint <= *n && (*v)[*hint - 1].id == id) {
+	/* *hint 0 wraps to UINT32_MAX: no bucket */
+	if (*hint - 1 < *n && (*v)[*hint - 1].id == id) {
 		b = &(*v)[*hint - 1];
 	} else {
 		for (uint32_t i = 0; i < *n; i++) {
@@ -881,7 +892,8 @@ static inline int bucket_add(struct mp_bucket **v, uint32_t *n, uint32_t *hint, 
 	return 0;
 }
 
-static void pool_alloc(struct mp_pool *pl, uint64_t size, double var)
+static inline __attribute__((always_inline)) void pool_alloc(struct mp_pool *pl, uint64_t size,
+							     double var)
 {
 	mem_alloc(&pl->mem, size, var);
 	pl->live_bytes += size;
@@ -890,12 +902,13 @@ static void pool_alloc(struct mp_pool *pl, uint64_t size, double var)
 		pl->peak_bytes = pl->live_bytes;
 }
 
-static void sub_clamped(uint64_t *v, uint64_t d)
+static inline void sub_clamped(uint64_t *v, uint64_t d)
 {
 	*v = *v >= d ? *v - d : 0;
 }
 
-static void pool_free(struct mp_pool *pl, uint64_t size, double var)
+static inline __attribute__((always_inline)) void pool_free(struct mp_pool *pl, uint64_t size,
+							    double var)
 {
 	mem_free(&pl->mem, size, var);
 	sub_clamped(&pl->live_bytes, size);
@@ -921,8 +934,9 @@ static void pool_sampled(struct mp_pool *pl, double var, bool alloc)
 }
 
 /* Charges one alloc/free to @f and every kernel enclosing it. */
-static void charge(struct mp_correlator *c, struct frame *f, uint64_t size, double var, bool alloc,
-		   uint32_t owner, uint32_t tag)
+static inline __attribute__((always_inline)) void charge(struct mp_correlator *c, struct frame *f,
+							 uint64_t size, double var, bool alloc,
+							 uint32_t owner, uint32_t tag)
 {
 	struct mp_invocation *r = inv_rec(c, f);
 
@@ -1030,7 +1044,7 @@ static double sampled_alloc(struct mp_correlator *c, const struct mp_heap_event 
 		c->n_allocs_est += 1;
 		return 0;
 	}
-	prob = mp_sample_prob(ev->size, c->opts.sample_bytes, 1);
+	prob = mp_sample_prob_cached(ev->size, c->opts.sample_bytes);
 	var = (double)ev->size * (double)ev->size * (1.0 - prob);
 	/* each sampled block stands for 1/p allocations */
 	c->n_allocs_est += prob > 0 ? 1.0 / prob : (double)ev->size;
@@ -1078,7 +1092,10 @@ static struct site_hint *site_hint_of(struct mp_correlator *c, const struct mp_h
 			     (SITE_HINTS - 1)];
 }
 
-static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev)
+/* @sampled: c->opts.sample_bytes is set. Precise mode's copy (false) has
+ * none of sampled mode's variance code: @var is 0 there. */
+static inline __attribute__((always_inline)) uint64_t
+on_alloc_(struct mp_correlator *c, const struct mp_heap_event *ev, const bool sampled)
 {
 	struct mp_profile *p = c->p;
 	uint32_t owner, tag, name, inv = MP_NONE, site;
@@ -1111,7 +1128,7 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 						    .site = site };
 	}
 	tag = open_tag(t);
-	var = sampled_alloc(c, ev);
+	var = sampled ? sampled_alloc(c, ev) : 0;
 
 	c->live_bytes += ev->size;
 	c->live_count++;
@@ -1159,9 +1176,9 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 		r->peak_bytes = c->live_bytes;
 		r->peak_var = c->live_var;
 	}
-	/* One test on precise mode's path for all of sampled mode's figures;
-	 * an exact block (var 0) can move a peak there too. */
-	if (c->opts.sample_bytes)
+	/* All of sampled mode's figures; an exact block (var 0) can move a
+	 * peak there too. */
+	if (sampled)
 		sampled_tail(c, f, var, true, MP_NONE, site, owner, tag);
 	if (site != MP_NONE) {
 		struct mp_site *st = &p->sites[site];
@@ -1178,7 +1195,9 @@ static uint64_t on_alloc(struct mp_correlator *c, const struct mp_heap_event *ev
 	       (uint64_t)(name + 1) << U_NAME_SHIFT | (uint64_t)(inv + 1) << U_INV_SHIFT;
 }
 
-static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
+/* @sampled: as for on_alloc_(). */
+static inline __attribute__((always_inline)) void
+on_free_(struct mp_correlator *c, const struct mp_heap_event *ev, const bool sampled)
 {
 	struct mp_profile *p = c->p;
 	uint32_t owner = (ev->user >> U_OWNER_SHIFT) & U_POOL_MASK;
@@ -1214,7 +1233,7 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 	}
 	c->live_bytes -= ev->size;
 	c->live_count--;
-	if (c->opts.sample_bytes && (ev->flags & MP_HEAP_F_SCALED)) {
+	if (sampled && (ev->flags & MP_HEAP_F_SCALED)) {
 		var = mp_sample_var(ev->size, c->opts.sample_bytes, 1);
 		/* no rounding residue once the last one is gone */
 		if (c->live_scaled)
@@ -1241,23 +1260,56 @@ static void on_free(struct mp_correlator *c, const struct mp_heap_event *ev)
 	f = attribute(c, ev->tid, &t, &cross);
 	if (f)
 		charge(c, f, ev->size, var, false, owner, tag);
-	if (c->opts.sample_bytes)
+	if (sampled)
 		sampled_tail(c, f, var, false, inv, st ? (uint32_t)(st - p->sites) : MP_NONE, owner,
 			     tag);
+}
+
+/* Sampled mode's copies, out of line: only precise mode's are inlined
+ * into every caller. */
+static __attribute__((noinline)) uint64_t on_alloc_sampled(struct mp_correlator *c,
+							   const struct mp_heap_event *ev)
+{
+	return on_alloc_(c, ev, true);
+}
+
+static __attribute__((noinline)) void on_free_sampled(struct mp_correlator *c,
+						      const struct mp_heap_event *ev)
+{
+	on_free_(c, ev, true);
+}
+
+static inline __attribute__((always_inline)) uint64_t on_alloc(struct mp_correlator *c,
+							       const struct mp_heap_event *ev)
+{
+	return c->opts.sample_bytes ? on_alloc_sampled(c, ev) : on_alloc_(c, ev, false);
+}
+
+static inline __attribute__((always_inline)) void on_free(struct mp_correlator *c,
+							  const struct mp_heap_event *ev)
+{
+	if (c->opts.sample_bytes)
+		on_free_sampled(c, ev);
+	else
+		on_free_(c, ev, false);
 }
 
 static bool pool_heap_event(struct mp_correlator *c, const struct mp_heap_event *ev);
 static uint64_t pool_heap_alloc(struct mp_correlator *c, const struct mp_heap_event *ev);
 
-uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev)
+/* mp_correlator_on_heap(), inlined into mp_correlator_apply_heap(). */
+static inline __attribute__((always_inline)) uint64_t on_heap(struct mp_correlator *c,
+							      const struct mp_heap_event *ev)
 {
-	struct mp_correlator *c = ctx;
-
 	if (c->finished)
 		return 0;
 	start(c, ev->ts_ns);
-	if (pool_heap_event(c, ev))
-		return pool_heap_alloc(c, ev);
+	if (pool_heap_event(c, ev)) {
+		/* a copy: @ev itself stays out of memory on the heap's path */
+		struct mp_heap_event copy = *ev;
+
+		return pool_heap_alloc(c, &copy);
+	}
 	switch (ev->kind) {
 	case MP_HEAP_ALLOC:
 		return on_alloc(c, ev);
@@ -1271,6 +1323,39 @@ uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev)
 		break;
 	}
 	return 0;
+}
+
+uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev)
+{
+	return on_heap(ctx, ev);
+}
+
+/* mp_correlator_apply_heap()'s callback: the stack id of the event being
+ * applied is in c->apply_stack (a pointer to a context on the stack would
+ * keep the event out of registers). */
+static inline __attribute__((always_inline)) uint64_t on_heap_stack(void *ctx,
+								    const struct mp_heap_event *ev)
+{
+	struct mp_correlator *c = ctx;
+
+	if (ev->kind == MP_HEAP_ALLOC && c->apply_stack) {
+		struct mp_heap_event with = *ev;
+
+		with.stack = c->apply_stack;
+		return on_heap(c, &with);
+	}
+	return on_heap(c, ev);
+}
+
+int mp_correlator_apply_heap(struct mp_correlator *c, struct mp_live *l,
+			     const struct mp_raw_event *ev, uint32_t stack)
+{
+	int r;
+
+	c->apply_stack = stack;
+	r = mp_live_apply_inline_(l, ev, on_heap_stack, c);
+	c->apply_stack = 0;
+	return r;
 }
 
 /* ---- RSS from samples ---- */

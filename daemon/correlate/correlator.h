@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "heap_event.h"
+#include "memprof_events.h"
 #include "memprof_consumer.h"
 #include "profile.h"
 #include "rss_sample.h"
@@ -76,6 +77,18 @@ int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec
  * to store with an allocated block, which it expects back in ->user when
  * the block is freed. */
 uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev);
+/*
+ * The in-process path's heap record in one step: raw event @ev applied to
+ * the live table @l exactly as mp_live_apply(@l, @ev, mp_correlator_on_heap,
+ * @c) applies it (the same blocks, events and figures), an allocation
+ * carrying stack id @stack (mp_heap_event.stack; 0: none), with the table
+ * and the correlator inlined into one function (the ring's tens of
+ * millions of records a second: docs/RING.md "Consumer: reading and
+ * merging"). Returns what mp_live_apply() returns.
+ */
+struct mp_live;
+int mp_correlator_apply_heap(struct mp_correlator *c, struct mp_live *l,
+			     const struct mp_raw_event *ev, uint32_t stack);
 /* The process replaced its image (exec) at @ts_ns on thread @tid; @path is
  * the new image (NULL if unknown). Every open kernel is closed, flagged
  * truncated and exec; tags and the phase end; the event is recorded. */

@@ -42,9 +42,34 @@ double mp_sample_prob(uint64_t est, uint64_t interval, int scaled)
 	return -expm1(-x);
 }
 
+#define PROB_CACHE_BITS 8
+
+/* An empty entry has interval 0, which never looks up. */
+struct prob_ent {
+	uint64_t est, interval;
+	double p;
+};
+static __thread struct prob_ent prob_cache[1u << PROB_CACHE_BITS];
+
+double mp_sample_prob_cached(uint64_t est, uint64_t interval)
+{
+	struct prob_ent *e;
+
+	if (!interval || !est)
+		return 1.0; /* mp_sample_prob()'s answer, without the cache */
+	e = &prob_cache[(est * 0x9e3779b97f4a7c15ull) >> (64 - PROB_CACHE_BITS)];
+	if (e->est != est || e->interval != interval) {
+		e->p = mp_sample_prob(est, interval, 1);
+		e->est = est;
+		e->interval = interval;
+	}
+	return e->p;
+}
+
 double mp_sample_var(uint64_t est, uint64_t interval, int scaled)
 {
-	double p = mp_sample_prob(est, interval, scaled);
+	/* per sampled free in the correlator: the cached inverse */
+	double p = scaled ? mp_sample_prob_cached(est, interval) : 1.0;
 
 	return (double)est * (double)est * (1.0 - p);
 }

@@ -20,9 +20,17 @@ double mp_sample_weight(uint64_t size, uint64_t interval);
  * sampled (1 for a block sent exact), found by inverting the estimate. */
 double mp_sample_prob(uint64_t est, uint64_t interval, int scaled);
 
+/* mp_sample_prob(@est, @interval, 1), bit for bit, from a per-thread
+ * direct-mapped cache of the last 256 (estimate, interval) pairs: the
+ * Newton inversion costs a few exp() calls, and a program allocates few
+ * distinct sizes, each one estimate. For the correlator, once per
+ * sampled block. */
+double mp_sample_prob_cached(uint64_t est, uint64_t interval);
+
 /* Unbiased (Horvitz-Thompson) estimate of the variance a sampled block of
  * estimate @est adds to any sum of estimates it is part of: est^2 (1 - p),
- * i.e. w^2 (1 - p) / p^2. 0 for a block sent exact. */
+ * i.e. w^2 (1 - p) / p^2. 0 for a block sent exact. p comes from
+ * mp_sample_prob_cached(). */
 double mp_sample_var(uint64_t est, uint64_t interval, int scaled);
 
 /* Upper bound on E[peak estimate] - true peak, for a peak taken over

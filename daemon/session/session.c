@@ -49,8 +49,15 @@
 /* How often to look for the target's marker ring until it has one. */
 #define RING_RETRY_NS (50 * 1000 * 1000ull)
 /* Bounded work per ring drain so one flooding producer can't starve the
- * rest of the loop. */
-#define RING_BATCH 65536
+ * rest of the loop. A drain that reads this many goes again at once, with
+ * a fresh clock (drain_more): records published while a drain runs are
+ * stamped after the clock it read, so they are held in the ring queue
+ * until the next one; short drains keep that window (and the queue) small
+ * and give the ring's space back without a sleep between them. */
+#define RING_BATCH 8192
+/* Drains of the final flush at most: every ring full at the largest
+ * capacity a ring may have (16 Mi slots in all, docs/RING.md). */
+#define FINAL_DRAINS ((16u << 20) / RING_BATCH)
 /* Ring records read between two releases during a read (release_reading). */
 #define RELEASE_EVERY 4096
 /* How often a caller address that is in no known mapping may trigger a
@@ -142,6 +149,14 @@ struct session {
 	uint64_t tick_ns; /* the tick's current period */
 	uint32_t idle_ticks; /* ticks in a row that found the ring empty */
 	bool ring_busy; /* records read since the last tick */
+	/* The last drain stopped at RING_BATCH: records are waiting (and in
+	 * precise mode, maybe a producer), so the loop drains again without
+	 * sleeping. */
+	bool drain_more;
+	/* for the debug log: drains that read records, those that stopped
+	 * at RING_BATCH, and the most ring records the ring queue held at
+	 * the end of one (read after the drain's clock: held for the next) */
+	uint64_t drains, drains_full, held_max;
 	int epfd, tickfd, sigfd, deadlinefd, periodicfd;
 	char exe[PATH_MAX];
 	char *cmdline;
@@ -401,9 +416,14 @@ static int handle_heap_record(struct session *s, const struct mp_ringq_rec *rec)
 		ev.size = mp_tracer_sample_estimate(ev.size, s->o->sample_bytes);
 		ev.fn |= MP_LIVE_FN_SCALED;
 	}
-	s->cur_stack = rec->stack;
-	r = mp_live_apply(s->live, &ev, on_heap, s);
-	s->cur_stack = 0;
+	if (s->o->dump) {
+		s->cur_stack = rec->stack;
+		r = mp_live_apply(s->live, &ev, on_heap, s);
+		s->cur_stack = 0;
+	} else {
+		/* what on_heap() does without the dump, inlined */
+		r = mp_correlator_apply_heap(s->corr, s->live, &ev, rec->stack);
+	}
 	if (r < 0)
 		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
 	return 0;
@@ -453,9 +473,10 @@ static int dispatch(struct session *s, const struct mp_merge_item *it)
 	return 0;
 }
 
-/* A ring record released by the ring queue. */
-static int on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
-		       void *ref)
+/* A ring record released by the ring queue (inlined where a record is
+ * released as it is read: its held copy then stays in registers). */
+static inline __attribute__((always_inline)) int
+on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker, void *ref)
 {
 	struct session *s = ctx;
 	int r;
@@ -663,6 +684,30 @@ static int drain_tracer(struct session *s)
 	return 0;
 }
 
+/* mp_release_watermark(), whose lag floor (t0 - lag) lifts the BPF ring
+ * buffer's bound (an event in flight longer than the lag) and the rings'
+ * alike; here it lifts the rings' bound only down to t0 - RING_FLOOR_LAGS
+ * x lag. A drain cut at RING_BATCH while the daemon is more than the lag
+ * behind leaves records unread that are older than t0 - lag, and a BPF
+ * event or another ring's record released past them lands in the wrong
+ * kernel (measured: 700-3,400 of 100,000 mmaps charged to the next kernel
+ * in inproc::syscall_events_stay_inside_the_ring_kernels_racing_them at
+ * load 14). The rings' bound moves with every drain (each ring with
+ * records is read); a hostile ring that holds it back (records stamped in
+ * the past, without end) holds the rest back RING_FLOOR_LAGS x lag at
+ * most. */
+#define RING_FLOOR_LAGS 10
+static uint64_t watermark(uint64_t t0, uint64_t lag, uint64_t bpf_done, uint64_t rings_done)
+{
+	uint64_t wm = mp_release_watermark(t0, lag, bpf_done, rings_done);
+	uint64_t r = rings_done > MP_RELEASE_MARGIN_NS ? rings_done - MP_RELEASE_MARGIN_NS : 0;
+	uint64_t floor = t0 > RING_FLOOR_LAGS * lag ? t0 - RING_FLOOR_LAGS * lag : 0;
+
+	if (r < floor)
+		r = floor;
+	return wm < r ? wm : r;
+}
+
 /* While a ring is read (cycle()), every RELEASE_EVERY records: the ring
  * records the watermark already passes, so that the held ones stay few
  * and in cache. Ring records only: the merge's items (an exec retires the
@@ -675,8 +720,7 @@ static int release_reading(struct session *s)
 	if (!s->fast_release || !s->ring_now_ns || ++s->unreleased < RELEASE_EVERY)
 		return 0;
 	s->unreleased = 0;
-	wm = mp_release_watermark(s->ring_now_ns, lag, s->bpf_done_ns,
-				  mp_consumer_complete_ns(s->ring));
+	wm = watermark(s->ring_now_ns, lag, s->bpf_done_ns, mp_consumer_complete_ns(s->ring));
 	n = mp_ringq_release(s->rq, wm, mp_merge_next_ts(s->merge), on_ring_rec, s);
 	if (n < 0)
 		return (int)n;
@@ -698,8 +742,8 @@ static bool release_now(struct session *s, uint32_t ring, const struct mp_record
 		uint64_t lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS;
 
 		s->now_ring = ring;
-		s->now_wm = mp_release_watermark(s->ring_now_ns, lag, s->bpf_done_ns,
-						 mp_consumer_complete_others_ns(s->ring));
+		s->now_wm = watermark(s->ring_now_ns, lag, s->bpf_done_ns,
+				      mp_consumer_complete_others_ns(s->ring));
 		/* What this ring left held at the last drain (its last
 		 * margin's worth) goes first, against the same watermark,
 		 * when no other ring holds records. */
@@ -755,6 +799,7 @@ static int drain_ring(struct session *s)
 {
 	int r;
 
+	s->drain_more = false;
 	if (!s->ring) {
 		uint64_t now = mp_now_ns();
 
@@ -806,6 +851,13 @@ static int drain_ring(struct session *s)
 				      s);
 	if (r > 0)
 		s->ring_busy = true;
+	s->drain_more = r >= RING_BATCH;
+	if (r > 0) {
+		s->drains++;
+		s->drains_full += s->drain_more;
+		if (mp_ringq_pending(s->rq) > s->held_max)
+			s->held_max = mp_ringq_pending(s->rq);
+	}
 	if (r == -ENOMEM)
 		return log_error_errno(r, "pid %d: merging markers: %m", (int)s->o->pid);
 	if (r < 0) {
@@ -857,8 +909,7 @@ static int cycle(struct session *s)
 	 * open when it opens go back in time; the lag alone until then. */
 	if (!s->fast_release || !s->ring)
 		return release(s, t0 > lag ? t0 - lag : 0);
-	return release(
-		s, mp_release_watermark(t0, lag, s->bpf_done_ns, mp_consumer_complete_ns(s->ring)));
+	return release(s, watermark(t0, lag, s->bpf_done_ns, mp_consumer_complete_ns(s->ring)));
 }
 
 static char *read_text(const char *path, size_t max, bool nul_to_space)
@@ -1210,7 +1261,8 @@ static int loop(struct session *s)
 	while (!s->stop && !s->exited) {
 		bool ticked = false;
 
-		n = epoll_wait(s->epfd, evs, 8, -1);
+		/* a drain left records: look at the other fds, don't sleep */
+		n = epoll_wait(s->epfd, evs, 8, s->drain_more ? 0 : -1);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1298,6 +1350,11 @@ static void dump_summary(struct session *s)
 
 static void teardown(struct session *s)
 {
+	if (s->drains)
+		log_debug("pid %d: %" PRIu64 " ring drains, %" PRIu64
+			  " of them at the batch limit; at most %" PRIu64
+			  " ring records held for the merge after a drain",
+			  (int)s->o->pid, s->drains, s->drains_full, s->held_max);
 	mp_tracer_free(s->tracer);
 	ring_ref_free(s->ring_ref);
 	while (s->retired) {
@@ -1354,9 +1411,12 @@ int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 	if (r == 0)
 		r = loop(&s);
 	if (r == 0) {
-		/* Final flush: the tracer drains its ring once more at exit. */
+		/* Final flush: the tracer drains its ring once more at exit,
+		 * and the rings are read to the end (every ring may be full:
+		 * more than one drain's worth), at most their largest capacity
+		 * (a target still running after a stop keeps writing). */
 		r = drain_tracer(&s);
-		if (r == 0)
+		for (uint32_t i = 0; r == 0 && (i == 0 || s.drain_more) && i < FINAL_DRAINS; i++)
 			r = drain_ring(&s);
 		if (r == 0)
 			r = release(&s, UINT64_MAX);

@@ -14,9 +14,12 @@
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -347,4 +350,140 @@ Test(interpose, errno_kept_in_every_mode)
 Test(interpose, sampled_calloc_estimate_unbiased)
 {
 	sampled_estimate_unbiased(true);
+}
+
+/* This process's ring, mapped again read-only from its memfd. */
+static const struct mp_ring_hdr *ring_map(void)
+{
+	char path[64], name[256];
+	void *p = MAP_FAILED;
+	struct stat st;
+
+	for (int fd = 0; fd < 1024 && p == MAP_FAILED; fd++) {
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		n = readlink(path, name, sizeof(name) - 1);
+		if (n <= 0)
+			continue;
+		name[n] = 0;
+		if (!strstr(name, "/memfd:" MP_RING_MEMFD_NAME) || fstat(fd, &st) < 0)
+			continue;
+		p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	}
+	cr_assert_neq(p, MAP_FAILED, "no ring memfd in this process");
+	return p;
+}
+
+/* Pages of thread slot @i's ring in memory (written, or mapped ahead); a
+ * ring need not start on a page. */
+static unsigned ring_resident(const struct mp_ring_hdr *h, uint32_t i)
+{
+	size_t len = (size_t)h->slot_count * h->slot_size, page = 4096;
+	uintptr_t a = (uintptr_t)h + h->ring_off + (size_t)i * len, b = a + len;
+	static unsigned char vec[(32768u * 128u) / 4096u + 2];
+	size_t pages;
+	unsigned n = 0;
+
+	a &= ~(page - 1);
+	b = (b + page - 1) & ~(page - 1);
+	pages = (b - a) / page;
+	cr_assert_leq(pages, sizeof(vec), "ring of %u slots", h->slot_count);
+	cr_assert_eq(mincore((void *)a, b - a, vec), 0, "mincore: %s", strerror(errno));
+	for (size_t k = 0; k < pages; k++)
+		n += vec[k] & 1;
+	return n;
+}
+
+static uint32_t slot_of(const struct mp_ring_hdr *h, uint32_t tid)
+{
+	const struct mp_thread *th = (const void *)((const char *)h + h->threads_off);
+
+	for (uint32_t i = 0; i < h->thread_count; i++)
+		if (th[i].state == 1 && th[i].tid == tid)
+			return i;
+	cr_assert_fail("thread %u has no slot", tid);
+	return 0;
+}
+
+#define LAP_PAIRS 200 /* 400 records: 12.5 pages of 32 slots */
+
+struct lap {
+	const struct mp_ring_hdr *h;
+	unsigned first, all;
+};
+
+static void *first_lap(void *arg)
+{
+	struct lap *l = arg;
+	uint32_t i;
+
+	ip_free(ip_malloc(40));
+	i = slot_of(l->h, (uint32_t)gettid());
+	l->first = ring_resident(l->h, i);
+	for (int k = 1; k < LAP_PAIRS; k++)
+		ip_free(ip_malloc(40));
+	l->all = ring_resident(l->h, i);
+	return NULL;
+}
+
+/* A thread slot's first lap: the records' pages are mapped ahead of the
+ * writer in chunks (libclient/memprof.c ring_populate()), 4 pages at the
+ * first record rather than a page fault per 32 records, and never more
+ * than one chunk, at most as large as what was written, beyond them. */
+Test(interpose, first_lap_pages_mapped_ahead)
+{
+	struct mp_consumer *c = setup();
+	const struct mp_ring_hdr *h = ring_map();
+	unsigned written = (2 * LAP_PAIRS * 128 + 4095) / 4096;
+	struct lap l = { .h = h };
+	struct mp_record r;
+	pthread_t th;
+	int n = 0;
+
+	cr_assert_eq(h->slot_size, 128);
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_PRECISE, 0), 0);
+	cr_assert_eq(pthread_create(&th, NULL, first_lap, &l), 0);
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
+	cr_assert_geq(l.first, 4, "%u page(s) mapped after the thread's first records", l.first);
+	cr_assert_geq(l.all, written);
+	cr_assert_leq(l.all, 2 * written, "%u pages mapped for %u written", l.all, written);
+	while (mp_consumer_read(c, &r) == 1)
+		n += r.type == MP_REC_ALLOC || r.type == MP_REC_FREE;
+	cr_assert_geq(n, 2 * LAP_PAIRS);
+	cr_assert_eq(mp_consumer_alloc_drops(c), 0);
+	mp_consumer_free(c);
+}
+
+/* Heap records leave the last slots of a ring to markers (docs/RING.md
+ * "Waiting for space"): a writer that filled its ring with heap records
+ * (sampled at 1 byte: every call, never waiting) still records the
+ * kernel that follows, while the next heap record is dropped. */
+Test(interpose, heap_records_leave_room_for_markers)
+{
+	struct mp_consumer *c = setup();
+	struct mp_record r;
+	uint64_t drops0 = mp_consumer_drops(c);
+	int spins = 0, begins = 0, ends = 0;
+
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_SAMPLED, 1), 0);
+	while (mp_consumer_alloc_drops(c) == 0) {
+		ip_free(ip_malloc(16));
+		cr_assert_lt(++spins, 1 << 22, "the ring never filled");
+	}
+	cr_assert_eq(memprof_kernel_begin("after_full"), 0);
+	cr_assert_eq(memprof_kernel_end(), 0);
+	ip_free(ip_malloc(16));
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
+	/* every drop was a heap record's */
+	cr_assert_eq(mp_consumer_drops(c) - drops0, mp_consumer_alloc_drops(c));
+	cr_assert_geq(mp_consumer_alloc_drops(c), 2);
+	while (mp_consumer_read(c, &r) == 1) {
+		begins += r.type == MP_REC_KERNEL_BEGIN;
+		ends += r.type == MP_REC_KERNEL_END;
+	}
+	cr_assert_eq(begins, 1, "the kernel after the full ring: %d begins", begins);
+	cr_assert_eq(ends, 1);
+	mp_consumer_free(c);
 }

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "correlator.h"
 #include "live.h"
@@ -73,6 +74,53 @@ Test(sampling, inverse_of_the_estimate_gives_the_variance)
 	cr_assert_eq(mp_sample_var(300, mean, 0), 0);
 	cr_assert_eq(mp_sample_prob(5000, mean, 0), 1.0);
 	cr_assert_eq(mp_sample_peak_bias_bound(1e9, mean, 1), 0);
+}
+
+static bool same_bits(double a, double b)
+{
+	return memcmp(&a, &b, sizeof(a)) == 0;
+}
+
+/* The correlator's per-block probability comes from a cache: it must be
+ * mp_sample_prob() bit for bit, whatever came before it (every size below
+ * the interval, hits and evictions, the same estimate under another
+ * interval, forged estimates, the no-sampling cases). */
+Test(sampling, cached_probability_is_bit_identical)
+{
+	static const uint64_t means[] = { 1, 2, 7, 100, 4096, 4097, 65536, 1u << 20 };
+	uint64_t rng = 0x5eed;
+
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t m = 0; m < sizeof(means) / sizeof(means[0]); m++) {
+			uint64_t mean = means[m], step = mean > 8192 ? mean / 4096 : 1;
+
+			for (uint64_t w = 1; w < mean; w += step) {
+				uint64_t est = estimate(w, mean);
+
+				double want = mp_sample_prob(est, mean, 1);
+
+				/* the correlator's free path: mp_sample_var() */
+				cr_assert(same_bits(mp_sample_var(est, mean, 1),
+						    (double)est * (double)est * (1.0 - want)));
+				cr_assert(same_bits(mp_sample_prob_cached(est, mean), want),
+					  "mean %lu size %lu est %lu", (unsigned long)mean,
+					  (unsigned long)w, (unsigned long)est);
+				/* the same estimate under the next interval */
+				cr_assert(same_bits(mp_sample_prob_cached(est, mean + 1),
+						    mp_sample_prob(est, mean + 1, 1)));
+			}
+		}
+	for (int i = 0; i < 200000; i++) {
+		uint64_t mean = 1 + rnd(&rng) % 8192, est = rnd(&rng) >> (rnd(&rng) % 64);
+
+		if (i % 3 == 0)
+			est = estimate(1 + rnd(&rng) % mean, mean);
+		cr_assert(same_bits(mp_sample_prob_cached(est, mean), mp_sample_prob(est, mean, 1)),
+			  "mean %lu est %lu", (unsigned long)mean, (unsigned long)est);
+	}
+	cr_assert(same_bits(mp_sample_prob_cached(0, 4096), 1.0));
+	cr_assert(same_bits(mp_sample_prob_cached(300, 0), 1.0));
+	cr_assert(same_bits(mp_sample_prob_cached(4096, 4096), 0.0)); /* y <= 1 */
 }
 
 /* One simulated run: a sliding window of @live blocks of 16..63 B, @steps

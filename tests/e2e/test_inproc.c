@@ -11,6 +11,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <spawn.h>
@@ -401,11 +402,17 @@ Test(inproc, attach_detach_reattach, .timeout = 120)
 		assert_exact(p);
 		k = kernel(p, "it");
 		cr_assert_gt(k->calls, 10, "round %d: %" PRIu64 " calls", round, k->calls);
-		cr_assert(k->incl.alloc_count + 1 >= k->calls && k->incl.alloc_count <= k->calls,
+		/* Invocations cut by the attach and by the detach. The markers
+		 * of an invocation that begins between the attach's snapshot
+		 * and the interposer being turned on are recorded, its
+		 * allocation is not: under load that window spans a few
+		 * invocations of ~1 ms (358 allocations in 360 and in 361 calls
+		 * at load 10-13, in the full suite). */
+		cr_assert(k->incl.alloc_count + 6 >= k->calls && k->incl.alloc_count <= k->calls,
 			  "round %d: %" PRIu64 " allocations in %" PRIu64 " calls", round,
 			  k->incl.alloc_count, k->calls);
 		cr_assert_eq(k->incl.alloc_bytes, 64 * k->incl.alloc_count);
-		cr_assert(k->incl.free_count + 1 >= k->calls, "round %d", round);
+		cr_assert(k->incl.free_count + 6 >= k->calls, "round %d", round);
 		cr_assert_leq(p->unknown_frees, 1);
 		mp_profile_free(p);
 	}
@@ -476,5 +483,87 @@ Test(inproc, idle_target_is_polled_less_and_the_burst_after_stays_exact, .timeou
 	p = load(path);
 	assert_exact(p);
 	assert_mem(&kernel(p, "win")->incl, &want, "win");
+	mp_profile_free(p);
+}
+
+/* A precise-mode flood against a daemon that cannot keep up: 800k records
+ * through a 32k-slot ring, the producer waiting for space most of the
+ * time. The daemon drains in short reads, one after the other without a
+ * sleep between them, each against a fresh clock (docs/RING.md "Waiting
+ * for space"): a record published while a drain runs is stamped after
+ * the drain's clock and held in the ring queue until the next one, so a
+ * read of 65,536 records (as before) out of a 32k ring always ended with
+ * more than 32k records held, never released as they were read. Counted,
+ * not timed: the debug log's count of held records after a drain. */
+Test(inproc, a_flood_is_drained_in_short_reads_without_holding_it, .timeout = 120)
+{
+	char lib[4096], pidbuf[32], path[] = "/tmp/mp-inproc-XXXXXX", line[512];
+	char *fargv[] = { path_of("tests/e2e/fixture-inproc"), "idle", "2500", "400000", NULL };
+	struct mp_mem_stats want = { .alloc_count = WINDOW_LIVE + 400000,
+				     .free_count = WINDOW_LIVE + 400000 };
+	uint64_t rng = WINDOW_SEED, drains = 0, full = 0, held = UINT64_MAX;
+	posix_spawn_file_actions_t fa;
+	struct mp_profile *p;
+	int fd, st, err_pipe[2];
+	pid_t fix, prof;
+	FILE *f;
+
+	need_root();
+	for (long i = 0; i < WINDOW_LIVE + 400000; i++)
+		want.alloc_bytes += window_size(&rng);
+	want.free_bytes = want.alloc_bytes;
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	snprintf(lib, sizeof(lib), "%s", path_of("libclient/libmemprof.so.0"));
+	cr_assert_eq(posix_spawn(&fix, fargv[0], NULL, NULL, fargv, env_with(lib)), 0);
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)fix);
+	{
+		char *pargv[] = { path_of("cli/memprofd"),
+				  "--pid",
+				  pidbuf,
+				  "--tracer",
+				  "inprocess",
+				  "-o",
+				  path,
+				  "--print",
+				  "none",
+				  "-v",
+				  NULL };
+
+		cr_assert_eq(pipe2(err_pipe, O_CLOEXEC), 0);
+		posix_spawn_file_actions_init(&fa);
+		posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+		cr_assert_eq(posix_spawn(&prof, pargv[0], &fa, NULL, pargv, environ), 0);
+		posix_spawn_file_actions_destroy(&fa);
+		close(err_pipe[1]);
+	}
+	f = fdopen(err_pipe[0], "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *s = strstr(line, "pid ");
+
+		if (s && strstr(s, " ring drains, "))
+			cr_assert_eq(sscanf(s,
+					    "pid %*d: %" SCNu64 " ring drains, %" SCNu64
+					    " of them at the batch limit; at most %" SCNu64,
+					    &drains, &full, &held),
+				     3, "%s", line);
+	}
+	fclose(f);
+	cr_assert_eq(waitpid(prof, &st, 0), prof);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprofd status %d", st);
+	cr_assert_eq(waitpid(fix, &st, 0), fix);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fixture status %d", st);
+	p = load(path);
+	/* on the in-process path whatever the suite's (assert_exact) */
+	cr_assert_str_eq(mp_tracer_path_name(p->tracer_path), "inprocess");
+	cr_assert_eq(p->drops_heap, 0, "heap records dropped: %" PRIu64, p->drops_heap);
+	cr_assert_eq(p->drops_ring, 0);
+	cr_assert_eq(p->drops_bpf, 0);
+	assert_mem(&kernel(p, "win")->incl, &want, "win");
+	/* 808k records in reads of at most 8,192 */
+	cr_assert_geq(drains, 98, "%" PRIu64 " drains (%" PRIu64 " at the limit)", drains, full);
+	cr_assert_lt(held, 32768, "%" PRIu64 " records held after a drain", held);
 	mp_profile_free(p);
 }

@@ -1,0 +1,268 @@
+// SPDX-License-Identifier: MIT
+/*
+ * mp_correlator_apply_heap(), the in-process path's fused step, against the
+ * two steps it replaces (mp_live_apply() with mp_correlator_on_heap() as
+ * the callback, an allocation's stack id set as the session's on_heap()
+ * sets it): seeded random streams of every raw event kind (allocation
+ * functions, frees of known, unknown and NULL blocks, every realloc case,
+ * mmap/munmap/mremap, brk growth and shrink, custom pool functions,
+ * scaled samples, stacks, exec) between kernels, tags and phases on
+ * several threads, in precise and in sampled mode, with owner rules. Both
+ * sides must give the same profile, field for field and as rendered, and
+ * the same live table.
+ */
+#include <inttypes.h>
+
+#include "../profile/helpers.h"
+#include "live.h"
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 0x2545f4914f6cdd1dull;
+}
+
+static const char *resolve(void *ctx, uint64_t caller)
+{
+	static const char *const paths[] = { "/usr/lib/liba.so", "/usr/lib/libb.so.1",
+					     "/opt/x/libtorch_cpu.so", "/usr/bin/app" };
+
+	(void)ctx;
+	return caller % 7 == 6 ? NULL : paths[(caller >> 4) % 4];
+}
+
+static uint64_t stack_frames_buf[4];
+static uint32_t stack_frames(void *ctx, uint32_t id, const uint64_t **ret)
+{
+	(void)ctx;
+	for (uint32_t i = 0; i < 4; i++)
+		stack_frames_buf[i] = 0x400000 + 16 * (uint64_t)((id + i) % 9);
+	*ret = stack_frames_buf;
+	return id % 5;
+}
+
+struct side {
+	struct mp_correlator *c;
+	struct mp_live *l;
+};
+
+/* The session's on_heap() without its dump. */
+struct two_step {
+	struct mp_correlator *c;
+	uint32_t stack;
+};
+
+static uint64_t two_step_cb(void *ctx, const struct mp_heap_event *ev)
+{
+	const struct two_step *t = ctx;
+
+	if (ev->kind == MP_HEAP_ALLOC && t->stack) {
+		struct mp_heap_event with = *ev;
+
+		with.stack = t->stack;
+		return mp_correlator_on_heap(t->c, &with);
+	}
+	return mp_correlator_on_heap(t->c, ev);
+}
+
+static void side_new(struct side *s, uint64_t sample_bytes)
+{
+	struct mp_correlator_opts o = { .begin_ns = 1000,
+					.resolve_owner = resolve,
+					.stack_frames = stack_frames,
+					.sample_bytes = sample_bytes,
+					.max_sites = 300,
+					.max_invocations = 200 };
+
+	cr_assert_eq(mp_correlator_new(&o, &s->c), 0);
+	cr_assert_eq(mp_live_new(&s->l), 0);
+	cr_assert_eq(mp_correlator_add_owner_rule(s->c, "libb*=B"), 0);
+	cr_assert_eq(mp_correlator_set_fn_pool(s->c, MP_FN_CUSTOM + 1, "arena", MP_POOL_KIND_HOST),
+		     0);
+}
+
+static void both_record(struct side *a, struct side *b, const struct mp_record *r)
+{
+	cr_assert_eq(mp_correlator_on_record(a->c, r), mp_correlator_on_record(b->c, r));
+}
+
+static void both_heap(struct side *a, struct side *b, const struct mp_raw_event *ev, uint32_t stack)
+{
+	struct two_step t = { .c = a->c, .stack = stack };
+	int ra = mp_live_apply(a->l, ev, two_step_cb, &t);
+	int rb = mp_correlator_apply_heap(b->c, b->l, ev, stack);
+
+	cr_assert_eq(ra, rb);
+}
+
+static int live_cmp_cb(void *ctx, const struct mp_live_block *blk)
+{
+	struct mp_live *other = ctx;
+	struct mp_live_block o;
+
+	cr_assert_eq(mp_live_lookup(other, blk->addr, &o), 0, "block 0x%" PRIx64, blk->addr);
+	cr_expect_eq(memcmp(&o, blk, sizeof(o)), 0, "block 0x%" PRIx64, blk->addr);
+	return 0;
+}
+
+static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
+{
+	static const char *const names[] = { "matmul", "conv", "softmax", "gather" };
+	static const char *const tags[] = { "kv", "weights" };
+	static const char *const phases[] = { "load", "step" };
+	uint64_t addrs[64] = { 0 }, brk_top = 0x5000000, ts = 2000, rs = seed;
+	uint32_t depth[4] = { 0 }, ntags[4] = { 0 };
+	struct mp_live_stats sa, sb;
+	struct mp_profile *pa, *pb;
+	struct side a, b;
+	char *ja, *jb;
+
+	side_new(&a, sample_bytes);
+	side_new(&b, sample_bytes);
+	for (uint32_t k = 0; k < events; k++) {
+		uint64_t x = rnd(&rs);
+		uint32_t th = (uint32_t)(x >> 8) % 4, tid = 100 + th;
+		uint32_t op = (uint32_t)(x % 100);
+		uint64_t *slot = &addrs[(x >> 16) % 64];
+		struct mp_raw_event ev = { .pid = 1,
+					   .tid = tid,
+					   .ts_ns = ++ts,
+					   .caller = 0x400000 + 16 * ((x >> 24) % 9) };
+		struct mp_record r = { .tid = tid, .ts_ns = ts };
+		uint32_t stack = (x >> 40) % 3 == 0 ? (uint32_t)((x >> 44) % 6) : 0;
+
+		if (op < 6) {
+			if (depth[th] < 5 && (op < 4 || !depth[th])) {
+				r.type = MP_REC_KERNEL_BEGIN;
+				r.name = names[(x >> 32) % 4];
+				depth[th]++;
+			} else {
+				r.type = MP_REC_KERNEL_END;
+				if (depth[th])
+					depth[th]--;
+			}
+			both_record(&a, &b, &r);
+			continue;
+		}
+		if (op < 8) {
+			if (ntags[th] < 3 && op == 6) {
+				r.type = MP_REC_TAG_BEGIN;
+				r.name = tags[(x >> 32) % 2];
+				ntags[th]++;
+			} else {
+				r.type = MP_REC_TAG_END;
+				if (ntags[th])
+					ntags[th]--;
+			}
+			both_record(&a, &b, &r);
+			continue;
+		}
+		if (op == 8) {
+			r.type = MP_REC_PHASE;
+			r.name = phases[(x >> 32) % 2];
+			both_record(&a, &b, &r);
+			continue;
+		}
+		if (op == 9 && (x >> 32) % 20 == 0) {
+			/* exec: blocks forgotten, kernels closed */
+			ev.type = MP_RAW_EXEC;
+			cr_assert_eq(mp_correlator_on_exec(a.c, ts, tid, "/bin/new"),
+				     mp_correlator_on_exec(b.c, ts, tid, "/bin/new"));
+			both_heap(&a, &b, &ev, 0);
+			memset(addrs, 0, sizeof(addrs));
+			memset(depth, 0, sizeof(depth));
+			memset(ntags, 0, sizeof(ntags));
+			continue;
+		}
+		if (op < 45) {
+			static const uint32_t fns[] = { MP_FN_MALLOC,	      MP_FN_CALLOC,
+							MP_FN_POSIX_MEMALIGN, MP_FN_MMAP,
+							MP_FN_CUSTOM + 1,     MP_FN_MALLOC };
+
+			ev.type = MP_RAW_ALLOC;
+			ev.fn = fns[(x >> 32) % 6];
+			/* sometimes an address still live: a missed free */
+			ev.addr = (x >> 36) % 16 == 0 && *slot ? *slot : 0x10000 + 64 * (k + 1);
+			if ((x >> 50) % 50 == 0)
+				ev.addr = 0; /* failed */
+			ev.size = (x >> 52) % 3000;
+			if (sample_bytes && ev.size < sample_bytes && (x >> 62))
+				ev.fn |= MP_LIVE_FN_SCALED;
+			both_heap(&a, &b, &ev, stack);
+			*slot = ev.addr;
+			continue;
+		}
+		if (op < 80) {
+			ev.type = MP_RAW_FREE;
+			ev.fn = (x >> 32) % 5 == 0 ? MP_FN_MUNMAP : MP_FN_FREE;
+			/* known, unknown or NULL */
+			ev.addr = (x >> 36) % 10 == 0 ? 0x900000 + 64 * (x >> 40 & 0xff) :
+				  (x >> 36) % 10 == 1 ? 0 :
+							*slot;
+			if (ev.fn == MP_FN_MUNMAP)
+				ev.size = 4096;
+			both_heap(&a, &b, &ev, 0);
+			if (ev.addr == *slot)
+				*slot = 0;
+			continue;
+		}
+		if (op < 95) {
+			ev.type = MP_RAW_REALLOC;
+			ev.fn = (x >> 32) % 6 == 0 ? MP_FN_MREMAP : MP_FN_REALLOC;
+			ev.old_addr = (x >> 36) % 5 == 0 ? 0 : *slot;
+			ev.size = (x >> 39) % 4 == 0 ? 0 : (x >> 42) % 5000;
+			ev.addr = (x >> 47) % 4 == 0 ? 0 : 0x10000 + 64 * (k + 1);
+			if (sample_bytes && ev.size && ev.size < sample_bytes && (x >> 62))
+				ev.fn |= MP_LIVE_FN_SCALED;
+			both_heap(&a, &b, &ev, stack);
+			if (ev.addr)
+				*slot = ev.addr;
+			continue;
+		}
+		/* the heap break: up, or down over some of its blocks */
+		ev.type = MP_RAW_REALLOC;
+		ev.fn = MP_FN_BRK;
+		ev.old_addr = brk_top;
+		brk_top = (x >> 32) % 3 ? brk_top + 4096 * ((x >> 40) % 4 + 1) :
+					  brk_top - 3000 * ((x >> 40) % 3);
+		ev.addr = brk_top;
+		both_heap(&a, &b, &ev, 0);
+	}
+	mp_live_stats(a.l, &sa);
+	mp_live_stats(b.l, &sb);
+	cr_expect_eq(memcmp(&sa, &sb, sizeof(sa)), 0, "live table statistics differ");
+	cr_expect_gt(sa.live_blocks + sa.unknown_frees, 0);
+	mp_live_foreach(a.l, live_cmp_cb, b.l);
+	mp_live_foreach(b.l, live_cmp_cb, a.l);
+	cr_assert_eq(mp_correlator_finish(a.c, ts + 1, &pa), 0);
+	cr_assert_eq(mp_correlator_finish(b.c, ts + 1, &pb), 0);
+	cr_expect_gt(pa->mem.alloc_count, events / 10);
+	cr_expect_gt(pa->n_invocations, 0);
+	expect_profile_eq(pb, pa);
+	ja = render(pa, MP_REPORT_JSON, NULL);
+	jb = render(pb, MP_REPORT_JSON, NULL);
+	/* stops at the first stream that differs */
+	cr_assert(strcmp(ja, jb) == 0, "seed %" PRIu64 ": the rendered profiles differ", seed);
+	free(ja);
+	free(jb);
+	mp_profile_free(pa);
+	mp_profile_free(pb);
+	mp_correlator_free(a.c);
+	mp_correlator_free(b.c);
+	mp_live_free(a.l);
+	mp_live_free(b.l);
+}
+
+Test(apply_heap, precise_mode_same_profile_as_live_apply_and_on_heap)
+{
+	for (uint64_t seed = 1; seed <= 20; seed++)
+		run_stream(seed * 0x9e3779b97f4a7c15ull, 0, 20000);
+}
+
+Test(apply_heap, sampled_mode_same_profile_as_live_apply_and_on_heap)
+{
+	for (uint64_t seed = 1; seed <= 20; seed++)
+		run_stream(seed * 0xc2b2ae3d27d4eb4full, 4096, 20000);
+}
