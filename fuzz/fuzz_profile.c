@@ -187,8 +187,13 @@ static void drive_finish(struct mp_correlator *c, uint64_t ts)
 		return;
 	exercise(p);
 	if (mp_profile_file_encode(p, &buf, &len) == 0) {
-		if (mp_profile_file_decode(buf, len, &q, NULL) != 0)
+		const char *why = NULL;
+
+		if (mp_profile_file_decode(buf, len, &q, &why) != 0) {
+			fprintf(stderr, "written profile does not read back: %s\n",
+				why ? why : "?");
 			abort();
+		}
 		free(buf);
 		mp_profile_free(q);
 	}
@@ -270,7 +275,10 @@ static void drive_fused(const uint8_t *d, size_t n)
 				.caller = rd(d + 2, 2),
 			};
 
-			if (mp_correlator_apply_heap(c, l, &ev, d[3] >> 4) < 0)
+			/* stack 0: a stack id is the daemon's own (its stack
+			 * table's, never the target's), and this profile has
+			 * no stack table for one to refer to */
+			if (mp_correlator_apply_heap(c, l, &ev, 0) < 0)
 				break;
 		}
 	}
