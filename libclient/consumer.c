@@ -44,6 +44,12 @@
  * hostile writer) cannot make the open take long. */
 #define SNAP_YIELD_BUDGET 2048
 #define MAX_FD_SCAN 65536
+/* The open-at-attach records of kernels begun while detached carry the
+ * attach's clock reading less this: a heap record the interposer writes
+ * once the mode is on is stamped after that reading, give or take the TSC
+ * conversion's error (docs/RING.md "Clocks": ~60 ns at most), and must
+ * come after the begin of the kernel it belongs to. */
+#define ATTACH_TS_EARLY_NS 1000
 /* A slot's first cache line: header fields and dims[0..2]. */
 #define HEAP_WORDS_END 64
 _Static_assert(offsetof(struct mp_slot, dims) + 3 * 8 == HEAP_WORDS_END, "heap record layout");
@@ -65,8 +71,20 @@ struct tstate {
 	 * handed over was published after this CLOCK_MONOTONIC time, or is
 	 * stamped at or after it (0: not known yet). */
 	uint64_t done_ns;
+	/* Lap mark: once pos reaches lap_pos, every record not handed over
+	 * was published after lap_ns (0: no mark). Set by a read that finds
+	 * records, at its position plus a whole ring: the writer could not
+	 * reach that position before we freed the one a lap behind it. */
+	uint64_t lap_pos, lap_ns;
+	/* A published record that could not be taken (a STACK record whose
+	 * unit is not all there: only a hostile writer leaves one): at which
+	 * position, since which read (0: not stuck). */
+	uint64_t stuck_pos, stuck_ns;
 	uint32_t snap_seq; /* records up to this one are in the snapshot */
 	bool snap_valid;
+	/* Heap records of this ring may still precede the snapshot (tseq
+	 * below snap_seq): cleared at the first record at or after it. */
+	bool heap_pre_snap;
 };
 
 /* A run of consecutive records of one ring inside the batch. */
@@ -122,6 +140,9 @@ struct mp_consumer {
 	uint32_t corruption; /* MP_CONSUMER_CORRUPT_* */
 	/* drops counter at attach, and the last plausible count since then */
 	uint64_t drops_base, drops_seen, attach_ns;
+	/* A stuck ring counts as read up to stall_ns before each read once it
+	 * has been stuck that long (mp_consumer_opts.stall_ns). */
+	uint64_t stall_ns;
 	bool attached; /* we set the header's attached flag */
 	bool alloc_on; /* we turned the interposer on */
 	unsigned yield_budget;
@@ -354,10 +375,9 @@ static int synth_add(struct mp_consumer *c, size_t *cap, uint32_t type, uint32_t
 
 /* Builds the open-at-attach records from every thread slot and remembers
  * each slot's record number so ring records already reflected are skipped. */
-static int snapshot(struct mp_consumer *c)
+static int snapshot(struct mp_consumer *c, uint64_t attach_ts)
 {
 	struct mp_thread t, phase = { 0 };
-	uint64_t attach_ts = mp_now_ns();
 	size_t cap = 0;
 	int r;
 
@@ -365,6 +385,7 @@ static int snapshot(struct mp_consumer *c)
 		if (!thread_snapshot(c, i, &t))
 			continue; /* never stable: its ring records all pass */
 		c->ts[i].snap_valid = true;
+		c->ts[i].heap_pre_snap = true;
 		c->ts[i].snap_seq = (uint32_t)(t.gen >> 1);
 		/* the phase set last, by any thread, as of its snapshot */
 		if (t.phase_id && t.phase_order > phase.phase_order)
@@ -586,11 +607,43 @@ static inline __attribute__((always_inline)) int heap_ts(struct mp_consumer *c, 
 	return 0;
 }
 
-static int consumer_attach(struct mp_consumer *c, bool membarrier)
+/* Turns the interposer on (@mode, @sample_bytes checked by the caller). */
+static void alloc_mode_on(struct mp_consumer *c, uint32_t mode, uint64_t sample_bytes)
+{
+	/* Interval and epoch before the mode: a thread that sees the mode
+	 * sees them too. */
+	STORE(&c->hdr->alloc_sample_bytes, mode == MP_ALLOC_SAMPLED ? sample_bytes : 0, RELAXED);
+	__atomic_fetch_add(&c->hdr->alloc_epoch, 1, __ATOMIC_RELAXED);
+	STORE(&c->hdr->alloc_mode, mode, RELEASE);
+	c->alloc_on = true;
+}
+
+static int check_opts(const struct mp_consumer_opts *o)
+{
+	if (!o)
+		return 0;
+	if (o->alloc_mode > MP_ALLOC_SAMPLED ||
+	    (o->alloc_mode == MP_ALLOC_SAMPLED && !o->alloc_sample_bytes) ||
+	    o->alloc_stack_bytes > MP_RING_STACK_MAX)
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * Attach (docs/RING.md "Per-thread state and late attach"): the clock, the
+ * interposer on (@o), attached, a barrier on every CPU, then the snapshot.
+ * With the interposer on before the snapshot, no kernel begins between the
+ * two with its markers recorded and its allocations not; the heap records
+ * written before the snapshot are told apart by their tseq (take()).
+ */
+static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts *o, bool membarrier)
 {
 	int r;
 
 	r = validate_header(c);
+	if (r < 0)
+		return r;
+	r = check_opts(o);
 	if (r < 0)
 		return r;
 	c->ts = calloc(c->thread_count, sizeof(*c->ts));
@@ -602,13 +655,27 @@ static int consumer_attach(struct mp_consumer *c, bool membarrier)
 		return -ENOMEM;
 
 	c->yield_budget = SNAP_YIELD_BUDGET;
+	c->stall_ns = o && o->stall_ns ? o->stall_ns : MP_CONSUMER_STALL_NS;
 	tsc_init(c);
+	/* Before anything is written into the ring: the caller's own set-up
+	 * (the daemon tells its syscall tracer where the interposer's
+	 * in-allocator flag is before the interposer turns on). */
+	if (o && o->before_attach) {
+		r = o->before_attach(o->ctx, c);
+		if (r < 0)
+			return r;
+	}
 	c->attach_ns = mp_now_ns();
 	c->drops_base = LOAD(&c->hdr->drops, RELAXED);
+	if (o && o->alloc_mode) {
+		STORE(&c->hdr->alloc_stack_bytes, o->alloc_stack_bytes, RELAXED);
+		alloc_mode_on(c, o->alloc_mode, o->alloc_sample_bytes);
+	}
 	STORE(&c->hdr->attached, 1, SEQ_CST);
 	c->attached = true;
+	/* every thread now sees the mode and the flag (RING.md) */
 	barrier_all(membarrier);
-	r = snapshot(c);
+	r = snapshot(c, c->attach_ns > ATTACH_TS_EARLY_NS ? c->attach_ns - ATTACH_TS_EARLY_NS : 0);
 	if (r < 0)
 		return r;
 
@@ -656,6 +723,12 @@ void mp_consumer_free(struct mp_consumer *c)
 
 int mp_consumer_open_mem(void *mem, size_t len, struct mp_consumer **ret)
 {
+	return mp_consumer_open_mem_opts(mem, len, NULL, ret);
+}
+
+int mp_consumer_open_mem_opts(void *mem, size_t len, const struct mp_consumer_opts *o,
+			      struct mp_consumer **ret)
+{
 	struct mp_consumer *c;
 	int r;
 
@@ -666,7 +739,7 @@ int mp_consumer_open_mem(void *mem, size_t len, struct mp_consumer **ret)
 		return -ENOMEM;
 	c->base = mem;
 	c->len = len;
-	r = consumer_attach(c, false);
+	r = consumer_attach(c, o, false);
 	if (r < 0) {
 		mp_consumer_free(c);
 		return r;
@@ -676,7 +749,8 @@ int mp_consumer_open_mem(void *mem, size_t len, struct mp_consumer **ret)
 }
 
 /* Maps the ring behind @fd; @pid > 0: the header must name that process. */
-static int open_fd_pid(int fd, const pid_t *pids, int npids, struct mp_consumer **ret)
+static int open_fd_pid(int fd, const pid_t *pids, int npids, const struct mp_consumer_opts *o,
+		       struct mp_consumer **ret)
 {
 	struct mp_consumer *c;
 	struct stat st;
@@ -712,7 +786,7 @@ static int open_fd_pid(int fd, const pid_t *pids, int npids, struct mp_consumer 
 				r = 0;
 	}
 	if (r == 0)
-		r = consumer_attach(c, true);
+		r = consumer_attach(c, o, true);
 	if (r < 0) {
 		mp_consumer_free(c);
 		return r;
@@ -725,7 +799,7 @@ int mp_consumer_open_fd(int fd, struct mp_consumer **ret)
 {
 	if (fd < 0 || !ret)
 		return -EINVAL;
-	return open_fd_pid(fd, NULL, 0, ret);
+	return open_fd_pid(fd, NULL, 0, NULL, ret);
 }
 
 /* The pid the target sees for itself: the last NSpid entry (pid namespaces). */
@@ -764,6 +838,11 @@ static pid_t inner_pid(pid_t pid)
 
 int mp_consumer_open_pid(pid_t pid, struct mp_consumer **ret)
 {
+	return mp_consumer_open_pid_opts(pid, NULL, ret);
+}
+
+int mp_consumer_open_pid_opts(pid_t pid, const struct mp_consumer_opts *o, struct mp_consumer **ret)
+{
 	static const char target[] = "/memfd:" MP_RING_MEMFD_NAME " (deleted)";
 	char path[64], link[sizeof(target) + 1];
 	pid_t pids[2];
@@ -799,7 +878,7 @@ int mp_consumer_open_pid(pid_t pid, struct mp_consumer **ret)
 		fd = openat(dfd, de->d_name, O_RDWR | O_CLOEXEC);
 		if (fd < 0)
 			continue;
-		q = open_fd_pid(fd, pids, pids[1] ? 2 : 1, &c);
+		q = open_fd_pid(fd, pids, pids[1] ? 2 : 1, o, &c);
 		close(fd);
 		if (q == 0) {
 			closedir(d);
@@ -866,12 +945,7 @@ int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sa
 		c->alloc_on = false;
 		return 0;
 	}
-	/* Interval and epoch before the mode: a thread that sees the mode
-	 * sees them too. */
-	STORE(&c->hdr->alloc_sample_bytes, mode == MP_ALLOC_SAMPLED ? sample_bytes : 0, RELAXED);
-	__atomic_fetch_add(&c->hdr->alloc_epoch, 1, __ATOMIC_RELAXED);
-	STORE(&c->hdr->alloc_mode, mode, RELEASE);
-	c->alloc_on = true;
+	alloc_mode_on(c, mode, sample_bytes);
 	return 0;
 }
 
@@ -1123,6 +1197,21 @@ static void heap_down(struct mp_consumer *c, uint32_t i)
 	}
 }
 
+/* Whether a heap record numbered @tseq precedes the attach snapshot of its
+ * ring @t: written before the last marker the snapshot reflects, so under a
+ * stack of its thread the profile never sees (the kernels that ended
+ * before the snapshot are not in it). A heap record numbered as the
+ * snapshot came after that marker, under the stack the snapshot took, and
+ * is kept. Once a record is not before it, none after it is (tseq never
+ * goes back along a ring; a hostile ring's records just pass). */
+static bool heap_before_snapshot(struct tstate *t, uint32_t tseq)
+{
+	if ((int32_t)(tseq - t->snap_seq) < 0)
+		return true;
+	t->heap_pre_snap = false;
+	return false;
+}
+
 /* The next record of ring @i, decoded into @r: 1 when taken, 0 when that
  * ring has nothing more published (or the record was already reflected in
  * the attach snapshot: *@skipped is then set), negative errno when it is
@@ -1162,6 +1251,10 @@ take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped, bool
 		r->tid = LOAD(&s->tid, RELAXED);
 		r->ts_ns = LOAD(&s->ts_ns, RELAXED);
 		r->seq = LOAD(&s->tseq, RELAXED);
+		if (unlikely(t->heap_pre_snap) && heap_before_snapshot(t, r->seq)) {
+			*skipped = true;
+			return 0;
+		}
 		/* fn: a builtin allocator function (enum mp_alloc_fn); a
 		 * scaled sample is only an allocation. */
 		if (rank || fn >= MP_HEAP_FN_MAX || (flags & ~MP_REC_F_SCALED) ||
@@ -1188,6 +1281,8 @@ take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped, bool
 	 * caller, dims[3] a realloc's old address */
 	copy_first_line(&copy, s);
 	if (copy.type == MP_REC_STACK) {
+		size_t stk_used = c->stk_used;
+
 		/* with its continuation slots and its heap record: all of
 		 * them, or none yet */
 		copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
@@ -1198,6 +1293,11 @@ take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped, bool
 			return e;
 		}
 		t->pos += (uint64_t)e;
+		if (unlikely(t->heap_pre_snap) && heap_before_snapshot(t, r->seq)) {
+			c->stk_used = stk_used;
+			*skipped = true;
+			return 0;
+		}
 		return 1;
 	}
 	if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE ||
@@ -1206,13 +1306,13 @@ take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped, bool
 	else if (copy.type == MP_REC_REALLOC)
 		copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
 	t->pos++;
-	/* Heap records carry no stack change: the attach snapshot never
-	 * reflects them. */
-	if (t->snap_valid && !mp_record_is_heap(copy.type) &&
-	    (int32_t)(copy.tseq - t->snap_seq) <= 0) {
+	/* (Heap records went the fast path above.) A marker, shape or pool
+	 * record numbered up to the snapshot is reflected in it. */
+	if (t->snap_valid && (int32_t)(copy.tseq - t->snap_seq) <= 0) {
 		*skipped = true;
 		return 0; /* already reflected in the attach snapshot */
 	}
+	t->heap_pre_snap = false;
 	e = decode(c, t, &copy, r, dirty);
 	if (e < 0) {
 		c->err_pending = e;
@@ -1281,6 +1381,48 @@ static uint64_t complete_except(const struct mp_consumer *c, uint32_t skip)
 	return min;
 }
 
+/* A read told @now_ns finds records in ring @t: unless a mark is pending,
+ * every record at or past a whole ring beyond the position now is written
+ * after now_ns (the writer needs the slot a lap behind it freed, and we
+ * free nothing before this read). */
+static void lap_mark(const struct mp_consumer *c, struct tstate *t, uint64_t now_ns)
+{
+	if (t->lap_ns)
+		return;
+	t->lap_pos = t->pos + c->slot_count;
+	t->lap_ns = now_ns;
+}
+
+/* After a read of ring @t that left records: past its lap mark, the ring
+ * counts as read up to the mark's time (its stamps may say less: a hostile
+ * writer flooding old stamps holds the bound back one lap's read at most). */
+static void lap_passed(struct tstate *t)
+{
+	if (!t->lap_ns || (int64_t)(t->pos - t->lap_pos) < 0)
+		return;
+	if (t->lap_ns > t->done_ns)
+		t->done_ns = t->lap_ns;
+	t->lap_ns = 0;
+}
+
+/* A read told @now_ns stopped at a published record of ring @t it could
+ * not take (a STACK record whose unit is not all there: libmemprof
+ * publishes the STACK record last, so only a hostile writer does this).
+ * Stuck at the same position for stall_ns, the ring counts as read up to
+ * stall_ns before each read: it cannot hold everything back for ever. A
+ * ring that moves, however slowly, or that the reads have not reached
+ * yet, never counts as read past what was read of it. */
+static void stuck_at(const struct mp_consumer *c, struct tstate *t, uint64_t now_ns)
+{
+	if (!t->stuck_ns || t->stuck_pos != t->pos) {
+		t->stuck_pos = t->pos;
+		t->stuck_ns = now_ns;
+		return;
+	}
+	if (now_ns - t->stuck_ns >= c->stall_ns && now_ns - c->stall_ns > t->done_ns)
+		t->done_ns = now_ns - c->stall_ns;
+}
+
 /* Whether the slot at ring @i's next position is published; a lap ahead
  * is corruption (stored in err_pending, reported after the records before
  * it). */
@@ -1301,7 +1443,7 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 	struct mp_record rec;
 	bool dirty = true;
 	size_t n = 0, scanned = 0;
-	uint32_t nact = 0;
+	uint32_t nact = 0, cut = UINT32_MAX;
 	int r, look_err;
 
 	if (!c || !cb)
@@ -1345,12 +1487,17 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 	 * records of the rings before it). */
 	for (uint32_t k = 0; k < c->thread_count && !c->err_pending; k++) {
 		uint32_t i = (c->scan_start + k) % c->thread_count;
+		struct tstate *t = &c->ts[i];
 
 		scanned++;
-		if (ring_has_next(c, i))
+		if (ring_has_next(c, i)) {
 			c->heap[nact++] = i;
-		else if (!c->err_pending)
-			c->ts[i].done_ns = now_ns;
+			lap_mark(c, t, now_ns);
+		} else if (!c->err_pending) {
+			t->done_ns = now_ns;
+			t->lap_ns = 0;
+			t->stuck_ns = 0;
+		}
 	}
 	look_err = c->err_pending;
 	c->err_pending = 0;
@@ -1358,6 +1505,7 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 	     k++) {
 		uint32_t i = c->heap[k];
 		struct tstate *t = &c->ts[i];
+		bool stopped = false; /* at a published record not taken */
 
 		/* the other rings do not move while this one is read */
 		c->others_ns = complete_except(c, i);
@@ -1369,8 +1517,10 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 			scanned++;
 			if (skipped)
 				continue;
-			if (r <= 0)
+			if (r <= 0) {
+				stopped = r == 0;
 				break;
+			}
 			/* the ring's records still to come are stamped no
 			 * earlier (one thread's clock, TSC stamps clamped) */
 			if (rec.ts_ns > t->done_ns)
@@ -1391,13 +1541,29 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 		}
 		c->reading = 0;
 		store_tail(c, i);
+		/* the next read starts with the ring after the one the
+		 * limit cut, so that every ring with records is served in
+		 * turn (none left unread while others keep the budget) */
+		cut = i;
+		if (c->err_pending)
+			continue;
 		/* caught up: what comes next is published after now_ns */
-		if (!c->err_pending && !ring_has_next(c, i))
+		if (!ring_has_next(c, i)) {
 			t->done_ns = now_ns;
+			t->lap_ns = t->stuck_ns = 0;
+			cut = UINT32_MAX;
+			continue;
+		}
+		lap_passed(t);
+		if (stopped)
+			stuck_at(c, t, now_ns);
+		else
+			t->stuck_ns = 0;
 	}
 	if (!c->err_pending)
 		c->err_pending = look_err;
-	c->scan_start = (c->scan_start + 1) % c->thread_count;
+	c->scan_start = cut != UINT32_MAX ? (cut + 1) % c->thread_count :
+					    (c->scan_start + 1) % c->thread_count;
 	if (!n && c->err_pending)
 		return fail(c, c->err_pending);
 	return n > INT32_MAX ? INT32_MAX : (int)n;

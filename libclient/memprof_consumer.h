@@ -126,11 +126,46 @@ struct mp_consumer;
  * read are the kernels and tags open at attach time (MP_REC_F_OPEN_AT_ATTACH,
  * outermost first, with their original timestamps), then live records. */
 int mp_consumer_open_pid(pid_t pid, struct mp_consumer **ret);
+/*
+ * How to attach (mp_consumer_open_*_opts(); NULL: all zero).
+ *
+ * @alloc_mode (enum mp_alloc_mode of ring_abi.h; MP_ALLOC_OFF leaves the
+ * interposer dormant), @alloc_sample_bytes (MP_ALLOC_SAMPLED's interval)
+ * and @alloc_stack_bytes (as mp_consumer_set_alloc_stacks()) turn the
+ * target's interposer on *with* the attach, before the snapshot of the
+ * open kernels: every kernel that begins after the snapshot then has its
+ * allocations recorded, and those recorded before it are told apart by
+ * their record number (docs/RING.md "Per-thread state and late attach").
+ * mp_consumer_set_alloc_mode() after the open leaves a window in which a
+ * kernel's markers are recorded and its allocations are not.
+ *
+ * @before_attach, when set, runs once the header is validated and before
+ * the consumer writes anything into the ring (@ctx, the consumer); a
+ * negative return fails the open with it.
+ *
+ * @stall_ns (0: MP_CONSUMER_STALL_NS): how long a ring may stay stuck at a
+ * record it cannot take before mp_consumer_complete_ns() passes it.
+ */
+#define MP_CONSUMER_STALL_NS (100 * 1000 * 1000ull)
+struct mp_consumer_opts {
+	uint32_t alloc_mode;
+	uint32_t alloc_stack_bytes;
+	uint64_t alloc_sample_bytes;
+	int (*before_attach)(void *ctx, struct mp_consumer *c);
+	void *ctx;
+	uint64_t stall_ns;
+};
+/* -EINVAL: an unknown mode, a sampled mode without an interval, or more
+ * stack bytes than MP_RING_STACK_MAX. */
+int mp_consumer_open_pid_opts(pid_t pid, const struct mp_consumer_opts *o,
+			      struct mp_consumer **ret);
 /* Same, from a file descriptor of the ring (dup'ed; caller keeps @fd). */
 int mp_consumer_open_fd(int fd, struct mp_consumer **ret);
 /* Same, over a caller-owned memory image (tests, fuzzing). @mem must stay
  * valid and may change concurrently. */
 int mp_consumer_open_mem(void *mem, size_t len, struct mp_consumer **ret);
+int mp_consumer_open_mem_opts(void *mem, size_t len, const struct mp_consumer_opts *o,
+			      struct mp_consumer **ret);
 void mp_consumer_free(struct mp_consumer *c);
 
 /* Reads the next record: 1 when @ret was filled, 0 when nothing is ready,
@@ -161,8 +196,12 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
  * How far the rings have been read (docs/RING.md "Consumer: how far the
  * rings have been read"): a time C such that every record of any ring not
  * handed over yet by mp_consumer_read_rings_at() was published after C
- * (its ring was found empty by a read told C), or carries a timestamp at
- * or after C (its ring still held records after one stamped C). No record
+ * (its ring was found empty by a read told C, or has been read a whole
+ * ring's worth of records past where a read told C found it), or carries a
+ * timestamp at or after C (its ring still held records after one stamped
+ * C). A ring stuck at a record it cannot take (only a hostile writer
+ * leaves one) counts as read up to stall_ns before each read once it has
+ * been stuck that long (struct mp_consumer_opts). No record
  * still to come can therefore have happened before a record stamped
  * before C (less the clocks' disagreement): releasing the records read so
  * far up to C keeps every causal order. 0 until every ring has been

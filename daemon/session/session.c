@@ -23,6 +23,7 @@
 #include "ringq.h"
 #include "path.h"
 #include "procmaps.h"
+#include "release.h"
 #include "ring_abi.h"
 #include "rss.h"
 #include "session.h"
@@ -684,28 +685,18 @@ static int drain_tracer(struct session *s)
 	return 0;
 }
 
-/* mp_release_watermark(), whose lag floor (t0 - lag) lifts the BPF ring
- * buffer's bound (an event in flight longer than the lag) and the rings'
- * alike; here it lifts the rings' bound only down to t0 - RING_FLOOR_LAGS
- * x lag. A drain cut at RING_BATCH while the daemon is more than the lag
- * behind leaves records unread that are older than t0 - lag, and a BPF
- * event or another ring's record released past them lands in the wrong
- * kernel (measured: 700-3,400 of 100,000 mmaps charged to the next kernel
- * in inproc::syscall_events_stay_inside_the_ring_kernels_racing_them at
- * load 14). The rings' bound moves with every drain (each ring with
- * records is read); a hostile ring that holds it back (records stamped in
- * the past, without end) holds the rest back RING_FLOOR_LAGS x lag at
- * most. */
-#define RING_FLOOR_LAGS 10
+/* mp_session_watermark() (release.h): no floor past the rings' bound. A
+ * ring stuck at a record it cannot take (a hostile writer) is passed by
+ * the consumer after RING_STALL_LAGS x lag (100 ms by default). Before
+ * session 7 the rings' bound itself had that floor: a daemon more than
+ * 100 ms behind, with a drain cut at RING_BATCH, released BPF events past
+ * ring records it had not read yet (588 of 100,000 mmaps charged to the
+ * wrong kernel in a full run at load 20; thousands per stop in
+ * inproc::syscall_events_stay_inside_their_kernels_behind_a_stopped_daemon). */
+#define RING_STALL_LAGS 10
 static uint64_t watermark(uint64_t t0, uint64_t lag, uint64_t bpf_done, uint64_t rings_done)
 {
-	uint64_t wm = mp_release_watermark(t0, lag, bpf_done, rings_done);
-	uint64_t r = rings_done > MP_RELEASE_MARGIN_NS ? rings_done - MP_RELEASE_MARGIN_NS : 0;
-	uint64_t floor = t0 > RING_FLOOR_LAGS * lag ? t0 - RING_FLOOR_LAGS * lag : 0;
-
-	if (r < floor)
-		r = floor;
-	return wm < r ? wm : r;
+	return mp_session_watermark(t0, lag, bpf_done, rings_done);
 }
 
 /* While a ring is read (cycle()), every RELEASE_EVERY records: the ring
@@ -795,6 +786,36 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 	return 0;
 }
 
+/* The consumer's set-up before it writes into the ring: the syscall
+ * tracepoints skip the interposer's own mappings from its first record on. */
+static int before_attach(void *ctx, struct mp_consumer *c)
+{
+	struct session *s = ctx;
+
+	mp_tracer_set_inproc_tls(s->tracer, mp_consumer_alloc_tls_off(c));
+	return 0;
+}
+
+/* Opens the target's ring; on the in-process path the interposer goes on
+ * with the attach, before its snapshot of the open kernels (docs/RING.md
+ * "Per-thread state and late attach"): turned on after it, a kernel begun
+ * in between had its markers recorded and its allocations not (2-6
+ * invocations of ~1 ms under load in inproc::attach_detach_reattach). */
+static int ring_open(struct session *s)
+{
+	uint64_t lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS;
+	struct mp_consumer_opts o = { .stall_ns = RING_STALL_LAGS * lag };
+
+	if (s->path == MP_PATH_INPROCESS) {
+		o.alloc_mode = s->o->mode == MP_TRACE_SAMPLED ? MP_ALLOC_SAMPLED : MP_ALLOC_PRECISE;
+		o.alloc_sample_bytes = s->o->sample_bytes;
+		o.alloc_stack_bytes = s->stacks ? session_stack_bytes(s->o) : 0;
+		o.before_attach = before_attach;
+		o.ctx = s;
+	}
+	return mp_consumer_open_pid_opts(s->o->pid, &o, &s->ring);
+}
+
 static int drain_ring(struct session *s)
 {
 	int r;
@@ -806,9 +827,12 @@ static int drain_ring(struct session *s)
 		if (s->exited || now < s->ring_retry_ns)
 			return 0;
 		s->ring_retry_ns = now + RING_RETRY_NS;
-		r = mp_consumer_open_pid(s->o->pid, &s->ring);
+		r = ring_open(s);
 		if (r == -ENOENT || r == -ESRCH)
 			return 0;
+		if (r == -EINVAL) /* our own settings: the interposer's mode */
+			return log_error_errno(r, "pid %d: turning the interposer on: %m",
+					       (int)s->o->pid);
 		if (r < 0) {
 			/* A broken or foreign ring costs us the markers, not the
 			 * allocation profile. */
@@ -827,22 +851,6 @@ static int drain_ring(struct session *s)
 			return log_error_errno(-ENOMEM, "pid %d: marker ring: %m", (int)s->o->pid);
 		}
 		s->ring_ref->c = s->ring;
-		if (s->path == MP_PATH_INPROCESS) {
-			mp_tracer_set_inproc_tls(s->tracer, mp_consumer_alloc_tls_off(s->ring));
-			r = mp_consumer_set_alloc_stacks(s->ring,
-							 s->stacks ? session_stack_bytes(s->o) : 0);
-			if (r < 0)
-				return log_error_errno(r, "pid %d: in-process stacks: %m",
-						       (int)s->o->pid);
-			r = mp_consumer_set_alloc_mode(s->ring,
-						       s->o->mode == MP_TRACE_SAMPLED ?
-							       MP_ALLOC_SAMPLED :
-							       MP_ALLOC_PRECISE,
-						       s->o->sample_bytes);
-			if (r < 0)
-				return log_error_errno(r, "pid %d: turning the interposer on: %m",
-						       (int)s->o->pid);
-		}
 		log_debug("pid %d: marker ring attached%s", (int)s->o->pid,
 			  s->path == MP_PATH_INPROCESS ? ", in-process allocation path on" : "");
 	}

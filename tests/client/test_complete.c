@@ -8,6 +8,7 @@
  * included.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 
 #include "ring_image.h"
@@ -154,4 +155,109 @@ Test(complete, progress_while_a_ring_is_read)
 	cr_assert_eq(during[2], 1020);
 	cr_assert_eq(mp_consumer_complete_ns(cc), 5000);
 	mp_consumer_free(cc);
+}
+
+/* A ring read a whole ring's worth of records past where a read told T
+ * found it counts as read up to T, whatever its stamps say: its writer
+ * could not publish those records before that read freed the slots a lap
+ * behind them. A hostile writer that floods records stamped in the past
+ * holds the bound back one lap's read at most, never for ever. */
+Test(complete, a_lap_read_past_a_read_counts_as_read_up_to_it)
+{
+	int n = 0;
+	struct mp_consumer *c = read_empty_at(100, &n);
+
+	for (uint64_t i = 0; i < 8; i++)
+		put_alloc(0, i, 10); /* stamped in the past, a full ring */
+	cr_assert_eq(mp_consumer_read_rings_at(c, 5, 1000, count_cb, &n), 5);
+	cr_assert_eq(mp_consumer_complete_ns(c), 100, "found empty at 100 (its stamps say 10)");
+	/* the writer goes on into the freed slots, stamps still at 10 */
+	for (uint64_t i = 8; i < 13; i++)
+		put_alloc(0, i, 10);
+	cr_assert_eq(mp_consumer_read_rings_at(c, 2, 2000, count_cb, &n), 2);
+	cr_assert_eq(mp_consumer_complete_ns(c), 100, "position 7: not a lap past 0 yet");
+	cr_assert_eq(mp_consumer_read_rings_at(c, 1, 3000, count_cb, &n), 1);
+	cr_assert_eq(mp_consumer_complete_ns(c), 1000, "position 8: a lap past the read at 1000");
+	/* the next mark: the read at 4000 finds it at position 8 */
+	for (uint64_t i = 13; i < 16; i++)
+		put_alloc(0, i, 10);
+	cr_assert_eq(mp_consumer_read_rings_at(c, 7, 4000, count_cb, &n), 7);
+	cr_assert_eq(mp_consumer_complete_ns(c), 1000, "position 15");
+	cr_assert_eq(mp_consumer_read_rings_at(c, 1, 5000, count_cb, &n), 1);
+	cr_assert_eq(mp_consumer_complete_ns(c), 5000, "caught up");
+	cr_assert_eq(n, 16);
+	mp_consumer_free(c);
+}
+
+/* A ring stuck at a record it cannot take (a STACK record whose heap record
+ * never comes: only a hostile writer) counts as read up to the stall time
+ * before each read once it has been stuck that long; a ring that moves
+ * never does, however far behind it is. */
+Test(complete, a_stuck_ring_is_passed_after_the_stall_time_only)
+{
+	struct mp_consumer_opts o = { .stall_ns = 1000 };
+	struct mp_consumer *c;
+	struct mp_slot *s;
+	int n = 0;
+
+	cr_assert_eq(mp_consumer_open_mem_opts(m.mem, m.len, &o, &c), 0);
+	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 100, count_cb, &n), 0);
+	put_alloc(1, 0, 150);
+	s = img_put(&m, 1, MP_REC_STACK, 8, 1, 1, 0); /* its ALLOC at 2 never comes */
+	s->ts_ns = 160;
+	put_alloc(2, 0, 50); /* ring 2 far behind, and moving */
+	put_alloc(2, 1, 60);
+	cr_assert_eq(mp_consumer_read_rings_at(c, 2, 200, count_cb, &n), 2);
+	cr_assert_eq(mp_consumer_complete_ns(c), 100,
+		     "ring 2 found empty at 100, its records published after");
+	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 900, count_cb, &n), 1);
+	cr_assert_eq(mp_consumer_complete_ns(c), 150, "ring 1 stuck since 200, not for 1000 yet");
+	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 1100, count_cb, &n), 0);
+	cr_assert_eq(mp_consumer_complete_ns(c), 150, "stuck for 900");
+	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 1300, count_cb, &n), 0);
+	cr_assert_eq(mp_consumer_complete_ns(c), 300, "stuck for 1100: up to 1300 - 1000");
+	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 5000, count_cb, &n), 0);
+	cr_assert_eq(mp_consumer_complete_ns(c), 4000);
+	/* the unit completes: taken, and caught up */
+	put_alloc(1, 2, 170);
+	cr_assert_eq(mp_consumer_read_rings_at(c, 64, 6000, count_cb, &n), 1);
+	cr_assert_eq(mp_consumer_complete_ns(c), 6000);
+	cr_assert_eq(n, 4);
+	mp_consumer_free(c);
+}
+
+/* Reads cut by their limit serve the rings with records in turn: a ring
+ * is never left unread (its bound held back) while another one keeps the
+ * budget. Before, the next read started one thread slot further, so with
+ * many slots the second of two busy rings came first once in that many
+ * reads. */
+Test(complete, rings_cut_by_the_limit_are_served_in_turn)
+{
+	struct img big;
+	struct mp_consumer *c;
+	uint64_t pos[2] = { 0, 0 };
+	int n = 0;
+
+	(void)n;
+
+	img_init(&big, 8, 64, 16, 256);
+	img_str(&big, 0, 0, "?");
+	cr_assert_eq(mp_consumer_open_mem(big.mem, big.len, &c), 0);
+	for (int read = 0; read < 8; read++) {
+		/* both rings kept full */
+		for (uint32_t ring = 0; ring < 2; ring++)
+			for (; pos[ring] < big.thr[ring].tail + 8; pos[ring]++) {
+				struct mp_slot *s = img_put(&big, pos[ring], MP_REC_ALLOC, 7 + ring,
+							    1, ring, FN_MALLOC);
+
+				s->ts_ns = 1000 + pos[ring];
+			}
+		cr_assert_eq(mp_consumer_read_rings_at(c, 4, 10000 + (uint64_t)read, count_cb, &n),
+			     4);
+	}
+	for (uint32_t ring = 0; ring < 2; ring++)
+		cr_assert_geq(big.thr[ring].tail, 12, "ring %u read up to %" PRIu64 " in 8 reads",
+			      ring, (uint64_t)big.thr[ring].tail);
+	mp_consumer_free(c);
+	free(big.mem);
 }

@@ -363,6 +363,68 @@ Test(inproc, syscall_events_stay_inside_the_ring_kernels_racing_them, .timeout =
 	mp_profile_free(p);
 }
 
+/* The same race against a daemon that falls far behind: `memprof run` is
+ * stopped (SIGSTOP) for 300 ms at a time while the target runs, so that
+ * each time it resumes its ring holds a full ring of records stamped
+ * 300 ms ago (the producer waits for space, precise mode) and its BPF ring
+ * buffer the mmaps of the same moments. A drain reads 8,192 ring records at
+ * most: a rule that releases the BPF events past ring records not read yet
+ * because the daemon is more than some time behind (the floor of ten lags,
+ * 100 ms, before session 7) charges the mmaps of the unread kernels to the
+ * kernel open in the correlator (thousands after each stop). Only a ring
+ * that makes no progress may be passed (docs/RING.md "Consumer: how far
+ * the rings have been read"). In-process path only (on the eBPF path the
+ * stops would overflow the BPF ring buffer). */
+Test(inproc, syscall_events_stay_inside_their_kernels_behind_a_stopped_daemon, .timeout = 120)
+{
+	const long n = 30000;
+	const struct mp_mem_stats map = { .alloc_bytes = n * (65536 + 100),
+					  .alloc_count = 2 * n,
+					  .free_bytes = n * (65536 + 100),
+					  .free_count = 2 * n },
+				  heap = { .alloc_bytes = n * 7,
+					   .alloc_count = n,
+					   .free_bytes = n * 7,
+					   .free_count = n };
+	struct timespec run_for = { .tv_nsec = 150 * 1000 * 1000 },
+			stop_for = { .tv_nsec = 600 * 1000 * 1000 };
+	char path[] = "/tmp/mp-inproc-XXXXXX";
+	struct mp_profile *p;
+	int fd, st, stops = 0;
+	pid_t pid;
+
+	need_root();
+	if (strcmp(suite_path(), "inprocess"))
+		return;
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	pid = run_start("inprocess", NULL, path, "tests/e2e/fixture-inproc",
+			(const char *[]){ "race", "30000", NULL });
+	for (;;) {
+		pid_t w;
+
+		nanosleep(&run_for, NULL);
+		w = waitpid(pid, &st, WNOHANG);
+		cr_assert_geq(w, 0);
+		if (w == pid)
+			break;
+		cr_assert_eq(kill(pid, SIGSTOP), 0);
+		nanosleep(&stop_for, NULL);
+		cr_assert_eq(kill(pid, SIGCONT), 0);
+		stops++;
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprof run status %d", st);
+	p = load(path);
+	assert_exact(p);
+	cr_assert_gt(stops, 2, "%d stops", stops);
+	cr_assert_eq(kernel(p, "map")->calls, n);
+	cr_assert_eq(kernel(p, "heap")->calls, n);
+	assert_mem(&kernel(p, "map")->incl, &map, "map");
+	assert_mem(&kernel(p, "heap")->incl, &heap, "heap");
+	mp_profile_free(p);
+}
+
 /* A running process with libmemprof preloaded: attach, detach, attach
  * again. Each session sees its own kernels exactly (one invocation may be
  * cut by the attach or the detach). */
