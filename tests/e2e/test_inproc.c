@@ -370,14 +370,15 @@ Test(inproc, syscall_events_stay_inside_the_ring_kernels_racing_them, .timeout =
  * buffer the mmaps of the same moments. A drain reads 8,192 ring records at
  * most: a rule that releases the BPF events past ring records not read yet
  * because the daemon is more than some time behind (the floor of ten lags,
- * 100 ms, before session 7) charges the mmaps of the unread kernels to the
- * kernel open in the correlator (thousands after each stop). Only a ring
- * that makes no progress may be passed (docs/RING.md "Consumer: how far
- * the rings have been read"). In-process path only (on the eBPF path the
- * stops would overflow the BPF ring buffer). */
+ * 100 ms, before session 7) can charge the mmaps of the unread kernels
+ * outside "map" (with that floor: 3 of 10 runs failed here, ~3,000 mmaps
+ * each, and the unit test session-release pins the rule). Only a ring that
+ * makes no progress may be passed (docs/RING.md "Consumer: how far the
+ * rings have been read"). In-process path only (on the eBPF path the stops
+ * would overflow the BPF ring buffer). */
 Test(inproc, syscall_events_stay_inside_their_kernels_behind_a_stopped_daemon, .timeout = 120)
 {
-	const long n = 30000;
+	const long n = 100000;
 	const struct mp_mem_stats map = { .alloc_bytes = n * (65536 + 100),
 					  .alloc_count = 2 * n,
 					  .free_bytes = n * (65536 + 100),
@@ -386,8 +387,12 @@ Test(inproc, syscall_events_stay_inside_their_kernels_behind_a_stopped_daemon, .
 					   .alloc_count = n,
 					   .free_bytes = n * 7,
 					   .free_count = n };
-	struct timespec run_for = { .tv_nsec = 150 * 1000 * 1000 },
-			stop_for = { .tv_nsec = 600 * 1000 * 1000 };
+	/* running long enough to catch up (a full ring and the BPF
+	 * events of its kernels), stopped for less than the producer's wait
+	 * (1 s, precise mode), from past the daemon's start (BPF set-up) */
+	struct timespec run_for = { .tv_nsec = 400 * 1000 * 1000 },
+			stop_for = { .tv_nsec = 300 * 1000 * 1000 },
+			start = { .tv_nsec = 500 * 1000 * 1000 };
 	char path[] = "/tmp/mp-inproc-XXXXXX";
 	struct mp_profile *p;
 	int fd, st, stops = 0;
@@ -400,7 +405,8 @@ Test(inproc, syscall_events_stay_inside_their_kernels_behind_a_stopped_daemon, .
 	cr_assert_geq(fd, 0);
 	close(fd);
 	pid = run_start("inprocess", NULL, path, "tests/e2e/fixture-inproc",
-			(const char *[]){ "race", "30000", NULL });
+			(const char *[]){ "race", "100000", NULL });
+	nanosleep(&start, NULL);
 	for (;;) {
 		pid_t w;
 
@@ -427,7 +433,7 @@ Test(inproc, syscall_events_stay_inside_their_kernels_behind_a_stopped_daemon, .
 
 /* A running process with libmemprof preloaded: attach, detach, attach
  * again. Each session sees its own kernels exactly (one invocation may be
- * cut by the attach or the detach). */
+ * cut by the attach and one by the detach, each flagged). */
 Test(inproc, attach_detach_reattach, .timeout = 120)
 {
 	char lib[4096], pidbuf[32], path[] = "/tmp/mp-inproc-XXXXXX";
@@ -454,6 +460,7 @@ Test(inproc, attach_detach_reattach, .timeout = 120)
 				  NULL };
 		const struct mp_kernel *k;
 		struct mp_profile *p;
+		uint64_t cut;
 
 		fd = mkstemp(path);
 		cr_assert_geq(fd, 0);
@@ -464,17 +471,26 @@ Test(inproc, attach_detach_reattach, .timeout = 120)
 		assert_exact(p);
 		k = kernel(p, "it");
 		cr_assert_gt(k->calls, 10, "round %d: %" PRIu64 " calls", round, k->calls);
-		/* Invocations cut by the attach and by the detach. The markers
-		 * of an invocation that begins between the attach's snapshot
-		 * and the interposer being turned on are recorded, its
-		 * allocation is not: under load that window spans a few
-		 * invocations of ~1 ms (358 allocations in 360 and in 361 calls
-		 * at load 10-13, in the full suite). */
-		cr_assert(k->incl.alloc_count + 6 >= k->calls && k->incl.alloc_count <= k->calls,
-			  "round %d: %" PRIu64 " allocations in %" PRIu64 " calls", round,
-			  k->incl.alloc_count, k->calls);
+		/* Exact but for the invocation open at the attach (its
+		 * allocation may precede the interposer: flagged
+		 * open_at_attach) and the one open at the end (truncated).
+		 * The interposer goes on before the attach's snapshot
+		 * (docs/RING.md "Per-thread state and late attach"); turned on
+		 * after it, as before session 7, a kernel begun in between
+		 * had its markers recorded and its allocation not: under load
+		 * 2-6 invocations of ~1 ms, unflagged. */
+		cut = k->open_at_attach + k->truncated;
+		cr_assert(k->open_at_attach <= 1 && k->truncated <= 1,
+			  "round %d: %" PRIu64 " open at attach, %" PRIu64 " truncated", round,
+			  k->open_at_attach, k->truncated);
+		cr_assert(k->incl.alloc_count + cut >= k->calls && k->incl.alloc_count <= k->calls,
+			  "round %d: %" PRIu64 " allocations in %" PRIu64 " calls (%" PRIu64
+			  " cut)",
+			  round, k->incl.alloc_count, k->calls, cut);
 		cr_assert_eq(k->incl.alloc_bytes, 64 * k->incl.alloc_count);
-		cr_assert(k->incl.free_count + 6 >= k->calls, "round %d", round);
+		cr_assert(k->incl.free_count + cut >= k->calls && k->incl.free_count <= k->calls,
+			  "round %d: %" PRIu64 " frees in %" PRIu64 " calls", round,
+			  k->incl.free_count, k->calls);
 		cr_assert_leq(p->unknown_frees, 1);
 		mp_profile_free(p);
 	}
