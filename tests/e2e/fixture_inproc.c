@@ -19,6 +19,11 @@
  *                    (malloc 7 + free): the kernels' ring records race the
  *                    syscall events of the same moments
  *   idle MS N        sleeps MS ms, then "window N"
+ *   temps MS N       sleeps MS ms, then kernel temps: N temporary
+ *                    allocations (malloc of 32-95 B, freed right after
+ *                    it), and every N/100 steps a block of 1000 B kept to
+ *                    the end: the kernel's peak is reached by a temporary
+ *                    one, over the kept ones
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -209,6 +214,23 @@ static int race(long n)
 	return 0;
 }
 
+static void temps(long n)
+{
+	static void *keep[TEMPS_KEPT];
+	long every = n / TEMPS_KEPT;
+
+	begin("temps");
+	for (long i = 0; i < n; i++) {
+		sink = malloc(32 + (size_t)(i % 64));
+		free(sink);
+		if (every && i % every == 0 && i / every < TEMPS_KEPT)
+			keep[i / every] = malloc(1000);
+	}
+	for (int i = 0; i < TEMPS_KEPT; i++)
+		free(keep[i]);
+	end();
+}
+
 int main(int argc, char **argv)
 {
 	kbegin = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memprof_kernel_begin");
@@ -229,7 +251,13 @@ int main(int argc, char **argv)
 		loop(atol(argv[2]));
 	else if (!strcmp(argv[1], "window") && argc > 2)
 		window(atol(argv[2]));
-	else if (!strcmp(argv[1], "race") && argc > 2)
+	else if (!strcmp(argv[1], "temps") && argc > 3) {
+		long ms = atol(argv[2]);
+
+		nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000 },
+			  NULL);
+		temps(atol(argv[3]));
+	} else if (!strcmp(argv[1], "race") && argc > 2)
 		return race(atol(argv[2]));
 	else if (!strcmp(argv[1], "idle") && argc > 3) {
 		long ms = atol(argv[2]);
