@@ -224,6 +224,7 @@ struct pipe {
 	/* the session's held allocation (heap_record()) */
 	struct mp_ringq_rec held;
 	int holding;
+	uint32_t hold_misses, hold_skip;
 };
 
 static int pipe_new(struct pipe *p, struct ring *g, int full)
@@ -289,18 +290,27 @@ static inline __attribute__((always_inline)) int on_rec(void *ctx, const struct 
 		if (rec->type == MP_REC_FREE && rec->addr == p->held.addr &&
 		    rec->tid == p->held.tid && rec->fn < MP_FN_MMAP) {
 			p->holding = 0;
+			p->hold_misses = 0;
 			mp_ringq_raw(&p->held, 1, &al);
 			mp_ringq_raw(rec, 1, &fr);
 			return mp_correlator_apply_temporary(p->corr, p->live, &al, p->held.stack,
 							     &fr);
 		}
+		/* the session's HOLD_MISSES and HOLD_SKIP */
+		if (++p->hold_misses >= 8) {
+			p->hold_misses = 0;
+			p->hold_skip = 256;
+		}
 		if (flush(p) < 0)
 			return -1;
 	}
 	if (rec->type == MP_REC_ALLOC && pairing && rec->fn < MP_FN_MMAP) {
-		p->held = *rec;
-		p->holding = 1;
-		return 0;
+		if (!p->hold_skip) {
+			p->held = *rec;
+			p->holding = 1;
+			return 0;
+		}
+		p->hold_skip--;
 	}
 	return apply_one(p, rec);
 }

@@ -58,6 +58,11 @@
 /* Drains of the final flush at most: every ring full at the largest
  * capacity a ring may have (16 Mi slots in all, docs/RING.md). */
 #define FINAL_DRAINS ((16u << 20) / RING_BATCH)
+/* heap_record(): allocations held in a row without their free next before
+ * the session stops holding, and how many it then applies alone. */
+#define HOLD_MISSES 8
+#define HOLD_SKIP 256
+
 /* Ring records read between two releases during a read (release_reading). */
 #define RELEASE_EVERY 4096
 /* How often a caller address that is in no known mapping may trigger a
@@ -135,6 +140,11 @@ struct session {
 	 * else applies it first (heap_flush()). Precise mode, no dump. */
 	struct mp_ringq_rec held;
 	bool holding, pairing;
+	/* A program whose allocations are not freed by its next one pays
+	 * the holding for nothing: after HOLD_MISSES held ones in a row that
+	 * were not, the next HOLD_SKIP go alone (the path, never the figures,
+	 * changes). */
+	uint32_t hold_misses, hold_skip;
 	uint64_t ring_retry_ns;
 	uint64_t ring_drops_closed; /* drops of rings closed at exec */
 	uint64_t heap_drops_closed, heap_waits_closed; /* the same, heap records */
@@ -448,8 +458,9 @@ static __attribute__((noinline)) int heap_flush(struct session *s)
 }
 
 /* Heap record @rec, released in the merged order: held when it is an
- * allocation (precise mode), applied with the held one when it is the
- * next free, else alone after it. The held allocation and @rec are then
+ * allocation (precise mode; not while the last ones held were not freed
+ * next: hold_skip), applied with the held one when it is the next free,
+ * else alone after it. The held allocation and @rec are then
  * consecutive in the merged order: nothing else reaches the correlator or
  * the live table in between, which mp_correlator_apply_temporary()
  * requires. */
@@ -466,11 +477,16 @@ static inline __attribute__((always_inline)) int heap_record(struct session *s,
 		 * paired */
 		if (rec->type != MP_REC_FREE || rec->addr != s->held.addr ||
 		    rec->tid != s->held.tid || rec->fn >= MP_FN_MMAP) {
+			if (++s->hold_misses >= HOLD_MISSES) {
+				s->hold_misses = 0;
+				s->hold_skip = HOLD_SKIP;
+			}
 			r = heap_flush(s);
 			if (r < 0)
 				return r;
 		} else {
 			s->holding = false;
+			s->hold_misses = 0;
 			s->pairs++;
 			mp_ringq_raw(&s->held, (uint32_t)s->o->pid, &al);
 			mp_ringq_raw(rec, (uint32_t)s->o->pid, &fr);
@@ -487,9 +503,12 @@ static inline __attribute__((always_inline)) int heap_record(struct session *s,
 	if (rec->ts > s->last_ts)
 		s->last_ts = rec->ts;
 	if (rec->type == MP_REC_ALLOC && s->pairing && rec->fn < MP_FN_MMAP) {
-		s->held = *rec;
-		s->holding = true;
-		return 0;
+		if (!s->hold_skip) {
+			s->held = *rec;
+			s->holding = true;
+			return 0;
+		}
+		s->hold_skip--;
 	}
 	return handle_heap_record(s, rec);
 }

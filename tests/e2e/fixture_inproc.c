@@ -19,11 +19,13 @@
  *                    (malloc 7 + free): the kernels' ring records race the
  *                    syscall events of the same moments
  *   idle MS N        sleeps MS ms, then "window N"
- *   temps MS N       sleeps MS ms, then kernel temps: N temporary
- *                    allocations (malloc of 32-95 B, freed right after
- *                    it), and every N/100 steps a block of 1000 B kept to
- *                    the end: the kernel's peak is reached by a temporary
- *                    one, over the kept ones
+ *   temps MS N       sleeps MS ms, then kernel fifo: 64 blocks of 48 B,
+ *                    10,000 times the oldest freed and a new one, all
+ *                    freed; then kernel temps: N temporary allocations
+ *                    (malloc of 32-95 B, freed right after it), and every
+ *                    N/100 steps a block of 1000 B kept to the end: the
+ *                    kernel's peak is reached by a temporary one, over
+ *                    the kept ones
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -216,9 +218,21 @@ static int race(long n)
 
 static void temps(long n)
 {
-	static void *keep[TEMPS_KEPT];
+	static void *keep[TEMPS_KEPT], *fifo[TEMPS_FIFO];
 	long every = n / TEMPS_KEPT;
 
+	/* first no temporary allocation at all: each freed one is the
+	 * oldest of TEMPS_FIFO */
+	begin("fifo");
+	for (int i = 0; i < TEMPS_FIFO; i++)
+		fifo[i] = malloc(48);
+	for (int i = 0; i < TEMPS_FIFO_STEPS; i++) {
+		free(fifo[i % TEMPS_FIFO]);
+		fifo[i % TEMPS_FIFO] = malloc(48);
+	}
+	for (int i = 0; i < TEMPS_FIFO; i++)
+		free(fifo[i]);
+	end();
 	begin("temps");
 	for (long i = 0; i < n; i++) {
 		sink = malloc(32 + (size_t)(i % 64));

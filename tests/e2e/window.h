@@ -12,6 +12,8 @@
 #define WINDOW_LIVE 4096
 #define WINDOW_SEED 0x9e3779b97f4a7c15ull
 #define TEMPS_KEPT 100 /* blocks of 1000 B */
+#define TEMPS_FIFO 64 /* blocks of 48 B */
+#define TEMPS_FIFO_STEPS 10000
 
 /* 16..63 bytes, from a 64-bit LCG (Knuth's MMIX constants). */
 static inline uint64_t window_size(uint64_t *rng)
