@@ -306,7 +306,18 @@ static inline __attribute__((always_inline)) int on_rec(void *ctx, const struct 
 	}
 	if (rec->type == MP_REC_ALLOC && pairing && rec->fn < MP_FN_MMAP) {
 		if (!p->hold_skip) {
-			p->held = *rec;
+			/* field by field, as the session (store forwarding) */
+			p->held.ts = rec->ts;
+			p->held.addr = rec->addr;
+			p->held.size = rec->size;
+			p->held.caller = rec->caller;
+			p->held.old_addr = rec->old_addr;
+			p->held.tid = rec->tid;
+			p->held.type = rec->type;
+			p->held.flags = rec->flags;
+			p->held.fn = rec->fn;
+			p->held.marker = rec->marker;
+			p->held.stack = rec->stack;
 			p->holding = 1;
 			return 0;
 		}
