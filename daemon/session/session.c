@@ -426,8 +426,7 @@ static inline __attribute__((always_inline)) int handle_heap_record(struct sessi
 	int r;
 
 	/* Records come only when we turned the interposer on; a forged one
-	 * is just another event of a process that can lie about its heap
-	 * (heap_rec_ignored()). */
+	 * is just another event of a process that can lie about its heap. */
 	if (rec->fn >= MP_FN_MMAP)
 		return 0;
 	mp_ringq_raw(rec, (uint32_t)s->o->pid, &ev);
