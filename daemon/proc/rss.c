@@ -230,7 +230,7 @@ int mp_rss_sampler_new(pid_t pid, unsigned hz, unsigned pss_every_n, struct mp_r
 		goto fail;
 	}
 	period_ns = 1000000000u / hz;
-	r = mp_timer_arm_grid(s->timer_fd, period_ns);
+	r = mp_timer_arm(s->timer_fd, period_ns, period_ns);
 	if (r < 0)
 		goto fail;
 	*ret = s;

@@ -1092,7 +1092,7 @@ static int setup_loop(struct session *s)
 	int r;
 
 	s->tick_ns = s->path == MP_PATH_INPROCESS ? TICK_INPROCESS_NS : TICK_NS;
-	r = mp_timer_arm_grid(s->tickfd, s->tick_ns);
+	r = mp_timer_arm(s->tickfd, s->tick_ns, s->tick_ns);
 	if (r < 0)
 		return log_error_errno(r, "timerfd: %m");
 	if (o->duration_ns) {
@@ -1248,7 +1248,7 @@ static int tick_adapt(struct session *s)
 	if (want == s->tick_ns)
 		return 0;
 	s->tick_ns = want;
-	r = mp_timer_arm_grid(s->tickfd, want);
+	r = mp_timer_arm(s->tickfd, want, want);
 	return r < 0 ? log_error_errno(r, "timerfd: %m") : 0;
 }
 

@@ -41,24 +41,6 @@ static inline int mp_timer_arm(int fd, uint64_t first_ns, uint64_t period_ns)
 	return timerfd_settime(fd, 0, &it, NULL) < 0 ? -errno : 0;
 }
 
-/* Arms timerfd @fd (CLOCK_MONOTONIC) to fire at every multiple of
- * @period_ns of that clock, the first one within @period_ns from now.
- * Periodic timers whose periods divide one another (the session's tick, the
- * RSS sampler) then expire at the same instants and wake the daemon once,
- * not once each: every wake-up may preempt the target on its CPU. Returns
- * 0 or a negative errno (-EINVAL for a zero period). */
-static inline int mp_timer_arm_grid(int fd, uint64_t period_ns)
-{
-	struct itimerspec it;
-	uint64_t now = mp_now_ns();
-
-	if (!period_ns)
-		return -EINVAL;
-	it.it_value = mp_timespec_of_ns((now / period_ns + 1) * period_ns);
-	it.it_interval = mp_timespec_of_ns(period_ns);
-	return timerfd_settime(fd, TFD_TIMER_ABSTIME, &it, NULL) < 0 ? -errno : 0;
-}
-
 /* Writes @len bytes to @path through a temporary file in the same
  * directory, fsync'd and renamed into place, mode 0644 (util/file.c). */
 int mp_file_write_atomic(const char *path, const void *buf, size_t len);

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -264,44 +263,4 @@ Test(rss_sampler, bad_arguments)
 	cr_expect(eq(int, mp_rss_sampler_new(dead, 100, 10, &s), -ESRCH));
 	cr_expect(eq(ptr, s, (struct mp_rss_sampler *)&s), "output touched on error");
 	mp_rss_sampler_free(NULL);
-}
-
-/* Whether timerfd @fd's next expiry (absolute, CLOCK_MONOTONIC) is a
- * multiple of @period: it lies between the two clock readings taken around
- * timerfd_gettime() plus the remaining time it returned, so the check does
- * not depend on how long anything took. */
-static bool next_expiry_on_grid(int fd, uint64_t period)
-{
-	struct itimerspec it;
-	struct timespec a, b;
-	uint64_t lo, hi, rem;
-
-	clock_gettime(CLOCK_MONOTONIC, &a);
-	cr_assert(eq(int, timerfd_gettime(fd, &it), 0));
-	clock_gettime(CLOCK_MONOTONIC, &b);
-	rem = (uint64_t)it.it_value.tv_sec * 1000000000ull + (uint64_t)it.it_value.tv_nsec;
-	cr_assert(gt(u64, rem, 0), "armed");
-	lo = (uint64_t)a.tv_sec * 1000000000ull + (uint64_t)a.tv_nsec + rem;
-	hi = (uint64_t)b.tv_sec * 1000000000ull + (uint64_t)b.tv_nsec + rem;
-	/* a multiple of @period in [lo, hi] */
-	return (lo + period - 1) / period * period <= hi;
-}
-
-/* The sampler's timer fires on the grid of its period (the multiples of
- * 10 ms at 100 Hz), so that it expires together with the session's tick
- * (5 ms, also on its grid) and the daemon wakes once for both. */
-Test(rss_sampler, timer_on_the_grid_of_its_period)
-{
-	static const unsigned hz[] = { 100, 1000, 3 };
-
-	for (size_t i = 0; i < sizeof(hz) / sizeof(hz[0]); i++) {
-		struct mp_rss_sampler *s = NULL;
-		int fd;
-
-		cr_assert(eq(int, mp_rss_sampler_new(getpid(), hz[i], 0, &s), 0));
-		fd = mp_rss_sampler_fd(s);
-		cr_assert(ge(int, fd, 0));
-		cr_expect(next_expiry_on_grid(fd, 1000000000ull / hz[i]), "%u Hz", hz[i]);
-		mp_rss_sampler_free(s);
-	}
 }

@@ -156,28 +156,3 @@ Test(util, timer_fires_once_then_disarms)
 	close(fd);
 	cr_expect_eq(ARRAY_SIZE(((int[7]){ 0 })), 7);
 }
-
-/* mp_timer_arm_grid: every expiry on a multiple of the period, the first
- * within one period; timers of periods dividing one another coincide. */
-Test(util, grid_timer_fires_on_multiples_of_its_period)
-{
-	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-	struct itimerspec it;
-	uint64_t before, after, first;
-
-	cr_assert_geq(fd, 0);
-	cr_expect_eq(mp_timer_arm_grid(fd, 0), -EINVAL);
-	before = mp_now_ns();
-	cr_assert_eq(mp_timer_arm_grid(fd, 5000000), 0);
-	cr_assert_eq(timerfd_gettime(fd, &it), 0);
-	after = mp_now_ns();
-	cr_expect_eq(it.it_interval.tv_sec, 0);
-	cr_expect_eq(it.it_interval.tv_nsec, 5000000);
-	/* the expiry: between before and after, plus the remaining time */
-	first = (uint64_t)it.it_value.tv_sec * MP_NSEC_PER_SEC + (uint64_t)it.it_value.tv_nsec;
-	cr_expect_leq(first, 5000000);
-	cr_expect_leq((before + first + 4999999) / 5000000 * 5000000, after + first,
-		      "the first expiry is a multiple of 5 ms");
-	cr_expect_eq(mp_timer_arm_grid(-1, 1), -EBADF);
-	close(fd);
-}
