@@ -4,10 +4,18 @@
  * marker ring through the daemon's code, on one core, as fast as it goes.
  *
  * A synthetic ring image (the real layout, 32 Ki slots per thread) is filled
- * the way libmemprof's interposer fills it: a program that keeps 4096 blocks
- * of 16-63 bytes live, freeing the oldest and allocating a new one, with a
- * kernel begin/end pair every 512 records, one record every 33 ns of
- * timestamp (30 M/s). Each round fills every ring and then drains it through
+ * the way libmemprof's interposer fills it: a program that allocates a
+ * block of 16-63 bytes, each at a new address, and frees it right after
+ * (every allocation is a temporary one: the text said "keeps 4096 blocks
+ * live" until session 7, the code never did), with a kernel begin/end pair
+ * every 512 records, one record every 33 ns of timestamp (30 M/s).
+ * BENCH_FILL=live keeps 4096 blocks live instead, freeing the oldest and
+ * allocating a new one (no temporary allocations); BENCH_FILL=loop is the
+ * alloc loop of bench-workload (malloc(32), the same address each time as
+ * glibc's tcache hands it back, and its free). BENCH_PAIRING=0 applies
+ * every record alone, without the session's pairing of an allocation with
+ * the free that follows it (mp_correlator_apply_temporary()).
+ * Each round fills every ring and then drains it through
  *
  *   memcpy drain   the baseline: copy each published slot out, move the tail
  *   old path       mp_consumer_read -> mp_merge (timestamp heap of every
@@ -67,6 +75,7 @@ struct ring {
 	/* the synthetic program, per ring */
 	uint64_t live[MAX_RINGS][LIVE];
 	uint32_t next[MAX_RINGS], since_kernel[MAX_RINGS], tseq[MAX_RINGS];
+	uint8_t freed[MAX_RINGS]; /* BENCH_FILL=live: the oldest is freed */
 	uint64_t addr, ts;
 	int in_kernel[MAX_RINGS];
 };
@@ -118,6 +127,9 @@ static int ring_init(struct ring *g, uint32_t rings, uint32_t threads)
 
 static uint8_t heap_clock = MP_TS_TSC;
 static uint32_t chunk = SLOTS;
+enum { FILL_TEMP, FILL_LIVE, FILL_LOOP };
+static int fill_kind = FILL_TEMP; /* BENCH_FILL */
+static int pairing = 1; /* BENCH_PAIRING */
 static uint32_t release_every = 4096;
 
 /* What the interposer and the marker functions write for one record. */
@@ -155,6 +167,26 @@ static void fill(struct ring *g, uint64_t *n)
 				put(g, r, g->in_kernel[r] ? MP_REC_KERNEL_END : MP_REC_KERNEL_BEGIN,
 				    1, 0, 0);
 				g->in_kernel[r] = !g->in_kernel[r];
+			} else if (fill_kind == FILL_LOOP) {
+				/* malloc(32), then its free */
+				uint64_t a = 0x7f0000000000ull + 0x1000 * r;
+
+				if (g->next[r]++ % 2)
+					put(g, r, MP_REC_FREE, MP_FN_FREE, a, 0);
+				else
+					put(g, r, MP_REC_ALLOC, MP_FN_MALLOC, a, 32);
+			} else if (fill_kind == FILL_LIVE && *slot && !g->freed[r]) {
+				/* the oldest block, then a new one in its place */
+				put(g, r, MP_REC_FREE, MP_FN_FREE, *slot, 0);
+				g->freed[r] = 1;
+			} else if (fill_kind == FILL_LIVE) {
+				uint64_t size = 16 + (g->addr >> 4) % 48;
+
+				*slot = g->addr;
+				g->addr += 64;
+				put(g, r, MP_REC_ALLOC, MP_FN_MALLOC, *slot, size);
+				g->freed[r] = 0;
+				g->next[r]++;
 			} else if (*slot) {
 				put(g, r, MP_REC_FREE, MP_FN_FREE, *slot, 0);
 				*slot = 0;
@@ -189,6 +221,10 @@ struct pipe {
 	uint32_t unreleased;
 	uint32_t now_ring; /* ring being read, the watermark against the others */
 	uint64_t now_wm;
+	/* the session's held allocation (heap_record()) */
+	struct mp_ringq_rec held;
+	int holding;
+	uint32_t hold_misses, hold_skip;
 };
 
 static int pipe_new(struct pipe *p, struct ring *g, int full)
@@ -216,22 +252,78 @@ static void pipe_free(struct pipe *p)
 	mp_correlator_free(p->corr);
 }
 
-/* The session's dispatch of one ring record (handle_heap_record without
- * its sampled-size estimate: the bench runs precise mode; inlined where
- * it is called directly, as the session's on_ring_rec()). */
+/* The session's handle_heap_record() without its sampled-size estimate
+ * (the bench runs precise mode). */
+static inline __attribute__((always_inline)) int apply_one(struct pipe *p,
+							   const struct mp_ringq_rec *rec)
+{
+	struct mp_raw_event ev;
+
+	mp_ringq_raw(rec, 1, &ev);
+	return mp_correlator_apply_heap(p->corr, p->live, &ev, 0);
+}
+
+/* The session's heap_flush(). */
+static __attribute__((noinline)) int flush(struct pipe *p)
+{
+	if (!p->holding)
+		return 0;
+	p->holding = 0;
+	return apply_one(p, &p->held);
+}
+
+/* The session's dispatch of one ring record (on_ring_rec() and
+ * heap_record(): an allocation held for the free that may follow;
+ * inlined where it is called directly, as in the session). */
 static inline __attribute__((always_inline)) int on_rec(void *ctx, const struct mp_ringq_rec *rec,
 							const struct mp_record *marker, void *ref)
 {
 	struct pipe *p = ctx;
-	struct mp_raw_event ev;
+	struct mp_raw_event al, fr;
 
 	(void)ref;
 	if (!p->full)
 		return 0;
 	if (marker)
-		return mp_correlator_on_record(p->corr, marker);
-	mp_ringq_raw(rec, 1, &ev);
-	return mp_correlator_apply_heap(p->corr, p->live, &ev, 0);
+		return flush(p) < 0 ? -1 : mp_correlator_on_record(p->corr, marker);
+	if (p->holding) {
+		if (rec->type == MP_REC_FREE && rec->addr == p->held.addr &&
+		    rec->tid == p->held.tid && rec->fn < MP_FN_MMAP) {
+			p->holding = 0;
+			p->hold_misses = 0;
+			mp_ringq_raw(&p->held, 1, &al);
+			mp_ringq_raw(rec, 1, &fr);
+			return mp_correlator_apply_temporary(p->corr, p->live, &al, p->held.stack,
+							     &fr);
+		}
+		/* the session's HOLD_MISSES and HOLD_SKIP */
+		if (++p->hold_misses >= 8) {
+			p->hold_misses = 0;
+			p->hold_skip = 256;
+		}
+		if (flush(p) < 0)
+			return -1;
+	}
+	if (rec->type == MP_REC_ALLOC && pairing && rec->fn < MP_FN_MMAP) {
+		if (!p->hold_skip) {
+			/* field by field, as the session (store forwarding) */
+			p->held.ts = rec->ts;
+			p->held.addr = rec->addr;
+			p->held.size = rec->size;
+			p->held.caller = rec->caller;
+			p->held.old_addr = rec->old_addr;
+			p->held.tid = rec->tid;
+			p->held.type = rec->type;
+			p->held.flags = rec->flags;
+			p->held.fn = rec->fn;
+			p->held.marker = rec->marker;
+			p->held.stack = rec->stack;
+			p->holding = 1;
+			return 0;
+		}
+		p->hold_skip--;
+	}
+	return apply_one(p, rec);
 }
 
 /* As the session: every 4096 records read, release what the watermark
@@ -276,9 +368,11 @@ static int on_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 
 /* The session's drain at time @now (the newest record's stamp: the BPF
  * side, which has no events here, is drained then too); @lag_only: the
- * release rule before mp_release_watermark() (10 ms behind). @flush
+ * release rule before mp_release_watermark() (10 ms behind). @flush_all
  * releases everything. */
-static int drain_new(struct pipe *p, uint64_t now, int lag_only, int flush)
+/* noinline: callgrind counts its instructions (docs/BENCHMARKS.md) */
+static __attribute__((noinline)) int drain_new(struct pipe *p, uint64_t now, int lag_only,
+					       int flush_all)
 {
 	uint64_t wm;
 	int r;
@@ -292,9 +386,12 @@ static int drain_new(struct pipe *p, uint64_t now, int lag_only, int flush)
 		return r;
 	wm = lag_only ? (now > LAG_NS ? now - LAG_NS : 0) :
 			mp_release_watermark(now, LAG_NS, now, mp_consumer_complete_ns(p->c));
-	if (flush)
+	if (flush_all)
 		wm = UINT64_MAX;
-	return mp_ringq_release(p->rq, wm, UINT64_MAX, on_rec, p) < 0 ? -1 : 0;
+	if (mp_ringq_release(p->rq, wm, UINT64_MAX, on_rec, p) < 0)
+		return -1;
+	/* as the session's release(): nothing more released now */
+	return p->full ? flush(p) : 0;
 }
 
 /* The session before the ring queue: every record through the merge. */
@@ -426,6 +523,12 @@ int main(int argc, char **argv)
 		heap_clock = MP_TS_MONOTONIC;
 	if (chunk_env)
 		chunk = (uint32_t)atoi(chunk_env);
+	if (getenv("BENCH_FILL"))
+		fill_kind = !strcmp(getenv("BENCH_FILL"), "live") ? FILL_LIVE :
+			    !strcmp(getenv("BENCH_FILL"), "loop") ? FILL_LOOP :
+								    FILL_TEMP;
+	if (getenv("BENCH_PAIRING") && !strcmp(getenv("BENCH_PAIRING"), "0"))
+		pairing = 0;
 	if (getenv("BENCH_RELEASE_EVERY"))
 		release_every = (uint32_t)atoi(getenv("BENCH_RELEASE_EVERY"));
 	if (rounds < 2 || rings < 1 || rings > MAX_RINGS || threads < rings ||
@@ -458,9 +561,13 @@ int main(int argc, char **argv)
 	}
 	printf("bench-consumer: %u ring(s) of %u slots with records, %u thread slots, %d rounds, "
 	       "%llu records per pass (a kernel marker every %u, a drain every %u per ring); "
-	       "fastest of 3 passes; heap records stamped with %s\n",
+	       "fastest of 3 passes; heap records stamped with %s; %s, %s\n",
 	       rings, SLOTS, threads, rounds, (unsigned long long)recs, KERNEL_EVERY, chunk,
-	       heap_clock == MP_TS_TSC ? "the TSC (converted)" : "CLOCK_MONOTONIC (BENCH_TSC=0)");
+	       heap_clock == MP_TS_TSC ? "the TSC (converted)" : "CLOCK_MONOTONIC (BENCH_TSC=0)",
+	       fill_kind == FILL_LIVE ? "4096 blocks live (BENCH_FILL=live)" :
+	       fill_kind == FILL_LOOP ? "the alloc loop's malloc(32)+free (BENCH_FILL=loop)" :
+					"each block freed after its allocation",
+	       pairing ? "paired" : "every record alone (BENCH_PAIRING=0)");
 	printf("%-42s %10s %14s %10s\n", "path", "ns/record", "M records/s", "x memcpy");
 	for (int k = 0; k < NPATH; k++)
 		if (on[k])

@@ -15,8 +15,12 @@
  * (mp_correlator_apply_heap(): live table and correlator) with raw heap
  * events of any type, function, address, size and flag, as a hostile
  * ring can forge them, between markers; precise or sampled mode by the
- * second byte.
+ * second byte. A second correlator gets the same stream as the session
+ * feeds it, an allocation held for the free that follows it
+ * (mp_correlator_apply_temporary()); the two profiles must encode to the
+ * same bytes.
  */
+#include <stdbool.h>
 #include <string.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -234,6 +238,61 @@ static void drive_correlator(const uint8_t *d, size_t n)
 	mp_correlator_free(c);
 }
 
+/* The session's pairing (heap_record()): an allocation waits for the
+ * next event, and goes with it when that is a free. */
+struct pairing {
+	struct mp_correlator *c;
+	struct mp_live *l;
+	struct mp_raw_event held;
+	bool holding;
+	int err;
+};
+
+static void pair_flush(struct pairing *q)
+{
+	if (q->holding && mp_correlator_apply_heap(q->c, q->l, &q->held, 0) < 0)
+		q->err = 1;
+	q->holding = false;
+}
+
+static void pair_heap(struct pairing *q, const struct mp_raw_event *ev)
+{
+	if (q->holding && ev->type == MP_RAW_FREE) {
+		q->holding = false;
+		if (mp_correlator_apply_temporary(q->c, q->l, &q->held, 0, ev) < 0)
+			q->err = 1;
+		return;
+	}
+	pair_flush(q);
+	if (ev->type == MP_RAW_ALLOC) {
+		q->held = *ev;
+		q->holding = true;
+	} else if (mp_correlator_apply_heap(q->c, q->l, ev, 0) < 0) {
+		q->err = 1;
+	}
+}
+
+/* Both correlators' profiles (snapshots at @ts: @c is finished after),
+ * which must encode to the same bytes. */
+static void pair_compare(struct mp_correlator *c, struct pairing *q, uint64_t ts)
+{
+	struct mp_profile *p = NULL, *pq = NULL;
+	uint8_t *a = NULL, *b = NULL;
+	size_t na = 0, nb = 0;
+
+	pair_flush(q);
+	if (mp_correlator_snapshot(c, ts, &p) == 0 && mp_correlator_snapshot(q->c, ts, &pq) == 0 &&
+	    !q->err && mp_profile_encode(p, &a, &na) == 0 && mp_profile_encode(pq, &b, &nb) == 0 &&
+	    (na != nb || memcmp(a, b, na) != 0)) {
+		fprintf(stderr, "a temporary allocation in one step changed the profile\n");
+		abort();
+	}
+	free(a);
+	free(b);
+	mp_profile_free(p);
+	mp_profile_free(pq);
+}
+
 /* 16 bytes per event: op, tid selector, fn, flags, 4-byte timestamp step,
  * 8-byte value (address, size and the old address are drawn from it). */
 static void drive_fused(const uint8_t *d, size_t n)
@@ -242,6 +301,7 @@ static void drive_fused(const uint8_t *d, size_t n)
 					.max_invocations = 64,
 					.max_sites = 8,
 					.sample_bytes = n && d[0] & 1 ? 4096 : 0 };
+	struct pairing q = { 0 };
 	struct mp_correlator *c;
 	struct mp_live *l;
 	uint64_t ts = 1000;
@@ -252,7 +312,14 @@ static void drive_fused(const uint8_t *d, size_t n)
 		mp_correlator_free(c);
 		return;
 	}
+	if (mp_correlator_new(&o, &q.c) < 0 || mp_live_new(&q.l) < 0) {
+		mp_correlator_free(q.c);
+		mp_correlator_free(c);
+		mp_live_free(l);
+		return;
+	}
 	mp_correlator_set_fn_pool(c, MP_FN_CUSTOM, "dev", MP_POOL_KIND_DEVICE);
+	mp_correlator_set_fn_pool(q.c, MP_FN_CUSTOM, "dev", MP_POOL_KIND_DEVICE);
 	for (d += n ? 1 : 0, n -= n ? 1 : 0; n >= 16; d += 16, n -= 16) {
 		uint32_t tid = d[1] % 5;
 		uint64_t v = rd(d + 8, 8);
@@ -260,6 +327,8 @@ static void drive_fused(const uint8_t *d, size_t n)
 		ts += rd(d + 4, 2);
 		if (d[0] % 8 == 0) {
 			drive_record(c, d, tid, v, ts);
+			pair_flush(&q);
+			drive_record(q.c, d, tid, v, ts);
 		} else {
 			/* addresses from a small set, so that frees, reallocs
 			 * and brk moves meet live blocks */
@@ -280,11 +349,15 @@ static void drive_fused(const uint8_t *d, size_t n)
 			 * no stack table for one to refer to */
 			if (mp_correlator_apply_heap(c, l, &ev, 0) < 0)
 				break;
+			pair_heap(&q, &ev);
 		}
 	}
+	pair_compare(c, &q, ts);
 	drive_finish(c, ts);
 	mp_correlator_free(c);
 	mp_live_free(l);
+	mp_correlator_free(q.c);
+	mp_live_free(q.l);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

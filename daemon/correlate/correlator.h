@@ -89,6 +89,22 @@ uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev);
 struct mp_live;
 int mp_correlator_apply_heap(struct mp_correlator *c, struct mp_live *l,
 			     const struct mp_raw_event *ev, uint32_t stack);
+/*
+ * A temporary allocation (heaptrack's term): raw allocation @al, carrying
+ * stack id @stack, and the raw free @fr that follows it, applied as
+ * mp_correlator_apply_heap(@al, @stack) then mp_correlator_apply_heap(@fr,
+ * 0) apply them (the same profile and live table, field for field). The
+ * caller guarantees that nothing else goes to the correlator or the live
+ * table between the two: they are consecutive in the merged order. When
+ * @fr frees @al's block on the same thread (precise mode, no pool, no
+ * block live at that address already), the block never enters the live
+ * table and is attributed once: its counts and the peaks its level
+ * reached are charged, the running levels stay. Otherwise the two steps.
+ * Returns the first error of the steps, or 0.
+ */
+int mp_correlator_apply_temporary(struct mp_correlator *c, struct mp_live *l,
+				  const struct mp_raw_event *al, uint32_t stack,
+				  const struct mp_raw_event *fr);
 /* The process replaced its image (exec) at @ts_ns on thread @tid; @path is
  * the new image (NULL if unknown). Every open kernel is closed, flagged
  * truncated and exec; tags and the phase end; the event is recorded. */

@@ -192,6 +192,21 @@ static inline __attribute__((always_inline)) void mp_live_do_free_(struct mp_liv
 		cb(ctx, &he);
 }
 
+/* The statistics of allocation @al of a block absent from the table,
+ * then its free @fr (MP_RAW_FREE, not munmap), nothing in between: the
+ * table ends as it began. */
+static inline __attribute__((always_inline)) void
+mp_live_temp_(struct mp_live *l, const struct mp_raw_event *al, const struct mp_raw_event *fr)
+{
+	struct mp_live_fn_stats *fa = &l->st.fn[mp_live_fn_index_(al->fn)];
+	struct mp_live_fn_stats *ff = &l->st.fn[mp_live_fn_index_(fr->fn)];
+
+	fa->allocs++;
+	fa->alloc_bytes += al->size;
+	ff->frees++;
+	ff->freed_bytes += al->size;
+}
+
 static inline bool mp_live_is_mapping_fn_(uint32_t fn)
 {
 	return fn == MP_FN_MMAP || fn == MP_FN_MREMAP;

@@ -14,20 +14,23 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct memprof_hub_bpf *hub;
-static size_t n_targets, n_links;
+static size_t n_targets, n_links, n_rss;
 static uint64_t used[MP_HUB_SLOTS / 64];
+/* Slots whose target has an rss_stat program (--rss-exact, rss mode). */
+static uint64_t rss_used[MP_HUB_SLOTS / 64];
 
 static void hub_unload(void)
 {
 	memprof_hub_bpf__destroy(hub);
 	hub = NULL;
 	n_links = 0;
+	n_rss = 0;
 }
 
 static int hub_load(const struct mp_hub_load_opts *lo)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = lo->btf_custom_path);
-	struct bpf_program *progs[4];
+	struct bpf_program *progs[3];
 	int r;
 
 	hub = memprof_hub_bpf__open_opts(&oo);
@@ -42,10 +45,11 @@ static int hub_load(const struct mp_hub_load_opts *lo)
 	progs[0] = hub->progs.mp_hub_sys_enter;
 	progs[1] = hub->progs.mp_hub_sys_exit;
 	progs[2] = hub->progs.mp_hub_exec;
-	progs[3] = lo->rss_stat ? hub->progs.mp_hub_rss_stat : NULL;
-	for (size_t i = 0; i < 4 && progs[i]; i++) {
+	/* rss_stat is attached only while a target has a program for it
+	 * (rss_stat_want()): it fires on every page fault of the machine. */
+	for (size_t i = 0; i < 3; i++) {
 		struct bpf_link **l[] = { &hub->links.mp_hub_sys_enter, &hub->links.mp_hub_sys_exit,
-					  &hub->links.mp_hub_exec, &hub->links.mp_hub_rss_stat };
+					  &hub->links.mp_hub_exec };
 
 		*l[i] = bpf_program__attach(progs[i]);
 		if (!*l[i]) {
@@ -58,6 +62,45 @@ static int hub_load(const struct mp_hub_load_opts *lo)
 fail:
 	hub_unload();
 	return r;
+}
+
+/*
+ * The rss_stat link, attached with the first target that has an rss_stat
+ * program and detached with the last: a precise or sampled target (no
+ * --rss-exact) does not make every counter change of the machine (each
+ * page fault of every process) run the hub's program for nothing. The
+ * target's program is in its slot before the link exists, so none of its
+ * changes after its registration is lost.
+ */
+static int rss_stat_want(uint32_t slot)
+{
+	if (bpf_program__fd(hub->progs.mp_hub_rss_stat) < 0)
+		return -EOPNOTSUPP; /* a kernel without the tracepoint */
+	if (!n_rss) {
+		hub->links.mp_hub_rss_stat = bpf_program__attach(hub->progs.mp_hub_rss_stat);
+		if (!hub->links.mp_hub_rss_stat) {
+			int r = -errno;
+
+			hub->links.mp_hub_rss_stat = NULL;
+			return r;
+		}
+		n_links++;
+	}
+	n_rss++;
+	rss_used[slot / 64] |= 1ull << (slot % 64);
+	return 0;
+}
+
+static void rss_stat_drop(uint32_t slot)
+{
+	if (!(rss_used[slot / 64] & (1ull << (slot % 64))))
+		return;
+	rss_used[slot / 64] &= ~(1ull << (slot % 64));
+	if (--n_rss == 0) {
+		bpf_link__destroy(hub->links.mp_hub_rss_stat);
+		hub->links.mp_hub_rss_stat = NULL;
+		n_links--;
+	}
 }
 
 static int prog_arrays(struct bpf_map *ret[4])
@@ -98,6 +141,7 @@ static void unregister(uint32_t slot)
 
 	for (int i = 0; i < prog_arrays(arrays); i++)
 		bpf_map_delete_elem(bpf_map__fd(arrays[i]), &slot);
+	rss_stat_drop(slot);
 	sweep_mm(slot);
 	used[slot / 64] &= ~(1ull << (slot % 64));
 }
@@ -135,6 +179,8 @@ int mp_hub_add(const struct mp_hub_load_opts *lo, pid_t pid, const struct mp_hub
 			r = log_error_errno(-errno,
 					    "pid %d: registering its tracepoint programs: %m",
 					    (int)pid);
+	if (r == 0 && fds[3] >= 0 && (r = rss_stat_want(slot)) < 0)
+		log_error_errno(r, "pid %d: attaching the rss_stat tracepoint: %m", (int)pid);
 	if (r == 0 &&
 	    bpf_map_update_elem(bpf_map__fd(hub->maps.slots), &key, &slot, BPF_NOEXIST) < 0)
 		r = errno == EEXIST ?

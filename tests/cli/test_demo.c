@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +26,8 @@ struct run {
 };
 
 /* Runs the demo with @arg (NULL: none) and @env_extra added to the
- * environment; captures stdout. */
-static void run_demo(const char *arg, char *const env_extra[], struct run *ret)
+ * environment; captures stdout (and stderr after it with @with_stderr). */
+static void run_demo_ex(const char *arg, char *const env_extra[], bool with_stderr, struct run *ret)
 {
 	int pipefd[2];
 	size_t len = 0;
@@ -42,6 +43,8 @@ static void run_demo(const char *arg, char *const env_extra[], struct run *ret)
 		for (size_t i = 0; env_extra && env_extra[i]; i++)
 			putenv(env_extra[i]);
 		dup2(pipefd[1], STDOUT_FILENO);
+		if (with_stderr)
+			dup2(pipefd[1], STDERR_FILENO);
 		execv(argv[0], argv);
 		_exit(127);
 	}
@@ -52,6 +55,11 @@ static void run_demo(const char *arg, char *const env_extra[], struct run *ret)
 	ret->out[len] = '\0';
 	close(pipefd[0]);
 	cr_assert(eq(int, waitpid(pid, &ret->status, 0), pid));
+}
+
+static void run_demo(const char *arg, char *const env_extra[], struct run *ret)
+{
+	run_demo_ex(arg, env_extra, false, ret);
 }
 
 Test(demo, output_two_steps)
@@ -71,6 +79,37 @@ Test(demo, output_two_steps)
 	run_demo("2", NULL, &r);
 	cr_expect(eq(int, r.status, 0));
 	cr_expect(eq(str, r.out, want));
+}
+
+/* MEMPROF_DEMO_TIME: the same output, then main's own runtime on stderr
+ * (what bench/run times, traced or not). */
+Test(demo, own_runtime_on_stderr)
+{
+	static struct run r;
+	static char env_time[] = "MEMPROF_DEMO_TIME=1";
+	char *env[] = { env_time, NULL };
+	const char *tail;
+	double wall, user, sys;
+	long faults, vol, invol;
+
+	run_demo_ex("2", env, true, &r);
+	cr_expect(eq(int, r.status, 0));
+	tail = strstr(r.out, "dropped markers 0\n");
+	cr_assert(ne(ptr, (void *)tail, NULL), "%s", r.out);
+	tail += strlen("dropped markers 0\n");
+	cr_assert(
+		eq(int,
+		   sscanf(tail,
+			  "memprof-demo: %lf s, user %lf s, sys %lf s, faults %ld, switches %ld+%ld\n",
+			  &wall, &user, &sys, &faults, &vol, &invol),
+		   6),
+		"%s", tail);
+	cr_expect(gt(dbl, wall, 0.0));
+	cr_expect(ge(long, faults, 0));
+	cr_expect(eq(ptr, (void *)strchr(tail, '\n'), (void *)(tail + strlen(tail) - 1)),
+		  "one line, last");
+	run_demo("2", NULL, &r);
+	cr_expect(eq(ptr, strstr(r.out, "memprof-demo: "), NULL));
 }
 
 Test(demo, bad_arguments)

@@ -10,6 +10,14 @@
  * several threads, in precise and in sampled mode, with owner rules. Both
  * sides must give the same profile, field for field and as rendered, and
  * the same live table.
+ *
+ * A third side feeds the same streams through
+ * mp_correlator_apply_temporary() as the session does: an allocation is
+ * held until the next event, and goes with it in one call when that is
+ * a free (anything else applies the held one alone first). The streams have
+ * temporary allocations (freed by the next event) of every kind: on the
+ * same or another thread, at an address still live, of huge sizes whose
+ * levels wrap, failed, by pool functions, scaled.
  */
 #include <inttypes.h>
 
@@ -83,18 +91,63 @@ static void side_new(struct side *s, uint64_t sample_bytes)
 		     0);
 }
 
-static void both_record(struct side *a, struct side *b, const struct mp_record *r)
+/* The pairing side: an allocation waiting for the next heap event. */
+struct pairing {
+	struct side s;
+	struct mp_raw_event held;
+	uint32_t held_stack;
+	bool holding;
+	uint64_t pairs; /* calls of mp_correlator_apply_temporary() */
+};
+
+static void pair_flush(struct pairing *p)
 {
-	cr_assert_eq(mp_correlator_on_record(a->c, r), mp_correlator_on_record(b->c, r));
+	if (!p->holding)
+		return;
+	p->holding = false;
+	cr_assert_eq(mp_correlator_apply_heap(p->s.c, p->s.l, &p->held, p->held_stack), 0);
 }
 
-static void both_heap(struct side *a, struct side *b, const struct mp_raw_event *ev, uint32_t stack)
+static void pair_heap(struct pairing *p, const struct mp_raw_event *ev, uint32_t stack)
+{
+	if (p->holding && ev->type == MP_RAW_FREE) {
+		p->holding = false;
+		p->pairs++;
+		cr_assert_eq(
+			mp_correlator_apply_temporary(p->s.c, p->s.l, &p->held, p->held_stack, ev),
+			0);
+		return;
+	}
+	pair_flush(p);
+	if (ev->type == MP_RAW_ALLOC) {
+		p->held = *ev;
+		p->held_stack = stack;
+		p->holding = true;
+		return;
+	}
+	cr_assert_eq(mp_correlator_apply_heap(p->s.c, p->s.l, ev, stack), 0);
+}
+
+static void both_record(struct side *a, struct side *b, struct pairing *c,
+			const struct mp_record *r)
+{
+	int ra = mp_correlator_on_record(a->c, r);
+
+	cr_assert_eq(ra, mp_correlator_on_record(b->c, r));
+	pair_flush(c);
+	cr_assert_eq(ra, mp_correlator_on_record(c->s.c, r));
+}
+
+static void both_heap(struct side *a, struct side *b, struct pairing *c,
+		      const struct mp_raw_event *ev, uint32_t stack)
 {
 	struct two_step t = { .c = a->c, .stack = stack };
 	int ra = mp_live_apply(a->l, ev, two_step_cb, &t);
 	int rb = mp_correlator_apply_heap(b->c, b->l, ev, stack);
 
 	cr_assert_eq(ra, rb);
+	cr_assert_eq(ra, 0);
+	pair_heap(c, ev, stack);
 }
 
 static int live_cmp_cb(void *ctx, const struct mp_live_block *blk)
@@ -103,7 +156,11 @@ static int live_cmp_cb(void *ctx, const struct mp_live_block *blk)
 	struct mp_live_block o;
 
 	cr_assert_eq(mp_live_lookup(other, blk->addr, &o), 0, "block 0x%" PRIx64, blk->addr);
-	cr_expect_eq(memcmp(&o, blk, sizeof(o)), 0, "block 0x%" PRIx64, blk->addr);
+	cr_expect_eq(memcmp(&o, blk, sizeof(o)), 0,
+		     "block 0x%" PRIx64 ": size %" PRIu64 "/%" PRIu64 ", ts %" PRIu64 "/%" PRIu64
+		     ", user 0x%" PRIx64 "/0x%" PRIx64 ", tid %u/%u, fn %u/%u, flags %u/%u",
+		     blk->addr, o.size, blk->size, o.ts_ns, blk->ts_ns, o.user, blk->user, o.tid,
+		     blk->tid, o.fn, blk->fn, o.flags, blk->flags);
 	return 0;
 }
 
@@ -115,12 +172,15 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
 	uint64_t addrs[64] = { 0 }, brk_top = 0x5000000, ts = 2000, rs = seed;
 	uint32_t depth[4] = { 0 }, ntags[4] = { 0 };
 	struct mp_live_stats sa, sb;
-	struct mp_profile *pa, *pb;
+	struct mp_profile *pa, *pb, *pc;
+	struct pairing c = { 0 };
+	struct mp_live_stats sc;
 	struct side a, b;
-	char *ja, *jb;
+	char *ja, *jb, *jc;
 
 	side_new(&a, sample_bytes);
 	side_new(&b, sample_bytes);
+	side_new(&c.s, sample_bytes);
 	for (uint32_t k = 0; k < events; k++) {
 		uint64_t x = rnd(&rs);
 		uint32_t th = (uint32_t)(x >> 8) % 4, tid = 100 + th;
@@ -143,7 +203,7 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
 				if (depth[th])
 					depth[th]--;
 			}
-			both_record(&a, &b, &r);
+			both_record(&a, &b, &c, &r);
 			continue;
 		}
 		if (op < 8) {
@@ -156,13 +216,13 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
 				if (ntags[th])
 					ntags[th]--;
 			}
-			both_record(&a, &b, &r);
+			both_record(&a, &b, &c, &r);
 			continue;
 		}
 		if (op == 8) {
 			r.type = MP_REC_PHASE;
 			r.name = phases[(x >> 32) % 2];
-			both_record(&a, &b, &r);
+			both_record(&a, &b, &c, &r);
 			continue;
 		}
 		if (op == 9 && (x >> 32) % 20 == 0) {
@@ -170,10 +230,39 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
 			ev.type = MP_RAW_EXEC;
 			cr_assert_eq(mp_correlator_on_exec(a.c, ts, tid, "/bin/new"),
 				     mp_correlator_on_exec(b.c, ts, tid, "/bin/new"));
-			both_heap(&a, &b, &ev, 0);
+			pair_flush(&c);
+			cr_assert_eq(mp_correlator_on_exec(c.s.c, ts, tid, "/bin/new"), 0);
+			both_heap(&a, &b, &c, &ev, 0);
 			memset(addrs, 0, sizeof(addrs));
 			memset(depth, 0, sizeof(depth));
 			memset(ntags, 0, sizeof(ntags));
+			continue;
+		}
+		if (op >= 30 && op < 45 && (x >> 20) % 2) {
+			/* a temporary allocation: freed by the next event,
+			 * mostly on the same thread, at times at an address
+			 * still live, of a size whose levels wrap, failed, by
+			 * a pool function, scaled, or freed by munmap */
+			uint32_t v = (uint32_t)(x >> 32) % 40;
+			uint64_t addr = v == 0 && *slot ? *slot : 0x10000 + 64 * (k + 1);
+
+			ev.type = MP_RAW_ALLOC;
+			ev.fn = v == 1 ? MP_FN_CUSTOM + 1 : v == 2 ? MP_FN_MMAP : MP_FN_MALLOC;
+			ev.addr = v == 3 ? 0 : addr;
+			ev.size = v == 4 ? UINT64_MAX - (x >> 56) : v == 5 ? (1ull << 63) : 32;
+			if (sample_bytes && v >= 6 && v < 12)
+				ev.fn |= MP_LIVE_FN_SCALED;
+			both_heap(&a, &b, &c, &ev, stack);
+			if (ev.addr == *slot)
+				*slot = 0;
+			ev = (struct mp_raw_event){ .type = MP_RAW_FREE,
+						    .fn = v == 2 ? MP_FN_MUNMAP : MP_FN_FREE,
+						    .pid = 1,
+						    .tid = v == 6 ? 100 + (th + 1) % 4 : tid,
+						    .ts_ns = ++ts,
+						    .addr = v == 7 ? addr + 64 : addr,
+						    .caller = ev.caller + 16 };
+			both_heap(&a, &b, &c, &ev, 0);
 			continue;
 		}
 		if (op < 45) {
@@ -190,7 +279,7 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
 			ev.size = (x >> 52) % 3000;
 			if (sample_bytes && ev.size < sample_bytes && (x >> 62))
 				ev.fn |= MP_LIVE_FN_SCALED;
-			both_heap(&a, &b, &ev, stack);
+			both_heap(&a, &b, &c, &ev, stack);
 			*slot = ev.addr;
 			continue;
 		}
@@ -203,7 +292,7 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
 							*slot;
 			if (ev.fn == MP_FN_MUNMAP)
 				ev.size = 4096;
-			both_heap(&a, &b, &ev, 0);
+			both_heap(&a, &b, &c, &ev, 0);
 			if (ev.addr == *slot)
 				*slot = 0;
 			continue;
@@ -216,7 +305,7 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
 			ev.addr = (x >> 47) % 4 == 0 ? 0 : 0x10000 + 64 * (k + 1);
 			if (sample_bytes && ev.size && ev.size < sample_bytes && (x >> 62))
 				ev.fn |= MP_LIVE_FN_SCALED;
-			both_heap(&a, &b, &ev, stack);
+			both_heap(&a, &b, &c, &ev, stack);
 			if (ev.addr)
 				*slot = ev.addr;
 			continue;
@@ -228,31 +317,46 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
 		brk_top = (x >> 32) % 3 ? brk_top + 4096 * ((x >> 40) % 4 + 1) :
 					  brk_top - 3000 * ((x >> 40) % 3);
 		ev.addr = brk_top;
-		both_heap(&a, &b, &ev, 0);
+		both_heap(&a, &b, &c, &ev, 0);
 	}
+	pair_flush(&c);
 	mp_live_stats(a.l, &sa);
 	mp_live_stats(b.l, &sb);
+	mp_live_stats(c.s.l, &sc);
 	cr_expect_eq(memcmp(&sa, &sb, sizeof(sa)), 0, "live table statistics differ");
+	cr_expect_eq(memcmp(&sa, &sc, sizeof(sa)), 0, "live table statistics differ (pairs)");
+	cr_expect_gt(c.pairs, events / 20);
 	cr_expect_gt(sa.live_blocks + sa.unknown_frees, 0);
 	mp_live_foreach(a.l, live_cmp_cb, b.l);
 	mp_live_foreach(b.l, live_cmp_cb, a.l);
+	mp_live_foreach(a.l, live_cmp_cb, c.s.l);
+	mp_live_foreach(c.s.l, live_cmp_cb, a.l);
 	cr_assert_eq(mp_correlator_finish(a.c, ts + 1, &pa), 0);
 	cr_assert_eq(mp_correlator_finish(b.c, ts + 1, &pb), 0);
+	cr_assert_eq(mp_correlator_finish(c.s.c, ts + 1, &pc), 0);
 	cr_expect_gt(pa->mem.alloc_count, events / 10);
 	cr_expect_gt(pa->n_invocations, 0);
 	expect_profile_eq(pb, pa);
+	expect_profile_eq(pc, pa);
 	ja = render(pa, MP_REPORT_JSON, NULL);
 	jb = render(pb, MP_REPORT_JSON, NULL);
+	jc = render(pc, MP_REPORT_JSON, NULL);
 	/* stops at the first stream that differs */
 	cr_assert(strcmp(ja, jb) == 0, "seed %" PRIu64 ": the rendered profiles differ", seed);
+	cr_assert(strcmp(ja, jc) == 0, "seed %" PRIu64 ": the rendered profiles differ (pairs)",
+		  seed);
 	free(ja);
 	free(jb);
+	free(jc);
 	mp_profile_free(pa);
 	mp_profile_free(pb);
+	mp_profile_free(pc);
 	mp_correlator_free(a.c);
 	mp_correlator_free(b.c);
+	mp_correlator_free(c.s.c);
 	mp_live_free(a.l);
 	mp_live_free(b.l);
+	mp_live_free(c.s.l);
 }
 
 Test(apply_heap, precise_mode_same_profile_as_live_apply_and_on_heap)

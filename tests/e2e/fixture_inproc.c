@@ -19,6 +19,13 @@
  *                    (malloc 7 + free): the kernels' ring records race the
  *                    syscall events of the same moments
  *   idle MS N        sleeps MS ms, then "window N"
+ *   temps MS N       sleeps MS ms, then kernel fifo: 64 blocks of 48 B,
+ *                    10,000 times the oldest freed and a new one, all
+ *                    freed; then kernel temps: N temporary allocations
+ *                    (malloc of 32-95 B, freed right after it), and every
+ *                    N/100 steps a block of 1000 B kept to the end: the
+ *                    kernel's peak is reached by a temporary one, over
+ *                    the kept ones
  */
 #include <dlfcn.h>
 #include <malloc.h>
@@ -209,6 +216,35 @@ static int race(long n)
 	return 0;
 }
 
+static void temps(long n)
+{
+	static void *keep[TEMPS_KEPT], *fifo[TEMPS_FIFO];
+	long every = n / TEMPS_KEPT;
+
+	/* first no temporary allocation at all: each freed one is the
+	 * oldest of TEMPS_FIFO */
+	begin("fifo");
+	for (int i = 0; i < TEMPS_FIFO; i++)
+		fifo[i] = malloc(48);
+	for (int i = 0; i < TEMPS_FIFO_STEPS; i++) {
+		free(fifo[i % TEMPS_FIFO]);
+		fifo[i % TEMPS_FIFO] = malloc(48);
+	}
+	for (int i = 0; i < TEMPS_FIFO; i++)
+		free(fifo[i]);
+	end();
+	begin("temps");
+	for (long i = 0; i < n; i++) {
+		sink = malloc(32 + (size_t)(i % 64));
+		free(sink);
+		if (every && i % every == 0 && i / every < TEMPS_KEPT)
+			keep[i / every] = malloc(1000);
+	}
+	for (int i = 0; i < TEMPS_KEPT; i++)
+		free(keep[i]);
+	end();
+}
+
 int main(int argc, char **argv)
 {
 	kbegin = (int (*)(const char *))dlsym(RTLD_DEFAULT, "memprof_kernel_begin");
@@ -229,7 +265,13 @@ int main(int argc, char **argv)
 		loop(atol(argv[2]));
 	else if (!strcmp(argv[1], "window") && argc > 2)
 		window(atol(argv[2]));
-	else if (!strcmp(argv[1], "race") && argc > 2)
+	else if (!strcmp(argv[1], "temps") && argc > 3) {
+		long ms = atol(argv[2]);
+
+		nanosleep(&(struct timespec){ .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000 },
+			  NULL);
+		temps(atol(argv[3]));
+	} else if (!strcmp(argv[1], "race") && argc > 2)
 		return race(atol(argv[2]));
 	else if (!strcmp(argv[1], "idle") && argc > 3) {
 		long ms = atol(argv[2]);

@@ -645,3 +645,107 @@ Test(inproc, a_flood_is_drained_in_short_reads_without_holding_it, .timeout = 12
 	cr_assert_lt(held, 32768, "%" PRIu64 " records held after a drain", held);
 	mp_profile_free(p);
 }
+
+/* memprofd -v on the in-process path against fixture-inproc @fargv (with
+ * libmemprof preloaded), its profile in @path; *@ret_pairs from the debug
+ * log's count of allocations applied with their free. */
+static void memprofd_inproc_v(char *const *fargv, const char *path, uint64_t *ret_pairs)
+{
+	char lib[4096], pidbuf[32], line[512];
+	posix_spawn_file_actions_t fa;
+	int st, err_pipe[2];
+	pid_t fix, prof;
+	FILE *f;
+
+	*ret_pairs = 0;
+	snprintf(lib, sizeof(lib), "%s", path_of("libclient/libmemprof.so.0"));
+	cr_assert_eq(posix_spawn(&fix, fargv[0], NULL, NULL, fargv, env_with(lib)), 0);
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)fix);
+	{
+		char *pargv[] = { path_of("cli/memprofd"),
+				  "--pid",
+				  pidbuf,
+				  "--tracer",
+				  "inprocess",
+				  "-o",
+				  (char *)path,
+				  "--print",
+				  "none",
+				  "-v",
+				  NULL };
+
+		cr_assert_eq(pipe2(err_pipe, O_CLOEXEC), 0);
+		posix_spawn_file_actions_init(&fa);
+		posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+		cr_assert_eq(posix_spawn(&prof, pargv[0], &fa, NULL, pargv, environ), 0);
+		posix_spawn_file_actions_destroy(&fa);
+		close(err_pipe[1]);
+	}
+	f = fdopen(err_pipe[0], "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *s = strstr(line, "pid ");
+
+		if (s && strstr(s, " allocations applied with the free that followed"))
+			cr_assert_eq(sscanf(s, "pid %*d: %" SCNu64, ret_pairs), 1, "%s", line);
+	}
+	fclose(f);
+	cr_assert_eq(waitpid(prof, &st, 0), prof);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprofd status %d", st);
+	cr_assert_eq(waitpid(fix, &st, 0), fix);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fixture status %d", st);
+}
+
+/* Temporary allocations (each freed by the next heap record) go to the
+ * correlator in one step in precise mode (mp_correlator_apply_temporary():
+ * no live-table round trip, one attribution), and the profile is what the
+ * two steps give: every count, and the kernel's peak, reached by a
+ * temporary block over the kept ones. Before them, a kernel without any
+ * (the session stops holding allocations there, and starts again).
+ * Counted from the debug log. */
+Test(inproc, temporary_allocations_go_in_one_step_and_stay_exact, .timeout = 120)
+{
+	char path[] = "/tmp/mp-inproc-XXXXXX";
+	char *fargv[] = { path_of("tests/e2e/fixture-inproc"), "temps", "2500", "200000", NULL };
+	const long n = 200000;
+	struct mp_mem_stats want = { .alloc_count = n + TEMPS_KEPT,
+				     .free_count = n + TEMPS_KEPT,
+				     .alloc_bytes = 1000 * TEMPS_KEPT };
+	const struct mp_invocation *inv = NULL;
+	struct mp_mem_stats fifo = { .alloc_count = TEMPS_FIFO + TEMPS_FIFO_STEPS,
+				     .free_count = TEMPS_FIFO + TEMPS_FIFO_STEPS,
+				     .alloc_bytes = 48 * (TEMPS_FIFO + TEMPS_FIFO_STEPS),
+				     .free_bytes = 48 * (TEMPS_FIFO + TEMPS_FIFO_STEPS) };
+	struct mp_profile *p;
+	uint64_t pairs;
+	int fd;
+
+	need_root();
+	for (long i = 0; i < n; i++)
+		want.alloc_bytes += 32 + (uint64_t)(i % 64);
+	want.free_bytes = want.alloc_bytes;
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	memprofd_inproc_v(fargv, path, &pairs);
+	p = load(path);
+	cr_assert_str_eq(mp_tracer_path_name(p->tracer_path), "inprocess");
+	cr_assert_eq(p->drops_heap, 0, "heap records dropped: %" PRIu64, p->drops_heap);
+	cr_assert_eq(p->drops_ring, 0);
+	cr_assert_eq(p->drops_bpf, 0);
+	assert_mem(&kernel(p, "fifo")->incl, &fifo, "fifo");
+	cr_assert_eq(kernel(p, "fifo")->peak_added, 48 * TEMPS_FIFO);
+	assert_mem(&kernel(p, "temps")->incl, &want, "temps");
+	for (uint32_t i = 0; i < p->n_invocations; i++)
+		if (p->invocations[i].name == kernel(p, "temps")->name)
+			inv = &p->invocations[i];
+	cr_assert_not_null(inv);
+	/* the kept blocks, then a temporary one of 95 B */
+	cr_assert_eq(inv->peak_added, 1000 * TEMPS_KEPT + 95, "peak %" PRIu64, inv->peak_added);
+	cr_assert_eq(kernel(p, "temps")->peak_added, 1000 * TEMPS_KEPT + 95);
+	/* all but those a drain or a kept block came between, and the first
+	 * ones after the fifo kernel (HOLD_SKIP), none of the fifo's */
+	cr_assert_geq(pairs, n * 9 / 10, "%" PRIu64 " of %ld paired", pairs, n);
+	cr_assert_leq(pairs, n);
+	mp_profile_free(p);
+}

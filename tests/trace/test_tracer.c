@@ -1382,6 +1382,54 @@ static size_t own_tracepoint_links(void)
 }
 
 /*
+ * rss_stat fires on every change of an mm counter of the machine (every page
+ * fault of every process): the shared link is attached only while a target
+ * wants its events (--rss-exact, rss mode), not for a precise target.
+ */
+Test(tracer, rss_stat_attached_only_while_wanted, .timeout = 60)
+{
+	char *argv[] = { FIXTURE_GLIBC, "rssmode", NULL };
+	struct mp_tracer_opts po = { 0 }, ro = { .mode = MP_TRACE_RSS };
+	static struct fixture fp, fr;
+	struct mp_tracer *tp, *tr;
+	int status;
+
+	require_root();
+	cr_assert_eq(own_tracepoint_links(), 0);
+	fx_start(&fp, argv);
+	fx_expect_ready(&fp);
+	fx_start(&fr, argv);
+	fx_expect_ready(&fr);
+	po.pid = fp.tpid;
+	cr_assert_eq(mp_tracer_new(&po, &tp), 0);
+	/* sys_enter, sys_exit and exec */
+	cr_expect_eq(own_tracepoint_links(), 3, "precise target: %zu links",
+		     own_tracepoint_links());
+	ro.pid = fr.tpid;
+	cr_assert_eq(mp_tracer_new(&ro, &tr), 0);
+	cr_expect_eq(own_tracepoint_links(), 4, "and an rss target: %zu links",
+		     own_tracepoint_links());
+	mp_tracer_free(tr);
+	cr_expect_eq(own_tracepoint_links(), 3, "rss target gone: %zu links",
+		     own_tracepoint_links());
+	ro.pid = fr.tpid;
+	cr_assert_eq(mp_tracer_new(&ro, &tr), 0);
+	cr_expect_eq(own_tracepoint_links(), 4, "rss target again: %zu links",
+		     own_tracepoint_links());
+	mp_tracer_free(tp);
+	cr_expect_eq(own_tracepoint_links(), 4, "the rss target alone: %zu links",
+		     own_tracepoint_links());
+	mp_tracer_free(tr);
+	for (struct fixture *f = &fp; f; f = f == &fp ? &fr : NULL) {
+		kill(f->pid, SIGKILL);
+		waitpid(f->pid, &status, 0);
+		close(f->to);
+		close(f->from);
+	}
+	cr_assert_eq(own_tracepoint_links(), 0);
+}
+
+/*
  * Many targets (issue 13): the system-wide tracepoint programs are attached
  * once for all targets, not once per target, so that N targets do not cost
  * every syscall of the machine N programs (attaching the 200th target took
