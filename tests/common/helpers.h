@@ -97,6 +97,28 @@ static __attribute__((unused)) pid_t mp_test_spawn(char *const argv[], int out_f
 	return pid;
 }
 
+/* Spawns argv[0] as it is (no `--tracer` of the suite: the caller's own
+ * argv) with the environment @envp and its stderr to a pipe; the pipe's
+ * read end as a stream, the child in *@ret_pid. For reading a daemon's
+ * log (`-v`) while it runs. */
+static __attribute__((unused)) FILE *mp_test_spawn_stderr(char *const argv[], char **envp,
+							  pid_t *ret_pid)
+{
+	posix_spawn_file_actions_t fa;
+	int err_pipe[2];
+	FILE *f;
+
+	cr_assert_eq(pipe2(err_pipe, O_CLOEXEC), 0);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
+	cr_assert_eq(posix_spawn(ret_pid, argv[0], &fa, NULL, argv, envp), 0, "spawn %s", argv[0]);
+	posix_spawn_file_actions_destroy(&fa);
+	close(err_pipe[1]);
+	f = fdopen(err_pipe[0], "r");
+	cr_assert_not_null(f);
+	return f;
+}
+
 /* Reads @fd to its end into @out (at most @cap - 1 bytes, NUL-terminated),
  * then reaps @pid: its exit status (a death by signal fails the test). */
 static __attribute__((unused)) int mp_test_collect(pid_t pid, int fd, char *out, size_t cap)

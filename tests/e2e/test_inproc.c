@@ -26,6 +26,7 @@
 #include "profile.h"
 #include "profile_pb.h"
 #include "../tracer_env.h"
+#include "../common/helpers.h"
 
 extern char **environ;
 
@@ -333,6 +334,31 @@ Test(inproc, dlopened_code_allocating)
 	mp_profile_free(p);
 }
 
+/* fixture-inproc race RACE_N: every mmap and munmap in "map", each
+ * 7-byte block in "heap", exact. */
+#define RACE_N 100000
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static void assert_race(const struct mp_profile *p)
+{
+	const long n = RACE_N;
+	const struct mp_mem_stats map = { .alloc_bytes = n * (65536 + 100),
+					  .alloc_count = 2 * n,
+					  .free_bytes = n * (65536 + 100),
+					  .free_count = 2 * n },
+				  heap = { .alloc_bytes = n * 7,
+					   .alloc_count = n,
+					   .free_bytes = n * 7,
+					   .free_count = n };
+
+	assert_exact(p);
+	cr_assert_eq(kernel(p, "map")->calls, n);
+	cr_assert_eq(kernel(p, "heap")->calls, n);
+	assert_mem(&kernel(p, "map")->incl, &map, "map");
+	assert_mem(&kernel(p, "heap")->incl, &heap, "heap");
+}
+
 /* Ring records are released as soon as the BPF ring buffer and every ring
  * have been read past them (docs/RING.md "Consumer: how far the rings have
  * been read"), no longer 10 ms later: each mmap and munmap of the syscall
@@ -342,24 +368,11 @@ Test(inproc, dlopened_code_allocating)
  * a mapping would count outside "map" (or in "heap"). */
 Test(inproc, syscall_events_stay_inside_the_ring_kernels_racing_them, .timeout = 120)
 {
-	const long n = 100000;
-	const struct mp_mem_stats map = { .alloc_bytes = n * (65536 + 100),
-					  .alloc_count = 2 * n,
-					  .free_bytes = n * (65536 + 100),
-					  .free_count = 2 * n },
-				  heap = { .alloc_bytes = n * 7,
-					   .alloc_count = n,
-					   .free_bytes = n * 7,
-					   .free_count = n };
 	struct mp_profile *p;
 
 	need_root();
-	p = run(NULL, NULL, "tests/e2e/fixture-inproc", "race", "100000");
-	assert_exact(p);
-	cr_assert_eq(kernel(p, "map")->calls, n);
-	cr_assert_eq(kernel(p, "heap")->calls, n);
-	assert_mem(&kernel(p, "map")->incl, &map, "map");
-	assert_mem(&kernel(p, "heap")->incl, &heap, "heap");
+	p = run(NULL, NULL, "tests/e2e/fixture-inproc", "race", STR(RACE_N));
+	assert_race(p);
 	mp_profile_free(p);
 }
 
@@ -378,15 +391,6 @@ Test(inproc, syscall_events_stay_inside_the_ring_kernels_racing_them, .timeout =
  * would overflow the BPF ring buffer). */
 Test(inproc, syscall_events_stay_inside_their_kernels_behind_a_stopped_daemon, .timeout = 120)
 {
-	const long n = 100000;
-	const struct mp_mem_stats map = { .alloc_bytes = n * (65536 + 100),
-					  .alloc_count = 2 * n,
-					  .free_bytes = n * (65536 + 100),
-					  .free_count = 2 * n },
-				  heap = { .alloc_bytes = n * 7,
-					   .alloc_count = n,
-					   .free_bytes = n * 7,
-					   .free_count = n };
 	/* running long enough to catch up (a full ring and the BPF
 	 * events of its kernels), stopped for less than the producer's wait
 	 * (1 s, precise mode), from past the daemon's start (BPF set-up) */
@@ -405,7 +409,7 @@ Test(inproc, syscall_events_stay_inside_their_kernels_behind_a_stopped_daemon, .
 	cr_assert_geq(fd, 0);
 	close(fd);
 	pid = run_start("inprocess", NULL, path, "tests/e2e/fixture-inproc",
-			(const char *[]){ "race", "100000", NULL });
+			(const char *[]){ "race", STR(RACE_N), NULL });
 	nanosleep(&start, NULL);
 	for (;;) {
 		pid_t w;
@@ -422,12 +426,8 @@ Test(inproc, syscall_events_stay_inside_their_kernels_behind_a_stopped_daemon, .
 	}
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprof run status %d", st);
 	p = load(path);
-	assert_exact(p);
 	cr_assert_gt(stops, 2, "%d stops", stops);
-	cr_assert_eq(kernel(p, "map")->calls, n);
-	cr_assert_eq(kernel(p, "heap")->calls, n);
-	assert_mem(&kernel(p, "map")->incl, &map, "map");
-	assert_mem(&kernel(p, "heap")->incl, &heap, "heap");
+	assert_race(p);
 	mp_profile_free(p);
 }
 
@@ -564,100 +564,22 @@ Test(inproc, idle_target_is_polled_less_and_the_burst_after_stays_exact, .timeou
 	mp_profile_free(p);
 }
 
-/* A precise-mode flood against a daemon that cannot keep up: 800k records
- * through a 32k-slot ring, the producer waiting for space most of the
- * time. The daemon drains in short reads, one after the other without a
- * sleep between them, each against a fresh clock (docs/RING.md "Waiting
- * for space"): a record published while a drain runs is stamped after
- * the drain's clock and held in the ring queue until the next one, so a
- * read of 65,536 records (as before) out of a 32k ring always ended with
- * more than 32k records held, never released as they were read. Counted,
- * not timed: the debug log's count of held records after a drain. */
-Test(inproc, a_flood_is_drained_in_short_reads_without_holding_it, .timeout = 120)
+/* memprofd -v on the in-process path against fixture-inproc @fargv (with
+ * libmemprof preloaded); each line of its log goes to @on_line. Both must
+ * exit 0; the profile is on the in-process path whatever the suite's,
+ * and nothing was dropped. */
+static struct mp_profile *memprofd_inproc_v(char *const *fargv,
+					    void (*on_line)(const char *line, void *ctx), void *ctx)
 {
-	char lib[4096], pidbuf[32], path[] = "/tmp/mp-inproc-XXXXXX", line[512];
-	char *fargv[] = { path_of("tests/e2e/fixture-inproc"), "idle", "2500", "400000", NULL };
-	struct mp_mem_stats want = { .alloc_count = WINDOW_LIVE + 400000,
-				     .free_count = WINDOW_LIVE + 400000 };
-	uint64_t rng = WINDOW_SEED, drains = 0, full = 0, held = UINT64_MAX;
-	posix_spawn_file_actions_t fa;
+	char lib[4096], pidbuf[32], line[512], path[] = "/tmp/mp-inproc-XXXXXX";
 	struct mp_profile *p;
-	int fd, st, err_pipe[2];
+	int fd, st;
 	pid_t fix, prof;
 	FILE *f;
 
-	need_root();
-	for (long i = 0; i < WINDOW_LIVE + 400000; i++)
-		want.alloc_bytes += window_size(&rng);
-	want.free_bytes = want.alloc_bytes;
 	fd = mkstemp(path);
 	cr_assert_geq(fd, 0);
 	close(fd);
-	snprintf(lib, sizeof(lib), "%s", path_of("libclient/libmemprof.so.0"));
-	cr_assert_eq(posix_spawn(&fix, fargv[0], NULL, NULL, fargv, env_with(lib)), 0);
-	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)fix);
-	{
-		char *pargv[] = { path_of("cli/memprofd"),
-				  "--pid",
-				  pidbuf,
-				  "--tracer",
-				  "inprocess",
-				  "-o",
-				  path,
-				  "--print",
-				  "none",
-				  "-v",
-				  NULL };
-
-		cr_assert_eq(pipe2(err_pipe, O_CLOEXEC), 0);
-		posix_spawn_file_actions_init(&fa);
-		posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-		cr_assert_eq(posix_spawn(&prof, pargv[0], &fa, NULL, pargv, environ), 0);
-		posix_spawn_file_actions_destroy(&fa);
-		close(err_pipe[1]);
-	}
-	f = fdopen(err_pipe[0], "r");
-	cr_assert_not_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		const char *s = strstr(line, "pid ");
-
-		if (s && strstr(s, " ring drains, "))
-			cr_assert_eq(sscanf(s,
-					    "pid %*d: %" SCNu64 " ring drains, %" SCNu64
-					    " of them at the batch limit; at most %" SCNu64,
-					    &drains, &full, &held),
-				     3, "%s", line);
-	}
-	fclose(f);
-	cr_assert_eq(waitpid(prof, &st, 0), prof);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprofd status %d", st);
-	cr_assert_eq(waitpid(fix, &st, 0), fix);
-	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fixture status %d", st);
-	p = load(path);
-	/* on the in-process path whatever the suite's (assert_exact) */
-	cr_assert_str_eq(mp_tracer_path_name(p->tracer_path), "inprocess");
-	cr_assert_eq(p->drops_heap, 0, "heap records dropped: %" PRIu64, p->drops_heap);
-	cr_assert_eq(p->drops_ring, 0);
-	cr_assert_eq(p->drops_bpf, 0);
-	assert_mem(&kernel(p, "win")->incl, &want, "win");
-	/* 808k records in reads of at most 8,192 */
-	cr_assert_geq(drains, 98, "%" PRIu64 " drains (%" PRIu64 " at the limit)", drains, full);
-	cr_assert_lt(held, 32768, "%" PRIu64 " records held after a drain", held);
-	mp_profile_free(p);
-}
-
-/* memprofd -v on the in-process path against fixture-inproc @fargv (with
- * libmemprof preloaded), its profile in @path; *@ret_pairs from the debug
- * log's count of allocations applied with their free. */
-static void memprofd_inproc_v(char *const *fargv, const char *path, uint64_t *ret_pairs)
-{
-	char lib[4096], pidbuf[32], line[512];
-	posix_spawn_file_actions_t fa;
-	int st, err_pipe[2];
-	pid_t fix, prof;
-	FILE *f;
-
-	*ret_pairs = 0;
 	snprintf(lib, sizeof(lib), "%s", path_of("libclient/libmemprof.so.0"));
 	cr_assert_eq(posix_spawn(&fix, fargv[0], NULL, NULL, fargv, env_with(lib)), 0);
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)fix);
@@ -674,26 +596,79 @@ static void memprofd_inproc_v(char *const *fargv, const char *path, uint64_t *re
 				  "-v",
 				  NULL };
 
-		cr_assert_eq(pipe2(err_pipe, O_CLOEXEC), 0);
-		posix_spawn_file_actions_init(&fa);
-		posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-		cr_assert_eq(posix_spawn(&prof, pargv[0], &fa, NULL, pargv, environ), 0);
-		posix_spawn_file_actions_destroy(&fa);
-		close(err_pipe[1]);
+		f = mp_test_spawn_stderr(pargv, environ, &prof);
 	}
-	f = fdopen(err_pipe[0], "r");
-	cr_assert_not_null(f);
-	while (fgets(line, sizeof(line), f)) {
-		const char *s = strstr(line, "pid ");
-
-		if (s && strstr(s, " allocations applied with the free that followed"))
-			cr_assert_eq(sscanf(s, "pid %*d: %" SCNu64, ret_pairs), 1, "%s", line);
-	}
+	while (fgets(line, sizeof(line), f))
+		on_line(line, ctx);
 	fclose(f);
 	cr_assert_eq(waitpid(prof, &st, 0), prof);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprofd status %d", st);
 	cr_assert_eq(waitpid(fix, &st, 0), fix);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fixture status %d", st);
+	p = load(path);
+	cr_assert_str_eq(mp_tracer_path_name(p->tracer_path), "inprocess");
+	cr_assert_eq(p->drops_heap, 0, "heap records dropped: %" PRIu64, p->drops_heap);
+	cr_assert_eq(p->drops_ring, 0);
+	cr_assert_eq(p->drops_bpf, 0);
+	return p;
+}
+
+/* The debug log's drain counts. */
+struct drains {
+	uint64_t drains, full, held;
+};
+
+static void on_drains_line(const char *line, void *ctx)
+{
+	struct drains *d = ctx;
+	const char *s = strstr(line, "pid ");
+
+	if (s && strstr(s, " ring drains, "))
+		cr_assert_eq(sscanf(s,
+				    "pid %*d: %" SCNu64 " ring drains, %" SCNu64
+				    " of them at the batch limit; at most %" SCNu64,
+				    &d->drains, &d->full, &d->held),
+			     3, "%s", line);
+}
+
+/* The debug log's count of allocations applied with their free. */
+static void on_pairs_line(const char *line, void *ctx)
+{
+	const char *s = strstr(line, "pid ");
+
+	if (s && strstr(s, " allocations applied with the free that followed"))
+		cr_assert_eq(sscanf(s, "pid %*d: %" SCNu64, (uint64_t *)ctx), 1, "%s", line);
+}
+
+/* A precise-mode flood against a daemon that cannot keep up: 800k records
+ * through a 32k-slot ring, the producer waiting for space most of the
+ * time. The daemon drains in short reads, one after the other without a
+ * sleep between them, each against a fresh clock (docs/RING.md "Waiting
+ * for space"): a record published while a drain runs is stamped after
+ * the drain's clock and held in the ring queue until the next one, so a
+ * read of 65,536 records (as before) out of a 32k ring always ended with
+ * more than 32k records held, never released as they were read. Counted,
+ * not timed: the debug log's count of held records after a drain. */
+Test(inproc, a_flood_is_drained_in_short_reads_without_holding_it, .timeout = 120)
+{
+	char *fargv[] = { path_of("tests/e2e/fixture-inproc"), "idle", "2500", "400000", NULL };
+	struct mp_mem_stats want = { .alloc_count = WINDOW_LIVE + 400000,
+				     .free_count = WINDOW_LIVE + 400000 };
+	struct drains dr = { .held = UINT64_MAX };
+	uint64_t rng = WINDOW_SEED;
+	struct mp_profile *p;
+
+	need_root();
+	for (long i = 0; i < WINDOW_LIVE + 400000; i++)
+		want.alloc_bytes += window_size(&rng);
+	want.free_bytes = want.alloc_bytes;
+	p = memprofd_inproc_v(fargv, on_drains_line, &dr);
+	assert_mem(&kernel(p, "win")->incl, &want, "win");
+	/* 808k records in reads of at most 8,192 */
+	cr_assert_geq(dr.drains, 98, "%" PRIu64 " drains (%" PRIu64 " at the limit)", dr.drains,
+		      dr.full);
+	cr_assert_lt(dr.held, 32768, "%" PRIu64 " records held after a drain", dr.held);
+	mp_profile_free(p);
 }
 
 /* Temporary allocations (each freed by the next heap record) go to the
@@ -705,7 +680,6 @@ static void memprofd_inproc_v(char *const *fargv, const char *path, uint64_t *re
  * Counted from the debug log. */
 Test(inproc, temporary_allocations_go_in_one_step_and_stay_exact, .timeout = 120)
 {
-	char path[] = "/tmp/mp-inproc-XXXXXX";
 	char *fargv[] = { path_of("tests/e2e/fixture-inproc"), "temps", "2500", "200000", NULL };
 	const long n = 200000;
 	struct mp_mem_stats want = { .alloc_count = n + TEMPS_KEPT,
@@ -717,22 +691,13 @@ Test(inproc, temporary_allocations_go_in_one_step_and_stay_exact, .timeout = 120
 				     .alloc_bytes = 48 * (TEMPS_FIFO + TEMPS_FIFO_STEPS),
 				     .free_bytes = 48 * (TEMPS_FIFO + TEMPS_FIFO_STEPS) };
 	struct mp_profile *p;
-	uint64_t pairs;
-	int fd;
+	uint64_t pairs = 0;
 
 	need_root();
 	for (long i = 0; i < n; i++)
 		want.alloc_bytes += 32 + (uint64_t)(i % 64);
 	want.free_bytes = want.alloc_bytes;
-	fd = mkstemp(path);
-	cr_assert_geq(fd, 0);
-	close(fd);
-	memprofd_inproc_v(fargv, path, &pairs);
-	p = load(path);
-	cr_assert_str_eq(mp_tracer_path_name(p->tracer_path), "inprocess");
-	cr_assert_eq(p->drops_heap, 0, "heap records dropped: %" PRIu64, p->drops_heap);
-	cr_assert_eq(p->drops_ring, 0);
-	cr_assert_eq(p->drops_bpf, 0);
+	p = memprofd_inproc_v(fargv, on_pairs_line, &pairs);
 	assert_mem(&kernel(p, "fifo")->incl, &fifo, "fifo");
 	cr_assert_eq(kernel(p, "fifo")->peak_added, 48 * TEMPS_FIFO);
 	assert_mem(&kernel(p, "temps")->incl, &want, "temps");

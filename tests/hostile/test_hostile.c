@@ -91,7 +91,7 @@ static struct mp_profile *run_after(const char *how)
 static struct mp_profile *attach_before(const char *how)
 {
 	char path[256], line[256], pidbuf[32];
-	int in_pipe[2], out_pipe[2], err_pipe[2];
+	int in_pipe[2], out_pipe[2];
 	posix_spawn_file_actions_t fa;
 	pid_t fix, prof;
 	FILE *f;
@@ -116,13 +116,7 @@ static struct mp_profile *attach_before(const char *how)
 	char *pargv[] = {
 		path_of("cli/memprofd"), "--pid", pidbuf, "-o", path, "--print", "none", "-v", NULL
 	};
-	cr_assert_eq(pipe2(err_pipe, O_CLOEXEC), 0);
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-	cr_assert_eq(posix_spawn(&prof, pargv[0], &fa, NULL, pargv, environ), 0);
-	posix_spawn_file_actions_destroy(&fa);
-	close(err_pipe[1]);
-	f = fdopen(err_pipe[0], "r");
+	f = mp_test_spawn_stderr(pargv, environ, &prof);
 	for (;;) {
 		cr_assert_not_null(fgets(line, sizeof(line), f), "memprofd ended before attaching");
 		fputs(line, stderr);
