@@ -17,7 +17,7 @@
 
 #include "correlator.h"
 #include "live.h"
-#include "memprof_consumer.h"
+#include "consumer.h"
 #include "merge.h"
 
 #define LIVE 4096 /* blocks kept live by the synthetic program */

@@ -54,7 +54,7 @@
 
 #include "correlator.h"
 #include "live.h"
-#include "memprof_consumer.h"
+#include "consumer.h"
 #include "merge.h"
 #include "ring_abi.h"
 #include "ringq.h"

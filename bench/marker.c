@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "memprof.h"
-#include "memprof_consumer.h"
+#include "consumer.h"
 
 #define ROUNDS 7
 /* attached, ring not full: short bursts that fit the default 8192-slot ring,

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "memprof.h"
-#include "memprof_consumer.h"
+#include "consumer.h"
 #include "ring_abi.h"
 #include "ring_clock.h"
 

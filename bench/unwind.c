@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Daemon CPU per call stack: unwinding (daemon/unwind/) a real 16 KiB
+ * Daemon CPU per call stack: unwinding (daemon/stacks/) a real 16 KiB
  * stack slice of this process taken 12 frames deep, and deduplicating it
- * in a stack table (daemon/profile/stacks.c), as the session does for
+ * in a stack table (daemon/stacks/stacks.c), as the session does for
  * every allocation that carries a stack. Prints ns per stack, and per
  * stack without the table, fastest of 5 rounds; then the same unwind by
  * libdwfl alone (the rule cache off), the baseline of the same run, and

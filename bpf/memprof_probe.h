@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Attach-cookie layout of the allocator uprobes, shared by bpf/memprof.bpf.c
- * and daemon/trace/tracer.c (the raw events are in memprof_events.h).
+ * and daemon/sources/tracer.c (the raw events are in memprof_events.h).
  */
 #ifndef MEMPROF_PROBE_H
 #define MEMPROF_PROBE_H

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memprof_consumer.h"
+#include "consumer.h"
 #include "ring_abi.h"
 
 /* A heap record names a builtin function and carries no name, whichever

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for the --alloc/--free function spec parser
- * (daemon/trace/funcspec.c): command-line text, but it reaches the tracer's
+ * (daemon/sources/funcspec.c): command-line text, but it reaches the tracer's
  * probe settings, so everything it accepts must be in range.
  */
 #include <stddef.h>

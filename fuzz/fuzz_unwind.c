@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * libFuzzer target: the unwinder (daemon/unwind/) over hostile registers
+ * libFuzzer target: the unwinder (daemon/stacks/) over hostile registers
  * and stack bytes, as a target's BPF event or ring record could carry
  * them, against the real code mappings of this process (so CFI is found
  * and followed). Input: ip, sp, bp (8 bytes each), then the stack slice.

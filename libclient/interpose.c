@@ -29,7 +29,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "memprof_consumer.h"
 #include "ring_abi.h"
 #include "ring_writer.h"
 
@@ -40,7 +39,7 @@
 #define EXPORT __attribute__((visibility("default")))
 #define CALLER ((uint64_t)(uintptr_t)__builtin_return_address(0))
 
-/* enum mp_alloc_fn of daemon/correlate/heap_event.h: the record's fn. */
+/* enum mp_alloc_fn of daemon/sources/heap_event.h: the record's fn. */
 enum {
 	FN_MALLOC = 0,
 	FN_CALLOC,

@@ -18,7 +18,6 @@
 
 #include "client_internal.h"
 #include "memprof.h"
-#include "memprof_consumer.h"
 #include "ring_abi.h"
 #include "ring_clock.h"
 #include "ring_writer.h"

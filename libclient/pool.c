@@ -11,7 +11,6 @@
 
 #include "client_internal.h"
 #include "memprof.h"
-#include "memprof_consumer.h"
 #include "ring_abi.h"
 
 #define POOL_KIND_SHIFT 24

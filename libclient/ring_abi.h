@@ -36,7 +36,7 @@
 #define MP_STACK_SLOT_BYTES 120u
 #define MP_TSTACK_MAX 16u
 
-/* Ring record types are enum mp_record_type of memprof_consumer.h. */
+/* Ring record types are enum mp_record_type, at the end of this file. */
 
 /* Values of mp_ring_hdr.alloc_mode. */
 enum mp_alloc_mode {
@@ -201,5 +201,63 @@ static inline struct mp_ring_layout mp_ring_layout_of(uint32_t slot_count, uint3
 	l.end = l.blob_off + blob_size;
 	return l;
 }
+
+/* Records of the ring (mp_slot.type), their flags and bounds. */
+#define MP_MAX_RANK 8
+
+enum mp_record_type {
+	MP_REC_KERNEL_BEGIN = 1,
+	MP_REC_KERNEL_END = 2,
+	MP_REC_INPUT_SHAPE = 3,
+	MP_REC_OUTPUT_SHAPE = 4,
+	MP_REC_PHASE = 5,
+	MP_REC_TAG_BEGIN = 6,
+	MP_REC_TAG_END = 7,
+	/* Ranges reserved so that work in parallel does not collide; each
+	 * range's owner defines its records (MP_RING_ABI_VERSION 2):
+	 *   8-15  allocation records of the in-process path (interposer)
+	 *   16-23 pool records (memprof_pool_* API)
+	 *   24-31 call-stack payload records */
+	/* In-process path (docs/RING.md): the same events as the eBPF
+	 * tracer's raw MP_RAW_ALLOC / MP_RAW_FREE / MP_RAW_REALLOC, with
+	 * the same semantics; fn is enum mp_alloc_fn. */
+	MP_REC_ALLOC = 8, /* fn returned addr for a request of size bytes */
+	MP_REC_FREE = 9, /* fn is releasing addr (stamped before release) */
+	/* fn resized old_addr (0: none) to size bytes and returned addr
+	 * (0: failed; with size 0, old_addr was freed). */
+	MP_REC_REALLOC = 10,
+	/* Pools (memprof_pool_*): @name is the pool's name, @pool the rest. */
+	MP_REC_POOL_ALLOC = 16,
+	MP_REC_POOL_FREE = 17,
+	MP_REC_POOL_RESET = 18,
+	MP_REC_POOL_DECLARE = 19,
+	/* Call stack of the heap record that follows it in the same ring
+	 * (ALLOC or REALLOC, always): dims[0..3] = ip, sp, bp (the
+	 * registers of the capturing frame inside libmemprof), len; then
+	 * ceil(len / MP_STACK_SLOT_BYTES) continuation slots holding the
+	 * len bytes of stack from sp up, each after its seq word. Never
+	 * returned on its own: the consumer attaches it to that heap record
+	 * (mp_record.stack). */
+	MP_REC_STACK = 24,
+};
+
+/* Kinds of pool (memprof.h's enum memprof_pool_kind). */
+#define MP_POOL_KIND_HOST 0u
+#define MP_POOL_KIND_DEVICE 1u
+
+/* The record was synthesised from a thread's open-kernel (or open-tag) stack
+ * when the consumer attached: the kernel was already open. */
+#define MP_REC_F_OPEN_AT_ATTACH 0x1u
+/* KERNEL_END / TAG_END written by the library when the thread exited with
+ * the kernel (tag) still open; ts_ns is the thread's exit time. */
+#define MP_REC_F_THREAD_EXIT 0x2u
+/* With MP_REC_F_OPEN_AT_ATTACH: the kernel (tag) began while no consumer was
+ * attached, so the library did not read the clock; ts_ns is the attach time
+ * (an upper bound of the real begin). */
+#define MP_REC_F_TS_UNKNOWN 0x4u
+/* ALLOC / REALLOC in sampled mode: a sample of a block smaller than the
+ * sampling interval; size is the requested size, which the consumer of the
+ * record replaces by its unbiased estimate (as for MP_RAW_F_SCALED). */
+#define MP_REC_F_SCALED 0x8u
 
 #endif /* MEMPROF_RING_ABI_H */

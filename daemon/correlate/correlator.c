@@ -10,6 +10,9 @@
 #include "live_impl.h"
 #include "sampling.h"
 
+_Static_assert(MP_PROFILE_MAX_RANK == MP_MAX_RANK,
+	       "the profile keeps every dimension a ring record carries");
+
 /* Bounds: the marker stream comes from the profiled process and is hostile;
  * none of these may let it grow the daemon without limit. */
 #define MAX_DEPTH 256

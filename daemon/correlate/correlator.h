@@ -19,7 +19,7 @@
 
 #include "heap_event.h"
 #include "memprof_events.h"
-#include "memprof_consumer.h"
+#include "consumer.h"
 #include "profile.h"
 #include "rss_sample.h"
 

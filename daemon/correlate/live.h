@@ -32,11 +32,6 @@ struct mp_live_stats {
 	struct mp_live_fn_stats fn[MP_LIVE_FN_MAX];
 };
 
-/* In mp_raw_event.fn, set by the daemon (never by BPF): @size is a sampled
- * block's estimate, not its size. The block and its heap events are then
- * flagged (MP_LIVE_B_SCALED, MP_HEAP_F_SCALED). */
-#define MP_LIVE_FN_SCALED 0x80000000u
-
 #define MP_LIVE_B_SCALED 0x1u /* mp_live_block.flags */
 
 struct mp_live_block {

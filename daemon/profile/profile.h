@@ -12,7 +12,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "memprof_consumer.h"
+/* Most dimensions of a shape the profile keeps (as the ring carries:
+ * MP_MAX_RANK of ring_abi.h, asserted where the two meet). */
+#define MP_PROFILE_MAX_RANK 8
+
+/* Kinds of pool (mp_mempool.kind). The ring ABI defines the same values
+ * (ring_abi.h): a mismatch is a redefinition error where both meet. */
+#define MP_POOL_KIND_HOST 0u
+#define MP_POOL_KIND_DEVICE 1u
 
 /* How allocations were traced (the file stores it as memprof.TraceMode). */
 enum mp_trace_mode {
@@ -81,7 +88,7 @@ enum mp_clock {
 
 struct mp_shape {
 	uint32_t rank;
-	int64_t dims[MP_MAX_RANK];
+	int64_t dims[MP_PROFILE_MAX_RANK];
 };
 
 /* Heap traffic charged to something during some interval. */
@@ -412,6 +419,13 @@ struct mp_profile {
 	uint32_t stack_depth;
 	uint64_t stacks_dropped; /* allocations whose stack was not kept */
 };
+
+/* Bounds of the stack table, as the daemon keeps it (daemon/stacks) and as
+ * the decoder accepts it: stacks, frames per stack, inlined frames per
+ * location. */
+#define MP_PROFILE_MAX_STACKS (1u << 18)
+#define MP_PROFILE_MAX_DEPTH 256
+#define MP_PROFILE_MAX_INLINE 16
 
 /* mp_stack.flags */
 #define MP_STACK_F_TRUNCATED \

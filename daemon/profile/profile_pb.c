@@ -11,11 +11,7 @@
 #include <zlib.h>
 
 #include "memprof.pb-c.h"
-#include "inline.h"
-#include "outfile.h"
 #include "profile_pb.h"
-#include "stacks.h"
-#include "unwind.h"
 #include "util.h"
 
 /* The file stores enum mp_trace_mode as is. */
@@ -224,7 +220,7 @@ static Memprof__Shape **enc_shapes(struct arena *a, const struct mp_shape *s, ui
 		return NULL;
 	for (uint32_t i = 0; i < n; i++) {
 		memprof__shape__init(&o[i]);
-		o[i].n_dims = s[i].rank <= MP_MAX_RANK ? s[i].rank : MP_MAX_RANK;
+		o[i].n_dims = s[i].rank <= MP_PROFILE_MAX_RANK ? s[i].rank : MP_PROFILE_MAX_RANK;
 		o[i].dims = (int64_t *)s[i].dims;
 		v[i] = &o[i];
 	}
@@ -847,7 +843,7 @@ static int dec_shapes(Memprof__Shape **in, size_t n, struct mp_shape **ret, uint
 		return -ENOMEM;
 	*ret = s;
 	for (size_t i = 0; i < n; i++) {
-		if (!in[i] || in[i]->n_dims > MP_MAX_RANK)
+		if (!in[i] || in[i]->n_dims > MP_PROFILE_MAX_RANK)
 			BAD("shape rank above the maximum");
 		s[i].rank = in[i]->n_dims;
 		if (in[i]->n_dims)
@@ -993,14 +989,14 @@ static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_
 	return 0;
 }
 
-/* Stacks: bounded as the daemon bounds them (MP_STACKS_MAX stacks,
- * MP_UNWIND_MAX_DEPTH frames each); sites refer to them. */
+/* Stacks: bounded as the daemon bounds them (MP_PROFILE_MAX_STACKS stacks,
+ * MP_PROFILE_MAX_DEPTH frames each); sites refer to them. */
 static int dec_stacks(const Memprof__Profile *o, struct mp_profile *p, uint64_t *ret_frames,
 		      const char **ret_why)
 {
 	uint64_t total = 0;
 
-	if (o->n_stacks > MP_STACKS_MAX || o->stack_depth > MP_UNWIND_MAX_DEPTH)
+	if (o->n_stacks > MP_PROFILE_MAX_STACKS || o->stack_depth > MP_PROFILE_MAX_DEPTH)
 		BAD("more stacks or a deeper limit than memprofd writes");
 	if (o->n_stacks) {
 		p->stacks = calloc(o->n_stacks, sizeof(*p->stacks));
@@ -1010,7 +1006,7 @@ static int dec_stacks(const Memprof__Profile *o, struct mp_profile *p, uint64_t 
 	for (size_t i = 0; i < o->n_stacks; i++) {
 		const Memprof__Stack *sk = o->stacks[i];
 
-		if (!sk || !sk->n_frames || sk->n_frames > MP_UNWIND_MAX_DEPTH)
+		if (!sk || !sk->n_frames || sk->n_frames > MP_PROFILE_MAX_DEPTH)
 			BAD("empty stack or one deeper than memprofd writes");
 		p->stacks[i].frames = malloc(sk->n_frames * sizeof(uint64_t));
 		if (!p->stacks[i].frames)
@@ -1123,7 +1119,7 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 		lc->object = l->mapping;
 		lc->rel_addr = l->rel_address;
 		lc->line = l->line;
-		if (l->n_inlined > MP_MAX_INLINE)
+		if (l->n_inlined > MP_PROFILE_MAX_INLINE)
 			BAD("more inlined frames than memprofd writes");
 		if (l->n_inlined) {
 			lc->inlined = calloc(l->n_inlined, sizeof(*lc->inlined));
@@ -1532,20 +1528,6 @@ int mp_profile_file_decode(const void *data, size_t len, struct mp_profile **ret
 		return -EBADMSG;
 	}
 	return mp_profile_decode(buf + MP_PROFILE_FILE_HEADER, mlen, ret, ret_why);
-}
-
-int mp_profile_save(const struct mp_profile *p, const char *path)
-{
-	uint8_t *buf;
-	size_t len;
-	int r;
-
-	r = mp_profile_file_encode(p, &buf, &len);
-	if (r < 0)
-		return r;
-	r = mp_output_write(path, buf, len);
-	free(buf);
-	return r;
 }
 
 int mp_profile_load(const char *path, struct mp_profile **ret, const char **ret_why)

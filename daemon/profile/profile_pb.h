@@ -45,8 +45,6 @@ int mp_profile_file_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t
 int mp_profile_file_decode(const void *buf, size_t len, struct mp_profile **ret,
 			   const char **ret_why);
 
-/* Writes @p to @path with mp_output_write() (outfile.h). */
-int mp_profile_save(const struct mp_profile *p, const char *path);
 /* Reads a profile file of at most MP_PROFILE_MAX_FILE bytes. */
 int mp_profile_load(const char *path, struct mp_profile **ret, const char **ret_why);
 

@@ -18,7 +18,7 @@
 #include "correlator.h"
 #include "log.h"
 #include "live.h"
-#include "memprof_consumer.h"
+#include "consumer.h"
 #include "merge.h"
 #include "ringq.h"
 #include "path.h"
@@ -244,7 +244,7 @@ static void dump_record(FILE *f, const struct mp_record *r)
 		fprintf(f, " name=\"%s\"", r->name);
 	if (r->type == MP_REC_INPUT_SHAPE || r->type == MP_REC_OUTPUT_SHAPE) {
 		fputs(" shape=[", f);
-		for (uint32_t i = 0; i < r->rank && i < MP_MAX_RANK; i++)
+		for (uint32_t i = 0; i < r->rank && i < MP_PROFILE_MAX_RANK; i++)
 			fprintf(f, "%s%" PRId64, i ? "," : "", r->dims[i]);
 		fputc(']', f);
 	}

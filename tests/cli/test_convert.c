@@ -7,9 +7,10 @@
 #include <stdlib.h>
 
 #include "helpers.h"
-#include "../export/helpers_chrome.h"
+#include "../output/helpers_chrome.h"
+#include "outfile.h"
 #include "profile_pb.h"
-#include "../export/run_helpers.h"
+#include "../output/run_helpers.h"
 
 static char dir[] = "/tmp/memprof-convert-XXXXXX";
 static char file[128];

@@ -7,8 +7,8 @@
 #include <inttypes.h>
 
 #include "../common/helpers.h"
-#include "../export/helpers_chrome.h"
-#include "../export/run_helpers.h"
+#include "../output/helpers_chrome.h"
+#include "../output/run_helpers.h"
 
 static char profile[128], trace[160];
 

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
-#include "../export/run_helpers.h"
+#include "../output/run_helpers.h"
 
 static char dir[] = "/tmp/memprof-output-real-XXXXXX";
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "memprof_consumer.h"
+#include "consumer.h"
 
 static inline uint64_t test_now_ns(void)
 {

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "memprof.h"
-#include "memprof_consumer.h"
+#include "consumer.h"
 #include "ring_abi.h"
 
 static void *(*ip_malloc)(size_t);

@@ -9,7 +9,7 @@
 #include <criterion/criterion.h>
 #include <stdint.h>
 
-#include "memprof_consumer.h"
+#include "consumer.h"
 
 static uint64_t reference(const struct mp_tsc_cal *cal, uint64_t tsc)
 {

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "memprof.h"
-#include "memprof_consumer.h"
+#include "consumer.h"
 
 static size_t drain(struct mp_consumer *c, struct mp_record *recs, size_t max)
 {

@@ -10,6 +10,7 @@
 
 #include "helpers.h"
 #include "memprof.pb-c.h"
+#include "outfile.h"
 #include "profile_pb.h"
 
 #define U MP_UNKNOWN

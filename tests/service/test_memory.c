@@ -106,7 +106,7 @@ Test(memory, rss_target_bpf_memory_is_bounded_by_its_map_sizes, .timeout = 120, 
 	 * storage) and the programs' images: 256 KiB. */
 	const uint64_t bound = MP_TRACER_RSS_RING_BYTES + 2 * 4096 + (256 << 10);
 	/* Loaded once with the first target, whatever the number of targets
-	 * (the tracepoint hub, daemon/trace/hub.h): 4 program arrays and 2
+	 * (the tracepoint hub, daemon/sources/hub.h): 4 program arrays and 2
 	 * hash tables of MP_HUB_SLOTS entries, 4 programs. */
 	const uint64_t hub_bound = 384 << 10;
 	struct daemon d;

@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ring reader: the consumer side of the libmemprof marker ring
+ * (libclient/ring_abi.h), one of memprofd's sources.
+ *
+ * The ring lives in memory the profiled process can write: everything read
+ * from it is hostile input. Every offset, length, index and string is
+ * bounds-checked; a corrupted ring yields -EBADMSG (or -EPROTO for an ABI
+ * mismatch), never a crash and never an endless loop.
+ */
+#ifndef MP_SOURCES_CONSUMER_H
+#define MP_SOURCES_CONSUMER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ring_abi.h"
+
+/* A call stack captured with a heap record (MP_REC_STACK). */
+struct mp_rec_stack {
+	uint64_t ip, sp, bp;
+	uint32_t len; /* bytes of stack from sp up, <= MP_RING_STACK_MAX */
+	const unsigned char *bytes;
+};
+
+/* A decoded, validated record. */
+struct mp_record {
+	uint32_t type; /* enum mp_record_type */
+	uint32_t flags; /* MP_REC_F_* */
+	uint32_t tid; /* kernel thread id of the writer */
+	uint32_t rank; /* shapes: number of valid dims */
+	uint64_t ts_ns; /* CLOCK_MONOTONIC */
+	/* KERNEL_BEGIN, PHASE, TAG_BEGIN: NUL-terminated name, sanitised to
+	 * printable ASCII, owned by the consumer and valid until
+	 * mp_consumer_free(). NULL for other types. */
+	const char *name;
+	union {
+		int64_t dims[MP_MAX_RANK]; /* shapes */
+		struct { /* ALLOC, FREE, REALLOC */
+			uint64_t addr;
+			uint64_t size;
+			uint64_t caller; /* return address into fn's caller */
+			uint64_t old_addr;
+		} heap;
+	};
+	/* Record number of the writer's thread slot: consecutive for one
+	 * thread while a consumer is attached (a gap there is a dropped
+	 * record). Continues across threads reusing the slot. */
+	uint32_t seq;
+	uint32_t fn; /* ALLOC, FREE, REALLOC: enum mp_alloc_fn */
+	/* POOL_*: the slice (addr, size: ALLOC; addr: FREE), the return
+	 * address into the caller of the memprof_pool_* function, and the
+	 * pool's kind (MP_POOL_KIND_*). Zero for other types. */
+	struct {
+		uint64_t addr, size, caller;
+		uint32_t kind;
+	} pool;
+	/* ALLOC, REALLOC: the call stack recorded with it (MP_REC_STACK), in
+	 * consumer memory valid until the next mp_consumer_read() (with
+	 * mp_consumer_read_rings(): until the callback returns); NULL for
+	 * none. */
+	const struct mp_rec_stack *stack;
+};
+
+struct mp_consumer;
+
+/* Finds and maps the ring of process @pid (through /proc/PID/fd, works
+ * across mount namespaces). -ENOENT: the process has no ring (libmemprof not
+ * loaded or no marker yet); -ESRCH: no such process; -EPROTO: ABI mismatch;
+ * -EBADMSG: corrupted header. After a successful open, the first records
+ * read are the kernels and tags open at attach time (MP_REC_F_OPEN_AT_ATTACH,
+ * outermost first, with their original timestamps), then live records. */
+int mp_consumer_open_pid(pid_t pid, struct mp_consumer **ret);
+/*
+ * How to attach (mp_consumer_open_*_opts(); NULL: all zero).
+ *
+ * @alloc_mode (enum mp_alloc_mode of ring_abi.h; MP_ALLOC_OFF leaves the
+ * interposer dormant), @alloc_sample_bytes (MP_ALLOC_SAMPLED's interval)
+ * and @alloc_stack_bytes (as mp_consumer_set_alloc_stacks()) turn the
+ * target's interposer on *with* the attach, before the snapshot of the
+ * open kernels: every kernel that begins after the snapshot then has its
+ * allocations recorded, and those recorded before it are told apart by
+ * their record number (docs/RING.md "Per-thread state and late attach").
+ * mp_consumer_set_alloc_mode() after the open leaves a window in which a
+ * kernel's markers are recorded and its allocations are not.
+ *
+ * @before_attach, when set, runs once the header is validated and before
+ * the consumer writes anything into the ring (@ctx, the consumer); a
+ * negative return fails the open with it.
+ *
+ * @stall_ns (0: MP_CONSUMER_STALL_NS): how long a ring may stay stuck at a
+ * record it cannot take before mp_consumer_complete_ns() passes it.
+ */
+#define MP_CONSUMER_STALL_NS (100 * 1000 * 1000ull)
+struct mp_consumer_opts {
+	uint32_t alloc_mode;
+	uint32_t alloc_stack_bytes;
+	uint64_t alloc_sample_bytes;
+	int (*before_attach)(void *ctx, struct mp_consumer *c);
+	void *ctx;
+	uint64_t stall_ns;
+};
+/* -EINVAL: an unknown mode, a sampled mode without an interval, or more
+ * stack bytes than MP_RING_STACK_MAX. */
+int mp_consumer_open_pid_opts(pid_t pid, const struct mp_consumer_opts *o,
+			      struct mp_consumer **ret);
+/* Same, from a file descriptor of the ring (dup'ed; caller keeps @fd). */
+int mp_consumer_open_fd(int fd, struct mp_consumer **ret);
+/* Same, over a caller-owned memory image (tests, fuzzing). @mem must stay
+ * valid and may change concurrently. */
+int mp_consumer_open_mem(void *mem, size_t len, struct mp_consumer **ret);
+int mp_consumer_open_mem_opts(void *mem, size_t len, const struct mp_consumer_opts *o,
+			      struct mp_consumer **ret);
+void mp_consumer_free(struct mp_consumer *c);
+
+/* Reads the next record: 1 when @ret was filled, 0 when nothing is ready,
+ * negative errno when the ring is corrupted (the consumer is then unusable). */
+int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret);
+/* mp_consumer_read_rings(): @ring of the records synthesised at attach
+ * (open kernels and tags, the phase), which belong to no ring. */
+#define MP_CONSUMER_RING_SYNTH UINT32_MAX
+typedef int (*mp_consumer_ring_cb)(void *ctx, uint32_t ring, const struct mp_record *rec);
+/* Reads up to @max records and hands each to @cb with the index of the
+ * ring (thread slot) it came from: first the attach snapshot's records
+ * (MP_CONSUMER_RING_SYNTH), then each ring's records in that ring's order,
+ * ring after ring, *not* merged by timestamp (the caller merges; one ring's
+ * records are in the order its thread wrote them). The same validation as
+ * mp_consumer_read(), without its batch copy and merge: the daemon's fast
+ * path. Returns the number of records handed over (0: nothing ready), a
+ * negative return of @cb, or negative errno when the ring is corrupted
+ * (after the records before the corruption were handed over). @rec, and
+ * its stack, are valid only during the call; its name until
+ * mp_consumer_free(). */
+int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx);
+/* The same, told that the caller read CLOCK_MONOTONIC as @now_ns before
+ * the call (mp_consumer_read_rings() reads it itself): the time
+ * mp_consumer_complete_ns() then reports for the rings found empty. */
+int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns,
+			      mp_consumer_ring_cb cb, void *ctx);
+/*
+ * How far the rings have been read (docs/RING.md "Consumer: how far the
+ * rings have been read"): a time C such that every record of any ring not
+ * handed over yet by mp_consumer_read_rings_at() was published after C
+ * (its ring was found empty by a read told C, or has been read a whole
+ * ring's worth of records past where a read told C found it), or carries a
+ * timestamp at or after C (its ring still held records after one stamped
+ * C). A ring stuck at a record it cannot take (only a hostile writer
+ * leaves one) counts as read up to stall_ns before each read once it has
+ * been stuck that long (struct mp_consumer_opts). No record
+ * still to come can therefore have happened before a record stamped
+ * before C (less the clocks' disagreement): releasing the records read so
+ * far up to C keeps every causal order. 0 until every ring has been
+ * looked at; UINT64_MAX for NULL. Only mp_consumer_read_rings*() moves it.
+ */
+uint64_t mp_consumer_complete_ns(const struct mp_consumer *c);
+/* Inside a callback of mp_consumer_read_rings_at() for a record of ring R:
+ * the same over every ring but R (R's own records come in R's order, so
+ * they need no bound against each other): a record of R stamped before it
+ * (less the clocks' disagreement), with nothing older held elsewhere, may
+ * be released at once. Outside a callback, mp_consumer_complete_ns(). */
+uint64_t mp_consumer_complete_others_ns(const struct mp_consumer *c);
+/* Records the producers dropped because the ring was full since this
+ * consumer attached. The counter lives in memory the target writes: a value
+ * that goes back or grows faster than one drop per nanosecond since attach
+ * is not believed; the last plausible value is returned and
+ * MP_CONSUMER_CORRUPT_HEADER is set. */
+uint64_t mp_consumer_drops(struct mp_consumer *c);
+
+/* mp_consumer_corruption(): what the consumer found wrong in the ring. */
+/* a header counter (drops) overwritten with an impossible value */
+#define MP_CONSUMER_CORRUPT_HEADER 0x1u
+/* a slot, sequence number, length or name that fails validation: the
+ * consumer stopped there (mp_consumer_read() returned -EBADMSG) */
+#define MP_CONSUMER_CORRUPT_RECORDS 0x2u
+uint32_t mp_consumer_corruption(const struct mp_consumer *c);
+/* Of those, heap records (ALLOC, FREE, REALLOC): figures of the in-process
+ * path are lower bounds when nonzero. */
+uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c);
+/* The header's alloc_tls_off (ring_abi.h); hostile like every field: it
+ * only ever locates a word in the target's own memory. */
+int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c);
+/* Times an allocating thread of the target waited for ring space. */
+uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c);
+
+/* Turns the target's interposer on (enum mp_alloc_mode of ring_abi.h,
+ * @sample_bytes for MP_ALLOC_SAMPLED) or off (MP_ALLOC_OFF). The
+ * interposer is also turned off by mp_consumer_free(). -EINVAL for an
+ * unknown mode or a sampled mode without an interval. */
+int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sample_bytes);
+/* Call stacks on the in-process path: each recorded allocation then
+ * carries @bytes (<= MP_RING_STACK_MAX, 0: off) of its thread's stack.
+ * Takes effect at the next mp_consumer_set_alloc_mode(). -EINVAL beyond
+ * the maximum. */
+int mp_consumer_set_alloc_stacks(struct mp_consumer *c, uint32_t bytes);
+/*
+ * Heap records stamped with the TSC (mp_slot.clock MP_TS_TSC, docs/RING.md
+ * "Clocks") are converted to CLOCK_MONOTONIC ns by the consumer:
+ *   ns = @ns + (tsc - @tsc) * @mult / 2^32
+ * (@mult: ns per tick in 32.32 fixed point), saturated to [0, UINT64_MAX].
+ * The consumer keeps its own calibration from (rdtsc, clock_gettime) pairs
+ * it takes, refreshed at every read. It believes TSC records only where
+ * libmemprof would write them (mp_tsc_trusted() of ring_clock.h);
+ * elsewhere they are corrupt (-EBADMSG).
+ */
+struct mp_tsc_cal {
+	uint64_t tsc;
+	uint64_t ns;
+	uint64_t mult;
+};
+uint64_t mp_tsc_to_ns(const struct mp_tsc_cal *cal, uint64_t tsc);
+/* Replaces the consumer's calibration by @cal for good (tests, replay of a
+ * recorded ring); NULL: TSC records are corrupt from now on. */
+void mp_consumer_set_tsc_cal(struct mp_consumer *c, const struct mp_tsc_cal *cal);
+
+/* pid that created the ring (from the header, validated against the
+ * opened process when opened by pid). */
+pid_t mp_consumer_pid(const struct mp_consumer *c);
+
+const char *mp_record_type_name(uint32_t type);
+
+#endif /* MP_SOURCES_CONSUMER_H */
