@@ -9,6 +9,7 @@
 #ifndef MEMPROF_RING_STATE_H
 #define MEMPROF_RING_STATE_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -217,6 +218,9 @@ HOT bool attached(void)
 	return LOAD(&mp_rw.hdr->attached, RELAXED) != 0;
 }
 
+/* The open kernels and tags of the thread slot, in shared memory for a
+ * late consumer. Here rather than with the markers: a thread's exit
+ * (ring.c) pops what the thread left open. */
 HOT int push(struct mp_rw_tls *t, bool tag, uint8_t type, const char *name)
 {
 	struct mp_frame *f;
