@@ -31,6 +31,7 @@
 
 #include "ring_abi.h"
 #include "ring_writer.h"
+#include "stack_capture.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
@@ -210,25 +211,9 @@ static void *boot_realloc(void *p, size_t n)
 
 /* ---- sampled mode: the per-thread countdown and the sampled-block set ---- */
 
-/* One thread-local block: the traced paths reach in_alloc and the
- * countdown through one offset. */
-struct ip_tls {
-	/* Nonzero while this thread is inside the next allocator on behalf
-	 * of a traced call: the daemon's syscall tracepoints read it
-	 * (through the ring header's alloc_tls_off) to leave the allocator's
-	 * own mmap/munmap to the heap records. Written only when the path is
-	 * on. The sampled-block set's own mapping is hidden the same way
-	 * (set_get()). */
-	uint64_t in_alloc;
-	int64_t countdown; /* bytes left before the next sample */
-	uint64_t rng;
-	bool seeded;
-};
-static __thread struct ip_tls ip_tls __attribute__((tls_model("initial-exec")));
-
 enum { NOT_SAMPLED = 0, SAMPLED_EXACT = 1, SAMPLED_SCALED = 2 };
 
-static uint64_t rng_next(struct ip_tls *t)
+static uint64_t rng_next(struct mp_alloc_tls *t)
 {
 	/* xorshift64*: a sampling decision needs no better */
 	uint64_t x = t->rng;
@@ -241,7 +226,7 @@ static uint64_t rng_next(struct ip_tls *t)
 }
 
 /* An exponential draw of mean @mean bytes. */
-static int64_t draw_interval(struct ip_tls *t, uint64_t mean)
+static int64_t draw_interval(struct mp_alloc_tls *t, uint64_t mean)
 {
 	/* uniform in (0, 1]: never log(0) */
 	double u = ((double)(rng_next(t) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
@@ -253,7 +238,7 @@ static int64_t draw_interval(struct ip_tls *t, uint64_t mean)
  * the interval always, smaller ones when the thread's countdown runs out. */
 static int sample(uint64_t size, uint64_t mean)
 {
-	struct ip_tls *t = &ip_tls;
+	struct mp_alloc_tls *t = &mp_alloc_tls;
 
 	if (size >= mean)
 		return SAMPLED_EXACT;
@@ -316,7 +301,7 @@ static struct sampled_set *set_get(uint64_t epoch)
 		 * leaves errno alone only if this does. */
 		int saved = errno;
 
-		ip_tls.in_alloc = 1; /* ENTER(): on_alloc() runs with in_alloc 0 */
+		mp_alloc_tls.in_alloc = 1; /* ENTER(): on_alloc() runs with in_alloc 0 */
 		atomic_signal_fence(memory_order_seq_cst);
 		fresh = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -330,7 +315,7 @@ static struct sampled_set *set_get(uint64_t epoch)
 			STORE(&set_epoch, epoch, RELEASE);
 		}
 		atomic_signal_fence(memory_order_seq_cst);
-		ip_tls.in_alloc = 0;
+		mp_alloc_tls.in_alloc = 0;
 		return fresh == MAP_FAILED ? NULL : fresh;
 	}
 	/* A new session: blocks sampled by the last one are unknown to it.
@@ -497,7 +482,7 @@ static __attribute__((noinline)) void on_free(uint32_t mode, void *p, uint64_t c
 static inline __attribute__((always_inline)) bool unsampled(const struct mp_ring_hdr *h,
 							    uint64_t size)
 {
-	struct ip_tls *t = &ip_tls;
+	struct mp_alloc_tls *t = &mp_alloc_tls;
 	int64_t left = t->countdown - (int64_t)size;
 
 	if (size >= LOAD(&h->alloc_sample_bytes, RELAXED) || (int64_t)size < 0 || left <= 0)
@@ -552,16 +537,11 @@ static inline __attribute__((always_inline)) uint32_t mode_now(void)
 	return LOAD(&LOAD(&mp_alloc_hdr, RELAXED)->alloc_mode, RELAXED);
 }
 
-MP_HIDDEN int64_t mp_interpose_tls_off(void)
-{
-	return (int64_t)((uintptr_t)&ip_tls.in_alloc - (uintptr_t)__builtin_thread_pointer());
-}
-
 /* Every ENTER() runs with in_alloc 0 (each caller tests it first, and a
  * signal handler that interrupts a traced call sees it set and enters
  * nothing): plain stores, no read-modify-write. */
-#define ENTER() (ip_tls.in_alloc = 1, atomic_signal_fence(memory_order_seq_cst))
-#define LEAVE() (atomic_signal_fence(memory_order_seq_cst), ip_tls.in_alloc = 0)
+#define ENTER() (mp_alloc_tls.in_alloc = 1, atomic_signal_fence(memory_order_seq_cst))
+#define LEAVE() (atomic_signal_fence(memory_order_seq_cst), mp_alloc_tls.in_alloc = 0)
 
 /* ---- call stacks: where the calling thread's stack ends ---- */
 
@@ -638,7 +618,7 @@ static __attribute__((noinline)) void *malloc_on(uint32_t m, size_t n, uint64_t 
 
 	/* called by the next allocator inside a traced call (glibc's
 	 * reallocarray calls realloc): that call's record accounts for it */
-	if (ip_tls.in_alloc)
+	if (mp_alloc_tls.in_alloc)
 		return next.malloc(n);
 	if (m != MP_ALLOC_SAMPLED || !unsampled(LOAD(&mp_alloc_hdr, RELAXED), n))
 		return malloc_traced(m, n, caller);
@@ -646,7 +626,7 @@ static __attribute__((noinline)) void *malloc_on(uint32_t m, size_t n, uint64_t 
 	p = next.malloc(n);
 	LEAVE();
 	if (unlikely(!p))
-		ip_tls.countdown += (int64_t)n;
+		mp_alloc_tls.countdown += (int64_t)n;
 	return p;
 }
 
@@ -664,7 +644,7 @@ EXPORT void *malloc(size_t n)
  * calls nothing of ours: maybe_sampled() is set_remove()'s first test. */
 static __attribute__((noinline)) void free_on(uint32_t m, void *p, uint64_t caller)
 {
-	if (ip_tls.in_alloc) {
+	if (mp_alloc_tls.in_alloc) {
 		next.free(p);
 		return;
 	}
@@ -693,7 +673,7 @@ static __attribute__((noinline)) void *calloc_on(const struct mp_ring_hdr *h, ui
 {
 	void *p;
 
-	if (ip_tls.in_alloc)
+	if (mp_alloc_tls.in_alloc)
 		return next.calloc(n, size);
 	/* an overflowing product fails in calloc itself, and gives its
 	 * charge back */
@@ -702,7 +682,7 @@ static __attribute__((noinline)) void *calloc_on(const struct mp_ring_hdr *h, ui
 		p = next.calloc(n, size);
 		LEAVE();
 		if (unlikely(!p))
-			ip_tls.countdown += (int64_t)((uint64_t)n * size);
+			mp_alloc_tls.countdown += (int64_t)((uint64_t)n * size);
 		return p;
 	}
 	ENTER();
@@ -737,7 +717,7 @@ static __attribute__((noinline)) void *realloc_on(uint32_t m, void *p, size_t n,
 {
 	void *q;
 
-	if (ip_tls.in_alloc)
+	if (mp_alloc_tls.in_alloc)
 		return next.realloc(p, n);
 	ENTER();
 	q = next.realloc(p, n);
@@ -773,7 +753,7 @@ EXPORT void *reallocarray(void *p, size_t n, size_t size)
 		return realloc_arena(p, total);
 	if (!next.reallocarray && !resolve())
 		return NULL;
-	m = ip_tls.in_alloc ? 0 : mode_now();
+	m = mp_alloc_tls.in_alloc ? 0 : mode_now();
 	if (m)
 		ENTER();
 	q = next.reallocarray ? next.reallocarray(p, n, size) : next.realloc(p, total);
@@ -828,7 +808,7 @@ static void *aligned_traced(uint32_t fn, size_t align, size_t n, size_t size, ui
 	uint32_t m = mode_now();
 	void *p;
 
-	if (likely(!m) || ip_tls.in_alloc)
+	if (likely(!m) || mp_alloc_tls.in_alloc)
 		return aligned_next(fn, align, n);
 	ENTER();
 	p = aligned_next(fn, align, n);
@@ -850,7 +830,7 @@ EXPORT int posix_memalign(void **ret, size_t align, size_t n)
 	if (!next.posix_memalign)
 		return ENOMEM;
 	m = mode_now();
-	if (likely(!m) || ip_tls.in_alloc)
+	if (likely(!m) || mp_alloc_tls.in_alloc)
 		return next.posix_memalign(ret, align, n);
 	ENTER();
 	r = next.posix_memalign(ret, align, n);

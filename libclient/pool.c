@@ -9,9 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "client_internal.h"
 #include "memprof.h"
 #include "ring_abi.h"
+#include "ring_writer.h"
 
 #define POOL_KIND_SHIFT 24
 #define POOL_NAME_MASK ((1u << POOL_KIND_SHIFT) - 1)

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internal to libmemprof (hidden, never exported): what the other producers
- * of the library (the allocator interposer, interpose.c) need from the
- * marker ring writer of memprof.c to put their own records into the calling
- * thread's ring.
+ * Internal to libmemprof (hidden, never exported): what the producers of
+ * the library (pools, pool.c; the allocator interposer, interpose.c; the
+ * stack capture, stack_capture.c) need from the ring writer at the bottom
+ * (ring.c, heap_writer.c) to put their records into the calling thread's
+ * ring. The ring writer calls nothing above it.
  */
 #ifndef MEMPROF_RING_WRITER_H
 #define MEMPROF_RING_WRITER_H
@@ -20,6 +21,32 @@
  * until the ring exists, and again in a forked child. One load of this
  * pointer and one of the mode is all a dormant allocator call costs. */
 extern MP_HIDDEN const struct mp_ring_hdr *mp_alloc_hdr;
+
+/* Incremented in a forked child: process-private state keyed on the ring
+ * (the interposer's sampled-block set) belongs to the parent. */
+extern MP_HIDDEN uint32_t mp_fork_gen;
+
+/*
+ * The interposer's per-thread block; the interposer owns every field. The
+ * ring writer defines it (ring.c) because the ring header it creates says
+ * where in_alloc is (alloc_tls_off), for the daemon's syscall tracepoints.
+ * One block, so that a traced call reaches in_alloc and the countdown
+ * through one offset. initial-exec: no __tls_get_addr, which may allocate.
+ */
+struct mp_alloc_tls {
+	/* Nonzero while this thread is inside the next allocator on behalf
+	 * of a traced call: the daemon's syscall tracepoints read it
+	 * (through the ring header's alloc_tls_off) to leave the allocator's
+	 * own mmap/munmap to the heap records. Written only when the path is
+	 * on. The sampled-block set's own mapping is hidden the same way
+	 * (interpose.c set_get()). */
+	uint64_t in_alloc;
+	int64_t countdown; /* bytes left before the next sample */
+	uint64_t rng;
+	bool seeded;
+};
+extern MP_HIDDEN __thread struct mp_alloc_tls mp_alloc_tls
+	__attribute__((tls_model("initial-exec")));
 
 /* Wait policy of mp_ring_write() when the ring is full. */
 enum mp_rw_wait {
@@ -51,22 +78,17 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 				    const uint64_t *w, unsigned nw, enum mp_rw_wait wait,
 				    const uint64_t regs[3], const void *stack, uint32_t len);
 
-/* stack_capture.c: mp_ring_write_stacked() with the registers of the
- * caller at this call and the bytes of its stack from its stack pointer up
- * to @stack_end, at most @max; none when the stack pointer is outside
- * [@stack_lo, @stack_end) (a signal stack). */
-MP_HIDDEN int mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
-			   unsigned nw, enum mp_rw_wait wait, uint64_t stack_lo, uint64_t stack_end,
-			   uint32_t max);
-
-/* interpose.c: alloc_tls_off of the ring header. */
-MP_HIDDEN int64_t mp_interpose_tls_off(void);
-
 /* Counts one heap record as dropped (drops and alloc_drops). */
 MP_HIDDEN void mp_ring_count_alloc_drop(void);
 
-/* Incremented in a forked child: process-private state keyed on the ring
- * (the interposer's sampled-block set) belongs to the parent. */
-extern MP_HIDDEN uint32_t mp_fork_gen;
+/* The string-table id of @name (interned on first use; 0 when the table is
+ * full) in *ret_id. 0 or a negative errno (no ring, no thread slot). */
+MP_HIDDEN int mp__intern(const char *name, uint32_t *ret_id);
+
+/* Writes one record into the calling thread's ring, timestamped now, with
+ * @n payload words (at most MP_MAX_RANK) in the slot's dims. Nothing is
+ * written while no consumer is attached (returns 0). 0, -ENOSPC (ring
+ * full, counted) or the thread's first-marker error. */
+MP_HIDDEN int mp__ring_record(uint8_t type, uint32_t name_id, const int64_t *words, int n);
 
 #endif /* MEMPROF_RING_WRITER_H */

@@ -10,7 +10,7 @@
  */
 #include <stdint.h>
 
-#include "ring_writer.h"
+#include "stack_capture.h"
 
 MP_HIDDEN __attribute__((noinline)) int mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id,
 						     const uint64_t *w, unsigned nw,

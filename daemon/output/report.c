@@ -912,28 +912,8 @@ static void put_sampled_heap(FILE *f, const struct mp_profile *p)
 		stderr_of(p->mem.free_var), p->mem.free_count, p->unknown_frees);
 }
 
-static int write_table(const struct mp_profile *p, FILE *f)
+static void table_kernels(const struct mp_profile *p, bool sampled, FILE *f)
 {
-	uint64_t win = p->end_ns > p->begin_ns ? p->end_ns - p->begin_ns : 0;
-	bool sampled = has_stderr(p);
-
-	fprintf(f, "memprofd profile: pid %" PRId32 " ", p->pid);
-	put_name(f, p->exe ? p->exe : "?", 0);
-	fprintf(f, "\nwindow: %.3f s%s\n", win / 1e9, p->truncated ? " (truncated)" : "");
-	put_mode(f, p);
-	if (sampled)
-		put_sampled_heap(f, p);
-	else
-		fprintf(f,
-			"heap: new %" PRId64 " B in %" PRId64 " blocks, peak %" PRIu64
-			" B, allocated %" PRIu64 " B in %" PRIu64 " blocks, freed %" PRIu64
-			" B in %" PRIu64 " blocks, unknown frees %" PRIu64 "\n",
-			p->mem.bytes_added, p->mem.tensors_added, p->peak_bytes, p->mem.alloc_bytes,
-			p->mem.alloc_count, p->mem.free_bytes, p->mem.free_count, p->unknown_frees);
-	if (p->rss_samples)
-		fprintf(f, "rss: peak %" PRIu64 " B over %" PRIu64 " samples\n", p->rss_peak,
-			p->rss_samples);
-
 	fprintf(f, "\n%-32s %8s %14s %14s%s %14s%s %14s%s %14s %12s\n", "KERNEL", "CALLS",
 		"BYTES_ADDED", "ALLOC_BYTES", sampled ? "    ±ALLOC_BYTES" : "", "PEAK_ADDED",
 		sampled ? "     ±PEAK_ADDED   BIAS_ADDED<=" : "", "PEAK_LIVE",
@@ -965,22 +945,30 @@ static int write_table(const struct mp_profile *p, FILE *f)
 			"sampled peaks: PEAK_LIVE and the phases' PEAK_BYTES biased up by at most %" PRIu64
 			" B (as the process peak); PEAK_ADDED by at most BIAS_ADDED\n",
 			bytes_of(p->peak_bias_bound));
-	if (p->n_phases) {
-		fprintf(f, "\n%-32s %12s %14s %14s%s %14s\n", "PHASE", "TIME_MS", "NET_BYTES",
-			"PEAK_BYTES", sampled ? "     ±PEAK_BYTES" : "", "RSS_PEAK");
-		for (uint32_t i = 0; i < p->n_phases; i++) {
-			const struct mp_phase *ph = &p->phases[i];
+}
 
-			put_name(f, ph->name, 32);
-			fprintf(f, " %12.3f", ph->duration_ns / 1e6);
-			put_bytes(f, ph->mem.bytes_added);
-			put_bytes(f, (int64_t)ph->peak_bytes);
-			if (sampled)
-				fprintf(f, " ±%14" PRIu64, stderr_of(ph->peak_var));
-			put_bytes(f, (int64_t)ph->rss_peak);
-			fputc('\n', f);
-		}
+static void table_phases(const struct mp_profile *p, bool sampled, FILE *f)
+{
+	if (!p->n_phases)
+		return;
+	fprintf(f, "\n%-32s %12s %14s %14s%s %14s\n", "PHASE", "TIME_MS", "NET_BYTES", "PEAK_BYTES",
+		sampled ? "     ±PEAK_BYTES" : "", "RSS_PEAK");
+	for (uint32_t i = 0; i < p->n_phases; i++) {
+		const struct mp_phase *ph = &p->phases[i];
+
+		put_name(f, ph->name, 32);
+		fprintf(f, " %12.3f", ph->duration_ns / 1e6);
+		put_bytes(f, ph->mem.bytes_added);
+		put_bytes(f, (int64_t)ph->peak_bytes);
+		if (sampled)
+			fprintf(f, " ±%14" PRIu64, stderr_of(ph->peak_var));
+		put_bytes(f, (int64_t)ph->rss_peak);
+		fputc('\n', f);
 	}
+}
+
+static void table_owners_tags(const struct mp_profile *p, bool sampled, FILE *f)
+{
 	for (int t = 0; t < 2; t++) {
 		const struct mp_pool *v = t ? p->tags : p->owners;
 		uint32_t n = t ? p->n_tags : p->n_owners;
@@ -1002,6 +990,33 @@ static int write_table(const struct mp_profile *p, FILE *f)
 			fputc('\n', f);
 		}
 	}
+}
+
+static int write_table(const struct mp_profile *p, FILE *f)
+{
+	uint64_t win = p->end_ns > p->begin_ns ? p->end_ns - p->begin_ns : 0;
+	bool sampled = has_stderr(p);
+
+	fprintf(f, "memprofd profile: pid %" PRId32 " ", p->pid);
+	put_name(f, p->exe ? p->exe : "?", 0);
+	fprintf(f, "\nwindow: %.3f s%s\n", win / 1e9, p->truncated ? " (truncated)" : "");
+	put_mode(f, p);
+	if (sampled)
+		put_sampled_heap(f, p);
+	else
+		fprintf(f,
+			"heap: new %" PRId64 " B in %" PRId64 " blocks, peak %" PRIu64
+			" B, allocated %" PRIu64 " B in %" PRIu64 " blocks, freed %" PRIu64
+			" B in %" PRIu64 " blocks, unknown frees %" PRIu64 "\n",
+			p->mem.bytes_added, p->mem.tensors_added, p->peak_bytes, p->mem.alloc_bytes,
+			p->mem.alloc_count, p->mem.free_bytes, p->mem.free_count, p->unknown_frees);
+	if (p->rss_samples)
+		fprintf(f, "rss: peak %" PRIu64 " B over %" PRIu64 " samples\n", p->rss_peak,
+			p->rss_samples);
+
+	table_kernels(p, sampled, f);
+	table_phases(p, sampled, f);
+	table_owners_tags(p, sampled, f);
 	table_pools(p, f);
 	fprintf(f,
 		"\ndrops: ring %" PRIu64 ", bpf %" PRIu64 ", invocations beyond cap %" PRIu64

@@ -426,18 +426,8 @@ static int dec_stacks(const Memprof__Profile *o, struct mp_profile *p, uint64_t 
 	return 0;
 }
 
-/* Sites refer to names, phases, owners and stacks: decoded after them. */
-static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+static int dec_site_list(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
 {
-	uint64_t frames = 0;
-	int r;
-
-	r = dec_stacks(o, p, &frames, ret_why);
-	if (r < 0)
-		return r;
-	if (o->n_sites > (1u << 24) || o->n_locations > o->n_sites + frames ||
-	    o->n_mappings > o->n_locations)
-		BAD("more sites, locations or mappings than memprofd writes");
 	if (o->n_sites) {
 		p->sites = calloc(o->n_sites, sizeof(*p->sites));
 		if (!p->sites)
@@ -479,6 +469,11 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 			p->site_vars[i].inuse_space = variance(st->inuse_space_var);
 		}
 	}
+	return 0;
+}
+
+static int dec_mappings(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
 	if (o->n_mappings) {
 		p->objects = calloc(o->n_mappings, sizeof(*p->objects));
 		if (!p->objects)
@@ -499,6 +494,12 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 		ob->flags = (m->has_functions ? MP_OBJ_F_FUNCTIONS : 0) |
 			    (m->has_lines ? MP_OBJ_F_LINES : 0);
 	}
+	return 0;
+}
+
+/* Locations refer to mappings: decoded after them. */
+static int dec_locations(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
 	if (o->n_locations) {
 		p->locations = calloc(o->n_locations, sizeof(*p->locations));
 		if (!p->locations)
@@ -540,6 +541,27 @@ static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char
 		}
 	}
 	return 0;
+}
+
+/* Sites refer to names, phases, owners and stacks: decoded after them. */
+static int dec_sites(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
+	uint64_t frames = 0;
+	int r;
+
+	r = dec_stacks(o, p, &frames, ret_why);
+	if (r < 0)
+		return r;
+	if (o->n_sites > (1u << 24) || o->n_locations > o->n_sites + frames ||
+	    o->n_mappings > o->n_locations)
+		BAD("more sites, locations or mappings than memprofd writes");
+	r = dec_site_list(o, p, ret_why);
+	if (r < 0)
+		return r;
+	r = dec_mappings(o, p, ret_why);
+	if (r < 0)
+		return r;
+	return dec_locations(o, p, ret_why);
 }
 
 /* The renderers word the figures after the mode: it must be one they know

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal to libmemprof (hidden): the capture of the caller's stack for
+ * the interposer's STACK records (stack_capture.c, built with frame
+ * pointers), which hands them to the heap record writer below it.
+ */
+#ifndef MEMPROF_STACK_CAPTURE_H
+#define MEMPROF_STACK_CAPTURE_H
+
+#include <stdint.h>
+
+#include "ring_writer.h"
+
+/* mp_ring_write_stacked() with the registers of the caller at this call
+ * and the bytes of its stack from its stack pointer up to @stack_end, at
+ * most @max; none when the stack pointer is outside [@stack_lo,
+ * @stack_end) (a signal stack). */
+MP_HIDDEN int mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
+			   unsigned nw, enum mp_rw_wait wait, uint64_t stack_lo, uint64_t stack_end,
+			   uint32_t max);
+
+#endif /* MEMPROF_STACK_CAPTURE_H */
