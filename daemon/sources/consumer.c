@@ -23,7 +23,7 @@
 
 #include "consumer.h"
 #include "ring_abi.h"
-#include "ring_clock.h"
+#include "tsc_clock.h"
 #include "util.h"
 
 #define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
@@ -86,33 +86,6 @@ struct tstate {
 	bool heap_pre_snap;
 };
 
-/* One (rdtsc, CLOCK_MONOTONIC) pair: tsc is the middle of the two reads
- * that bracket clock_gettime. */
-struct tsc_pair {
-	uint64_t tsc, ns;
-};
-
-/* How the consumer converts TSC records (docs/RING.md "Clocks"). */
-enum tsc_mode {
-	TSC_REJECT = 0, /* this machine's TSC is not trusted: corrupt */
-	TSC_LIVE, /* own calibration, refreshed at every read */
-	TSC_FIXED, /* mp_consumer_set_tsc_cal() */
-};
-
-struct tsc_clock {
-	enum tsc_mode mode;
-	bool ready; /* cal holds a rate (LIVE: after the first TSC record) */
-	bool seen; /* a TSC record was read: keep refreshing */
-	/* mode is not TSC_REJECT, ready and seen: a TSC record is just
-	 * converted (heap_ts()) */
-	bool fast;
-	struct mp_tsc_cal cal;
-	/* LIVE: the rate is taken from pair a (at least TSC_MIN_BASE_NS old,
-	 * once there is such a pair, at most about 2 s) to the newest pair;
-	 * b becomes a when it is TSC_BASE_NS old. */
-	struct tsc_pair a, b;
-};
-
 struct mp_consumer {
 	unsigned char *base;
 	size_t len;
@@ -149,7 +122,7 @@ struct mp_consumer {
 	/* The stack of the record being handed over (MP_REC_STACK), valid
 	 * until its callback returns; allocated at the first stack. */
 	unsigned char *stk;
-	struct tsc_clock clk;
+	struct mp_tsc_clock clk;
 	/* mp_consumer_complete_others_ns() while the records of a ring are
 	 * handed over (reading: that ring + 1; 0: none) */
 	uint32_t reading;
@@ -428,126 +401,12 @@ static void barrier_all(bool membarrier)
 	}
 }
 
-/* The rate's baseline: at least TSC_MIN_BASE_NS (the first calibration
- * waits that long after the open if it must), then TSC_BASE_NS to twice it.
- * A pair is off by at most half its bracket (tens of ns): over one second
- * that is a rate error below 0.1 ppm. */
-#define TSC_MIN_BASE_NS 1000000ull
-#define TSC_BASE_NS 1000000000ull
-#define TSC_PAIR_TRIES 3
-
-/* 0: not yet known, 1 trusted, 2 not. */
-static int tsc_trust;
-
-static bool tsc_trusted_once(void)
-{
-	int t = LOAD(&tsc_trust, RELAXED);
-
-	if (!t) {
-		t = mp_tsc_trusted() ? 1 : 2;
-		STORE(&tsc_trust, t, RELAXED);
-	}
-	return t == 1;
-}
-
-/* The narrowest of a few brackets: a preemption between the reads widens
- * one, not all. */
-static struct tsc_pair tsc_pair_take(void)
-{
-	struct tsc_pair p = { 0, 0 };
-	uint64_t best = UINT64_MAX;
-
-	for (int i = 0; i < TSC_PAIR_TRIES; i++) {
-		uint64_t t1 = mp_rdtsc();
-		uint64_t ns = mp_now_ns();
-		uint64_t t2 = mp_rdtsc();
-
-		if (t2 - t1 < best) {
-			best = t2 - t1;
-			p.tsc = t1 + (t2 - t1) / 2;
-			p.ns = ns;
-		}
-	}
-	return p;
-}
-
-/* Inlined into the read of every heap record. */
-static inline __attribute__((always_inline)) uint64_t tsc_to_ns(const struct mp_tsc_cal *cal,
-								uint64_t tsc)
-{
-	int64_t dt = (int64_t)(tsc - cal->tsc);
-	__int128 d, ns;
-
-	/* Within 2^31 ticks of the pair (~1 s) at up to 1 ns a tick (the
-	 * records of a read: the pair is taken at its start), the product
-	 * fits 64 bits: the same value as below, in a third of the
-	 * instructions. */
-	if (likely((uint64_t)dt + (1ull << 31) < (1ull << 32) && cal->mult <= (1ull << 32))) {
-		int64_t q = (dt * (int64_t)cal->mult) >> 32;
-
-		if (q < 0)
-			return (uint64_t)-q > cal->ns ? 0 : cal->ns - (uint64_t)-q;
-		return cal->ns + (uint64_t)q < cal->ns ? UINT64_MAX : cal->ns + (uint64_t)q;
-	}
-	d = (__int128)dt * cal->mult;
-	ns = (__int128)cal->ns + (d >> 32);
-
-	if (unlikely(ns < 0))
-		return 0;
-	if (unlikely(ns > (__int128)UINT64_MAX))
-		return UINT64_MAX;
-	return (uint64_t)ns;
-}
-
-uint64_t mp_tsc_to_ns(const struct mp_tsc_cal *cal, uint64_t tsc)
-{
-	return tsc_to_ns(cal, tsc);
-}
-
-static void tsc_init(struct mp_consumer *c)
-{
-	c->clk = (struct tsc_clock){ .mode = tsc_trusted_once() ? TSC_LIVE : TSC_REJECT };
-	if (c->clk.mode == TSC_LIVE)
-		c->clk.a = c->clk.b = tsc_pair_take();
-}
-
-/* A new pair, the base of the conversion from now on; the rate from pair
- * a to it. False when the TSC does not advance against CLOCK_MONOTONIC
- * (never where the kernel uses it as its clocksource): TSC records are
- * then rejected. */
-static bool tsc_refresh(struct mp_consumer *c)
-{
-	struct tsc_clock *k = &c->clk;
-	struct tsc_pair p = tsc_pair_take();
-
-	if (!k->ready) {
-		/* once per consumer, and only if the first TSC record comes
-		 * within TSC_MIN_BASE_NS of the open */
-		for (unsigned i = 0; p.ns - k->a.ns < TSC_MIN_BASE_NS && i < 1000000; i++)
-			p = tsc_pair_take();
-	}
-	if (p.tsc <= k->a.tsc || p.ns <= k->a.ns || p.ns - k->a.ns < TSC_MIN_BASE_NS) {
-		k->mode = TSC_REJECT;
-		k->fast = false;
-		return false;
-	}
-	k->cal.tsc = p.tsc;
-	k->cal.ns = p.ns;
-	k->cal.mult = (uint64_t)(((unsigned __int128)(p.ns - k->a.ns) << 32) / (p.tsc - k->a.tsc));
-	k->ready = true;
-	if (p.ns - k->b.ns >= TSC_BASE_NS) {
-		k->a = k->b;
-		k->b = p;
-	}
-	return true;
-}
-
 /* At the start of every read, once TSC records come: records read in this
  * call are converted against a pair taken just now. */
 static inline void tsc_tick(struct mp_consumer *c)
 {
-	if (c->clk.seen && c->clk.mode == TSC_LIVE)
-		tsc_refresh(c);
+	if (c->clk.seen && c->clk.mode == MP_TSC_LIVE)
+		mp_tsc_clock_refresh(&c->clk);
 }
 
 void mp_consumer_set_tsc_cal(struct mp_consumer *c, const struct mp_tsc_cal *cal)
@@ -555,11 +414,11 @@ void mp_consumer_set_tsc_cal(struct mp_consumer *c, const struct mp_tsc_cal *cal
 	if (!c)
 		return;
 	if (!cal) {
-		c->clk.mode = TSC_REJECT;
+		c->clk.mode = MP_TSC_REJECT;
 		c->clk.fast = false;
 		return;
 	}
-	c->clk.mode = TSC_FIXED;
+	c->clk.mode = MP_TSC_FIXED;
 	c->clk.cal = *cal;
 	c->clk.ready = true;
 	c->clk.fast = c->clk.seen;
@@ -576,16 +435,16 @@ static inline __attribute__((always_inline)) int heap_ts(struct mp_consumer *c, 
 	if (unlikely(clock != MP_TS_TSC || !c->clk.fast)) {
 		if (likely(clock == MP_TS_MONOTONIC))
 			return 0;
-		if (clock != MP_TS_TSC || c->clk.mode == TSC_REJECT)
+		if (clock != MP_TS_TSC || c->clk.mode == MP_TSC_REJECT)
 			return -EBADMSG;
 		if (unlikely(!c->clk.ready || !c->clk.seen)) {
 			c->clk.seen = true;
-			if (c->clk.mode == TSC_LIVE && !tsc_refresh(c))
+			if (c->clk.mode == MP_TSC_LIVE && !mp_tsc_clock_refresh(&c->clk))
 				return -EBADMSG;
 		}
-		c->clk.fast = c->clk.mode != TSC_REJECT && c->clk.ready && c->clk.seen;
+		c->clk.fast = c->clk.mode != MP_TSC_REJECT && c->clk.ready && c->clk.seen;
 	}
-	ns = tsc_to_ns(&c->clk.cal, *ts);
+	ns = mp_tsc_clock_to_ns(&c->clk.cal, *ts);
 	if (t) {
 		if (ns < t->tsc_last_ns)
 			ns = t->tsc_last_ns;
@@ -642,7 +501,7 @@ static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts 
 
 	c->yield_budget = SNAP_YIELD_BUDGET;
 	c->stall_ns = o && o->stall_ns ? o->stall_ns : MP_CONSUMER_STALL_NS;
-	tsc_init(c);
+	mp_tsc_clock_init(&c->clk);
 	/* Before anything is written into the ring: the caller's own set-up
 	 * (the daemon tells its syscall tracer where the interposer's
 	 * in-allocator flag is before the interposer turns on). */
