@@ -18,9 +18,6 @@
  * Each round fills every ring and then drains it through
  *
  *   memcpy drain   the baseline: copy each published slot out, move the tail
- *   old path       mp_consumer_read -> mp_merge (timestamp heap of every
- *                  record) -> mp_live_apply -> mp_correlator (what the session
- *                  did before the ring queue)
  *   session path   mp_consumer_read_rings_at -> mp_ringq -> mp_live_apply ->
  *                  mp_correlator (what the session does now)
  *   10 ms lag      the same, released as before (below)
@@ -41,7 +38,8 @@
  * writes BENCH_CHUNK records per ring (default 32768, a full ring) before a
  * drain (the session drains every 0.5 ms: ~15,000 records at 30 M/s), so
  * rounds x 32768 records per ring go through in all. BENCH_PATHS=abc...
- * runs only those rows (letters in the order printed); BENCH_TSC=0 stamps
+ * runs only those rows (by their letters; b, a path that is gone, is not
+ * used, so that the others keep theirs); BENCH_TSC=0 stamps
  * heap records with CLOCK_MONOTONIC instead of the TSC.
  *
  * Times are the thread's CPU time (the machine may be shared).
@@ -55,7 +53,6 @@
 #include "correlator.h"
 #include "live.h"
 #include "consumer.h"
-#include "merge.h"
 #include "ring_abi.h"
 #include "ringq.h"
 
@@ -212,7 +209,6 @@ static const char *owner(void *ctx, uint64_t caller)
 
 struct pipe {
 	struct mp_consumer *c;
-	struct mp_merge *merge;
 	struct mp_ringq *rq;
 	struct mp_live *live;
 	struct mp_correlator *corr;
@@ -234,8 +230,8 @@ static int pipe_new(struct pipe *p, struct ring *g, int full)
 	memset(p, 0, sizeof(*p));
 	p->full = full;
 	if (mp_consumer_open_mem(g->mem, ((struct mp_ring_hdr *)g->mem)->total_size, &p->c) ||
-	    mp_merge_new(4096, &p->merge) || mp_ringq_new(g->rings, &p->rq) ||
-	    mp_live_new(&p->live) || mp_correlator_new(&co, &p->corr))
+	    mp_ringq_new(g->rings, &p->rq) || mp_live_new(&p->live) ||
+	    mp_correlator_new(&co, &p->corr))
 		return -1;
 	/* one tick a nanosecond: the conversion is paid, the stamps stay */
 	mp_consumer_set_tsc_cal(p->c,
@@ -246,7 +242,6 @@ static int pipe_new(struct pipe *p, struct ring *g, int full)
 static void pipe_free(struct pipe *p)
 {
 	mp_consumer_free(p->c);
-	mp_merge_free(p->merge);
 	mp_ringq_free(p->rq);
 	mp_live_free(p->live);
 	mp_correlator_free(p->corr);
@@ -394,42 +389,6 @@ static __attribute__((noinline)) int drain_new(struct pipe *p, uint64_t now, int
 	return p->full ? flush(p) : 0;
 }
 
-/* The session before the ring queue: every record through the merge. */
-static int drain_old(struct pipe *p, uint64_t wm)
-{
-	const struct mp_merge_item *it;
-	struct mp_record rec;
-	int r;
-
-	while ((r = mp_consumer_read(p->c, &rec)) > 0)
-		if (mp_merge_push(p->merge, 1, rec.ts_ns, &rec, sizeof(rec)) < 0)
-			return -1;
-	if (r < 0)
-		return r;
-	while (mp_merge_pop(p->merge, wm, &it) == 1) {
-		memcpy(&rec, it->payload.bytes, sizeof(rec));
-		if (rec.type >= MP_REC_ALLOC && rec.type <= MP_REC_REALLOC) {
-			struct mp_raw_event ev = {
-				.type = rec.type == MP_REC_ALLOC ? MP_RAW_ALLOC : MP_RAW_FREE,
-				.fn = rec.fn,
-				.pid = 1,
-				.tid = rec.tid,
-				.ts_ns = rec.ts_ns,
-				.addr = rec.heap.addr,
-				.size = rec.type == MP_REC_FREE ? 0 : rec.heap.size,
-				.caller = rec.heap.caller,
-			};
-
-			r = mp_live_apply(p->live, &ev, mp_correlator_on_heap, p->corr);
-		} else {
-			r = mp_correlator_on_record(p->corr, &rec);
-		}
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
 /* The baseline: copy every published slot out and give it back. */
 static struct mp_slot sink[SLOTS];
 static int drain_memcpy(struct ring *g, uint64_t *tail)
@@ -452,12 +411,15 @@ static int drain_memcpy(struct ring *g, uint64_t *tail)
 	return 0;
 }
 
-enum { P_MEMCPY, P_OLD, P_LAG, P_NEW, P_QUEUE, NPATH };
+enum { P_MEMCPY, P_LAG, P_NEW, P_QUEUE, NPATH };
 static const char *const names[NPATH] = {
-	"memcpy drain (baseline)",	"old: consumer+merge+live+correlator",
-	"session, 10 ms lag (before)",	"session: consumer+ringq+live+correlator",
+	"memcpy drain (baseline)",
+	"session, 10 ms lag (before)",
+	"session: consumer+ringq+live+correlator",
 	"session, consumer+ringq only",
 };
+/* the rows' letters, as bench/run and the docs name them */
+static const char letters[NPATH] = { 'a', 'c', 'd', 'e' };
 
 /* @rounds x SLOTS records per ring through path @k, in fills of chunk
  * records and drains; CPU ns and records drained in *ns and *recs. */
@@ -483,9 +445,6 @@ static int run(int k, uint32_t rings, uint32_t threads, int rounds, uint64_t *ns
 		switch (k) {
 		case P_MEMCPY:
 			r = drain_memcpy(g, tail);
-			break;
-		case P_OLD:
-			r = drain_old(&p, last ? UINT64_MAX : g->ts > LAG_NS ? g->ts - LAG_NS : 0);
 			break;
 		default:
 			r = drain_new(&p, g->ts, k == P_LAG, last);
@@ -541,7 +500,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	for (int k = 0; k < NPATH; k++)
-		on[k] = !paths || strchr(paths, 'a' + k) || k == P_MEMCPY;
+		on[k] = !paths || strchr(paths, letters[k]) || k == P_MEMCPY;
 	/* fastest of 3 passes, the paths interleaved so load shifts hit all */
 	for (int k = 0; k < NPATH; k++)
 		best[k] = UINT64_MAX;
@@ -571,7 +530,7 @@ int main(int argc, char **argv)
 	printf("%-42s %10s %14s %10s\n", "path", "ns/record", "M records/s", "x memcpy");
 	for (int k = 0; k < NPATH; k++)
 		if (on[k])
-			printf("%c %-40s %10.2f %14.1f %10.2f\n", 'a' + k, names[k],
+			printf("%c %-40s %10.2f %14.1f %10.2f\n", letters[k], names[k],
 			       (double)best[k] / (double)recs, (double)recs * 1e3 / (double)best[k],
 			       (double)best[k] / (double)best[P_MEMCPY]);
 	if (on[P_NEW])

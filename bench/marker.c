@@ -70,17 +70,22 @@ static void *producer(void *arg)
 	return NULL;
 }
 
+static int count(void *ctx, uint32_t ring, const struct mp_record *rec)
+{
+	(void)ring;
+	(void)rec;
+	(*(uint64_t *)ctx)++;
+	return 0;
+}
+
 static void *consumer(void *arg)
 {
-	struct mp_record rec;
-
 	(void)arg;
 	while (draining) {
-		int r = mp_consumer_read(cons, &rec);
+		int r = mp_consumer_read_rings_at(cons, 4096, now_ns(), count, &drained);
 
 		if (r < 0)
 			break;
-		drained += (uint64_t)r;
 		/* Like the daemon: poll, do not spin on the slot a producer
 		 * is about to write (that line would bounce between cores on
 		 * every record). */
@@ -92,11 +97,10 @@ static void *consumer(void *arg)
 
 static uint64_t drain_all(void)
 {
-	struct mp_record rec;
 	uint64_t n = 0;
 
-	while (mp_consumer_read(cons, &rec) == 1)
-		n++;
+	while (mp_consumer_read_rings_at(cons, 4096, now_ns(), count, &n) > 0)
+		;
 	return n;
 }
 

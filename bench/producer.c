@@ -34,6 +34,7 @@
 #include "consumer.h"
 #include "ring_abi.h"
 #include "ring_clock.h"
+#include "util.h"
 
 #define PAIRS 8000 /* 16000 records: half the default ring */
 #define FRESH_PAIRS 200000 /* bench/run's alloc loop */
@@ -59,7 +60,7 @@ static int drop(void *ctx, uint32_t ring, const struct mp_record *rec)
 
 static void drain(struct mp_consumer *c)
 {
-	while (mp_consumer_read_rings(c, 1u << 16, drop, NULL) > 0)
+	while (mp_consumer_read_rings_at(c, 1u << 16, mp_now_ns(), drop, NULL) > 0)
 		;
 }
 

@@ -4,7 +4,8 @@
  * the first bytes pick the sizes of a well-formed layout (so the fuzzer gets
  * past header validation), a flag byte lets it overwrite the header itself,
  * and the rest is laid over slots, thread slots and strings. The consumer
- * then reads until it reports nothing or an error, with an iteration cap.
+ * then reads (mp_consumer_read_rings_at(), in reads of one record up to
+ * thousands) until it reports nothing or an error, with an iteration cap.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -14,15 +15,14 @@
 #include "consumer.h"
 #include "ring_abi.h"
 
-/* A heap record names a builtin function and carries no name, whichever
- * reader decoded it (the fast one reuses its record). */
+/* A heap record names a builtin function and carries no name, even in the
+ * record the reader reuses after a marker's. */
 static int check_ring_rec(void *ctx, uint32_t ring, const struct mp_record *rec)
 {
 	(void)ring;
 	/* the read's progress (docs/RING.md "Consumer: how far the rings
 	 * have been read"), asked in the middle of a read */
-	if (ctx)
-		(void)mp_consumer_complete_others_ns(ctx);
+	(void)mp_consumer_complete_others_ns(ctx);
 	if (rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC &&
 	    (rec->fn >= 32 || rec->name || rec->rank))
 		__builtin_trap();
@@ -53,7 +53,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t len, body;
 	struct mp_ring_hdr *h;
 	struct mp_consumer *c;
-	struct mp_record rec;
 	unsigned char *mem;
 	uint8_t flags, shrink, clk, clkv;
 
@@ -156,20 +155,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			mp_consumer_set_tsc_cal(c, (clk & 3) == 1 ? NULL : &cal);
 		}
 		for (int i = 0; i < 10000; i++) {
-			/* the daemon's fast path, and the merged reader, in
-			 * turns: they share the ring state */
-			if (flags & 64 && i % 2) {
-				/* told a time that moves on, or stands still */
-				if (mp_consumer_read_rings_at(c, 1 + i % 7,
-							      (uint64_t)(i / 4) * (clkv | 1),
-							      check_ring_rec, c) <= 0)
-					break;
-				(void)mp_consumer_complete_ns(c);
-				continue;
-			}
-			if (mp_consumer_read(c, &rec) <= 0)
+			/* told a time that moves on, or stands still; or
+			 * 1 ms a read (a stuck ring passes its stall time).
+			 * Reads of a few records, of one (a record that
+			 * fails after one that passed is in the next read)
+			 * or of a whole batch of the daemon's. */
+			uint64_t now = flags & 64 && i % 2 ? (uint64_t)(i / 4) * (clkv | 1) :
+							     (uint64_t)(i + 1) * 1000000;
+			size_t max = flags & 64 ? 1 + i % 7 : flags & 128 ? 1 : 4096;
+
+			if (mp_consumer_read_rings_at(c, max, now, check_ring_rec, c) <= 0)
 				break;
-			check_ring_rec(NULL, 0, &rec);
+			(void)mp_consumer_complete_ns(c);
 		}
 		(void)mp_consumer_drops(c);
 		(void)mp_consumer_alloc_drops(c);

@@ -23,7 +23,7 @@
 
 #include "consumer.h"
 #include "ring_abi.h"
-#include "ring_clock.h"
+#include "tsc_clock.h"
 #include "util.h"
 
 #define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
@@ -31,12 +31,11 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
-/* One refill of the read batch takes at most PER_THREAD records from each
- * ring, BATCH in all, and looks at SCAN_BUDGET slots (records already in the
- * attach snapshot are looked at and skipped). */
-#define PER_THREAD 256
-#define BATCH 4096
-#define SCAN_BUDGET 65536
+/* One read looks at READ_SCAN_BUDGET slots at most (records already in the
+ * attach snapshot are looked at and skipped), and gives a ring's space back
+ * every TAIL_EVERY records it hands over. */
+#define READ_SCAN_BUDGET (4 * 65536)
+#define TAIL_EVERY 256
 /* Attempts at a consistent copy of one thread slot. */
 #define SNAP_SPINS 4096
 #define SNAP_YIELDS 256
@@ -87,39 +86,6 @@ struct tstate {
 	bool heap_pre_snap;
 };
 
-/* A run of consecutive records of one ring inside the batch. */
-struct run {
-	uint32_t next, end;
-	uint32_t ring;
-};
-
-/* One (rdtsc, CLOCK_MONOTONIC) pair: tsc is the middle of the two reads
- * that bracket clock_gettime. */
-struct tsc_pair {
-	uint64_t tsc, ns;
-};
-
-/* How the consumer converts TSC records (docs/RING.md "Clocks"). */
-enum tsc_mode {
-	TSC_REJECT = 0, /* this machine's TSC is not trusted: corrupt */
-	TSC_LIVE, /* own calibration, refreshed at every read */
-	TSC_FIXED, /* mp_consumer_set_tsc_cal() */
-};
-
-struct tsc_clock {
-	enum tsc_mode mode;
-	bool ready; /* cal holds a rate (LIVE: after the first TSC record) */
-	bool seen; /* a TSC record was read: keep refreshing */
-	/* mode is not TSC_REJECT, ready and seen: a TSC record is just
-	 * converted (heap_ts()) */
-	bool fast;
-	struct mp_tsc_cal cal;
-	/* LIVE: the rate is taken from pair a (at least TSC_MIN_BASE_NS old,
-	 * once there is such a pair, at most about 2 s) to the newest pair;
-	 * b becomes a when it is TSC_BASE_NS old. */
-	struct tsc_pair a, b;
-};
-
 struct mp_consumer {
 	unsigned char *base;
 	size_t len;
@@ -136,7 +102,7 @@ struct mp_consumer {
 	pid_t pid;
 
 	int err;
-	int err_pending; /* found by a refill; reported after its records */
+	int err_pending; /* found by a read; reported after its records */
 	uint32_t corruption; /* MP_CONSUMER_CORRUPT_* */
 	/* drops counter at attach, and the last plausible count since then */
 	uint64_t drops_base, drops_seen, attach_ns;
@@ -148,20 +114,15 @@ struct mp_consumer {
 	unsigned yield_budget;
 	struct tstate *ts; /* per thread slot */
 	uint32_t scan_start;
-	/* The batch: records of every ring, merged by timestamp on the way
-	 * out (a heap of runs keyed by their next record's ts_ns). */
-	struct mp_record *batch;
-	struct run *runs;
-	uint32_t *heap;
-	uint32_t nheap;
+	/* the rings a read found with records, in the order it reads them */
+	uint32_t *active;
 	struct mp_record *synth;
 	size_t nsynth, next_synth;
 	char **names; /* per string id, sanitised copies */
-	/* The stacks of the batch's heap records (MP_REC_STACK): emptied at
-	 * each refill, allocated at the first stack. */
+	/* The stack of the record being handed over (MP_REC_STACK), valid
+	 * until its callback returns; allocated at the first stack. */
 	unsigned char *stk;
-	size_t stk_used;
-	struct tsc_clock clk;
+	struct mp_tsc_clock clk;
 	/* mp_consumer_complete_others_ns() while the records of a ring are
 	 * handed over (reading: that ring + 1; 0: none) */
 	uint32_t reading;
@@ -440,126 +401,12 @@ static void barrier_all(bool membarrier)
 	}
 }
 
-/* The rate's baseline: at least TSC_MIN_BASE_NS (the first calibration
- * waits that long after the open if it must), then TSC_BASE_NS to twice it.
- * A pair is off by at most half its bracket (tens of ns): over one second
- * that is a rate error below 0.1 ppm. */
-#define TSC_MIN_BASE_NS 1000000ull
-#define TSC_BASE_NS 1000000000ull
-#define TSC_PAIR_TRIES 3
-
-/* 0: not yet known, 1 trusted, 2 not. */
-static int tsc_trust;
-
-static bool tsc_trusted_once(void)
-{
-	int t = LOAD(&tsc_trust, RELAXED);
-
-	if (!t) {
-		t = mp_tsc_trusted() ? 1 : 2;
-		STORE(&tsc_trust, t, RELAXED);
-	}
-	return t == 1;
-}
-
-/* The narrowest of a few brackets: a preemption between the reads widens
- * one, not all. */
-static struct tsc_pair tsc_pair_take(void)
-{
-	struct tsc_pair p = { 0, 0 };
-	uint64_t best = UINT64_MAX;
-
-	for (int i = 0; i < TSC_PAIR_TRIES; i++) {
-		uint64_t t1 = mp_rdtsc();
-		uint64_t ns = mp_now_ns();
-		uint64_t t2 = mp_rdtsc();
-
-		if (t2 - t1 < best) {
-			best = t2 - t1;
-			p.tsc = t1 + (t2 - t1) / 2;
-			p.ns = ns;
-		}
-	}
-	return p;
-}
-
-/* Inlined into the read of every heap record. */
-static inline __attribute__((always_inline)) uint64_t tsc_to_ns(const struct mp_tsc_cal *cal,
-								uint64_t tsc)
-{
-	int64_t dt = (int64_t)(tsc - cal->tsc);
-	__int128 d, ns;
-
-	/* Within 2^31 ticks of the pair (~1 s) at up to 1 ns a tick (the
-	 * records of a read: the pair is taken at its start), the product
-	 * fits 64 bits: the same value as below, in a third of the
-	 * instructions. */
-	if (likely((uint64_t)dt + (1ull << 31) < (1ull << 32) && cal->mult <= (1ull << 32))) {
-		int64_t q = (dt * (int64_t)cal->mult) >> 32;
-
-		if (q < 0)
-			return (uint64_t)-q > cal->ns ? 0 : cal->ns - (uint64_t)-q;
-		return cal->ns + (uint64_t)q < cal->ns ? UINT64_MAX : cal->ns + (uint64_t)q;
-	}
-	d = (__int128)dt * cal->mult;
-	ns = (__int128)cal->ns + (d >> 32);
-
-	if (unlikely(ns < 0))
-		return 0;
-	if (unlikely(ns > (__int128)UINT64_MAX))
-		return UINT64_MAX;
-	return (uint64_t)ns;
-}
-
-uint64_t mp_tsc_to_ns(const struct mp_tsc_cal *cal, uint64_t tsc)
-{
-	return tsc_to_ns(cal, tsc);
-}
-
-static void tsc_init(struct mp_consumer *c)
-{
-	c->clk = (struct tsc_clock){ .mode = tsc_trusted_once() ? TSC_LIVE : TSC_REJECT };
-	if (c->clk.mode == TSC_LIVE)
-		c->clk.a = c->clk.b = tsc_pair_take();
-}
-
-/* A new pair, the base of the conversion from now on; the rate from pair
- * a to it. False when the TSC does not advance against CLOCK_MONOTONIC
- * (never where the kernel uses it as its clocksource): TSC records are
- * then rejected. */
-static bool tsc_refresh(struct mp_consumer *c)
-{
-	struct tsc_clock *k = &c->clk;
-	struct tsc_pair p = tsc_pair_take();
-
-	if (!k->ready) {
-		/* once per consumer, and only if the first TSC record comes
-		 * within TSC_MIN_BASE_NS of the open */
-		for (unsigned i = 0; p.ns - k->a.ns < TSC_MIN_BASE_NS && i < 1000000; i++)
-			p = tsc_pair_take();
-	}
-	if (p.tsc <= k->a.tsc || p.ns <= k->a.ns || p.ns - k->a.ns < TSC_MIN_BASE_NS) {
-		k->mode = TSC_REJECT;
-		k->fast = false;
-		return false;
-	}
-	k->cal.tsc = p.tsc;
-	k->cal.ns = p.ns;
-	k->cal.mult = (uint64_t)(((unsigned __int128)(p.ns - k->a.ns) << 32) / (p.tsc - k->a.tsc));
-	k->ready = true;
-	if (p.ns - k->b.ns >= TSC_BASE_NS) {
-		k->a = k->b;
-		k->b = p;
-	}
-	return true;
-}
-
 /* At the start of every read, once TSC records come: records read in this
  * call are converted against a pair taken just now. */
 static inline void tsc_tick(struct mp_consumer *c)
 {
-	if (c->clk.seen && c->clk.mode == TSC_LIVE)
-		tsc_refresh(c);
+	if (c->clk.seen && c->clk.mode == MP_TSC_LIVE)
+		mp_tsc_clock_refresh(&c->clk);
 }
 
 void mp_consumer_set_tsc_cal(struct mp_consumer *c, const struct mp_tsc_cal *cal)
@@ -567,11 +414,11 @@ void mp_consumer_set_tsc_cal(struct mp_consumer *c, const struct mp_tsc_cal *cal
 	if (!c)
 		return;
 	if (!cal) {
-		c->clk.mode = TSC_REJECT;
+		c->clk.mode = MP_TSC_REJECT;
 		c->clk.fast = false;
 		return;
 	}
-	c->clk.mode = TSC_FIXED;
+	c->clk.mode = MP_TSC_FIXED;
 	c->clk.cal = *cal;
 	c->clk.ready = true;
 	c->clk.fast = c->clk.seen;
@@ -588,16 +435,16 @@ static inline __attribute__((always_inline)) int heap_ts(struct mp_consumer *c, 
 	if (unlikely(clock != MP_TS_TSC || !c->clk.fast)) {
 		if (likely(clock == MP_TS_MONOTONIC))
 			return 0;
-		if (clock != MP_TS_TSC || c->clk.mode == TSC_REJECT)
+		if (clock != MP_TS_TSC || c->clk.mode == MP_TSC_REJECT)
 			return -EBADMSG;
 		if (unlikely(!c->clk.ready || !c->clk.seen)) {
 			c->clk.seen = true;
-			if (c->clk.mode == TSC_LIVE && !tsc_refresh(c))
+			if (c->clk.mode == MP_TSC_LIVE && !mp_tsc_clock_refresh(&c->clk))
 				return -EBADMSG;
 		}
-		c->clk.fast = c->clk.mode != TSC_REJECT && c->clk.ready && c->clk.seen;
+		c->clk.fast = c->clk.mode != MP_TSC_REJECT && c->clk.ready && c->clk.seen;
 	}
-	ns = tsc_to_ns(&c->clk.cal, *ts);
+	ns = mp_tsc_clock_to_ns(&c->clk.cal, *ts);
 	if (t) {
 		if (ns < t->tsc_last_ns)
 			ns = t->tsc_last_ns;
@@ -648,15 +495,13 @@ static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts 
 		return r;
 	c->ts = calloc(c->thread_count, sizeof(*c->ts));
 	c->names = calloc(c->str_max, sizeof(*c->names));
-	c->batch = malloc(BATCH * sizeof(*c->batch));
-	c->runs = malloc(c->thread_count * sizeof(*c->runs));
-	c->heap = malloc(c->thread_count * sizeof(*c->heap));
-	if (!c->ts || !c->names || !c->batch || !c->runs || !c->heap)
+	c->active = malloc(c->thread_count * sizeof(*c->active));
+	if (!c->ts || !c->names || !c->active)
 		return -ENOMEM;
 
 	c->yield_budget = SNAP_YIELD_BUDGET;
 	c->stall_ns = o && o->stall_ns ? o->stall_ns : MP_CONSUMER_STALL_NS;
-	tsc_init(c);
+	mp_tsc_clock_init(&c->clk);
 	/* Before anything is written into the ring: the caller's own set-up
 	 * (the daemon tells its syscall tracer where the interposer's
 	 * in-allocator flag is before the interposer turns on). */
@@ -711,9 +556,7 @@ void mp_consumer_free(struct mp_consumer *c)
 		free(c->names);
 	}
 	free(c->ts);
-	free(c->batch);
-	free(c->runs);
-	free(c->heap);
+	free(c->active);
 	free(c->synth);
 	free(c->stk);
 	if (c->map)
@@ -1041,19 +884,18 @@ static int decode_pool(struct mp_consumer *c, const struct mp_slot *copy, struct
 }
 
 /* Validates the copy of a slot of the ring of @t and decodes it into @r.
- * @dirty NULL: @r is cleared first; else *@dirty says whether @r holds
- * fields a heap record does not set (a heap record into a clean @r only
- * writes its own fields: the fast path's one record, reused). */
+ * *@dirty says whether @r holds fields a heap record does not set (a heap
+ * record into a clean @r only writes its own fields: the read's one
+ * record, reused). */
 static inline __attribute__((always_inline)) int decode(struct mp_consumer *c, struct tstate *t,
 							const struct mp_slot *copy,
 							struct mp_record *r, bool *dirty)
 {
 	bool heap = mp_record_is_heap(copy->type);
 
-	if (!dirty || *dirty || !heap)
+	if (*dirty || !heap)
 		memset(r, 0, sizeof(*r));
-	if (dirty)
-		*dirty = !heap;
+	*dirty = !heap;
 	r->type = copy->type;
 	r->flags = copy->flags;
 	r->tid = copy->tid;
@@ -1105,17 +947,16 @@ static inline __attribute__((always_inline)) int decode(struct mp_consumer *c, s
 	}
 }
 
-/* Stack bytes the batch holds at most: a refill stops taking stacks
- * beyond it (the next one takes them). */
-#define STACK_ARENA (1u << 20)
-_Static_assert(STACK_ARENA >= MP_RING_STACK_MAX + sizeof(struct mp_rec_stack) + 8, "stack arena");
+/* The one stack a record carries, with its descriptor: the largest the
+ * ring may hold (a longer one is malformed). */
+#define STACK_ARENA (sizeof(struct mp_rec_stack) + MP_RING_STACK_MAX)
 
 /*
  * A STACK record at position t->pos of ring @ring (its first cache line in
  * @copy), with its continuation slots and the heap record it belongs to:
  * taken all together into @r (the heap record, carrying the stack), or not
- * at all. Returns the slots taken, 0 when they are not all there yet (or
- * the batch has no room for the stack), -EBADMSG for a malformed one.
+ * at all. Returns the slots taken, 0 when they are not all there yet,
+ * -EBADMSG for a malformed one.
  */
 static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
 		      const struct mp_slot *copy, struct mp_record *r, bool *dirty)
@@ -1144,9 +985,7 @@ static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
 		return -EBADMSG;
 	if (!c->stk && !(c->stk = malloc(STACK_ARENA)))
 		return -ENOMEM;
-	if (STACK_ARENA - c->stk_used < sizeof(*st) + len + 8)
-		return 0;
-	st = (struct mp_rec_stack *)(c->stk + c->stk_used);
+	st = (struct mp_rec_stack *)c->stk;
 	bytes = (unsigned char *)(st + 1);
 	for (uint64_t j = 0; j < k; j++) {
 		uint64_t n = len - j * MP_STACK_SLOT_BYTES;
@@ -1170,31 +1009,7 @@ static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
 				     .len = (uint32_t)len,
 				     .bytes = bytes };
 	r->stack = st;
-	c->stk_used += (sizeof(*st) + len + 7) & ~(size_t)7;
 	return (int)(k + 2);
-}
-
-static uint64_t run_ts(const struct mp_consumer *c, uint32_t run)
-{
-	return c->batch[c->runs[run].next].ts_ns;
-}
-
-static void heap_down(struct mp_consumer *c, uint32_t i)
-{
-	for (;;) {
-		uint32_t l = 2 * i + 1, m = i, tmp;
-
-		if (l < c->nheap && run_ts(c, c->heap[l]) < run_ts(c, c->heap[m]))
-			m = l;
-		if (l + 1 < c->nheap && run_ts(c, c->heap[l + 1]) < run_ts(c, c->heap[m]))
-			m = l + 1;
-		if (m == i)
-			return;
-		tmp = c->heap[i];
-		c->heap[i] = c->heap[m];
-		c->heap[m] = tmp;
-		i = m;
-	}
 }
 
 /* Whether a heap record numbered @tseq precedes the attach snapshot of its
@@ -1212,6 +1027,107 @@ static bool heap_before_snapshot(struct tstate *t, uint32_t tseq)
 	return false;
 }
 
+/* A heap record (most of them) at slot @s of ring @t, published: what
+ * decode() does, each field read once straight from the slot into @r. The
+ * same returns as take(). */
+static inline __attribute__((always_inline)) int take_heap(struct mp_consumer *c, struct tstate *t,
+							   struct mp_slot *s, uint8_t type,
+							   struct mp_record *r, bool *skipped,
+							   bool *dirty)
+{
+	uint8_t flags = LOAD(&s->flags, RELAXED), rank = LOAD(&s->rank, RELAXED);
+	uint8_t clock = LOAD(&s->clock, RELAXED);
+	uint32_t fn = LOAD(&s->name_id, RELAXED);
+	int e;
+
+	t->pos++;
+	if (*dirty)
+		memset(r, 0, sizeof(*r));
+	*dirty = false;
+	r->type = type;
+	r->flags = flags;
+	r->tid = LOAD(&s->tid, RELAXED);
+	r->ts_ns = LOAD(&s->ts_ns, RELAXED);
+	r->seq = LOAD(&s->tseq, RELAXED);
+	if (unlikely(t->heap_pre_snap) && heap_before_snapshot(t, r->seq)) {
+		*skipped = true;
+		return 0;
+	}
+	/* fn: a builtin allocator function (enum mp_alloc_fn); a scaled
+	 * sample is only an allocation. */
+	if (rank || fn >= MP_HEAP_FN_MAX || (flags & ~MP_REC_F_SCALED) ||
+	    (flags && type == MP_REC_FREE)) {
+		c->err_pending = -EBADMSG;
+		return -EBADMSG;
+	}
+	r->fn = fn;
+	r->stack = NULL;
+	r->heap.addr = (uint64_t)LOAD(&s->dims[0], RELAXED);
+	r->heap.size = (uint64_t)LOAD(&s->dims[1], RELAXED);
+	r->heap.caller = (uint64_t)LOAD(&s->dims[2], RELAXED);
+	r->heap.old_addr = type == MP_REC_REALLOC ? (uint64_t)LOAD(&s->dims[3], RELAXED) : 0;
+	e = heap_ts(c, t, clock, &r->ts_ns);
+	if (e < 0) {
+		c->err_pending = e;
+		return e;
+	}
+	return 1;
+}
+
+/* A STACK record at slot @s of ring @i (its first cache line in @copy),
+ * published: with its continuation slots and its heap record, all of them
+ * or none yet (take_stack()). The same returns as take(). */
+static int take_stacked(struct mp_consumer *c, uint32_t i, struct tstate *t, struct mp_slot *s,
+			struct mp_slot *copy, struct mp_record *r, bool *skipped, bool *dirty)
+{
+	int e;
+
+	copy->dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
+	e = take_stack(c, i, t, copy, r, dirty);
+	if (e <= 0) {
+		if (e < 0)
+			c->err_pending = e;
+		return e;
+	}
+	t->pos += (uint64_t)e;
+	if (unlikely(t->heap_pre_snap) && heap_before_snapshot(t, r->seq)) {
+		*skipped = true;
+		return 0;
+	}
+	return 1;
+}
+
+/* A marker, shape or pool record at slot @s of ring @t (its first cache
+ * line in @copy), published. The same returns as take(). */
+static inline __attribute__((always_inline)) int
+take_marker(struct mp_consumer *c, struct tstate *t, struct mp_slot *s, struct mp_slot *copy,
+	    struct mp_record *r, bool *skipped, bool *dirty)
+{
+	int e;
+
+	/* dims (the second cache line) only for shapes and pool records;
+	 * dims[3] is a realloc's old address */
+	if (copy->type == MP_REC_INPUT_SHAPE || copy->type == MP_REC_OUTPUT_SHAPE ||
+	    (copy->type >= MP_REC_POOL_ALLOC && copy->type <= MP_REC_POOL_DECLARE))
+		copy_words(copy->dims, s->dims, sizeof(copy->dims) / 8);
+	else if (copy->type == MP_REC_REALLOC)
+		copy->dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
+	t->pos++;
+	/* (Heap records went take_heap().) A marker, shape or pool record
+	 * numbered up to the snapshot is reflected in it. */
+	if (t->snap_valid && (int32_t)(copy->tseq - t->snap_seq) <= 0) {
+		*skipped = true;
+		return 0;
+	}
+	t->heap_pre_snap = false;
+	e = decode(c, t, copy, r, dirty);
+	if (e < 0) {
+		c->err_pending = e;
+		return e;
+	}
+	return 1;
+}
+
 /* The next record of ring @i, decoded into @r: 1 when taken, 0 when that
  * ring has nothing more published (or the record was already reflected in
  * the attach snapshot: *@skipped is then set), negative errno when it is
@@ -1224,7 +1140,6 @@ take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped, bool
 	uint64_t seq = LOAD(&s->seq, ACQUIRE);
 	struct mp_slot copy;
 	uint8_t type;
-	int e;
 
 	if (seq != t->pos + 1) {
 		/* Not published yet; a later lap cannot be there before we
@@ -1234,91 +1149,14 @@ take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped, bool
 		return 0;
 	}
 	type = LOAD(&s->type, RELAXED);
-	if (likely(mp_record_is_heap(type))) {
-		/* A heap record (most of them): what decode() does, each
-		 * field read once straight from the slot into @r. */
-		uint8_t flags = LOAD(&s->flags, RELAXED), rank = LOAD(&s->rank, RELAXED);
-		uint8_t clock = LOAD(&s->clock, RELAXED);
-		uint32_t fn = LOAD(&s->name_id, RELAXED);
-
-		t->pos++;
-		if (!dirty || *dirty)
-			memset(r, 0, sizeof(*r));
-		if (dirty)
-			*dirty = false;
-		r->type = type;
-		r->flags = flags;
-		r->tid = LOAD(&s->tid, RELAXED);
-		r->ts_ns = LOAD(&s->ts_ns, RELAXED);
-		r->seq = LOAD(&s->tseq, RELAXED);
-		if (unlikely(t->heap_pre_snap) && heap_before_snapshot(t, r->seq)) {
-			*skipped = true;
-			return 0;
-		}
-		/* fn: a builtin allocator function (enum mp_alloc_fn); a
-		 * scaled sample is only an allocation. */
-		if (rank || fn >= MP_HEAP_FN_MAX || (flags & ~MP_REC_F_SCALED) ||
-		    (flags && type == MP_REC_FREE)) {
-			c->err_pending = -EBADMSG;
-			return -EBADMSG;
-		}
-		r->fn = fn;
-		r->stack = NULL;
-		r->heap.addr = (uint64_t)LOAD(&s->dims[0], RELAXED);
-		r->heap.size = (uint64_t)LOAD(&s->dims[1], RELAXED);
-		r->heap.caller = (uint64_t)LOAD(&s->dims[2], RELAXED);
-		r->heap.old_addr =
-			type == MP_REC_REALLOC ? (uint64_t)LOAD(&s->dims[3], RELAXED) : 0;
-		e = heap_ts(c, t, clock, &r->ts_ns);
-		if (e < 0) {
-			c->err_pending = e;
-			return e;
-		}
-		return 1;
-	}
-	/* the first cache line; dims (second line) only for shapes and pool
-	 * records; the first cache line holds a heap record's addr, size and
-	 * caller, dims[3] a realloc's old address */
+	if (likely(mp_record_is_heap(type)))
+		return take_heap(c, t, s, type, r, skipped, dirty);
+	/* the first cache line: every record's header, and a heap record
+	 * whole but for a realloc's old address */
 	copy_first_line(&copy, s);
-	if (copy.type == MP_REC_STACK) {
-		size_t stk_used = c->stk_used;
-
-		/* with its continuation slots and its heap record: all of
-		 * them, or none yet */
-		copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
-		e = take_stack(c, i, t, &copy, r, dirty);
-		if (e <= 0) {
-			if (e < 0)
-				c->err_pending = e;
-			return e;
-		}
-		t->pos += (uint64_t)e;
-		if (unlikely(t->heap_pre_snap) && heap_before_snapshot(t, r->seq)) {
-			c->stk_used = stk_used;
-			*skipped = true;
-			return 0;
-		}
-		return 1;
-	}
-	if (copy.type == MP_REC_INPUT_SHAPE || copy.type == MP_REC_OUTPUT_SHAPE ||
-	    (copy.type >= MP_REC_POOL_ALLOC && copy.type <= MP_REC_POOL_DECLARE))
-		copy_words(copy.dims, s->dims, sizeof(copy.dims) / 8);
-	else if (copy.type == MP_REC_REALLOC)
-		copy.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
-	t->pos++;
-	/* (Heap records went the fast path above.) A marker, shape or pool
-	 * record numbered up to the snapshot is reflected in it. */
-	if (t->snap_valid && (int32_t)(copy.tseq - t->snap_seq) <= 0) {
-		*skipped = true;
-		return 0; /* already reflected in the attach snapshot */
-	}
-	t->heap_pre_snap = false;
-	e = decode(c, t, &copy, r, dirty);
-	if (e < 0) {
-		c->err_pending = e;
-		return e;
-	}
-	return 1;
+	if (copy.type == MP_REC_STACK)
+		return take_stacked(c, i, t, s, &copy, r, skipped, dirty);
+	return take_marker(c, t, s, &copy, r, skipped, dirty);
 }
 
 /* release: our copies are done before the producer may reuse the slots */
@@ -1326,48 +1164,6 @@ static void store_tail(struct mp_consumer *c, uint32_t i)
 {
 	if (c->ts[i].pos != LOAD(&thread_at(c, i)->tail, RELAXED))
 		STORE(&thread_at(c, i)->tail, c->ts[i].pos, RELEASE);
-}
-
-/* Takes what is published from every ring into the batch (bounded), and
- * heapifies the per-ring runs. Returns the number of records taken. */
-static int refill(struct mp_consumer *c)
-{
-	uint32_t n = 0, nruns = 0, scanned = 0;
-
-	c->stk_used = 0; /* every record of the last batch was returned */
-	tsc_tick(c);
-	for (uint32_t k = 0;
-	     k < c->thread_count && n < BATCH && scanned < SCAN_BUDGET && !c->err_pending; k++) {
-		uint32_t i = (c->scan_start + k) % c->thread_count;
-		uint32_t start = n, taken = 0;
-
-		while (taken < PER_THREAD && n < BATCH && scanned < SCAN_BUDGET) {
-			bool skipped = false;
-			int r = take(c, i, &c->batch[n], &skipped, NULL);
-
-			if (skipped) {
-				scanned++;
-				continue;
-			}
-			if (r <= 0)
-				break;
-			scanned++;
-			n++;
-			taken++;
-		}
-		store_tail(c, i);
-		if (n > start) {
-			c->runs[nruns] = (struct run){ start, n, i };
-			c->heap[nruns] = nruns;
-			nruns++;
-		}
-	}
-	/* the next refill starts with the ring after the last one served */
-	c->scan_start = (c->scan_start + 1) % c->thread_count;
-	c->nheap = nruns;
-	for (uint32_t i = nruns / 2; i-- > 0;)
-		heap_down(c, i);
-	return (int)n;
 }
 
 /* mp_consumer_complete_ns() over every ring but @skip. */
@@ -1437,61 +1233,42 @@ static inline bool ring_has_next(struct mp_consumer *c, uint32_t i)
 	return false;
 }
 
-int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns,
-			      mp_consumer_ring_cb cb, void *ctx)
+/* The attach snapshot's records (MP_CONSUMER_RING_SYNTH), before any
+ * ring's: how many, up to @max, or the negative return of @cb. */
+static int hand_synth(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx)
 {
-	struct mp_record rec;
-	bool dirty = true;
-	size_t n = 0, scanned = 0;
-	uint32_t nact = 0, cut = UINT32_MAX;
-	int r, look_err;
+	int n = 0;
 
-	if (!c || !cb)
-		return -EINVAL;
-	if (c->err)
-		return c->err;
-	tsc_tick(c);
-	while (c->next_synth < c->nsynth && n < max) {
-		r = cb(ctx, MP_CONSUMER_RING_SYNTH, &c->synth[c->next_synth++]);
+	while (c->next_synth < c->nsynth && (size_t)n < max) {
+		int r = cb(ctx, MP_CONSUMER_RING_SYNTH, &c->synth[c->next_synth++]);
+
 		if (r < 0)
 			return r;
 		n++;
 	}
-	/* what an earlier mp_consumer_read() left in the batch, run by run */
-	while (c->nheap && n < max) {
-		struct run *run = &c->runs[c->heap[0]];
+	return n;
+}
 
-		r = cb(ctx, run->ring, &c->batch[run->next++]);
-		if (run->next == run->end)
-			c->heap[0] = c->heap[--c->nheap];
-		if (c->nheap)
-			heap_down(c, 0);
-		if (r < 0)
-			return r;
-		n++;
-	}
-	if (c->nheap)
-		return (int)n;
-	/* Straight from the slots: no batch, no merge (the caller keeps each
-	 * ring's records in order and merges them itself). The same bounds
-	 * as a refill, per call. A record's stack bytes live in the arena
-	 * until its callback returns: the batch is empty here, and each
-	 * record reuses the arena. */
-	c->stk_used = 0;
-	/* First every thread slot, with one load each (most are idle): the
-	 * empty ones count as read up to now_ns before any record is handed
-	 * over, so that the caller may release records while it reads
-	 * (mp_consumer_complete_ns() is then the ring being read's progress).
-	 * The batch's heap array, empty here, lists the rings with records.
-	 * A ring a lap ahead ends the look (its error is reported after the
-	 * records of the rings before it). */
+/*
+ * First every thread slot, with one load each (most are idle): the empty
+ * ones count as read up to @now_ns before any record is handed over, so
+ * that the caller may release records while it reads
+ * (mp_consumer_complete_ns() is then the ring being read's progress). The
+ * rings with records go to c->active; returns how many. A ring a lap ahead
+ * ends the look (its error, in err_pending, is reported after the records
+ * of the rings before it). *@scanned: the slots looked at.
+ */
+static uint32_t look(struct mp_consumer *c, uint64_t now_ns, size_t *scanned)
+{
+	uint32_t nact = 0;
+
 	for (uint32_t k = 0; k < c->thread_count && !c->err_pending; k++) {
 		uint32_t i = (c->scan_start + k) % c->thread_count;
 		struct tstate *t = &c->ts[i];
 
-		scanned++;
+		(*scanned)++;
 		if (ring_has_next(c, i)) {
-			c->heap[nact++] = i;
+			c->active[nact++] = i;
 			lap_mark(c, t, now_ns);
 		} else if (!c->err_pending) {
 			t->done_ns = now_ns;
@@ -1499,66 +1276,116 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 			t->stuck_ns = 0;
 		}
 	}
+	return nact;
+}
+
+/*
+ * Hands ring @i's records to @cb in the ring's order, straight from the
+ * slots into @rec (one record, reused), until the ring has none ready, the
+ * read's limits (@max records, READ_SCAN_BUDGET slots) or a corrupt one.
+ * Returns 1 when it stopped at a published record it could not take, else
+ * 0, or the negative return of @cb.
+ */
+static inline __attribute__((always_inline)) int read_ring(struct mp_consumer *c, uint32_t i,
+							   size_t max, size_t *n, size_t *scanned,
+							   struct mp_record *rec, bool *dirty,
+							   mp_consumer_ring_cb cb, void *ctx)
+{
+	struct tstate *t = &c->ts[i];
+	bool stopped = false;
+	int r;
+
+	/* the other rings do not move while this one is read */
+	c->others_ns = complete_except(c, i);
+	c->reading = i + 1;
+	while (*n < max && *scanned < READ_SCAN_BUDGET) {
+		bool skipped = false;
+
+		r = take(c, i, rec, &skipped, dirty);
+		(*scanned)++;
+		if (skipped)
+			continue;
+		if (r <= 0) {
+			stopped = r == 0;
+			break;
+		}
+		/* the ring's records still to come are stamped no earlier
+		 * (one thread's clock, TSC stamps clamped) */
+		if (rec->ts_ns > t->done_ns)
+			t->done_ns = rec->ts_ns;
+		r = cb(ctx, i, rec);
+		(*n)++;
+		if (r < 0) {
+			c->reading = 0;
+			store_tail(c, i);
+			return r;
+		}
+		/* Give the space back as we go: a producer waiting for room
+		 * (precise mode) or dropping goes on while we read the
+		 * rest. */
+		if (!(*n % TAIL_EVERY))
+			store_tail(c, i);
+	}
+	c->reading = 0;
+	store_tail(c, i);
+	return stopped;
+}
+
+/* After a read of ring @i told @now_ns (@stopped: at a published record it
+ * could not take): false when it caught up, true when it has records
+ * left. */
+static bool ring_left(struct mp_consumer *c, uint32_t i, bool stopped, uint64_t now_ns)
+{
+	struct tstate *t = &c->ts[i];
+
+	/* caught up: what comes next is published after now_ns */
+	if (!ring_has_next(c, i)) {
+		t->done_ns = now_ns;
+		t->lap_ns = t->stuck_ns = 0;
+		return false;
+	}
+	lap_passed(t);
+	if (stopped)
+		stuck_at(c, t, now_ns);
+	else
+		t->stuck_ns = 0;
+	return true;
+}
+
+int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns,
+			      mp_consumer_ring_cb cb, void *ctx)
+{
+	struct mp_record rec;
+	bool dirty = true;
+	size_t n = 0, scanned = 0;
+	uint32_t nact, cut = UINT32_MAX;
+	int r, look_err;
+
+	if (!c || !cb)
+		return -EINVAL;
+	if (c->err)
+		return c->err;
+	tsc_tick(c);
+	r = hand_synth(c, max, cb, ctx);
+	if (r < 0)
+		return r;
+	n = (size_t)r;
+	nact = look(c, now_ns, &scanned);
 	look_err = c->err_pending;
 	c->err_pending = 0;
-	for (uint32_t k = 0; k < nact && n < max && scanned < SCAN_BUDGET * 4 && !c->err_pending;
+	for (uint32_t k = 0; k < nact && n < max && scanned < READ_SCAN_BUDGET && !c->err_pending;
 	     k++) {
-		uint32_t i = c->heap[k];
-		struct tstate *t = &c->ts[i];
-		bool stopped = false; /* at a published record not taken */
+		uint32_t i = c->active[k];
 
-		/* the other rings do not move while this one is read */
-		c->others_ns = complete_except(c, i);
-		c->reading = i + 1;
-		while (n < max && scanned < SCAN_BUDGET * 4) {
-			bool skipped = false;
-
-			r = take(c, i, &rec, &skipped, &dirty);
-			scanned++;
-			if (skipped)
-				continue;
-			if (r <= 0) {
-				stopped = r == 0;
-				break;
-			}
-			/* the ring's records still to come are stamped no
-			 * earlier (one thread's clock, TSC stamps clamped) */
-			if (rec.ts_ns > t->done_ns)
-				t->done_ns = rec.ts_ns;
-			r = cb(ctx, i, &rec);
-			c->stk_used = 0;
-			n++;
-			if (r < 0) {
-				c->reading = 0;
-				store_tail(c, i);
-				return r;
-			}
-			/* Give the space back as we go, as a refill does: a
-			 * producer waiting for room (precise mode) or dropping
-			 * goes on while we read the rest. */
-			if (!(n % PER_THREAD))
-				store_tail(c, i);
-		}
-		c->reading = 0;
-		store_tail(c, i);
+		r = read_ring(c, i, max, &n, &scanned, &rec, &dirty, cb, ctx);
+		if (r < 0)
+			return r;
 		/* the next read starts with the ring after the one the
 		 * limit cut, so that every ring with records is served in
 		 * turn (none left unread while others keep the budget) */
 		cut = i;
-		if (c->err_pending)
-			continue;
-		/* caught up: what comes next is published after now_ns */
-		if (!ring_has_next(c, i)) {
-			t->done_ns = now_ns;
-			t->lap_ns = t->stuck_ns = 0;
+		if (!c->err_pending && !ring_left(c, i, r == 1, now_ns))
 			cut = UINT32_MAX;
-			continue;
-		}
-		lap_passed(t);
-		if (stopped)
-			stuck_at(c, t, now_ns);
-		else
-			t->stuck_ns = 0;
 	}
 	if (!c->err_pending)
 		c->err_pending = look_err;
@@ -1567,11 +1394,6 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 	if (!n && c->err_pending)
 		return fail(c, c->err_pending);
 	return n > INT32_MAX ? INT32_MAX : (int)n;
-}
-
-int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx)
-{
-	return mp_consumer_read_rings_at(c, max, mp_now_ns(), cb, ctx);
 }
 
 uint64_t mp_consumer_complete_others_ns(const struct mp_consumer *c)
@@ -1593,32 +1415,4 @@ uint64_t mp_consumer_complete_ns(const struct mp_consumer *c)
 		if (c->ts[i].done_ns < min)
 			min = c->ts[i].done_ns;
 	return min;
-}
-
-int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret)
-{
-	struct run *run;
-
-	if (!c || !ret)
-		return -EINVAL;
-	if (c->err)
-		return c->err;
-	if (c->next_synth < c->nsynth) {
-		*ret = c->synth[c->next_synth++];
-		return 1;
-	}
-	if (!c->nheap) {
-		if (c->err_pending)
-			return fail(c, c->err_pending);
-		if (refill(c) == 0)
-			return c->err_pending ? fail(c, c->err_pending) : 0;
-	}
-	/* earliest next record of all runs; a run keeps its own order */
-	run = &c->runs[c->heap[0]];
-	*ret = c->batch[run->next++];
-	if (run->next == run->end)
-		c->heap[0] = c->heap[--c->nheap];
-	if (c->nheap)
-		heap_down(c, 0);
-	return 1;
 }

@@ -57,9 +57,8 @@ struct mp_record {
 		uint32_t kind;
 	} pool;
 	/* ALLOC, REALLOC: the call stack recorded with it (MP_REC_STACK), in
-	 * consumer memory valid until the next mp_consumer_read() (with
-	 * mp_consumer_read_rings(): until the callback returns); NULL for
-	 * none. */
+	 * consumer memory valid until the callback of
+	 * mp_consumer_read_rings_at() returns; NULL for none. */
 	const struct mp_rec_stack *stack;
 };
 
@@ -114,28 +113,26 @@ int mp_consumer_open_mem_opts(void *mem, size_t len, const struct mp_consumer_op
 			      struct mp_consumer **ret);
 void mp_consumer_free(struct mp_consumer *c);
 
-/* Reads the next record: 1 when @ret was filled, 0 when nothing is ready,
- * negative errno when the ring is corrupted (the consumer is then unusable). */
-int mp_consumer_read(struct mp_consumer *c, struct mp_record *ret);
-/* mp_consumer_read_rings(): @ring of the records synthesised at attach
+/* mp_consumer_read_rings_at(): @ring of the records synthesised at attach
  * (open kernels and tags, the phase), which belong to no ring. */
 #define MP_CONSUMER_RING_SYNTH UINT32_MAX
 typedef int (*mp_consumer_ring_cb)(void *ctx, uint32_t ring, const struct mp_record *rec);
-/* Reads up to @max records and hands each to @cb with the index of the
- * ring (thread slot) it came from: first the attach snapshot's records
- * (MP_CONSUMER_RING_SYNTH), then each ring's records in that ring's order,
- * ring after ring, *not* merged by timestamp (the caller merges; one ring's
- * records are in the order its thread wrote them). The same validation as
- * mp_consumer_read(), without its batch copy and merge: the daemon's fast
- * path. Returns the number of records handed over (0: nothing ready), a
- * negative return of @cb, or negative errno when the ring is corrupted
- * (after the records before the corruption were handed over). @rec, and
- * its stack, are valid only during the call; its name until
- * mp_consumer_free(). */
-int mp_consumer_read_rings(struct mp_consumer *c, size_t max, mp_consumer_ring_cb cb, void *ctx);
-/* The same, told that the caller read CLOCK_MONOTONIC as @now_ns before
- * the call (mp_consumer_read_rings() reads it itself): the time
- * mp_consumer_complete_ns() then reports for the rings found empty. */
+/*
+ * The one way to read the rings. Reads up to @max records and hands each to
+ * @cb with the index of the ring (thread slot) it came from: first the
+ * attach snapshot's records (MP_CONSUMER_RING_SYNTH), then each ring's
+ * records in that ring's order, ring after ring, *not* merged by timestamp
+ * (the ordering stage merges; one ring's records are in the order its
+ * thread wrote them). Records go straight from the slots to @cb, with no
+ * copy in between. @now_ns: CLOCK_MONOTONIC as the caller read it before
+ * the call, the time mp_consumer_complete_ns() then reports for the rings
+ * found empty. Returns the number of records handed over (0: nothing
+ * ready), a negative return of @cb, or negative errno when the ring is
+ * corrupted (after the records before the corruption were handed over;
+ * every later call returns it too: the consumer is then unusable). @rec,
+ * and its stack, are valid only during the call; its name until
+ * mp_consumer_free().
+ */
 int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns,
 			      mp_consumer_ring_cb cb, void *ctx);
 /*
@@ -151,7 +148,8 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
  * still to come can therefore have happened before a record stamped
  * before C (less the clocks' disagreement): releasing the records read so
  * far up to C keeps every causal order. 0 until every ring has been
- * looked at; UINT64_MAX for NULL. Only mp_consumer_read_rings*() moves it.
+ * looked at; UINT64_MAX for NULL. Only mp_consumer_read_rings_at() moves
+ * it.
  */
 uint64_t mp_consumer_complete_ns(const struct mp_consumer *c);
 /* Inside a callback of mp_consumer_read_rings_at() for a record of ring R:
@@ -171,7 +169,7 @@ uint64_t mp_consumer_drops(struct mp_consumer *c);
 /* a header counter (drops) overwritten with an impossible value */
 #define MP_CONSUMER_CORRUPT_HEADER 0x1u
 /* a slot, sequence number, length or name that fails validation: the
- * consumer stopped there (mp_consumer_read() returned -EBADMSG) */
+ * consumer stopped there (mp_consumer_read_rings_at() returned -EBADMSG) */
 #define MP_CONSUMER_CORRUPT_RECORDS 0x2u
 uint32_t mp_consumer_corruption(const struct mp_consumer *c);
 /* Of those, heap records (ALLOC, FREE, REALLOC): figures of the in-process

@@ -129,69 +129,77 @@ struct hot_state {
 	bool seen_session, live;
 };
 
+struct hot_session {
+	struct hot_state hs[HOT_THREADS];
+	uint64_t n; /* records of the busy threads */
+};
+
+/* Checks one record of a session against its thread's stream. */
+static int on_session_record(void *ctx, uint32_t ring, const struct mp_record *rec)
+{
+	struct hot_session *s = ctx;
+	struct hot_state *h = NULL;
+
+	(void)ring;
+	for (int i = 0; i < HOT_THREADS; i++)
+		if (rec->tid == hot_tids[i])
+			h = &s->hs[i];
+	if (!h)
+		return 0;
+	if (rec->flags & MP_REC_F_OPEN_AT_ATTACH) {
+		cr_assert_not(h->live, "open-at-attach record after live records");
+		if (!h->seen_session)
+			cr_assert_str_eq(rec->name, "session");
+		h->seen_session = true;
+		h->last_seq = rec->seq;
+	} else {
+		cr_assert(h->seen_session, "live record before the open-at-attach ones");
+		h->live = true;
+		cr_assert_eq(rec->seq, h->last_seq + 1, "seq %u after %u", rec->seq, h->last_seq);
+		h->last_seq = rec->seq;
+	}
+	switch (rec->type) {
+	case MP_REC_KERNEL_BEGIN:
+		h->open[0]++;
+		break;
+	case MP_REC_KERNEL_END:
+		cr_assert_gt(h->open[0], 1, "end without begin (session never ends here)");
+		h->open[0]--;
+		break;
+	case MP_REC_TAG_BEGIN:
+		h->open[1]++;
+		break;
+	case MP_REC_TAG_END:
+		cr_assert_gt(h->open[1], 0, "tag end without begin");
+		h->open[1]--;
+		break;
+	default:
+		cr_assert_fail("unexpected %s", mp_record_type_name(rec->type));
+	}
+	cr_assert_leq(h->open[0], 2);
+	cr_assert_leq(h->open[1], 1);
+	s->n++;
+	return 0;
+}
+
 /* One consumer session: the stream of every busy thread must start with its
  * open-at-attach records ("session" first), then continue with record
  * numbers without a gap and a consistent nesting. */
 static void session(void)
 {
-	struct hot_state hs[HOT_THREADS] = { 0 };
+	struct hot_session s = { 0 };
 	struct mp_consumer *c;
-	struct mp_record rec;
-	uint64_t n = 0;
 	int r;
 
 	cr_assert_eq(mp_consumer_open_pid(getpid(), &c), 0);
-	while (n < 60000) {
-		struct hot_state *h = NULL;
-
-		r = mp_consumer_read(c, &rec);
+	while (s.n < 60000) {
+		r = mp_consumer_read_rings_at(c, 4096, test_now_ns(), on_session_record, &s);
 		cr_assert_geq(r, 0);
-		if (!r) {
+		if (!r)
 			sched_yield();
-			continue;
-		}
-		for (int i = 0; i < HOT_THREADS; i++)
-			if (rec.tid == hot_tids[i])
-				h = &hs[i];
-		if (!h)
-			continue;
-		if (rec.flags & MP_REC_F_OPEN_AT_ATTACH) {
-			cr_assert_not(h->live, "open-at-attach record after live records");
-			if (!h->seen_session)
-				cr_assert_str_eq(rec.name, "session");
-			h->seen_session = true;
-			h->last_seq = rec.seq;
-		} else {
-			cr_assert(h->seen_session, "live record before the open-at-attach ones");
-			h->live = true;
-			cr_assert_eq(rec.seq, h->last_seq + 1, "seq %u after %u", rec.seq,
-				     h->last_seq);
-			h->last_seq = rec.seq;
-		}
-		switch (rec.type) {
-		case MP_REC_KERNEL_BEGIN:
-			h->open[0]++;
-			break;
-		case MP_REC_KERNEL_END:
-			cr_assert_gt(h->open[0], 1, "end without begin (session never ends here)");
-			h->open[0]--;
-			break;
-		case MP_REC_TAG_BEGIN:
-			h->open[1]++;
-			break;
-		case MP_REC_TAG_END:
-			cr_assert_gt(h->open[1], 0, "tag end without begin");
-			h->open[1]--;
-			break;
-		default:
-			cr_assert_fail("unexpected %s", mp_record_type_name(rec.type));
-		}
-		cr_assert_leq(h->open[0], 2);
-		cr_assert_leq(h->open[1], 1);
-		n++;
 	}
 	for (int i = 0; i < HOT_THREADS; i++)
-		cr_assert(hs[i].live, "thread %d: no live record", i);
+		cr_assert(s.hs[i].live, "thread %d: no live record", i);
 	cr_assert_eq(mp_consumer_drops(c), 0);
 	/* leaves unread records behind for the next session to skip */
 	mp_consumer_free(c);

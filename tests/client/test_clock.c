@@ -87,10 +87,11 @@ Test(clock, conversion_with_a_forged_calibration)
 	cr_assert_eq(mp_tsc_to_ns(&fast, UINT64_MAX), 0, "2^64 - 1 is one tick before 0");
 }
 
-/* Both readers convert, a thread's TSC records never go back in time when
- * the calibration moves between two reads, and CLOCK_MONOTONIC records
- * beside them are left as they are. */
-Test(clock, tsc_records_converted_by_both_readers)
+/* TSC records are converted record by record and in a read of several, a
+ * thread's TSC records never go back in time when the calibration moves
+ * between two reads, and CLOCK_MONOTONIC records beside them are left as
+ * they are. */
+Test(clock, tsc_records_converted_across_reads)
 {
 	struct mp_tsc_cal cal = { .tsc = 1000, .ns = 1000000, .mult = 1ull << 32 };
 	struct seen s = { 0 };
@@ -102,12 +103,12 @@ Test(clock, tsc_records_converted_by_both_readers)
 	img_put(&m, 2, MP_REC_KERNEL_BEGIN, 7, 2, 0, 1)->clock = 0xee; /* ignored */
 	cr_assert_eq(mp_consumer_open_mem(m.mem, m.len, &c), 0);
 	mp_consumer_set_tsc_cal(c, &cal);
-	cr_assert_eq(mp_consumer_read(c, &r), 1);
+	cr_assert_eq(read_one(c, &r), 1);
 	cr_assert_eq(r.type, MP_REC_ALLOC);
 	cr_assert_eq(r.ts_ns, 1002000);
-	cr_assert_eq(mp_consumer_read(c, &r), 1);
+	cr_assert_eq(read_one(c, &r), 1);
 	cr_assert_eq(r.ts_ns, 777, "a CLOCK_MONOTONIC record is not converted");
-	cr_assert_eq(mp_consumer_read(c, &r), 1);
+	cr_assert_eq(read_one(c, &r), 1);
 	cr_assert_eq(r.type, MP_REC_KERNEL_BEGIN);
 	cr_assert_str_eq(r.name, "conv");
 
@@ -117,7 +118,7 @@ Test(clock, tsc_records_converted_by_both_readers)
 	put_heap(4, MP_REC_ALLOC, MP_TS_TSC, 5000);
 	cal.ns -= 500;
 	mp_consumer_set_tsc_cal(c, &cal);
-	cr_assert_eq(mp_consumer_read_rings(c, 8, seen_cb, &s), 2);
+	cr_assert_eq(mp_consumer_read_rings_at(c, 8, test_now_ns(), seen_cb, &s), 2);
 	cr_assert_eq(s.rec[0].ts_ns, 1002000, "clamped to its predecessor");
 	cr_assert_eq(s.rec[1].ts_ns, 1003500);
 	mp_consumer_free(c);
@@ -133,9 +134,9 @@ Test(clock, forged_clock_is_corrupt)
 	put_heap(0, MP_REC_ALLOC, MP_TS_MONOTONIC, 100);
 	put_heap(1, MP_REC_FREE, 2, 200);
 	cr_assert_eq(mp_consumer_open_mem(m.mem, m.len, &c), 0);
-	cr_assert_eq(mp_consumer_read(c, &r), 1);
+	cr_assert_eq(read_one(c, &r), 1);
 	cr_assert_eq(r.ts_ns, 100);
-	cr_assert_eq(mp_consumer_read(c, &r), -EBADMSG);
+	cr_assert_eq(read_one(c, &r), -EBADMSG);
 	cr_assert(mp_consumer_corruption(c) & MP_CONSUMER_CORRUPT_RECORDS);
 	mp_consumer_free(c);
 
@@ -145,9 +146,9 @@ Test(clock, forged_clock_is_corrupt)
 	put_heap(1, MP_REC_FREE, MP_TS_TSC, 200);
 	cr_assert_eq(mp_consumer_open_mem(m.mem, m.len, &c), 0);
 	mp_consumer_set_tsc_cal(c, NULL);
-	cr_assert_eq(mp_consumer_read(c, &r), 1);
-	cr_assert_eq(mp_consumer_read(c, &r), -EBADMSG, "TSC record while the TSC is not trusted");
-	cr_assert_eq(mp_consumer_read(c, &r), -EBADMSG, "sticky");
+	cr_assert_eq(read_one(c, &r), 1);
+	cr_assert_eq(read_one(c, &r), -EBADMSG, "TSC record while the TSC is not trusted");
+	cr_assert_eq(read_one(c, &r), -EBADMSG, "sticky");
 	mp_consumer_free(c);
 }
 
@@ -171,11 +172,11 @@ Test(clock, own_calibration_orders_against_clock_monotonic)
 	sleep_ms(20);
 	t1 = test_now_ns();
 	if (!mp_tsc_trusted()) {
-		cr_assert_eq(mp_consumer_read(c, &r), -EBADMSG);
+		cr_assert_eq(read_one(c, &r), -EBADMSG);
 		mp_consumer_free(c);
 		return;
 	}
-	cr_assert_eq(mp_consumer_read(c, &r), 1);
+	cr_assert_eq(read_one(c, &r), 1);
 	cr_assert(r.ts_ns > t0 && r.ts_ns < t1, "converted %llu not in (%llu, %llu)",
 		  (unsigned long long)r.ts_ns, (unsigned long long)t0, (unsigned long long)t1);
 	/* a second record 20 ms later, after a recalibration */
@@ -185,7 +186,7 @@ Test(clock, own_calibration_orders_against_clock_monotonic)
 	put_heap(1, MP_REC_FREE, MP_TS_TSC, mp_rdtsc());
 	sleep_ms(20);
 	t1 = test_now_ns();
-	cr_assert_eq(mp_consumer_read(c, &r), 1);
+	cr_assert_eq(read_one(c, &r), 1);
 	cr_assert(r.ts_ns > t0 && r.ts_ns < t1, "converted %llu not in (%llu, %llu)",
 		  (unsigned long long)r.ts_ns, (unsigned long long)t0, (unsigned long long)t1);
 	mp_consumer_free(c);

@@ -94,13 +94,13 @@ Test(corrupt, snapshot_and_dedup_from_image)
 	img_put(&m, 0, MP_REC_KERNEL_BEGIN, 9, 10, 2, 1); /* in the snapshot */
 	img_put(&m, 1, MP_REC_KERNEL_END, 9, 11, 2, 1); /* after it */
 	cr_assert_eq(open_img(&c), 0);
-	cr_assert_eq(mp_consumer_read(c, &recs[0]), 1);
+	cr_assert_eq(read_one(c, &recs[0]), 1);
 	assert_rec(&recs[0], &(struct exp_rec)REC(MP_REC_PHASE, MP_REC_F_OPEN_AT_ATTACH, "conv"), 8,
 		   0);
 	cr_assert_eq(recs[0].ts_ns, 40);
 	cr_assert_eq(recs[0].seq, 2);
 	for (int i = 0; i < 32; i++) {
-		cr_assert_eq(mp_consumer_read(c, &recs[0]), 1);
+		cr_assert_eq(read_one(c, &recs[0]), 1);
 		assert_rec(&recs[0],
 			   &(struct exp_rec)REC(
 				   MP_REC_KERNEL_BEGIN,
@@ -259,10 +259,10 @@ Test(corrupt, bad_records)
 		img_put(&m, 0, MP_REC_KERNEL_BEGIN, 3, 1, 0, 1);
 		rec_mutate(i, img_put(&m, 1, cases[i].type, 3, 2, 0, 1));
 		cr_assert_eq(open_img(&c), 0);
-		cr_assert_eq(mp_consumer_read(c, &rec), 1, "%s", cases[i].what);
-		r = mp_consumer_read(c, &rec);
+		cr_assert_eq(read_one(c, &rec), 1, "%s", cases[i].what);
+		r = read_one(c, &rec);
 		cr_assert_eq(r, -EBADMSG, "%s: got %d", cases[i].what, r);
-		cr_assert_eq(mp_consumer_read(c, &rec), -EBADMSG, "%s: not sticky", cases[i].what);
+		cr_assert_eq(read_one(c, &rec), -EBADMSG, "%s: not sticky", cases[i].what);
 		mp_consumer_free(c);
 	}
 }
@@ -286,7 +286,7 @@ Test(corrupt, bad_string_entries)
 		m.ent[3] = bad[i];
 		img_put(&m, 0, MP_REC_KERNEL_BEGIN, 3, 1, 0, 3);
 		cr_assert_eq(open_img(&c), 0);
-		cr_assert_eq(mp_consumer_read(c, &rec), -EBADMSG, "entry %zu", i);
+		cr_assert_eq(read_one(c, &rec), -EBADMSG, "entry %zu", i);
 		mp_consumer_free(c);
 
 		/* the same id in an attach snapshot fails the open */
@@ -345,7 +345,7 @@ Test(corrupt, random_images)
 		}
 		opened++;
 		for (n = 0; n < READ_BUDGET; n++) {
-			r = mp_consumer_read(c, &rec);
+			r = read_one(c, &rec);
 			if (r <= 0)
 				break;
 			assert_sane(&rec, iter);
@@ -394,7 +394,7 @@ Test(corrupt, concurrent_scribbling)
 		if (open_img(&c) < 0)
 			continue;
 		for (int n = 0; n < 100; n++)
-			if (mp_consumer_read(c, &rec) <= 0)
+			if (read_one(c, &rec) <= 0)
 				break;
 		mp_consumer_free(c);
 	}
@@ -446,7 +446,7 @@ Test(corrupt, read_rings_by_ring_then_corruption)
 	sl->dims[3] = 0x3000;
 	img_put(&m, 3, MP_REC_KERNEL_END, 9, 3, 3, 0)->rank = 2; /* corrupt */
 	cr_assert_eq(open_img(&c), 0);
-	cr_assert_eq(mp_consumer_read_rings(c, 64, rings_cb, &s), 5);
+	cr_assert_eq(mp_consumer_read_rings_at(c, 64, test_now_ns(), rings_cb, &s), 5);
 	cr_assert_eq(s.n, 5);
 	cr_assert_eq(s.ring[0], 1);
 	cr_assert_eq(s.rec[0].type, MP_REC_KERNEL_BEGIN);
@@ -465,8 +465,9 @@ Test(corrupt, read_rings_by_ring_then_corruption)
 	cr_assert_eq(s.rec[4].rank, 0, "no stale shape from the record before");
 	cr_assert_eq(s.rec[4].dims[1], 64);
 	cr_assert_eq(s.rec[4].heap.old_addr, 0x3000);
-	cr_assert_eq(mp_consumer_read_rings(c, 64, rings_cb, &s), -EBADMSG);
-	cr_assert_eq(mp_consumer_read_rings(c, 64, rings_cb, &s), -EBADMSG, "sticky");
+	cr_assert_eq(mp_consumer_read_rings_at(c, 64, test_now_ns(), rings_cb, &s), -EBADMSG);
+	cr_assert_eq(mp_consumer_read_rings_at(c, 64, test_now_ns(), rings_cb, &s), -EBADMSG,
+		     "sticky");
 	cr_assert(mp_consumer_corruption(c) & MP_CONSUMER_CORRUPT_RECORDS);
 	mp_consumer_free(c);
 }

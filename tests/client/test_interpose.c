@@ -8,7 +8,6 @@
  * test means the same in a sanitizer build, whose runtime's malloc comes
  * first in this process.
  */
-#include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
@@ -24,8 +23,8 @@
 #include <unistd.h>
 
 #include "memprof.h"
-#include "consumer.h"
 #include "ring_abi.h"
+#include "ring_test.h"
 
 static void *(*ip_malloc)(size_t);
 static void *(*ip_realloc)(void *, size_t);
@@ -73,7 +72,7 @@ Test(interpose, precise_records_then_dormant)
 	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
 	d = ip_malloc(77);
 	ip_free(d);
-	while (mp_consumer_read(c, &r) == 1) {
+	while (read_one(c, &r) == 1) {
 		if (r.type < MP_REC_ALLOC || r.type > MP_REC_REALLOC)
 			continue;
 		cr_assert_eq(r.tid, (uint32_t)gettid());
@@ -162,7 +161,7 @@ Test(interpose, stack_record_on_a_signal_stack_copies_nothing)
 	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_PRECISE, 0), 0);
 	cr_assert_eq(raise(SIGUSR1), 0);
 	cr_assert_not_null(on_altstack);
-	while (mp_consumer_read(c, &r) == 1) {
+	while (read_one(c, &r) == 1) {
 		if (r.type != MP_REC_ALLOC || r.heap.addr != (uint64_t)(uintptr_t)on_altstack)
 			continue;
 		cr_assert_not_null(r.stack);
@@ -195,7 +194,7 @@ Test(interpose, stack_records)
 	q = ip_realloc(p, 456);
 	cr_assert_eq(pthread_create(&th, NULL, alloc_in_thread, t), 0);
 	cr_assert_eq(pthread_join(th, NULL), 0);
-	while (mp_consumer_read(c, &r) == 1) {
+	while (read_one(c, &r) == 1) {
 		if (r.type == MP_REC_ALLOC && r.heap.addr == (uint64_t)(uintptr_t)p) {
 			cr_assert(stack_holds_caller(&r, 4096));
 			seen |= 1;
@@ -214,7 +213,7 @@ Test(interpose, stack_records)
 	ip_free(d);
 	ip_free(q);
 	ip_free(t[0]);
-	while (mp_consumer_read(c, &r) == 1)
+	while (read_one(c, &r) == 1)
 		cr_assert_null(r.stack, "a stack with %s", mp_record_type_name(r.type));
 	cr_assert_eq(mp_consumer_alloc_drops(c), 0);
 	mp_consumer_free(c);
@@ -243,7 +242,7 @@ static void sampled_estimate_unbiased(bool use_calloc)
 	for (int i = 0; i < N; i++)
 		ip_free(blocks[i]);
 	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
-	while (mp_consumer_read(c, &r) == 1) {
+	while (read_one(c, &r) == 1) {
 		if (r.type == MP_REC_ALLOC && mine(blocks, N, r.heap.addr)) {
 			if (use_calloc)
 				cr_assert_eq(r.fn, 1); /* calloc */
@@ -290,7 +289,7 @@ Test(interpose, heap_stamps_between_clock_monotonic_markers)
 	cr_assert_eq(memprof_kernel_end(), 0);
 	ip_free(p);
 	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
-	while (mp_consumer_read(c, &r) == 1) {
+	while (read_one(c, &r) == 1) {
 		if (r.type == MP_REC_KERNEL_BEGIN && strcmp(r.name, "around") == 0)
 			begin = r.ts_ns;
 		else if (r.type == MP_REC_ALLOC && r.heap.addr == (uint64_t)(uintptr_t)p)
@@ -340,7 +339,7 @@ Test(interpose, errno_kept_in_every_mode)
 			cr_assert_eq(errno, 4242, "mode %zu: errno %d after free", m, errno);
 		}
 		cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
-		while (mp_consumer_read(c, &r) == 1)
+		while (read_one(c, &r) == 1)
 			;
 	}
 	cr_assert_eq(mp_consumer_alloc_drops(c), 0);
@@ -449,7 +448,7 @@ Test(interpose, first_lap_pages_mapped_ahead)
 	cr_assert_geq(l.first, 4, "%u page(s) mapped after the thread's first records", l.first);
 	cr_assert_geq(l.all, written);
 	cr_assert_leq(l.all, 2 * written, "%u pages mapped for %u written", l.all, written);
-	while (mp_consumer_read(c, &r) == 1)
+	while (read_one(c, &r) == 1)
 		n += r.type == MP_REC_ALLOC || r.type == MP_REC_FREE;
 	cr_assert_geq(n, 2 * LAP_PAIRS);
 	cr_assert_eq(mp_consumer_alloc_drops(c), 0);
@@ -479,7 +478,7 @@ Test(interpose, heap_records_leave_room_for_markers)
 	/* every drop was a heap record's */
 	cr_assert_eq(mp_consumer_drops(c) - drops0, mp_consumer_alloc_drops(c));
 	cr_assert_geq(mp_consumer_alloc_drops(c), 2);
-	while (mp_consumer_read(c, &r) == 1) {
+	while (read_one(c, &r) == 1) {
 		begins += r.type == MP_REC_KERNEL_BEGIN;
 		ends += r.type == MP_REC_KERNEL_END;
 	}

@@ -83,9 +83,9 @@ static struct mp_consumer *expect_open_kernel_flags(pid_t pid, const char *name,
 
 	cr_assert_eq(r, 0, "open pid %d: %s", (int)pid, strerror(-r));
 	cr_assert_eq(mp_consumer_pid(c), pid);
-	cr_assert_eq(mp_consumer_read(c, &rec), 1);
+	cr_assert_eq(read_one(c, &rec), 1);
 	assert_rec(&rec, &(struct exp_rec)REC(MP_REC_KERNEL_BEGIN, flags, name), (uint32_t)pid, 0);
-	cr_assert_eq(mp_consumer_read(c, &rec), 0);
+	cr_assert_eq(read_one(c, &rec), 0);
 	return c;
 }
 
@@ -135,14 +135,14 @@ Test(lifecycle, fork_child_gets_fresh_ring)
 	 * markers keep working */
 	cp = expect_open_kernel(getpid(), "parent");
 	cr_assert_eq(memprof_kernel_end(), 0);
-	cr_assert_eq(mp_consumer_read(cp, &rec), 1);
+	cr_assert_eq(read_one(cp, &rec), 1);
 	assert_rec(&rec, &(struct exp_rec)REC(MP_REC_KERNEL_END, 0, NULL), (uint32_t)getpid(), 0);
 	cr_assert_eq(write(p2c[1], "x", 1), 1);
 	cr_assert_eq(waitpid(pid, &(int){ 0 }, 0), pid);
 	/* the child's END went to the child's ring only */
-	cr_assert_eq(mp_consumer_read(cc, &rec), 1);
+	cr_assert_eq(read_one(cc, &rec), 1);
 	assert_rec(&rec, &(struct exp_rec)REC(MP_REC_KERNEL_END, 0, NULL), (uint32_t)pid, 0);
-	cr_assert_eq(mp_consumer_read(cp, &rec), 0);
+	cr_assert_eq(read_one(cp, &rec), 0);
 	mp_consumer_free(cc);
 	mp_consumer_free(cp);
 }
@@ -228,13 +228,13 @@ static void exec_gets_new_ring(bool lazy)
 	} else {
 		/* a new, empty ring: "before-exec" is not open in it */
 		cr_assert_eq(mp_consumer_open_pid(ch.pid, &c), 0);
-		cr_assert_eq(mp_consumer_read(c, &rec), 0);
+		cr_assert_eq(read_one(c, &rec), 0);
 	}
 	go(&ch);
 	expect_line(&ch, "ready3");
 	if (c) {
 		/* the new image's marker reaches the new ring, live */
-		cr_assert_eq(mp_consumer_read(c, &rec), 1);
+		cr_assert_eq(read_one(c, &rec), 1);
 		assert_rec(&rec, &(struct exp_rec)REC(MP_REC_KERNEL_BEGIN, 0, "after-exec"),
 			   (uint32_t)ch.pid, 0);
 		/* begun while c was attached: its begin time is known */
@@ -243,7 +243,7 @@ static void exec_gets_new_ring(bool lazy)
 		c2 = expect_open_kernel(ch.pid, "after-exec");
 	}
 	/* the old mapping stays readable and stays silent */
-	cr_assert_eq(mp_consumer_read(old, &rec), 0);
+	cr_assert_eq(read_one(old, &rec), 0);
 	go(&ch);
 	reap(&ch);
 	mp_consumer_free(c2);
@@ -275,7 +275,7 @@ Test(lifecycle, ring_created_at_load)
 	expect_line(&ch, "ready");
 	cr_assert_eq(mp_consumer_open_pid(ch.pid, &c), 0);
 	cr_assert_eq(mp_consumer_pid(c), ch.pid);
-	cr_assert_eq(mp_consumer_read(c, &rec), 0);
+	cr_assert_eq(read_one(c, &rec), 0);
 	mp_consumer_free(c);
 	go(&ch);
 	reap(&ch);

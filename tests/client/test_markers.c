@@ -54,7 +54,7 @@ Test(markers, sequence)
 		cr_assert_eq(mp_consumer_open_pid(getpid(), &c), -ENOENT);
 	} else {
 		cr_assert_eq(mp_consumer_open_pid(getpid(), &c), 0);
-		cr_assert_eq(mp_consumer_read(c, &recs[0]), 0);
+		cr_assert_eq(read_one(c, &recs[0]), 0);
 		mp_consumer_free(c);
 	}
 	t0 = test_now_ns();
@@ -127,11 +127,11 @@ Test(markers, errors_record_nothing)
 	cr_assert_eq(memprof_kernel_output_shape(NULL, 2), -EINVAL);
 	cr_assert_eq(memprof_kernel_end(), 0);
 	cr_assert_eq(memprof_kernel_end(), -EINVAL);
-	cr_assert_eq(mp_consumer_read(c, &rec), 1);
+	cr_assert_eq(read_one(c, &rec), 1);
 	assert_rec(&rec, &(struct exp_rec)REC(MP_REC_KERNEL_BEGIN, 0, "k"), (uint32_t)gettid(), 0);
-	cr_assert_eq(mp_consumer_read(c, &rec), 1);
+	cr_assert_eq(read_one(c, &rec), 1);
 	assert_rec(&rec, &(struct exp_rec)REC(MP_REC_KERNEL_END, 0, NULL), (uint32_t)gettid(), 1);
-	cr_assert_eq(mp_consumer_read(c, &rec), 0);
+	cr_assert_eq(read_one(c, &rec), 0);
 	mp_consumer_free(c);
 }
 
@@ -156,15 +156,15 @@ Test(markers, long_names_are_truncated)
 	name[sizeof(name) - 1] = '\0';
 	cr_assert_eq(memprof_phase("p"), 0);
 	cr_assert_eq(mp_consumer_open_pid(getpid(), &c), 0);
-	cr_assert_eq(mp_consumer_read(c, &rec), 1); /* open-at-attach phase */
+	cr_assert_eq(read_one(c, &rec), 1); /* open-at-attach phase */
 	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(memprof_kernel_begin(name), 0);
 		cr_assert_eq(memprof_kernel_end(), 0);
-		cr_assert_eq(mp_consumer_read(c, &rec), 1);
+		cr_assert_eq(read_one(c, &rec), 1);
 		cr_assert_eq(rec.type, MP_REC_KERNEL_BEGIN);
 		cr_assert_eq(strlen(rec.name), 255);
 		cr_assert_eq(strncmp(rec.name, name, 255), 0);
-		cr_assert_eq(mp_consumer_read(c, &rec), 1);
+		cr_assert_eq(read_one(c, &rec), 1);
 		cr_assert_eq(rec.type, MP_REC_KERNEL_END);
 	}
 	mp_consumer_free(c);
@@ -212,7 +212,7 @@ Test(markers, cached_names_every_alignment)
 	cr_assert_eq(mprotect(map + pg, pg, PROT_NONE), 0);
 	cr_assert_eq(memprof_phase("p"), 0);
 	cr_assert_eq(mp_consumer_open_pid(getpid(), &c), 0);
-	cr_assert_eq(mp_consumer_read(c, &rec), 1); /* open-at-attach phase */
+	cr_assert_eq(read_one(c, &rec), 1); /* open-at-attach phase */
 	for (size_t len = 0; len <= 20; len++) {
 		for (size_t k = 0; k < 8; k++) {
 			/* at the page's end, then in its middle (room to grow) */

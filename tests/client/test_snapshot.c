@@ -132,7 +132,7 @@ Test(snapshot, the_same_straight_from_the_slots_and_with_stacks)
 	img_put(&m, 2, 0, 0, 0, 0, 0);
 	put_heap(3, MP_REC_ALLOC, 3, 0xa0);
 	cr_assert_eq(mp_consumer_open_mem(m.mem, m.len, &c), 0);
-	cr_assert_eq(mp_consumer_read_rings(c, 64, collect_cb, recs), 5);
+	cr_assert_eq(mp_consumer_read_rings_at(c, 64, test_now_ns(), collect_cb, recs), 5);
 	assert_after(recs, 5);
 	mp_consumer_free(c);
 }

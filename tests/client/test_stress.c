@@ -123,6 +123,27 @@ static void check(struct per_thread *pt, const struct mp_record *r)
 	p->received++;
 }
 
+/* The consumer's side of run(): every record checked as it is read. */
+struct reader {
+	struct per_thread *pt;
+	uint64_t total;
+	bool finished; /* every producer is done */
+};
+
+static int on_record(void *ctx, uint32_t ring, const struct mp_record *rec)
+{
+	struct reader *rd = ctx;
+
+	(void)ring;
+	check(rd->pt, rec);
+	rd->total++;
+	if (st.pace && (rd->total & 63) == 0)
+		__atomic_store_n(&st.consumed, rd->total, __ATOMIC_RELAXED);
+	if (st.slow && (rd->total & 1023) == 0 && !rd->finished)
+		usleep(2000);
+	return 0;
+}
+
 /* @backlog: with @pace, producers wait while more records than that are
  * unread (all threads); it must stay well under one thread's ring (8192
  * slots by default; the ring is created when the library loads). */
@@ -130,9 +151,10 @@ static void run(uint64_t pairs, uint64_t backlog, bool pace, bool slow)
 {
 	pthread_t th[NTHREADS];
 	struct per_thread pt[NTHREADS] = { 0 };
+	struct reader rd = { .pt = pt };
 	struct mp_consumer *c;
 	struct mp_record rec;
-	uint64_t total = 0, gaps = 0, drops;
+	uint64_t total, gaps = 0, drops;
 	int r, joined = 0;
 
 	st.pairs = pairs;
@@ -141,7 +163,7 @@ static void run(uint64_t pairs, uint64_t backlog, bool pace, bool slow)
 	st.slow = slow;
 	cr_assert_eq(memprof_phase("stress"), 0);
 	cr_assert_eq(mp_consumer_open_pid(getpid(), &c), 0);
-	cr_assert_eq(mp_consumer_read(c, &rec), 1);
+	cr_assert_eq(read_one(c, &rec), 1);
 	cr_assert_eq(rec.type, MP_REC_PHASE);
 	cr_assert_eq(rec.flags, MP_REC_F_OPEN_AT_ATTACH);
 
@@ -153,20 +175,12 @@ static void run(uint64_t pairs, uint64_t backlog, bool pace, bool slow)
 	__atomic_store_n(&st.go, 1, __ATOMIC_RELEASE);
 
 	for (;;) {
-		bool finished = __atomic_load_n(&st.done, __ATOMIC_ACQUIRE);
-
-		r = mp_consumer_read(c, &rec);
+		rd.finished = __atomic_load_n(&st.done, __ATOMIC_ACQUIRE);
+		r = mp_consumer_read_rings_at(c, 4096, test_now_ns(), on_record, &rd);
 		cr_assert_geq(r, 0, "read: %s", strerror(-r));
-		if (r == 1) {
-			check(pt, &rec);
-			total++;
-			if (pace && (total & 63) == 0)
-				__atomic_store_n(&st.consumed, total, __ATOMIC_RELAXED);
-			if (slow && (total & 1023) == 0 && !finished)
-				usleep(2000);
+		if (r > 0)
 			continue;
-		}
-		if (finished)
+		if (rd.finished)
 			break;
 		/* join without blocking the drain; one more pass after */
 		while (joined < NTHREADS && pthread_tryjoin_np(th[joined], NULL) == 0)
@@ -175,6 +189,7 @@ static void run(uint64_t pairs, uint64_t backlog, bool pace, bool slow)
 			__atomic_store_n(&st.done, 1, __ATOMIC_RELEASE);
 		sched_yield();
 	}
+	total = rd.total;
 	drops = mp_consumer_drops(c);
 	for (int i = 0; i < NTHREADS; i++) {
 		/* records after the last received one are missing too */

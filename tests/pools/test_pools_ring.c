@@ -3,24 +3,12 @@
  * The pools API through the real ring: every record read back whole, the
  * argument checks, and nothing written while no consumer is attached.
  */
-#include <criterion/criterion.h>
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "memprof.h"
-#include "consumer.h"
-
-static size_t drain(struct mp_consumer *c, struct mp_record *recs, size_t max)
-{
-	size_t n = 0;
-	int r = 0;
-
-	while (n < max && (r = mp_consumer_read(c, &recs[n])) == 1)
-		n++;
-	cr_assert_geq(r, 0, "mp_consumer_read: %s", strerror(-r));
-	return n;
-}
+#include "../client/ring_test.h"
 
 static void expect_pool_rec(const struct mp_record *r, uint32_t type, const char *name,
 			    uint32_t kind, uint64_t addr, uint64_t size)
