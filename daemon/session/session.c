@@ -25,10 +25,8 @@
 #include "ring_abi.h"
 #include "rss.h"
 #include "session.h"
-#include "stacks.h"
+#include "collect.h"
 #include "symbolize.h"
-#include "inline.h"
-#include "unwind.h"
 #include "util.h"
 
 #define DEFAULT_LAG_NS (10 * 1000 * 1000ull)
@@ -67,10 +65,6 @@
 
 /* Execs between two drains of the tracer beyond this get no path. */
 #define EXEC_PATHS 8
-/* Frames of libmemprof itself at the start of an in-process stack (the
- * capture, the record writer's caller, the traced twin, the interposed
- * function), dropped after the unwind. */
-#define RING_STACK_SKIP 8
 
 static uint32_t session_stack_bytes(const struct mp_session_opts *o)
 {
@@ -114,12 +108,9 @@ struct session {
 	struct mp_correlator *corr;
 	struct mp_procmaps *maps;
 	uint64_t maps_read_ns;
-	/* --stacks: the unwinder (built at the first stack), the stack table,
-	 * the stack id of the BPF event being applied. */
-	struct mp_unwinder *unwinder;
-	struct mp_stack_table *stacks;
-	uint64_t *frames;
-	uint64_t unwind_maps_ns;
+	/* the unwinder and --stacks' stack table; the stack id of the BPF
+	 * event being applied */
+	struct mp_stack_collector *collect;
 	uint32_t cur_stack;
 	/* A heap allocation released to the correlator but not applied yet:
 	 * when the next record released is its free, the two go as one
@@ -569,140 +560,44 @@ static int on_idle(void *ctx)
 	return heap_flush(ctx);
 }
 
-/* The unwinder, over the address space as it is now when @ip is in code
- * it does not know (first use, dlopen, exec); rebuilt at most every
- * MAPS_REREAD_NS. NULL when none can be made. */
-static struct mp_unwinder *unwinder_for(struct session *s, uint64_t ip)
+static struct mp_collect_target target(const struct session *s)
 {
-	struct mp_procmaps *fresh;
-
-	/* First the session's snapshot: events are often unwound after the
-	 * target exited, when its maps are gone. */
-	if (!s->unwinder && s->maps && mp_unwinder_new(s->o->pid, s->maps, &s->unwinder) < 0)
-		s->unwinder = NULL;
-	if (s->unwinder && mp_unwinder_knows(s->unwinder, ip))
-		return s->unwinder;
-	if (s->exited || (s->unwinder && mp_now_ns() - s->unwind_maps_ns < MAPS_REREAD_NS))
-		return s->unwinder;
-	s->unwind_maps_ns = mp_now_ns();
-	if (mp_procmaps_read(s->o->pid, &fresh) < 0)
-		return s->unwinder;
-	if (!fresh->n) {
-		mp_procmaps_free(fresh);
-		return s->unwinder;
-	}
-	if (s->unwinder)
-		mp_unwinder_set_maps(s->unwinder, fresh);
-	else
-		mp_unwinder_new(s->o->pid, fresh, &s->unwinder);
-	mp_procmaps_free(fresh);
-	return s->unwinder;
+	return (struct mp_collect_target){ .maps = s->maps, .exited = s->exited };
 }
 
-/* The stack id of the allocation being delivered (0: none): unwound now,
- * while the copied slice is valid, and deduplicated. */
+/* The stack id of the BPF event being delivered (0: none): unwound now,
+ * while the tracer's copy of the stack is valid. */
 static uint32_t unwind_event(struct session *s)
 {
 	const struct mp_raw_stack_view *sv = mp_tracer_stack(s->tracer);
-	struct mp_unwind_regs regs;
-	struct mp_unwinder *u;
-	uint32_t depth = s->o->stack_depth ? s->o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
-	bool trunc;
-	int n;
+	struct mp_collect_target t = target(s);
 
-	if (!sv || !s->stacks)
+	if (!sv)
 		return 0;
-	regs = (struct mp_unwind_regs){ .ip = sv->ip, .sp = sv->sp, .bp = sv->bp };
-	u = unwinder_for(s, sv->ip);
-	if (u) {
-		n = mp_unwind(u, &regs, sv->bytes, sv->len, depth, s->frames, &trunc);
-	} else {
-		s->frames[0] = sv->ip;
-		n = 1;
-		trunc = true;
-	}
-	if (n <= 0)
-		return 0;
-	return mp_stack_table_intern(s->stacks, s->frames, (uint32_t)n,
-				     trunc ? MP_STACK_F_TRUNCATED : 0);
+	return mp_stack_collect_event(
+		s->collect, &t,
+		&(struct mp_unwind_regs){ .ip = sv->ip, .sp = sv->sp, .bp = sv->bp }, sv->bytes,
+		sv->len);
 }
 
-/* The stack id of a heap record of the in-process path that carries a
- * stack (MP_REC_STACK): unwound now, while the consumer's copy is valid.
- * The capture is taken inside libmemprof, so its first frames are the
- * interposer's own: the stack starts at the frame returning into the
- * allocating function (the record's caller), as on the eBPF path. */
-static uint32_t unwind_ring_stack(struct session *s, const struct mp_record *rec)
-{
-	const struct mp_rec_stack *st = rec->stack;
-	struct mp_unwind_regs regs = { .ip = st->ip, .sp = st->sp, .bp = st->bp };
-	uint32_t depth = s->o->stack_depth ? s->o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
-	uint32_t max = depth + RING_STACK_SKIP, skip = 0;
-	struct mp_unwinder *u;
-	bool trunc = true;
-	int n = 0;
-
-	if (!s->stacks)
-		return 0;
-	/* ip is libmemprof's, known from the start: the caller says whether
-	 * the code allocating is (dlopen) */
-	u = unwinder_for(s, rec->heap.caller);
-	if (u)
-		n = mp_unwind(u, &regs, st->bytes, st->len,
-			      max < MP_UNWIND_MAX_DEPTH ? max : MP_UNWIND_MAX_DEPTH, s->frames,
-			      &trunc);
-	while (skip < (uint32_t)(n > 0 ? n : 0) && s->frames[skip] != rec->heap.caller)
-		skip++;
-	if (n <= 0 || skip == (uint32_t)n) {
-		/* not unwound up to the caller: the caller alone */
-		s->frames[0] = rec->heap.caller;
-		n = 1;
-		trunc = true;
-	} else {
-		n -= (int)skip;
-		memmove(s->frames, s->frames + skip, (size_t)n * sizeof(*s->frames));
-	}
-	if ((uint32_t)n > depth) {
-		n = (int)depth;
-		trunc = true;
-	}
-	return mp_stack_table_intern(s->stacks, s->frames, (uint32_t)n,
-				     trunc ? MP_STACK_F_TRUNCATED : 0);
-}
-
-/* fn:/src: owner rules: the source frames at @addr, from the unwinder's
- * modules; file names made absolute in per-frame buffers. */
+/* The correlator's view of the code (fn:/src: owner rules). */
 static int resolve_frames(void *ctx, uint64_t addr, struct mp_src_frame *ret, int max)
 {
-	static __thread char paths[MP_MAX_INLINE][PATH_MAX];
 	struct mp_sym_frame f[MP_MAX_INLINE];
 	struct session *s = ctx;
-	struct mp_unwinder *u = unwinder_for(s, addr);
-	int n;
+	struct mp_collect_target t = target(s);
+	int n = mp_stack_collect_src_frames(s->collect, &t, addr, f, max);
 
-	if (!u)
-		return 0;
-	n = mp_unwinder_sym_frames(u, addr, f, max < MP_MAX_INLINE ? max : MP_MAX_INLINE);
-	for (int i = 0; i < n; i++) {
-		ret[i].function = f[i].function;
-		ret[i].file = f[i].file;
-		if (f[i].file && f[i].file[0] != '/' && f[i].comp_dir) {
-			snprintf(paths[i], sizeof(paths[i]), "%s/%s", f[i].comp_dir, f[i].file);
-			ret[i].file = paths[i];
-		}
-	}
+	for (int i = 0; i < n; i++)
+		ret[i] = (struct mp_src_frame){ .function = f[i].function, .file = f[i].file };
 	return n;
 }
 
 static uint32_t stack_frames(void *ctx, uint32_t id, const uint64_t **ret_frames)
 {
 	struct session *s = ctx;
-	const struct mp_stack *st = s->stacks ? mp_stack_table_get(s->stacks, id) : NULL;
 
-	if (!st)
-		return 0;
-	*ret_frames = st->frames;
-	return st->n_frames;
+	return mp_stack_collect_frames(s->collect, id, ret_frames);
 }
 
 static int on_raw(void *ctx, const struct mp_raw_event *ev)
@@ -751,9 +646,19 @@ static int drain_tracer(struct session *s)
 static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 {
 	struct session *s = ctx;
-	uint32_t stack =
-		ring != MP_CONSUMER_RING_SYNTH && rec->stack ? unwind_ring_stack(s, rec) : 0;
-	int r = mp_order_ring(s->order, s->ring, ring, rec, stack, s->ring_ref);
+	uint32_t stack = 0;
+	int r;
+
+	if (ring != MP_CONSUMER_RING_SYNTH && rec->stack) {
+		const struct mp_rec_stack *st = rec->stack;
+		struct mp_collect_target t = target(s);
+
+		stack = mp_stack_collect_ring(
+			s->collect, &t,
+			&(struct mp_unwind_regs){ .ip = st->ip, .sp = st->sp, .bp = st->bp },
+			st->bytes, st->len, rec->heap.caller);
+	}
+	r = mp_order_ring(s->order, s->ring, ring, rec, stack, s->ring_ref);
 
 	if (r > 0)
 		s->ring_ref->pending++;
@@ -783,7 +688,7 @@ static int ring_open(struct session *s)
 	if (s->path == MP_PATH_INPROCESS) {
 		o.alloc_mode = s->o->mode == MP_TRACE_SAMPLED ? MP_ALLOC_SAMPLED : MP_ALLOC_PRECISE;
 		o.alloc_sample_bytes = s->o->sample_bytes;
-		o.alloc_stack_bytes = s->stacks ? session_stack_bytes(s->o) : 0;
+		o.alloc_stack_bytes = s->o->stacks ? session_stack_bytes(s->o) : 0;
 		o.before_attach = before_attach;
 		o.ctx = s;
 	}
@@ -946,8 +851,8 @@ static int setup_fds(struct session *s, sigset_t *blocked)
 	return 0;
 }
 
-/* The stages: merge, live table, maps, tracer, correlator, RSS sampler. */
-static int setup_pipeline(struct session *s)
+/* The allocator tracer, on the path picked (mp_path_pick()). */
+static int setup_tracer(struct session *s)
 {
 	const struct mp_session_opts *o = s->o;
 	struct mp_tracer_opts topts = {
@@ -963,66 +868,10 @@ static int setup_pipeline(struct session *s)
 		.duty_on_ns = o->duty_on_ns,
 		.duty_period_ns = o->duty_period_ns,
 		.stack_bytes = o->stacks ? session_stack_bytes(o) : 0,
-	};
-	struct mp_order_opts oopts = { .lag_ns = o->lag_ns ? o->lag_ns : DEFAULT_LAG_NS };
-	const struct mp_order_sink sink = {
-		.ctx = s, .ring = on_ring_rec, .item = dispatch, .idle = on_idle
-	};
-	struct mp_correlator_opts copts = {
-		.resolve_owner = resolve_owner,
-		.resolve_frames = resolve_frames,
-		.stack_frames = stack_frames,
-		.resolve_ctx = s,
-		.sample_bytes = o->mode == MP_TRACE_SAMPLED ? o->sample_bytes : 0,
+		.no_heap_probes = s->path == MP_PATH_INPROCESS,
 	};
 	int r;
 
-	r = mp_live_new(&s->live);
-	if (r < 0)
-		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)o->pid);
-
-	/* The address space as it is now: the owners of allocations made by
-	 * a process that exits before we process them are still known. */
-	s->maps_read_ns = mp_now_ns();
-	r = mp_procmaps_read(o->pid, &s->maps);
-	if (r < 0)
-		return log_error_errno(r, "pid %d: reading /proc/%d/maps: %m", (int)o->pid,
-				       (int)o->pid);
-
-	if (o->stacks) {
-		uint32_t depth = o->stack_depth ? o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
-
-		if (depth > MP_UNWIND_MAX_DEPTH)
-			return log_error_errno(-EINVAL, "pid %d: stack depth %u: %m", (int)o->pid,
-					       depth);
-		s->frames = calloc(depth + RING_STACK_SKIP, sizeof(*s->frames));
-		r = s->frames ? mp_stack_table_new(&s->stacks) : -ENOMEM;
-		if (r < 0)
-			return log_error_errno(r, "pid %d: stack table: %m", (int)o->pid);
-	}
-
-	describe_process(s);
-	{
-		const char *why = "";
-
-		r = mp_path_pick(o->pid, o->tracer, o->mode, o->duty_period_ns, &s->path, &why);
-		if (r == -EOPNOTSUPP)
-			return log_error_errno(r, "pid %d: --tracer inprocess: %s", (int)o->pid,
-					       why);
-		if (r < 0)
-			return log_error_errno(r, "pid %d: choosing the allocation path: %m",
-					       (int)o->pid);
-	}
-	topts.no_heap_probes = s->path == MP_PATH_INPROCESS;
-	/* --alloc functions keep their uprobes, which stamp an allocation
-	 * with its stack before reserving it: then the lag alone. */
-	oopts.fast_release = s->path == MP_PATH_INPROCESS && !(o->stacks && o->n_extra);
-	r = mp_order_new(&oopts, &sink, &s->order);
-	if (r < 0)
-		return log_error_errno(r, "pid %d: ordering: %m", (int)o->pid);
-	/* Sampled mode sends few temporary allocations, and they are
-	 * estimates; the dump shows every event as it is applied. */
-	s->pairing = s->path == MP_PATH_INPROCESS && o->mode == MP_TRACE_PRECISE && !o->dump;
 	r = mp_tracer_new(&topts, &s->tracer);
 	if (r == -EOPNOTSUPP && (o->rss_exact || o->mode == MP_TRACE_RSS))
 		return log_error_errno(r,
@@ -1032,8 +881,24 @@ static int setup_pipeline(struct session *s)
 	if (r < 0)
 		return log_error_errno(r, "pid %d: attaching the allocator tracer: %m",
 				       (int)o->pid);
+	return 0;
+}
 
-	copts.begin_ns = mp_now_ns();
+/* The correlator, with the owner rules and the pools of --alloc
+ * functions. */
+static int setup_correlator(struct session *s)
+{
+	const struct mp_session_opts *o = s->o;
+	struct mp_correlator_opts copts = {
+		.resolve_owner = resolve_owner,
+		.resolve_frames = resolve_frames,
+		.stack_frames = stack_frames,
+		.resolve_ctx = s,
+		.sample_bytes = o->mode == MP_TRACE_SAMPLED ? o->sample_bytes : 0,
+		.begin_ns = mp_now_ns(),
+	};
+	int r;
+
 	r = mp_correlator_new(&copts, &s->corr);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: correlator: %m", (int)o->pid);
@@ -1052,16 +917,79 @@ static int setup_pipeline(struct session *s)
 			return log_error_errno(r, "pid %d: pool '%s' of %s: %m", (int)o->pid,
 					       o->extra[i].pool, o->extra[i].name);
 	}
+	return 0;
+}
 
-	if (o->rss_hz) {
-		r = mp_rss_sampler_new(o->pid, o->rss_hz, o->pss_every, &s->rss);
-		if (r < 0)
-			return log_error_errno(r, "pid %d: RSS sampler: %m", (int)o->pid);
-		r = ep_add(s, mp_rss_sampler_fd(s->rss), EP_RSS);
-		if (r < 0)
-			return log_error_errno(r, "pid %d: epoll: %m", (int)o->pid);
-	}
+/* The ordering stage, its sink the correlator's input, on the path
+ * picked: --alloc functions keep their uprobes, which stamp an allocation
+ * with its stack before reserving it, so then the lag alone. */
+static int setup_order(struct session *s)
+{
+	const struct mp_session_opts *o = s->o;
+	struct mp_order_opts oopts = {
+		.lag_ns = o->lag_ns ? o->lag_ns : DEFAULT_LAG_NS,
+		.fast_release = s->path == MP_PATH_INPROCESS && !(o->stacks && o->n_extra),
+	};
+	const struct mp_order_sink sink = {
+		.ctx = s, .ring = on_ring_rec, .item = dispatch, .idle = on_idle
+	};
+	int r = mp_order_new(&oopts, &sink, &s->order);
 
+	if (r < 0)
+		return log_error_errno(r, "pid %d: ordering: %m", (int)o->pid);
+	/* Sampled mode sends few temporary allocations, and they are
+	 * estimates; the dump shows every event as it is applied. */
+	s->pairing = s->path == MP_PATH_INPROCESS && o->mode == MP_TRACE_PRECISE && !o->dump;
+	return 0;
+}
+
+/* The stages: live table, maps, stack collector, ordering, tracer,
+ * correlator, RSS sampler. */
+static int setup_pipeline(struct session *s)
+{
+	const struct mp_session_opts *o = s->o;
+	const char *why = "";
+	int r;
+
+	r = mp_live_new(&s->live);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)o->pid);
+
+	/* The address space as it is now: the owners of allocations made by
+	 * a process that exits before we process them are still known. */
+	s->maps_read_ns = mp_now_ns();
+	r = mp_procmaps_read(o->pid, &s->maps);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: reading /proc/%d/maps: %m", (int)o->pid,
+				       (int)o->pid);
+
+	r = mp_stack_collector_new(o->pid, o->stacks, o->stack_depth, &s->collect);
+	if (r == -EINVAL)
+		return log_error_errno(r, "pid %d: stack depth %u: %m", (int)o->pid,
+				       o->stack_depth);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: stack table: %m", (int)o->pid);
+
+	describe_process(s);
+	r = mp_path_pick(o->pid, o->tracer, o->mode, o->duty_period_ns, &s->path, &why);
+	if (r == -EOPNOTSUPP)
+		return log_error_errno(r, "pid %d: --tracer inprocess: %s", (int)o->pid, why);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: choosing the allocation path: %m", (int)o->pid);
+	r = setup_order(s);
+	if (r == 0)
+		r = setup_tracer(s);
+	if (r == 0)
+		r = setup_correlator(s);
+	if (r < 0 || !o->rss_hz)
+		return r;
+
+	r = mp_rss_sampler_new(o->pid, o->rss_hz, o->pss_every, &s->rss);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: RSS sampler: %m", (int)o->pid);
+	r = ep_add(s, mp_rss_sampler_fd(s->rss), EP_RSS);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: epoll: %m", (int)o->pid);
 	return 0;
 }
 
@@ -1177,9 +1105,9 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 	p->drops_heap = s->heap_drops_closed + (s->ring ? mp_consumer_alloc_drops(s->ring) : 0);
 	p->heap_waits = s->heap_waits_closed + (s->ring ? mp_consumer_alloc_waits(s->ring) : 0);
 	p->corruption |= s->corruption | corruption_of(mp_consumer_corruption(s->ring));
-	if (s->stacks) {
+	if (o->stacks) {
 		p->stack_depth = o->stack_depth ? o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
-		r = mp_stack_table_export(s->stacks, p);
+		r = mp_stack_collect_export(s->collect, p);
 		if (r < 0)
 			return r;
 	}
@@ -1353,9 +1281,7 @@ static void teardown(struct session *s)
 	mp_live_free(s->live);
 	mp_order_free(s->order);
 	mp_procmaps_free(s->maps);
-	mp_unwinder_free(s->unwinder);
-	mp_stack_table_free(s->stacks);
-	free(s->frames);
+	mp_stack_collector_free(s->collect);
 	free(s->cmdline);
 	while (s->exec_n) {
 		free(s->exec_paths[s->exec_head]);
