@@ -260,3 +260,35 @@ Test(ringq, sole_ring)
 	cr_assert_eq(mp_ringq_sole_ring(q), UINT32_MAX);
 	mp_ringq_free(q);
 }
+
+/* The attach snapshot's markers (stamped when their kernels began) go
+ * through the heap and reach the sink as ring records, with their ref,
+ * between the items around them; ring records first on a tie with
+ * nothing, the heap's item first on a tie with a ring record. */
+Test(ringq, snapshot_markers_come_back_as_ring_records_in_order)
+{
+	struct order_seen seen = { 0 };
+	const struct mp_order_sink sink = {
+		.ctx = &seen, .ring = order_ring, .item = order_item, .idle = order_idle
+	};
+	struct mp_record snap = { .type = MP_REC_KERNEL_BEGIN, .ts_ns = 5, .tid = 9, .name = "k" };
+	struct mp_order *o;
+
+	cr_assert_eq(mp_order_new(&(struct mp_order_opts){ .lag_ns = 10 }, &sink, &o), 0);
+	cr_assert_eq(mp_order_push(o, UINT32_MAX, 1, "x", 1), -EINVAL, "the stage's own kind");
+	order_push_ring(o, 0, MP_REC_ALLOC, 20);
+	cr_assert_eq(mp_order_push(o, 2, 10, "rss", 4), 0);
+	cr_assert_eq(mp_order_ring(o, NULL, MP_CONSUMER_RING_SYNTH, &snap, 0, (void *)0x77), 1,
+		     "a held marker keeps its ref");
+	/* the lag alone without a ring reader: 30 - 10 */
+	cr_assert_eq(mp_order_release(o, 30, NULL), 0);
+	cr_assert_eq(seen.s.n, 2);
+	cr_assert_eq(seen.s.ts[0], 5);
+	cr_assert_eq(seen.s.type[0], MP_REC_KERNEL_BEGIN);
+	cr_assert_eq(seen.s.ref[0], (void *)0x77);
+	cr_assert_eq(seen.n_items, 1);
+	cr_assert_eq(seen.items[0], 10);
+	cr_assert_eq(seen.s.ts[1], 20);
+	cr_assert_eq(seen.idle, 1);
+	mp_order_free(o);
+}
