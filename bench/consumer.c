@@ -57,6 +57,7 @@
 #include "consumer.h"
 #include "merge.h"
 #include "order.h"
+#include "order_inline.h"
 #include "ring_abi.h"
 #include "ringq.h"
 
@@ -223,8 +224,8 @@ struct pipe {
 	uint32_t hold_misses, hold_skip;
 };
 
-static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
-		  void *ref);
+static inline __attribute__((always_inline)) int on_rec(void *ctx, const struct mp_ringq_rec *rec,
+							const struct mp_record *marker, void *ref);
 static int on_idle(void *ctx);
 
 static int pipe_new(struct pipe *p, struct ring *g, int full)
@@ -280,9 +281,10 @@ static int on_idle(void *ctx)
 }
 
 /* The session's dispatch of one ring record (the ordering stage's sink:
- * an allocation held for the free that may follow). */
-static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
-		  void *ref)
+ * an allocation held for the free that may follow; inlined where it is
+ * called directly, as in the session). */
+static inline __attribute__((always_inline)) int on_rec(void *ctx, const struct mp_ringq_rec *rec,
+							const struct mp_record *marker, void *ref)
 {
 	struct pipe *p = ctx;
 	struct mp_raw_event al, fr;
@@ -336,7 +338,7 @@ static int on_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_rec
 static int on_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 {
 	struct pipe *p = ctx;
-	int r = mp_order_ring(p->order, p->c, ring, rec, 0, NULL);
+	int r = mp_order_ring_inline(p->order, p->c, ring, rec, 0, NULL, on_rec);
 
 	return r < 0 ? r : 0;
 }

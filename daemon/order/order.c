@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "order.h"
+#include "order_inline.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -15,23 +16,6 @@
 struct marker_item {
 	struct mp_record rec;
 	void *ref;
-};
-
-struct mp_order {
-	struct mp_merge *merge;
-	/* ring records (all but the attach snapshot's): one FIFO per ring */
-	struct mp_ringq *rq;
-	struct mp_order_sink sink;
-	uint64_t lag;
-	bool fast;
-	/* the clock before the last drain that emptied the BPF ring; before
-	 * the current read (0: not reading) */
-	uint64_t bpf_done_ns, read_ns;
-	uint32_t unreleased; /* ring records held since the last release */
-	/* the ring being read and the watermark against the other sources
-	 * (UINT32_MAX: none yet) */
-	uint32_t now_ring;
-	uint64_t now_wm;
 };
 
 uint64_t mp_order_watermark(uint64_t t0, uint64_t lag, uint64_t bpf_done, uint64_t rings_done)
@@ -80,11 +64,28 @@ void mp_order_free(struct mp_order *o)
 	free(o);
 }
 
+static int merge_push(struct mp_order *o, uint32_t kind, uint64_t ts, const void *payload,
+		      size_t len)
+{
+	int r;
+
+	mp_merge_note_released(o->merge, o->released_ts);
+	r = mp_merge_push(o->merge, kind, ts, payload, len);
+	if (r == 0)
+		o->items++;
+	return r;
+}
+
+static uint64_t merge_next_ts(const struct mp_order *o)
+{
+	return o->items ? mp_merge_next_ts(o->merge) : UINT64_MAX;
+}
+
 int mp_order_push(struct mp_order *o, uint32_t kind, uint64_t ts, const void *payload, size_t len)
 {
 	if (kind == KIND_MARKER)
 		return -EINVAL;
-	return mp_merge_push(o->merge, kind, ts, payload, len);
+	return merge_push(o, kind, ts, payload, len);
 }
 
 void mp_order_read_begin(struct mp_order *o, uint64_t t0, bool bpf_drained)
@@ -103,9 +104,12 @@ void mp_order_read_end(struct mp_order *o)
 /* The ring records up to @wm that are older than the merge's next item. */
 static int release_rings(struct mp_order *o, uint64_t wm)
 {
-	int64_t n =
-		mp_ringq_release(o->rq, wm, mp_merge_next_ts(o->merge), o->sink.ring, o->sink.ctx);
+	int64_t n;
 
+	if (!o->held)
+		return 0;
+	n = mp_ringq_release(o->rq, wm, merge_next_ts(o), o->sink.ring, o->sink.ctx);
+	o->held = mp_ringq_pending(o->rq);
 	if (n < 0)
 		return (int)n;
 	if (n)
@@ -140,8 +144,10 @@ int mp_order_release_to(struct mp_order *o, uint64_t wm)
 		if (r < 0)
 			return r;
 		/* nothing more released: the sink may finish what it holds */
-		if (mp_merge_pop(o->merge, wm, &it) != 1)
+		mp_merge_note_released(o->merge, o->released_ts);
+		if (!o->items || mp_merge_pop(o->merge, wm, &it) != 1)
 			return o->sink.idle ? o->sink.idle(o->sink.ctx) : 0;
+		o->items--;
 		r = deliver(o, it);
 		if (r < 0)
 			return r;
@@ -188,9 +194,9 @@ static bool release_now(struct mp_order *o, const struct mp_consumer *c, uint32_
 		if (mp_ringq_sole_ring(o->rq) == ring)
 			(void)release_rings(o, o->now_wm);
 	}
-	if (mp_ringq_pending(o->rq))
+	if (o->held)
 		return false;
-	return rec->ts_ns <= o->now_wm && rec->ts_ns < mp_merge_next_ts(o->merge);
+	return rec->ts_ns <= o->now_wm && rec->ts_ns < merge_next_ts(o);
 }
 
 int mp_order_ring(struct mp_order *o, const struct mp_consumer *c, uint32_t ring,
@@ -202,13 +208,14 @@ int mp_order_ring(struct mp_order *o, const struct mp_consumer *c, uint32_t ring
 	if (ring == MP_CONSUMER_RING_SYNTH) {
 		struct marker_item mi = { .rec = *rec, .ref = ref };
 
-		r = mp_merge_push(o->merge, KIND_MARKER, rec->ts_ns, &mi, sizeof(mi));
+		r = merge_push(o, KIND_MARKER, rec->ts_ns, &mi, sizeof(mi));
 		return r < 0 ? r : 1;
 	}
 	if (release_now(o, c, ring, rec)) {
 		struct mp_ringq_rec e = { .ts = rec->ts_ns };
 
-		mp_merge_note_released(o->merge, rec->ts_ns);
+		if (rec->ts_ns > o->released_ts)
+			o->released_ts = rec->ts_ns;
 		if (!heap)
 			return o->sink.ring(o->sink.ctx, &e, rec, NULL);
 		mp_ringq_heap_rec(rec, stack, &e);
@@ -217,6 +224,7 @@ int mp_order_ring(struct mp_order *o, const struct mp_consumer *c, uint32_t ring
 	r = mp_ringq_push(o->rq, ring, rec, stack, ref);
 	if (r < 0)
 		return r == -E2BIG ? -EBADMSG : r;
+	o->held++;
 	if (heap)
 		return release_reading(o, c);
 	return 1;
@@ -224,5 +232,5 @@ int mp_order_ring(struct mp_order *o, const struct mp_consumer *c, uint32_t ring
 
 uint64_t mp_order_held(const struct mp_order *o)
 {
-	return mp_ringq_pending(o->rq);
+	return o->held;
 }

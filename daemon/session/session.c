@@ -20,6 +20,7 @@
 #include "live.h"
 #include "consumer.h"
 #include "order.h"
+#include "order_inline.h"
 #include "path.h"
 #include "procmaps.h"
 #include "ring_abi.h"
@@ -531,9 +532,10 @@ static int dispatch(void *ctx, const struct mp_merge_item *it)
 	return 0;
 }
 
-/* A ring record released by the ordering stage. */
-static int on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
-		       void *ref)
+/* A ring record released by the ordering stage (inlined where a record is
+ * released as it is read: its held copy then stays in registers). */
+static inline __attribute__((always_inline)) int
+on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker, void *ref)
 {
 	struct session *s = ctx;
 	int r;
@@ -658,7 +660,7 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 			&(struct mp_unwind_regs){ .ip = st->ip, .sp = st->sp, .bp = st->bp },
 			st->bytes, st->len, rec->heap.caller);
 	}
-	r = mp_order_ring(s->order, s->ring, ring, rec, stack, s->ring_ref);
+	r = mp_order_ring_inline(s->order, s->ring, ring, rec, stack, s->ring_ref, on_ring_rec);
 
 	if (r > 0)
 		s->ring_ref->pending++;
