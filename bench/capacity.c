@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Daemon capacity: the per-event userspace path of a session (timestamp
- * merge -> live table -> correlator) fed with synthetic allocation events
+ * Daemon capacity: the per-event userspace path of a session (ordering
+ * stage -> live table -> correlator) fed with synthetic allocation events
  * on one thread, as fast as possible and paced at 100k and 1M events/s.
  * The BPF ring-buffer read is not included (alloc-bench covers the whole
  * path, but cannot produce 1M events/s on 2 cores: every event costs the
@@ -9,6 +9,7 @@
  *
  *   bench/bench-capacity [SECONDS_PER_RATE]
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +19,13 @@
 #include "correlator.h"
 #include "live.h"
 #include "consumer.h"
-#include "merge.h"
+#include "order.h"
 
 #define LIVE 4096 /* blocks kept live by the synthetic program */
 #define BATCH 4096
 
 struct pipe {
-	struct mp_merge *merge;
+	struct mp_order *order;
 	struct mp_live *live;
 	struct mp_correlator *corr;
 	uint64_t ts, n;
@@ -55,18 +56,34 @@ static long rss_kib(void)
 	return v;
 }
 
+/* The ordering stage's sink: markers and BPF events to the correlator. */
+static int on_ring(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
+		   void *ref)
+{
+	struct pipe *p = ctx;
+
+	return marker ? mp_correlator_on_record(p->corr, marker) : -EINVAL;
+}
+
+static int on_item(void *ctx, const struct mp_merge_item *it)
+{
+	struct pipe *p = ctx;
+	struct mp_raw_event ev;
+
+	memcpy(&ev, it->payload.bytes, sizeof(ev));
+	return mp_live_apply(p->live, &ev, mp_correlator_on_heap, p->corr);
+}
+
 /* One batch: a kernel begin, BATCH events (free the oldest of LIVE blocks,
  * allocate a new one), a kernel end; then everything is released. */
 static int batch(struct pipe *p)
 {
-	const struct mp_merge_item *it;
 	struct mp_record rec = { .type = MP_REC_KERNEL_BEGIN, .tid = 1, .name = "k" };
-	int r;
 
 	/* consecutive record numbers, as a ring without drops gives them */
 	rec.seq = ++p->seq;
 	rec.ts_ns = ++p->ts;
-	if (mp_merge_push(p->merge, 1, rec.ts_ns, &rec, sizeof(rec)) < 0)
+	if (mp_order_ring(p->order, NULL, 0, &rec, 0, NULL) < 0)
 		return -1;
 	for (int i = 0; i < BATCH; i++) {
 		struct mp_raw_event ev = { .pid = 1, .tid = 1, .caller = 0x401000, .size = 64 };
@@ -84,28 +101,17 @@ static int batch(struct pipe *p)
 			ev.addr = 0x10000000 + 64 * (p->n + (uint64_t)i);
 			*slot = ev.addr;
 		}
-		if (mp_merge_push(p->merge, 2, ev.ts_ns, &ev, sizeof(ev)) < 0)
+		if (mp_order_push(p->order, 2, ev.ts_ns, &ev, sizeof(ev)) < 0)
 			return -1;
 	}
 	rec.type = MP_REC_KERNEL_END;
 	rec.name = NULL;
 	rec.seq = ++p->seq;
 	rec.ts_ns = ++p->ts;
-	if (mp_merge_push(p->merge, 1, rec.ts_ns, &rec, sizeof(rec)) < 0)
+	if (mp_order_ring(p->order, NULL, 0, &rec, 0, NULL) < 0)
 		return -1;
-	while (mp_merge_pop(p->merge, UINT64_MAX, &it) == 1) {
-		if (it->kind == 1) {
-			memcpy(&rec, it->payload.bytes, sizeof(rec));
-			r = mp_correlator_on_record(p->corr, &rec);
-		} else {
-			struct mp_raw_event ev;
-
-			memcpy(&ev, it->payload.bytes, sizeof(ev));
-			r = mp_live_apply(p->live, &ev, mp_correlator_on_heap, p->corr);
-		}
-		if (r < 0)
-			return -1;
-	}
+	if (mp_order_release_to(p->order, UINT64_MAX) < 0)
+		return -1;
 	p->n += BATCH;
 	return 0;
 }
@@ -116,9 +122,10 @@ int main(int argc, char **argv)
 	struct mp_correlator_opts co = { .begin_ns = 1 };
 	const double rates[] = { 100e3, 1e6 };
 	struct pipe p = { 0 };
+	const struct mp_order_sink sink = { .ctx = &p, .ring = on_ring, .item = on_item };
 	uint64_t w0, c0, w1, c1;
 
-	if (mp_merge_new(BATCH * 2, &p.merge) || mp_live_new(&p.live) ||
+	if (mp_order_new(&(struct mp_order_opts){ 0 }, &sink, &p.order) || mp_live_new(&p.live) ||
 	    mp_correlator_new(&co, &p.corr))
 		return 1;
 	/* Flat out. */
@@ -158,6 +165,6 @@ int main(int argc, char **argv)
 	       (unsigned long long)p.n);
 	mp_correlator_free(p.corr);
 	mp_live_free(p.live);
-	mp_merge_free(p.merge);
+	mp_order_free(p.order);
 	return 0;
 }

@@ -18,12 +18,12 @@
  * Each round fills every ring and then drains it through
  *
  *   memcpy drain   the baseline: copy each published slot out, move the tail
- *   session path   mp_consumer_read_rings_at -> mp_ringq -> mp_live_apply ->
+ *   session path   mp_consumer_read_rings_at -> mp_order -> mp_live_apply ->
  *                  mp_correlator (what the session does now)
  *   10 ms lag      the same, released as before (below)
  *   consumer+ringq the session path without the live table and correlator
  *
- * Records are released as the session releases them (mp_release_watermark):
+ * Records are released as the session releases them (mp_order_watermark):
  * up to how far the rings have been read, less the 50 us margin, the BPF
  * side being drained at the time of the drain (the time of the newest
  * record), so ~1,500 records are held at 30 M/s. The "10 ms lag" row
@@ -53,6 +53,8 @@
 #include "correlator.h"
 #include "live.h"
 #include "consumer.h"
+#include "order.h"
+#include "order_inline.h"
 #include "ring_abi.h"
 #include "ringq.h"
 
@@ -127,7 +129,6 @@ static uint32_t chunk = SLOTS;
 enum { FILL_TEMP, FILL_LIVE, FILL_LOOP };
 static int fill_kind = FILL_TEMP; /* BENCH_FILL */
 static int pairing = 1; /* BENCH_PAIRING */
-static uint32_t release_every = 4096;
 
 /* What the interposer and the marker functions write for one record. */
 static void put(struct ring *g, uint32_t ring, uint8_t type, uint32_t fn, uint64_t a, uint64_t b)
@@ -209,28 +210,30 @@ static const char *owner(void *ctx, uint64_t caller)
 
 struct pipe {
 	struct mp_consumer *c;
-	struct mp_ringq *rq;
+	struct mp_order *order;
 	struct mp_live *live;
 	struct mp_correlator *corr;
 	int full; /* live table and correlator too */
-	uint64_t now; /* the drain's time; 0: release only after the read */
-	uint32_t unreleased;
-	uint32_t now_ring; /* ring being read, the watermark against the others */
-	uint64_t now_wm;
 	/* the session's held allocation (heap_record()) */
 	struct mp_ringq_rec held;
 	int holding;
 	uint32_t hold_misses, hold_skip;
 };
 
+static inline __attribute__((always_inline)) int on_rec(void *ctx, const struct mp_ringq_rec *rec,
+							const struct mp_record *marker, void *ref);
+static int on_idle(void *ctx);
+
 static int pipe_new(struct pipe *p, struct ring *g, int full)
 {
 	struct mp_correlator_opts co = { .begin_ns = 1, .resolve_owner = owner };
+	const struct mp_order_opts oo = { .lag_ns = LAG_NS, .fast_release = true };
+	const struct mp_order_sink sink = { .ctx = p, .ring = on_rec, .idle = on_idle };
 
 	memset(p, 0, sizeof(*p));
 	p->full = full;
 	if (mp_consumer_open_mem(g->mem, ((struct mp_ring_hdr *)g->mem)->total_size, &p->c) ||
-	    mp_ringq_new(g->rings, &p->rq) || mp_live_new(&p->live) ||
+	    mp_order_new(&oo, &sink, &p->order) || mp_live_new(&p->live) ||
 	    mp_correlator_new(&co, &p->corr))
 		return -1;
 	/* one tick a nanosecond: the conversion is paid, the stamps stay */
@@ -242,7 +245,7 @@ static int pipe_new(struct pipe *p, struct ring *g, int full)
 static void pipe_free(struct pipe *p)
 {
 	mp_consumer_free(p->c);
-	mp_ringq_free(p->rq);
+	mp_order_free(p->order);
 	mp_live_free(p->live);
 	mp_correlator_free(p->corr);
 }
@@ -267,9 +270,14 @@ static __attribute__((noinline)) int flush(struct pipe *p)
 	return apply_one(p, &p->held);
 }
 
-/* The session's dispatch of one ring record (on_ring_rec() and
- * heap_record(): an allocation held for the free that may follow;
- * inlined where it is called directly, as in the session). */
+static int on_idle(void *ctx)
+{
+	return flush(ctx);
+}
+
+/* The session's dispatch of one ring record (the ordering stage's sink:
+ * an allocation held for the free that may follow; inlined where it is
+ * called directly, as in the session). */
 static inline __attribute__((always_inline)) int on_rec(void *ctx, const struct mp_ringq_rec *rec,
 							const struct mp_record *marker, void *ref)
 {
@@ -321,49 +329,18 @@ static inline __attribute__((always_inline)) int on_rec(void *ctx, const struct 
 	return apply_one(p, rec);
 }
 
-/* As the session: every 4096 records read, release what the watermark
- * passes already (the session's release_reading()). */
+/* As the session: each record read to the ordering stage. */
 static int on_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 {
 	struct pipe *p = ctx;
-	int r;
+	int r = mp_order_ring_inline(p->order, p->c, ring, rec, 0, NULL, on_rec);
 
-	/* the session's release_now(): nothing older held, the watermark
-	 * against the other rings past it */
-	if (p->now && ring != p->now_ring) {
-		p->now_ring = ring;
-		p->now_wm = mp_release_watermark(p->now, LAG_NS, p->now,
-						 mp_consumer_complete_others_ns(p->c));
-		if (mp_ringq_sole_ring(p->rq) == ring &&
-		    mp_ringq_release(p->rq, p->now_wm, UINT64_MAX, on_rec, p) < 0)
-			return -1;
-	}
-	if (p->now && !mp_ringq_pending(p->rq)) {
-		if (rec->ts_ns <= p->now_wm) {
-			struct mp_ringq_rec e = { .ts = rec->ts_ns };
-
-			if (rec->type < MP_REC_ALLOC || rec->type > MP_REC_REALLOC)
-				return on_rec(p, &e, rec, NULL);
-			mp_ringq_heap_rec(rec, 0, &e);
-			return on_rec(p, &e, NULL, NULL);
-		}
-	}
-	r = mp_ringq_push(p->rq, ring, rec, 0, NULL);
-
-	if (r < 0 || !p->now || ++p->unreleased < release_every)
-		return r;
-	p->unreleased = 0;
-	return mp_ringq_release(
-		       p->rq,
-		       mp_release_watermark(p->now, LAG_NS, p->now, mp_consumer_complete_ns(p->c)),
-		       UINT64_MAX, on_rec, p) < 0 ?
-		       -1 :
-		       0;
+	return r < 0 ? r : 0;
 }
 
 /* The session's drain at time @now (the newest record's stamp: the BPF
  * side, which has no events here, is drained then too); @lag_only: the
- * release rule before mp_release_watermark() (10 ms behind). @flush_all
+ * release rule before mp_order_watermark() (10 ms behind). @flush_all
  * releases everything. */
 /* noinline: callgrind counts its instructions (docs/BENCHMARKS.md) */
 static __attribute__((noinline)) int drain_new(struct pipe *p, uint64_t now, int lag_only,
@@ -372,21 +349,20 @@ static __attribute__((noinline)) int drain_new(struct pipe *p, uint64_t now, int
 	uint64_t wm;
 	int r;
 
-	p->now = lag_only ? 0 : now;
-	p->now_ring = UINT32_MAX;
+	if (!lag_only)
+		mp_order_read_begin(p->order, now, true);
 	while ((r = mp_consumer_read_rings_at(p->c, 65536, now, on_read, p)) > 0)
 		;
-	p->now = 0;
+	mp_order_read_end(p->order);
 	if (r < 0)
 		return r;
 	wm = lag_only ? (now > LAG_NS ? now - LAG_NS : 0) :
-			mp_release_watermark(now, LAG_NS, now, mp_consumer_complete_ns(p->c));
+			mp_order_watermark(now, LAG_NS, now, mp_consumer_complete_ns(p->c));
 	if (flush_all)
 		wm = UINT64_MAX;
-	if (mp_ringq_release(p->rq, wm, UINT64_MAX, on_rec, p) < 0)
-		return -1;
-	/* as the session's release(): nothing more released now */
-	return p->full ? flush(p) : 0;
+	/* as the session: the sink's held allocation goes when nothing more
+	 * is released now */
+	return mp_order_release_to(p->order, wm);
 }
 
 /* The baseline: copy every published slot out and give it back. */
@@ -488,8 +464,6 @@ int main(int argc, char **argv)
 								    FILL_TEMP;
 	if (getenv("BENCH_PAIRING") && !strcmp(getenv("BENCH_PAIRING"), "0"))
 		pairing = 0;
-	if (getenv("BENCH_RELEASE_EVERY"))
-		release_every = (uint32_t)atoi(getenv("BENCH_RELEASE_EVERY"));
 	if (rounds < 2 || rings < 1 || rings > MAX_RINGS || threads < rings ||
 	    threads > MAX_THREADS || chunk < 1 || chunk > SLOTS ||
 	    (uint64_t)threads * SLOTS > MP_RING_MAX_SLOTS) {

@@ -290,14 +290,3 @@ uint64_t mp_ringq_released_ts(const struct mp_ringq *q)
 {
 	return q->released_ts;
 }
-
-uint64_t mp_release_watermark(uint64_t t0, uint64_t lag, uint64_t bpf_done, uint64_t rings_done)
-{
-	uint64_t floor = t0 > lag ? t0 - lag : 0;
-	uint64_t done = bpf_done < rings_done ? bpf_done : rings_done;
-
-	done = done > MP_RELEASE_MARGIN_NS ? done - MP_RELEASE_MARGIN_NS : 0;
-	if (done > t0)
-		done = t0;
-	return done > floor ? done : floor;
-}

@@ -7,7 +7,7 @@
  * already in timestamp order: they need no sort, only a k-way merge of
  * the rings' heads (a small heap over the rings that hold records, empty
  * of work when one thread allocates). Records wait here until the
- * caller's watermark passes them, as in mp_merge, but as 56-byte copies
+ * watermark passes them (order.h), as in mp_merge, but as 56-byte copies
  * in FIFOs instead of 160-byte payloads in a binary heap of every item.
  * Marker records (rare, and with a name) are kept whole in a side store.
  *
@@ -98,21 +98,6 @@ uint32_t mp_ringq_sole_ring(const struct mp_ringq *q);
 /* Records held; the newest timestamp released so far (0: none). */
 uint64_t mp_ringq_pending(const struct mp_ringq *q);
 uint64_t mp_ringq_released_ts(const struct mp_ringq *q);
-
-/*
- * The release watermark of the daemon's merge (docs/RING.md "Consumer: how
- * far the rings have been read"): everything stamped at or before it may
- * go to the correlator. @t0 is the clock read before the drains, @lag the
- * old wall-clock lag, the floor whatever else says; @bpf_done the @t0 of
- * the last drain that emptied the BPF ring buffer with no reservation in
- * flight (0: none yet; the eBPF programs stamp an event after reserving
- * it); @rings_done mp_consumer_complete_ns() (UINT64_MAX: no ring). The
- * earlier of the two, less MP_RELEASE_MARGIN_NS for the clocks'
- * disagreement (TSC conversion, out-of-order reads of the clock, stores
- * not yet visible), capped at @t0, when that is later than the floor.
- */
-#define MP_RELEASE_MARGIN_NS (50 * 1000ull)
-uint64_t mp_release_watermark(uint64_t t0, uint64_t lag, uint64_t bpf_done, uint64_t rings_done);
 
 /* The raw event the uprobes would have sent for heap record @r of process
  * @pid (docs/TRACER.md): what mp_live_apply() takes. The size of a FREE is

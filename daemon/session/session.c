@@ -19,18 +19,15 @@
 #include "log.h"
 #include "live.h"
 #include "consumer.h"
-#include "merge.h"
-#include "ringq.h"
+#include "order.h"
+#include "order_inline.h"
 #include "path.h"
 #include "procmaps.h"
-#include "release.h"
 #include "ring_abi.h"
 #include "rss.h"
 #include "session.h"
-#include "stacks.h"
+#include "collect.h"
 #include "symbolize.h"
-#include "inline.h"
-#include "unwind.h"
 #include "util.h"
 
 #define DEFAULT_LAG_NS (10 * 1000 * 1000ull)
@@ -63,27 +60,20 @@
  * the session stops holding, and how many it then applies alone. */
 #define HOLD_MISSES 8
 #define HOLD_SKIP 256
-
-/* Ring records read between two releases during a read (release_reading). */
-#define RELEASE_EVERY 4096
 /* How often a caller address that is in no known mapping may trigger a
  * re-read of /proc/PID/maps (libraries loaded after attach). */
 #define MAPS_REREAD_NS (100 * 1000 * 1000ull)
 
 /* Execs between two drains of the tracer beyond this get no path. */
 #define EXEC_PATHS 8
-/* Frames of libmemprof itself at the start of an in-process stack (the
- * capture, the record writer's caller, the traced twin, the interposed
- * function), dropped after the unwind. */
-#define RING_STACK_SKIP 8
 
 static uint32_t session_stack_bytes(const struct mp_session_opts *o)
 {
 	return o->stack_bytes ? o->stack_bytes : MP_SESSION_STACK_BYTES;
 }
 
+/* The ordering stage's items other than ring records. */
 enum item_kind {
-	ITEM_MARKER = 1,
 	ITEM_BPF = 2,
 	ITEM_RSS = 3,
 };
@@ -95,12 +85,6 @@ struct ring_ref {
 	struct mp_consumer *c;
 	uint64_t pending; /* items in the merge that point into c */
 	struct ring_ref *next; /* retired list */
-};
-
-/* What an ITEM_MARKER carries. */
-struct marker_item {
-	struct mp_record rec;
-	struct ring_ref *ref;
 };
 
 enum { EP_TRACER = 1, EP_TICK, EP_RSS, EP_SIGNAL, EP_DEADLINE, EP_STOP, EP_SNAPSHOT, EP_PERIODIC };
@@ -121,19 +105,13 @@ struct session {
 	uint32_t exec_head, exec_n;
 	uint64_t execs_arrived, execs_dispatched;
 	struct mp_rss_sampler *rss;
-	struct mp_merge *merge;
-	/* Ring records (all but the attach snapshot's) wait here instead of
-	 * in the merge: one FIFO per ring, merged with it on release. */
-	struct mp_ringq *rq;
+	struct mp_order *order;
 	struct mp_correlator *corr;
 	struct mp_procmaps *maps;
 	uint64_t maps_read_ns;
-	/* --stacks: the unwinder (built at the first stack), the stack table,
-	 * the stack id of the BPF event being applied. */
-	struct mp_unwinder *unwinder;
-	struct mp_stack_table *stacks;
-	uint64_t *frames;
-	uint64_t unwind_maps_ns;
+	/* the unwinder and --stacks' stack table; the stack id of the BPF
+	 * event being applied */
+	struct mp_stack_collector *collect;
 	uint32_t cur_stack;
 	/* A heap allocation released to the correlator but not applied yet:
 	 * when the next record released is its free, the two go as one
@@ -151,18 +129,7 @@ struct session {
 	uint64_t heap_drops_closed, heap_waits_closed; /* the same, heap records */
 	uint32_t path; /* enum mp_tracer_path */
 	uint64_t last_ts;
-	/* Release against how far the BPF ring buffer and the marker rings
-	 * have been read (mp_release_watermark()) rather than the lag alone:
-	 * on the in-process path, where every BPF event is stamped after its
-	 * reservation. bpf_done_ns: the clock before the last drain that
-	 * emptied the BPF ring; ring_now_ns: before the current one. */
-	bool fast_release;
-	uint64_t bpf_done_ns, ring_now_ns;
-	uint32_t unreleased; /* records read since the last release_reading() */
-	/* release_now(): the ring whose records are being read in this drain
-	 * and the watermark against the others (UINT32_MAX: none yet) */
-	uint32_t now_ring;
-	uint64_t now_wm;
+	uint64_t read_ns; /* the clock before the current read (0: none) */
 	uint64_t tick_ns; /* the tick's current period */
 	uint32_t idle_ticks; /* ticks in a row that found the ring empty */
 	bool ring_busy; /* records read since the last tick */
@@ -527,8 +494,9 @@ static inline __attribute__((always_inline)) int heap_record(struct session *s,
 	return handle_heap_record(s, rec);
 }
 
-static int dispatch(struct session *s, const struct mp_merge_item *it)
+static int dispatch(void *ctx, const struct mp_merge_item *it)
 {
+	struct session *s = ctx;
 	int r = heap_flush(s);
 
 	if (r < 0)
@@ -540,16 +508,6 @@ static int dispatch(struct session *s, const struct mp_merge_item *it)
 	      ((const struct mp_raw_event *)it->payload.bytes)->type == MP_RAW_EXIT))
 		s->last_ts = it->ts;
 	switch (it->kind) {
-	case ITEM_MARKER: {
-		struct marker_item mi;
-
-		memcpy(&mi, it->payload.bytes, sizeof(mi));
-		if (s->o->dump)
-			dump_record(s->o->dump, &mi.rec);
-		r = mp_correlator_on_record(s->corr, &mi.rec);
-		ring_ref_put(s, mi.ref);
-		return r;
-	}
 	case ITEM_BPF: {
 		struct mp_raw_event ev;
 		uint32_t stack = 0;
@@ -574,7 +532,7 @@ static int dispatch(struct session *s, const struct mp_merge_item *it)
 	return 0;
 }
 
-/* A ring record released by the ring queue (inlined where a record is
+/* A ring record released by the ordering stage (inlined where a record is
  * released as it is read: its held copy then stays in registers). */
 static inline __attribute__((always_inline)) int
 on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker, void *ref)
@@ -592,169 +550,56 @@ on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *m
 	if (s->o->dump)
 		dump_record(s->o->dump, marker);
 	r = mp_correlator_on_record(s->corr, marker);
-	if (ref) /* NULL: released as it was read (release_now), never held */
+	if (ref) /* NULL: released as it was read, never held */
 		ring_ref_put(s, ref);
 	return r;
 }
 
-/* Everything up to @watermark in timestamp order: the ring records older
- * than the merge's next item, then that item, and again. */
-static int release(struct session *s, uint64_t watermark)
+/* Nothing more released for now: a held allocation's free, if any, comes
+ * after what is not released yet. */
+static int on_idle(void *ctx)
 {
-	const struct mp_merge_item *it;
-	int64_t n;
-	int r;
-
-	for (;;) {
-		n = mp_ringq_release(s->rq, watermark, mp_merge_next_ts(s->merge), on_ring_rec, s);
-		if (n < 0)
-			return (int)n;
-		if (n)
-			mp_merge_note_released(s->merge, mp_ringq_released_ts(s->rq));
-		/* nothing more released: a held allocation's free, if any,
-		 * comes after what is not released yet */
-		if (mp_merge_pop(s->merge, watermark, &it) != 1)
-			return heap_flush(s);
-		r = dispatch(s, it);
-		if (r < 0)
-			return r;
-	}
+	return heap_flush(ctx);
 }
 
-/* The unwinder, over the address space as it is now when @ip is in code
- * it does not know (first use, dlopen, exec); rebuilt at most every
- * MAPS_REREAD_NS. NULL when none can be made. */
-static struct mp_unwinder *unwinder_for(struct session *s, uint64_t ip)
+static struct mp_collect_target target(const struct session *s)
 {
-	struct mp_procmaps *fresh;
-
-	/* First the session's snapshot: events are often unwound after the
-	 * target exited, when its maps are gone. */
-	if (!s->unwinder && s->maps && mp_unwinder_new(s->o->pid, s->maps, &s->unwinder) < 0)
-		s->unwinder = NULL;
-	if (s->unwinder && mp_unwinder_knows(s->unwinder, ip))
-		return s->unwinder;
-	if (s->exited || (s->unwinder && mp_now_ns() - s->unwind_maps_ns < MAPS_REREAD_NS))
-		return s->unwinder;
-	s->unwind_maps_ns = mp_now_ns();
-	if (mp_procmaps_read(s->o->pid, &fresh) < 0)
-		return s->unwinder;
-	if (!fresh->n) {
-		mp_procmaps_free(fresh);
-		return s->unwinder;
-	}
-	if (s->unwinder)
-		mp_unwinder_set_maps(s->unwinder, fresh);
-	else
-		mp_unwinder_new(s->o->pid, fresh, &s->unwinder);
-	mp_procmaps_free(fresh);
-	return s->unwinder;
+	return (struct mp_collect_target){ .maps = s->maps, .exited = s->exited };
 }
 
-/* The stack id of the allocation being delivered (0: none): unwound now,
- * while the copied slice is valid, and deduplicated. */
+/* The stack id of the BPF event being delivered (0: none): unwound now,
+ * while the tracer's copy of the stack is valid. */
 static uint32_t unwind_event(struct session *s)
 {
 	const struct mp_raw_stack_view *sv = mp_tracer_stack(s->tracer);
-	struct mp_unwind_regs regs;
-	struct mp_unwinder *u;
-	uint32_t depth = s->o->stack_depth ? s->o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
-	bool trunc;
-	int n;
+	struct mp_collect_target t = target(s);
 
-	if (!sv || !s->stacks)
+	if (!sv)
 		return 0;
-	regs = (struct mp_unwind_regs){ .ip = sv->ip, .sp = sv->sp, .bp = sv->bp };
-	u = unwinder_for(s, sv->ip);
-	if (u) {
-		n = mp_unwind(u, &regs, sv->bytes, sv->len, depth, s->frames, &trunc);
-	} else {
-		s->frames[0] = sv->ip;
-		n = 1;
-		trunc = true;
-	}
-	if (n <= 0)
-		return 0;
-	return mp_stack_table_intern(s->stacks, s->frames, (uint32_t)n,
-				     trunc ? MP_STACK_F_TRUNCATED : 0);
+	return mp_stack_collect_event(
+		s->collect, &t,
+		&(struct mp_unwind_regs){ .ip = sv->ip, .sp = sv->sp, .bp = sv->bp }, sv->bytes,
+		sv->len);
 }
 
-/* The stack id of a heap record of the in-process path that carries a
- * stack (MP_REC_STACK): unwound now, while the consumer's copy is valid.
- * The capture is taken inside libmemprof, so its first frames are the
- * interposer's own: the stack starts at the frame returning into the
- * allocating function (the record's caller), as on the eBPF path. */
-static uint32_t unwind_ring_stack(struct session *s, const struct mp_record *rec)
-{
-	const struct mp_rec_stack *st = rec->stack;
-	struct mp_unwind_regs regs = { .ip = st->ip, .sp = st->sp, .bp = st->bp };
-	uint32_t depth = s->o->stack_depth ? s->o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
-	uint32_t max = depth + RING_STACK_SKIP, skip = 0;
-	struct mp_unwinder *u;
-	bool trunc = true;
-	int n = 0;
-
-	if (!s->stacks)
-		return 0;
-	/* ip is libmemprof's, known from the start: the caller says whether
-	 * the code allocating is (dlopen) */
-	u = unwinder_for(s, rec->heap.caller);
-	if (u)
-		n = mp_unwind(u, &regs, st->bytes, st->len,
-			      max < MP_UNWIND_MAX_DEPTH ? max : MP_UNWIND_MAX_DEPTH, s->frames,
-			      &trunc);
-	while (skip < (uint32_t)(n > 0 ? n : 0) && s->frames[skip] != rec->heap.caller)
-		skip++;
-	if (n <= 0 || skip == (uint32_t)n) {
-		/* not unwound up to the caller: the caller alone */
-		s->frames[0] = rec->heap.caller;
-		n = 1;
-		trunc = true;
-	} else {
-		n -= (int)skip;
-		memmove(s->frames, s->frames + skip, (size_t)n * sizeof(*s->frames));
-	}
-	if ((uint32_t)n > depth) {
-		n = (int)depth;
-		trunc = true;
-	}
-	return mp_stack_table_intern(s->stacks, s->frames, (uint32_t)n,
-				     trunc ? MP_STACK_F_TRUNCATED : 0);
-}
-
-/* fn:/src: owner rules: the source frames at @addr, from the unwinder's
- * modules; file names made absolute in per-frame buffers. */
+/* The correlator's view of the code (fn:/src: owner rules). */
 static int resolve_frames(void *ctx, uint64_t addr, struct mp_src_frame *ret, int max)
 {
-	static __thread char paths[MP_MAX_INLINE][PATH_MAX];
 	struct mp_sym_frame f[MP_MAX_INLINE];
 	struct session *s = ctx;
-	struct mp_unwinder *u = unwinder_for(s, addr);
-	int n;
+	struct mp_collect_target t = target(s);
+	int n = mp_stack_collect_src_frames(s->collect, &t, addr, f, max);
 
-	if (!u)
-		return 0;
-	n = mp_unwinder_sym_frames(u, addr, f, max < MP_MAX_INLINE ? max : MP_MAX_INLINE);
-	for (int i = 0; i < n; i++) {
-		ret[i].function = f[i].function;
-		ret[i].file = f[i].file;
-		if (f[i].file && f[i].file[0] != '/' && f[i].comp_dir) {
-			snprintf(paths[i], sizeof(paths[i]), "%s/%s", f[i].comp_dir, f[i].file);
-			ret[i].file = paths[i];
-		}
-	}
+	for (int i = 0; i < n; i++)
+		ret[i] = (struct mp_src_frame){ .function = f[i].function, .file = f[i].file };
 	return n;
 }
 
 static uint32_t stack_frames(void *ctx, uint32_t id, const uint64_t **ret_frames)
 {
 	struct session *s = ctx;
-	const struct mp_stack *st = s->stacks ? mp_stack_table_get(s->stacks, id) : NULL;
 
-	if (!st)
-		return 0;
-	*ret_frames = st->frames;
-	return st->n_frames;
+	return mp_stack_collect_frames(s->collect, id, ret_frames);
 }
 
 static int on_raw(void *ctx, const struct mp_raw_event *ev)
@@ -771,8 +616,8 @@ static int on_raw(void *ctx, const struct mp_raw_event *ev)
 		exec_path_push(s);
 	item.stack = unwind_event(s);
 	if (!item.stack)
-		return mp_merge_push(s->merge, ITEM_BPF, ev->ts_ns, ev, sizeof(*ev));
-	return mp_merge_push(s->merge, ITEM_BPF, ev->ts_ns, &item, sizeof(item));
+		return mp_order_push(s->order, ITEM_BPF, ev->ts_ns, ev, sizeof(*ev));
+	return mp_order_push(s->order, ITEM_BPF, ev->ts_ns, &item, sizeof(item));
 }
 
 static int drain_tracer(struct session *s)
@@ -790,105 +635,36 @@ static int drain_tracer(struct session *s)
 	return 0;
 }
 
-/* mp_session_watermark() (release.h): no floor past the rings' bound. A
- * ring stuck at a record it cannot take (a hostile writer) is passed by
- * the consumer after RING_STALL_LAGS x lag (100 ms by default). Before
- * session 7 the rings' bound itself had that floor: a daemon more than
- * 100 ms behind, with a drain cut at RING_BATCH, released BPF events past
- * ring records it had not read yet (588 of 100,000 mmaps charged to the
- * wrong kernel in a full run at load 20; thousands per stop in
- * inproc::syscall_events_stay_inside_their_kernels_behind_a_stopped_daemon). */
+/* A ring stuck at a record it cannot take (a hostile writer) is passed by
+ * the consumer after RING_STALL_LAGS x lag (100 ms by default), and only
+ * then: mp_order_watermark() has no floor past the rings' bound (a daemon
+ * more than 100 ms behind, with a drain cut at RING_BATCH, released BPF
+ * events past ring records it had not read yet, into the wrong kernel). */
 #define RING_STALL_LAGS 10
-static uint64_t watermark(uint64_t t0, uint64_t lag, uint64_t bpf_done, uint64_t rings_done)
-{
-	return mp_session_watermark(t0, lag, bpf_done, rings_done);
-}
 
-/* While a ring is read (cycle()), every RELEASE_EVERY records: the ring
- * records the watermark already passes, so that the held ones stay few
- * and in cache. Ring records only: the merge's items (an exec retires the
- * ring being read) wait for the end of the read. */
-static int release_reading(struct session *s)
-{
-	uint64_t lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS, wm;
-	int64_t n;
-
-	if (!s->fast_release || !s->ring_now_ns || ++s->unreleased < RELEASE_EVERY)
-		return 0;
-	s->unreleased = 0;
-	wm = watermark(s->ring_now_ns, lag, s->bpf_done_ns, mp_consumer_complete_ns(s->ring));
-	n = mp_ringq_release(s->rq, wm, mp_merge_next_ts(s->merge), on_ring_rec, s);
-	if (n < 0)
-		return (int)n;
-	if (n)
-		mp_merge_note_released(s->merge, mp_ringq_released_ts(s->rq));
-	return 0;
-}
-
-/* Whether heap record @rec of ring @ring, just read, can go to the
- * correlator at once: nothing older is held, in the ring queue or the
- * merge, and the watermark against every other ring and the BPF ring
- * buffer is past it (in a steady drain, all but the last margin's worth:
- * the ring queue then only holds those). */
-static bool release_now(struct session *s, uint32_t ring, const struct mp_record *rec)
-{
-	if (!s->fast_release || !s->ring_now_ns)
-		return false;
-	if (ring != s->now_ring) {
-		uint64_t lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS;
-
-		s->now_ring = ring;
-		s->now_wm = watermark(s->ring_now_ns, lag, s->bpf_done_ns,
-				      mp_consumer_complete_others_ns(s->ring));
-		/* What this ring left held at the last drain (its last
-		 * margin's worth) goes first, against the same watermark,
-		 * when no other ring holds records. */
-		if (mp_ringq_sole_ring(s->rq) == ring &&
-		    mp_ringq_release(s->rq, s->now_wm, mp_merge_next_ts(s->merge), on_ring_rec, s) >
-			    0)
-			mp_merge_note_released(s->merge, mp_ringq_released_ts(s->rq));
-	}
-	if (mp_ringq_pending(s->rq))
-		return false;
-	return rec->ts_ns <= s->now_wm && rec->ts_ns < mp_merge_next_ts(s->merge);
-}
-
-/* A record read from the ring: the attach snapshot's into the merge (their
- * timestamps go back to when the kernels began), the rest into their ring's
- * FIFO. A marker keeps the reader (its name's owner) alive. */
+/* A record read from the ring, to the ordering stage. A stack is unwound
+ * now: the consumer's copy of its bytes ends when this callback returns.
+ * A marker held keeps the reader (its name's owner) alive. */
 static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 {
 	struct session *s = ctx;
+	uint32_t stack = 0;
 	int r;
 
-	if (ring == MP_CONSUMER_RING_SYNTH) {
-		struct marker_item mi = { .rec = *rec, .ref = s->ring_ref };
+	if (ring != MP_CONSUMER_RING_SYNTH && rec->stack) {
+		const struct mp_rec_stack *st = rec->stack;
+		struct mp_collect_target t = target(s);
 
-		r = mp_merge_push(s->merge, ITEM_MARKER, rec->ts_ns, &mi, sizeof(mi));
-	} else {
-		/* A stack is unwound now: the consumer's copy of its bytes
-		 * ends when this callback returns. */
-		uint32_t stack = rec->stack ? unwind_ring_stack(s, rec) : 0;
-
-		bool heap = rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC;
-
-		if (release_now(s, ring, rec)) {
-			struct mp_ringq_rec e = { .ts = rec->ts_ns };
-
-			mp_merge_note_released(s->merge, rec->ts_ns);
-			if (!heap)
-				return on_ring_rec(s, &e, rec, NULL);
-			mp_ringq_heap_rec(rec, stack, &e);
-			return on_ring_rec(s, &e, NULL, NULL);
-		}
-		r = mp_ringq_push(s->rq, ring, rec, stack, s->ring_ref);
-		if (r == 0 && heap)
-			return release_reading(s);
+		stack = mp_stack_collect_ring(
+			s->collect, &t,
+			&(struct mp_unwind_regs){ .ip = st->ip, .sp = st->sp, .bp = st->bp },
+			st->bytes, st->len, rec->heap.caller);
 	}
-	if (r < 0)
-		return r == -E2BIG ? -EBADMSG : r;
-	s->ring_ref->pending++;
-	return 0;
+	r = mp_order_ring_inline(s->order, s->ring, ring, rec, stack, s->ring_ref, on_ring_rec);
+
+	if (r > 0)
+		s->ring_ref->pending++;
+	return r < 0 ? r : 0;
 }
 
 /* The consumer's set-up before it writes into the ring: the syscall
@@ -914,7 +690,7 @@ static int ring_open(struct session *s)
 	if (s->path == MP_PATH_INPROCESS) {
 		o.alloc_mode = s->o->mode == MP_TRACE_SAMPLED ? MP_ALLOC_SAMPLED : MP_ALLOC_PRECISE;
 		o.alloc_sample_bytes = s->o->sample_bytes;
-		o.alloc_stack_bytes = s->stacks ? session_stack_bytes(s->o) : 0;
+		o.alloc_stack_bytes = s->o->stacks ? session_stack_bytes(s->o) : 0;
 		o.before_attach = before_attach;
 		o.ctx = s;
 	}
@@ -959,17 +735,16 @@ static int drain_ring(struct session *s)
 		log_debug("pid %d: marker ring attached%s", (int)s->o->pid,
 			  s->path == MP_PATH_INPROCESS ? ", in-process allocation path on" : "");
 	}
-	r = mp_consumer_read_rings_at(s->ring, RING_BATCH,
-				      s->ring_now_ns ? s->ring_now_ns : mp_now_ns(), on_ring_read,
-				      s);
+	r = mp_consumer_read_rings_at(s->ring, RING_BATCH, s->read_ns ? s->read_ns : mp_now_ns(),
+				      on_ring_read, s);
 	if (r > 0)
 		s->ring_busy = true;
 	s->drain_more = r >= RING_BATCH;
 	if (r > 0) {
 		s->drains++;
 		s->drains_full += s->drain_more;
-		if (mp_ringq_pending(s->rq) > s->held_max)
-			s->held_max = mp_ringq_pending(s->rq);
+		if (mp_order_held(s->order) > s->held_max)
+			s->held_max = mp_order_held(s->order);
 	}
 	if (r == -ENOMEM)
 		return log_error_errno(r, "pid %d: merging markers: %m", (int)s->o->pid);
@@ -996,7 +771,7 @@ static int sample_rss(struct session *s)
 			log_warning_errno(r, "pid %d: RSS sample: %m", (int)s->o->pid);
 		return 0;
 	}
-	return mp_merge_push(s->merge, ITEM_RSS, rs.ts_ns, &rs, sizeof(rs));
+	return mp_order_push(s->order, ITEM_RSS, rs.ts_ns, &rs, sizeof(rs));
 }
 
 /* One pass over every source, then release what is older than the
@@ -1004,25 +779,20 @@ static int sample_rss(struct session *s)
  * after them is (up to the lag) newer. */
 static int cycle(struct session *s)
 {
-	uint64_t t0 = mp_now_ns(), lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS;
+	uint64_t t0 = mp_now_ns();
 	int r;
 
 	r = drain_tracer(s);
 	if (r < 0)
 		return r;
-	if (mp_tracer_drained(s->tracer))
-		s->bpf_done_ns = t0;
-	s->ring_now_ns = t0;
-	s->now_ring = UINT32_MAX;
+	mp_order_read_begin(s->order, t0, mp_tracer_drained(s->tracer));
+	s->read_ns = t0;
 	r = drain_ring(s);
-	s->ring_now_ns = 0;
+	s->read_ns = 0;
+	mp_order_read_end(s->order);
 	if (r < 0)
 		return r;
-	/* No ring open (yet, or since an exec): the records of the kernels
-	 * open when it opens go back in time; the lag alone until then. */
-	if (!s->fast_release || !s->ring)
-		return release(s, t0 > lag ? t0 - lag : 0);
-	return release(s, watermark(t0, lag, s->bpf_done_ns, mp_consumer_complete_ns(s->ring)));
+	return mp_order_release(s->order, t0, s->ring);
 }
 
 static char *read_text(const char *path, size_t max, bool nul_to_space)
@@ -1083,8 +853,8 @@ static int setup_fds(struct session *s, sigset_t *blocked)
 	return 0;
 }
 
-/* The stages: merge, live table, maps, tracer, correlator, RSS sampler. */
-static int setup_pipeline(struct session *s)
+/* The allocator tracer, on the path picked (mp_path_pick()). */
+static int setup_tracer(struct session *s)
 {
 	const struct mp_session_opts *o = s->o;
 	struct mp_tracer_opts topts = {
@@ -1100,65 +870,10 @@ static int setup_pipeline(struct session *s)
 		.duty_on_ns = o->duty_on_ns,
 		.duty_period_ns = o->duty_period_ns,
 		.stack_bytes = o->stacks ? session_stack_bytes(o) : 0,
-	};
-	struct mp_correlator_opts copts = {
-		.resolve_owner = resolve_owner,
-		.resolve_frames = resolve_frames,
-		.stack_frames = stack_frames,
-		.resolve_ctx = s,
-		.sample_bytes = o->mode == MP_TRACE_SAMPLED ? o->sample_bytes : 0,
+		.no_heap_probes = s->path == MP_PATH_INPROCESS,
 	};
 	int r;
 
-	r = mp_merge_new(4096, &s->merge);
-	if (r < 0)
-		return log_error_errno(r, "pid %d: merge: %m", (int)o->pid);
-	r = mp_ringq_new(1, &s->rq);
-	if (r < 0)
-		return log_error_errno(r, "pid %d: ring queue: %m", (int)o->pid);
-	r = mp_live_new(&s->live);
-	if (r < 0)
-		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)o->pid);
-
-	/* The address space as it is now: the owners of allocations made by
-	 * a process that exits before we process them are still known. */
-	s->maps_read_ns = mp_now_ns();
-	r = mp_procmaps_read(o->pid, &s->maps);
-	if (r < 0)
-		return log_error_errno(r, "pid %d: reading /proc/%d/maps: %m", (int)o->pid,
-				       (int)o->pid);
-
-	if (o->stacks) {
-		uint32_t depth = o->stack_depth ? o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
-
-		if (depth > MP_UNWIND_MAX_DEPTH)
-			return log_error_errno(-EINVAL, "pid %d: stack depth %u: %m", (int)o->pid,
-					       depth);
-		s->frames = calloc(depth + RING_STACK_SKIP, sizeof(*s->frames));
-		r = s->frames ? mp_stack_table_new(&s->stacks) : -ENOMEM;
-		if (r < 0)
-			return log_error_errno(r, "pid %d: stack table: %m", (int)o->pid);
-	}
-
-	describe_process(s);
-	{
-		const char *why = "";
-
-		r = mp_path_pick(o->pid, o->tracer, o->mode, o->duty_period_ns, &s->path, &why);
-		if (r == -EOPNOTSUPP)
-			return log_error_errno(r, "pid %d: --tracer inprocess: %s", (int)o->pid,
-					       why);
-		if (r < 0)
-			return log_error_errno(r, "pid %d: choosing the allocation path: %m",
-					       (int)o->pid);
-	}
-	topts.no_heap_probes = s->path == MP_PATH_INPROCESS;
-	/* --alloc functions keep their uprobes, which stamp an allocation
-	 * with its stack before reserving it: then the lag alone. */
-	s->fast_release = s->path == MP_PATH_INPROCESS && !(o->stacks && o->n_extra);
-	/* Sampled mode sends few temporary allocations, and they are
-	 * estimates; the dump shows every event as it is applied. */
-	s->pairing = s->path == MP_PATH_INPROCESS && o->mode == MP_TRACE_PRECISE && !o->dump;
 	r = mp_tracer_new(&topts, &s->tracer);
 	if (r == -EOPNOTSUPP && (o->rss_exact || o->mode == MP_TRACE_RSS))
 		return log_error_errno(r,
@@ -1168,8 +883,24 @@ static int setup_pipeline(struct session *s)
 	if (r < 0)
 		return log_error_errno(r, "pid %d: attaching the allocator tracer: %m",
 				       (int)o->pid);
+	return 0;
+}
 
-	copts.begin_ns = mp_now_ns();
+/* The correlator, with the owner rules and the pools of --alloc
+ * functions. */
+static int setup_correlator(struct session *s)
+{
+	const struct mp_session_opts *o = s->o;
+	struct mp_correlator_opts copts = {
+		.resolve_owner = resolve_owner,
+		.resolve_frames = resolve_frames,
+		.stack_frames = stack_frames,
+		.resolve_ctx = s,
+		.sample_bytes = o->mode == MP_TRACE_SAMPLED ? o->sample_bytes : 0,
+		.begin_ns = mp_now_ns(),
+	};
+	int r;
+
 	r = mp_correlator_new(&copts, &s->corr);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: correlator: %m", (int)o->pid);
@@ -1188,16 +919,79 @@ static int setup_pipeline(struct session *s)
 			return log_error_errno(r, "pid %d: pool '%s' of %s: %m", (int)o->pid,
 					       o->extra[i].pool, o->extra[i].name);
 	}
+	return 0;
+}
 
-	if (o->rss_hz) {
-		r = mp_rss_sampler_new(o->pid, o->rss_hz, o->pss_every, &s->rss);
-		if (r < 0)
-			return log_error_errno(r, "pid %d: RSS sampler: %m", (int)o->pid);
-		r = ep_add(s, mp_rss_sampler_fd(s->rss), EP_RSS);
-		if (r < 0)
-			return log_error_errno(r, "pid %d: epoll: %m", (int)o->pid);
-	}
+/* The ordering stage, its sink the correlator's input, on the path
+ * picked: --alloc functions keep their uprobes, which stamp an allocation
+ * with its stack before reserving it, so then the lag alone. */
+static int setup_order(struct session *s)
+{
+	const struct mp_session_opts *o = s->o;
+	struct mp_order_opts oopts = {
+		.lag_ns = o->lag_ns ? o->lag_ns : DEFAULT_LAG_NS,
+		.fast_release = s->path == MP_PATH_INPROCESS && !(o->stacks && o->n_extra),
+	};
+	const struct mp_order_sink sink = {
+		.ctx = s, .ring = on_ring_rec, .item = dispatch, .idle = on_idle
+	};
+	int r = mp_order_new(&oopts, &sink, &s->order);
 
+	if (r < 0)
+		return log_error_errno(r, "pid %d: ordering: %m", (int)o->pid);
+	/* Sampled mode sends few temporary allocations, and they are
+	 * estimates; the dump shows every event as it is applied. */
+	s->pairing = s->path == MP_PATH_INPROCESS && o->mode == MP_TRACE_PRECISE && !o->dump;
+	return 0;
+}
+
+/* The stages: live table, maps, stack collector, ordering, tracer,
+ * correlator, RSS sampler. */
+static int setup_pipeline(struct session *s)
+{
+	const struct mp_session_opts *o = s->o;
+	const char *why = "";
+	int r;
+
+	r = mp_live_new(&s->live);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)o->pid);
+
+	/* The address space as it is now: the owners of allocations made by
+	 * a process that exits before we process them are still known. */
+	s->maps_read_ns = mp_now_ns();
+	r = mp_procmaps_read(o->pid, &s->maps);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: reading /proc/%d/maps: %m", (int)o->pid,
+				       (int)o->pid);
+
+	r = mp_stack_collector_new(o->pid, o->stacks, o->stack_depth, &s->collect);
+	if (r == -EINVAL)
+		return log_error_errno(r, "pid %d: stack depth %u: %m", (int)o->pid,
+				       o->stack_depth);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: stack table: %m", (int)o->pid);
+
+	describe_process(s);
+	r = mp_path_pick(o->pid, o->tracer, o->mode, o->duty_period_ns, &s->path, &why);
+	if (r == -EOPNOTSUPP)
+		return log_error_errno(r, "pid %d: --tracer inprocess: %s", (int)o->pid, why);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: choosing the allocation path: %m", (int)o->pid);
+	r = setup_order(s);
+	if (r == 0)
+		r = setup_tracer(s);
+	if (r == 0)
+		r = setup_correlator(s);
+	if (r < 0 || !o->rss_hz)
+		return r;
+
+	r = mp_rss_sampler_new(o->pid, o->rss_hz, o->pss_every, &s->rss);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: RSS sampler: %m", (int)o->pid);
+	r = ep_add(s, mp_rss_sampler_fd(s->rss), EP_RSS);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: epoll: %m", (int)o->pid);
 	return 0;
 }
 
@@ -1313,9 +1107,9 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 	p->drops_heap = s->heap_drops_closed + (s->ring ? mp_consumer_alloc_drops(s->ring) : 0);
 	p->heap_waits = s->heap_waits_closed + (s->ring ? mp_consumer_alloc_waits(s->ring) : 0);
 	p->corruption |= s->corruption | corruption_of(mp_consumer_corruption(s->ring));
-	if (s->stacks) {
+	if (o->stacks) {
 		p->stack_depth = o->stack_depth ? o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
-		r = mp_stack_table_export(s->stacks, p);
+		r = mp_stack_collect_export(s->collect, p);
 		if (r < 0)
 			return r;
 	}
@@ -1487,12 +1281,9 @@ static void teardown(struct session *s)
 	mp_rss_sampler_free(s->rss);
 	mp_correlator_free(s->corr);
 	mp_live_free(s->live);
-	mp_merge_free(s->merge);
-	mp_ringq_free(s->rq);
+	mp_order_free(s->order);
 	mp_procmaps_free(s->maps);
-	mp_unwinder_free(s->unwinder);
-	mp_stack_table_free(s->stacks);
-	free(s->frames);
+	mp_stack_collector_free(s->collect);
 	free(s->cmdline);
 	while (s->exec_n) {
 		free(s->exec_paths[s->exec_head]);
@@ -1540,7 +1331,7 @@ int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 		for (uint32_t i = 0; r == 0 && (i == 0 || s.drain_more) && i < FINAL_DRAINS; i++)
 			r = drain_ring(&s);
 		if (r == 0)
-			r = release(&s, UINT64_MAX);
+			r = mp_order_release_to(s.order, UINT64_MAX);
 		if (r == 0 && opts->dump)
 			dump_summary(&s);
 	}

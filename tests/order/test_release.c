@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The session's release watermark (daemon/order/release.h): the lag
+ * The release watermark (mp_order_watermark(), daemon/order/order.h): the lag
  * floor lifts the BPF ring buffer's bound, never the marker rings' (a ring
  * the daemon has not read yet holds everything back however far behind
  * the daemon is; only a ring stuck at a record is passed, by the consumer).
@@ -8,8 +8,7 @@
 #include <criterion/criterion.h>
 #include <stdint.h>
 
-#include "release.h"
-#include "ringq.h"
+#include "order.h"
 
 #define MS (1000 * 1000ull)
 
@@ -21,15 +20,15 @@ Test(release, the_rings_bound_has_no_floor)
 	 * stopped at its batch limit): nothing past that ring's last record
 	 * read. The floor of ten lags (t0 - 100 ms) released the BPF events
 	 * of the kernels still unread, into the wrong kernel. */
-	cr_assert_eq(mp_session_watermark(t0, lag, t0, t0 - 500 * MS),
+	cr_assert_eq(mp_order_watermark(t0, lag, t0, t0 - 500 * MS),
 		     t0 - 500 * MS - MP_RELEASE_MARGIN_NS);
-	cr_assert_eq(mp_session_watermark(t0, lag, t0, t0 - 5000 * MS),
+	cr_assert_eq(mp_order_watermark(t0, lag, t0, t0 - 5000 * MS),
 		     t0 - 5000 * MS - MP_RELEASE_MARGIN_NS);
-	cr_assert_eq(mp_session_watermark(t0, lag, t0, 10), 0, "nothing read: nothing");
-	cr_assert_eq(mp_session_watermark(t0, lag, t0, 0), 0, "rings not looked at yet");
+	cr_assert_eq(mp_order_watermark(t0, lag, t0, 10), 0, "nothing read: nothing");
+	cr_assert_eq(mp_order_watermark(t0, lag, t0, 0), 0, "rings not looked at yet");
 	/* every ring caught up */
-	cr_assert_eq(mp_session_watermark(t0, lag, t0, t0), t0 - MP_RELEASE_MARGIN_NS);
-	cr_assert_eq(mp_session_watermark(t0, lag, t0, UINT64_MAX), t0 - MP_RELEASE_MARGIN_NS,
+	cr_assert_eq(mp_order_watermark(t0, lag, t0, t0), t0 - MP_RELEASE_MARGIN_NS);
+	cr_assert_eq(mp_order_watermark(t0, lag, t0, UINT64_MAX), t0 - MP_RELEASE_MARGIN_NS,
 		     "no ring");
 }
 
@@ -38,11 +37,11 @@ Test(release, the_bpf_bound_keeps_the_lag_floor)
 	const uint64_t t0 = 10000 * MS, lag = 10 * MS;
 
 	/* an event in flight longer than the lag is taken to be later */
-	cr_assert_eq(mp_session_watermark(t0, lag, t0 - 50 * MS, t0), t0 - lag);
-	cr_assert_eq(mp_session_watermark(t0, lag, 0, UINT64_MAX), t0 - lag, "never drained");
-	cr_assert_eq(mp_session_watermark(t0, lag, t0 - 5 * MS, t0),
+	cr_assert_eq(mp_order_watermark(t0, lag, t0 - 50 * MS, t0), t0 - lag);
+	cr_assert_eq(mp_order_watermark(t0, lag, 0, UINT64_MAX), t0 - lag, "never drained");
+	cr_assert_eq(mp_order_watermark(t0, lag, t0 - 5 * MS, t0),
 		     t0 - 5 * MS - MP_RELEASE_MARGIN_NS);
 	/* both behind: the rings' bound wins below the floor */
-	cr_assert_eq(mp_session_watermark(t0, lag, t0 - 50 * MS, t0 - 30 * MS),
+	cr_assert_eq(mp_order_watermark(t0, lag, t0 - 50 * MS, t0 - 30 * MS),
 		     t0 - 30 * MS - MP_RELEASE_MARGIN_NS);
 }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "merge.h"
+#include "order.h"
 #include "ringq.h"
 
 struct seen {
@@ -137,23 +138,62 @@ Test(ringq, ring_index_is_bounded)
 #define MS (1000 * US)
 
 /* The release rule: how far both streams were read, less the margin,
- * never past the clock reading, never behind the old lag. */
+ * never past the clock reading, never behind the old lag but for the
+ * rings' bound (tests/order/test_release.c). */
 Test(ringq, watermark_is_the_earlier_stream_less_the_margin)
 {
 	const uint64_t t0 = 100 * MS, lag = 10 * MS;
 
-	cr_assert_eq(mp_release_watermark(t0, lag, 0, t0), 90 * MS, "BPF never drained: the lag");
-	cr_assert_eq(mp_release_watermark(t0, lag, t0, 0), 90 * MS, "rings not read: the lag");
-	cr_assert_eq(mp_release_watermark(t0, lag, t0, t0), t0 - MP_RELEASE_MARGIN_NS);
-	cr_assert_eq(mp_release_watermark(t0, lag, 95 * MS, t0), 95 * MS - MP_RELEASE_MARGIN_NS,
+	cr_assert_eq(mp_order_watermark(t0, lag, 0, t0), 90 * MS, "BPF never drained: the lag");
+	cr_assert_eq(mp_order_watermark(t0, lag, t0, 0), 0, "rings not read: nothing");
+	cr_assert_eq(mp_order_watermark(t0, lag, t0, t0), t0 - MP_RELEASE_MARGIN_NS);
+	cr_assert_eq(mp_order_watermark(t0, lag, 95 * MS, t0), 95 * MS - MP_RELEASE_MARGIN_NS,
 		     "the BPF ring still held a reservation at the last drain");
-	cr_assert_eq(mp_release_watermark(t0, lag, t0, 97 * MS), 97 * MS - MP_RELEASE_MARGIN_NS,
+	cr_assert_eq(mp_order_watermark(t0, lag, t0, 97 * MS), 97 * MS - MP_RELEASE_MARGIN_NS,
 		     "a ring left with records");
-	cr_assert_eq(mp_release_watermark(t0, lag, t0, UINT64_MAX), t0 - MP_RELEASE_MARGIN_NS,
+	cr_assert_eq(mp_order_watermark(t0, lag, t0, UINT64_MAX), t0 - MP_RELEASE_MARGIN_NS,
 		     "no ring");
-	cr_assert_eq(mp_release_watermark(t0, lag, UINT64_MAX, UINT64_MAX), t0,
+	cr_assert_eq(mp_order_watermark(t0, lag, UINT64_MAX, UINT64_MAX), t0,
 		     "never past the clock");
-	cr_assert_eq(mp_release_watermark(5 * MS, lag, 10, 10), 0, "early: nothing");
+	cr_assert_eq(mp_order_watermark(5 * MS, lag, 10, 10), 0, "early: nothing");
+}
+
+/* The ordering stage's sink: ring records into a struct seen, the other
+ * items' timestamps after them. */
+struct order_seen {
+	struct seen s;
+	uint64_t items[8];
+	int n_items, idle;
+};
+
+static int order_ring(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
+		      void *ref)
+{
+	return on_rec(&((struct order_seen *)ctx)->s, rec, marker, ref);
+}
+
+static int order_item(void *ctx, const struct mp_merge_item *it)
+{
+	struct order_seen *o = ctx;
+
+	cr_assert_lt(o->n_items, 8);
+	o->items[o->n_items++] = it->ts;
+	return 0;
+}
+
+static int order_idle(void *ctx)
+{
+	((struct order_seen *)ctx)->idle++;
+	return 0;
+}
+
+static void order_push_ring(struct mp_order *o, uint32_t ring, uint32_t type, uint64_t ts)
+{
+	struct mp_record r = { .type = type, .ts_ns = ts, .tid = ring + 1, .name = "k" };
+
+	r.heap.addr = 0x1000 + ts;
+	r.heap.size = ts;
+	cr_assert_geq(mp_order_ring(o, NULL, ring, &r, 0, (void *)(uintptr_t)(ts | 1)), 0);
 }
 
 /*
@@ -166,37 +206,38 @@ Test(ringq, watermark_is_the_earlier_stream_less_the_margin)
  */
 Test(ringq, ring_record_waits_for_a_bpf_event_in_flight)
 {
-	struct mp_ringq *q;
-	struct mp_merge *m;
-	const struct mp_merge_item *it;
-	struct seen s = { 0 };
+	struct order_seen seen = { 0 };
+	const struct mp_order_sink sink = {
+		.ctx = &seen, .ring = order_ring, .item = order_item, .idle = order_idle
+	};
+	struct mp_order *o;
 	const uint64_t lag = 10 * MS;
 	uint64_t bpf_done = 400 * US, wm;
 
-	cr_assert_eq(mp_ringq_new(1, &q), 0);
-	cr_assert_eq(mp_merge_new(16, &m), 0);
+	cr_assert_eq(mp_order_new(&(struct mp_order_opts){ .lag_ns = lag, .fast_release = true },
+				  &sink, &o),
+		     0);
 	/* cycle at t0 = 600 us: the BPF ring held the munmap's reservation,
 	 * so it was not drained (bpf_done stays at the previous drain) */
-	push(q, 0, MP_REC_ALLOC, 550 * US);
-	wm = mp_release_watermark(600 * US, lag, bpf_done, 600 * US);
+	order_push_ring(o, 0, MP_REC_ALLOC, 550 * US);
+	wm = mp_order_watermark(600 * US, lag, bpf_done, 600 * US);
 	cr_assert_leq(wm, 400 * US);
-	cr_assert_eq(mp_ringq_release(q, wm, mp_merge_next_ts(m), on_rec, &s), 0,
-		     "released before the munmap could arrive");
+	cr_assert_eq(mp_order_release_to(o, wm), 0);
+	cr_assert_eq(seen.s.n, 0, "released before the munmap could arrive");
+	cr_assert_eq(seen.idle, 1);
 	/* cycle at t0 = 1100 us: the munmap is read, the ring emptied */
-	cr_assert_eq(mp_merge_push(m, 1, 500 * US, "munmap", 7), 0);
+	cr_assert_eq(mp_order_push(o, 1, 500 * US, "munmap", 7), 0);
 	bpf_done = 1100 * US;
-	wm = mp_release_watermark(1100 * US, lag, bpf_done, 1100 * US);
+	wm = mp_order_watermark(1100 * US, lag, bpf_done, 1100 * US);
 	cr_assert_geq(wm, 550 * US);
-	/* the session's release: ring records older than the merge's next
-	 * item, then that item, and again */
-	cr_assert_eq(mp_ringq_release(q, wm, mp_merge_next_ts(m), on_rec, &s), 0,
-		     "the ALLOC came before the munmap");
-	cr_assert_eq(mp_merge_pop(m, wm, &it), 1);
-	cr_assert_eq(it->ts, 500 * US);
-	cr_assert_eq(mp_ringq_release(q, wm, mp_merge_next_ts(m), on_rec, &s), 1);
-	cr_assert_eq(s.ts[0], 550 * US);
-	mp_merge_free(m);
-	mp_ringq_free(q);
+	/* the munmap first, then the ALLOC */
+	cr_assert_eq(mp_order_release_to(o, wm), 0);
+	cr_assert_eq(seen.n_items, 1);
+	cr_assert_eq(seen.items[0], 500 * US);
+	cr_assert_eq(seen.s.n, 1, "the ALLOC came after the munmap");
+	cr_assert_eq(seen.s.ts[0], 550 * US);
+	cr_assert_eq(mp_order_held(o), 0);
+	mp_order_free(o);
 }
 
 /* The one ring holding records, if only one does: its records can be
@@ -218,4 +259,36 @@ Test(ringq, sole_ring)
 	cr_assert_eq(mp_ringq_release(q, UINT64_MAX, UINT64_MAX, on_rec, &s), 1);
 	cr_assert_eq(mp_ringq_sole_ring(q), UINT32_MAX);
 	mp_ringq_free(q);
+}
+
+/* The attach snapshot's markers (stamped when their kernels began) go
+ * through the heap and reach the sink as ring records, with their ref,
+ * between the items around them; ring records first on a tie with
+ * nothing, the heap's item first on a tie with a ring record. */
+Test(ringq, snapshot_markers_come_back_as_ring_records_in_order)
+{
+	struct order_seen seen = { 0 };
+	const struct mp_order_sink sink = {
+		.ctx = &seen, .ring = order_ring, .item = order_item, .idle = order_idle
+	};
+	struct mp_record snap = { .type = MP_REC_KERNEL_BEGIN, .ts_ns = 5, .tid = 9, .name = "k" };
+	struct mp_order *o;
+
+	cr_assert_eq(mp_order_new(&(struct mp_order_opts){ .lag_ns = 10 }, &sink, &o), 0);
+	cr_assert_eq(mp_order_push(o, UINT32_MAX, 1, "x", 1), -EINVAL, "the stage's own kind");
+	order_push_ring(o, 0, MP_REC_ALLOC, 20);
+	cr_assert_eq(mp_order_push(o, 2, 10, "rss", 4), 0);
+	cr_assert_eq(mp_order_ring(o, NULL, MP_CONSUMER_RING_SYNTH, &snap, 0, (void *)0x77), 1,
+		     "a held marker keeps its ref");
+	/* the lag alone without a ring reader: 30 - 10 */
+	cr_assert_eq(mp_order_release(o, 30, NULL), 0);
+	cr_assert_eq(seen.s.n, 2);
+	cr_assert_eq(seen.s.ts[0], 5);
+	cr_assert_eq(seen.s.type[0], MP_REC_KERNEL_BEGIN);
+	cr_assert_eq(seen.s.ref[0], (void *)0x77);
+	cr_assert_eq(seen.n_items, 1);
+	cr_assert_eq(seen.items[0], 10);
+	cr_assert_eq(seen.s.ts[1], 20);
+	cr_assert_eq(seen.idle, 1);
+	mp_order_free(o);
 }

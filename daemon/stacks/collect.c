@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: MIT
+#include "collect.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stacks.h"
+#include "util.h"
+
+/* Frames of libmemprof itself at the start of an in-process stack (the
+ * capture, the record writer's caller, the traced twin, the interposed
+ * function), dropped after the unwind. */
+#define RING_STACK_SKIP 8
+
+struct mp_stack_collector {
+	pid_t pid;
+	uint32_t depth;
+	struct mp_unwinder *unwinder; /* built at the first use */
+	uint64_t unwind_maps_ns;
+	struct mp_stack_table *stacks;
+	uint64_t *frames;
+};
+
+int mp_stack_collector_new(pid_t pid, bool stacks, uint32_t depth, struct mp_stack_collector **ret)
+{
+	struct mp_stack_collector *c;
+	int r = 0;
+
+	if (!depth)
+		depth = MP_UNWIND_DEFAULT_DEPTH;
+	if (stacks && depth > MP_UNWIND_MAX_DEPTH)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->pid = pid;
+	c->depth = depth;
+	if (stacks) {
+		c->frames = calloc(depth + RING_STACK_SKIP, sizeof(*c->frames));
+		r = c->frames ? mp_stack_table_new(&c->stacks) : -ENOMEM;
+	}
+	if (r < 0) {
+		mp_stack_collector_free(c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+void mp_stack_collector_free(struct mp_stack_collector *c)
+{
+	if (!c)
+		return;
+	mp_unwinder_free(c->unwinder);
+	mp_stack_table_free(c->stacks);
+	free(c->frames);
+	free(c);
+}
+
+/* The unwinder, over the address space as it is now when @ip is in code
+ * it does not know (first use, dlopen, exec); rebuilt at most every
+ * MP_COLLECT_MAPS_REREAD_NS. NULL when none can be made. */
+static struct mp_unwinder *unwinder_for(struct mp_stack_collector *c,
+					const struct mp_collect_target *t, uint64_t ip)
+{
+	struct mp_procmaps *fresh;
+
+	/* First the caller's snapshot: events are often unwound after the
+	 * target exited, when its maps are gone. */
+	if (!c->unwinder && t->maps && mp_unwinder_new(c->pid, t->maps, &c->unwinder) < 0)
+		c->unwinder = NULL;
+	if (c->unwinder && mp_unwinder_knows(c->unwinder, ip))
+		return c->unwinder;
+	if (t->exited ||
+	    (c->unwinder && mp_now_ns() - c->unwind_maps_ns < MP_COLLECT_MAPS_REREAD_NS))
+		return c->unwinder;
+	c->unwind_maps_ns = mp_now_ns();
+	if (mp_procmaps_read(c->pid, &fresh) < 0)
+		return c->unwinder;
+	if (!fresh->n) {
+		mp_procmaps_free(fresh);
+		return c->unwinder;
+	}
+	if (c->unwinder)
+		mp_unwinder_set_maps(c->unwinder, fresh);
+	else
+		mp_unwinder_new(c->pid, fresh, &c->unwinder);
+	mp_procmaps_free(fresh);
+	return c->unwinder;
+}
+
+uint32_t mp_stack_collect_event(struct mp_stack_collector *c, const struct mp_collect_target *t,
+				const struct mp_unwind_regs *regs, const void *bytes, uint32_t len)
+{
+	struct mp_unwinder *u;
+	bool trunc;
+	int n;
+
+	if (!c->stacks)
+		return 0;
+	u = unwinder_for(c, t, regs->ip);
+	if (u) {
+		n = mp_unwind(u, regs, bytes, len, c->depth, c->frames, &trunc);
+	} else {
+		c->frames[0] = regs->ip;
+		n = 1;
+		trunc = true;
+	}
+	if (n <= 0)
+		return 0;
+	return mp_stack_table_intern(c->stacks, c->frames, (uint32_t)n,
+				     trunc ? MP_STACK_F_TRUNCATED : 0);
+}
+
+uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_collect_target *t,
+			       const struct mp_unwind_regs *regs, const void *bytes, uint32_t len,
+			       uint64_t caller)
+{
+	uint32_t max = c->depth + RING_STACK_SKIP, skip = 0;
+	struct mp_unwinder *u;
+	bool trunc = true;
+	int n = 0;
+
+	if (!c->stacks)
+		return 0;
+	/* ip is libmemprof's, known from the start: the caller says whether
+	 * the code allocating is (dlopen) */
+	u = unwinder_for(c, t, caller);
+	if (u)
+		n = mp_unwind(u, regs, bytes, len,
+			      max < MP_UNWIND_MAX_DEPTH ? max : MP_UNWIND_MAX_DEPTH, c->frames,
+			      &trunc);
+	while (skip < (uint32_t)(n > 0 ? n : 0) && c->frames[skip] != caller)
+		skip++;
+	if (n <= 0 || skip == (uint32_t)n) {
+		/* not unwound up to the caller: the caller alone */
+		c->frames[0] = caller;
+		n = 1;
+		trunc = true;
+	} else {
+		n -= (int)skip;
+		memmove(c->frames, c->frames + skip, (size_t)n * sizeof(*c->frames));
+	}
+	if ((uint32_t)n > c->depth) {
+		n = (int)c->depth;
+		trunc = true;
+	}
+	return mp_stack_table_intern(c->stacks, c->frames, (uint32_t)n,
+				     trunc ? MP_STACK_F_TRUNCATED : 0);
+}
+
+int mp_stack_collect_src_frames(struct mp_stack_collector *c, const struct mp_collect_target *t,
+				uint64_t addr, struct mp_sym_frame *ret, int max)
+{
+	static __thread char paths[MP_MAX_INLINE][PATH_MAX];
+	struct mp_unwinder *u = unwinder_for(c, t, addr);
+	int n;
+
+	if (!u)
+		return 0;
+	n = mp_unwinder_sym_frames(u, addr, ret, max < MP_MAX_INLINE ? max : MP_MAX_INLINE);
+	for (int i = 0; i < n; i++) {
+		if (ret[i].file && ret[i].file[0] != '/' && ret[i].comp_dir) {
+			snprintf(paths[i], sizeof(paths[i]), "%s/%s", ret[i].comp_dir, ret[i].file);
+			ret[i].file = paths[i];
+		}
+	}
+	return n;
+}
+
+uint32_t mp_stack_collect_frames(const struct mp_stack_collector *c, uint32_t id,
+				 const uint64_t **ret_frames)
+{
+	const struct mp_stack *st = c->stacks ? mp_stack_table_get(c->stacks, id) : NULL;
+
+	if (!st)
+		return 0;
+	*ret_frames = st->frames;
+	return st->n_frames;
+}
+
+int mp_stack_collect_export(const struct mp_stack_collector *c, struct mp_profile *p)
+{
+	return c->stacks ? mp_stack_table_export(c->stacks, p) : 0;
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Call stacks of one target's allocations, as they arrive: the registers
+ * and the bounded copy of the thread's stack that a source carries
+ * (hostile input) are unwound at once, while the copy is valid, and
+ * deduplicated into stack ids; and the unwinder's view of the target's
+ * code answers where an address is (fn:/src: owner rules).
+ *
+ * The unwinder is built at its first use over the caller's maps snapshot
+ * (events are often unwound after the target exited, when its maps are
+ * gone) and rebuilt over /proc/PID/maps when an address is in code it
+ * does not know (dlopen, exec), at most every MP_COLLECT_MAPS_REREAD_NS
+ * and never once the target has exited.
+ */
+#ifndef MP_COLLECT_H
+#define MP_COLLECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "inline.h"
+#include "procmaps.h"
+#include "profile.h"
+#include "unwind.h"
+
+#define MP_COLLECT_MAPS_REREAD_NS (100 * 1000 * 1000ull)
+
+struct mp_stack_collector;
+
+/* For process @pid; with a stack table when @stacks, of stacks at most
+ * @depth frames deep (0: MP_UNWIND_DEFAULT_DEPTH; -EINVAL beyond
+ * MP_UNWIND_MAX_DEPTH). -ENOMEM. Without a stack table, only the
+ * unwinder's view of the code (mp_stack_collect_src_frames()). */
+int mp_stack_collector_new(pid_t pid, bool stacks, uint32_t depth, struct mp_stack_collector **ret);
+void mp_stack_collector_free(struct mp_stack_collector *c);
+
+/* Where the target is: its maps as last read (NULL: none), and whether it
+ * has exited. */
+struct mp_collect_target {
+	const struct mp_procmaps *maps;
+	bool exited;
+};
+
+/* The stack id of a BPF event's capture (@regs, @len bytes of stack at
+ * @bytes); 0: none (no stack table, nothing unwound). */
+uint32_t mp_stack_collect_event(struct mp_stack_collector *c, const struct mp_collect_target *t,
+				const struct mp_unwind_regs *regs, const void *bytes, uint32_t len);
+/* The stack id of an in-process heap record's capture, taken inside
+ * libmemprof: from the frame returning into the allocating function
+ * (@caller, the record's) on, as on the eBPF path. */
+uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_collect_target *t,
+			       const struct mp_unwind_regs *regs, const void *bytes, uint32_t len,
+			       uint64_t caller);
+
+/* The source frames at @addr, innermost first, file names made absolute
+ * (valid until the next call on this thread); 0 when unknown. */
+int mp_stack_collect_src_frames(struct mp_stack_collector *c, const struct mp_collect_target *t,
+				uint64_t addr, struct mp_sym_frame *ret, int max);
+/* The frames of stack @id; 0 when unknown. */
+uint32_t mp_stack_collect_frames(const struct mp_stack_collector *c, uint32_t id,
+				 const uint64_t **ret_frames);
+/* The stack table into @p (nothing without one). */
+int mp_stack_collect_export(const struct mp_stack_collector *c, struct mp_profile *p);
+
+#endif /* MP_COLLECT_H */
