@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "backend.h"
-#include "encode.h"
+#include "backend_body.h"
 #include "log.h"
 
 /* A request as queued: a header of ours, the path and query, the header
@@ -146,9 +146,29 @@ static void header_problem(struct mp_backend *b, int err, int line)
 				b->url, b->u.headers);
 }
 
+/* What the bodies say of chunk @m, with @u's service name and labels. */
+static void chunk_of(const struct mp_backend_url *u, const struct mp_chunk_meta *m,
+		     struct mp_be_chunk *c)
+{
+	*c = (struct mp_be_chunk){
+		.service = mp_be_service_name(u->service, m->exe),
+		.n_labels = u->n_labels,
+		.target_id = m->target_id,
+		.sequence = m->sequence,
+		.pid = m->pid,
+		.exe = m->exe,
+		.window_begin_ns = m->window_begin_ns,
+		.window_end_ns = m->window_end_ns,
+	};
+	for (size_t i = 0; i < u->n_labels; i++) {
+		c->label_key[i] = u->label_key[i];
+		c->label_value[i] = u->label_value[i];
+	}
+}
+
 /* The body of one chunk for @u's protocol, its Content-Type and the
  * protocol's own header lines. */
-static int encode_body(const struct mp_backend_url *u, const struct mp_chunk_meta *m,
+static int encode_body(const struct mp_backend_url *u, const struct mp_be_chunk *m,
 		       const struct mp_profile *p, const uint8_t *pprof, size_t pprof_len,
 		       uint8_t **body, size_t *body_len, const char **type, const char **extra)
 {
@@ -167,14 +187,14 @@ static int encode_body(const struct mp_backend_url *u, const struct mp_chunk_met
 		/* Connect unary with the binary codec. */
 		*type = "application/proto";
 		*extra = "Connect-Protocol-Version: 1\r\n";
-		return mp_be_encode_pyroscope(u, m, pprof, pprof_len, body, body_len);
+		return mp_be_encode_pyroscope(m, pprof, pprof_len, body, body_len);
 	case MP_BE_PARCA:
 		*type = "application/grpc-web+proto";
 		*extra = "X-Grpc-Web: 1\r\n";
-		return mp_be_encode_parca(u, m, pprof, pprof_len, body, body_len);
+		return mp_be_encode_parca(m, pprof, pprof_len, body, body_len);
 	case MP_BE_OTLP:
 		*type = "application/x-protobuf";
-		return mp_be_encode_otlp(u, m, p, body, body_len);
+		return mp_be_encode_otlp(m, p, body, body_len);
 	}
 	return -EINVAL;
 }
@@ -187,6 +207,7 @@ int mp_backend_request(struct mp_backend *b, const struct mp_chunk_meta *m,
 	char file[MP_HTTP_MAX_HEADER_FILE + 64] = "", query[2048] = "", target[2560];
 	char headers[MP_HTTP_MAX_HEADER_FILE + 256];
 	const char *type, *extra;
+	struct mp_be_chunk c;
 	struct req_head h;
 	uint8_t *body = NULL, *out;
 	size_t body_len = 0;
@@ -200,9 +221,10 @@ int mp_backend_request(struct mp_backend *b, const struct mp_chunk_meta *m,
 		}
 		__atomic_store_n(&b->header_err, 0, __ATOMIC_RELAXED);
 	}
-	if (u->proto == MP_BE_INGEST && mp_be_ingest_query(m, query, sizeof(query)) < 0)
+	chunk_of(u, m, &c);
+	if (u->proto == MP_BE_INGEST && mp_be_ingest_query(&c, query, sizeof(query)) < 0)
 		return -ENAMETOOLONG;
-	r = encode_body(u, m, p, pprof, pprof_len, &body, &body_len, &type, &extra);
+	r = encode_body(u, &c, p, pprof, pprof_len, &body, &body_len, &type, &extra);
 	if (r < 0)
 		return r;
 	tl = snprintf(target, sizeof(target), "%s%s", u->path, query);

@@ -28,15 +28,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "backend_body.h"
+
 enum mp_backend_proto {
 	MP_BE_INGEST, /* Pyroscope legacy POST /ingest?name=..&format=pprof */
 	MP_BE_PYROSCOPE, /* Pyroscope push API, Connect unary */
 	MP_BE_OTLP, /* OTLP/HTTP profiles, v1development */
 	MP_BE_PARCA, /* Parca ProfileStoreService/WriteRaw, gRPC-Web */
 };
-
-#define MP_BE_MAX_LABELS 16
-#define MP_BE_MAX_TEXT 128
 
 #define MP_BE_PYROSCOPE_PATH "/push.v1.PusherService/Push"
 #define MP_BE_OTLP_PATH "/v1development/profiles"

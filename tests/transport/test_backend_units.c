@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "encode.h"
+#include "backend_body.h"
 #include "response.h"
 #include "stream.h"
 #include "url.h"
@@ -410,7 +410,7 @@ Test(otlp, encoder_read_back_by_protoc)
 	};
 	struct mp_profile p = { 0 };
 	struct mp_backend_url u;
-	struct mp_chunk_meta m = { .target_id = 1, .pid = 4242, .exe = "/usr/bin/app" };
+	struct mp_be_chunk c = { .target_id = 1, .pid = 4242, .exe = "/usr/bin/app" };
 	const char *src = getenv("MEMPROF_SOURCE_ROOT");
 	char path[] = "/tmp/memprof-otlp-XXXXXX", cmd[1024], out[8192];
 	uint8_t *buf;
@@ -434,7 +434,11 @@ Test(otlp, encoder_read_back_by_protoc)
 	p.begin_ns = 1;
 	p.end_ns = 1000000001;
 	cr_assert_eq(mp_backend_url_parse("otlp://h?label.region=eu", &u), 0);
-	cr_assert_eq(mp_be_encode_otlp(&u, &m, &p, &buf, &len), 0);
+	c.service = mp_be_service_name(u.service, c.exe);
+	c.n_labels = u.n_labels;
+	c.label_key[0] = u.label_key[0];
+	c.label_value[0] = u.label_value[0];
+	cr_assert_eq(mp_be_encode_otlp(&c, &p, &buf, &len), 0);
 	fd = mkstemp(path);
 	cr_assert_geq(fd, 0);
 	cr_assert_eq(write(fd, buf, len), (ssize_t)len);
