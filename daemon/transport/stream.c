@@ -1235,22 +1235,18 @@ int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 	return mp_streamer_push_encoded(s, m, p, NULL, 0, extra, n_extra);
 }
 
-int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *m,
-			     const struct mp_profile *p, const uint8_t *msg, size_t msg_len,
-			     char *const *extra, size_t n_extra)
+/* Under the lock: the global collectors and the target's own (acquired
+ * by it; others are ignored), each once, pinned so that none is removed
+ * while the chunk is encoded outside the lock. */
+static size_t pin_targets(struct mp_streamer *s, char *const *extra, size_t n_extra,
+			  struct collector **targets)
 {
-	struct collector *targets[MP_STREAM_MAX_COLLECTORS];
-	uint8_t *pb = NULL, *pp = NULL, *req[MP_STREAM_MAX_COLLECTORS] = { NULL };
-	size_t nt = 0, pb_len = 0, pp_len = 0, req_len[MP_STREAM_MAX_COLLECTORS] = { 0 };
-	bool want_pb = false, want_pp = false;
-	int r = 0;
+	size_t nt = 0;
 
-	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->n; i++)
 		if (s->c[i]->global)
 			targets[nt++] = s->c[i];
 	for (size_t i = 0; i < n_extra; i++) {
-		/* Acquired by the target (mp_streamer_acquire()). */
 		struct collector *c = find(s, extra[i]);
 		bool dup = false;
 
@@ -1261,9 +1257,77 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 		if (!dup)
 			targets[nt++] = c;
 	}
-	/* Not removed while encoding, even if released meanwhile. */
 	for (size_t k = 0; k < nt; k++)
 		targets[k]->pins++;
+	return nt;
+}
+
+/* A copy of an HTTP collector's request @req as a queue item. */
+static struct item *request_item(const uint8_t *req, size_t len)
+{
+	struct item *it = req ? malloc(sizeof(*it) + len) : NULL;
+
+	if (!it)
+		return NULL;
+	it->next = NULL;
+	it->len = len;
+	memcpy(it->data, req, len);
+	return it;
+}
+
+/* Under the lock: queues @it (NULL: it could not be made) for @c, or
+ * drops and counts it. At least one chunk always fits in a collector's
+ * buffer, whatever its size; never more than the total in all. */
+static void enqueue(struct mp_streamer *s, struct collector *c, const struct mp_chunk_meta *m,
+		    struct item *it)
+{
+	struct lost *l = lost_entry(c, m->target_id, false);
+
+	if (!it || (c->unsent && c->queued_bytes + it->len > s->buffer_bytes) ||
+	    (s->total_bytes && s->queued_total + it->len > s->total_bytes)) {
+		free(it);
+		c->dropped++;
+		l = lost_entry(c, m->target_id, true);
+		if (l) {
+			l->n++;
+			l->total++;
+		}
+		if (m->final)
+			log_warning("collector %s: final chunk of target %" PRIu64
+				    " (pid %d) dropped: %s",
+				    c->url, m->target_id, (int)m->pid,
+				    it ? "buffer full" : "out of memory");
+		return;
+	}
+	it->target_id = m->target_id;
+	it->sequence = m->sequence;
+	it->lost = it->framed_lost = l && c->kind != K_HTTP ? l->n : 0;
+	if (l)
+		l->n = 0;
+	s->queued_total += it->len;
+	if (c->tail)
+		c->tail->next = it;
+	else
+		c->head = it;
+	c->tail = it;
+	if (!c->unsent)
+		c->unsent = it;
+	c->queued_bytes += it->len;
+	c->queued_items++;
+}
+
+int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *m,
+			     const struct mp_profile *p, const uint8_t *msg, size_t msg_len,
+			     char *const *extra, size_t n_extra)
+{
+	struct collector *targets[MP_STREAM_MAX_COLLECTORS];
+	uint8_t *pb = NULL, *pp = NULL, *req[MP_STREAM_MAX_COLLECTORS] = { NULL };
+	size_t nt, pb_len = 0, pp_len = 0, req_len[MP_STREAM_MAX_COLLECTORS] = { 0 };
+	bool want_pb = false, want_pp = false;
+	int r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	nt = pin_targets(s, extra, n_extra, targets);
 	pthread_mutex_unlock(&s->lock);
 	for (size_t k = 0; k < nt; k++) {
 		want_pb |= targets[k]->kind != K_HTTP;
@@ -1287,7 +1351,7 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 	(void)pp_len;
 #endif
 	/* HTTP requests too: a failure loses the chunk for that collector
-	 * only (counted below). */
+	 * only (counted in enqueue()). */
 	for (size_t k = 0; k < nt; k++)
 		if (r == 0 && targets[k]->kind == K_HTTP &&
 		    mp_backend_request(targets[k]->be, m, p, pp, pp_len, &req[k], &req_len[k]) < 0)
@@ -1296,54 +1360,13 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 	for (size_t k = 0; k < nt; k++) {
 		struct collector *c = targets[k];
 		struct lost *l = lost_entry(c, m->target_id, false);
-		struct item *it = NULL;
 
 		c->pins--;
 		if (r < 0)
 			continue;
-		if (c->kind != K_HTTP) {
-			it = frame_chunk(m, msg, msg_len, l ? l->n : 0);
-		} else if (req[k]) {
-			it = malloc(sizeof(*it) + req_len[k]);
-			if (it) {
-				it->next = NULL;
-				it->len = req_len[k];
-				memcpy(it->data, req[k], req_len[k]);
-			}
-		}
-		/* At least one chunk always fits in a collector's buffer,
-		 * whatever its size; never more than the total in all. */
-		if (!it || (c->unsent && c->queued_bytes + it->len > s->buffer_bytes) ||
-		    (s->total_bytes && s->queued_total + it->len > s->total_bytes)) {
-			free(it);
-			c->dropped++;
-			l = lost_entry(c, m->target_id, true);
-			if (l) {
-				l->n++;
-				l->total++;
-			}
-			if (m->final)
-				log_warning("collector %s: final chunk of target %" PRIu64
-					    " (pid %d) dropped: %s",
-					    c->url, m->target_id, (int)m->pid,
-					    it ? "buffer full" : "out of memory");
-			continue;
-		}
-		it->target_id = m->target_id;
-		it->sequence = m->sequence;
-		it->lost = it->framed_lost = l && c->kind != K_HTTP ? l->n : 0;
-		if (l)
-			l->n = 0;
-		s->queued_total += it->len;
-		if (c->tail)
-			c->tail->next = it;
-		else
-			c->head = it;
-		c->tail = it;
-		if (!c->unsent)
-			c->unsent = it;
-		c->queued_bytes += it->len;
-		c->queued_items++;
+		enqueue(s, c, m,
+			c->kind != K_HTTP ? frame_chunk(m, msg, msg_len, l ? l->n : 0) :
+					    request_item(req[k], req_len[k]));
 	}
 	pthread_mutex_unlock(&s->lock);
 	wake(s);
