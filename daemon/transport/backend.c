@@ -416,6 +416,7 @@ static void read_headers(struct mp_backend *b)
 static int failure(struct mp_backend *b, CURLcode rc, struct mp_outcome *o)
 {
 	const char *detail = b->err[0] ? b->err : curl_easy_strerror(rc);
+	curl_off_t connected_us = 0;
 	long os_errno = 0;
 
 	o->verdict = MP_V_RETRY;
@@ -426,6 +427,10 @@ static int failure(struct mp_backend *b, CURLcode rc, struct mp_outcome *o)
 		curl_easy_getinfo(b->easy, CURLINFO_OS_ERRNO, &os_errno);
 		return os_errno > 0 ? (int)-os_errno : -ECONNREFUSED;
 	case CURLE_OPERATION_TIMEDOUT:
+		/* Never connected: unreachable, as a refused connection is. */
+		curl_easy_getinfo(b->easy, CURLINFO_CONNECT_TIME_T, &connected_us);
+		if (!connected_us)
+			return -ETIMEDOUT;
 		snprintf(o->why, sizeof(o->why), "no response in time (%s)", detail);
 		break;
 	case CURLE_PEER_FAILED_VERIFICATION:

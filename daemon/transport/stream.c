@@ -692,8 +692,10 @@ static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *arg, voi
 		return 0;
 	}
 	if (i == s->n_socks) {
+		/* Not watched: that transfer ends at its timeout and is
+		 * retried. (-1 would stop the multi handle for good.) */
 		if (s->n_socks == MAX_CURL_SOCKS)
-			return -1; /* fails that transfer: retried with backoff */
+			return 0;
 		s->n_socks++;
 	}
 	s->socks[i].fd = fd;
@@ -837,10 +839,12 @@ static void *stream_main(void *arg)
 						 .events = s->socks[i].events };
 			idx[n++] = SIZE_MAX;
 		}
-		if (s->curl_deadline_ns != UINT64_MAX)
-			wait_ns = s->curl_deadline_ns <= now	      ? 0 :
-				  s->curl_deadline_ns - now < wait_ns ? s->curl_deadline_ns - now :
-									wait_ns;
+		if (s->curl_deadline_ns != UINT64_MAX) {
+			uint64_t d = s->curl_deadline_ns > now ? s->curl_deadline_ns - now : 0;
+
+			if (d < wait_ns)
+				wait_ns = d;
+		}
 		timeout = wait_ns == UINT64_MAX ? -1 : (int)(wait_ns / 1000000ull) + 1;
 		pthread_mutex_unlock(&s->lock);
 		poll(pf, n, timeout);

@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: MIT
 /*
  * The pure parts of the HTTP backends: the URL syntax, what is kept of a
- * response libcurl received, every verdict (what each server's documented answers mean:
- * sent, retried with backoff, dropped and counted), the header file.
+ * response libcurl received, every verdict (what each server's documented
+ * answers mean: sent, retried with backoff, dropped and counted), the
+ * header file, the OTLP encoder and its arena.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "backend_body.h"
 #include "response.h"
 #include "stream.h"
@@ -378,6 +382,33 @@ Test(headers, file_loaded_and_checked)
 	cr_assert_eq(mp_http_headers_load(p, out, sizeof(out), &line), -EINVAL);
 	unlink(p);
 	cr_assert_eq(mp_http_headers_load("/nonexistent/x", out, sizeof(out), &line), -ENOENT);
+}
+
+/* The encoders' arena: zeroed, aligned, large requests apart, overflow
+ * refused, everything gone with one free. */
+Test(arena, alloc_and_free_once)
+{
+	struct mp_arena a = { 0 };
+	uint8_t *small[100], *big;
+
+	for (int i = 0; i < 100; i++) {
+		small[i] = mp_arena_alloc(&a, 3, 1000);
+		cr_assert_not_null(small[i]);
+		cr_assert_eq((uintptr_t)small[i] % _Alignof(max_align_t), 0);
+		for (int k = 0; k < 3000; k++)
+			cr_assert_eq(small[i][k], 0);
+		memset(small[i], i, 3000);
+	}
+	big = mp_arena_alloc(&a, 1 << 20, 1);
+	cr_assert_not_null(big);
+	cr_assert_eq(big[(1 << 20) - 1], 0);
+	for (int i = 0; i < 100; i++)
+		cr_assert_eq(small[i][2999], (uint8_t)i);
+	cr_assert_null(mp_arena_alloc(&a, SIZE_MAX / 2, 4));
+	cr_assert_not_null(mp_arena_alloc(&a, 0, 8));
+	mp_arena_free(&a);
+	cr_assert_null(a.head);
+	mp_arena_free(&a);
 }
 
 /*
