@@ -20,7 +20,9 @@
  *                       (auth tokens: never in argv or the logs)
  *   ca=FILE             PEM CA bundle for https instead of the system store
  *
- * The URL itself is logged; the header file's content never is.
+ * Host, port and path go through libcurl's URL API (CURLU); the schemes
+ * and the settings are ours. The URL itself is logged; the header file's
+ * content never is.
  */
 #ifndef MP_STREAM_URL_H
 #define MP_STREAM_URL_H
