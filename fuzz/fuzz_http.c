@@ -1,44 +1,74 @@
 // SPDX-License-Identifier: MIT
 /*
- * What a collector sends back, and the collector URLs: the bytes are fed
- * to the HTTP response parser whole and in pieces (the first byte picks
- * the split), every protocol's verdict is taken on what parses (Connect
- * error JSON, OTLP Status and partial success, gRPC-Web trailers), and
- * the bytes are also parsed as a collector URL.
+ * What a collector sends back, as far as memprofd reads it itself, and
+ * the collector URLs. libcurl parses HTTP; the bytes after the first are
+ * split here the way its header callback and curl_easy_header() hand a
+ * response over (status line, "Name: value" headers, body), and every
+ * protocol's verdict is taken on the result (Connect error JSON, OTLP
+ * Status and partial success, gRPC-Web trailer frames, Retry-After). The
+ * same bytes are also parsed as a collector URL (libcurl's URL API and
+ * our settings). The first byte is kept for the corpus format.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include "response.h"
 #include "url.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void feed_head(struct mp_http_resp *r, const char *head, size_t len)
+{
+	const char *eol;
+
+	for (const char *l = head; l < head + len; l = eol + 1) {
+		char name[128], value[512];
+		const char *colon;
+		size_t n;
+
+		eol = memchr(l, '\n', (size_t)(head + len - l));
+		if (!eol)
+			eol = head + len;
+		n = (size_t)(eol - l);
+		if (n >= 5 && !memcmp(l, "HTTP/", 5)) {
+			mp_http_resp_status_line(r, l, n);
+			continue;
+		}
+		colon = memchr(l, ':', n);
+		if (!colon || (size_t)(colon - l) >= sizeof(name) ||
+		    n - (size_t)(colon - l) - 1 >= sizeof(value))
+			continue;
+		memcpy(name, l, (size_t)(colon - l));
+		name[colon - l] = '\0';
+		memcpy(value, colon + 1, n - (size_t)(colon - l) - 1);
+		value[n - (size_t)(colon - l) - 1] = '\0';
+		mp_http_resp_header(r, name, value);
+	}
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct mp_http_resp r;
 	struct mp_backend_url u;
 	struct mp_outcome o;
+	const char *text = (const char *)data + 1, *end;
 	char url[1100];
-	size_t step;
-	int k = 0;
+	size_t len;
 
 	if (!size)
 		return 0;
-	step = 1 + data[0] % 97;
+	len = size - 1;
 	mp_http_resp_init(&r);
-	for (size_t off = 1; off < size && k == 0; off += step)
-		k = mp_http_resp_feed(&r, data + off, size - off < step ? size - off : step);
-	if (k == 0)
-		k = mp_http_resp_eof(&r);
-	if (k == 1) {
-		for (int p = MP_BE_INGEST; p <= MP_BE_PARCA; p++)
-			mp_http_verdict((enum mp_backend_proto)p, &r, &o);
-	}
-	if (size - 1 < sizeof(url)) {
-		memcpy(url, data + 1, size - 1);
-		url[size - 1] = '\0';
+	end = memmem(text, len, "\r\n\r\n", 4);
+	feed_head(&r, text, end ? (size_t)(end - text) : len);
+	if (end)
+		mp_http_resp_body(&r, (const uint8_t *)end + 4, len - (size_t)(end + 4 - text));
+	for (int p = MP_BE_INGEST; p <= MP_BE_PARCA; p++)
+		mp_http_verdict((enum mp_backend_proto)p, &r, &o);
+	if (len < sizeof(url)) {
+		memcpy(url, text, len);
+		url[len] = '\0';
 		mp_backend_url_parse(url, &u);
 	}
 	return 0;

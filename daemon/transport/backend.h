@@ -2,63 +2,76 @@
 /*
  * A collector that speaks HTTP (the Pyroscope push API and legacy
  * /ingest, OTLP profiles, Parca over gRPC-Web), with TLS for https and a
- * header file for auth. The streamer (stream.c) owns the queue, the TCP
- * connection and the backoff; this module builds each request and runs
- * one request/response exchange on a connected socket:
+ * header file for auth. libcurl does HTTP and TLS (certificates always
+ * verified, against the system store or the URL's CA file); the streamer
+ * (stream.c) owns the queue, the backoff and the event loop that drives
+ * libcurl's multi handle. This module builds each request and turns each
+ * finished transfer into a verdict:
  *
- *   mp_backend_request()  on the pushing thread: the whole HTTP request
- *   mp_backend_step()     on the streaming thread, whenever the socket is
- *                         ready: TLS handshake, send, read the response,
- *                         and the verdict (sent, retry, drop)
- *   mp_backend_close()    the connection ended (either way)
+ *   mp_backend_request()  on the pushing thread: the request for a chunk
+ *   mp_backend_start()    on the streaming thread: the transfer, added to
+ *                         the streamer's multi handle
+ *   mp_backend_finish()   the transfer ended: sent, retry, drop, or the
+ *                         collector was unreachable
+ *   mp_backend_close()    the transfer is abandoned (either way)
  */
 #ifndef MP_STREAM_BACKEND_H
 #define MP_STREAM_BACKEND_H
 
+#include <curl/curl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "http.h"
 #include "profile.h"
+#include "response.h"
 #include "stream.h"
 #include "url.h"
 
+/* Bounds of one transfer: connecting (name resolution included), and
+ * the whole exchange. */
+#define MP_BACKEND_CONNECT_MS 5000L
+#define MP_BACKEND_TRANSFER_MS 60000L
+
 struct mp_backend;
 
-/* Parses @url (see url.h) and, for https, loads the trust store or its
- * CA file. Returns 0 or a negative errno, logged with the URL. */
+/* The multi handle a streamer drives its HTTP collectors' transfers with
+ * (libcurl initialised once). */
+int mp_backend_multi_new(CURLM **ret);
+
+/* Parses @url (see url.h); for https with a CA file, checks that it holds
+ * a certificate. Returns 0 or a negative errno, logged with the URL. */
 int mp_backend_new(const char *url, struct mp_backend **ret);
 void mp_backend_free(struct mp_backend *b);
 
 /* What mp_backend_new() would say about @url, without keeping anything:
- * 0, or a negative errno logged with the reason (a CA file that holds no
- * certificate, an empty trust store). */
+ * 0, or a negative errno logged with the reason. */
 int mp_backend_check(const char *url);
 
 const struct mp_backend_url *mp_backend_url(const struct mp_backend *b);
 /* Whether requests embed the gzipped pprof (all but OTLP). */
 bool mp_backend_wants_pprof(const struct mp_backend *b);
 
-/* The whole HTTP request for one chunk: @pprof is the gzipped pprof of
- * @p when mp_backend_wants_pprof(). Reads the header file (its problems
- * are logged once, without its content). Thread-safe against the
- * streaming thread. */
+/* The request for one chunk (its target, headers and body, in a buffer
+ * of ours): @pprof is the gzipped pprof of @p when
+ * mp_backend_wants_pprof(). Reads the header file (its problems are
+ * logged once, without its content). Thread-safe against the streaming
+ * thread. */
 int mp_backend_request(struct mp_backend *b, const struct mp_chunk_meta *m,
 		       const struct mp_profile *p, const uint8_t *pprof, size_t pprof_len,
 		       uint8_t **ret, size_t *ret_len);
 
-enum mp_step {
-	MP_STEP_AGAIN, /* wait for *ret_events on the socket */
-	MP_STEP_DONE, /* the exchange ended: see the outcome */
-};
+/* Starts sending @req (from mp_backend_request(), kept alive by the
+ * caller until the transfer ends) on @multi; @priv is the transfer's
+ * CURLINFO_PRIVATE. */
+int mp_backend_start(struct mp_backend *b, CURLM *multi, const uint8_t *req, size_t len,
+		     void *priv);
 
-/* Advances the exchange of request @req on the connected socket @fd.
- * MP_STEP_DONE fills @o: MP_V_SENT, MP_V_DROP (refused for good), or
- * MP_V_RETRY (@o->why says why; connection errors included). The verdict
- * is logged here, at most once per change of state. */
-enum mp_step mp_backend_step(struct mp_backend *b, int fd, const uint8_t *req, size_t len,
-			     short *ret_events, struct mp_outcome *o);
+/* The transfer ended with @rc. Returns 0 with the verdict in @o
+ * (MP_V_SENT, MP_V_DROP, or MP_V_RETRY with the reason), logged here at
+ * most once per change of state; or a negative errno when the collector
+ * could not be reached at all (for the caller to log). */
+int mp_backend_finish(struct mp_backend *b, CURLcode rc, struct mp_outcome *o);
 void mp_backend_close(struct mp_backend *b);
 
 #endif /* MP_STREAM_BACKEND_H */

@@ -47,6 +47,9 @@
 /* Bytes read from one collector per wakeup: a chatty one cannot hold the
  * streaming thread. */
 #define READ_BUDGET (64u << 10)
+/* Sockets libcurl may have open at once for the HTTP collectors
+ * (connection attempts and its resolver's). */
+#define MAX_CURL_SOCKS (4 * MP_STREAM_MAX_COLLECTORS)
 
 enum kind { K_TCP, K_UNIX, K_HTTP };
 enum state { S_IDLE, S_CONNECTING, S_UP, S_RESPONSE, S_RESOLVING };
@@ -124,7 +127,12 @@ struct collector {
 	struct resolve_job *job; /* in flight (also after its timeout) */
 	uint64_t resolve_until_ns;
 	struct mp_backend *be; /* K_HTTP: the protocol (backend.c) */
-	short be_events; /* what its exchange waits for */
+};
+
+/* A socket libcurl wants watched (CURLMOPT_SOCKETFUNCTION). */
+struct curl_sock {
+	curl_socket_t fd;
+	short events;
 };
 
 struct mp_streamer {
@@ -139,6 +147,11 @@ struct mp_streamer {
 	mp_stream_resolver_fn resolver;
 	struct collector *c[MP_STREAM_MAX_COLLECTORS];
 	size_t n;
+	/* The HTTP collectors' transfers, driven by stream_main()'s poll. */
+	CURLM *multi;
+	struct curl_sock socks[MAX_CURL_SOCKS];
+	size_t n_socks;
+	uint64_t curl_deadline_ns; /* UINT64_MAX: no timer */
 };
 
 static int resolvers_alive;
@@ -360,6 +373,14 @@ static void start_connect(struct mp_streamer *s, struct collector *c, uint64_t n
 	int fd, r;
 
 	c->connects++;
+	if (c->kind == K_HTTP) {
+		/* libcurl resolves, connects and speaks TLS and HTTP. */
+		r = mp_backend_start(c->be, s->multi, c->head->data, c->head->len, c);
+		if (r < 0)
+			return fail(c, r, now);
+		c->state = S_UP;
+		return;
+	}
 	if (c->kind != K_UNIX) {
 		/* A resolution that timed out earlier may still be running:
 		 * wait for it rather than start another one. */
@@ -629,15 +650,16 @@ static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 	}
 }
 
-/* An HTTP collector: one request/response exchange per chunk, run by
- * its backend (backend.c), which also logs what the server said. */
-static void http_step(struct mp_streamer *s, struct collector *c, uint64_t now)
+/* An HTTP collector's transfer of its first chunk ended with @rc: its
+ * backend (backend.c) says what that means and logs what the server
+ * said. */
+static void http_done(struct mp_streamer *s, struct collector *c, CURLcode rc, uint64_t now)
 {
 	struct mp_outcome o;
+	int r = mp_backend_finish(c->be, rc, &o);
 
-	if (!c->head || mp_backend_step(c->be, c->fd, c->head->data, c->head->len, &c->be_events,
-					&o) == MP_STEP_AGAIN)
-		return;
+	if (r < 0)
+		return fail(c, r, now);
 	if (o.verdict == MP_V_RETRY) {
 		c->down = true; /* logged by the backend */
 		fail(c, -EAGAIN, now);
@@ -645,17 +667,75 @@ static void http_step(struct mp_streamer *s, struct collector *c, uint64_t now)
 			c->next_try_ns = now + o.retry_after_ns;
 		return;
 	}
-	mp_backend_close(c->be);
 	up(c);
 	if (o.verdict == MP_V_SENT)
 		c->sent++;
 	else
 		c->rejected++;
 	pop(s, c);
-	close(c->fd);
-	c->fd = -1;
 	c->state = S_IDLE;
 	c->next_try_ns = now;
+}
+
+static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *arg, void *sockp)
+{
+	struct mp_streamer *s = arg;
+	size_t i = 0;
+
+	(void)easy;
+	(void)sockp;
+	while (i < s->n_socks && s->socks[i].fd != fd)
+		i++;
+	if (what == CURL_POLL_REMOVE) {
+		if (i < s->n_socks)
+			s->socks[i] = s->socks[--s->n_socks];
+		return 0;
+	}
+	if (i == s->n_socks) {
+		/* Not watched: that transfer ends at its timeout and is
+		 * retried. (-1 would stop the multi handle for good.) */
+		if (s->n_socks == MAX_CURL_SOCKS)
+			return 0;
+		s->n_socks++;
+	}
+	s->socks[i].fd = fd;
+	s->socks[i].events =
+		(short)((what & CURL_POLL_IN ? POLLIN : 0) | (what & CURL_POLL_OUT ? POLLOUT : 0));
+	return 0;
+}
+
+static int on_curl_timer(CURLM *multi, long timeout_ms, void *arg)
+{
+	struct mp_streamer *s = arg;
+
+	(void)multi;
+	s->curl_deadline_ns =
+		timeout_ms < 0 ? UINT64_MAX : mp_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+	return 0;
+}
+
+/* Lets libcurl act on socket @fd (CURL_SOCKET_TIMEOUT: its timer), then
+ * takes the transfers that ended. */
+static void curl_act(struct mp_streamer *s, curl_socket_t fd, short revents, uint64_t now)
+{
+	int flags = (revents & POLLIN ? CURL_CSELECT_IN : 0) |
+		    (revents & POLLOUT ? CURL_CSELECT_OUT : 0) |
+		    (revents & (POLLERR | POLLHUP | POLLNVAL) ? CURL_CSELECT_ERR : 0);
+	int running, left;
+	CURLMsg *msg;
+
+	if (fd == CURL_SOCKET_TIMEOUT)
+		s->curl_deadline_ns = UINT64_MAX;
+	curl_multi_socket_action(s->multi, fd, fd == CURL_SOCKET_TIMEOUT ? 0 : flags, &running);
+	while ((msg = curl_multi_info_read(s->multi, &left))) {
+		struct collector *c = NULL;
+
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+		if (c)
+			http_done(s, c, msg->data.result, now);
+	}
 }
 
 /* Chunks still queued for @c, as lost: logged once, where they end. */
@@ -677,13 +757,14 @@ static void count_undelivered(struct collector *c, const char *when)
 
 static void collector_free(struct mp_streamer *s, struct collector *c)
 {
+	/* Its transfer leaves the multi handle before its chunk is freed. */
+	mp_backend_free(c->be);
 	while (c->head)
 		pop(s, c);
 	if (c->fd >= 0)
 		close(c->fd);
 	if (c->job)
 		job_put(c->job);
-	mp_backend_free(c->be);
 	free(c->holders);
 	free(c->lost);
 	free(c);
@@ -713,8 +794,8 @@ static void reap_drained(struct mp_streamer *s, uint64_t now, uint64_t *wait_ns)
 static void *stream_main(void *arg)
 {
 	struct mp_streamer *s = arg;
-	struct pollfd pf[MP_STREAM_MAX_COLLECTORS + 1];
-	size_t idx[MP_STREAM_MAX_COLLECTORS + 1];
+	struct pollfd pf[MP_STREAM_MAX_COLLECTORS + 1 + MAX_CURL_SOCKS];
+	size_t idx[MP_STREAM_MAX_COLLECTORS + 1 + MAX_CURL_SOCKS];
 
 	pthread_mutex_lock(&s->lock);
 	while (!s->quit) {
@@ -741,12 +822,8 @@ static void *stream_main(void *arg)
 				else if (c->hello_until_ns - now < wait_ns)
 					wait_ns = c->hello_until_ns - now;
 			}
-			if (c->state == S_UP && c->head) {
-				if (c->kind == K_HTTP)
-					http_step(s, c, now);
-				else
-					do_write(s, c, now);
-			}
+			if (c->state == S_UP && c->head && c->kind != K_HTTP)
+				do_write(s, c, now);
 			if (c->fd < 0) {
 				if (c->state == S_IDLE && c->head && c->next_try_ns - now < wait_ns)
 					wait_ns = c->next_try_ns > now ? c->next_try_ns - now : 0;
@@ -755,9 +832,18 @@ static void *stream_main(void *arg)
 			pf[n] = (struct pollfd){ .fd = c->fd, .events = POLLIN | POLLRDHUP };
 			if (c->state == S_CONNECTING || (c->state == S_UP && can_write(s, c)))
 				pf[n].events |= POLLOUT;
-			if (c->kind == K_HTTP && c->state == S_UP)
-				pf[n].events = c->be_events;
 			idx[n++] = i;
+		}
+		for (size_t i = 0; i < s->n_socks; i++) {
+			pf[n] = (struct pollfd){ .fd = s->socks[i].fd,
+						 .events = s->socks[i].events };
+			idx[n++] = SIZE_MAX;
+		}
+		if (s->curl_deadline_ns != UINT64_MAX) {
+			uint64_t d = s->curl_deadline_ns > now ? s->curl_deadline_ns - now : 0;
+
+			if (d < wait_ns)
+				wait_ns = d;
 		}
 		timeout = wait_ns == UINT64_MAX ? -1 : (int)(wait_ns / 1000000ull) + 1;
 		pthread_mutex_unlock(&s->lock);
@@ -768,10 +854,15 @@ static void *stream_main(void *arg)
 		}
 		now = mp_now_ns();
 		for (size_t k = 1; k < n; k++) {
-			struct collector *c = s->c[idx[k]];
+			struct collector *c;
 			short re = pf[k].revents;
 
-			if (!re || c->fd != pf[k].fd)
+			if (re && idx[k] == SIZE_MAX)
+				curl_act(s, pf[k].fd, re, now);
+			if (!re || idx[k] == SIZE_MAX || idx[k] >= s->n)
+				continue;
+			c = s->c[idx[k]];
+			if (c->fd != pf[k].fd)
 				continue;
 			if (c->state == S_CONNECTING) {
 				int err = 0;
@@ -786,15 +877,13 @@ static void *stream_main(void *arg)
 				}
 				connected(c, now);
 			}
-			if (c->kind == K_HTTP) {
-				http_step(s, c, now);
-				continue;
-			}
 			if (re & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
 				do_read(s, c, now);
 			if (c->state == S_UP && (re & POLLOUT))
 				do_write(s, c, now);
 		}
+		if (mp_now_ns() >= s->curl_deadline_ns)
+			curl_act(s, CURL_SOCKET_TIMEOUT, 0, now);
 	}
 	pthread_mutex_unlock(&s->lock);
 	return NULL;
@@ -814,12 +903,22 @@ int mp_streamer_new(uint64_t buffer_bytes, struct mp_streamer **ret)
 	pthread_cond_init(&s->idle, &ca);
 	pthread_condattr_destroy(&ca);
 	s->buffer_bytes = buffer_bytes;
+	s->curl_deadline_ns = UINT64_MAX;
 	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->wake_fd < 0) {
 		r = -errno;
 		mp_streamer_free(s);
 		return r;
 	}
+	r = mp_backend_multi_new(&s->multi);
+	if (r < 0) {
+		mp_streamer_free(s);
+		return r;
+	}
+	curl_multi_setopt(s->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
+	curl_multi_setopt(s->multi, CURLMOPT_SOCKETDATA, s);
+	curl_multi_setopt(s->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
+	curl_multi_setopt(s->multi, CURLMOPT_TIMERDATA, s);
 	r = -pthread_create(&s->thread, NULL, stream_main, s);
 	if (r < 0) {
 		mp_streamer_free(s);
@@ -856,6 +955,8 @@ void mp_streamer_free(struct mp_streamer *s)
 	}
 	if (s->wake_fd >= 0)
 		close(s->wake_fd);
+	if (s->multi)
+		curl_multi_cleanup(s->multi);
 	pthread_cond_destroy(&s->idle);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -1138,22 +1239,18 @@ int mp_streamer_push(struct mp_streamer *s, const struct mp_chunk_meta *m,
 	return mp_streamer_push_encoded(s, m, p, NULL, 0, extra, n_extra);
 }
 
-int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *m,
-			     const struct mp_profile *p, const uint8_t *msg, size_t msg_len,
-			     char *const *extra, size_t n_extra)
+/* Under the lock: the global collectors and the target's own (acquired
+ * by it; others are ignored), each once, pinned so that none is removed
+ * while the chunk is encoded outside the lock. */
+static size_t pin_targets(struct mp_streamer *s, char *const *extra, size_t n_extra,
+			  struct collector **targets)
 {
-	struct collector *targets[MP_STREAM_MAX_COLLECTORS];
-	uint8_t *pb = NULL, *pp = NULL, *req[MP_STREAM_MAX_COLLECTORS] = { NULL };
-	size_t nt = 0, pb_len = 0, pp_len = 0, req_len[MP_STREAM_MAX_COLLECTORS] = { 0 };
-	bool want_pb = false, want_pp = false;
-	int r = 0;
+	size_t nt = 0;
 
-	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->n; i++)
 		if (s->c[i]->global)
 			targets[nt++] = s->c[i];
 	for (size_t i = 0; i < n_extra; i++) {
-		/* Acquired by the target (mp_streamer_acquire()). */
 		struct collector *c = find(s, extra[i]);
 		bool dup = false;
 
@@ -1164,9 +1261,77 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 		if (!dup)
 			targets[nt++] = c;
 	}
-	/* Not removed while encoding, even if released meanwhile. */
 	for (size_t k = 0; k < nt; k++)
 		targets[k]->pins++;
+	return nt;
+}
+
+/* A copy of an HTTP collector's request @req as a queue item. */
+static struct item *request_item(const uint8_t *req, size_t len)
+{
+	struct item *it = req ? malloc(sizeof(*it) + len) : NULL;
+
+	if (!it)
+		return NULL;
+	it->next = NULL;
+	it->len = len;
+	memcpy(it->data, req, len);
+	return it;
+}
+
+/* Under the lock: queues @it (NULL: it could not be made) for @c, or
+ * drops and counts it. At least one chunk always fits in a collector's
+ * buffer, whatever its size; never more than the total in all. */
+static void enqueue(struct mp_streamer *s, struct collector *c, const struct mp_chunk_meta *m,
+		    struct item *it)
+{
+	struct lost *l = lost_entry(c, m->target_id, false);
+
+	if (!it || (c->unsent && c->queued_bytes + it->len > s->buffer_bytes) ||
+	    (s->total_bytes && s->queued_total + it->len > s->total_bytes)) {
+		free(it);
+		c->dropped++;
+		l = lost_entry(c, m->target_id, true);
+		if (l) {
+			l->n++;
+			l->total++;
+		}
+		if (m->final)
+			log_warning("collector %s: final chunk of target %" PRIu64
+				    " (pid %d) dropped: %s",
+				    c->url, m->target_id, (int)m->pid,
+				    it ? "buffer full" : "out of memory");
+		return;
+	}
+	it->target_id = m->target_id;
+	it->sequence = m->sequence;
+	it->lost = it->framed_lost = l && c->kind != K_HTTP ? l->n : 0;
+	if (l)
+		l->n = 0;
+	s->queued_total += it->len;
+	if (c->tail)
+		c->tail->next = it;
+	else
+		c->head = it;
+	c->tail = it;
+	if (!c->unsent)
+		c->unsent = it;
+	c->queued_bytes += it->len;
+	c->queued_items++;
+}
+
+int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *m,
+			     const struct mp_profile *p, const uint8_t *msg, size_t msg_len,
+			     char *const *extra, size_t n_extra)
+{
+	struct collector *targets[MP_STREAM_MAX_COLLECTORS];
+	uint8_t *pb = NULL, *pp = NULL, *req[MP_STREAM_MAX_COLLECTORS] = { NULL };
+	size_t nt, pb_len = 0, pp_len = 0, req_len[MP_STREAM_MAX_COLLECTORS] = { 0 };
+	bool want_pb = false, want_pp = false;
+	int r = 0;
+
+	pthread_mutex_lock(&s->lock);
+	nt = pin_targets(s, extra, n_extra, targets);
 	pthread_mutex_unlock(&s->lock);
 	for (size_t k = 0; k < nt; k++) {
 		want_pb |= targets[k]->kind != K_HTTP;
@@ -1190,7 +1355,7 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 	(void)pp_len;
 #endif
 	/* HTTP requests too: a failure loses the chunk for that collector
-	 * only (counted below). */
+	 * only (counted in enqueue()). */
 	for (size_t k = 0; k < nt; k++)
 		if (r == 0 && targets[k]->kind == K_HTTP &&
 		    mp_backend_request(targets[k]->be, m, p, pp, pp_len, &req[k], &req_len[k]) < 0)
@@ -1199,54 +1364,13 @@ int mp_streamer_push_encoded(struct mp_streamer *s, const struct mp_chunk_meta *
 	for (size_t k = 0; k < nt; k++) {
 		struct collector *c = targets[k];
 		struct lost *l = lost_entry(c, m->target_id, false);
-		struct item *it = NULL;
 
 		c->pins--;
 		if (r < 0)
 			continue;
-		if (c->kind != K_HTTP) {
-			it = frame_chunk(m, msg, msg_len, l ? l->n : 0);
-		} else if (req[k]) {
-			it = malloc(sizeof(*it) + req_len[k]);
-			if (it) {
-				it->next = NULL;
-				it->len = req_len[k];
-				memcpy(it->data, req[k], req_len[k]);
-			}
-		}
-		/* At least one chunk always fits in a collector's buffer,
-		 * whatever its size; never more than the total in all. */
-		if (!it || (c->unsent && c->queued_bytes + it->len > s->buffer_bytes) ||
-		    (s->total_bytes && s->queued_total + it->len > s->total_bytes)) {
-			free(it);
-			c->dropped++;
-			l = lost_entry(c, m->target_id, true);
-			if (l) {
-				l->n++;
-				l->total++;
-			}
-			if (m->final)
-				log_warning("collector %s: final chunk of target %" PRIu64
-					    " (pid %d) dropped: %s",
-					    c->url, m->target_id, (int)m->pid,
-					    it ? "buffer full" : "out of memory");
-			continue;
-		}
-		it->target_id = m->target_id;
-		it->sequence = m->sequence;
-		it->lost = it->framed_lost = l && c->kind != K_HTTP ? l->n : 0;
-		if (l)
-			l->n = 0;
-		s->queued_total += it->len;
-		if (c->tail)
-			c->tail->next = it;
-		else
-			c->head = it;
-		c->tail = it;
-		if (!c->unsent)
-			c->unsent = it;
-		c->queued_bytes += it->len;
-		c->queued_items++;
+		enqueue(s, c, m,
+			c->kind != K_HTTP ? frame_chunk(m, msg, msg_len, l ? l->n : 0) :
+					    request_item(req[k], req_len[k]));
 	}
 	pthread_mutex_unlock(&s->lock);
 	wake(s);

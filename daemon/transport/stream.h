@@ -5,7 +5,8 @@
  *                                messages (proto/memprof.proto)
  *   pyroscope://, otlp://, parca://, http(s)://...
  *                                the profile backends over HTTP(S), one
- *                                request per chunk (backend.h, url.h)
+ *                                request per chunk over libcurl's multi
+ *                                interface (backend.h, url.h)
  * Each collector has its own bounded buffer, non-blocking socket and
  * reconnect backoff: a slow or dead collector never blocks the caller or
  * another collector. A chunk that does not fit in a collector's buffer is

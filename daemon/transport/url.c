@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,8 +57,9 @@ static int hexval(char c)
 	return -1;
 }
 
-/* Percent-decodes [s, s + n) into @out; control characters are refused
- * (they would end up in HTTP headers, labels or file names). */
+/* Percent-decodes a setting [s, s + n) into @out. Stricter than
+ * curl_easy_unescape(): a bad escape or a control character is refused,
+ * since the value ends up in HTTP headers, labels or file names. */
 static int decode(const char *s, size_t n, char *out, size_t cap)
 {
 	size_t k = 0;
@@ -95,6 +97,21 @@ static bool label_key_ok(const char *k)
 	return true;
 }
 
+static int add_label(struct mp_backend_url *u, const char *lk, const char *val)
+{
+	/* The labels memprofd sets itself are not the user's. */
+	if (!label_key_ok(lk) || strlen(lk) >= sizeof(u->label_key[0]) ||
+	    strlen(val) >= sizeof(u->label_value[0]) || !strncmp(lk, "__", 2) ||
+	    !strcmp(lk, "service_name") || u->n_labels >= MP_BE_MAX_LABELS)
+		return -EINVAL;
+	for (size_t i = 0; i < u->n_labels; i++)
+		if (!strcmp(u->label_key[i], lk))
+			return -EINVAL;
+	strcpy(u->label_key[u->n_labels], lk);
+	strcpy(u->label_value[u->n_labels++], val);
+	return 0;
+}
+
 static int parse_setting(const char *s, size_t n, struct mp_backend_url *u)
 {
 	const char *eq = memchr(s, '=', n);
@@ -118,130 +135,142 @@ static int parse_setting(const char *s, size_t n, struct mp_backend_url *u)
 			return -EINVAL;
 		strcpy(dst, val);
 	} else if (!strncmp(key, "label.", 6)) {
-		const char *lk = key + 6;
-
-		/* The labels memprofd sets itself are not the user's. */
-		if (!label_key_ok(lk) || strlen(lk) >= sizeof(u->label_key[0]) ||
-		    strlen(val) >= sizeof(u->label_value[0]) || !strncmp(lk, "__", 2) ||
-		    !strcmp(lk, "service_name") || u->n_labels >= MP_BE_MAX_LABELS)
-			return -EINVAL;
-		for (size_t i = 0; i < u->n_labels; i++)
-			if (!strcmp(u->label_key[i], lk))
-				return -EINVAL;
-		strcpy(u->label_key[u->n_labels], lk);
-		strcpy(u->label_value[u->n_labels++], val);
+		return add_label(u, key + 6, val);
 	} else {
 		return -EINVAL;
 	}
 	return 0;
 }
 
-static int parse_authority(const char *hp, const char *end, const struct scheme *sc,
-			   struct mp_backend_url *u)
+static int parse_query(const char *q, struct mp_backend_url *u)
 {
-	const char *colon;
-	size_t hl;
-
-	if (*hp == '[') {
-		const char *rb = memchr(hp, ']', (size_t)(end - hp));
-
-		if (!rb || (rb + 1 != end && rb[1] != ':'))
-			return -EINVAL;
-		hl = (size_t)(rb - hp - 1);
-		hp++;
-		colon = rb + 1 == end ? NULL : rb + 1;
-	} else {
-		colon = memchr(hp, ':', (size_t)(end - hp));
-		hl = (size_t)((colon ? colon : end) - hp);
-	}
-	if (!hl || hl >= sizeof(u->host))
-		return -EINVAL;
-	memcpy(u->host, hp, hl);
-	u->host[hl] = '\0';
-	for (const char *p = u->host; *p; p++)
-		if (*p <= ' ' || *p >= 0x7f || *p == '@' || *p == '/' || *p == '?' || *p == '#')
-			return -EINVAL;
-	if (!colon) {
-		strcpy(u->port, sc->port);
-		return 0;
-	}
-	unsigned long port = 0;
-	const char *p = colon + 1;
-
-	if (p == end || end - p > 5)
-		return -EINVAL;
-	for (; p < end; p++) {
-		if (*p < '0' || *p > '9')
-			return -EINVAL;
-		port = port * 10 + (unsigned long)(*p - '0');
-	}
-	if (port == 0 || port > 65535)
-		return -EINVAL;
-	snprintf(u->port, sizeof(u->port), "%lu", port);
-	return 0;
-}
-
-int mp_backend_url_parse(const char *url, struct mp_backend_url *ret)
-{
-	const struct scheme *sc = scheme_of(url);
-	const char *hp, *slash, *q, *p;
-	struct mp_backend_url u;
-	size_t pl;
-	int r;
-
-	if (!sc || strlen(url) >= 1024)
-		return -EINVAL;
-	memset(&u, 0, sizeof(u));
-	u.proto = sc->proto;
-	u.tls = sc->tls;
-	hp = url + strlen(sc->prefix);
-	q = strchr(hp, '?');
-	if (!q)
-		q = hp + strlen(hp);
-	slash = memchr(hp, '/', (size_t)(q - hp));
-	if (!slash)
-		slash = q;
-	r = parse_authority(hp, slash, sc, &u);
-	if (r < 0)
-		return r;
-	for (p = slash; p < q; p++)
-		if (*p <= ' ' || *p >= 0x7f || *p == '#' || *p == '%')
-			return -EINVAL;
-	pl = (size_t)(q - slash);
-	while (pl && slash[pl - 1] == '/' && !sc->by_path)
-		pl--;
-	if (sc->by_path) {
-		/* The path names the protocol. */
-		if (!pl)
-			snprintf(u.path, sizeof(u.path), "/ingest");
-		else if (pl >= sizeof(u.path))
-			return -EINVAL;
-		else
-			memcpy(u.path, slash, pl);
-		if (ends_with(u.path, pl, MP_BE_PYROSCOPE_PATH))
-			u.proto = MP_BE_PYROSCOPE;
-		else if (ends_with(u.path, pl, MP_BE_OTLP_PATH))
-			u.proto = MP_BE_OTLP;
-		else if (ends_with(u.path, pl, MP_BE_PARCA_PATH))
-			u.proto = MP_BE_PARCA;
-	} else {
-		/* A prefix (a reverse proxy's), then the endpoint. */
-		if (pl + strlen(sc->path) >= sizeof(u.path))
-			return -EINVAL;
-		memcpy(u.path, slash, pl);
-		strcpy(u.path + pl, sc->path);
-	}
-	for (p = *q ? q + 1 : q; *p;) {
+	for (const char *p = q; *p;) {
 		const char *amp = strchr(p, '&');
 		size_t n = amp ? (size_t)(amp - p) : strlen(p);
+		int r = parse_setting(p, n, u);
 
-		r = parse_setting(p, n, &u);
 		if (r < 0)
 			return r;
 		p += n + (amp ? 1 : 0);
 		if (amp && !*p)
 			return -EINVAL;
 	}
+	return 0;
+}
+
+/* The path as written (curl turns none into "/"): by_path schemes name
+ * the protocol with it, the others take it as a prefix. */
+static int set_path(const struct scheme *sc, const char *raw_rest, const char *path,
+		    struct mp_backend_url *u)
+{
+	size_t pl = raw_rest[strcspn(raw_rest, "/?#")] == '/' ? strlen(path) : 0;
+
+	for (const char *p = path; *p; p++)
+		if (*p <= ' ' || *p >= 0x7f || *p == '%')
+			return -EINVAL;
+	if (!sc->by_path) {
+		while (pl && path[pl - 1] == '/')
+			pl--;
+		if (pl + strlen(sc->path) >= sizeof(u->path))
+			return -EINVAL;
+		memcpy(u->path, path, pl);
+		strcpy(u->path + pl, sc->path);
+		return 0;
+	}
+	if (!pl)
+		snprintf(u->path, sizeof(u->path), "/ingest");
+	else if (pl >= sizeof(u->path))
+		return -EINVAL;
+	else
+		memcpy(u->path, path, pl + 1);
+	if (ends_with(u->path, pl, MP_BE_PYROSCOPE_PATH))
+		u->proto = MP_BE_PYROSCOPE;
+	else if (ends_with(u->path, pl, MP_BE_OTLP_PATH))
+		u->proto = MP_BE_OTLP;
+	else if (ends_with(u->path, pl, MP_BE_PARCA_PATH))
+		u->proto = MP_BE_PARCA;
+	return 0;
+}
+
+static int copy_part(CURLU *h, CURLUPart what, char *out, size_t cap, bool *ret_absent)
+{
+	char *v = NULL;
+	CURLUcode rc = curl_url_get(h, what, &v, 0);
+
+	*ret_absent = rc != CURLUE_OK;
+	if (rc != CURLUE_OK) {
+		out[0] = '\0';
+		return 0;
+	}
+	if (strlen(v) >= cap) {
+		curl_free(v);
+		return -EINVAL;
+	}
+	strcpy(out, v);
+	curl_free(v);
+	return 0;
+}
+
+/* Host, port, path and query through libcurl's URL parser; the scheme is
+ * ours, so the rest is parsed as plain http. */
+static int parse_with_curl(const struct scheme *sc, const char *rest, struct mp_backend_url *u)
+{
+	char buf[1100], host[260], port[8], path[1024], query[1024], scratch[8];
+	bool absent, no_frag, no_port, no_query;
+	CURLU *h = curl_url();
+	int r = -EINVAL;
+
+	if (!h)
+		return -ENOMEM;
+	snprintf(buf, sizeof(buf), "http://%s", rest);
+	if (curl_url_set(h, CURLUPART_URL, buf, 0) != CURLUE_OK)
+		goto out;
+	/* No credentials, no fragment: neither has a meaning here. */
+	if (copy_part(h, CURLUPART_USER, scratch, sizeof(scratch), &absent) < 0 || !absent ||
+	    copy_part(h, CURLUPART_FRAGMENT, scratch, sizeof(scratch), &no_frag) < 0 || !no_frag)
+		goto out;
+	if (copy_part(h, CURLUPART_HOST, host, sizeof(host), &absent) < 0 || absent || !host[0] ||
+	    copy_part(h, CURLUPART_PORT, port, sizeof(port), &no_port) < 0 ||
+	    copy_part(h, CURLUPART_PATH, path, sizeof(path), &absent) < 0 ||
+	    copy_part(h, CURLUPART_QUERY, query, sizeof(query), &no_query) < 0)
+		goto out;
+	if (host[0] == '[') {
+		size_t hl = strlen(host);
+
+		memmove(host, host + 1, hl - 2);
+		host[hl - 2] = '\0';
+	}
+	if (strlen(host) >= sizeof(u->host) || (!no_port && atoi(port) <= 0))
+		goto out;
+	strcpy(u->host, host);
+	strcpy(u->port, no_port ? sc->port : port);
+	r = set_path(sc, rest, path, u);
+	if (r == 0 && !no_query)
+		r = parse_query(query, u);
+out:
+	curl_url_cleanup(h);
+	return r;
+}
+
+int mp_backend_url_parse(const char *url, struct mp_backend_url *ret)
+{
+	const struct scheme *sc = scheme_of(url);
+	struct mp_backend_url u;
+	const char *rest;
+	int r;
+
+	if (!sc || strlen(url) >= 1024)
+		return -EINVAL;
+	rest = url + strlen(sc->prefix);
+	/* curl would take a missing or empty authority for a path. */
+	if (!*rest || strchr("/?#", *rest))
+		return -EINVAL;
+	memset(&u, 0, sizeof(u));
+	u.proto = sc->proto;
+	u.tls = sc->tls;
+	r = parse_with_curl(sc, rest, &u);
+	if (r < 0)
+		return r;
 	*ret = u;
 	return 0;
 }

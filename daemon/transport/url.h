@@ -20,7 +20,9 @@
  *                       (auth tokens: never in argv or the logs)
  *   ca=FILE             PEM CA bundle for https instead of the system store
  *
- * The URL itself is logged; the header file's content never is.
+ * Host, port and path go through libcurl's URL API (CURLU); the schemes
+ * and the settings are ours. The URL itself is logged; the header file's
+ * content never is.
  */
 #ifndef MP_STREAM_URL_H
 #define MP_STREAM_URL_H
@@ -28,15 +30,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "backend_body.h"
+
 enum mp_backend_proto {
 	MP_BE_INGEST, /* Pyroscope legacy POST /ingest?name=..&format=pprof */
 	MP_BE_PYROSCOPE, /* Pyroscope push API, Connect unary */
 	MP_BE_OTLP, /* OTLP/HTTP profiles, v1development */
 	MP_BE_PARCA, /* Parca ProfileStoreService/WriteRaw, gRPC-Web */
 };
-
-#define MP_BE_MAX_LABELS 16
-#define MP_BE_MAX_TEXT 128
 
 #define MP_BE_PYROSCOPE_PATH "/push.v1.PusherService/Push"
 #define MP_BE_OTLP_PATH "/v1development/profiles"

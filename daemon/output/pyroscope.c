@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "encode.h"
+#include "backend_body.h"
 #include "pyroscope_push.pb-c.h"
 #include "util.h"
 
@@ -22,16 +22,16 @@ uint64_t mp_be_unix_ns(uint64_t mono_ns)
 	return rt_ns - (now > mono_ns ? now - mono_ns : 0);
 }
 
-const char *mp_be_service_name(const struct mp_backend_url *u, const struct mp_chunk_meta *m)
+const char *mp_be_service_name(const char *configured, const char *exe)
 {
 	const char *base;
 
-	if (u->service[0])
-		return u->service;
-	if (!m->exe || !*m->exe)
+	if (configured && configured[0])
+		return configured;
+	if (!exe || !*exe)
 		return "unknown";
-	base = strrchr(m->exe, '/');
-	return base && base[1] ? base + 1 : m->exe;
+	base = strrchr(exe, '/');
+	return base && base[1] ? base + 1 : exe;
 }
 
 static size_t urlencode(char *out, size_t cap, const char *in)
@@ -55,7 +55,7 @@ static size_t urlencode(char *out, size_t cap, const char *in)
 	return n;
 }
 
-int mp_be_ingest_query(const struct mp_chunk_meta *m, char *out, size_t cap)
+int mp_be_ingest_query(const struct mp_be_chunk *m, char *out, size_t cap)
 {
 	char name[512], enc[1600];
 	const char *base = m->exe && *m->exe ? strrchr(m->exe, '/') : NULL;
@@ -72,8 +72,8 @@ int mp_be_ingest_query(const struct mp_chunk_meta *m, char *out, size_t cap)
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : n;
 }
 
-int mp_be_encode_pyroscope(const struct mp_backend_url *u, const struct mp_chunk_meta *m,
-			   const uint8_t *pprof, size_t pprof_len, uint8_t **ret, size_t *ret_len)
+int mp_be_encode_pyroscope(const struct mp_be_chunk *m, const uint8_t *pprof, size_t pprof_len,
+			   uint8_t **ret, size_t *ret_len)
 {
 	Push__V1__PushRequest req = PUSH__V1__PUSH_REQUEST__INIT;
 	Push__V1__RawProfileSeries series = PUSH__V1__RAW_PROFILE_SERIES__INIT, *sp = &series;
@@ -87,17 +87,17 @@ int mp_be_encode_pyroscope(const struct mp_backend_url *u, const struct mp_chunk
 	 * __name__ and the pprof's sample types. __delta__=false: each
 	 * profile holds the target's figures since attach, not a delta. */
 	const char *fixed[3][2] = { { "__name__", "memory" },
-				    { "service_name", mp_be_service_name(u, m) },
+				    { "service_name", m->service },
 				    { "__delta__", "false" } };
 	for (size_t i = 0; i < 3; i++, n++) {
 		push__v1__label_pair__init(&lab[n]);
 		lab[n].name = (char *)fixed[i][0];
 		lab[n].value = (char *)fixed[i][1];
 	}
-	for (size_t i = 0; i < u->n_labels; i++, n++) {
+	for (size_t i = 0; i < m->n_labels; i++, n++) {
 		push__v1__label_pair__init(&lab[n]);
-		lab[n].name = (char *)u->label_key[i];
-		lab[n].value = (char *)u->label_value[i];
+		lab[n].name = (char *)m->label_key[i];
+		lab[n].value = (char *)m->label_value[i];
 	}
 	for (size_t i = 0; i < n; i++)
 		labp[i] = &lab[i];

@@ -4,11 +4,11 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "encode.h"
+#include "backend_body.h"
 #include "parca_profilestore.pb-c.h"
 
-int mp_be_encode_parca(const struct mp_backend_url *u, const struct mp_chunk_meta *m,
-		       const uint8_t *pprof, size_t pprof_len, uint8_t **ret, size_t *ret_len)
+int mp_be_encode_parca(const struct mp_be_chunk *m, const uint8_t *pprof, size_t pprof_len,
+		       uint8_t **ret, size_t *ret_len)
 {
 	Parca__Profilestore__V1alpha1__WriteRawRequest req =
 		PARCA__PROFILESTORE__V1ALPHA1__WRITE_RAW_REQUEST__INIT;
@@ -22,7 +22,7 @@ int mp_be_encode_parca(const struct mp_backend_url *u, const struct mp_chunk_met
 		*smp = &sample;
 	Parca__Profilestore__V1alpha1__Label lab[3 + MP_BE_MAX_LABELS], *labp[3 + MP_BE_MAX_LABELS];
 	const char *fixed[3][2] = { { "__name__", "memory" },
-				    { "service_name", mp_be_service_name(u, m) },
+				    { "service_name", m->service },
 				    { "__delta__", "false" } };
 	size_t n = 0, len;
 	uint8_t *buf;
@@ -32,10 +32,10 @@ int mp_be_encode_parca(const struct mp_backend_url *u, const struct mp_chunk_met
 		lab[n].name = (char *)fixed[i][0];
 		lab[n].value = (char *)fixed[i][1];
 	}
-	for (size_t i = 0; i < u->n_labels; i++, n++) {
+	for (size_t i = 0; i < m->n_labels; i++, n++) {
 		parca__profilestore__v1alpha1__label__init(&lab[n]);
-		lab[n].name = (char *)u->label_key[i];
-		lab[n].value = (char *)u->label_value[i];
+		lab[n].name = (char *)m->label_key[i];
+		lab[n].value = (char *)m->label_value[i];
 	}
 	for (size_t i = 0; i < n; i++)
 		labp[i] = &lab[i];

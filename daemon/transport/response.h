@@ -1,14 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The HTTP/1.1 client side the profile backends share: a bounded,
- * incremental response parser (status line, headers, Content-Length,
- * chunked or close-delimited body), the verdict on a response per
- * protocol (sent, retry with backoff, or drop and count), and the header
- * file of a collector. Responses are hostile input: every length is
- * bounded and fuzz/fuzz_http.c feeds this parser anything.
+ * What a collector answered, and what it means. libcurl speaks HTTP; this
+ * keeps the few parts of a response a verdict reads (status, reason,
+ * Content-Type, Retry-After, grpc-status/-message, the start of the
+ * body) and judges it per protocol: sent, retry with backoff, or drop and
+ * count. Responses are hostile input: every length is bounded, and
+ * fuzz/fuzz_http.c feeds the verdicts anything.
  */
-#ifndef MP_STREAM_HTTP_H
-#define MP_STREAM_HTTP_H
+#ifndef MP_STREAM_RESPONSE_H
+#define MP_STREAM_RESPONSE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,9 +16,9 @@
 
 #include "url.h"
 
-#define MP_HTTP_MAX_BODY (16 * 1024) /* kept of a body; the rest is skipped */
+#define MP_HTTP_MAX_BODY (16 * 1024) /* kept of a body */
+#define MP_HTTP_MAX_SKIP (1024 * 1024) /* read of a body at most */
 #define MP_HTTP_MAX_LINE 2048
-#define MP_HTTP_MAX_HEAD (32 * 1024)
 #define MP_HTTP_MAX_HEADER_FILE 8192
 
 struct mp_http_resp {
@@ -29,22 +29,20 @@ struct mp_http_resp {
 	int64_t retry_after_s; /* -1 if absent or a date */
 	uint8_t body[MP_HTTP_MAX_BODY];
 	size_t body_len; /* kept */
+	uint64_t body_seen; /* received, kept or not */
 	bool body_truncated;
-	/* Parser state. */
-	int state;
-	bool chunked, have_length;
-	uint64_t length, left; /* Content-Length; bytes left of body/chunk */
-	size_t head_bytes, line_len;
-	char line[MP_HTTP_MAX_LINE];
 };
 
 void mp_http_resp_init(struct mp_http_resp *r);
-/* Feeds @n bytes. Returns 1 when the response is complete (bytes after
- * it are ignored), 0 when more are needed, -EBADMSG if malformed. */
-int mp_http_resp_feed(struct mp_http_resp *r, const uint8_t *buf, size_t n);
-/* The connection closed: 1 if that completes the response (a
- * close-delimited body), -EBADMSG if it was cut short. */
-int mp_http_resp_eof(struct mp_http_resp *r);
+/* A status line as libcurl's header callback hands it ("HTTP/1.1 503
+ * Service Unavailable\r\n"): starts the response over (an interim 1xx
+ * is forgotten). -EBADMSG if @line is not one. */
+int mp_http_resp_status_line(struct mp_http_resp *r, const char *line, size_t len);
+/* A header libcurl parsed; those a verdict reads are kept. */
+void mp_http_resp_header(struct mp_http_resp *r, const char *name, const char *value);
+/* Body bytes: the first MP_HTTP_MAX_BODY are kept. False once more than
+ * MP_HTTP_MAX_SKIP went by: stop reading. */
+bool mp_http_resp_body(struct mp_http_resp *r, const uint8_t *p, size_t n);
 
 enum mp_verdict {
 	MP_V_SENT, /* accepted */
@@ -69,4 +67,4 @@ void mp_http_verdict(enum mp_backend_proto proto, const struct mp_http_resp *r,
  * header memprofd sets itself. Never logs the content. */
 int mp_http_headers_load(const char *path, char *out, size_t cap, int *ret_line);
 
-#endif /* MP_STREAM_HTTP_H */
+#endif /* MP_STREAM_RESPONSE_H */

@@ -9,44 +9,17 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "http.h"
+#include "response.h"
 #include "util.h"
 #include "otlp_profiles.pb-c.h"
-
-enum {
-	R_STATUS,
-	R_HEADERS,
-	R_BODY, /* Content-Length */
-	R_BODY_CLOSE, /* until the connection closes */
-	R_CHUNK_SIZE,
-	R_CHUNK_DATA,
-	R_CHUNK_END, /* the CRLF after a chunk */
-	R_TRAILERS,
-	R_DONE,
-};
 
 void mp_http_resp_init(struct mp_http_resp *r)
 {
 	memset(r, 0, offsetof(struct mp_http_resp, body));
 	r->retry_after_s = -1;
 	r->body_len = 0;
+	r->body_seen = 0;
 	r->body_truncated = false;
-	r->state = R_STATUS;
-	r->chunked = r->have_length = false;
-	r->length = r->left = 0;
-	r->head_bytes = r->line_len = 0;
-}
-
-static void keep(struct mp_http_resp *r, const uint8_t *p, size_t n)
-{
-	size_t k = sizeof(r->body) - r->body_len;
-
-	if (k > n)
-		k = n;
-	memcpy(r->body + r->body_len, p, k);
-	r->body_len += k;
-	if (k < n)
-		r->body_truncated = true;
 }
 
 static void copy_trimmed(char *dst, size_t cap, const char *s)
@@ -56,7 +29,7 @@ static void copy_trimmed(char *dst, size_t cap, const char *s)
 	while (*s == ' ' || *s == '\t')
 		s++;
 	n = strlen(s);
-	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r' || s[n - 1] == '\n'))
 		n--;
 	if (n >= cap)
 		n = cap - 1;
@@ -64,7 +37,7 @@ static void copy_trimmed(char *dst, size_t cap, const char *s)
 	dst[n] = '\0';
 }
 
-/* Digits only, at most 2^50: a length or a count of seconds. */
+/* Digits only, at most 2^50: a count of seconds. */
 static int parse_num(const char *s, uint64_t *ret)
 {
 	uint64_t v = 0;
@@ -86,202 +59,58 @@ static int parse_num(const char *s, uint64_t *ret)
 	return 0;
 }
 
-static int status_line(struct mp_http_resp *r, const char *l)
+int mp_http_resp_status_line(struct mp_http_resp *r, const char *line, size_t len)
 {
-	if (strncmp(l, "HTTP/1.", 7) || (l[7] != '0' && l[7] != '1') || l[8] != ' ' ||
-	    !isdigit((unsigned char)l[9]) || !isdigit((unsigned char)l[10]) ||
-	    !isdigit((unsigned char)l[11]) || (l[12] != ' ' && l[12] != '\0'))
+	char l[MP_HTTP_MAX_LINE];
+	const char *sp;
+
+	if (len < 12 || len >= sizeof(l) || strncmp(line, "HTTP/", 5))
 		return -EBADMSG;
-	r->status = (l[9] - '0') * 100 + (l[10] - '0') * 10 + (l[11] - '0');
-	if (r->status < 100 || r->status > 599)
+	memcpy(l, line, len);
+	l[len] = '\0';
+	sp = strchr(l, ' ');
+	if (!sp || !isdigit((unsigned char)sp[1]) || !isdigit((unsigned char)sp[2]) ||
+	    !isdigit((unsigned char)sp[3]) || (sp[4] && sp[4] != ' ' && sp[4] != '\r'))
 		return -EBADMSG;
-	copy_trimmed(r->reason, sizeof(r->reason), l[12] ? l + 13 : "");
+	/* A new response (after an interim 1xx) starts over. */
+	mp_http_resp_init(r);
+	r->status = (sp[1] - '0') * 100 + (sp[2] - '0') * 10 + (sp[3] - '0');
+	copy_trimmed(r->reason, sizeof(r->reason), sp[4] == ' ' ? sp + 5 : "");
 	for (char *p = r->reason; *p; p++)
 		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
 			*p = '?';
 	return 0;
 }
 
-static int header_line(struct mp_http_resp *r, char *l, bool trailer)
+void mp_http_resp_header(struct mp_http_resp *r, const char *name, const char *value)
 {
-	char *colon = strchr(l, ':'), *v;
 	uint64_t n;
 
-	if (!colon || colon == l)
-		return -EBADMSG;
-	*colon = '\0';
-	v = colon + 1;
-	for (char *p = l; *p; p++)
-		if (*p <= ' ' || *p >= 0x7f)
-			return -EBADMSG;
-	if (!strcasecmp(l, "grpc-status")) {
-		copy_trimmed(r->grpc_status, sizeof(r->grpc_status), v);
-	} else if (!strcasecmp(l, "grpc-message")) {
-		copy_trimmed(r->grpc_message, sizeof(r->grpc_message), v);
-	} else if (trailer) {
-		return 0;
-	} else if (!strcasecmp(l, "content-length")) {
-		if (parse_num(v, &n) < 0 || (r->have_length && n != r->length))
-			return -EBADMSG;
-		r->have_length = true;
-		r->length = n;
-	} else if (!strcasecmp(l, "transfer-encoding")) {
-		char te[64];
-		size_t k;
-
-		copy_trimmed(te, sizeof(te), v);
-		k = strlen(te);
-		/* chunked must be the last coding; any other is not ours. */
-		if (k < 7 || strcasecmp(te + k - 7, "chunked"))
-			return -EBADMSG;
-		r->chunked = true;
-	} else if (!strcasecmp(l, "content-type")) {
-		copy_trimmed(r->content_type, sizeof(r->content_type), v);
-	} else if (!strcasecmp(l, "retry-after")) {
+	if (!strcasecmp(name, "grpc-status")) {
+		copy_trimmed(r->grpc_status, sizeof(r->grpc_status), value);
+	} else if (!strcasecmp(name, "grpc-message")) {
+		copy_trimmed(r->grpc_message, sizeof(r->grpc_message), value);
+	} else if (!strcasecmp(name, "content-type")) {
+		copy_trimmed(r->content_type, sizeof(r->content_type), value);
+	} else if (!strcasecmp(name, "retry-after")) {
 		/* Seconds; an HTTP-date falls back to backoff. */
-		if (parse_num(v, &n) == 0)
+		if (parse_num(value, &n) == 0)
 			r->retry_after_s = (int64_t)n;
 	}
-	return 0;
 }
 
-static int end_of_head(struct mp_http_resp *r)
+bool mp_http_resp_body(struct mp_http_resp *r, const uint8_t *p, size_t n)
 {
-	if (r->status < 200) {
-		/* 1xx: an interim response, the real one follows. */
-		int keep_state = R_STATUS;
+	size_t k = sizeof(r->body) - r->body_len;
 
-		mp_http_resp_init(r);
-		r->state = keep_state;
-		return 0;
-	}
-	if (r->status == 204 || r->status == 304) {
-		r->state = R_DONE;
-		return 1;
-	}
-	if (r->chunked) {
-		r->have_length = false;
-		r->state = R_CHUNK_SIZE;
-	} else if (r->have_length) {
-		r->left = r->length;
-		r->state = r->left ? R_BODY : R_DONE;
-	} else {
-		r->state = R_BODY_CLOSE;
-	}
-	return r->state == R_DONE;
-}
-
-static int chunk_size_line(struct mp_http_resp *r, const char *l)
-{
-	uint64_t v = 0;
-	const char *p = l;
-
-	if (!isxdigit((unsigned char)*p))
-		return -EBADMSG;
-	for (; isxdigit((unsigned char)*p); p++) {
-		int d = isdigit((unsigned char)*p) ? *p - '0' :
-						     (tolower((unsigned char)*p) - 'a' + 10);
-
-		v = v * 16 + (uint64_t)d;
-		if (v > (1ull << 40))
-			return -EBADMSG;
-	}
-	if (*p && *p != ';' && *p != ' ' && *p != '\t')
-		return -EBADMSG;
-	r->left = v;
-	r->state = v ? R_CHUNK_DATA : R_TRAILERS;
-	return 0;
-}
-
-/* One complete line (CR stripped) in the states that read lines. */
-static int on_line(struct mp_http_resp *r, char *l)
-{
-	switch (r->state) {
-	case R_STATUS:
-		if (status_line(r, l) < 0)
-			return -EBADMSG;
-		r->state = R_HEADERS;
-		return 0;
-	case R_HEADERS:
-		if (!*l)
-			return end_of_head(r);
-		if (*l == ' ' || *l == '\t')
-			return -EBADMSG; /* obsolete line folding */
-		return header_line(r, l, false);
-	case R_CHUNK_SIZE:
-		return chunk_size_line(r, l);
-	case R_CHUNK_END:
-		if (*l)
-			return -EBADMSG;
-		r->state = R_CHUNK_SIZE;
-		return 0;
-	case R_TRAILERS:
-		if (!*l) {
-			r->state = R_DONE;
-			return 1;
-		}
-		return header_line(r, l, true);
-	}
-	return -EBADMSG;
-}
-
-int mp_http_resp_feed(struct mp_http_resp *r, const uint8_t *buf, size_t n)
-{
-	size_t i = 0;
-
-	while (i < n) {
-		if (r->state == R_DONE)
-			return 1;
-		if (r->state == R_BODY || r->state == R_CHUNK_DATA || r->state == R_BODY_CLOSE) {
-			size_t k = n - i;
-
-			if (r->state != R_BODY_CLOSE && k > r->left)
-				k = (size_t)r->left;
-			keep(r, buf + i, k);
-			i += k;
-			if (r->state == R_BODY_CLOSE)
-				continue;
-			r->left -= k;
-			if (!r->left)
-				r->state = r->state == R_BODY ? R_DONE : R_CHUNK_END;
-			continue;
-		}
-		uint8_t c = buf[i++];
-
-		/* Only CRLF may follow a chunk's data. */
-		if (r->state == R_CHUNK_END && c != '\r' && c != '\n')
-			return -EBADMSG;
-
-		if (r->state == R_STATUS || r->state == R_HEADERS || r->state == R_TRAILERS) {
-			if (++r->head_bytes > MP_HTTP_MAX_HEAD)
-				return -EBADMSG;
-		}
-		if (c == '\n') {
-			int k;
-
-			if (r->line_len && r->line[r->line_len - 1] == '\r')
-				r->line_len--;
-			r->line[r->line_len] = '\0';
-			r->line_len = 0;
-			k = on_line(r, r->line);
-			if (k < 0)
-				return k;
-			continue;
-		}
-		if (c == '\0' || r->line_len + 1 >= sizeof(r->line))
-			return -EBADMSG;
-		r->line[r->line_len++] = (char)c;
-	}
-	return r->state == R_DONE;
-}
-
-int mp_http_resp_eof(struct mp_http_resp *r)
-{
-	if (r->state == R_DONE || r->state == R_BODY_CLOSE) {
-		r->state = R_DONE;
-		return 1;
-	}
-	return -EBADMSG;
+	if (k > n)
+		k = n;
+	memcpy(r->body + r->body_len, p, k);
+	r->body_len += k;
+	if (k < n)
+		r->body_truncated = true;
+	r->body_seen += n;
+	return r->body_seen <= MP_HTTP_MAX_SKIP;
 }
 
 /* --- verdicts --- */
@@ -588,7 +417,8 @@ int mp_http_headers_load(const char *path, char *out, size_t cap, int *ret_line)
 					    "te",
 					    "connect-protocol-version",
 					    "x-grpc-web",
-					    "user-agent" };
+					    "user-agent",
+					    "expect" };
 	char buf[MP_HTTP_MAX_HEADER_FILE + 1];
 	size_t len = 0, k = 0;
 	int fd, line = 0;
