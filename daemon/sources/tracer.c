@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "duty.h"
 #include "heap_event.h"
 #include "hub.h"
 #include "memprof.skel.h"
@@ -112,10 +113,9 @@ struct mp_tracer {
 	size_t n_probes;
 	int pidfd, epfd;
 	bool exited, exec_pending;
-	/* duty cycle */
+	/* duty cycle; duty.on: the allocator probes are attached */
 	int dutyfd;
-	bool duty_on;
-	uint64_t duty_since_ns, duty_total_ns;
+	struct mp_duty duty;
 	/* during consume */
 	mp_raw_cb cb;
 	void *cb_ctx;
@@ -763,18 +763,14 @@ static int duty_toggle(struct mp_tracer *t)
 
 	if (read(t->dutyfd, &exp, sizeof(exp)) != sizeof(exp))
 		return 0;
-	if (t->duty_on) {
+	if (t->duty.on) {
 		detach_probes(t);
-		t->duty_on = false;
-		t->duty_total_ns += now - t->duty_since_ns;
-		return mp_timer_arm(t->dutyfd, t->opts.duty_period_ns - t->opts.duty_on_ns, 0);
+		return mp_timer_arm(t->dutyfd, mp_duty_switched_off(&t->duty, now), 0);
 	}
 	r = resolve_and_attach(t, false);
 	if (r < 0 && r != -ENOENT)
 		return r;
-	t->duty_on = true;
-	t->duty_since_ns = mp_now_ns();
-	return mp_timer_arm(t->dutyfd, t->opts.duty_on_ns, 0);
+	return mp_timer_arm(t->dutyfd, mp_duty_switched_on(&t->duty, mp_now_ns()), 0);
 }
 
 uint32_t mp_tracer_ring_bytes(uint32_t mode, uint32_t configured)
@@ -826,9 +822,7 @@ static int tracer_open(struct mp_tracer *t)
 		t->skel->rodata->pidns_ino = ns_ino;
 	}
 	if (opts->mode > MP_TRACE_RSS || (opts->mode == MP_TRACE_SAMPLED && !opts->sample_bytes) ||
-	    (opts->sample_bytes >> 40) ||
-	    (opts->duty_period_ns &&
-	     (!opts->duty_on_ns || opts->duty_on_ns >= opts->duty_period_ns)))
+	    (opts->sample_bytes >> 40) || !mp_duty_valid(opts->duty_on_ns, opts->duty_period_ns))
 		return -EINVAL;
 	if (opts->mode == MP_TRACE_SAMPLED) {
 		t->skel->rodata->sample_bytes = opts->sample_bytes;
@@ -950,8 +944,7 @@ static int tracer_load_attach(struct mp_tracer *t)
 		r = resolve_and_attach(t, false);
 		if (r < 0)
 			return r;
-		t->duty_on = true;
-		t->duty_since_ns = mp_now_ns();
+		mp_duty_switched_on(&t->duty, mp_now_ns());
 	}
 	return 0;
 }
@@ -1001,6 +994,7 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 	for (size_t i = 0; i < MP_MAX_MULTI; i++)
 		t->multi_fds[i] = -1;
 	t->opts = *opts;
+	mp_duty_init(&t->duty, opts->duty_on_ns, opts->duty_period_ns);
 	if (opts->n_extra)
 		memcpy(t->extra, opts->extra, opts->n_extra * sizeof(*opts->extra));
 	t->opts.extra = t->extra;
@@ -1062,10 +1056,7 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 			return r;
 		t->exited = true;
 		/* The duty cycle's active time ends with the target. */
-		if (t->duty_on) {
-			t->duty_total_ns += mp_now_ns() - t->duty_since_ns;
-			t->duty_on = false;
-		}
+		mp_duty_switched_off(&t->duty, mp_now_ns());
 		detach_probes(t);
 		ev.ts_ns = mp_now_ns();
 		t->n_delivered++;
@@ -1080,7 +1071,7 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 		t->exec_pending = false;
 		/* With the probes off (rss mode, duty OFF) there is nothing to
 		 * move; the next ON window attaches to the new image. */
-		if (t->opts.mode != MP_TRACE_RSS && t->duty_on) {
+		if (t->opts.mode != MP_TRACE_RSS && t->duty.on) {
 			detach_probes(t);
 			r = resolve_and_attach(t, true);
 		} else {
@@ -1149,12 +1140,12 @@ uint64_t mp_tracer_heap_events(const struct mp_tracer *t)
 
 bool mp_tracer_duty_on(const struct mp_tracer *t)
 {
-	return t->duty_on;
+	return t->duty.on;
 }
 
 uint64_t mp_tracer_duty_on_ns(const struct mp_tracer *t)
 {
-	return t->duty_total_ns + (t->duty_on ? mp_now_ns() - t->duty_since_ns : 0);
+	return mp_duty_active_ns(&t->duty, mp_now_ns());
 }
 
 bool mp_tracer_multi_uprobes(const struct mp_tracer *t)

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Shared by every test folder: the root check of the tests that load BPF
- * or read other processes, paths in the build tree, temp dirs, and
- * running a program as a fixture. Header only (each test is one
- * criterion executable); include it as "../common/helpers.h". */
+ * or read other processes, paths in the build tree, temp dirs, running a
+ * program as a fixture, and bounded waits on a condition (wait.h). Header
+ * only (each test is one criterion executable); include it as
+ * "../common/helpers.h". */
 #ifndef TESTS_COMMON_HELPERS_H
 #define TESTS_COMMON_HELPERS_H
 
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "../tracer_env.h"
+#include "wait.h"
 
 extern char **environ;
 

@@ -192,35 +192,49 @@ static uint64_t status_value(const struct daemon *d, const char *key)
 	return strtoull(p + strlen(want), NULL, 10);
 }
 
-/* Attach in precise mode, let the profile grow, dump it, detach; returns
- * the heap in use (KiB) while it was attached. Waits until the service
- * has reaped the session (its trim counter moved). */
-static uint64_t attach_dump_detach(const struct daemon *d, pid_t pid, int cycle)
+/* Dumps @ps's profile into @file; its number of invocations. */
+static uint32_t dump_invocations(const struct daemon *d, const char *ps, const char *file)
 {
-	uint64_t trims, attached;
-	char out[4096], ps[32], file[64];
 	struct mp_profile *p;
+	char out[4096];
+	uint32_t n;
+
+	cr_assert_eq(client(out, sizeof(out), d, "dump", ps, "-o", file, NULL), 0, "dump: %s", out);
+	p = load(file);
+	n = p->n_invocations;
+	mp_profile_free(p);
+	return n;
+}
+
+/* Attach in precise mode, let the profile grow to thousands of invocations
+ * and the heap in use to @want_kib, dump it, detach; returns the heap in
+ * use (KiB) while it was attached. Waits until the service has reaped the
+ * session (its trim counter moved). Every wait is for its condition: a
+ * slow host only takes longer. */
+static uint64_t attach_dump_detach(const struct daemon *d, pid_t pid, int cycle, uint64_t want_kib)
+{
+	uint64_t trims, attached = 0;
+	char out[4096], ps[32], file[64];
+	uint32_t inv = 0;
 
 	snprintf(ps, sizeof(ps), "%d", (int)pid);
 	snprintf(file, sizeof(file), "dump-%d.memprof", cycle);
 	cr_assert_eq(client(out, sizeof(out), d, "attach", ps, "--mode", "precise", NULL), 0);
-	msleep(1000);
-	cr_assert_eq(client(out, sizeof(out), d, "dump", ps, "-o", tmp_of(file), NULL), 0);
-	attached = status_value(d, "mem_heap_in_use_kib");
+	cr_assert(MP_TEST_WAIT_FOR(status_value(d, "mem_heap_in_use_kib") >= want_kib, 120000),
+		  "cycle %d: the heap in use never reached %" PRIu64 " KiB", cycle, want_kib);
+	/* The fixture runs thousands of kernels: a profile of megabytes. */
+	MP_TEST_WAIT_FOR((inv = dump_invocations(d, ps, tmp_of(file)),
+			  attached = status_value(d, "mem_heap_in_use_kib"),
+			  inv >= 2000 && attached >= want_kib),
+			 120000);
+	cr_assert_geq(inv, 2000, "cycle %d: only %u invocations", cycle, inv);
 	/* After the attach's and the dump's trims (the dump is answered
 	 * once its copy is freed): only the end of the session trims now. */
 	trims = status_value(d, "mem_heap_trims");
 	cr_assert_eq(client(out, sizeof(out), d, "detach", ps, NULL), 0);
-	p = load(tmp_of(file));
-	/* The fixture ran thousands of kernels: a profile of megabytes. */
-	cr_assert_geq(p->n_invocations, 2000, "cycle %d: only %u invocations", cycle,
-		      p->n_invocations);
-	mp_profile_free(p);
 	unlink(tmp_of(file));
-	for (int i = 0; i < 500 && status_value(d, "mem_heap_trims") <= trims; i++)
-		msleep(10);
-	cr_assert_gt(status_value(d, "mem_heap_trims"), trims,
-		     "cycle %d: the ended session's heap was not trimmed", cycle);
+	cr_assert(MP_TEST_WAIT_FOR(status_value(d, "mem_heap_trims") > trims, 60000),
+		  "cycle %d: the ended session's heap was not trimmed", cycle);
 	return attached;
 }
 
@@ -243,10 +257,10 @@ Test(memory, heap_returns_to_its_baseline_after_attach_detach_cycles, .timeout =
 	f = fixture_start_of("tests/service/fixture-kernels", NULL);
 	/* The first attach fills the caches kept for the daemon's life
 	 * (kernel BTF, libdw, capstone). */
-	attach_dump_detach(&d, f, 0);
+	attach_dump_detach(&d, f, 0, 0);
 	base = status_value(&d, "mem_heap_in_use_kib");
 	for (int c = 1; c <= 4; c++) {
-		attached = attach_dump_detach(&d, f, c);
+		attached = attach_dump_detach(&d, f, c, base + 4096);
 		in_use = status_value(&d, "mem_heap_in_use_kib");
 		cr_log_info("cycle %d: heap in use %" PRIu64 " KiB attached, %" PRIu64
 			    " KiB after (base %" PRIu64 ")",
@@ -290,14 +304,12 @@ Test(memory, target_growing_past_the_budget_is_detached_with_its_profile, .timeo
 	cr_assert_eq(status_value(&d, "budget_detaches"), 0);
 	kill(grow, SIGUSR2);
 	/* 4 million live blocks are far more than 64 MiB of live table. */
-	for (int i = 0; i < 1200 && status_value(&d, "budget_detaches") == 0; i++)
-		msleep(100);
+	MP_TEST_WAIT_FOR(status_value(&d, "budget_detaches") != 0, 120000);
 	cr_assert_eq(status_value(&d, "budget_detaches"), 1);
 	snprintf(want, sizeof(want), "pid %d: detaching (target ", (int)grow);
 	cr_assert(log_has(&d, want), "no '%s' in %s", want, d.log);
 	cr_assert(log_has(&d, "over its memory budget of 64 MiB (memory_budget)"), "%s", d.log);
-	for (int i = 0; i < 300 && status_value(&d, "targets") != 1; i++)
-		msleep(100);
+	MP_TEST_WAIT_FOR(status_value(&d, "targets") == 1, 60000);
 	cr_assert_eq(status_value(&d, "targets"), 1, "the rss target must keep running");
 	/* the detached session's profile is complete, with what it saw */
 	p = load(tmp_of("grow.memprof"));

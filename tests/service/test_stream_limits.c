@@ -7,7 +7,9 @@
  * (issue 13, 7c). The streamer is driven directly where that is enough;
  * the slot and loss tests run the real service and memprofd.
  */
+#include <dirent.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -209,6 +211,35 @@ static bool status_has_target_collector(const struct daemon *d)
 	return strstr(out, " target state=") != NULL;
 }
 
+/* Whether the log file @path holds @needle anywhere (the service's log of
+ * a hundred attaches may pass the 64 KiB that log_has() reads). */
+static bool log_file_has(const char *path, const char *needle)
+{
+	char *text = NULL;
+	size_t size = 0;
+	bool found;
+	FILE *f = fopen(path, "re"), *m = open_memstream(&text, &size);
+	char buf[65536];
+	size_t n;
+
+	cr_assert_not_null(m);
+	while (f && (n = fread(buf, 1, sizeof(buf), f)) > 0)
+		fwrite(buf, 1, n, m);
+	if (f)
+		fclose(f);
+	fclose(m);
+	found = strstr(text, needle) != NULL;
+	free(text);
+	return found;
+}
+
+/* Takes what the collector @lfd got, so that it never blocks. */
+static void drain_accepts(int lfd)
+{
+	for (int c; (c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0;)
+		close(c);
+}
+
 /* 100 distinct per-target URLs, one attach/detach after another: every
  * slot is given back (before the fix the 49th attach failed for want of a
  * slot, and so did a reload). The collector is a Unix socket reached
@@ -239,22 +270,77 @@ Test(stream_limits, hundred_urls_in_sequence_leave_no_slot, .timeout = 600, .fin
 			     "attach %d: %s (see %s)", i, out, d.log);
 		cr_assert_eq(client(out, sizeof(out), &d, "detach", ps, NULL), 0, "detach %d: %s",
 			     i, out);
-		/* Take what the collector got, so that it never blocks. */
-		for (int c; (c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0;)
-			close(c);
+		drain_accepts(lfd);
 	}
-	for (i = 0; i < 200 && status_has_target_collector(&d); i++) {
-		for (int c; (c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) >= 0;)
-			close(c);
-		msleep(50);
-	}
+	MP_TEST_WAIT_FOR((drain_accepts(lfd), !status_has_target_collector(&d)), 60000);
 	cr_assert(!status_has_target_collector(&d), "a per-target collector slot stayed");
 	cr_assert_eq(kill(d.pid, SIGHUP), 0);
-	msleep(200);
-	cr_assert(!log_has(&d, "collectors: No space"), "reload failed");
+	/* The reload is done when it says so, or says why not. */
+	cr_assert(MP_TEST_WAIT_FOR(log_file_has(d.log, "configuration reloaded from ") ||
+					   log_file_has(d.log, "collectors: "),
+				   60000),
+		  "no reload in %s", d.log);
+	cr_assert(!log_file_has(d.log, "collectors: No space"), "reload failed");
+	cr_assert(log_file_has(d.log, "configuration reloaded from "), "reload failed, see %s",
+		  d.log);
 	cr_assert_eq(daemon_stop(&d), 0);
 	fixture_finish(f);
 	close(lfd);
+}
+
+/* Whether process @pid, running @exe, holds a TCP socket to port @port of
+ * this host (its network namespace's /proc/PID/net/tcp, matched by inode).
+ * Until its exec, a child of this test holds the test's own sockets. */
+static bool connects_to(pid_t pid, const char *exe, int port)
+{
+	char path[64], line[512], ran[PATH_MAX], want[PATH_MAX];
+	unsigned long inodes[256], ino;
+	size_t n = 0;
+	bool found = false;
+	struct dirent *e;
+	unsigned rport;
+	ssize_t k;
+	DIR *dir;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+	k = readlink(path, ran, sizeof(ran) - 1);
+	if (k <= 0 || !realpath(exe, want))
+		return false;
+	ran[k] = '\0';
+	if (strcmp(ran, want))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return false;
+	while ((e = readdir(dir)) && n < 256) {
+		char fd[400], link[64];
+
+		snprintf(fd, sizeof(fd), "%s/%s", path, e->d_name);
+		k = readlink(fd, link, sizeof(link) - 1);
+		if (k <= 0)
+			continue;
+		link[k] = '\0';
+		if (sscanf(link, "socket:[%lu]", &ino) == 1)
+			inodes[n++] = ino;
+	}
+	closedir(dir);
+	snprintf(path, sizeof(path), "/proc/%d/net/tcp", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (sscanf(line, " %*u: %*x:%*x %*x:%x %*x %*x:%*x %*x:%*x %*x %*u %*u %lu", &rport,
+			   &ino) != 2 ||
+		    rport != (unsigned)port)
+			continue;
+		for (size_t i = 0; i < n; i++)
+			if (inodes[i] == ino)
+				found = true;
+	}
+	fclose(f);
+	return found;
 }
 
 /* Issue 13, 7c: memprofd --stream to a collector that never answers (its
@@ -300,7 +386,10 @@ Test(stream_limits, never_answering_collector_loss_is_said, .timeout = 120, .fin
 			 NULL };
 	d = spawn(argv, logfd, logfd);
 	close(logfd);
-	msleep(1500);
+	/* The streamer connects only with a chunk queued: a periodic one is,
+	 * whatever the time it took to get there. */
+	cr_assert(MP_TEST_WAIT_FOR(connects_to(d, argv[0], port), 60000),
+		  "memprofd never connected to the collector, see %s", tmp_of("fg.log"));
 	kill(d, SIGTERM);
 	cr_assert_eq(waitpid(d, &st, 0), d);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprofd status %d", st);

@@ -6,6 +6,7 @@
  * fed to a live table whose whole statistics and live set are compared.
  */
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -539,6 +541,20 @@ static void *thread_sleep(void *arg)
 	return NULL;
 }
 
+/* Whether process @pid runs @path now (its exec is done). */
+static bool is_exe(pid_t pid, const char *path)
+{
+	char link[64], exe[PATH_MAX], want[PATH_MAX];
+	ssize_t n;
+
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)pid);
+	n = readlink(link, exe, sizeof(exe) - 1);
+	if (n <= 0 || !realpath(path, want))
+		return false;
+	exe[n] = '\0';
+	return !strcmp(exe, want);
+}
+
 Test(tracer, attach_errors, .timeout = 60)
 {
 	struct mp_tracer_opts o = { .pid = 0x3ffffff0 };
@@ -553,8 +569,7 @@ Test(tracer, attach_errors, .timeout = 60)
 	cr_assert_eq(mp_tracer_new(&o, &t), -ESRCH);
 	/* A thread id, not a process id. */
 	cr_assert_eq(pthread_create(&th, NULL, thread_sleep, (void *)&tid), 0);
-	while (!tid)
-		usleep(1000);
+	cr_assert(MP_TEST_WAIT_FOR(tid != 0, 30000), "the thread never started");
 	o.pid = tid;
 	cr_assert_eq(mp_tracer_new(&o, &t), -EINVAL);
 	/* A static program without any allocator. */
@@ -564,7 +579,9 @@ Test(tracer, attach_errors, .timeout = 60)
 		execv(argv[0], argv);
 		_exit(127);
 	}
-	usleep(100000);
+	/* Until the exec is done, the child is a copy of this test, with
+	 * an allocator. */
+	cr_assert(MP_TEST_WAIT_FOR(is_exe(pid, argv[0]), 30000), "%s never ran", argv[0]);
 	o.pid = pid;
 	cr_assert_eq(mp_tracer_new(&o, &t), -ENOENT);
 	/* A custom function nothing defines. */
@@ -773,16 +790,6 @@ Test(tracer, rss_stat_exact, .timeout = 60)
 		      (long long)r.rss_last, (long long)r.rss_first);
 }
 
-static void bpf_ids(bool links, uint32_t *ids, size_t *n, size_t max)
-{
-	uint32_t id = 0;
-
-	*n = 0;
-	while ((links ? bpf_link_get_next_id(id, &id) : bpf_prog_get_next_id(id, &id)) == 0 &&
-	       *n < max)
-		ids[(*n)++] = id;
-}
-
 /* Calls @fn for every line of /proc/self/fdinfo of each descriptor this
  * process holds, with what the descriptor is (its /proc/self/fd link, e.g.
  * "anon_inode:bpf_link"); once more with @line NULL per descriptor. */
@@ -816,33 +823,16 @@ static void each_fdinfo_line(void (*fn)(void *ctx, const char *what, const char 
 	closedir(d);
 }
 
+/* The BPF object kinds a tracer makes, by the key of their id in fdinfo. */
+enum bpf_kind { BPF_PROGS, BPF_MAPS, BPF_LINKS, BPF_KINDS };
+
+static const char *const bpf_kind_key[BPF_KINDS] = { "prog_id:", "map_id:", "link_id:" };
+
 struct id_list {
 	const char *key;
 	uint32_t *ids;
 	size_t n, max;
 };
-
-static void collect_id(void *ctx, const char *what, const char *line)
-{
-	struct id_list *l = ctx;
-	size_t k = strlen(l->key);
-	unsigned id;
-
-	(void)what;
-	if (line && !strncmp(line, l->key, k) && sscanf(line + k, "%u", &id) == 1 && l->n < l->max)
-		l->ids[l->n++] = id;
-}
-
-/* The program (@links false) or link ids that this process holds through
- * its own descriptors (fdinfo's prog_id / link_id): ours, whatever other
- * tests or tools load on the machine meanwhile. */
-static void own_bpf_ids(bool links, uint32_t *ids, size_t *n, size_t max)
-{
-	struct id_list l = { links ? "link_id:" : "prog_id:", ids, 0, max };
-
-	each_fdinfo_line(collect_id, &l);
-	*n = l.n;
-}
 
 static bool has_id(const uint32_t *ids, size_t n, uint32_t id)
 {
@@ -852,68 +842,118 @@ static bool has_id(const uint32_t *ids, size_t n, uint32_t id)
 	return false;
 }
 
+static void collect_id(void *ctx, const char *what, const char *line)
+{
+	struct id_list *l = ctx;
+	size_t k = strlen(l->key);
+	unsigned id;
+
+	(void)what;
+	if (!line || strncmp(line, l->key, k) || sscanf(line + k, "%u", &id) != 1 ||
+	    has_id(l->ids, l->n, id))
+		return;
+	cr_assert_lt(l->n, l->max, "more than %zu BPF objects held", l->max);
+	l->ids[l->n++] = id;
+}
+
+/* The ids of the objects of @kind that this process holds through its own
+ * descriptors (fdinfo; a link's also names its program), each once: ours,
+ * whatever other tests or tools load on the machine meanwhile. */
+static size_t own_bpf_ids(enum bpf_kind kind, uint32_t *ids, size_t max)
+{
+	struct id_list l = { bpf_kind_key[kind], ids, 0, max };
+
+	each_fdinfo_line(collect_id, &l);
+	return l.n;
+}
+
+/* Whether the kernel still has the object @id of @kind (anyone's). */
+static bool bpf_id_alive(enum bpf_kind kind, uint32_t id)
+{
+	int fd = kind == BPF_PROGS ? bpf_prog_get_fd_by_id(id) :
+		 kind == BPF_MAPS  ? bpf_map_get_fd_by_id(id) :
+				     bpf_link_get_fd_by_id(id);
+
+	if (fd >= 0) {
+		close(fd);
+		return true;
+	}
+	cr_assert(errno == ENOENT, "%s %u: %s", bpf_kind_key[kind], id, strerror(errno));
+	return false;
+}
+
+#define MAX_IDS 1024
+
+struct bpf_made {
+	uint32_t ids[BPF_KINDS][MAX_IDS];
+	size_t n[BPF_KINDS];
+};
+
+static bool bpf_made_gone(void *ctx)
+{
+	const struct bpf_made *m = ctx;
+
+	for (int k = 0; k < BPF_KINDS; k++)
+		for (size_t i = 0; i < m->n[k]; i++)
+			if (bpf_id_alive((enum bpf_kind)k, m->ids[k][i]))
+				return false;
+	return true;
+}
+
+/*
+ * Freeing the tracer frees every program, map and link it made. Only the
+ * objects this test made are looked at: their ids, read from the
+ * descriptors this process held while attached (and not before), then
+ * looked up by id after the free. The kernel frees programs after an RCU
+ * grace period and perf events from a work queue: the look-up is repeated
+ * until they are gone, within a bound.
+ */
 Test(tracer, detach_leaves_nothing, .timeout = 60)
 {
-	static uint32_t before[2][4096], during[2][4096], after[2][4096], own[2][4096];
-	size_t nb[2], nd[2], na[2], no[2];
+	static uint32_t before[BPF_KINDS][MAX_IDS], during[BPF_KINDS][MAX_IDS];
+	static struct bpf_made ours;
+	size_t nb[BPF_KINDS], nd[BPF_KINDS];
 	char *argv[] = { FIXTURE_GLIBC, "seq", NULL };
 	struct mp_tracer_opts o = { 0 };
 	struct mp_tracer *t;
 	struct fixture f;
-	size_t ours = 0;
 	bool multi;
-	int status;
+	int status, r;
 
 	require_root();
 	fx_start(&f, argv);
 	fx_expect_ready(&f);
-	for (int k = 0; k < 2; k++)
-		bpf_ids(k, before[k], &nb[k], 4096);
+	for (int k = 0; k < BPF_KINDS; k++)
+		nb[k] = own_bpf_ids((enum bpf_kind)k, before[k], MAX_IDS);
 	o.pid = f.tpid;
+	/* With the rss_stat program and link, where the kernel has them. */
 	o.rss_exact = true;
-	cr_assert_eq(mp_tracer_new(&o, &t), 0);
+	r = mp_tracer_new(&o, &t);
+	if (r == -EOPNOTSUPP) {
+		o.rss_exact = false;
+		r = mp_tracer_new(&o, &t);
+	}
+	cr_assert_eq(r, 0, "mp_tracer_new: %s", strerror(-r));
 	multi = mp_tracer_multi_uprobes(t);
-	for (int k = 0; k < 2; k++)
-		bpf_ids(k, during[k], &nd[k], 4096);
-	/* Which of them are ours must be read while we hold them. */
-	for (int k = 0; k < 2; k++)
-		own_bpf_ids(k, own[k], &no[k], 4096);
+	for (int k = 0; k < BPF_KINDS; k++) {
+		nd[k] = own_bpf_ids((enum bpf_kind)k, during[k], MAX_IDS);
+		for (size_t i = 0; i < nd[k]; i++)
+			if (!has_id(before[k], nb[k], during[k][i]))
+				ours.ids[k][ours.n[k]++] = during[k][i];
+	}
 	mp_tracer_free(t);
-	/* The kernel frees programs after an RCU grace period and perf
-	 * events from a work queue: allow it a moment. */
-	for (int tries = 0; tries < 50; tries++) {
-		bool left = false;
-
-		for (int k = 0; k < 2; k++)
-			bpf_ids(k, after[k], &na[k], 4096);
-		for (int k = 0; k < 2; k++)
-			for (size_t i = 0; i < nd[k]; i++)
-				if (has_id(own[k], no[k], during[k][i]) &&
-				    has_id(after[k], na[k], during[k][i]))
-					left = true;
-		if (!left)
-			break;
-		usleep(100000);
-	}
-	/* Check only ours: ids that appeared while we were attached and that
-	 * this process held (other tests load programs meanwhile). */
-	for (int k = 0; k < 2; k++) {
-		for (size_t i = 0; i < nd[k]; i++) {
-			if (has_id(before[k], nb[k], during[k][i]) ||
-			    !has_id(own[k], no[k], during[k][i]))
-				continue;
-			ours++;
-			cr_assert(!has_id(after[k], na[k], during[k][i]), "%s %u left behind",
-				  k ? "link" : "prog", during[k][i]);
-		}
-	}
+	cr_assert(mp_test_wait_until(bpf_made_gone, &ours, 30000),
+		  "BPF objects of the tracer still alive 30 s after its free");
+	cr_log_info("%zu programs, %zu maps, %zu links made, all gone", ours.n[BPF_PROGS],
+		    ours.n[BPF_MAPS], ours.n[BPF_LINKS]);
 	/* mp_entry, mp_return, mp_free, mp_caller_hint, sys_enter, sys_exit,
-	 * exec, rss_stat programs; the 4 tracepoint links; with multi-uprobe
-	 * links also one per uprobe program in libc (perf-event uprobes are
-	 * not BPF links). */
-	cr_assert_geq(ours, 8 + 4 + (multi ? 4 : 0),
-		      "%zu ours, %zu/%zu/%zu progs, %zu/%zu/%zu links", ours, nb[0], nd[0], na[0],
-		      nb[1], nd[1], na[1]);
+	 * exec (and rss_stat) programs; their 3 (4) tracepoint links; with
+	 * multi-uprobe links also one per uprobe program in libc (perf-event
+	 * uprobes are not BPF links); the ring buffer and counters. */
+	cr_assert_geq(ours.n[BPF_PROGS] + ours.n[BPF_LINKS],
+		      (o.rss_exact ? 8 + 4 : 7 + 3) + (multi ? 4 : 0),
+		      "%zu programs, %zu links made", ours.n[BPF_PROGS], ours.n[BPF_LINKS]);
+	cr_assert_gt(ours.n[BPF_MAPS], 0);
 	kill(f.pid, SIGKILL);
 	waitpid(f.pid, &status, 0);
 	close(f.to);
@@ -981,19 +1021,63 @@ Test(tracer, rss_mode, .timeout = 60)
 		      "anon rss rose by %lld only", (long long)(r.rss_max - r.rss_first));
 }
 
-/* Duty cycle 200 ms / 500 ms over a malloc every 10 ms for 1.2 s: mallocs
- * are seen in bursts (ON windows) separated by gaps of about 300 ms (OFF),
- * and the probes were on for well under the whole time. */
-Test(tracer, duty_cycle, .timeout = 60)
+/* What the test saw of the duty cycle from outside the tracer: the probes
+ * are surely detached from the end of the consume call that switched them
+ * off to the start of the one that switched them on again. */
+#define MAX_OFF 256
+
+struct duty_watch {
+	bool on;
+	size_t closed; /* windows closed by the duty timer */
+	uint64_t off_from[MAX_OFF], off_to[MAX_OFF], off_since, off_total;
+	size_t n_off;
+	uint64_t last_consume_end;
+};
+
+static void duty_pump(struct mp_tracer *t, struct events *ev, struct duty_watch *w, int timeout_ms)
+{
+	struct epoll_event ee;
+	uint64_t before;
+	int r;
+
+	epoll_wait(mp_tracer_fd(t), &ee, 1, timeout_ms);
+	before = mono_ns();
+	r = mp_tracer_consume(t, collect, ev);
+	w->last_consume_end = mono_ns();
+	cr_assert_geq(r, 0, "consume: %s", strerror(-r));
+	if (mp_tracer_exited(t))
+		return;
+	if (w->on && !mp_tracer_duty_on(t)) {
+		w->closed++;
+		w->off_since = w->last_consume_end;
+	} else if (!w->on && mp_tracer_duty_on(t)) {
+		cr_assert_lt(w->n_off, MAX_OFF);
+		w->off_from[w->n_off] = w->off_since;
+		w->off_to[w->n_off++] = before;
+		w->off_total += before - w->off_since;
+	}
+	w->on = mp_tracer_duty_on(t);
+}
+
+/*
+ * Duty cycle 200 ms / 500 ms over a malloc every 10 ms for 1.2 s, checked
+ * for what holds however slow the host: the probes do cycle (off, then on
+ * again), no malloc is seen while they are surely off, some are seen, every
+ * window the timer closed lasted at least ON, and the active time fits in
+ * what the test saw. The windows' exact timing is tests/sources/test_duty.c's,
+ * on a fake clock.
+ */
+Test(tracer, duty_cycle, .timeout = 120)
 {
 	char *argv[] = { FIXTURE_GLIBC, "duty", NULL };
 	struct mp_tracer_opts o = { .duty_on_ns = 200000000ULL, .duty_period_ns = 500000000ULL };
+	static struct duty_watch w;
 	struct events ev = { 0 };
 	struct exe_ranges x;
 	struct mp_tracer *t;
 	struct fixture f;
 	struct result r = { 0 };
-	uint64_t t0, last = 0, on_ns, max_gap = 0;
+	uint64_t t0, on_ns;
 	size_t seen = 0;
 	int status;
 
@@ -1002,18 +1086,19 @@ Test(tracer, duty_cycle, .timeout = 60)
 	fx_expect_ready(&f);
 	exe_ranges(f.tpid, &x);
 	o.pid = f.tpid;
+	t0 = mono_ns();
 	cr_assert_eq(mp_tracer_new(&o, &t), 0);
 	cr_assert(mp_tracer_duty_on(t));
-	t0 = mono_ns();
+	w.on = true;
 	fx_go(&f);
-	while (mono_ns() - t0 < 1500000000ULL)
-		pump(t, &ev, 20);
+	/* One whole OFF window seen, however long the switches take. */
+	cr_assert(MP_TEST_WAIT_FOR((duty_pump(t, &ev, &w, 20), w.n_off > 0), 60000),
+		  "the probes never came back on (%zu windows closed)", w.closed);
 	fx_read_done(&f, &r);
-	on_ns = mp_tracer_duty_on_ns(t);
 	fx_go(&f);
-	for (int i = 0; i < 200 && !mp_tracer_exited(t); i++)
-		pump(t, &ev, 100);
-	cr_assert(mp_tracer_exited(t));
+	cr_assert(MP_TEST_WAIT_FOR((duty_pump(t, &ev, &w, 100), mp_tracer_exited(t)), 60000),
+		  "no exit seen");
+	on_ns = mp_tracer_duty_on_ns(t);
 	cr_assert_eq(mp_tracer_drops(t), 0);
 	mp_tracer_free(t);
 	waitpid(f.pid, &status, 0);
@@ -1025,15 +1110,24 @@ Test(tracer, duty_cycle, .timeout = 60)
 		if (e->type != MP_RAW_ALLOC || e->fn != MP_FN_MALLOC || !in_exe(&x, e->caller))
 			continue;
 		cr_assert_eq(e->size, 1000);
-		if (seen++ && e->ts_ns - last > max_gap)
-			max_gap = e->ts_ns - last;
-		last = e->ts_ns;
+		for (size_t k = 0; k < w.n_off; k++)
+			cr_assert(e->ts_ns <= w.off_from[k] || e->ts_ns >= w.off_to[k],
+				  "a malloc at %llu ns, in OFF window %zu [%llu, %llu]",
+				  (unsigned long long)e->ts_ns, k,
+				  (unsigned long long)w.off_from[k],
+				  (unsigned long long)w.off_to[k]);
+		seen++;
 	}
 	free(ev.ev);
-	/* ON 200 ms of every 500 ms: ~40 % of 120, and at least one OFF gap. */
-	cr_assert(seen >= 10 && seen <= 90, "%zu mallocs seen", seen);
-	cr_assert_gt(max_gap, 200000000ULL, "largest gap %llu ns", (unsigned long long)max_gap);
-	cr_assert_lt(on_ns, 1000000000ULL, "probes on for %llu ns", (unsigned long long)on_ns);
+	cr_log_info("%zu mallocs seen, %zu windows closed, %zu OFF windows seen, on %llu ns", seen,
+		    w.closed, w.n_off, (unsigned long long)on_ns);
+	cr_assert(seen >= 1 && seen <= 120, "%zu mallocs seen", seen);
+	cr_assert_geq(on_ns, w.closed * o.duty_on_ns, "%zu windows closed, probes on for %llu ns",
+		      w.closed, (unsigned long long)on_ns);
+	cr_assert_leq(on_ns, w.last_consume_end - t0 - w.off_total,
+		      "probes on for %llu ns, off for %llu of %llu ns", (unsigned long long)on_ns,
+		      (unsigned long long)w.off_total,
+		      (unsigned long long)(w.last_consume_end - t0));
 }
 
 static int count_allocs(void *ctx, const struct mp_raw_event *ev)
@@ -1043,6 +1137,15 @@ static int count_allocs(void *ctx, const struct mp_raw_event *ev)
 	if (ev->type == MP_RAW_ALLOC && ev->fn == MP_FN_MALLOC && ev->size == 64)
 		(*n)++;
 	return 0;
+}
+
+/* The 64-byte mallocs delivered so far, @n counting them all. */
+static size_t consume_count(struct mp_tracer *t, size_t *n)
+{
+	int r = mp_tracer_consume(t, count_allocs, n);
+
+	cr_assert_geq(r, 0, "consume: %s", strerror(-r));
+	return *n;
 }
 
 /*
@@ -1074,10 +1177,8 @@ Test(tracer, attach_while_allocating, .timeout = 60)
 		size_t n = 0;
 
 		cr_assert_eq(mp_tracer_new(&o, &t), 0);
-		for (int i = 0; i < 20 && n < 50; i++) {
-			usleep(10000);
-			cr_assert_geq(mp_tracer_consume(t, count_allocs, &n), 0);
-		}
+		/* However slowly the child runs on a loaded host. */
+		MP_TEST_WAIT_FOR(consume_count(t, &n) >= 50, 30000);
 		mp_tracer_free(t);
 		cr_assert_geq(n, 50, "attach %d: %zu mallocs seen", run, n);
 	}
@@ -1143,13 +1244,13 @@ Test(tracer, profile_marks_modes, .timeout = 60)
 	p = session_of("duty", &so, &got);
 	want = (struct mode_marks){ .duty_on_ns = 200000000ULL, .duty_period_ns = 500000000ULL };
 	cr_assert_arr_eq(&got, &want, sizeof(got));
-	/* ON windows in 1.5 s: [0, .2), [.5, .7), [1, 1.2): 0.6 s, plus
-	 * the switching delays. What holds on any machine: the first window
-	 * is whole (switching off is never early) and the probes were off
-	 * for a good part of the run. The last window may be cut short by
-	 * a slow attach (ASan builds on a loaded host measured 474 ms). */
-	cr_assert(p->duty_active_ns >= 200000000ULL && p->duty_active_ns < 1000000000ULL,
-		  "probes on for %llu ns", (unsigned long long)p->duty_active_ns);
+	/* The active time is reported, within the profile's span. How long
+	 * the windows were depends on the host's switching delays (a slow
+	 * attach shifts them all): test_duty.c checks them on a fake clock,
+	 * duty_cycle on real probes. */
+	cr_assert(p->duty_active_ns > 0 && p->duty_active_ns <= p->end_ns - p->begin_ns,
+		  "probes on for %llu ns of %llu", (unsigned long long)p->duty_active_ns,
+		  (unsigned long long)(p->end_ns - p->begin_ns));
 	mp_profile_free(p);
 
 	so = (struct mp_session_opts){ .mode = MP_TRACE_SAMPLED, .sample_bytes = 4096 };
@@ -1197,13 +1298,30 @@ static struct link_census link_census(void)
 	return c;
 }
 
+/* Whether the running kernel has multi-uprobe links (6.6 on), read from its
+ * BTF as the tracer does; its release in @release for a skip's reason. */
+static bool kernel_has_uprobe_multi(char *release, size_t size)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+	struct utsname u;
+	bool has;
+
+	cr_assert_eq(uname(&u), 0);
+	snprintf(release, size, "%s", u.release);
+	cr_assert_not_null(btf, "no kernel BTF (/sys/kernel/btf/vmlinux)");
+	has = btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
+	btf__free(btf);
+	return has;
+}
+
 /* Regression: perf-event uprobes (one perf event per probe) took 0.1-0.2 s
  * each to detach, 2-5 s for one process, and `memprof run` returned that
- * long after its target. The allocator probes are multi-uprobe links (a
- * few per process, whatever the probe count), and freeing the tracer
- * closes every link it made. The detach time itself is a timing, measured
- * in bench/run section 4, not asserted here. */
-Test(tracer, detach_is_fast, .timeout = 60)
+ * long after its target. Where the kernel has them, the allocator probes
+ * are multi-uprobe links (a few per process, whatever the probe count, each
+ * released with one sync), and freeing the tracer closes every link it
+ * made. The detach time itself is a timing, measured in bench/run section
+ * 4, not asserted here. */
+Test(tracer, detach_closes_multi_uprobe_links, .timeout = 60)
 {
 	char *argv[] = { FIXTURE_GLIBC, "seq", NULL };
 	struct mp_tracer_opts o = { 0 };
@@ -1211,15 +1329,21 @@ Test(tracer, detach_is_fast, .timeout = 60)
 	struct link_census before, during, after;
 	struct mp_tracer *t;
 	struct fixture f;
+	char release[65];
 	int status, probes;
 
 	require_root();
+	if (!kernel_has_uprobe_multi(release, sizeof(release)))
+		cr_skip_test("kernel %s has no multi-uprobe links (Linux 6.6 and later): the "
+			     "tracer uses perf-event uprobes there, slow to detach by design",
+			     release);
 	fx_start(&f, argv);
 	fx_expect_ready(&f);
 	o.pid = f.tpid;
 	before = link_census();
 	cr_assert_eq(mp_tracer_new(&o, &t), 0);
-	cr_assert(mp_tracer_multi_uprobes(t), "kernel 6.18 has multi-uprobe links");
+	cr_assert(mp_tracer_multi_uprobes(t), "kernel %s has multi-uprobe links, not used",
+		  release);
 	probes = mp_tracer_probes(t, &pi);
 	cr_assert_geq(probes, 9);
 	during = link_census();

@@ -301,12 +301,45 @@ static void stage_install(void)
 		     "meson install put no unit at %s%s", stage, UNIT_PATH);
 }
 
+/* Polls `systemctl is-system-running --wait` in the container until it
+ * answers running or degraded, or something no wait mends (maintenance:
+ * the rescue shell; stopping), for at most @seconds. Before the container's
+ * manager listens, systemctl says "offline" or cannot connect to the bus;
+ * on a loaded host that can last seconds, so those mean: ask again. Its
+ * last answer in @out, its status returned. */
+static int wait_booted(char *out, size_t cap, int seconds)
+{
+	struct mp_test_wait w = mp_test_wait_start(seconds * 1000L);
+	struct timespec t0, now;
+	char lp[16];
+	int r;
+
+	snprintf(lp, sizeof(lp), "%d", (int)leader);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		int st, left;
+
+		cr_assert_eq(waitpid(nspawn_pid, &st, WNOHANG), 0,
+			     "systemd-nspawn exited (status %d) while booting:\n%s", st,
+			     console_tail());
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = seconds - (int)(now.tv_sec - t0.tv_sec);
+		r = runv(out, cap, left > 1 ? left : 1,
+			 (char *[]){ "nsenter", "-t", lp, "-a", "systemctl", "is-system-running",
+				     "--wait", NULL });
+		if (!strcmp(out, "running\n") || !strcmp(out, "degraded\n") ||
+		    !strcmp(out, "maintenance\n") || !strcmp(out, "stopping\n"))
+			return r;
+	} while (mp_test_wait_more(&w));
+	return r;
+}
+
 /* Boots the container and waits until its systemd reports the boot done. */
 static void boot(void)
 {
-	char bind_prefix[1024], bind_build[4200], bind_out[1024], out[16384], lp[16];
+	char bind_prefix[1024], bind_build[4200], bind_out[1024], out[16384];
 	const char *build = getenv("MEMPROF_BUILD_ROOT");
-	int log;
+	int log, state;
 
 	snprintf(bind_prefix, sizeof(bind_prefix), "--bind=%s/usr/local:/usr/local", stage);
 	snprintf(bind_build, sizeof(bind_build), "--bind-ro=%s", build);
@@ -376,23 +409,12 @@ static void boot(void)
 			msleep(100);
 	}
 	cr_assert_gt(leader, 0, "no systemd started in the container in 30 s:\n%s", console_tail());
-	snprintf(lp, sizeof(lp), "%d", (int)leader);
-	/* "degraded" (some unit of the host's tree failed) is still booted.
-	 * Until the container's D-Bus socket exists, systemctl cannot ask. */
-	int r = -1;
-
-	for (int i = 0; i < 300; i++) {
-		r = runv(out, sizeof(out), 90,
-			 (char *[]){ "nsenter", "-t", lp, "-a", "systemctl", "is-system-running",
-				     "--wait", NULL });
-		if (!strstr(out, "Failed to connect to bus"))
-			break;
-		msleep(100);
-	}
+	/* "degraded" (some unit of the host's tree failed) is still booted. */
+	state = wait_booted(out, sizeof(out), 120);
 	cr_assert(!strcmp(out, "running\n") || !strcmp(out, "degraded\n"),
-		  "the container did not boot (systemctl is-system-running: status %d, "
-		  "'%s'):\n%s",
-		  r, out, console_tail());
+		  "the container did not boot (systemctl is-system-running, asked for up to 120 s: "
+		  "status %d, '%s'):\n%s",
+		  state, out, console_tail());
 	if (!strcmp(out, "degraded\n")) {
 		ct(out, "systemctl", "--failed", "--no-legend", "--plain");
 		fprintf(stderr, "systemd-container: booted degraded; failed units:\n%s", out);
@@ -476,18 +498,19 @@ static void fixture_finish(struct fixture *f)
 			fixtures[i--] = fixtures[--n_fixtures];
 }
 
+static void list_targets(char *out, size_t cap)
+{
+	cr_assert_eq(in_ct(out, cap, MEMPROF, "list", NULL), 0, "memprof list: %s", out);
+}
+
 /* Until the service lists no target (their profiles are then written). */
 static void wait_no_targets(void)
 {
 	char out[4096];
 
-	for (int i = 0; i < 200; i++) {
-		cr_assert_eq(ct(out, MEMPROF, "list"), 0, "memprof list: %s", out);
-		if (!strcmp(out, "no targets\n"))
-			return;
-		msleep(50);
-	}
-	cr_assert_fail("targets still listed after 10 s: %s", out);
+	cr_assert(MP_TEST_WAIT_FOR((list_targets(out, sizeof(out)), !strcmp(out, "no targets\n")),
+				   60000),
+		  "targets still listed after 60 s: %s", out);
 }
 
 static struct mp_profile *load(const char *path)
@@ -497,6 +520,21 @@ static struct mp_profile *load(const char *path)
 
 	cr_assert_eq(mp_profile_load(path, &p, &why), 0, "decoding %s: %s", path, why ? why : "");
 	return p;
+}
+
+/* The RSS samples of the target @ns_s so far, from a dump into @file. */
+static size_t dumped_rss(const char *ns_s, const char *file)
+{
+	struct mp_profile *p;
+	char out[4096];
+	size_t n;
+
+	cr_assert_eq(ct(out, MEMPROF, "dump", ns_s, "-o", file), 0, "memprof dump: %s", out);
+	p = load(file);
+	n = p->n_rss;
+	mp_profile_free(p);
+	unlink(file);
+	return n;
 }
 
 static const struct mp_mem_stats outer_700 = { .bytes_added = 700,
@@ -539,8 +577,9 @@ static void profile_mode(const char *mode, enum mp_trace_mode want_mode, bool pl
 			   strlen(fmt("attached to pid %d (target ", (int)f.ns))),
 		  "attach: %s", out);
 	(*attaches)++;
-	/* A few RSS samples at the service's 100 Hz. */
-	msleep(200);
+	/* RSS samples at the service's 100 Hz, however slowly it runs. */
+	cr_assert(MP_TEST_WAIT_FOR(dumped_rss(f.ns_s, fmt("%s.dump", file)) > 0, 60000),
+		  "mode %s: no RSS sample in 60 s", mode);
 	fixture_finish(&f);
 	wait_no_targets();
 
@@ -714,12 +753,9 @@ static int count(const char *hay, const char *needle)
  * until @needle appears at least @n times. */
 static char *journal_wait(const char *needle, int n)
 {
-	char *j = journal();
+	char *j;
 
-	for (int i = 0; i < 100 && count(j, needle) < n; i++) {
-		msleep(100);
-		j = journal();
-	}
+	MP_TEST_WAIT_FOR(count(j = journal(), needle) >= n, 60000);
 	cr_assert_geq(count(j, needle), n, "journal: %d times '%s' (want %d):\n%s",
 		      count(j, needle), needle, n, j);
 	return j;
@@ -831,20 +867,20 @@ static void check_user(int *attaches, int *refusals)
 		     1);
 }
 
+static void service_status(char *out, size_t cap)
+{
+	cr_assert_eq(in_ct(out, cap, MEMPROF, "status", NULL), 0, "status: %s", out);
+}
+
 static void check_reload(void)
 {
 	char out[4096];
-	int i;
 
 	write_config("# tests/systemd\nmax_targets = 7\nrss_hz = 37\n");
 	cr_assert_eq(ct(out, "systemctl", "reload", "memprofd.service"), 0, "reload: %s", out);
 	/* ExecReload= sends SIGHUP: the new values follow asynchronously. */
-	for (i = 0; i < 100; i++) {
-		cr_assert_eq(ct(out, MEMPROF, "status"), 0, "status: %s", out);
-		if (strstr(out, "\nmax_targets: 7\n"))
-			break;
-		msleep(100);
-	}
+	MP_TEST_WAIT_FOR((service_status(out, sizeof(out)), strstr(out, "\nmax_targets: 7\n")),
+			 60000);
 	cr_assert_not_null(strstr(out, "\nmax_targets: 7\nconfig: " CONF_PATH), "%s", out);
 	cr_assert_not_null(strstr(out, "\nrss_hz: 37\n"), "%s", out);
 	journal_wait("SIGHUP: reloading " CONF_PATH "\nconfiguration reloaded from " CONF_PATH
