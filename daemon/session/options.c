@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
