@@ -2,7 +2,8 @@
 /*
  * `memprof convert` on synthetic profile files: the output is exactly what
  * the renderers write, and every bad input or option ends with a clear
- * message and a non-zero exit, never a crash.
+ * message and a non-zero exit, never a crash. Also the option errors of
+ * `memprof run` and `memprof attach` (one table, one message).
  */
 #include <stdlib.h>
 
