@@ -754,22 +754,18 @@ static int attach_opt(struct request *q, enum mp_opt_id id, uint64_t *ret)
 /* Parses and authorizes an attach request; replies on failure. */
 static int attach_parse(struct request *q, struct attach_req *a)
 {
+	static const enum mp_opt_id ids[] = { MP_OPT_ID_DURATION, MP_OPT_ID_MODE,
+					      MP_OPT_ID_SAMPLE_BYTES, MP_OPT_ID_STACKS,
+					      MP_OPT_ID_TRACER };
 	uint64_t mode = UINT32_MAX, tracer = UINT32_MAX;
+	uint64_t *dst[] = { &a->duration_ns, &mode, &a->sample_bytes, &a->stacks, &tracer };
 	char why[256];
 	int r;
 
 	*a = (struct attach_req){ .mode = UINT32_MAX, .stacks = UINT64_MAX, .tracer = UINT32_MAX };
 	r = get_pid(q, &a->pid);
-	if (r == 0)
-		r = attach_opt(q, MP_OPT_ID_DURATION, &a->duration_ns);
-	if (r == 0)
-		r = attach_opt(q, MP_OPT_ID_MODE, &mode);
-	if (r == 0)
-		r = attach_opt(q, MP_OPT_ID_SAMPLE_BYTES, &a->sample_bytes);
-	if (r == 0)
-		r = attach_opt(q, MP_OPT_ID_STACKS, &a->stacks);
-	if (r == 0)
-		r = attach_opt(q, MP_OPT_ID_TRACER, &tracer);
+	for (size_t i = 0; r == 0 && i < sizeof(ids) / sizeof(ids[0]); i++)
+		r = attach_opt(q, ids[i], dst[i]);
 	if (r < 0)
 		return r;
 	a->mode = (uint32_t)mode;
