@@ -5,7 +5,6 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,7 +176,7 @@ static int cmd_run(int argc, char **argv)
 	 * as a shell would, the profile is already complete. */
 	if (mp_launch_wait(pid, &status) < 0)
 		status = 0;
-	r = mp_options_emit(&o, p);
+	r = mp_emit_profile(&o.out, p, stdout);
 	mp_profile_free(p);
 	if (r < 0)
 		return 1;
@@ -401,140 +400,140 @@ static int cmd_convert(int argc, char **argv)
 struct client_args {
 	const char *control;
 	const char *output;
-	const char *streams[16];
+	const char *streams[MP_OPTIONS_MAX_STREAMS];
 	size_t n_streams;
-	double duration;
+	uint64_t duration_ns;
 	long pid;
 	const char *mode;
-	unsigned long long sample_bytes;
+	uint64_t sample_bytes;
 	bool stacks;
 	const char *tracer;
 };
 
-static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, bool opts_out,
-			struct client_args *a)
+static void client_usage(void)
 {
-	static const struct option longopts[] = {
-		{ "control", required_argument, NULL, 'c' },
-		{ "output", required_argument, NULL, 'o' },
-		{ "duration", required_argument, NULL, 'd' },
-		{ "stream", required_argument, NULL, 's' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ "sample-bytes", required_argument, NULL, 'b' },
-		{ "stacks", no_argument, NULL, 'S' },
-		{ "tracer", required_argument, NULL, 'T' },
-		{ "help", no_argument, NULL, 'h' },
-		{},
-	};
-	char *end;
-	int c;
+	printf("Usage: memprof attach PID [--duration S] [-o FILE] [--stream URL]...\n"
+	       "                   [--mode precise|sampled|rss] [--sample-bytes N] [--stacks]\n"
+	       "                   [--tracer auto|inprocess|bpf]\n"
+	       "       memprof detach PID\n"
+	       "       memprof dump PID [-o FILE]\n"
+	       "       memprof list | status\n"
+	       "All take --control PATH (default %s). The service writes -o FILE\n"
+	       "through a descriptor opened here, with your rights; `dump` without -o\n"
+	       "prints the table. Stream URLs: tcp://HOST:PORT, unix:PATH,\n"
+	       "http://HOST:PORT/ingest (Pyroscope). Values and their bounds are those\n"
+	       "of `memprofd --help`.\n",
+	       MP_CTL_DEFAULT_PATH);
+}
 
-	memset(a, 0, sizeof(*a));
-	while ((c = getopt_long(argc, argv, "c:o:d:h", longopts, NULL)) != -1) {
-		switch (c) {
-		case 'c':
-			a->control = optarg;
-			break;
-		case 'o':
-			if (!opts_out)
-				goto bad;
-			a->output = optarg;
-			break;
-		case 'd':
-			if (strcmp(cmd, "attach"))
-				goto bad;
-			errno = 0;
-			a->duration = strtod(optarg, &end);
-			if (errno || *end || !(a->duration > 0) || a->duration > 1e9) {
-				log_error("invalid duration '%s'", optarg);
-				return 2;
-			}
-			break;
-		case 'm':
-		case 'b':
-			if (strcmp(cmd, "attach"))
-				goto bad;
-			if (c == 'm') {
-				uint32_t m;
+/* A value of the option table for @cmd: -o of attach and dump, the
+ * attach request's options of attach. Stream URLs are the service's to
+ * check: it knows what the requester may name. Returns 0 or 2. */
+static int client_opt(const char *cmd, bool opts_out, const struct mp_option *o, const char *arg,
+		      struct client_args *a)
+{
+	struct mp_opt_value v = { .u = 1, .s = arg };
+	bool ok = o->id == MP_OPT_ID_OUTPUT ? opts_out :
+					      !strcmp(cmd, "attach") && (o->where & MP_OPT_ATTACH);
+	char hint[160];
 
-				if (mp_trace_mode_parse(optarg, &m) < 0) {
-					log_error("invalid mode '%s' (precise, sampled, "
-						  "rss)",
-						  optarg);
-					return 2;
-				}
-				a->mode = optarg;
-			} else {
-				errno = 0;
-				a->sample_bytes = strtoull(optarg, &end, 10);
-				if (errno || *end || !a->sample_bytes || optarg[0] == '-') {
-					log_error("invalid --sample-bytes '%s'", optarg);
-					return 2;
-				}
-			}
-			break;
-		case 'S':
-			if (strcmp(cmd, "attach"))
-				goto bad;
-			a->stacks = true;
-			break;
-		case 'T': {
-			uint32_t t;
-
-			if (strcmp(cmd, "attach"))
-				goto bad;
-			if (mp_tracer_choice_parse(optarg, &t) < 0) {
-				log_error("invalid --tracer '%s' (auto, inprocess, bpf)", optarg);
-				return 2;
-			}
-			a->tracer = optarg;
-			break;
-		}
-		case 's':
-			if (strcmp(cmd, "attach"))
-				goto bad;
-			if (a->n_streams >= 16) {
-				log_error("too many --stream");
-				return 2;
-			}
-			a->streams[a->n_streams++] = optarg;
-			break;
-		case 'h':
-			printf("Usage: memprof attach PID [--duration S] [-o FILE] [--stream URL]...\n"
-			       "                   [--mode precise|sampled|rss] [--sample-bytes N] [--stacks]\n"
-			       "                   [--tracer auto|inprocess|bpf]\n"
-			       "       memprof detach PID\n"
-			       "       memprof dump PID [-o FILE]\n"
-			       "       memprof list | status\n"
-			       "All take --control PATH (default %s). The service writes -o FILE\n"
-			       "through a descriptor opened here, with your rights; `dump` without -o\n"
-			       "prints the table. Stream URLs: tcp://HOST:PORT, unix:PATH,\n"
-			       "http://HOST:PORT/ingest (Pyroscope).\n",
-			       MP_CTL_DEFAULT_PATH);
-			return 1;
-		default:
-			goto bad;
-		}
+	if (!ok) {
+		log_error("invalid option --%s for %s (see --help)", o->name, cmd);
+		return 2;
 	}
-	if (want_pid) {
-		if (optind + 1 != argc) {
-			log_error("expected one PID (see --help)");
-			return 2;
-		}
-		errno = 0;
-		a->pid = strtol(argv[optind], &end, 10);
-		if (errno || *end || a->pid <= 0 || a->pid > INT32_MAX) {
-			log_error("invalid pid '%s'", argv[optind]);
-			return 2;
-		}
-	} else if (optind != argc) {
+	if (o->type != MP_OPT_FLAG && o->type != MP_OPT_URL &&
+	    mp_opt_parse(o, MP_OPT_CLI, arg, &v) < 0) {
+		mp_opt_hint(o, MP_OPT_CLI, hint, sizeof(hint));
+		log_error("invalid --%s '%s' (%s; see --help)", o->name, arg, hint);
+		return 2;
+	}
+	if (o->id == MP_OPT_ID_STREAM && a->n_streams >= MP_OPTIONS_MAX_STREAMS) {
+		log_error("too many --stream");
+		return 2;
+	}
+	if (o->id == MP_OPT_ID_OUTPUT)
+		a->output = arg;
+	else if (o->id == MP_OPT_ID_DURATION)
+		a->duration_ns = v.u;
+	else if (o->id == MP_OPT_ID_STREAM)
+		a->streams[a->n_streams++] = arg;
+	else if (o->id == MP_OPT_ID_MODE)
+		a->mode = arg;
+	else if (o->id == MP_OPT_ID_SAMPLE_BYTES)
+		a->sample_bytes = v.u;
+	else if (o->id == MP_OPT_ID_STACKS)
+		a->stacks = true;
+	else if (o->id == MP_OPT_ID_TRACER)
+		a->tracer = arg;
+	return 0;
+}
+
+/* PID (when @want_pid) and nothing else after the options. */
+static int client_operands(int argc, char **argv, bool want_pid, struct client_args *a)
+{
+	const struct mp_option *o = &mp_options_table[MP_OPT_ID_PID];
+	struct mp_opt_value v;
+
+	if (!want_pid) {
+		if (optind == argc)
+			return 0;
 		log_error("unexpected argument '%s'", argv[optind]);
 		return 2;
 	}
+	if (optind + 1 != argc) {
+		log_error("expected one PID (see --help)");
+		return 2;
+	}
+	if (mp_opt_parse(o, MP_OPT_CLI, argv[optind], &v) < 0) {
+		log_error("invalid pid '%s'", argv[optind]);
+		return 2;
+	}
+	a->pid = (long)v.u;
 	return 0;
-bad:
-	log_error("invalid option (see --help)");
-	return 2;
+}
+
+/* Returns 0, 1 when --help was printed, or 2 (the exit status). */
+static int client_parse(const char *cmd, int argc, char **argv, bool want_pid, bool opts_out,
+			struct client_args *a)
+{
+	struct option longopts[MP_OPT_N + 3];
+	size_t n = 0;
+	int c, r;
+
+	for (size_t i = 0; i < MP_OPT_N; i++) {
+		const struct mp_option *o = &mp_options_table[i];
+
+		if (o->name && (o->where & MP_OPT_ATTACH))
+			longopts[n++] = (struct option){ o->name,
+							 o->type == MP_OPT_FLAG ? no_argument :
+										  required_argument,
+							 NULL, 0x100 + (int)i };
+	}
+	longopts[n++] = (struct option){ "control", required_argument, NULL, 'c' };
+	longopts[n++] = (struct option){ "help", no_argument, NULL, 'h' };
+	longopts[n] = (struct option){ 0 };
+	memset(a, 0, sizeof(*a));
+	while ((c = getopt_long(argc, argv, "c:o:d:h", longopts, NULL)) != -1) {
+		if (c == 'c') {
+			a->control = optarg;
+		} else if (c == 'h') {
+			client_usage();
+			return 1;
+		} else if (c == 'o' || c == 'd' || c >= 0x100) {
+			const struct mp_option *o =
+				c >= 0x100 ? &mp_options_table[c - 0x100] :
+					     &mp_options_table[c == 'o' ? MP_OPT_ID_OUTPUT :
+									  MP_OPT_ID_DURATION];
+
+			r = client_opt(cmd, opts_out, o, optarg, a);
+			if (r)
+				return r;
+		} else {
+			log_error("invalid option (see --help)");
+			return 2;
+		}
+	}
+	return client_operands(argc, argv, want_pid, a);
 }
 
 /* Sends @b (with @fd) and receives the reply into @reply; prints the
@@ -611,14 +610,14 @@ static int cmd_attach(int argc, char **argv)
 	mp_ctl_build_init(b);
 	mp_ctl_add(b, "cmd", "attach");
 	mp_ctl_add(b, "pid", "%ld", a.pid);
-	if (a.duration > 0)
-		mp_ctl_add(b, "duration_ns", "%" PRIu64, (uint64_t)ceil(a.duration * 1e9));
+	if (a.duration_ns)
+		mp_ctl_add(b, "duration_ns", "%" PRIu64, a.duration_ns);
 	for (size_t i = 0; i < a.n_streams; i++)
 		mp_ctl_add(b, "stream", "%s", a.streams[i]);
 	if (a.mode)
 		mp_ctl_add(b, "mode", "%s", a.mode);
 	if (a.sample_bytes)
-		mp_ctl_add(b, "sample_bytes", "%llu", a.sample_bytes);
+		mp_ctl_add(b, "sample_bytes", "%" PRIu64, a.sample_bytes);
 	if (a.stacks)
 		mp_ctl_add(b, "stacks", "1");
 	if (a.tracer)

@@ -226,7 +226,7 @@ int main(int argc, char **argv)
 	r = o.n_streams ? run_streaming(&o, &p) : mp_session_run(&o.session, &p);
 	if (r < 0)
 		return 1;
-	r = mp_options_emit(&o, p);
+	r = mp_emit_profile(&o.out, p, stdout);
 	mp_profile_free(p);
 	return r < 0 ? 1 : 0;
 }

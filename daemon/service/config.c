@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: MIT
 #include <errno.h>
-#include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
-#include "tracer.h"
+#include "option_table.h"
 #include "rss.h"
-#include "stream.h"
+#include "tracer.h"
 
 #define MAX_FILE (1u << 20)
 
@@ -58,149 +58,65 @@ static char *trim(char *s)
 	return s;
 }
 
-static int parse_u64(const char *v, uint64_t max, bool suffix, uint64_t *ret)
-{
-	unsigned long long x;
-	uint64_t mul = 1;
-	char *end;
-
-	if (*v < '0' || *v > '9')
-		return -EINVAL;
-	errno = 0;
-	x = strtoull(v, &end, 10);
-	if (errno)
-		return -EINVAL;
-	if (suffix && *end) {
-		switch (*end++) {
-		case 'K':
-		case 'k':
-			mul = 1ull << 10;
-			break;
-		case 'M':
-		case 'm':
-			mul = 1ull << 20;
-			break;
-		case 'G':
-		case 'g':
-			mul = 1ull << 30;
-			break;
-		default:
-			return -EINVAL;
-		}
+#define FIELD(id, member)                                           \
+	{                                                           \
+		MP_OPT_ID_##id, offsetof(struct mp_config, member), \
+			sizeof(((struct mp_config *)0)->member)     \
 	}
-	if (*end || x > max / mul)
+
+/* Keys that set one number or flag; their bounds are the option table's. */
+static const struct {
+	enum mp_opt_id id;
+	size_t off, size;
+} fields[] = {
+	FIELD(RSS_HZ, rss_hz),
+	FIELD(PSS_EVERY, pss_every),
+	FIELD(MAX_TARGETS, max_targets),
+	FIELD(MAX_CONNS, max_conns),
+	FIELD(MAX_CONNS_PER_UID, max_conns_per_uid),
+	FIELD(STREAM_INTERVAL, stream_interval_ns),
+	FIELD(BUFFER_SIZE, buffer_bytes),
+	FIELD(BPF_RING_SIZE, bpf_ring_bytes),
+	FIELD(MEMORY_BUDGET, memory_budget),
+	FIELD(MODE, mode),
+	FIELD(SAMPLE_BYTES, sample_bytes),
+	FIELD(STREAM_PER_UID, stream_per_uid),
+	FIELD(STREAM_TOTAL, stream_total_bytes),
+	FIELD(STACKS, stacks),
+	FIELD(TRACER, tracer),
+	FIELD(STACK_DEPTH, stack_depth),
+};
+
+static int add(char **list, size_t *n, size_t max, const char *v)
+{
+	if (*n >= max)
 		return -EINVAL;
-	*ret = x * mul;
+	list[*n] = strdup(v);
+	if (!list[*n])
+		return -ENOMEM;
+	(*n)++;
 	return 0;
 }
 
+/* -ENOENT: no such key; -EINVAL: not a valid value for it. */
 static int set(struct mp_config *c, const char *k, const char *v)
 {
-	uint64_t x;
-	double d;
-	char *end;
+	const struct mp_option *o = mp_opt_by_key(k);
+	struct mp_opt_value x;
 
-	if (!strcmp(k, "collector")) {
-		if (c->n_collectors >= MP_CONFIG_MAX_COLLECTORS || mp_stream_url_check(v) < 0)
-			return -EINVAL;
-		return (c->collectors[c->n_collectors++] = strdup(v)) ? 0 : -ENOMEM;
-	}
-	if (!strcmp(k, "owner")) {
-		if (c->n_owners >= MP_CONFIG_MAX_OWNERS || !strchr(v, '=') || v[0] == '=')
-			return -EINVAL;
-		return (c->owners[c->n_owners++] = strdup(v)) ? 0 : -ENOMEM;
-	}
-	if (!strcmp(k, "mode"))
-		return mp_trace_mode_parse(v, &c->mode);
-	if (!strcmp(k, "sample_bytes")) {
-		if (parse_u64(v, 1ull << 40, true, &x) < 0 || !x)
-			return -EINVAL;
-		c->sample_bytes = x;
-		return 0;
-	}
-	if (!strcmp(k, "stacks")) {
-		if (!strcmp(v, "yes") || !strcmp(v, "no")) {
-			c->stacks = v[0] == 'y';
+	if (!o || !(o->where & MP_OPT_CONFIG))
+		return -ENOENT;
+	if (mp_opt_parse(o, MP_OPT_FILE, v, &x) < 0)
+		return -EINVAL;
+	if (o->id == MP_OPT_ID_COLLECTOR)
+		return add(c->collectors, &c->n_collectors, MP_CONFIG_MAX_COLLECTORS, v);
+	if (o->id == MP_OPT_ID_OWNER)
+		return add(c->owners, &c->n_owners, MP_CONFIG_MAX_OWNERS, v);
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if (fields[i].id == o->id) {
+			mp_opt_store(c, fields[i].off, fields[i].size, x.u);
 			return 0;
 		}
-		return -EINVAL;
-	}
-	if (!strcmp(k, "tracer"))
-		return mp_tracer_choice_parse(v, &c->tracer);
-	if (!strcmp(k, "stack_depth")) {
-		if (parse_u64(v, 256, false, &x) < 0 || !x)
-			return -EINVAL;
-		c->stack_depth = (uint32_t)x;
-		return 0;
-	}
-	if (!strcmp(k, "rss_hz")) {
-		if (parse_u64(v, MP_RSS_MAX_HZ, false, &x) < 0)
-			return -EINVAL;
-		c->rss_hz = (unsigned)x;
-		return 0;
-	}
-	if (!strcmp(k, "pss_every")) {
-		if (parse_u64(v, 1000000, false, &x) < 0)
-			return -EINVAL;
-		c->pss_every = (unsigned)x;
-		return 0;
-	}
-	if (!strcmp(k, "max_targets")) {
-		if (parse_u64(v, 4096, false, &x) < 0 || !x)
-			return -EINVAL;
-		c->max_targets = (unsigned)x;
-		return 0;
-	}
-	if (!strcmp(k, "max_connections")) {
-		if (parse_u64(v, 4096, false, &x) < 0 || x < 2)
-			return -EINVAL;
-		c->max_conns = (unsigned)x;
-		return 0;
-	}
-	if (!strcmp(k, "max_connections_per_uid")) {
-		if (parse_u64(v, 4096, false, &x) < 0 || !x)
-			return -EINVAL;
-		c->max_conns_per_uid = (unsigned)x;
-		return 0;
-	}
-	if (!strcmp(k, "stream_interval")) {
-		errno = 0;
-		d = strtod(v, &end);
-		if (errno || *end || !isfinite(d) || d < 0.01 || d > 86400)
-			return -EINVAL;
-		c->stream_interval_ns = (uint64_t)(d * 1e9);
-		return 0;
-	}
-	if (!strcmp(k, "buffer_size")) {
-		if (parse_u64(v, 1ull << 40, true, &x) < 0)
-			return -EINVAL;
-		c->buffer_bytes = x;
-		return 0;
-	}
-	if (!strcmp(k, "memory_budget")) {
-		if (parse_u64(v, 1ull << 50, true, &x) < 0)
-			return -EINVAL;
-		c->memory_budget = x;
-		return 0;
-	}
-	if (!strcmp(k, "stream_collectors_per_uid")) {
-		if (parse_u64(v, MP_STREAM_MAX_COLLECTORS, false, &x) < 0)
-			return -EINVAL;
-		c->stream_per_uid = (unsigned)x;
-		return 0;
-	}
-	if (!strcmp(k, "stream_total_size")) {
-		if (parse_u64(v, 1ull << 40, true, &x) < 0)
-			return -EINVAL;
-		c->stream_total_bytes = x;
-		return 0;
-	}
-	if (!strcmp(k, "bpf_ring_size")) {
-		if (parse_u64(v, 1ull << 30, true, &x) < 0 || x < 4096 || (x & (x - 1)))
-			return -EINVAL;
-		c->bpf_ring_bytes = (uint32_t)x;
-		return 0;
-	}
 	return -ENOENT;
 }
 

@@ -3,26 +3,9 @@
  * The service's configuration file (MP_CONFIG_DEFAULT_PATH,
  * SYSCONFDIR/memprofd/memprofd.conf of the configured prefix: /etc for
  * prefix /usr, /usr/local/etc for meson's default): one
- * "key = value" per line, '#' starts a comment line. Keys (docs/SERVICE.md):
- *   collector = URL        stream every target to URL (repeatable)
- *   owner = GLOB=NAME      owner rule (repeatable)
- *   rss_hz = N             RSS samples per second (0 = off)
- *   pss_every = N          read smaps_rollup every Nth sample
- *   max_targets = N        attached processes at most
- *   max_connections = N    control connections at most (one kept for root)
- *   max_connections_per_uid = N  of them per non-root user
- *   stream_interval = S    seconds between chunks (decimal)
- *   buffer_size = N[K|M|G] per-collector buffer
- *   bpf_ring_size = N[K|M] BPF ring buffer per target (power of two;
- *                          default by mode: rss 1M, sampled/precise 8M)
- *   memory_budget = N[K|M|G]  refuse attaches beyond it (0: 7/8 of the
- *                          service cgroup's memory.max, if any)
- *   stream_collectors_per_uid = N  distinct --stream collectors of a uid
- *   stream_total_size = N[K|M|G]   all collectors' buffers together
- *   stacks = yes|no        call stacks of allocations (--stacks)
- *   tracer = auto|inprocess|bpf  allocation path (--tracer; auto: in-process
- *                          when the target's malloc is libmemprof's)
- *   stack_depth = N        frames per stack at most (1-256, default 64)
+ * "key = value" per line, '#' starts a comment line. The keys, their
+ * bounds and meaning are the entries of the option table marked
+ * MP_OPT_CONFIG (daemon/session/option_table.c; docs/SERVICE.md).
  */
 #ifndef MP_CONFIG_H
 #define MP_CONFIG_H

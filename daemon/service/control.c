@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "option_table.h"
 
 static bool key_ok(const char *k, size_t n)
 {
@@ -97,16 +98,26 @@ int mp_ctl_get_u64(const struct mp_ctl_msg *m, const char *key, uint64_t max, ui
 struct ctl_cmd {
 	const char *name;
 	const char *const *keys; /* besides cmd; NULL-terminated */
+	bool options; /* also the option table's keys of attach requests */
 };
 
-static const char *const attach_keys[] = { "pid",	   "duration_ns", "stream", "mode",
-					   "sample_bytes", "stacks",	  "tracer", NULL };
 static const char *const pid_keys[] = { "pid", NULL };
 static const char *const no_keys[] = { NULL };
 static const struct ctl_cmd ctl_cmds[] = {
-	{ "attach", attach_keys }, { "detach", pid_keys }, { "dump", pid_keys },
-	{ "list", no_keys },	   { "status", no_keys },
+	{ "attach", pid_keys, true }, { "detach", pid_keys, false }, { "dump", pid_keys, false },
+	{ "list", no_keys, false },   { "status", no_keys, false },
 };
+
+static bool key_known(const struct ctl_cmd *c, const char *k)
+{
+	const struct mp_option *o;
+
+	for (const char *const *a = c->keys; *a; a++)
+		if (!strcmp(*a, k))
+			return true;
+	o = c->options ? mp_opt_by_key(k) : NULL;
+	return o && (o->where & MP_OPT_ATTACH);
+}
 
 int mp_ctl_check_request(const struct mp_ctl_msg *m, char *why, size_t why_len)
 {
@@ -125,11 +136,8 @@ int mp_ctl_check_request(const struct mp_ctl_msg *m, char *why, size_t why_len)
 	}
 	for (size_t i = 1; i < m->n; i++) {
 		const char *k = m->f[i].key;
-		bool known = false;
 
-		for (const char *const *a = c->keys; *a && !known; a++)
-			known = !strcmp(*a, k);
-		if (!known) {
+		if (!key_known(c, k)) {
 			snprintf(why, why_len, "unknown key '%s' for %s", k, c->name);
 			return -EBADMSG;
 		}

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "option_table.h"
 #include "control.h"
 #include "log.h"
 #include "memstats.h"
@@ -397,32 +398,44 @@ struct attach_req {
 	uint32_t tracer; /* enum mp_tracer_path, 0 auto; UINT32_MAX: configured */
 };
 
+/* Field @id of the request (the option table's key, type and bounds);
+ * *@ret is left alone when the request does not say. */
+static int attach_opt(struct request *q, enum mp_opt_id id, uint64_t *ret)
+{
+	const struct mp_option *o = &mp_options_table[id];
+	const char *v = mp_ctl_get(&q->msg, o->key);
+	struct mp_opt_value x;
+	char hint[128];
+
+	if (!v)
+		return 0;
+	if (mp_opt_parse(o, MP_OPT_REQUEST, v, &x) < 0) {
+		mp_opt_hint(o, MP_OPT_REQUEST, hint, sizeof(hint));
+		return fail(q, -EINVAL, "invalid %s (%s)", o->key, hint);
+	}
+	*ret = x.u;
+	return 0;
+}
+
 /* Parses and authorizes an attach request; replies on failure. */
 static int attach_parse(struct request *q, struct attach_req *a)
 {
-	const char *mode_s;
+	static const enum mp_opt_id ids[] = { MP_OPT_ID_DURATION, MP_OPT_ID_MODE,
+					      MP_OPT_ID_SAMPLE_BYTES, MP_OPT_ID_STACKS,
+					      MP_OPT_ID_TRACER };
+	uint64_t mode = UINT32_MAX, tracer = UINT32_MAX;
+	uint64_t *dst[] = { &a->duration_ns, &mode, &a->sample_bytes, &a->stacks, &tracer };
 	char why[256];
 	int r;
 
 	*a = (struct attach_req){ .mode = UINT32_MAX, .stacks = UINT64_MAX, .tracer = UINT32_MAX };
 	r = get_pid(q, &a->pid);
+	for (size_t i = 0; r == 0 && i < sizeof(ids) / sizeof(ids[0]); i++)
+		r = attach_opt(q, ids[i], dst[i]);
 	if (r < 0)
 		return r;
-	r = mp_ctl_get_u64(&q->msg, "duration_ns", UINT64_MAX / 2, &a->duration_ns);
-	if (r == -EINVAL)
-		return fail(q, r, "invalid duration_ns");
-	mode_s = mp_ctl_get(&q->msg, "mode");
-	if (mode_s && mp_trace_mode_parse(mode_s, &a->mode) < 0)
-		return fail(q, -EINVAL, "invalid mode (precise, sampled or rss)");
-	r = mp_ctl_get_u64(&q->msg, "sample_bytes", 1ull << 40, &a->sample_bytes);
-	if (r == -EINVAL || (r == 0 && !a->sample_bytes))
-		return fail(q, -EINVAL, "invalid sample_bytes");
-	r = mp_ctl_get_u64(&q->msg, "stacks", 1, &a->stacks);
-	if (r == -EINVAL)
-		return fail(q, r, "invalid stacks (0 or 1)");
-	mode_s = mp_ctl_get(&q->msg, "tracer");
-	if (mode_s && mp_tracer_choice_parse(mode_s, &a->tracer) < 0)
-		return fail(q, -EINVAL, "invalid tracer (auto, inprocess or bpf)");
+	a->mode = (uint32_t)mode;
+	a->tracer = (uint32_t)tracer;
 	r = check_out_fd(q);
 	if (r < 0)
 		return r;

@@ -1,25 +1,22 @@
 /* SPDX-License-Identifier: MIT */
-/* Profiling options shared by `memprofd --pid` and `memprof run`. */
+/* The command line shared by `memprofd --pid` and `memprof run`, parsed
+ * with the option table (option_table.h). */
 #ifndef MP_OPTIONS_H
 #define MP_OPTIONS_H
 
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "report.h"
+#include "emit.h"
+#include "option_table.h"
 #include "session.h"
 
 #define MP_OPTIONS_MAX_STREAMS 16
 
 struct mp_options {
 	struct mp_session_opts session;
-	const char *output; /* -o FILE: memprof.proto profile */
-	bool output_pprof; /* --format pprof: -o writes gzipped pprof instead */
-	enum mp_report_format print; /* what to print on stdout at the end */
-	bool print_none;
-	const char *region; /* --region for the tfjs view */
+	struct mp_emit out; /* -o, --format, --print, --region, --pool */
 	bool no_preload; /* memprof run --no-preload */
-	const char *pool; /* --pool: the tfjs view reports this pool */
 	/* memprofd --pid only: collectors to stream chunks to, and how often. */
 	char *streams[MP_OPTIONS_MAX_STREAMS];
 	size_t n_streams;
@@ -35,11 +32,7 @@ void mp_options_init(struct mp_options *o);
  * to stderr. */
 int mp_options_parse(struct mp_options *o, int argc, char **argv, bool with_pid);
 
-/* The option lines of --help. */
+/* The option lines of --help, from the option table. */
 void mp_options_help(FILE *f, bool with_pid);
-
-/* Writes the profile where the options say (-o file, stdout view). Returns
- * 0 or a negative errno, logged. */
-int mp_options_emit(const struct mp_options *o, const struct mp_profile *p);
 
 #endif /* MP_OPTIONS_H */

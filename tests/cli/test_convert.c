@@ -2,7 +2,8 @@
 /*
  * `memprof convert` on synthetic profile files: the output is exactly what
  * the renderers write, and every bad input or option ends with a clear
- * message and a non-zero exit, never a crash.
+ * message and a non-zero exit, never a crash. Also the option errors of
+ * `memprof run` and `memprof attach` (one table, one message).
  */
 #include <stdlib.h>
 
@@ -184,6 +185,30 @@ Test(convert, bad_options_refused)
 			   "memprof convert: expected exactly one FILE (see --help)\n");
 	expect_usage_error((char *[]){ m, "convert", file, file, "--to", "json", NULL }, 2,
 			   "memprof convert: expected exactly one FILE (see --help)\n");
+}
+
+/* run and attach check a value against the same bound of the option
+ * table (the service and its configuration file too: tests/service), and
+ * say what would be valid. */
+Test(options, one_bound_and_message_for_run_and_attach)
+{
+	char *m = (char *)memprof_bin();
+
+	expect_usage_error((char *[]){ m, "run", "--sample-bytes", "0", "--", "true", NULL }, 2,
+			   "memprof run: invalid --sample-bytes '0' (1 to 1099511627776, suffix "
+			   "K, M or G; see --help)\n");
+	expect_usage_error((char *[]){ m, "attach", "1", "--sample-bytes", "1025G", NULL }, 2,
+			   "memprof attach: invalid --sample-bytes '1025G' (1 to 1099511627776, "
+			   "suffix K, M or G; see --help)\n");
+	expect_usage_error((char *[]){ m, "attach", "1", "--mode", "fast", NULL }, 2,
+			   "memprof attach: invalid --mode 'fast' (precise, sampled or rss; see "
+			   "--help)\n");
+	expect_usage_error(
+		(char *[]){ m, "run", "--stream", "tcp://127.0.0.1:1", "--", "true", NULL }, 2,
+		"memprof run: --stream is an option of memprofd --pid and memprof "
+		"attach only (see --help)\n");
+	expect_usage_error((char *[]){ m, "detach", "1", "--stacks", NULL }, 2,
+			   "memprof detach: invalid option --stacks for detach (see --help)\n");
 }
 
 Test(convert, unwritable_output_reported)

@@ -86,6 +86,32 @@ Test(control, malformed_requests_get_an_error_line_then_close, .timeout = 60, .f
 	cr_assert_eq(daemon_stop(&d), 0);
 }
 
+/* The values of an attach request are checked against the option table
+ * before anything else happens: the reply says what would be valid. */
+Test(control, invalid_attach_values_say_what_is_valid, .timeout = 60, .fini = cleanup)
+{
+	static const struct {
+		const char *text, *message;
+	} cases[] = {
+		{ "cmd=attach\npid=1\nsample_bytes=0\n",
+		  "invalid sample_bytes (1 to 1099511627776, suffix K, M or G)" },
+		{ "cmd=attach\npid=1\nsample_bytes=1099511627777\n",
+		  "invalid sample_bytes (1 to 1099511627776, suffix K, M or G)" },
+		{ "cmd=attach\npid=1\nstacks=yes\n", "invalid stacks (0 or 1)" },
+		{ "cmd=attach\npid=1\nmode=fast\n", "invalid mode (precise, sampled or rss)" },
+		{ "cmd=attach\npid=1\ntracer=ebpf\n", "invalid tracer (auto, inprocess or bpf)" },
+		{ "cmd=attach\npid=1\nduration_ns=1.5\n",
+		  "invalid duration_ns (nanoseconds, at most 1000000000000000000)" },
+	};
+	struct daemon d;
+
+	need_root();
+	daemon_start(&d, "", NULL);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		assert_refused(&d, cases[i].text, strlen(cases[i].text), EINVAL, cases[i].message);
+	cr_assert_eq(daemon_stop(&d), 0);
+}
+
 /* A child running as @uid that opens @n connections and says nothing;
  * writes 'r' on @ready when they are open, then waits for a byte on @go
  * and reports (exit status) how many the service has not dropped. */

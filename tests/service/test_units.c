@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-/* Pure parts of the service: control messages, configuration, stream URLs,
- * varints. Unprivileged. */
+/* Pure parts of the service: control messages, configuration, the option
+ * table, stream URLs, varints. Unprivileged. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "option_table.h"
 #include "profile.h"
 #include "control.h"
 #include "stream.h"
@@ -160,7 +161,10 @@ Test(config, every_key)
 			       "collector=unix:/run/c.sock\n  owner = libx*=x  \nrss_hz = 7\n"
 			       "pss_every = 3\nmax_targets = 5\nstream_interval = 0.5\n"
 			       "buffer_size = 2M\nbpf_ring_size = 64K\nstacks = yes\n"
-			       "stack_depth = 32\ntracer = inprocess\n",
+			       "stack_depth = 32\ntracer = inprocess\nmax_connections = 9\n"
+			       "max_connections_per_uid = 3\nmemory_budget = 1G\nmode = sampled\n"
+			       "sample_bytes = 8K\nstream_collectors_per_uid = 0\n"
+			       "stream_total_size = 5M\n",
 			       &c, err, sizeof(err)),
 		     0, "%s", err);
 	cr_assert_eq(c->n_collectors, 2);
@@ -177,6 +181,13 @@ Test(config, every_key)
 	cr_assert(c->stacks);
 	cr_assert_eq(c->stack_depth, 32);
 	cr_assert_eq(c->tracer, MP_PATH_INPROCESS);
+	cr_assert_eq(c->max_conns, 9);
+	cr_assert_eq(c->max_conns_per_uid, 3);
+	cr_assert_eq(c->memory_budget, 1ull << 30);
+	cr_assert_eq(c->mode, MP_TRACE_SAMPLED);
+	cr_assert_eq(c->sample_bytes, 8192);
+	cr_assert_eq(c->stream_per_uid, 0);
+	cr_assert_eq(c->stream_total_bytes, 5ull << 20);
 	mp_config_free(c);
 }
 
@@ -197,9 +208,173 @@ Test(config, errors_name_the_line)
 	cr_assert_str_eq(err, "1: invalid value 'ebpf' for tracer");
 	cr_assert_eq(load_text("stack_depth = 257\n", &c, err, sizeof(err)), -EINVAL);
 	cr_assert_str_eq(err, "1: invalid value '257' for stack_depth");
+	cr_assert_eq(load_text("sample_bytes = 1099511627777\n", &c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "1: invalid value '1099511627777' for sample_bytes");
+	cr_assert_eq(load_text("stream_interval = 0.01\n", &c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "1: invalid value '0.01' for stream_interval");
+	cr_assert_eq(load_text("duration_ns = 5\n", &c, err, sizeof(err)), -EINVAL);
+	cr_assert_str_eq(err, "1: unknown key 'duration_ns'");
 	cr_assert_eq(load_text("max_targets\n", &c, err, sizeof(err)), -EINVAL);
 	cr_assert_str_eq(err, "1: expected 'key = value'");
 	cr_assert_null(c);
+}
+
+/* One bound, written once: the command line, the file and a request
+ * accept the same sample_bytes. */
+Test(options, one_bound_for_every_front)
+{
+	static const enum mp_opt_front fronts[] = { MP_OPT_CLI, MP_OPT_FILE, MP_OPT_REQUEST };
+	const struct mp_option *o = mp_opt_by_key("sample_bytes");
+	struct mp_opt_value v;
+
+	cr_assert_not_null(o);
+	cr_assert_eq(o, mp_opt_by_name("sample-bytes"));
+	for (size_t i = 0; i < 3; i++) {
+		cr_assert_eq(mp_opt_parse(o, fronts[i], "1099511627776", &v), 0);
+		cr_assert_eq(v.u, 1ull << 40);
+		cr_assert_eq(mp_opt_parse(o, fronts[i], "1024G", &v), 0);
+		cr_assert_eq(v.u, 1ull << 40);
+		cr_assert_eq(mp_opt_parse(o, fronts[i], "4k", &v), 0);
+		cr_assert_eq(v.u, 4096);
+		v.u = 7;
+		cr_assert_eq(mp_opt_parse(o, fronts[i], "1099511627777", &v), -EINVAL);
+		cr_assert_eq(mp_opt_parse(o, fronts[i], "0", &v), -EINVAL);
+		cr_assert_eq(mp_opt_parse(o, fronts[i], "-1", &v), -EINVAL);
+		cr_assert_eq(mp_opt_parse(o, fronts[i], " 1", &v), -EINVAL);
+		cr_assert_eq(mp_opt_parse(o, fronts[i], "1KB", &v), -EINVAL);
+		cr_assert_eq(mp_opt_parse(o, fronts[i], "", &v), -EINVAL);
+		cr_assert_eq(v.u, 7, "a refused value leaves the result alone");
+	}
+}
+
+Test(options, spellings_of_each_front)
+{
+	const struct mp_option *stacks = mp_opt_by_key("stacks");
+	const struct mp_option *dur = mp_opt_by_name("duration");
+	const struct mp_option *iv = mp_opt_by_key("stream_interval");
+	struct mp_opt_value v;
+
+	cr_assert_eq(mp_opt_parse(stacks, MP_OPT_FILE, "yes", &v), 0);
+	cr_assert_eq(v.u, 1);
+	cr_assert_eq(mp_opt_parse(stacks, MP_OPT_FILE, "no", &v), 0);
+	cr_assert_eq(v.u, 0);
+	cr_assert_eq(mp_opt_parse(stacks, MP_OPT_FILE, "1", &v), -EINVAL);
+	cr_assert_eq(mp_opt_parse(stacks, MP_OPT_REQUEST, "1", &v), 0);
+	cr_assert_eq(v.u, 1);
+	cr_assert_eq(mp_opt_parse(stacks, MP_OPT_REQUEST, "yes", &v), -EINVAL);
+	/* Seconds on the command line, nanoseconds in a request. */
+	cr_assert_eq(mp_opt_parse(dur, MP_OPT_CLI, "0.3", &v), 0);
+	cr_assert_eq(v.u, 300000000ull);
+	cr_assert_eq(mp_opt_parse(dur, MP_OPT_CLI, "1e-12", &v), 0);
+	cr_assert_eq(v.u, 1, "a positive duration is never 0");
+	cr_assert_eq(mp_opt_parse(dur, MP_OPT_CLI, "0", &v), -EINVAL);
+	cr_assert_eq(mp_opt_parse(dur, MP_OPT_CLI, "1e9", &v), 0);
+	cr_assert_eq(mp_opt_parse(dur, MP_OPT_CLI, "1.1e9", &v), -EINVAL);
+	cr_assert_eq(mp_opt_parse(dur, MP_OPT_CLI, "inf", &v), -EINVAL);
+	cr_assert_eq(mp_opt_parse(dur, MP_OPT_REQUEST, "300000000", &v), 0);
+	cr_assert_eq(v.u, 300000000ull);
+	cr_assert_eq(mp_opt_parse(dur, MP_OPT_REQUEST, "0.3", &v), -EINVAL);
+	cr_assert_eq(mp_opt_parse(dur, MP_OPT_REQUEST, "1000000000000000001", &v), -EINVAL);
+	/* --stream-interval and stream_interval: 0.05 s to a day. */
+	cr_assert_eq(mp_opt_by_name("stream-interval"), iv);
+	cr_assert_eq(mp_opt_parse(iv, MP_OPT_FILE, "0.05", &v), 0);
+	cr_assert_eq(v.u, 50000000ull);
+	cr_assert_eq(mp_opt_parse(iv, MP_OPT_FILE, "0.04", &v), -EINVAL);
+	cr_assert_eq(mp_opt_parse(iv, MP_OPT_CLI, "86401", &v), -EINVAL);
+	cr_assert_eq(mp_opt_parse(mp_opt_by_name("p"), MP_OPT_CLI, "2147483647", &v), 0);
+	cr_assert_eq(mp_opt_parse(mp_opt_by_name("p"), MP_OPT_CLI, "2147483648", &v), -EINVAL);
+	cr_assert_eq(mp_opt_parse(mp_opt_by_name("merge-lag-ms"), MP_OPT_CLI, "3", &v), 0);
+	cr_assert_eq(v.u, 3000000ull);
+	cr_assert_eq(mp_opt_parse(mp_opt_by_key("bpf_ring_size"), MP_OPT_FILE, "3000", &v),
+		     -EINVAL);
+	cr_assert_eq(mp_opt_parse(mp_opt_by_key("bpf_ring_size"), MP_OPT_FILE, "64K", &v), 0);
+	cr_assert_eq(v.u, 65536);
+	cr_assert_eq(mp_opt_parse(mp_opt_by_key("mode"), MP_OPT_REQUEST, "sampled", &v), 0);
+	cr_assert_eq(v.u, MP_TRACE_SAMPLED);
+	cr_assert_eq(mp_opt_parse(mp_opt_by_key("tracer"), MP_OPT_FILE, "bpf", &v), 0);
+	cr_assert_eq(v.u, MP_PATH_BPF);
+}
+
+Test(options, errors_say_what_is_valid)
+{
+	char hint[160];
+
+	mp_opt_hint(mp_opt_by_key("sample_bytes"), MP_OPT_CLI, hint, sizeof(hint));
+	cr_assert_str_eq(hint, "1 to 1099511627776, suffix K, M or G");
+	mp_opt_hint(mp_opt_by_key("mode"), MP_OPT_REQUEST, hint, sizeof(hint));
+	cr_assert_str_eq(hint, "precise, sampled or rss");
+	mp_opt_hint(mp_opt_by_key("stacks"), MP_OPT_REQUEST, hint, sizeof(hint));
+	cr_assert_str_eq(hint, "0 or 1");
+	mp_opt_hint(mp_opt_by_key("stacks"), MP_OPT_FILE, hint, sizeof(hint));
+	cr_assert_str_eq(hint, "yes or no");
+	mp_opt_hint(mp_opt_by_name("stream-interval"), MP_OPT_CLI, hint, sizeof(hint));
+	cr_assert_str_eq(hint, "seconds, 0.05 to 86400");
+	mp_opt_hint(mp_opt_by_name("duration"), MP_OPT_CLI, hint, sizeof(hint));
+	cr_assert_str_eq(hint, "seconds, more than 0, at most 1000000000");
+	mp_opt_hint(mp_opt_by_key("duration_ns"), MP_OPT_REQUEST, hint, sizeof(hint));
+	cr_assert_str_eq(hint, "nanoseconds, at most 1000000000000000000");
+	mp_opt_hint(mp_opt_by_key("bpf_ring_size"), MP_OPT_FILE, hint, sizeof(hint));
+	cr_assert_str_eq(hint, "a power of two, 4096 to 1073741824, suffix K, M or G");
+}
+
+/* The table is indexed by id, names are unique, and every key a request
+ * may carry is one the control protocol lets through for attach. */
+Test(options, table_is_consistent_with_the_protocol)
+{
+	static char text[256];
+	char why[160];
+
+	for (size_t i = 0; i < MP_OPT_N; i++) {
+		const struct mp_option *o = &mp_options_table[i];
+
+		cr_assert_eq(o->id, (enum mp_opt_id)i, "entry %zu", i);
+		cr_assert(o->name || o->key, "entry %zu has no name", i);
+		if (o->name)
+			cr_assert_eq(mp_opt_by_name(o->name), o, "--%s twice", o->name);
+		if (o->key)
+			cr_assert_eq(mp_opt_by_key(o->key), o, "key %s twice", o->key);
+		if (!(o->where & MP_OPT_ATTACH) || !o->key)
+			continue;
+		snprintf(text, sizeof(text), "cmd=attach\npid=1\n%s=x\n", o->key);
+		cr_assert_eq(mp_ctl_parse(text, strlen(text), &msg), 0);
+		cr_assert_eq(mp_ctl_check_request(&msg, why, sizeof(why)), 0, "%s: %s", o->key,
+			     why);
+	}
+}
+
+/* --help comes from the table: the columns of the hand-written text. */
+Test(options, help_from_the_table)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	mp_opt_help(f, MP_OPT_PID);
+	fclose(f);
+	cr_assert_not_null(strstr(buf, "  -p, --pid PID           process to profile (required)\n"
+				       "      --stream URL        also stream profile chunks to a "
+				       "collector:\n"
+				       "                          tcp://HOST:PORT, unix:PATH"),
+			   "%s", buf);
+	cr_assert_not_null(strstr(buf, "      --stream-interval S send a chunk every S seconds"));
+	cr_assert_not_null(strstr(buf, "  -d, --duration SECONDS  stop after SECONDS"));
+	cr_assert_not_null(strstr(buf, "      --alloc SYM[@OBJ]:size=argN[,ptr=ret|*argN]"
+				       "[,ok=ret==0|ret!=0]\n"
+				       "              [,pool=NAME[,kind=device|host]]\n"
+				       "                          also trace allocator function"));
+	cr_assert_not_null(strstr(buf, "      --rss-exact         attribute every RSS change"));
+	cr_assert_not_null(strstr(buf, "  -h, --help              show this help\n"));
+	cr_assert_null(strstr(buf, "merge-lag"), "hidden");
+	cr_assert_null(strstr(buf, "--no-preload"), "memprof run only");
+	cr_assert_null(strstr(buf, "max_targets"), "configuration only");
+	free(buf);
+	f = open_memstream(&buf, &len);
+	mp_opt_help(f, MP_OPT_RUN);
+	fclose(f);
+	cr_assert_null(strstr(buf, "--pid"));
+	cr_assert_null(strstr(buf, "--stream"));
+	cr_assert_not_null(strstr(buf, "      --no-preload        do not LD_PRELOAD libmemprof"));
+	free(buf);
 }
 
 Test(stream, url_check)
