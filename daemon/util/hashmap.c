@@ -46,9 +46,12 @@ static inline uint32_t fold(uint64_t hash)
 
 void mp_hashmap_init(struct mp_hashmap *m, uint32_t max_entries)
 {
-	*m = (struct mp_hashmap){ .max = max_entries && max_entries < MP_HASHMAP_MAX_ENTRIES ?
-						 max_entries :
-						 MP_HASHMAP_MAX_ENTRIES };
+	*m = (struct mp_hashmap){ .max = max_entries < MP_HASHMAP_MAX_ENTRIES ? max_entries : 0 };
+}
+
+static inline uint32_t bound(const struct mp_hashmap *m)
+{
+	return m->max ? m->max : MP_HASHMAP_MAX_ENTRIES;
 }
 
 void mp_hashmap_free(struct mp_hashmap *m)
@@ -108,7 +111,7 @@ int mp_hashmap_reserve(struct mp_hashmap *m, uint32_t n)
 {
 	uint64_t cap;
 
-	if (n > m->max)
+	if (n > bound(m))
 		return -ENOSPC;
 	cap = slots_for(n);
 	if (m->slots && cap <= (uint64_t)m->mask + 1)
@@ -120,7 +123,7 @@ int mp_hashmap_reserve(struct mp_hashmap *m, uint32_t n)
  * passes 3/4. */
 static int make_room(struct mp_hashmap *m)
 {
-	if (m->n >= m->max)
+	if (m->n >= bound(m))
 		return -ENOSPC;
 	if (m->slots && (uint64_t)m->n + 1 <= ((uint64_t)m->mask + 1) / 4 * 3)
 		return 0;

@@ -58,14 +58,15 @@ struct mp_hashmap {
 	struct mp_hashmap_slot *slots; /* NULL until the first insert */
 	uint32_t mask; /* number of slots - 1 */
 	uint32_t n;
-	uint32_t max;
+	uint32_t max; /* 0: MP_HASHMAP_MAX_ENTRIES */
 };
 
 /* Whether entry @id of the caller equals @key. */
 typedef bool (*mp_hashmap_eq_fn)(const void *ctx, uint32_t id, const void *key);
 
 /* An empty map that will hold at most @max_entries entries (0 or more than
- * MP_HASHMAP_MAX_ENTRIES: MP_HASHMAP_MAX_ENTRIES). Allocates nothing. */
+ * MP_HASHMAP_MAX_ENTRIES: MP_HASHMAP_MAX_ENTRIES). Allocates nothing. A
+ * zeroed struct mp_hashmap is the same as one initialised with 0. */
 void mp_hashmap_init(struct mp_hashmap *m, uint32_t max_entries);
 /* Frees the slots; the map is then empty and may be used again. NULL is a
  * no-op. */
