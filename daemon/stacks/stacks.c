@@ -121,11 +121,6 @@ const struct mp_stack *mp_stack_table_get(const struct mp_stack_table *t, uint32
 	return id && id <= t->n ? &t->stacks[id - 1] : NULL;
 }
 
-uint32_t mp_stack_table_count(const struct mp_stack_table *t)
-{
-	return t->n;
-}
-
 int mp_stack_table_export(const struct mp_stack_table *t, struct mp_profile *p)
 {
 	struct mp_stack *out = calloc(t->n ? t->n : 1, sizeof(*out));
