@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "chrome.h"
+#include "hashmap.h"
 #include "json.h"
 
 struct out {
@@ -419,64 +420,32 @@ struct frame {
 struct frames {
 	struct frame *v;
 	uint32_t n, cap;
-	uint32_t *tab; /* open addressing: id, 0 = empty */
-	uint32_t tab_cap; /* a power of two, at least twice n */
+	struct mp_hashmap ids; /* index into v by (parent, name, cat) */
 };
 
-static uint32_t frame_hash(uint32_t parent, const char *name, const char *cat)
+struct frame_key {
+	uint32_t parent;
+	const char *name, *cat;
+};
+
+static bool frame_eq(const void *ctx, uint32_t id, const void *key)
 {
-	uint32_t h = 2166136261u ^ parent;
+	const struct frame *f = &((const struct frames *)ctx)->v[id];
+	const struct frame_key *k = key;
 
-	/* FNV-1a over the parent, the name and the category. */
-	h *= 16777619u;
-	for (const unsigned char *s = (const unsigned char *)name; *s; s++)
-		h = (h ^ *s) * 16777619u;
-	h = (h ^ 0xff) * 16777619u;
-	for (const unsigned char *s = (const unsigned char *)cat; *s; s++)
-		h = (h ^ *s) * 16777619u;
-	return h;
-}
-
-static int frames_grow(struct frames *fr)
-{
-	uint32_t cap = fr->tab_cap ? fr->tab_cap * 2 : 64, *tab;
-
-	if (cap < fr->tab_cap)
-		return -ENOMEM;
-	tab = calloc(cap, sizeof(*tab));
-	if (!tab)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < fr->n; i++) {
-		const struct frame *f = &fr->v[i];
-		uint32_t k = frame_hash(f->parent, f->name, f->cat) & (cap - 1);
-
-		while (tab[k])
-			k = (k + 1) & (cap - 1);
-		tab[k] = i + 1;
-	}
-	free(fr->tab);
-	fr->tab = tab;
-	fr->tab_cap = cap;
-	return 0;
+	return f->parent == k->parent && !strcmp(f->name, k->name) && !strcmp(f->cat, k->cat);
 }
 
 /* The id of (@parent, @name, @cat), added if new (@name is copied). */
 static int frames_intern(struct frames *fr, uint32_t parent, const char *name, const char *cat,
 			 uint32_t *ret)
 {
-	uint32_t k, h = frame_hash(parent, name, cat);
+	struct frame_key k = { .parent = parent, .name = name, .cat = cat };
+	uint64_t h = mp_hash_combine(mp_hash_combine(mp_hash_u64(parent), mp_hash_str(name)),
+				     mp_hash_str(cat));
+	uint32_t i;
 	int r;
 
-	if ((uint64_t)(fr->n + 1) * 2 > fr->tab_cap && (r = frames_grow(fr)) < 0)
-		return r;
-	for (k = h & (fr->tab_cap - 1); fr->tab[k]; k = (k + 1) & (fr->tab_cap - 1)) {
-		const struct frame *f = &fr->v[fr->tab[k] - 1];
-
-		if (f->parent == parent && !strcmp(f->name, name) && !strcmp(f->cat, cat)) {
-			*ret = fr->tab[k];
-			return 0;
-		}
-	}
 	if (fr->n == fr->cap) {
 		uint32_t cap = fr->cap ? fr->cap * 2 : 64;
 		struct frame *v = cap > fr->cap ? realloc(fr->v, cap * sizeof(*v)) : NULL;
@@ -486,11 +455,19 @@ static int frames_intern(struct frames *fr, uint32_t parent, const char *name, c
 		fr->v = v;
 		fr->cap = cap;
 	}
-	fr->v[fr->n] = (struct frame){ .parent = parent, .name = strdup(name), .cat = cat };
-	if (!fr->v[fr->n].name)
-		return -ENOMEM;
-	fr->tab[k] = ++fr->n;
-	*ret = fr->n;
+	r = mp_hashmap_intern(&fr->ids, h, frame_eq, fr, &k, fr->n, &i);
+	if (r < 0)
+		return r;
+	if (r == 1) {
+		char *copy = strdup(name);
+
+		if (!copy) {
+			mp_hashmap_remove(&fr->ids, h, i);
+			return -ENOMEM;
+		}
+		fr->v[fr->n++] = (struct frame){ .parent = parent, .name = copy, .cat = cat };
+	}
+	*ret = i + 1;
 	return 0;
 }
 
@@ -499,7 +476,7 @@ static void frames_free(struct frames *fr)
 	for (uint32_t i = 0; i < fr->n; i++)
 		free(fr->v[i].name);
 	free(fr->v);
-	free(fr->tab);
+	mp_hashmap_free(&fr->ids);
 }
 
 static const char *base_name(const char *path)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "hashmap.h"
 #include "outfile.h"
 #include "pprof.h"
 #include "profile.pb-c.h"
@@ -29,50 +30,24 @@ enum {
 struct strtab {
 	const char **s;
 	uint32_t n, cap;
-	uint32_t *ht; /* index + 1, 0 empty */
-	uint32_t ht_cap;
+	struct mp_hashmap ids;
 };
 
-static uint32_t hash_str(const char *s)
+static bool strtab_eq(const void *ctx, uint32_t id, const void *key)
 {
-	uint32_t h = 2166136261u;
+	const struct strtab *t = ctx;
 
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
-
-static int strtab_rehash(struct strtab *t, uint32_t ncap)
-{
-	uint32_t *ht = calloc(ncap, sizeof(*ht));
-
-	if (!ht)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < t->n; i++) {
-		uint32_t j = hash_str(t->s[i]) & (ncap - 1);
-
-		while (ht[j])
-			j = (j + 1) & (ncap - 1);
-		ht[j] = i + 1;
-	}
-	free(t->ht);
-	t->ht = ht;
-	t->ht_cap = ncap;
-	return 0;
+	return strcmp(t->s[id], key) == 0;
 }
 
 /* Index of @s (NULL means ""), or -ENOMEM. */
 static int64_t strtab_get(struct strtab *t, const char *s)
 {
-	uint32_t j;
+	uint32_t id;
+	int r;
 
 	if (!s)
 		s = "";
-	if ((t->n + 1) * 2 > t->ht_cap && strtab_rehash(t, t->ht_cap ? t->ht_cap * 2 : 256) < 0)
-		return -ENOMEM;
-	for (j = hash_str(s) & (t->ht_cap - 1); t->ht[j]; j = (j + 1) & (t->ht_cap - 1))
-		if (strcmp(t->s[t->ht[j] - 1], s) == 0)
-			return t->ht[j] - 1;
 	if (t->n == t->cap) {
 		uint32_t ncap = t->cap ? t->cap * 2 : 64;
 		const char **ns = reallocarray(t->s, ncap, sizeof(*ns));
@@ -82,44 +57,12 @@ static int64_t strtab_get(struct strtab *t, const char *s)
 		t->s = ns;
 		t->cap = ncap;
 	}
-	t->s[t->n] = s;
-	t->ht[j] = t->n + 1;
-	return t->n++;
-}
-
-/* Functions are unique per (name, file) string pair. */
-struct funtab {
-	uint64_t *keys; /* name << 32 | file, +1 so that 0 is empty */
-	uint32_t *ids;
-	uint32_t cap, n;
-};
-
-static uint32_t hash_u64(uint64_t v)
-{
-	v ^= v >> 33;
-	v *= 0xff51afd7ed558ccdull;
-	v ^= v >> 33;
-	return (uint32_t)v;
-}
-
-/* The id (1-based) of the function, *@ret_new set when just added. The
- * table has room for every location's function. */
-static void funtab_get(struct funtab *f, uint64_t key, uint32_t *ret_id, bool *ret_new)
-{
-	uint32_t j, mask = f->cap - 1;
-
-	key++;
-	for (j = hash_u64(key) & mask; f->keys[j]; j = (j + 1) & mask) {
-		if (f->keys[j] == key) {
-			*ret_id = f->ids[j];
-			*ret_new = false;
-			return;
-		}
-	}
-	f->keys[j] = key;
-	f->ids[j] = ++f->n;
-	*ret_id = f->n;
-	*ret_new = true;
+	r = mp_hashmap_intern(&t->ids, mp_hash_str(s), strtab_eq, t, s, t->n, &id);
+	if (r < 0)
+		return -ENOMEM;
+	if (r == 1)
+		t->s[t->n++] = s;
+	return id;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -132,7 +75,7 @@ static int cmp_u64(const void *a, const void *b)
 /* Everything the message points to, freed together. */
 struct build {
 	struct strtab st;
-	struct funtab ft;
+	struct mp_hashmap funcs_by_name; /* index into funcs by (name, filename) */
 	uint64_t *callers; /* sorted, unique */
 	uint32_t n_callers;
 	Perftools__Profiles__ValueType vt[N_VALUES_SAMPLED + 1], *vtp[N_VALUES_SAMPLED];
@@ -154,9 +97,8 @@ struct build {
 static void build_free(struct build *b)
 {
 	free(b->st.s);
-	free(b->st.ht);
-	free(b->ft.keys);
-	free(b->ft.ids);
+	mp_hashmap_free(&b->st.ids);
+	mp_hashmap_free(&b->funcs_by_name);
 	free(b->callers);
 	free(b->samples);
 	free(b->samplep);
@@ -251,25 +193,44 @@ static int build_mappings(struct build *b, const struct mp_profile *p,
 	return 0;
 }
 
-/* The id of the function @name in @file, added to the table if new. */
-static uint32_t function_id(struct build *b, const char *fname, const char *file, uint32_t *nf)
-{
-	int64_t name = S(fname), fl = S(file);
-	uint32_t fid;
-	bool added;
+/* Functions are unique per (name, file) string pair. */
+struct fun_key {
+	int64_t name, file;
+};
 
-	funtab_get(&b->ft, (uint64_t)name << 32 | (uint64_t)fl, &fid, &added);
-	if (added) {
-		Perftools__Profiles__Function *fn = &b->funcs[*nf];
+static bool fun_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const Perftools__Profiles__Function *fn = &((const struct build *)ctx)->funcs[id];
+	const struct fun_key *k = key;
+
+	return fn->name == k->name && fn->filename == k->file;
+}
+
+/* The id of the function @fname in @file in *@ret_id, added to the table
+ * if new. 0 or -ENOMEM. The table has room for every line's function. */
+static int function_id(struct build *b, const char *fname, const char *file, uint32_t *nf,
+		       uint64_t *ret_id)
+{
+	struct fun_key k = { S(fname), S(file) };
+	uint32_t i;
+	int r;
+
+	r = mp_hashmap_intern(&b->funcs_by_name, mp_hash_combine(mp_hash_u64(k.name), k.file),
+			      fun_eq, b, &k, *nf, &i);
+	if (r < 0)
+		return r;
+	if (r == 1) {
+		Perftools__Profiles__Function *fn = &b->funcs[i];
 
 		perftools__profiles__function__init(fn);
-		fn->id = fid;
-		fn->name = name;
-		fn->system_name = name;
-		fn->filename = fl;
+		fn->id = i + 1;
+		fn->name = k.name;
+		fn->system_name = k.name;
+		fn->filename = k.file;
 		b->funcp[(*nf)++] = fn;
 	}
-	return fid;
+	*ret_id = i + 1;
+	return 0;
 }
 
 /* One location per distinct address (sites' callers and stack frames), id
@@ -280,6 +241,7 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 {
 	uint32_t n = 0, nf = 0;
 	size_t total = p->n_sites, nlines = 0, li = 0;
+	int r;
 
 	for (uint32_t i = 0; i < p->n_stacks; i++)
 		total += p->stacks[i].n_frames;
@@ -308,13 +270,7 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 	b->linep = calloc(nlines ? nlines : 1, sizeof(*b->linep));
 	b->funcs = calloc(nlines ? nlines : 1, sizeof(*b->funcs));
 	b->funcp = calloc(nlines ? nlines : 1, sizeof(*b->funcp));
-	b->ft.cap = 16;
-	while (b->ft.cap < 2 * nlines)
-		b->ft.cap *= 2;
-	b->ft.keys = calloc(b->ft.cap, sizeof(*b->ft.keys));
-	b->ft.ids = calloc(b->ft.cap, sizeof(*b->ft.ids));
-	if (!b->locs || !b->locp || !b->lines || !b->linep || !b->funcs || !b->funcp ||
-	    !b->ft.keys || !b->ft.ids)
+	if (!b->locs || !b->locp || !b->lines || !b->linep || !b->funcs || !b->funcp)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct mp_location *ml = mp_profile_location(p, b->callers[i]);
@@ -333,16 +289,20 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 			const struct mp_inline_frame *in = &ml->inlined[j];
 
 			perftools__profiles__line__init(&b->lines[li]);
-			b->lines[li].function_id =
-				function_id(b, in->function ? in->function : "??", in->file, &nf);
+			r = function_id(b, in->function ? in->function : "??", in->file, &nf,
+					&b->lines[li].function_id);
+			if (r < 0)
+				return r;
 			b->lines[li].line = in->line;
 			b->linep[li] = &b->lines[li];
 			li++;
 		}
 		if (ml->function || ml->n_inlined) {
 			perftools__profiles__line__init(&b->lines[li]);
-			b->lines[li].function_id =
-				function_id(b, ml->function ? ml->function : "??", ml->file, &nf);
+			r = function_id(b, ml->function ? ml->function : "??", ml->file, &nf,
+					&b->lines[li].function_id);
+			if (r < 0)
+				return r;
 			b->lines[li].line = ml->line;
 			b->linep[li] = &b->lines[li];
 			li++;

@@ -638,13 +638,6 @@ static int open_fd_pid(int fd, const pid_t *pids, int npids, const struct mp_con
 	return 0;
 }
 
-int mp_consumer_open_fd(int fd, struct mp_consumer **ret)
-{
-	if (fd < 0 || !ret)
-		return -EINVAL;
-	return open_fd_pid(fd, NULL, 0, NULL, ret);
-}
-
 /* The pid the target sees for itself: the last NSpid entry (pid namespaces). */
 static pid_t inner_pid(pid_t pid)
 {
@@ -706,7 +699,7 @@ int mp_consumer_open_pid_opts(pid_t pid, const struct mp_consumer_opts *o, struc
 	pids[1] = inner_pid(pid);
 	dfd = dirfd(d);
 	while ((de = readdir(d)) && n++ < MAX_FD_SCAN) {
-		struct mp_consumer *c;
+		struct mp_consumer *c = NULL;
 		ssize_t len;
 		int fd, q;
 

@@ -104,8 +104,6 @@ struct mp_consumer_opts {
  * stack bytes than MP_RING_STACK_MAX. */
 int mp_consumer_open_pid_opts(pid_t pid, const struct mp_consumer_opts *o,
 			      struct mp_consumer **ret);
-/* Same, from a file descriptor of the ring (dup'ed; caller keeps @fd). */
-int mp_consumer_open_fd(int fd, struct mp_consumer **ret);
 /* Same, over a caller-owned memory image (tests, fuzzing). @mem must stay
  * valid and may change concurrently. */
 int mp_consumer_open_mem(void *mem, size_t len, struct mp_consumer **ret);

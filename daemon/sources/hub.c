@@ -14,7 +14,7 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct memprof_hub_bpf *hub;
-static size_t n_targets, n_links, n_rss;
+static size_t n_targets, n_rss;
 static uint64_t used[MP_HUB_SLOTS / 64];
 /* Slots whose target has an rss_stat program (--rss-exact, rss mode). */
 static uint64_t rss_used[MP_HUB_SLOTS / 64];
@@ -23,7 +23,6 @@ static void hub_unload(void)
 {
 	memprof_hub_bpf__destroy(hub);
 	hub = NULL;
-	n_links = 0;
 	n_rss = 0;
 }
 
@@ -56,7 +55,6 @@ static int hub_load(const struct mp_hub_load_opts *lo)
 			r = -errno;
 			goto fail;
 		}
-		n_links++;
 	}
 	return 0;
 fail:
@@ -84,7 +82,6 @@ static int rss_stat_want(uint32_t slot)
 			hub->links.mp_hub_rss_stat = NULL;
 			return r;
 		}
-		n_links++;
 	}
 	n_rss++;
 	rss_used[slot / 64] |= 1ull << (slot % 64);
@@ -99,7 +96,6 @@ static void rss_stat_drop(uint32_t slot)
 	if (--n_rss == 0) {
 		bpf_link__destroy(hub->links.mp_hub_rss_stat);
 		hub->links.mp_hub_rss_stat = NULL;
-		n_links--;
 	}
 }
 
@@ -212,24 +208,4 @@ void mp_hub_remove(pid_t pid, uint32_t slot)
 			hub_unload();
 	}
 	pthread_mutex_unlock(&lock);
-}
-
-size_t mp_hub_links(void)
-{
-	size_t n;
-
-	pthread_mutex_lock(&lock);
-	n = n_links;
-	pthread_mutex_unlock(&lock);
-	return n;
-}
-
-size_t mp_hub_targets(void)
-{
-	size_t n;
-
-	pthread_mutex_lock(&lock);
-	n = n_targets;
-	pthread_mutex_unlock(&lock);
-	return n;
 }

@@ -33,10 +33,4 @@ int mp_hub_add(const struct mp_hub_load_opts *lo, pid_t pid, const struct mp_hub
 /* No call reaches the target's programs once this returns. */
 void mp_hub_remove(pid_t pid, uint32_t slot);
 
-/* BPF links the hub holds now (0 without targets): the same whatever the
- * number of targets. */
-size_t mp_hub_links(void);
-/* Targets registered. */
-size_t mp_hub_targets(void);
-
 #endif /* MP_HUB_H */

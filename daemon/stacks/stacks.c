@@ -3,28 +3,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashmap.h"
 #include "stacks.h"
 
 struct mp_stack_table {
 	struct mp_stack *stacks;
 	uint32_t n, cap;
-	uint32_t *ht; /* id, 0 empty; open addressing */
-	uint32_t ht_cap;
+	struct mp_hashmap ids; /* index into stacks by frames and flags */
 	uint64_t frames_total;
 	uint64_t dropped;
 };
-
-static uint64_t hash_frames(const uint64_t *f, uint32_t n, uint32_t flags)
-{
-	uint64_t h = 0xcbf29ce484222325ull ^ ((uint64_t)n << 1 | flags);
-
-	for (uint32_t i = 0; i < n; i++) {
-		h ^= f[i];
-		h *= 0x100000001b3ull;
-		h ^= h >> 29;
-	}
-	return h;
-}
 
 int mp_stack_table_new(struct mp_stack_table **ret)
 {
@@ -32,6 +20,7 @@ int mp_stack_table_new(struct mp_stack_table **ret)
 
 	if (!t)
 		return -ENOMEM;
+	mp_hashmap_init(&t->ids, MP_STACKS_MAX);
 	*ret = t;
 	return 0;
 }
@@ -43,51 +32,35 @@ void mp_stack_table_free(struct mp_stack_table *t)
 	for (uint32_t i = 0; i < t->n; i++)
 		free(t->stacks[i].frames);
 	free(t->stacks);
-	free(t->ht);
+	mp_hashmap_free(&t->ids);
 	free(t);
 }
 
-static bool same(const struct mp_stack *s, const uint64_t *f, uint32_t n, uint32_t flags)
+struct stack_key {
+	const uint64_t *frames;
+	uint32_t n, flags;
+};
+
+static bool same(const void *ctx, uint32_t id, const void *key)
 {
-	return s->n_frames == n && s->flags == flags && !memcmp(s->frames, f, n * sizeof(*f));
-}
+	const struct mp_stack *s = &((const struct mp_stack_table *)ctx)->stacks[id];
+	const struct stack_key *k = key;
 
-static int grow(struct mp_stack_table *t)
-{
-	uint32_t ncap = t->ht_cap ? t->ht_cap * 2 : 1024;
-	uint32_t *ht = calloc(ncap, sizeof(*ht));
-
-	if (!ht)
-		return -ENOMEM;
-	for (uint32_t id = 1; id <= t->n; id++) {
-		const struct mp_stack *s = &t->stacks[id - 1];
-		uint32_t i = (uint32_t)hash_frames(s->frames, s->n_frames, s->flags) & (ncap - 1);
-
-		while (ht[i])
-			i = (i + 1) & (ncap - 1);
-		ht[i] = id;
-	}
-	free(t->ht);
-	t->ht = ht;
-	t->ht_cap = ncap;
-	return 0;
+	return s->n_frames == k->n && s->flags == k->flags &&
+	       !memcmp(s->frames, k->frames, k->n * sizeof(*k->frames));
 }
 
 uint32_t mp_stack_table_intern(struct mp_stack_table *t, const uint64_t *frames, uint32_t n,
 			       uint32_t flags)
 {
-	uint64_t h = hash_frames(frames, n, flags);
+	const struct stack_key k = { .frames = frames, .n = n, .flags = flags };
+	uint64_t h = mp_hash_bytes(frames, n * sizeof(*frames), (uint64_t)n << 1 | flags);
 	struct mp_stack *s;
-	uint32_t i;
+	uint32_t id;
 
-	if (t->ht_cap) {
-		for (i = (uint32_t)h & (t->ht_cap - 1); t->ht[i]; i = (i + 1) & (t->ht_cap - 1))
-			if (same(&t->stacks[t->ht[i] - 1], frames, n, flags))
-				return t->ht[i];
-	}
+	if (mp_hashmap_find(&t->ids, h, same, t, &k, &id) == 0)
+		return id + 1;
 	if (t->n >= MP_STACKS_MAX || t->frames_total + n > MP_STACKS_MAX_FRAMES)
-		goto drop;
-	if ((t->n + 1) * 2 > t->ht_cap && grow(t) < 0)
 		goto drop;
 	if (t->n == t->cap) {
 		uint32_t ncap = t->cap ? t->cap * 2 : 256;
@@ -102,15 +75,15 @@ uint32_t mp_stack_table_intern(struct mp_stack_table *t, const uint64_t *frames,
 	s->frames = malloc((n ? n : 1) * sizeof(*frames));
 	if (!s->frames)
 		goto drop;
+	if (mp_hashmap_insert(&t->ids, h, t->n) < 0) {
+		free(s->frames);
+		goto drop;
+	}
 	memcpy(s->frames, frames, n * sizeof(*frames));
 	s->n_frames = n;
 	s->flags = flags;
 	t->frames_total += n;
-	t->n++;
-	for (i = (uint32_t)h & (t->ht_cap - 1); t->ht[i]; i = (i + 1) & (t->ht_cap - 1))
-		;
-	t->ht[i] = t->n;
-	return t->n;
+	return ++t->n;
 drop:
 	t->dropped++;
 	return 0;
@@ -119,11 +92,6 @@ drop:
 const struct mp_stack *mp_stack_table_get(const struct mp_stack_table *t, uint32_t id)
 {
 	return id && id <= t->n ? &t->stacks[id - 1] : NULL;
-}
-
-uint32_t mp_stack_table_count(const struct mp_stack_table *t)
-{
-	return t->n;
 }
 
 int mp_stack_table_export(const struct mp_stack_table *t, struct mp_profile *p)

@@ -26,7 +26,6 @@ uint32_t mp_stack_table_intern(struct mp_stack_table *t, const uint64_t *frames,
 			       uint32_t flags);
 /* The stack of @id, or NULL. */
 const struct mp_stack *mp_stack_table_get(const struct mp_stack_table *t, uint32_t id);
-uint32_t mp_stack_table_count(const struct mp_stack_table *t);
 
 /* Copies the table into p->stacks (replacing them) and the count of stacks
  * that found no room into p->stacks_dropped. 0 or -ENOMEM. */

@@ -7,27 +7,28 @@
 
 #define MIN_SLOTS 16u
 
-static inline uint64_t rotl64(uint64_t v, unsigned r)
+/* One multiply a word, as this hashes call stacks on the event path: the
+ * multiply carries low bits up, the shift brings high bits back down, and
+ * the final fmix64 makes the low bits usable as an index. */
+static inline uint64_t mix_word(uint64_t h, uint64_t w)
 {
-	return v << r | v >> (64 - r);
+	h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+	return h ^ h >> 29;
 }
 
-/* A word at a time, each word spread by an odd multiply before it joins
- * the state; the final fmix64 makes the low bits usable as an index. */
 uint64_t mp_hash_bytes(const void *p, size_t len, uint64_t seed)
 {
 	const unsigned char *b = p;
-	uint64_t h = seed ^ (len * 0x9e3779b97f4a7c15ull);
-	uint64_t w;
+	uint64_t h = mix_word(seed, len), w;
 
 	for (; len >= 8; b += 8, len -= 8) {
 		memcpy(&w, b, 8);
-		h = rotl64(h ^ (w * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full;
+		h = mix_word(h, w);
 	}
 	if (len) {
 		w = 0;
 		memcpy(&w, b, len);
-		h = rotl64(h ^ (w * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full;
+		h = mix_word(h, w);
 	}
 	return mp_hash_u64(h);
 }
@@ -37,18 +38,14 @@ uint64_t mp_hash_str(const char *s)
 	return mp_hash_bytes(s, strlen(s), 0);
 }
 
-/* Both halves, so that a caller's hash with weak high or low bits still
- * spreads. */
-static inline uint32_t fold(uint64_t hash)
-{
-	return (uint32_t)(hash ^ hash >> 32);
-}
-
 void mp_hashmap_init(struct mp_hashmap *m, uint32_t max_entries)
 {
-	*m = (struct mp_hashmap){ .max = max_entries && max_entries < MP_HASHMAP_MAX_ENTRIES ?
-						 max_entries :
-						 MP_HASHMAP_MAX_ENTRIES };
+	*m = (struct mp_hashmap){ .max = max_entries < MP_HASHMAP_MAX_ENTRIES ? max_entries : 0 };
+}
+
+static inline uint32_t bound(const struct mp_hashmap *m)
+{
+	return m->max ? m->max : MP_HASHMAP_MAX_ENTRIES;
 }
 
 void mp_hashmap_free(struct mp_hashmap *m)
@@ -108,7 +105,7 @@ int mp_hashmap_reserve(struct mp_hashmap *m, uint32_t n)
 {
 	uint64_t cap;
 
-	if (n > m->max)
+	if (n > bound(m))
 		return -ENOSPC;
 	cap = slots_for(n);
 	if (m->slots && cap <= (uint64_t)m->mask + 1)
@@ -120,29 +117,11 @@ int mp_hashmap_reserve(struct mp_hashmap *m, uint32_t n)
  * passes 3/4. */
 static int make_room(struct mp_hashmap *m)
 {
-	if (m->n >= m->max)
+	if (m->n >= bound(m))
 		return -ENOSPC;
 	if (m->slots && (uint64_t)m->n + 1 <= ((uint64_t)m->mask + 1) / 4 * 3)
 		return 0;
 	return resize(m, m->slots ? ((uint64_t)m->mask + 1) * 2 : MIN_SLOTS);
-}
-
-int mp_hashmap_find(const struct mp_hashmap *m, uint64_t hash, mp_hashmap_eq_fn eq, const void *ctx,
-		    const void *key, uint32_t *ret_id)
-{
-	uint32_t h32 = fold(hash), j;
-
-	if (!m->slots)
-		return -ENOENT;
-	for (j = h32 & m->mask; m->slots[j].id1; j = (j + 1) & m->mask) {
-		const struct mp_hashmap_slot *s = &m->slots[j];
-
-		if (s->h32 == h32 && eq(ctx, s->id1 - 1, key)) {
-			*ret_id = s->id1 - 1;
-			return 0;
-		}
-	}
-	return -ENOENT;
 }
 
 static void put(struct mp_hashmap *m, uint32_t h32, uint32_t id)
@@ -164,22 +143,8 @@ int mp_hashmap_insert(struct mp_hashmap *m, uint64_t hash, uint32_t id)
 	r = make_room(m);
 	if (r < 0)
 		return r;
-	put(m, fold(hash), id);
+	put(m, mp_hashmap_fold(hash), id);
 	return 0;
-}
-
-int mp_hashmap_intern(struct mp_hashmap *m, uint64_t hash, mp_hashmap_eq_fn eq, const void *ctx,
-		      const void *key, uint32_t new_id, uint32_t *ret_id)
-{
-	int r = mp_hashmap_find(m, hash, eq, ctx, key, ret_id);
-
-	if (r == 0)
-		return 0;
-	r = mp_hashmap_insert(m, hash, new_id);
-	if (r < 0)
-		return r;
-	*ret_id = new_id;
-	return 1;
 }
 
 /* Whether @k lies cyclically in (@i, @j]. */
@@ -190,7 +155,7 @@ static inline bool in_range(uint32_t k, uint32_t i, uint32_t j)
 
 int mp_hashmap_remove(struct mp_hashmap *m, uint64_t hash, uint32_t id)
 {
-	uint32_t h32 = fold(hash), i, j;
+	uint32_t h32 = mp_hashmap_fold(hash), i, j;
 
 	if (!m->slots || id >= MP_HASHMAP_MAX_ENTRIES)
 		return -ENOENT;

@@ -18,6 +18,7 @@
 #ifndef MP_HASHMAP_H
 #define MP_HASHMAP_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,14 +59,15 @@ struct mp_hashmap {
 	struct mp_hashmap_slot *slots; /* NULL until the first insert */
 	uint32_t mask; /* number of slots - 1 */
 	uint32_t n;
-	uint32_t max;
+	uint32_t max; /* 0: MP_HASHMAP_MAX_ENTRIES */
 };
 
 /* Whether entry @id of the caller equals @key. */
 typedef bool (*mp_hashmap_eq_fn)(const void *ctx, uint32_t id, const void *key);
 
 /* An empty map that will hold at most @max_entries entries (0 or more than
- * MP_HASHMAP_MAX_ENTRIES: MP_HASHMAP_MAX_ENTRIES). Allocates nothing. */
+ * MP_HASHMAP_MAX_ENTRIES: MP_HASHMAP_MAX_ENTRIES). Allocates nothing. A
+ * zeroed struct mp_hashmap is the same as one initialised with 0. */
 void mp_hashmap_init(struct mp_hashmap *m, uint32_t max_entries);
 /* Frees the slots; the map is then empty and may be used again. NULL is a
  * no-op. */
@@ -82,10 +84,34 @@ static inline uint32_t mp_hashmap_count(const struct mp_hashmap *m)
  * the bound, or -ENOMEM (the map is unchanged). */
 int mp_hashmap_reserve(struct mp_hashmap *m, uint32_t n);
 
+/* The 32 bits of @hash a slot keeps, from both halves so that a caller's
+ * hash with weak high or low bits still spreads. */
+static inline uint32_t mp_hashmap_fold(uint64_t hash)
+{
+	return (uint32_t)(hash ^ hash >> 32);
+}
+
 /* The id of the entry with @hash for which @eq(@ctx, id, @key) holds, in
- * *@ret_id. 0 or -ENOENT (*@ret_id untouched). Never allocates. */
-int mp_hashmap_find(const struct mp_hashmap *m, uint64_t hash, mp_hashmap_eq_fn eq, const void *ctx,
-		    const void *key, uint32_t *ret_id);
+ * *@ret_id. 0 or -ENOENT (*@ret_id untouched). Never allocates. Inline so
+ * that a static @eq inlines into the probe loop: stacks are looked up on
+ * the event path. */
+static inline int mp_hashmap_find(const struct mp_hashmap *m, uint64_t hash, mp_hashmap_eq_fn eq,
+				  const void *ctx, const void *key, uint32_t *ret_id)
+{
+	uint32_t h32 = mp_hashmap_fold(hash), j;
+
+	if (!m->slots)
+		return -ENOENT;
+	for (j = h32 & m->mask; m->slots[j].id1; j = (j + 1) & m->mask) {
+		const struct mp_hashmap_slot *s = &m->slots[j];
+
+		if (s->h32 == h32 && eq(ctx, s->id1 - 1, key)) {
+			*ret_id = s->id1 - 1;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
 
 /* Adds @id (< MP_HASHMAP_MAX_ENTRIES) under @hash. The caller has made sure
  * no equal entry is in the map (duplicates are kept, and a find returns one
@@ -93,12 +119,24 @@ int mp_hashmap_find(const struct mp_hashmap *m, uint64_t hash, mp_hashmap_eq_fn 
  * -ENOMEM (the map is unchanged). */
 int mp_hashmap_insert(struct mp_hashmap *m, uint64_t hash, uint32_t id);
 
-/* The intern step in one probe: the id of the entry equal to @key in
- * *@ret_id and 0, or, when there is none, adds @new_id under @hash, sets
- * *@ret_id to @new_id and returns 1. Negative errno as mp_hashmap_insert.
- * The caller stores the new entry at @new_id before its next lookup. */
-int mp_hashmap_intern(struct mp_hashmap *m, uint64_t hash, mp_hashmap_eq_fn eq, const void *ctx,
-		      const void *key, uint32_t new_id, uint32_t *ret_id);
+/* The intern step: the id of the entry equal to @key in *@ret_id and 0,
+ * or, when there is none, adds @new_id under @hash, sets *@ret_id to
+ * @new_id and returns 1. Negative errno as mp_hashmap_insert. The caller
+ * stores the new entry at @new_id before its next lookup. */
+static inline int mp_hashmap_intern(struct mp_hashmap *m, uint64_t hash, mp_hashmap_eq_fn eq,
+				    const void *ctx, const void *key, uint32_t new_id,
+				    uint32_t *ret_id)
+{
+	int r = mp_hashmap_find(m, hash, eq, ctx, key, ret_id);
+
+	if (r == 0)
+		return 0;
+	r = mp_hashmap_insert(m, hash, new_id);
+	if (r < 0)
+		return r;
+	*ret_id = new_id;
+	return 1;
+}
 
 /* Removes @id, added under @hash. 0 or -ENOENT. Never allocates. */
 int mp_hashmap_remove(struct mp_hashmap *m, uint64_t hash, uint32_t id);

@@ -2,8 +2,7 @@
 /* Small helpers every stage of the daemon needs: the monotonic clock that
  * all event timestamps share (CLOCK_MONOTONIC, the clock of
  * bpf_ktime_get_ns and of the marker ring), ARRAY_SIZE, and arming a
- * timerfd from nanoseconds (inline: libclient's ring consumer uses them
- * too), and writing a file atomically. */
+ * timerfd from nanoseconds. */
 #ifndef MEMPROF_UTIL_H
 #define MEMPROF_UTIL_H
 
@@ -40,9 +39,5 @@ static inline int mp_timer_arm(int fd, uint64_t first_ns, uint64_t period_ns)
 
 	return timerfd_settime(fd, 0, &it, NULL) < 0 ? -errno : 0;
 }
-
-/* Writes @len bytes to @path through a temporary file in the same
- * directory, fsync'd and renamed into place, mode 0644 (util/file.c). */
-int mp_file_write_atomic(const char *path, const void *buf, size_t len);
 
 #endif

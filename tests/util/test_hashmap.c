@@ -93,7 +93,7 @@ Test(hashmap, empty_and_free)
 	uint32_t id = 77;
 
 	mp_hashmap_init(&m, 0);
-	cr_assert_eq(m.max, MP_HASHMAP_MAX_ENTRIES);
+	cr_assert_eq(mp_hashmap_reserve(&m, MP_HASHMAP_MAX_ENTRIES + 1), -ENOSPC);
 	cr_assert_eq(find(&m, t, h_full, 5, &id), -ENOENT);
 	cr_assert_eq(id, 77);
 	cr_assert_eq(mp_hashmap_remove(&m, 5, 0), -ENOENT);
@@ -296,6 +296,12 @@ Test(hashmap, reserve_and_reset)
 	cr_assert_eq(id, 3);
 	mp_hashmap_free(&m);
 	cr_assert_null(m.slots);
+	/* A zeroed map is an empty map, and one is usable again after free. */
+	m = (struct mp_hashmap){ 0 };
+	cr_assert_eq(mp_hashmap_insert(&m, h_full(4), 4), 0);
+	cr_assert_eq(find(&m, t, h_full, 4, &id), 0);
+	cr_assert_eq(id, 4);
+	mp_hashmap_free(&m);
 	/* Usable again after free. */
 	cr_assert_eq(mp_hashmap_insert(&m, h_full(3), 3), 0);
 	mp_hashmap_free(&m);
