@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Daemon capacity: the per-event userspace path of a session (timestamp
- * merge -> live table -> correlator) fed with synthetic allocation events
+ * merge -> correlator: its live table, then the accounting) fed with synthetic allocation events
  * on one thread, as fast as possible and paced at 100k and 1M events/s.
  * The BPF ring-buffer read is not included (alloc-bench covers the whole
  * path, but cannot produce 1M events/s on 2 cores: every event costs the
@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include "correlator.h"
-#include "live.h"
 #include "consumer.h"
 #include "merge.h"
 
@@ -25,7 +24,6 @@
 
 struct pipe {
 	struct mp_merge *merge;
-	struct mp_live *live;
 	struct mp_correlator *corr;
 	uint64_t ts, n;
 	uint64_t slots[LIVE];
@@ -101,7 +99,7 @@ static int batch(struct pipe *p)
 			struct mp_raw_event ev;
 
 			memcpy(&ev, it->payload.bytes, sizeof(ev));
-			r = mp_live_apply(p->live, &ev, mp_correlator_on_heap, p->corr);
+			r = mp_correlator_apply_heap(p->corr, &ev, 0);
 		}
 		if (r < 0)
 			return -1;
@@ -118,8 +116,7 @@ int main(int argc, char **argv)
 	struct pipe p = { 0 };
 	uint64_t w0, c0, w1, c1;
 
-	if (mp_merge_new(BATCH * 2, &p.merge) || mp_live_new(&p.live) ||
-	    mp_correlator_new(&co, &p.corr))
+	if (mp_merge_new(BATCH * 2, &p.merge) || mp_correlator_new(&co, &p.corr))
 		return 1;
 	/* Flat out. */
 	w0 = clk(CLOCK_MONOTONIC);
@@ -157,7 +154,6 @@ int main(int argc, char **argv)
 	       "100k events, 100 ms at 1M events/s)\n",
 	       (unsigned long long)p.n);
 	mp_correlator_free(p.corr);
-	mp_live_free(p.live);
 	mp_merge_free(p.merge);
 	return 0;
 }

@@ -21,8 +21,9 @@
  *   old path       mp_consumer_read -> mp_merge (timestamp heap of every
  *                  record) -> mp_live_apply -> mp_correlator (what the session
  *                  did before the ring queue)
- *   session path   mp_consumer_read_rings_at -> mp_ringq -> mp_live_apply ->
- *                  mp_correlator (what the session does now)
+ *   session path   mp_consumer_read_rings_at -> mp_ringq -> mp_correlator
+ *                  (its live table, then the accounting: what the session
+ *                  does now)
  *   10 ms lag      the same, released as before (below)
  *   consumer+ringq the session path without the live table and correlator
  *
@@ -214,7 +215,7 @@ struct pipe {
 	struct mp_consumer *c;
 	struct mp_merge *merge;
 	struct mp_ringq *rq;
-	struct mp_live *live;
+	struct mp_live *live; /* the old path's; the correlator has its own */
 	struct mp_correlator *corr;
 	int full; /* live table and correlator too */
 	uint64_t now; /* the drain's time; 0: release only after the read */
@@ -260,7 +261,7 @@ static inline __attribute__((always_inline)) int apply_one(struct pipe *p,
 	struct mp_raw_event ev;
 
 	mp_ringq_raw(rec, 1, &ev);
-	return mp_correlator_apply_heap(p->corr, p->live, &ev, 0);
+	return mp_correlator_apply_heap(p->corr, &ev, 0);
 }
 
 /* The session's heap_flush(). */
@@ -293,8 +294,7 @@ static inline __attribute__((always_inline)) int on_rec(void *ctx, const struct 
 			p->hold_misses = 0;
 			mp_ringq_raw(&p->held, 1, &al);
 			mp_ringq_raw(rec, 1, &fr);
-			return mp_correlator_apply_temporary(p->corr, p->live, &al, p->held.stack,
-							     &fr);
+			return mp_correlator_apply_temporary(p->corr, &al, p->held.stack, &fr);
 		}
 		/* the session's HOLD_MISSES and HOLD_SKIP */
 		if (++p->hold_misses >= 8) {

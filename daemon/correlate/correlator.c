@@ -66,11 +66,14 @@ int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlato
 	c->last_rss.val = MP_UNKNOWN;
 	c->site_gen = 1; /* a zeroed hint never matches */
 	c->p = mp_profile_new();
+	if (!c->p || mp_live_new(&c->live) < 0) {
+		mp_correlator_free(c);
+		return -ENOMEM;
+	}
 	/* owner_cache and pending come with the first allocation and the
 	 * first kernel: an rss-mode target without markers needs neither
 	 * (docs/SERVICE.md, "Memory per target"). */
-	if (!c->p ||
-	    corr_pool_add(&c->p->owners, &c->p->n_owners, &c->owners_cap, "(unknown)") < 0 ||
+	if (corr_pool_add(&c->p->owners, &c->p->n_owners, &c->owners_cap, "(unknown)") < 0 ||
 	    corr_pool_add(&c->p->tags, &c->p->n_tags, &c->tags_cap, "(untagged)") < 0) {
 		mp_correlator_free(c);
 		return -ENOMEM;
@@ -102,6 +105,7 @@ void mp_correlator_free(struct mp_correlator *c)
 	if (!c)
 		return;
 	mp_profile_free(c->p);
+	mp_live_free(c->live);
 	free(c->name_ht);
 	for (uint32_t i = 0; i < c->thr_ht_cap; i++)
 		free(c->thr_ht[i]);

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "correlator.h"
+#include "live.h"
 
 /* Bounds: the marker stream comes from the profiled process and is hostile;
  * none of these may let it grow the daemon without limit. */
@@ -144,6 +145,7 @@ struct owner_slot {
 struct mp_correlator {
 	struct mp_correlator_opts opts;
 	struct mp_profile *p;
+	struct mp_live *live; /* the blocks live now, paired with their frees */
 	bool started, finished, finishing, oom;
 	uint64_t live_bytes, live_count;
 	/* Sampled mode (docs/PROFILE.md "Sampled figures"): estimated

@@ -164,13 +164,37 @@ static inline __attribute__((always_inline)) uint64_t on_heap_stack(void *ctx,
 	return on_heap(c, ev);
 }
 
-int mp_correlator_apply_heap(struct mp_correlator *c, struct mp_live *l,
-			     const struct mp_raw_event *ev, uint32_t stack)
+/* The live table's callback when every heap event is shown to
+ * opts.observe_heap (--dump-events): out of line, apart from the
+ * per-record path. */
+static uint64_t on_heap_observed(void *ctx, const struct mp_heap_event *ev)
+{
+	struct mp_correlator *c = ctx;
+
+	c->opts.observe_heap(c->opts.observe_ctx, ev);
+	if (ev->kind == MP_HEAP_ALLOC && c->apply_stack) {
+		struct mp_heap_event with = *ev;
+
+		with.stack = c->apply_stack;
+		return mp_correlator_on_heap(c, &with);
+	}
+	return mp_correlator_on_heap(c, ev);
+}
+
+int mp_correlator_apply_heap(struct mp_correlator *c, const struct mp_raw_event *ev, uint32_t stack)
 {
 	int r;
 
 	c->apply_stack = stack;
-	r = mp_live_apply_inline_(l, ev, on_heap_stack, c);
+	if (__builtin_expect(c->opts.observe_heap != NULL, 0))
+		r = mp_live_apply(c->live, ev, on_heap_observed, c);
+	else
+		r = mp_live_apply_inline_(c->live, ev, on_heap_stack, c);
 	c->apply_stack = 0;
 	return r;
+}
+
+const struct mp_live *mp_correlator_live(const struct mp_correlator *c)
+{
+	return c->live;
 }

@@ -140,19 +140,20 @@ static inline __attribute__((always_inline)) uint64_t temp_user(void *ctx,
 	return *(const uint64_t *)ctx;
 }
 
-int mp_correlator_apply_temporary(struct mp_correlator *c, struct mp_live *l,
-				  const struct mp_raw_event *al, uint32_t stack,
-				  const struct mp_raw_event *fr)
+int mp_correlator_apply_temporary(struct mp_correlator *c, const struct mp_raw_event *al,
+				  uint32_t stack, const struct mp_raw_event *fr)
 {
+	struct mp_live *l = c->live;
 	struct mp_heap_event he;
 	struct alloc_at a;
 	uint64_t user;
 	int r;
 
-	if (c->finished || c->opts.sample_bytes || al->type != MP_RAW_ALLOC || !al->addr ||
-	    (al->fn & MP_LIVE_FN_SCALED) || (al->fn < FN_POOL_MAX && c->fn_pool[al->fn]) ||
-	    fr->type != MP_RAW_FREE || fr->addr != al->addr || fr->tid != al->tid ||
-	    fr->fn == MP_FN_MUNMAP || (fr->fn & MP_LIVE_FN_SCALED))
+	if (c->finished || c->opts.sample_bytes || c->opts.observe_heap ||
+	    al->type != MP_RAW_ALLOC || !al->addr || (al->fn & MP_LIVE_FN_SCALED) ||
+	    (al->fn < FN_POOL_MAX && c->fn_pool[al->fn]) || fr->type != MP_RAW_FREE ||
+	    fr->addr != al->addr || fr->tid != al->tid || fr->fn == MP_FN_MUNMAP ||
+	    (fr->fn & MP_LIVE_FN_SCALED))
 		goto two_steps;
 	/* as the allocation's own step: the table grows at the same point */
 	r = mp_live_reserve_(l);
@@ -175,15 +176,15 @@ int mp_correlator_apply_temporary(struct mp_correlator *c, struct mp_live *l,
 		/* the two steps, the first one's attribution done */
 		user = alloc_charge_(c, &he, &a, false);
 		mp_live_do_alloc_(l, al, al->addr, temp_user, &user);
-		return mp_correlator_apply_heap(c, l, fr, 0);
+		return mp_correlator_apply_heap(c, fr, 0);
 	}
 	temp_charge_(c, al->size, &a);
 	mp_live_temp_(l, al, fr);
 	return 0;
 
 two_steps:
-	r = mp_correlator_apply_heap(c, l, al, stack);
+	r = mp_correlator_apply_heap(c, al, stack);
 	if (r < 0)
 		return r;
-	return mp_correlator_apply_heap(c, l, fr, 0);
+	return mp_correlator_apply_heap(c, fr, 0);
 }

@@ -108,7 +108,6 @@ enum { EP_TRACER = 1, EP_TICK, EP_RSS, EP_SIGNAL, EP_DEADLINE, EP_STOP, EP_SNAPS
 struct session {
 	const struct mp_session_opts *o;
 	struct mp_tracer *tracer;
-	struct mp_live *live;
 	struct mp_consumer *ring; /* = ring_ref->c */
 	struct ring_ref *ring_ref;
 	struct ring_ref *retired; /* given up, items still pending */
@@ -128,13 +127,11 @@ struct session {
 	struct mp_correlator *corr;
 	struct mp_procmaps *maps;
 	uint64_t maps_read_ns;
-	/* --stacks: the unwinder (built at the first stack), the stack table,
-	 * the stack id of the BPF event being applied. */
+	/* --stacks: the unwinder (built at the first stack), the stack table. */
 	struct mp_unwinder *unwinder;
 	struct mp_stack_table *stacks;
 	uint64_t *frames;
 	uint64_t unwind_maps_ns;
-	uint32_t cur_stack;
 	/* A heap allocation released to the correlator but not applied yet:
 	 * when the next record released is its free, the two go as one
 	 * temporary allocation (mp_correlator_apply_temporary()); anything
@@ -346,24 +343,17 @@ static char *exec_path_pop(struct session *s)
 	return p;
 }
 
-static uint64_t on_heap(void *ctx, const struct mp_heap_event *e)
+/* --dump-events: every heap event the correlator's live table pairs. */
+static void dump_heap(void *ctx, const struct mp_heap_event *e)
 {
 	struct session *s = ctx;
 	static const char *const kinds[] = { "?", "alloc", "free", "unknown-free" };
 
-	if (s->o->dump)
-		fprintf(s->o->dump,
-			"%s fn=%s tid=%" PRIu32 " ts=%" PRIu64 " addr=0x%" PRIx64 " size=%" PRIu64
-			" caller=0x%" PRIx64 "\n",
-			kinds[e->kind <= 3 ? e->kind : 0], fn_name(s, e->fn), e->tid, e->ts_ns,
-			e->addr, e->size, e->caller);
-	if (e->kind == MP_HEAP_ALLOC && s->cur_stack) {
-		struct mp_heap_event with = *e;
-
-		with.stack = s->cur_stack;
-		return mp_correlator_on_heap(s->corr, &with);
-	}
-	return mp_correlator_on_heap(s->corr, e);
+	fprintf(s->o->dump,
+		"%s fn=%s tid=%" PRIu32 " ts=%" PRIu64 " addr=0x%" PRIx64 " size=%" PRIu64
+		" caller=0x%" PRIx64 "\n",
+		kinds[e->kind <= 3 ? e->kind : 0], fn_name(s, e->fn), e->tid, e->ts_ns, e->addr,
+		e->size, e->caller);
 }
 
 static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t stack)
@@ -410,9 +400,7 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t
 	default:
 		break;
 	}
-	s->cur_stack = stack;
-	r = mp_live_apply(s->live, ev, on_heap, s);
-	s->cur_stack = 0;
+	r = mp_correlator_apply_heap(s->corr, ev, stack);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
 	return 0;
@@ -435,14 +423,7 @@ static inline __attribute__((always_inline)) int handle_heap_record(struct sessi
 		ev.size = mp_tracer_sample_estimate(ev.size, s->o->sample_bytes);
 		ev.fn |= MP_LIVE_FN_SCALED;
 	}
-	if (s->o->dump) {
-		s->cur_stack = rec->stack;
-		r = mp_live_apply(s->live, &ev, on_heap, s);
-		s->cur_stack = 0;
-	} else {
-		/* what on_heap() does without the dump, inlined */
-		r = mp_correlator_apply_heap(s->corr, s->live, &ev, rec->stack);
-	}
+	r = mp_correlator_apply_heap(s->corr, &ev, rec->stack);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
 	return 0;
@@ -490,8 +471,7 @@ static inline __attribute__((always_inline)) int heap_record(struct session *s,
 			s->pairs++;
 			mp_ringq_raw(&s->held, (uint32_t)s->o->pid, &al);
 			mp_ringq_raw(rec, (uint32_t)s->o->pid, &fr);
-			r = mp_correlator_apply_temporary(s->corr, s->live, &al, s->held.stack,
-							  &fr);
+			r = mp_correlator_apply_temporary(s->corr, &al, s->held.stack, &fr);
 			if (rec->ts > s->last_ts)
 				s->last_ts = rec->ts;
 			if (r < 0)
@@ -1106,6 +1086,8 @@ static int setup_pipeline(struct session *s)
 		.resolve_frames = resolve_frames,
 		.stack_frames = stack_frames,
 		.resolve_ctx = s,
+		.observe_heap = o->dump ? dump_heap : NULL,
+		.observe_ctx = s,
 		.sample_bytes = o->mode == MP_TRACE_SAMPLED ? o->sample_bytes : 0,
 	};
 	int r;
@@ -1116,9 +1098,6 @@ static int setup_pipeline(struct session *s)
 	r = mp_ringq_new(1, &s->rq);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: ring queue: %m", (int)o->pid);
-	r = mp_live_new(&s->live);
-	if (r < 0)
-		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)o->pid);
 
 	/* The address space as it is now: the owners of allocations made by
 	 * a process that exits before we process them are still known. */
@@ -1446,7 +1425,7 @@ static void dump_summary(struct session *s)
 	FILE *f = s->o->dump;
 	struct mp_live_stats st;
 
-	mp_live_stats(s->live, &st);
+	mp_live_stats(mp_correlator_live(s->corr), &st);
 	fprintf(f,
 		"summary live_bytes=%" PRIu64 " live_blocks=%" PRIu64 " unknown_frees=%" PRIu64
 		" failed=%" PRIu64 " ignored=%" PRIu64 " drops=%" PRIu64 "\n",
@@ -1486,7 +1465,6 @@ static void teardown(struct session *s)
 	}
 	mp_rss_sampler_free(s->rss);
 	mp_correlator_free(s->corr);
-	mp_live_free(s->live);
 	mp_merge_free(s->merge);
 	mp_ringq_free(s->rq);
 	mp_procmaps_free(s->maps);
