@@ -26,80 +26,10 @@
 #include "log.h"
 #include "memstats.h"
 #include "profile_pb.h"
-#include "service.h"
+#include "service_impl.h"
 #include "session.h"
 #include "stream.h"
 #include "util.h"
-
-#define MAX_TARGET_STREAMS 8
-/* Bounds how long a client may keep a connection thread busy sending or
- * reading. */
-#define IO_TIMEOUT_S 5
-#define ATTACH_TIMEOUT_S 60
-#define DUMP_TIMEOUT_S 30
-#define SHUTDOWN_FLUSH_NS (5ull * 1000000000ull)
-
-enum target_state { T_STARTING, T_RUNNING, T_DONE };
-
-struct service;
-
-struct target {
-	struct service *svc;
-	struct target *next;
-	uint64_t id;
-	pid_t pid;
-	uid_t uid; /* who attached */
-	gid_t gid;
-	char exe[PATH_MAX];
-	uint64_t started_ns;
-	uint64_t cost; /* mp_service_target_cost() */
-	uint64_t ring_bytes;
-	int out_fd;
-	char *streams[MAX_TARGET_STREAMS];
-	size_t n_streams;
-	char *owners[MP_CONFIG_MAX_OWNERS];
-	struct mp_session_opts sopts;
-	struct mp_session_ctl ctl;
-	pthread_t thread;
-	bool joined;
-	/* Under svc->lock. */
-	enum target_state state;
-	int result;
-	unsigned users; /* connection threads holding a pointer */
-	bool dump_wanted, dump_ready;
-	bool over_budget; /* being detached by budget_enforce() */
-	struct mp_profile *dump;
-	int dump_err;
-	/* Session thread only. */
-	uint64_t seq;
-	pthread_mutex_t dump_lock; /* one dump at a time */
-};
-
-struct service {
-	const struct mp_service_opts *o;
-	const char *control_path, *config_path;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct mp_config *cfg; /* under lock */
-	uint64_t budget; /* bytes for targets; 0: none (under lock) */
-	uint64_t budget_total; /* targets and the service's own reserve */
-	uint64_t cgroup_max; /* the service cgroup's memory.max; 0: none */
-	struct target *targets; /* under lock */
-	unsigned n_targets; /* not DONE */
-	/* Control connections (under lock): every connection thread is on
-	 * the list; n_live counts those not dropped to make room. */
-	struct request *conns;
-	unsigned n_conns, n_live;
-	uint64_t conns_dropped, conns_refused;
-	uint64_t budget_detaches; /* targets ended by budget_enforce() */
-	uint64_t budget_checked_ns; /* service loop only */
-	uint64_t next_id;
-	bool stopping;
-	int reap_fd; /* eventfd: a target ended or was released */
-	struct mp_streamer *streamer;
-	uint64_t started_ns;
-	_Atomic uint64_t trimmed_ns; /* last heap_trim_later() trim */
-};
 
 static void wake_reaper(struct service *svc)
 {
@@ -108,246 +38,6 @@ static void wake_reaper(struct service *svc)
 	if (write(svc->reap_fd, &one, sizeof(one)) < 0) {
 		/* The counter cannot overflow in practice; nothing to do. */
 	}
-}
-
-/* --- authorization --- */
-
-static int read_ids(const char *text, const char *key, unsigned long ids[4])
-{
-	const char *p = strstr(text, key);
-
-	if (!p || (p != text && p[-1] != '\n'))
-		return -EINVAL;
-	p += strlen(key);
-	for (int i = 0; i < 4; i++) {
-		char *end;
-
-		while (*p == ' ' || *p == '\t')
-			p++;
-		if (*p < '0' || *p > '9')
-			return -EINVAL;
-		errno = 0;
-		ids[i] = strtoul(p, &end, 10);
-		if (errno)
-			return -EINVAL;
-		p = end;
-	}
-	return 0;
-}
-
-int mp_service_authorize(uid_t uid, gid_t gid, pid_t pid, char *why, size_t why_len)
-{
-	char path[64], text[8192];
-	unsigned long u[4], g[4];
-	struct stat st;
-	ssize_t n;
-	int fd;
-
-	if (pid <= 0) {
-		snprintf(why, why_len, "invalid pid");
-		return -ESRCH;
-	}
-	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	if (stat(path, &st) < 0) {
-		snprintf(why, why_len, "no process %d", (int)pid);
-		return -ESRCH;
-	}
-	if (uid == 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		snprintf(why, why_len, "no process %d", (int)pid);
-		return -ESRCH;
-	}
-	/* The kernel gives the files under /proc/PID of a non-dumpable
-	 * process to root (the directory itself keeps its owner). */
-	if (fstat(fd, &st) < 0) {
-		close(fd);
-		snprintf(why, why_len, "no process %d", (int)pid);
-		return -ESRCH;
-	}
-	n = read(fd, text, sizeof(text) - 1);
-	close(fd);
-	if (n <= 0) {
-		snprintf(why, why_len, "no process %d", (int)pid);
-		return -ESRCH;
-	}
-	text[n] = '\0';
-	if (read_ids(text, "Uid:", u) < 0 || read_ids(text, "Gid:", g) < 0) {
-		snprintf(why, why_len, "cannot read the credentials of process %d", (int)pid);
-		return -EPERM;
-	}
-	for (int i = 0; i < 3; i++) {
-		if (u[i] != uid || g[i] != gid) {
-			snprintf(why, why_len,
-				 "process %d runs with uids %lu/%lu/%lu gids %lu/%lu/%lu, "
-				 "not only %u/%u (only root may profile other users' or "
-				 "set-id processes)",
-				 (int)pid, u[0], u[1], u[2], g[0], g[1], g[2], (unsigned)uid,
-				 (unsigned)gid);
-			return -EPERM;
-		}
-	}
-	/* Checked after the ids: the ownership only tells dumpability apart
-	 * once we know the process is the requester's. */
-	if (st.st_uid != uid || st.st_gid != gid) {
-		snprintf(why, why_len, "process %d is not dumpable (PR_SET_DUMPABLE 0 or set-id)",
-			 (int)pid);
-		return -EPERM;
-	}
-	return 0;
-}
-
-/* --- memory budget --- */
-
-uint64_t mp_service_target_cost(uint32_t mode, uint32_t ring_bytes)
-{
-	return MP_SERVICE_TARGET_BASE + mp_tracer_ring_bytes(mode, ring_bytes);
-}
-
-uint64_t mp_service_reserved(uint64_t buffer_bytes, size_t n_collectors, unsigned max_conns)
-{
-	/* A connection thread holds one struct request (a message and a
-	 * reply) and its stack. */
-	uint64_t conn = sizeof(struct mp_ctl_msg) + sizeof(struct mp_ctl_builder) + (256 << 10);
-
-	return MP_SERVICE_FIXED_BYTES + buffer_bytes * (n_collectors ? n_collectors : 1) +
-	       conn * max_conns;
-}
-
-/* The memory limit of the cgroup this process runs in: memory.max (v2)
- * or memory.limit_in_bytes (v1); 0 when none or unknown. */
-static uint64_t cgroup_memory_max(void)
-{
-	char line[4096], path[4200], val[64];
-	uint64_t max = 0;
-	FILE *f = fopen("/proc/self/cgroup", "re");
-
-	while (f && fgets(line, sizeof(line), f)) {
-		char *ctrl = strchr(line, ':'), *rel = ctrl ? strchr(ctrl + 1, ':') : NULL;
-		size_t n = strlen(line);
-		FILE *m;
-
-		if (!rel || !n || line[n - 1] != '\n')
-			continue;
-		line[n - 1] = '\0';
-		*rel++ = '\0';
-		if (!strcmp(line, "0") && !ctrl[1])
-			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max", rel);
-		else if (!strcmp(ctrl + 1, "memory"))
-			snprintf(path, sizeof(path),
-				 "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", rel);
-		else
-			continue;
-		m = fopen(path, "re");
-		/* "max", or v1's page-rounded LLONG_MAX: no limit. */
-		if (m && fgets(val, sizeof(val), m) && val[0] >= '0' && val[0] <= '9' &&
-		    strtoull(val, NULL, 10) < (1ull << 60))
-			max = strtoull(val, NULL, 10);
-		if (m)
-			fclose(m);
-	}
-	if (f)
-		fclose(f);
-	return max;
-}
-
-/* Under svc->lock: 0 when a target costing @cost fits the budget, else
- * -ENOMEM with the reason in @why. Two checks: the estimates of every
- * live target against the targets' share, and what the service really
- * holds (its anonymous memory plus the targets' BPF ring buffers, which
- * are kernel memory charged to its cgroup) against the whole budget. */
-static int budget_check(struct service *svc, uint64_t cost, uint32_t mode, char *why,
-			size_t why_len)
-{
-	uint64_t committed = 0, rings = 0, in_use;
-
-	if (!svc->budget)
-		return 0;
-	for (struct target *t = svc->targets; t; t = t->next)
-		if (t->state != T_DONE) {
-			committed += t->cost;
-			rings += t->ring_bytes;
-		}
-	in_use = mp_self_anon_held() + rings;
-	if (committed + cost <= svc->budget && in_use + cost <= svc->budget_total)
-		return 0;
-	snprintf(why, why_len,
-		 "the service's memory budget for targets is %" PRIu64 " MiB (memory_budget%s); "
-		 "its %u targets hold ~%" PRIu64 " MiB (estimated) and it uses %" PRIu64
-		 " MiB; one %s-mode target needs ~%" PRIu64 " MiB",
-		 svc->budget >> 20, svc->cfg->memory_budget ? "" : ", from MemoryMax",
-		 svc->n_targets, committed >> 20, in_use >> 20, mp_trace_mode_name(mode),
-		 cost >> 20);
-	return -ENOMEM;
-}
-
-/* While targets run (service loop, every BUDGET_CHECK_MS): precise and
- * sampled targets grow with their live blocks and invocations beyond the
- * estimate they were admitted with. When what the service holds passes
- * the whole budget, the newest such target is detached as by `memprof
- * detach` (profile written, final chunk streamed), one at a time, so that
- * the service stays inside its cgroup's limit instead of every session
- * dying with it. Attaches are refused first: the newest target is the one
- * the admission check would have refused. */
-#define BUDGET_CHECK_MS 1000
-
-static void signal_fd(int fd);
-
-static void budget_enforce(struct service *svc)
-{
-	struct target *victim = NULL;
-	uint64_t rings = 0, in_use;
-
-	pthread_mutex_lock(&svc->lock);
-	for (struct target *t = svc->targets; t; t = t->next) {
-		if (t->state == T_DONE)
-			continue;
-		if (t->over_budget)
-			goto out; /* the last one is still ending */
-		rings += t->ring_bytes;
-		if (t->state == T_RUNNING && t->sopts.mode != MP_TRACE_RSS &&
-		    (!victim || t->id > victim->id))
-			victim = t;
-	}
-	if (!svc->budget || !victim)
-		goto out;
-	in_use = mp_self_anon_held() + rings;
-	if (in_use <= svc->budget_total)
-		goto out;
-	victim->over_budget = true;
-	svc->budget_detaches++;
-	log_warning("pid %d: detaching (target %" PRIu64 ", %s mode): the service uses %" PRIu64
-		    " MiB, over its memory budget of %" PRIu64 " MiB (memory_budget%s); "
-		    "the newest precise or sampled target ends, its profile is kept",
-		    (int)victim->pid, victim->id, mp_trace_mode_name(victim->sopts.mode),
-		    in_use >> 20, svc->budget_total >> 20,
-		    svc->cfg->memory_budget ? "" : ", from MemoryMax");
-	signal_fd(victim->ctl.stop_fd);
-out:
-	pthread_mutex_unlock(&svc->lock);
-}
-
-/* Under svc->lock, after a configuration is loaded. */
-static void budget_update(struct service *svc)
-{
-	const struct mp_config *c = svc->cfg;
-	uint64_t total = c->memory_budget, reserved, per;
-
-	if (!total && svc->cgroup_max)
-		total = svc->cgroup_max / 8 * 7;
-	reserved = mp_service_reserved(c->buffer_bytes, c->n_collectors, c->max_conns);
-	svc->budget_total = total;
-	svc->budget = !total ? 0 : total > reserved ? total - reserved : 1;
-	per = mp_service_target_cost(c->mode, c->bpf_ring_bytes);
-	if (svc->budget && (uint64_t)c->max_targets * per > svc->budget)
-		log_warning("max_targets %u x ~%" PRIu64
-			    " MiB per %s-mode target exceeds the memory "
-			    "budget of %" PRIu64 " MiB for targets: attaches beyond ~%" PRIu64
-			    " such targets will be refused",
-			    c->max_targets, per >> 20, mp_trace_mode_name(c->mode),
-			    svc->budget >> 20, svc->budget / per);
 }
 
 /* --- targets --- */
@@ -592,31 +282,7 @@ static void reap(struct service *svc)
 	mp_heap_trim();
 }
 
-static void signal_fd(int fd)
-{
-	uint64_t one = 1;
-
-	if (write(fd, &one, sizeof(one)) < 0) {
-		/* An eventfd only fails here on overflow: already signalled. */
-	}
-}
-
 /* --- requests --- */
-
-struct request {
-	struct service *svc;
-	struct request *next; /* svc->conns, under svc->lock */
-	uint64_t since_ns; /* accepted */
-	bool busy; /* its request arrived: being served, never dropped */
-	bool dropped; /* made room for a newer connection */
-	int sock;
-	uid_t uid;
-	gid_t gid;
-	pid_t peer_pid;
-	struct mp_ctl_msg msg;
-	int fd; /* passed by the client, or -1 */
-	struct mp_ctl_builder reply;
-};
 
 static int fail(struct request *q, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -859,7 +525,7 @@ static int target_configure_locked(struct request *q, struct target *t, const st
 
 		t->cost = mp_service_target_cost(m, cfg->bpf_ring_bytes);
 		t->ring_bytes = mp_tracer_ring_bytes(m, cfg->bpf_ring_bytes);
-		r = budget_check(svc, t->cost, m, why, sizeof(why));
+		r = mp_svc_budget_check(svc, t->cost, m, why, sizeof(why));
 		if (r < 0) {
 			log_notice("refused attach to pid %d requested by uid %u: %s", (int)a->pid,
 				   (unsigned)q->uid, why);
@@ -981,7 +647,7 @@ static int do_detach(struct request *q)
 	if (!t)
 		return fail(q, -ESRCH, "pid %d is not being profiled%s", (int)pid,
 			    q->uid ? " by you" : "");
-	signal_fd(t->ctl.stop_fd);
+	mp_svc_signal_fd(t->ctl.stop_fd);
 	pthread_mutex_lock(&svc->lock);
 	while (t->state != T_DONE)
 		pthread_cond_wait(&svc->cond, &svc->lock);
@@ -1020,7 +686,7 @@ static int do_dump(struct request *q)
 	t->dump_wanted = true;
 	t->dump_ready = false;
 	pthread_mutex_unlock(&svc->lock);
-	signal_fd(t->ctl.snapshot_fd);
+	mp_svc_signal_fd(t->ctl.snapshot_fd);
 	pthread_mutex_lock(&svc->lock);
 	deadline(&ts, DUMP_TIMEOUT_S);
 	r = 0;
@@ -1131,21 +797,6 @@ static int do_status(struct request *q)
 	return 0;
 }
 
-static void conn_remove(struct service *svc, struct request *q)
-{
-	pthread_mutex_lock(&svc->lock);
-	for (struct request **pp = &svc->conns; *pp; pp = &(*pp)->next)
-		if (*pp == q) {
-			*pp = q->next;
-			break;
-		}
-	if (!q->dropped)
-		svc->n_live--;
-	svc->n_conns--;
-	pthread_cond_broadcast(&svc->cond);
-	pthread_mutex_unlock(&svc->lock);
-}
-
 static void dispatch(struct request *q)
 {
 	const char *cmd = mp_ctl_get(&q->msg, "cmd");
@@ -1169,7 +820,7 @@ static void dispatch(struct request *q)
 		do_status(q);
 }
 
-static void *conn_main(void *arg)
+void *mp_svc_conn_main(void *arg)
 {
 	struct request *q = arg;
 	struct service *svc = q->svc;
@@ -1207,151 +858,10 @@ static void *conn_main(void *arg)
 out:
 	if (q->fd >= 0)
 		close(q->fd);
-	conn_remove(svc, q);
+	mp_svc_conn_remove(svc, q);
 	close(q->sock);
 	free(q);
 	return NULL;
-}
-
-/* Under svc->lock. The connection still waiting for its request that was
- * accepted first: of @uid only when @same_uid; otherwise of anyone, but
- * root's only to make room for root. */
-static struct request *idlest(struct service *svc, uid_t uid, bool same_uid)
-{
-	struct request *best = NULL;
-
-	for (struct request *q = svc->conns; q; q = q->next) {
-		if (q->busy || q->dropped)
-			continue;
-		if (same_uid ? q->uid != uid : q->uid == 0 && uid != 0)
-			continue;
-		if (!best || q->since_ns < best->since_ns)
-			best = q;
-	}
-	return best;
-}
-
-/* Under svc->lock. Its thread wakes from recv and answers why. */
-static void drop_conn(struct service *svc, struct request *q)
-{
-	q->dropped = true;
-	svc->n_live--;
-	svc->conns_dropped++;
-	shutdown(q->sock, SHUT_RD);
-	log_debug("dropping idle control connection of uid %u (pid %d) for a newer one",
-		  (unsigned)q->uid, (int)q->peer_pid);
-}
-
-/* Under svc->lock. Makes room for one more connection of @uid, dropping
- * the idlest ones: per non-root uid at most max_connections_per_uid, in
- * all at most max_connections, of which the last is root's. A
- * connection whose request arrived is never dropped; false when only
- * such connections hold the room. */
-static bool admit(struct service *svc, uid_t uid)
-{
-	const struct mp_config *c = svc->cfg;
-	unsigned mine = 0, cap = uid == 0 ? c->max_conns : c->max_conns - 1;
-	struct request *v;
-
-	for (struct request *q = svc->conns; q; q = q->next)
-		mine += !q->dropped && q->uid == uid;
-	if (uid != 0 && mine >= c->max_conns_per_uid) {
-		v = idlest(svc, uid, true);
-		if (!v)
-			return false;
-		drop_conn(svc, v);
-	}
-	while (svc->n_live >= cap) {
-		v = idlest(svc, uid, false);
-		if (!v)
-			return false;
-		drop_conn(svc, v);
-	}
-	return true;
-}
-
-static void refuse_conn(struct service *svc, int s, const struct ucred *cred)
-{
-	struct mp_ctl_builder *b = malloc(sizeof(*b));
-
-	/* The reply fits the socket buffer of a new connection: never
-	 * blocks the accepting thread. */
-	if (b) {
-		mp_ctl_build_init(b);
-		mp_ctl_add(b, "status", "error");
-		mp_ctl_add(b, "errno", "%d", EUSERS);
-		mp_ctl_add(b, "message",
-			   "too many control connections in progress (max_connections %u, "
-			   "per uid %u)",
-			   svc->cfg->max_conns, svc->cfg->max_conns_per_uid);
-		if (mp_ctl_build_end(b) == 0)
-			mp_ctl_send(s, b->buf, b->len, -1);
-		free(b);
-	}
-	log_warning("too many control connections in progress, refusing one of uid %u (pid %d)",
-		    (unsigned)cred->uid, (int)cred->pid);
-}
-
-static void accept_one(struct service *svc, int lfd)
-{
-	struct timeval tv = { .tv_sec = IO_TIMEOUT_S };
-	struct ucred cred;
-	socklen_t len = sizeof(cred);
-	struct request *q;
-	pthread_attr_t attr;
-	pthread_t th;
-	bool ok;
-	int s, r;
-
-	s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	if (s < 0)
-		return;
-	if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-		close(s);
-		return;
-	}
-	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	q = malloc(sizeof(*q));
-	if (!q) {
-		close(s);
-		return;
-	}
-	*q = (struct request){ .svc = svc,
-			       .since_ns = mp_now_ns(),
-			       .sock = s,
-			       .uid = cred.uid,
-			       .gid = cred.gid,
-			       .peer_pid = cred.pid,
-			       .fd = -1 };
-	pthread_mutex_lock(&svc->lock);
-	ok = admit(svc, cred.uid);
-	if (ok) {
-		q->next = svc->conns;
-		svc->conns = q;
-		svc->n_conns++;
-		svc->n_live++;
-	} else {
-		svc->conns_refused++;
-	}
-	pthread_mutex_unlock(&svc->lock);
-	if (!ok) {
-		refuse_conn(svc, s, &cred);
-		close(s);
-		free(q);
-		return;
-	}
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	r = pthread_create(&th, &attr, conn_main, q);
-	pthread_attr_destroy(&attr);
-	if (r) {
-		log_error_errno(r, "control connection of pid %d: %m", (int)cred.pid);
-		conn_remove(svc, q);
-		close(s);
-		free(q);
-	}
 }
 
 /* --- lifecycle --- */
@@ -1385,7 +895,7 @@ static int load_config(struct service *svc, bool initial)
 	pthread_mutex_lock(&svc->lock);
 	mp_config_free(svc->cfg);
 	svc->cfg = c;
-	budget_update(svc);
+	mp_svc_budget_update(svc);
 	pthread_mutex_unlock(&svc->lock);
 	log_info("configuration %s from %s: %zu collectors, max_targets %u, stream_interval "
 		 "%.3fs",
@@ -1436,7 +946,7 @@ static void shutdown_all(struct service *svc)
 	svc->stopping = true;
 	for (struct target *t = svc->targets; t; t = t->next)
 		if (t->state != T_DONE)
-			signal_fd(t->ctl.stop_fd);
+			mp_svc_signal_fd(t->ctl.stop_fd);
 	while (svc->n_targets)
 		pthread_cond_wait(&svc->cond, &svc->lock);
 	/* Connections still waiting for a request end now; the others
@@ -1534,7 +1044,7 @@ static int service_loop(struct service *svc, int lfd, int sfd)
 		now = mp_now_ns();
 		if (now - svc->budget_checked_ns >= BUDGET_CHECK_MS * 1000000ull) {
 			svc->budget_checked_ns = now;
-			budget_enforce(svc);
+			mp_svc_budget_enforce(svc);
 		}
 		if (pf[2].revents & POLLIN) {
 			uint64_t v;
@@ -1545,7 +1055,7 @@ static int service_loop(struct service *svc, int lfd, int sfd)
 		if (pf[1].revents & POLLIN)
 			running = service_on_signals(svc, sfd);
 		if (running && (pf[0].revents & POLLIN))
-			accept_one(svc, lfd);
+			mp_svc_accept_one(svc, lfd);
 	}
 	return 0;
 }
@@ -1573,7 +1083,7 @@ int mp_service_run(const struct mp_service_opts *o)
 		r = log_error_errno(r < 0 ? r : -errno, "signalfd/eventfd: %m");
 		goto out;
 	}
-	svc.cgroup_max = cgroup_memory_max();
+	svc.cgroup_max = mp_svc_cgroup_memory_max();
 	if (mp_heap_setup() < 0)
 		log_warning("the allocator refused a fixed mmap threshold: freed profile copies "
 			    "may stay resident between trims");

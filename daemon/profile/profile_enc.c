@@ -1,0 +1,598 @@
+/* SPDX-License-Identifier: MIT */
+/* The profile model -> memprof.proto (mp_profile_encode()). The decoder
+ * and the file format are profile_pb.c. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memprof.pb-c.h"
+#include "pb_copy.h"
+#include "profile_pb.h"
+
+/* The file stores enum mp_trace_mode as is. */
+_Static_assert((int)MEMPROF__TRACE_MODE__TRACE_MODE_PRECISE == (int)MP_TRACE_PRECISE &&
+		       (int)MEMPROF__TRACE_MODE__TRACE_MODE_SAMPLED == (int)MP_TRACE_SAMPLED &&
+		       (int)MEMPROF__TRACE_MODE__TRACE_MODE_RSS == (int)MP_TRACE_RSS,
+	       "memprof.TraceMode and enum mp_trace_mode differ");
+
+/* ---- encoding: the messages borrow the model's strings and live in an
+ * arena freed after packing ---- */
+
+struct arena {
+	struct arena_chunk *head;
+	bool failed;
+};
+
+struct arena_chunk {
+	struct arena_chunk *next;
+	max_align_t data[];
+};
+
+static void *arena_alloc(struct arena *a, size_t n, size_t sz)
+{
+	struct arena_chunk *c;
+
+	if (a->failed)
+		return NULL;
+	if (n && sz > (SIZE_MAX - sizeof(*c)) / n) {
+		a->failed = true;
+		return NULL;
+	}
+	c = calloc(1, sizeof(*c) + n * sz);
+	if (!c) {
+		a->failed = true;
+		return NULL;
+	}
+	c->next = a->head;
+	a->head = c;
+	return c->data;
+}
+
+static void arena_free(struct arena *a)
+{
+	while (a->head) {
+		struct arena_chunk *n = a->head->next;
+
+		free(a->head);
+		a->head = n;
+	}
+}
+
+/* protobuf-c keeps string pointers non-const. */
+static char *str_or_empty(const char *s)
+{
+	return (char *)(s ? s : "");
+}
+
+static Memprof__MemStats *enc_mem(struct arena *a, const struct mp_mem_stats *m)
+{
+	Memprof__MemStats *o = arena_alloc(a, 1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	memprof__mem_stats__init(o);
+	o->bytes_added = m->bytes_added;
+	o->tensors_added = m->tensors_added;
+	o->alloc_bytes = m->alloc_bytes;
+	o->alloc_count = m->alloc_count;
+	o->free_bytes = m->free_bytes;
+	o->free_count = m->free_count;
+	o->alloc_var = m->alloc_var;
+	o->free_var = m->free_var;
+	return o;
+}
+
+/* Fields the model and the messages share by name, copied either way. */
+/* @n messages of @sz bytes in *@ret_msgs and the pointers to them that a
+ * repeated field holds; NULL when the arena failed. */
+static void **enc_repeated(struct arena *a, uint32_t n, size_t sz, void *ret_msgs)
+{
+	void **v = arena_alloc(a, n, sizeof(*v));
+	char *o = arena_alloc(a, n, sz);
+
+	if (!v || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++)
+		v[i] = o + (size_t)i * sz;
+	*(char **)ret_msgs = o;
+	return v;
+}
+
+static Memprof__Bucket **enc_buckets(struct arena *a, const struct mp_bucket *b, uint32_t n)
+{
+	Memprof__Bucket **v = arena_alloc(a, n, sizeof(*v));
+	Memprof__Bucket *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!v || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__bucket__init(&o[i]);
+		o[i].id = b[i].id;
+		COPY_COUNTS(o[i], b[i]);
+		v[i] = &o[i];
+	}
+	return v;
+}
+
+static Memprof__PoolBucket **enc_pool_buckets(struct arena *a, const struct mp_pool_bucket *b,
+					      uint32_t n)
+{
+	Memprof__PoolBucket **v = arena_alloc(a, n, sizeof(*v));
+	Memprof__PoolBucket *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!v || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__pool_bucket__init(&o[i]);
+		o[i].id = b[i].id;
+		COPY_COUNTS(o[i], b[i]);
+		o[i].peak_added = b[i].peak_added;
+		o[i].peak_bytes = b[i].peak_bytes;
+		o[i].live_bytes_end = b[i].live_end;
+		o[i].live_count_end = b[i].live_count_end;
+		v[i] = &o[i];
+	}
+	return v;
+}
+
+static Memprof__PoolTagBucket **enc_pool_tag_buckets(struct arena *a,
+						     const struct mp_pool_tag_bucket *b, uint32_t n)
+{
+	Memprof__PoolTagBucket *o;
+	void **v = enc_repeated(a, n, sizeof(*o), &o);
+
+	for (uint32_t i = 0; v && i < n; i++) {
+		memprof__pool_tag_bucket__init(&o[i]);
+		o[i].pool = b[i].pool;
+		o[i].tag = b[i].tag;
+		COPY_COUNTS(o[i], b[i]);
+	}
+	return (Memprof__PoolTagBucket **)v;
+}
+
+static Memprof__MemPoolTag **enc_mempool_tags(struct arena *a, const struct mp_pool_tag *t,
+					      uint32_t n)
+{
+	Memprof__MemPoolTag *o;
+	void **v = enc_repeated(a, n, sizeof(*o), &o);
+
+	for (uint32_t i = 0; v && i < n; i++) {
+		memprof__mem_pool_tag__init(&o[i]);
+		o[i].tag = t[i].tag;
+		o[i].slices = enc_mem(a, &t[i].mem);
+		COPY_LIVE(o[i], t[i]);
+	}
+	return (Memprof__MemPoolTag **)v;
+}
+
+static Memprof__MemPool **enc_mempools(struct arena *a, const struct mp_mempool *v, uint32_t n)
+{
+	Memprof__MemPool **r = arena_alloc(a, n, sizeof(*r));
+	Memprof__MemPool *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!r || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__mem_pool__init(&o[i]);
+		o[i].name = str_or_empty(v[i].name);
+		o[i].kind = v[i].kind == MP_POOL_KIND_DEVICE ?
+				    MEMPROF__POOL_KIND__POOL_KIND_DEVICE :
+				    MEMPROF__POOL_KIND__POOL_KIND_HOST;
+		o[i].source = v[i].source == MP_POOL_SRC_PROBE ?
+				      MEMPROF__POOL_SOURCE__POOL_SOURCE_PROBE :
+				      MEMPROF__POOL_SOURCE__POOL_SOURCE_API;
+		o[i].slices = enc_mem(a, &v[i].mem);
+		COPY_LIVE(o[i], v[i]);
+		o[i].resets = v[i].resets;
+		o[i].unknown_frees = v[i].unknown_frees;
+		o[i].n_tags = v[i].n_tags;
+		o[i].tags = enc_mempool_tags(a, v[i].tags, v[i].n_tags);
+		r[i] = &o[i];
+	}
+	return r;
+}
+
+static Memprof__Shape **enc_shapes(struct arena *a, const struct mp_shape *s, uint32_t n)
+{
+	Memprof__Shape **v = arena_alloc(a, n, sizeof(*v));
+	Memprof__Shape *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!v || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__shape__init(&o[i]);
+		o[i].n_dims = s[i].rank <= MP_PROFILE_MAX_RANK ? s[i].rank : MP_PROFILE_MAX_RANK;
+		o[i].dims = (int64_t *)s[i].dims;
+		v[i] = &o[i];
+	}
+	return v;
+}
+
+static Memprof__Invocation *enc_invocation(struct arena *a, const struct mp_invocation *v)
+{
+	Memprof__Invocation *o = arena_alloc(a, 1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	memprof__invocation__init(o);
+	o->name = v->name;
+	o->tid = v->tid;
+	o->parent = v->parent;
+	o->depth = v->depth;
+	o->phase = v->phase;
+	o->open_at_attach = !!(v->flags & MP_INV_F_OPEN_AT_ATTACH);
+	o->truncated = !!(v->flags & MP_INV_F_TRUNCATED);
+	o->markers_lost = !!(v->flags & MP_INV_F_MARKERS_LOST);
+	o->closed_at_exec = !!(v->flags & MP_INV_F_EXEC);
+	o->begin_ns = v->begin_ns;
+	o->end_ns = v->end_ns;
+	o->inclusive = enc_mem(a, &v->incl);
+	o->exclusive = enc_mem(a, &v->excl);
+	o->total_bytes_snapshot = v->total_bytes_snapshot;
+	o->total_tensors_snapshot = v->total_tensors_snapshot;
+	o->peak_bytes = v->peak_bytes;
+	o->peak_added = v->peak_added;
+	o->peak_bytes_var = v->peak_var;
+	o->bytes_added_var = v->added_var;
+	o->peak_added_var = v->peak_added_var;
+	o->peak_added_bias_bound = v->peak_added_bias_bound;
+	o->retained_bytes = v->retained_bytes;
+	o->retained_count = v->retained_count;
+	o->cross_thread_allocs = v->cross_thread_allocs;
+	o->cross_thread_bytes = v->cross_thread_bytes;
+	o->rss_begin = v->rss_begin;
+	o->rss_end = v->rss_end;
+	o->rss_exact_inclusive = v->rss_exact_incl;
+	o->rss_exact_exclusive = v->rss_exact_excl;
+	o->n_input_shapes = v->n_inputs;
+	o->input_shapes = enc_shapes(a, v->inputs, v->n_inputs);
+	o->n_output_shapes = v->n_outputs;
+	o->output_shapes = enc_shapes(a, v->outputs, v->n_outputs);
+	o->n_owners = v->n_owners;
+	o->owners = enc_buckets(a, v->owners, v->n_owners);
+	o->n_tags = v->n_tags;
+	o->tags = enc_buckets(a, v->tags, v->n_tags);
+	o->n_pools = v->n_pools;
+	o->pools = enc_pool_buckets(a, v->pools, v->n_pools);
+	o->n_pool_tags = v->n_pool_tags;
+	o->pool_tags = enc_pool_tag_buckets(a, v->pool_tags, v->n_pool_tags);
+	return o;
+}
+
+static Memprof__Kernel *enc_kernel(struct arena *a, const struct mp_kernel *k)
+{
+	Memprof__Kernel *o = arena_alloc(a, 1, sizeof(*o));
+
+	if (!o)
+		return NULL;
+	memprof__kernel__init(o);
+	o->name = k->name;
+	o->calls = k->calls;
+	o->total_ns = k->total_ns;
+	o->min_ns = k->min_ns;
+	o->max_ns = k->max_ns;
+	o->inclusive = enc_mem(a, &k->incl);
+	o->exclusive = enc_mem(a, &k->excl);
+	o->peak_bytes = k->peak_bytes;
+	o->peak_added = k->peak_added;
+	o->peak_bytes_var = k->peak_var;
+	o->peak_added_var = k->peak_added_var;
+	o->peak_added_bias_bound = k->peak_added_bias_bound;
+	o->retained_bytes = k->retained_bytes;
+	o->retained_count = k->retained_count;
+	o->cross_thread_allocs = k->cross_thread_allocs;
+	o->cross_thread_bytes = k->cross_thread_bytes;
+	o->rss_delta_sum = k->rss_delta_sum;
+	o->rss_calls = k->rss_calls;
+	o->rss_exact_inclusive = k->rss_exact_incl;
+	o->rss_exact_exclusive = k->rss_exact_excl;
+	o->open_at_attach = k->open_at_attach;
+	o->truncated = k->truncated;
+	o->markers_lost = k->markers_lost;
+	o->n_owners = k->n_owners;
+	o->owners = enc_buckets(a, k->owners, k->n_owners);
+	o->n_tags = k->n_tags;
+	o->tags = enc_buckets(a, k->tags, k->n_tags);
+	o->n_pools = k->n_pools;
+	o->pools = enc_pool_buckets(a, k->pools, k->n_pools);
+	o->n_pool_tags = k->n_pool_tags;
+	o->pool_tags = enc_pool_tag_buckets(a, k->pool_tags, k->n_pool_tags);
+	return o;
+}
+
+static Memprof__Pool **enc_pools(struct arena *a, const struct mp_pool *v, uint32_t n)
+{
+	Memprof__Pool **r = arena_alloc(a, n, sizeof(*r));
+	Memprof__Pool *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!r || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__pool__init(&o[i]);
+		o[i].name = str_or_empty(v[i].name);
+		o[i].heap = enc_mem(a, &v[i].mem);
+		COPY_LIVE(o[i], v[i]);
+		o[i].live_bytes_var = v[i].live_var;
+		o[i].peak_bytes_var = v[i].peak_var;
+		o[i].peak_bias_bound = v[i].peak_bias_bound;
+		r[i] = &o[i];
+	}
+	return r;
+}
+
+static void enc_stacks(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
+{
+	Memprof__Stack *so = arena_alloc(a, p->n_stacks, sizeof(*so));
+
+	o->stacks = arena_alloc(a, p->n_stacks, sizeof(*o->stacks));
+	if (!so || !o->stacks)
+		return;
+	for (uint32_t i = 0; i < p->n_stacks; i++) {
+		memprof__stack__init(&so[i]);
+		so[i].n_frames = p->stacks[i].n_frames;
+		so[i].frames = p->stacks[i].frames;
+		so[i].truncated = !!(p->stacks[i].flags & MP_STACK_F_TRUNCATED);
+		o->stacks[i] = &so[i];
+	}
+	o->n_stacks = p->n_stacks;
+	o->stack_depth = p->stack_depth;
+	o->stacks_dropped = p->stacks_dropped;
+}
+
+static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
+{
+	Memprof__Site *so = arena_alloc(a, p->n_sites, sizeof(*so));
+	Memprof__ObjectMapping *mo = arena_alloc(a, p->n_objects, sizeof(*mo));
+	Memprof__Location *lo = arena_alloc(a, p->n_locations, sizeof(*lo));
+
+	o->sites = arena_alloc(a, p->n_sites, sizeof(*o->sites));
+	o->mappings = arena_alloc(a, p->n_objects, sizeof(*o->mappings));
+	o->locations = arena_alloc(a, p->n_locations, sizeof(*o->locations));
+	if (!so || !mo || !lo || !o->sites || !o->mappings || !o->locations)
+		return;
+	for (uint32_t i = 0; i < p->n_sites; i++) {
+		const struct mp_site *st = &p->sites[i];
+
+		memprof__site__init(&so[i]);
+		so[i].caller = st->caller;
+		so[i].kernel = st->name;
+		so[i].phase = st->phase;
+		so[i].owner = st->owner;
+		so[i].tid = st->tid;
+		so[i].alloc_objects = st->alloc_objects;
+		so[i].alloc_space = st->alloc_space;
+		so[i].inuse_objects = st->inuse_objects;
+		so[i].inuse_space = st->inuse_space;
+		if (p->site_vars) {
+			so[i].alloc_space_var = p->site_vars[i].alloc_space;
+			so[i].inuse_space_var = p->site_vars[i].inuse_space;
+		}
+		so[i].pool = st->pool;
+		so[i].stack = st->stack;
+		o->sites[i] = &so[i];
+	}
+	o->n_sites = p->n_sites;
+	for (uint32_t i = 0; i < p->n_objects; i++) {
+		const struct mp_object *ob = &p->objects[i];
+
+		memprof__object_mapping__init(&mo[i]);
+		mo[i].start = ob->start;
+		mo[i].limit = ob->limit;
+		mo[i].file_offset = ob->file_offset;
+		mo[i].path = str_or_empty(ob->path);
+		mo[i].build_id = str_or_empty(ob->build_id);
+		mo[i].has_functions = !!(ob->flags & MP_OBJ_F_FUNCTIONS);
+		mo[i].has_lines = !!(ob->flags & MP_OBJ_F_LINES);
+		o->mappings[i] = &mo[i];
+	}
+	o->n_mappings = p->n_objects;
+	for (uint32_t i = 0; i < p->n_locations; i++) {
+		const struct mp_location *l = &p->locations[i];
+
+		memprof__location__init(&lo[i]);
+		lo[i].address = l->addr;
+		lo[i].mapping = l->object;
+		lo[i].rel_address = l->rel_addr;
+		lo[i].function = str_or_empty(l->function);
+		lo[i].file = str_or_empty(l->file);
+		lo[i].line = l->line;
+		if (l->n_inlined) {
+			Memprof__InlineFrame *in = arena_alloc(a, l->n_inlined, sizeof(*in));
+
+			lo[i].inlined = arena_alloc(a, l->n_inlined, sizeof(*lo[i].inlined));
+			if (!in || !lo[i].inlined)
+				return;
+			for (uint32_t j = 0; j < l->n_inlined; j++) {
+				memprof__inline_frame__init(&in[j]);
+				in[j].function = str_or_empty(l->inlined[j].function);
+				in[j].file = str_or_empty(l->inlined[j].file);
+				in[j].line = l->inlined[j].line;
+				lo[i].inlined[j] = &in[j];
+			}
+			lo[i].n_inlined = l->n_inlined;
+		}
+		o->locations[i] = &lo[i];
+	}
+	o->n_locations = p->n_locations;
+	enc_stacks(a, p, o);
+}
+
+/* Lost markers, execs, ring corruption. */
+static void enc_hardening(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
+{
+	Memprof__ExecEvent *eo = arena_alloc(a, p->n_execs, sizeof(*eo));
+
+	o->anomalies->marker_gaps = p->marker_gaps;
+	o->corruption = p->corruption;
+	o->exec_count = p->exec_count;
+	o->execs = arena_alloc(a, p->n_execs, sizeof(*o->execs));
+	if (!eo || !o->execs)
+		return;
+	for (uint32_t i = 0; i < p->n_execs; i++) {
+		memprof__exec_event__init(&eo[i]);
+		eo[i].ts_ns = p->execs[i].ts_ns;
+		eo[i].tid = p->execs[i].tid;
+		eo[i].kernels_closed = p->execs[i].kernels_closed;
+		eo[i].path = str_or_empty(p->execs[i].path);
+		o->execs[i] = &eo[i];
+	}
+	o->n_execs = p->n_execs;
+}
+
+static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p)
+{
+	Memprof__Profile *o = arena_alloc(a, 1, sizeof(*o));
+	Memprof__Process *proc = arena_alloc(a, 1, sizeof(*proc));
+	Memprof__Sampling *smp = arena_alloc(a, 1, sizeof(*smp));
+	Memprof__Drops *drops = arena_alloc(a, 1, sizeof(*drops));
+	Memprof__Anomalies *an = arena_alloc(a, 1, sizeof(*an));
+	Memprof__Rss *rss = arena_alloc(a, 1, sizeof(*rss));
+
+	if (!o || !proc || !smp || !drops || !an || !rss)
+		return NULL;
+	memprof__profile__init(o);
+	o->format_version = p->format_version;
+	memprof__process__init(proc);
+	proc->pid = p->pid;
+	proc->exe = str_or_empty(p->exe);
+	proc->build_id = str_or_empty(p->build_id);
+	proc->cmdline = str_or_empty(p->cmdline);
+	o->process = proc;
+	o->clock = p->clock == MP_CLOCK_MONOTONIC ? MEMPROF__CLOCK__CLOCK_MONOTONIC :
+						    MEMPROF__CLOCK__CLOCK_UNSPECIFIED;
+	memprof__sampling__init(smp);
+	smp->rss_interval_ns = p->rss_interval_ns;
+	smp->pss_interval_ns = p->pss_interval_ns;
+	smp->rss_exact = p->rss_exact;
+	/* Written as is: the decoder rejects a value it does not know. */
+	smp->trace_mode = (Memprof__TraceMode)p->trace_mode;
+	smp->sample_bytes = p->sample_bytes;
+	smp->duty_on_ns = p->duty_on_ns;
+	smp->duty_period_ns = p->duty_period_ns;
+	smp->duty_active_ns = p->duty_active_ns;
+	smp->tracer_path = (Memprof__TracerPath)p->tracer_path;
+	smp->heap_waits = p->heap_waits;
+	o->sampling = smp;
+	o->begin_ns = p->begin_ns;
+	o->end_ns = p->end_ns;
+	o->heap = enc_mem(a, &p->mem);
+	o->peak_bytes = p->peak_bytes;
+	o->peak_tensors = p->peak_tensors;
+	o->new_bytes_var = p->added_var;
+	o->peak_var = p->peak_var;
+	o->peak_bias_bound = p->peak_bias_bound;
+	o->unknown_frees = p->unknown_frees;
+	memprof__drops__init(drops);
+	drops->ring = p->drops_ring;
+	drops->bpf = p->drops_bpf;
+	drops->invocations = p->invocations_dropped;
+	drops->markers = p->dropped_markers;
+	drops->sites = p->sites_dropped;
+	drops->heap = p->drops_heap;
+	drops->stream_chunks = p->stream_chunks_lost;
+	o->drops = drops;
+	memprof__anomalies__init(an);
+	an->unmatched_ends = p->unmatched_ends;
+	an->unmatched_tag_ends = p->unmatched_tag_ends;
+	an->orphan_shapes = p->orphan_shapes;
+	an->accounting_errors = p->accounting_errors;
+	an->probe_hits_unmatched = p->probe_hits_unmatched;
+	o->anomalies = an;
+	o->truncated = p->truncated;
+
+	o->n_kernel_names = p->n_names;
+	o->kernel_names = arena_alloc(a, p->n_names, sizeof(char *));
+	for (uint32_t i = 0; o->kernel_names && i < p->n_names; i++)
+		o->kernel_names[i] = str_or_empty(p->names[i]);
+	o->n_invocations = p->n_invocations;
+	o->invocations = arena_alloc(a, p->n_invocations, sizeof(*o->invocations));
+	for (uint32_t i = 0; o->invocations && i < p->n_invocations; i++)
+		o->invocations[i] = enc_invocation(a, &p->invocations[i]);
+	o->n_kernels = p->n_kernels;
+	o->kernels = arena_alloc(a, p->n_kernels, sizeof(*o->kernels));
+	for (uint32_t i = 0; o->kernels && i < p->n_kernels; i++)
+		o->kernels[i] = enc_kernel(a, &p->kernels[i]);
+	o->n_phases = p->n_phases;
+	o->phases = arena_alloc(a, p->n_phases, sizeof(*o->phases));
+	for (uint32_t i = 0; o->phases && i < p->n_phases; i++) {
+		const struct mp_phase *ph = &p->phases[i];
+		Memprof__Phase *po = arena_alloc(a, 1, sizeof(*po));
+
+		if (!po)
+			break;
+		memprof__phase__init(po);
+		po->name = str_or_empty(ph->name);
+		po->first_ns = ph->first_ns;
+		po->duration_ns = ph->duration_ns;
+		po->entries = ph->entries;
+		po->heap = enc_mem(a, &ph->mem);
+		po->peak_bytes = ph->peak_bytes;
+		po->peak_bytes_var = ph->peak_var;
+		po->rss_peak = ph->rss_peak;
+		po->n_pools = ph->n_pools;
+		po->pools = enc_pool_buckets(a, ph->pools, ph->n_pools);
+		o->phases[i] = po;
+	}
+	o->n_owners = p->n_owners;
+	o->owners = enc_pools(a, p->owners, p->n_owners);
+	o->n_tags = p->n_tags;
+	o->tags = enc_pools(a, p->tags, p->n_tags);
+	o->n_mem_pools = p->n_mempools;
+	o->mem_pools = enc_mempools(a, p->mempools, p->n_mempools);
+
+	memprof__rss__init(rss);
+	rss->n_timeline = p->n_rss;
+	rss->timeline = arena_alloc(a, p->n_rss, sizeof(*rss->timeline));
+	{
+		Memprof__RssPoint *pts = arena_alloc(a, p->n_rss, sizeof(*pts));
+
+		for (uint32_t i = 0; pts && rss->timeline && i < p->n_rss; i++) {
+			memprof__rss_point__init(&pts[i]);
+			pts[i].ts_ns = p->rss[i].ts_ns;
+			pts[i].vm_rss = p->rss[i].vm_rss;
+			pts[i].rss_anon = p->rss[i].rss_anon;
+			pts[i].rss_file = p->rss[i].rss_file;
+			pts[i].rss_shmem = p->rss[i].rss_shmem;
+			pts[i].vm_swap = p->rss[i].vm_swap;
+			pts[i].pss = p->rss[i].pss;
+			pts[i].heap_live = p->rss[i].heap_live;
+			rss->timeline[i] = &pts[i];
+		}
+	}
+	rss->stride = p->rss_stride;
+	rss->samples = p->rss_samples;
+	rss->peak = p->rss_peak;
+	rss->vm_hwm = p->vm_hwm;
+	rss->exact_unattributed = p->rss_exact_unattributed;
+	rss->heap_live_recorded = true;
+	o->rss = rss;
+	enc_sites(a, p, o);
+	enc_hardening(a, p, o);
+	return a->failed ? NULL : o;
+}
+
+int mp_profile_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret_len)
+{
+	struct arena a = { 0 };
+	Memprof__Profile *o;
+	uint8_t *buf;
+	size_t len;
+
+	o = enc_profile(&a, p);
+	if (!o) {
+		arena_free(&a);
+		return -ENOMEM;
+	}
+	len = memprof__profile__get_packed_size(o);
+	buf = malloc(len ? len : 1);
+	if (!buf) {
+		arena_free(&a);
+		return -ENOMEM;
+	}
+	memprof__profile__pack(o, buf);
+	arena_free(&a);
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+}
