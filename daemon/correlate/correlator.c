@@ -62,6 +62,8 @@ int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlato
 		c->opts.max_sites = DEFAULT_SITES;
 	if (c->opts.max_sites > MAX_SITES)
 		c->opts.max_sites = MAX_SITES;
+	mp_hashmap_init(&c->names, MAX_NAMES);
+	mp_hashmap_init(&c->slice_map, MAX_SLICES);
 	c->cur_phase = MP_NONE;
 	c->last_rss.val = MP_UNKNOWN;
 	c->site_gen = 1; /* a zeroed hint never matches */
@@ -106,7 +108,7 @@ void mp_correlator_free(struct mp_correlator *c)
 		return;
 	mp_profile_free(c->p);
 	mp_live_free(c->live);
-	free(c->name_ht);
+	mp_hashmap_free(&c->names);
 	for (uint32_t i = 0; i < c->thr_ht_cap; i++)
 		free(c->thr_ht[i]);
 	free(c->thr_ht);
@@ -123,7 +125,7 @@ void mp_correlator_free(struct mp_correlator *c)
 	free(c->site_ht);
 	free(c->pool_head);
 	free(c->slices);
-	free(c->slice_ht);
+	mp_hashmap_free(&c->slice_map);
 	free(c->reset_sums);
 	free(c);
 }

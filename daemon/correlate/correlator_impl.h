@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "correlator.h"
+#include "hashmap.h"
 #include "live.h"
 
 /* Bounds: the marker stream comes from the profiled process and is hostile;
@@ -64,7 +65,7 @@ struct slice {
 	uint32_t pool;
 	uint32_t site; /* index + 1, 0: none */
 	uint32_t ptag; /* index into the pool's tags, MP_NONE: none */
-	uint32_t hnext; /* hash chain */
+	uint32_t next_free; /* the free list, while not live */
 	uint32_t pnext, pprev; /* the pool's live slices */
 };
 
@@ -155,8 +156,7 @@ struct mp_correlator {
 	uint64_t live_scaled; /* live blocks whose size is an estimate */
 
 	uint32_t names_cap, invs_cap, phases_cap, owners_cap, tags_cap, rss_cap;
-	uint32_t *name_ht; /* id + 1, 0 empty */
-	uint32_t name_ht_cap;
+	struct mp_hashmap names; /* kernel name -> index in p->names */
 
 	struct thread **thr_ht;
 	uint32_t thr_ht_cap, n_threads;
@@ -195,8 +195,7 @@ struct mp_correlator {
 	uint32_t *pool_head; /* per pool: first live slice */
 	struct slice *slices; /* [0] unused */
 	uint32_t slices_cap, slices_used, free_slices, n_live_slices;
-	uint32_t *slice_ht;
-	uint32_t slice_ht_cap;
+	struct mp_hashmap slice_map; /* (pool, address) -> live slice */
 	uint32_t fn_pool[FN_POOL_MAX]; /* pool + 1 of a probed function, 0: none */
 	struct tag_sum *reset_sums; /* a reset's slices per tag of the pool */
 	uint32_t reset_sums_cap;

@@ -7,57 +7,32 @@
 
 #include "correlator_impl.h"
 
-static uint32_t hash_str(const char *s)
+static bool name_eq(const void *ctx, uint32_t id, const void *key)
 {
-	uint32_t h = 2166136261u;
+	const struct mp_profile *p = ctx;
 
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 16777619u;
-	return h;
-}
-
-static int name_ht_insert(struct mp_correlator *c, uint32_t id)
-{
-	uint32_t mask = c->name_ht_cap - 1;
-	uint32_t i = hash_str(c->p->names[id]) & mask;
-
-	while (c->name_ht[i])
-		i = (i + 1) & mask;
-	c->name_ht[i] = id + 1;
-	return 0;
+	return strcmp(p->names[id], key) == 0;
 }
 
 int corr_name_intern(struct mp_correlator *c, const char *name, uint32_t *ret)
 {
 	struct mp_profile *p = c->p;
 	char buf[MAX_NAME_LEN + 1];
-	uint32_t mask, i, id;
+	uint32_t id;
+	uint64_t h;
+	int r;
 
 	snprintf(buf, sizeof(buf), "%s", name);
-	if (c->name_ht_cap) {
-		mask = c->name_ht_cap - 1;
-		for (i = hash_str(buf) & mask; c->name_ht[i]; i = (i + 1) & mask) {
-			if (strcmp(p->names[c->name_ht[i] - 1], buf) == 0) {
-				*ret = c->name_ht[i] - 1;
-				return 0;
-			}
-		}
-	}
+	h = mp_hash_str(buf);
+	if (mp_hashmap_find(&c->names, h, name_eq, p, buf, ret) == 0)
+		return 0;
 	/* The last slot is kept for "(other)". */
 	if (p->n_names >= MAX_NAMES || (p->n_names >= MAX_NAMES - 1 && strcmp(buf, "(other)") != 0))
 		return -E2BIG;
-	if ((p->n_names + 1) * 2 > c->name_ht_cap) {
-		uint32_t ncap = c->name_ht_cap ? c->name_ht_cap * 2 : 64;
-		uint32_t *ht = calloc(ncap, sizeof(*ht));
-
-		if (!ht)
-			return -ENOMEM;
-		free(c->name_ht);
-		c->name_ht = ht;
-		c->name_ht_cap = ncap;
-		for (id = 0; id < p->n_names; id++)
-			name_ht_insert(c, id);
-	}
+	/* the insert below cannot fail then */
+	r = mp_hashmap_reserve(&c->names, p->n_names + 1);
+	if (r < 0)
+		return r;
 	if (corr_grow((void **)&p->names, &c->names_cap, p->n_names + 1, sizeof(*p->names)) < 0)
 		return -ENOMEM;
 	/* Kernel aggregates share the capacity of names. */
@@ -75,7 +50,7 @@ int corr_name_intern(struct mp_correlator *c, const char *name, uint32_t *ret)
 	p->kernels[id] = (struct mp_kernel){ .name = id, .min_ns = UINT64_MAX };
 	p->n_names++;
 	p->n_kernels++;
-	name_ht_insert(c, id);
+	mp_hashmap_insert(&c->names, h, id);
 	*ret = id;
 	return 0;
 }

@@ -4,55 +4,48 @@
 
 #include "correlator_impl.h"
 
-static uint32_t slice_hash(const struct mp_correlator *c, uint32_t pool, uint64_t addr)
+static uint64_t slice_hash(uint32_t pool, uint64_t addr)
 {
-	return hash_u64(addr ^ (uint64_t)pool << 48) & (c->slice_ht_cap - 1);
+	return mp_hash_combine(mp_hash_u64(addr), pool);
+}
+
+struct slice_key {
+	uint64_t addr;
+	uint32_t pool;
+};
+
+static bool slice_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct slice *sl = &((const struct mp_correlator *)ctx)->slices[id];
+	const struct slice_key *k = key;
+
+	return sl->addr == k->addr && sl->pool == k->pool;
 }
 
 uint32_t corr_slice_find(const struct mp_correlator *c, uint32_t pool, uint64_t addr)
 {
-	if (!c->slice_ht_cap)
+	struct slice_key k = { .addr = addr, .pool = pool };
+	uint32_t i;
+
+	if (mp_hashmap_find(&c->slice_map, slice_hash(pool, addr), slice_eq, c, &k, &i) < 0)
 		return 0;
-	for (uint32_t i = c->slice_ht[slice_hash(c, pool, addr)]; i; i = c->slices[i].hnext)
-		if (c->slices[i].addr == addr && c->slices[i].pool == pool)
-			return i;
-	return 0;
-}
-
-static int slice_rehash(struct mp_correlator *c)
-{
-	uint32_t ncap = c->slice_ht_cap ? c->slice_ht_cap * 2 : 1024;
-	uint32_t *ht = calloc(ncap, sizeof(*ht));
-
-	if (!ht)
-		return -ENOMEM;
-	free(c->slice_ht);
-	c->slice_ht = ht;
-	c->slice_ht_cap = ncap;
-	for (uint32_t pl = 0; pl < c->p->n_mempools; pl++) {
-		for (uint32_t i = c->pool_head[pl]; i; i = c->slices[i].pnext) {
-			uint32_t h = slice_hash(c, pl, c->slices[i].addr);
-
-			c->slices[i].hnext = ht[h];
-			ht[h] = i;
-		}
-	}
-	return 0;
+	return i;
 }
 
 /* A new live slice; 0 when out of memory or beyond MAX_SLICES. */
 uint32_t corr_slice_insert(struct mp_correlator *c, uint32_t pool, uint64_t addr, uint64_t size)
 {
 	struct slice *sl;
-	uint32_t i, h;
+	uint32_t i;
 
 	if (c->n_live_slices >= MAX_SLICES)
 		return 0;
-	if (c->n_live_slices + 1 > c->slice_ht_cap && slice_rehash(c) < 0)
+	/* the insert below cannot fail then */
+	if (mp_hashmap_reserve(&c->slice_map, c->n_live_slices + 1) < 0)
 		return 0;
 	if (c->free_slices) {
 		i = c->free_slices;
-		c->free_slices = c->slices[i].hnext;
+		c->free_slices = c->slices[i].next_free;
 	} else {
 		if (corr_grow((void **)&c->slices, &c->slices_cap, c->slices_used + 2,
 			      sizeof(*c->slices)) < 0)
@@ -60,10 +53,8 @@ uint32_t corr_slice_insert(struct mp_correlator *c, uint32_t pool, uint64_t addr
 		i = ++c->slices_used;
 	}
 	sl = &c->slices[i];
-	h = slice_hash(c, pool, addr);
 	*sl = (struct slice){ .addr = addr, .size = size, .pool = pool };
-	sl->hnext = c->slice_ht[h];
-	c->slice_ht[h] = i;
+	mp_hashmap_insert(&c->slice_map, slice_hash(pool, addr), i);
 	sl->pnext = c->pool_head[pool];
 	if (sl->pnext)
 		c->slices[sl->pnext].pprev = i;
@@ -75,18 +66,15 @@ uint32_t corr_slice_insert(struct mp_correlator *c, uint32_t pool, uint64_t addr
 void corr_slice_remove(struct mp_correlator *c, uint32_t i)
 {
 	struct slice *sl = &c->slices[i];
-	uint32_t *pp = &c->slice_ht[slice_hash(c, sl->pool, sl->addr)];
 
-	while (*pp != i)
-		pp = &c->slices[*pp].hnext;
-	*pp = sl->hnext;
+	mp_hashmap_remove(&c->slice_map, slice_hash(sl->pool, sl->addr), i);
 	if (sl->pprev)
 		c->slices[sl->pprev].pnext = sl->pnext;
 	else
 		c->pool_head[sl->pool] = sl->pnext;
 	if (sl->pnext)
 		c->slices[sl->pnext].pprev = sl->pprev;
-	sl->hnext = c->free_slices;
+	sl->next_free = c->free_slices;
 	c->free_slices = i;
 	c->n_live_slices--;
 }
