@@ -26,7 +26,6 @@
 
 struct pipe {
 	struct mp_order *order;
-	struct mp_live *live;
 	struct mp_correlator *corr;
 	uint64_t ts, n;
 	uint64_t slots[LIVE];
@@ -71,7 +70,7 @@ static int on_item(void *ctx, const struct mp_merge_item *it)
 	struct mp_raw_event ev;
 
 	memcpy(&ev, it->payload.bytes, sizeof(ev));
-	return mp_live_apply(p->live, &ev, mp_correlator_on_heap, p->corr);
+	return mp_correlator_apply_heap(p->corr, &ev, 0);
 }
 
 /* One batch: a kernel begin, BATCH events (free the oldest of LIVE blocks,
@@ -125,7 +124,7 @@ int main(int argc, char **argv)
 	const struct mp_order_sink sink = { .ctx = &p, .ring = on_ring, .item = on_item };
 	uint64_t w0, c0, w1, c1;
 
-	if (mp_order_new(&(struct mp_order_opts){ 0 }, &sink, &p.order) || mp_live_new(&p.live) ||
+	if (mp_order_new(&(struct mp_order_opts){ 0 }, &sink, &p.order) ||
 	    mp_correlator_new(&co, &p.corr))
 		return 1;
 	/* Flat out. */
@@ -164,7 +163,6 @@ int main(int argc, char **argv)
 	       "100k events, 100 ms at 1M events/s)\n",
 	       (unsigned long long)p.n);
 	mp_correlator_free(p.corr);
-	mp_live_free(p.live);
 	mp_order_free(p.order);
 	return 0;
 }

@@ -18,7 +18,7 @@
  * Each round fills every ring and then drains it through
  *
  *   memcpy drain   the baseline: copy each published slot out, move the tail
- *   session path   mp_consumer_read_rings_at -> mp_order -> mp_live_apply ->
+ *   session path   mp_consumer_read_rings_at -> mp_order -> the correlator's live table ->
  *                  mp_correlator (what the session does now)
  *   10 ms lag      the same, released as before (below)
  *   consumer+ringq the session path without the live table and correlator
@@ -211,7 +211,6 @@ static const char *owner(void *ctx, uint64_t caller)
 struct pipe {
 	struct mp_consumer *c;
 	struct mp_order *order;
-	struct mp_live *live;
 	struct mp_correlator *corr;
 	int full; /* live table and correlator too */
 	/* the session's held allocation (heap_record()) */
@@ -233,8 +232,7 @@ static int pipe_new(struct pipe *p, struct ring *g, int full)
 	memset(p, 0, sizeof(*p));
 	p->full = full;
 	if (mp_consumer_open_mem(g->mem, ((struct mp_ring_hdr *)g->mem)->total_size, &p->c) ||
-	    mp_order_new(&oo, &sink, &p->order) || mp_live_new(&p->live) ||
-	    mp_correlator_new(&co, &p->corr))
+	    mp_order_new(&oo, &sink, &p->order) || mp_correlator_new(&co, &p->corr))
 		return -1;
 	/* one tick a nanosecond: the conversion is paid, the stamps stay */
 	mp_consumer_set_tsc_cal(p->c,
@@ -246,7 +244,6 @@ static void pipe_free(struct pipe *p)
 {
 	mp_consumer_free(p->c);
 	mp_order_free(p->order);
-	mp_live_free(p->live);
 	mp_correlator_free(p->corr);
 }
 
@@ -258,7 +255,7 @@ static inline __attribute__((always_inline)) int apply_one(struct pipe *p,
 	struct mp_raw_event ev;
 
 	mp_ringq_raw(rec, 1, &ev);
-	return mp_correlator_apply_heap(p->corr, p->live, &ev, 0);
+	return mp_correlator_apply_heap(p->corr, &ev, 0);
 }
 
 /* The session's heap_flush(). */
@@ -296,8 +293,7 @@ static inline __attribute__((always_inline)) int on_rec(void *ctx, const struct 
 			p->hold_misses = 0;
 			mp_ringq_raw(&p->held, 1, &al);
 			mp_ringq_raw(rec, 1, &fr);
-			return mp_correlator_apply_temporary(p->corr, p->live, &al, p->held.stack,
-							     &fr);
+			return mp_correlator_apply_temporary(p->corr, &al, p->held.stack, &fr);
 		}
 		/* the session's HOLD_MISSES and HOLD_SKIP */
 		if (++p->hold_misses >= 8) {

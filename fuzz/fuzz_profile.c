@@ -242,7 +242,6 @@ static void drive_correlator(const uint8_t *d, size_t n)
  * next event, and goes with it when that is a free. */
 struct pairing {
 	struct mp_correlator *c;
-	struct mp_live *l;
 	struct mp_raw_event held;
 	bool holding;
 	int err;
@@ -250,7 +249,7 @@ struct pairing {
 
 static void pair_flush(struct pairing *q)
 {
-	if (q->holding && mp_correlator_apply_heap(q->c, q->l, &q->held, 0) < 0)
+	if (q->holding && mp_correlator_apply_heap(q->c, &q->held, 0) < 0)
 		q->err = 1;
 	q->holding = false;
 }
@@ -259,7 +258,7 @@ static void pair_heap(struct pairing *q, const struct mp_raw_event *ev)
 {
 	if (q->holding && ev->type == MP_RAW_FREE) {
 		q->holding = false;
-		if (mp_correlator_apply_temporary(q->c, q->l, &q->held, 0, ev) < 0)
+		if (mp_correlator_apply_temporary(q->c, &q->held, 0, ev) < 0)
 			q->err = 1;
 		return;
 	}
@@ -267,7 +266,7 @@ static void pair_heap(struct pairing *q, const struct mp_raw_event *ev)
 	if (ev->type == MP_RAW_ALLOC) {
 		q->held = *ev;
 		q->holding = true;
-	} else if (mp_correlator_apply_heap(q->c, q->l, ev, 0) < 0) {
+	} else if (mp_correlator_apply_heap(q->c, ev, 0) < 0) {
 		q->err = 1;
 	}
 }
@@ -303,19 +302,12 @@ static void drive_fused(const uint8_t *d, size_t n)
 					.sample_bytes = n && d[0] & 1 ? 4096 : 0 };
 	struct pairing q = { 0 };
 	struct mp_correlator *c;
-	struct mp_live *l;
 	uint64_t ts = 1000;
 
 	if (mp_correlator_new(&o, &c) < 0)
 		return;
-	if (mp_live_new(&l) < 0) {
+	if (mp_correlator_new(&o, &q.c) < 0) {
 		mp_correlator_free(c);
-		return;
-	}
-	if (mp_correlator_new(&o, &q.c) < 0 || mp_live_new(&q.l) < 0) {
-		mp_correlator_free(q.c);
-		mp_correlator_free(c);
-		mp_live_free(l);
 		return;
 	}
 	mp_correlator_set_fn_pool(c, MP_FN_CUSTOM, "dev", MP_POOL_KIND_DEVICE);
@@ -347,7 +339,7 @@ static void drive_fused(const uint8_t *d, size_t n)
 			/* stack 0: a stack id is the daemon's own (its stack
 			 * table's, never the target's), and this profile has
 			 * no stack table for one to refer to */
-			if (mp_correlator_apply_heap(c, l, &ev, 0) < 0)
+			if (mp_correlator_apply_heap(c, &ev, 0) < 0)
 				break;
 			pair_heap(&q, &ev);
 		}
@@ -355,9 +347,7 @@ static void drive_fused(const uint8_t *d, size_t n)
 	pair_compare(c, &q, ts);
 	drive_finish(c, ts);
 	mp_correlator_free(c);
-	mp_live_free(l);
 	mp_correlator_free(q.c);
-	mp_live_free(q.l);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

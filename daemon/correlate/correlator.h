@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The correlator: turns the merged, timestamp-ordered stream of marker
- * records, heap events and RSS readings of one process into a profile.
+ * records, raw heap events and RSS readings of one process into a profile.
+ * It owns the process's live-allocation table (live.h) on both paths, eBPF
+ * and in-process: raw events are paired there, then accounted.
  *
  * Attribution (docs/PROFILE.md): a heap event on thread T at time t is
  * charged to T's innermost open kernel at t; when T has none, to the
@@ -37,6 +39,9 @@ typedef int (*mp_resolve_frames_fn)(void *ctx, uint64_t addr, struct mp_src_fram
 /* The frames (return addresses, innermost first) of stack @id of
  * mp_heap_event.stack; 0 when unknown. */
 typedef uint32_t (*mp_stack_frames_fn)(void *ctx, uint32_t id, const uint64_t **ret_frames);
+/* Shown every heap event that the live table pairs, before it is
+ * accounted (--dump-events). */
+typedef void (*mp_observe_heap_fn)(void *ctx, const struct mp_heap_event *ev);
 
 struct mp_correlator_opts {
 	uint64_t begin_ns; /* attach time; 0: the first event's timestamp */
@@ -44,6 +49,8 @@ struct mp_correlator_opts {
 	mp_resolve_frames_fn resolve_frames; /* NULL: fn:/src: rules never match */
 	mp_stack_frames_fn stack_frames; /* NULL: owners from the caller only */
 	void *resolve_ctx;
+	mp_observe_heap_fn observe_heap; /* NULL: none (the fast path) */
+	void *observe_ctx;
 	uint32_t max_invocations; /* per-invocation records kept; 0: 65536 */
 	uint32_t max_rss_points; /* RSS timeline length; 0: 4096 */
 	uint32_t max_sites; /* allocation sites kept; 0: 65536 */
@@ -73,38 +80,44 @@ int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec);
 /* Feeds one event. Return 0 or -ENOMEM; malformed or unmatched records are
  * counted in the profile, never an error. */
 int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec);
-/* Has the mp_heap_cb signature (@ctx is the correlator): returns the value
- * to store with an allocated block, which it expects back in ->user when
- * the block is freed. */
+/* A heap event already paired (the live table bypassed; tests and fuzzing
+ * drive the accounting with it). Has the mp_heap_cb signature (@ctx is the
+ * correlator): returns the value to store with an allocated block, which
+ * it expects back in ->user when the block is freed. */
 uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev);
 /*
- * The in-process path's heap record in one step: raw event @ev applied to
- * the live table @l exactly as mp_live_apply(@l, @ev, mp_correlator_on_heap,
- * @c) applies it (the same blocks, events and figures), an allocation
- * carrying stack id @stack (mp_heap_event.stack; 0: none), with the table
- * and the correlator inlined into one function (the ring's tens of
- * millions of records a second: docs/RING.md "Consumer: reading and
- * merging"). Returns what mp_live_apply() returns.
+ * A raw heap event of either path: a uprobe's (bpf/memprof_events.h), or
+ * a heap record of the ring as the uprobes would have delivered it. The
+ * correlator's own live table pairs it (docs/TRACER.md) and the resulting
+ * heap events are accounted: exactly as mp_live_apply(live, @ev,
+ * mp_correlator_on_heap, @c) would (the same blocks, events and figures),
+ * an allocation carrying stack id @stack (mp_heap_event.stack; 0: none).
+ * The table and the accounting are inlined into one function (the ring's
+ * tens of millions of records a second: docs/RING.md "Consumer: reading
+ * and merging"). EXEC forgets every live block. Returns what
+ * mp_live_apply() returns: 0 or -ENOMEM.
  */
-struct mp_live;
-int mp_correlator_apply_heap(struct mp_correlator *c, struct mp_live *l,
-			     const struct mp_raw_event *ev, uint32_t stack);
+int mp_correlator_apply_heap(struct mp_correlator *c, const struct mp_raw_event *ev,
+			     uint32_t stack);
 /*
  * A temporary allocation (heaptrack's term): raw allocation @al, carrying
  * stack id @stack, and the raw free @fr that follows it, applied as
  * mp_correlator_apply_heap(@al, @stack) then mp_correlator_apply_heap(@fr,
  * 0) apply them (the same profile and live table, field for field). The
- * caller guarantees that nothing else goes to the correlator or the live
- * table between the two: they are consecutive in the merged order. When
- * @fr frees @al's block on the same thread (precise mode, no pool, no
- * block live at that address already), the block never enters the live
- * table and is attributed once: its counts and the peaks its level
- * reached are charged, the running levels stay. Otherwise the two steps.
- * Returns the first error of the steps, or 0.
+ * caller guarantees that nothing else goes to the correlator between the
+ * two: they are consecutive in the merged order. When @fr frees @al's
+ * block on the same thread (precise mode, no pool, no observer, no block
+ * live at that address already), the block never enters the live table
+ * and is attributed once: its counts and the peaks its level reached are
+ * charged, the running levels stay. Otherwise the two steps. Returns the
+ * first error of the steps, or 0.
  */
-int mp_correlator_apply_temporary(struct mp_correlator *c, struct mp_live *l,
-				  const struct mp_raw_event *al, uint32_t stack,
-				  const struct mp_raw_event *fr);
+int mp_correlator_apply_temporary(struct mp_correlator *c, const struct mp_raw_event *al,
+				  uint32_t stack, const struct mp_raw_event *fr);
+/* The correlator's live table, to read (live.h: mp_live_stats(),
+ * mp_live_lookup(), mp_live_foreach()); valid until mp_correlator_free(). */
+struct mp_live;
+const struct mp_live *mp_correlator_live(const struct mp_correlator *c);
 /* The process replaced its image (exec) at @ts_ns on thread @tid; @path is
  * the new image (NULL if unknown). Every open kernel is closed, flagged
  * truncated and exec; tags and the phase end; the event is recorded. */

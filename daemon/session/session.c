@@ -92,7 +92,6 @@ enum { EP_TRACER = 1, EP_TICK, EP_RSS, EP_SIGNAL, EP_DEADLINE, EP_STOP, EP_SNAPS
 struct session {
 	const struct mp_session_opts *o;
 	struct mp_tracer *tracer;
-	struct mp_live *live;
 	struct mp_consumer *ring; /* = ring_ref->c */
 	struct ring_ref *ring_ref;
 	struct ring_ref *retired; /* given up, items still pending */
@@ -109,10 +108,8 @@ struct session {
 	struct mp_correlator *corr;
 	struct mp_procmaps *maps;
 	uint64_t maps_read_ns;
-	/* the unwinder and --stacks' stack table; the stack id of the BPF
-	 * event being applied */
+	/* the unwinder and --stacks' stack table */
 	struct mp_stack_collector *collect;
-	uint32_t cur_stack;
 	/* A heap allocation released to the correlator but not applied yet:
 	 * when the next record released is its free, the two go as one
 	 * temporary allocation (mp_correlator_apply_temporary()); anything
@@ -313,24 +310,17 @@ static char *exec_path_pop(struct session *s)
 	return p;
 }
 
-static uint64_t on_heap(void *ctx, const struct mp_heap_event *e)
+/* --dump-events: every heap event the correlator's live table pairs. */
+static void dump_heap(void *ctx, const struct mp_heap_event *e)
 {
 	struct session *s = ctx;
 	static const char *const kinds[] = { "?", "alloc", "free", "unknown-free" };
 
-	if (s->o->dump)
-		fprintf(s->o->dump,
-			"%s fn=%s tid=%" PRIu32 " ts=%" PRIu64 " addr=0x%" PRIx64 " size=%" PRIu64
-			" caller=0x%" PRIx64 "\n",
-			kinds[e->kind <= 3 ? e->kind : 0], fn_name(s, e->fn), e->tid, e->ts_ns,
-			e->addr, e->size, e->caller);
-	if (e->kind == MP_HEAP_ALLOC && s->cur_stack) {
-		struct mp_heap_event with = *e;
-
-		with.stack = s->cur_stack;
-		return mp_correlator_on_heap(s->corr, &with);
-	}
-	return mp_correlator_on_heap(s->corr, e);
+	fprintf(s->o->dump,
+		"%s fn=%s tid=%" PRIu32 " ts=%" PRIu64 " addr=0x%" PRIx64 " size=%" PRIu64
+		" caller=0x%" PRIx64 "\n",
+		kinds[e->kind <= 3 ? e->kind : 0], fn_name(s, e->fn), e->tid, e->ts_ns, e->addr,
+		e->size, e->caller);
 }
 
 static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t stack)
@@ -377,9 +367,7 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t
 	default:
 		break;
 	}
-	s->cur_stack = stack;
-	r = mp_live_apply(s->live, ev, on_heap, s);
-	s->cur_stack = 0;
+	r = mp_correlator_apply_heap(s->corr, ev, stack);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
 	return 0;
@@ -402,14 +390,7 @@ static inline __attribute__((always_inline)) int handle_heap_record(struct sessi
 		ev.size = mp_tracer_sample_estimate(ev.size, s->o->sample_bytes);
 		ev.fn |= MP_LIVE_FN_SCALED;
 	}
-	if (s->o->dump) {
-		s->cur_stack = rec->stack;
-		r = mp_live_apply(s->live, &ev, on_heap, s);
-		s->cur_stack = 0;
-	} else {
-		/* what on_heap() does without the dump, inlined */
-		r = mp_correlator_apply_heap(s->corr, s->live, &ev, rec->stack);
-	}
+	r = mp_correlator_apply_heap(s->corr, &ev, rec->stack);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
 	return 0;
@@ -457,8 +438,7 @@ static inline __attribute__((always_inline)) int heap_record(struct session *s,
 			s->pairs++;
 			mp_ringq_raw(&s->held, (uint32_t)s->o->pid, &al);
 			mp_ringq_raw(rec, (uint32_t)s->o->pid, &fr);
-			r = mp_correlator_apply_temporary(s->corr, s->live, &al, s->held.stack,
-							  &fr);
+			r = mp_correlator_apply_temporary(s->corr, &al, s->held.stack, &fr);
 			if (rec->ts > s->last_ts)
 				s->last_ts = rec->ts;
 			if (r < 0)
@@ -896,6 +876,8 @@ static int setup_correlator(struct session *s)
 		.resolve_frames = resolve_frames,
 		.stack_frames = stack_frames,
 		.resolve_ctx = s,
+		.observe_heap = o->dump ? dump_heap : NULL,
+		.observe_ctx = s,
 		.sample_bytes = o->mode == MP_TRACE_SAMPLED ? o->sample_bytes : 0,
 		.begin_ns = mp_now_ns(),
 	};
@@ -945,17 +927,13 @@ static int setup_order(struct session *s)
 	return 0;
 }
 
-/* The stages: live table, maps, stack collector, ordering, tracer,
+/* The stages: maps, stack collector, ordering, tracer,
  * correlator, RSS sampler. */
 static int setup_pipeline(struct session *s)
 {
 	const struct mp_session_opts *o = s->o;
 	const char *why = "";
 	int r;
-
-	r = mp_live_new(&s->live);
-	if (r < 0)
-		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)o->pid);
 
 	/* The address space as it is now: the owners of allocations made by
 	 * a process that exits before we process them are still known. */
@@ -1240,7 +1218,7 @@ static void dump_summary(struct session *s)
 	FILE *f = s->o->dump;
 	struct mp_live_stats st;
 
-	mp_live_stats(s->live, &st);
+	mp_live_stats(mp_correlator_live(s->corr), &st);
 	fprintf(f,
 		"summary live_bytes=%" PRIu64 " live_blocks=%" PRIu64 " unknown_frees=%" PRIu64
 		" failed=%" PRIu64 " ignored=%" PRIu64 " drops=%" PRIu64 "\n",
@@ -1280,7 +1258,6 @@ static void teardown(struct session *s)
 	}
 	mp_rss_sampler_free(s->rss);
 	mp_correlator_free(s->corr);
-	mp_live_free(s->live);
 	mp_order_free(s->order);
 	mp_procmaps_free(s->maps);
 	mp_stack_collector_free(s->collect);

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * mp_correlator_apply_heap(), the in-process path's fused step, against the
- * two steps it replaces (mp_live_apply() with mp_correlator_on_heap() as
- * the callback, an allocation's stack id set as the session's on_heap()
- * sets it): seeded random streams of every raw event kind (allocation
+ * mp_correlator_apply_heap(), the fused step of both paths through the
+ * correlator's own live table, against the two steps it replaces
+ * (mp_live_apply() on a table of the test's with mp_correlator_on_heap()
+ * as the callback, an allocation's stack id set on the heap event): seeded random streams of every raw event kind (allocation
  * functions, frees of known, unknown and NULL blocks, every realloc case,
  * mmap/munmap/mremap, brk growth and shrink, custom pool functions,
  * scaled samples, stacks, exec) between kernels, tags and phases on
@@ -53,10 +53,20 @@ static uint32_t stack_frames(void *ctx, uint32_t id, const uint64_t **ret)
 
 struct side {
 	struct mp_correlator *c;
-	struct mp_live *l;
+	struct mp_live *own; /* the two steps' table (side a); NULL: the correlator's */
+	const struct mp_live *l;
+	uint64_t observed; /* heap events shown to opts.observe_heap */
 };
 
-/* The session's on_heap() without its dump. */
+static void observe(void *ctx, const struct mp_heap_event *ev)
+{
+	struct side *s = ctx;
+
+	(void)ev;
+	s->observed++;
+}
+
+/* The two steps' callback: the stack id set as apply_heap() sets it. */
 struct two_step {
 	struct mp_correlator *c;
 	uint32_t stack;
@@ -75,17 +85,24 @@ static uint64_t two_step_cb(void *ctx, const struct mp_heap_event *ev)
 	return mp_correlator_on_heap(t->c, ev);
 }
 
-static void side_new(struct side *s, uint64_t sample_bytes)
+/* @own: a live table of the side's own, for the two steps; @observed: the
+ * correlator shows every heap event to an observer (--dump-events). */
+static void side_new(struct side *s, uint64_t sample_bytes, bool own, bool observed)
 {
 	struct mp_correlator_opts o = { .begin_ns = 1000,
 					.resolve_owner = resolve,
 					.stack_frames = stack_frames,
+					.observe_heap = observed ? observe : NULL,
+					.observe_ctx = s,
 					.sample_bytes = sample_bytes,
 					.max_sites = 300,
 					.max_invocations = 200 };
 
+	*s = (struct side){ 0 };
 	cr_assert_eq(mp_correlator_new(&o, &s->c), 0);
-	cr_assert_eq(mp_live_new(&s->l), 0);
+	if (own)
+		cr_assert_eq(mp_live_new(&s->own), 0);
+	s->l = own ? s->own : mp_correlator_live(s->c);
 	cr_assert_eq(mp_correlator_add_owner_rule(s->c, "libb*=B"), 0);
 	cr_assert_eq(mp_correlator_set_fn_pool(s->c, MP_FN_CUSTOM + 1, "arena", MP_POOL_KIND_HOST),
 		     0);
@@ -105,7 +122,7 @@ static void pair_flush(struct pairing *p)
 	if (!p->holding)
 		return;
 	p->holding = false;
-	cr_assert_eq(mp_correlator_apply_heap(p->s.c, p->s.l, &p->held, p->held_stack), 0);
+	cr_assert_eq(mp_correlator_apply_heap(p->s.c, &p->held, p->held_stack), 0);
 }
 
 static void pair_heap(struct pairing *p, const struct mp_raw_event *ev, uint32_t stack)
@@ -113,9 +130,7 @@ static void pair_heap(struct pairing *p, const struct mp_raw_event *ev, uint32_t
 	if (p->holding && ev->type == MP_RAW_FREE) {
 		p->holding = false;
 		p->pairs++;
-		cr_assert_eq(
-			mp_correlator_apply_temporary(p->s.c, p->s.l, &p->held, p->held_stack, ev),
-			0);
+		cr_assert_eq(mp_correlator_apply_temporary(p->s.c, &p->held, p->held_stack, ev), 0);
 		return;
 	}
 	pair_flush(p);
@@ -125,7 +140,7 @@ static void pair_heap(struct pairing *p, const struct mp_raw_event *ev, uint32_t
 		p->holding = true;
 		return;
 	}
-	cr_assert_eq(mp_correlator_apply_heap(p->s.c, p->s.l, ev, stack), 0);
+	cr_assert_eq(mp_correlator_apply_heap(p->s.c, ev, stack), 0);
 }
 
 static void both_record(struct side *a, struct side *b, struct pairing *c,
@@ -142,8 +157,8 @@ static void both_heap(struct side *a, struct side *b, struct pairing *c,
 		      const struct mp_raw_event *ev, uint32_t stack)
 {
 	struct two_step t = { .c = a->c, .stack = stack };
-	int ra = mp_live_apply(a->l, ev, two_step_cb, &t);
-	int rb = mp_correlator_apply_heap(b->c, b->l, ev, stack);
+	int ra = mp_live_apply(a->own, ev, two_step_cb, &t);
+	int rb = mp_correlator_apply_heap(b->c, ev, stack);
 
 	cr_assert_eq(ra, rb);
 	cr_assert_eq(ra, 0);
@@ -152,7 +167,7 @@ static void both_heap(struct side *a, struct side *b, struct pairing *c,
 
 static int live_cmp_cb(void *ctx, const struct mp_live_block *blk)
 {
-	struct mp_live *other = ctx;
+	const struct mp_live *other = ctx;
 	struct mp_live_block o;
 
 	cr_assert_eq(mp_live_lookup(other, blk->addr, &o), 0, "block 0x%" PRIx64, blk->addr);
@@ -164,7 +179,9 @@ static int live_cmp_cb(void *ctx, const struct mp_live_block *blk)
 	return 0;
 }
 
-static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
+/* @observed: side b shows its heap events to an observer (off the fused
+ * path), which must change nothing. */
+static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events, bool observed)
 {
 	static const char *const names[] = { "matmul", "conv", "softmax", "gather" };
 	static const char *const tags[] = { "kv", "weights" };
@@ -178,9 +195,9 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
 	struct side a, b;
 	char *ja, *jb, *jc;
 
-	side_new(&a, sample_bytes);
-	side_new(&b, sample_bytes);
-	side_new(&c.s, sample_bytes);
+	side_new(&a, sample_bytes, true, false);
+	side_new(&b, sample_bytes, false, observed);
+	side_new(&c.s, sample_bytes, false, false);
 	for (uint32_t k = 0; k < events; k++) {
 		uint64_t x = rnd(&rs);
 		uint32_t th = (uint32_t)(x >> 8) % 4, tid = 100 + th;
@@ -327,10 +344,12 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
 	cr_expect_eq(memcmp(&sa, &sc, sizeof(sa)), 0, "live table statistics differ (pairs)");
 	cr_expect_gt(c.pairs, events / 20);
 	cr_expect_gt(sa.live_blocks + sa.unknown_frees, 0);
-	mp_live_foreach(a.l, live_cmp_cb, b.l);
-	mp_live_foreach(b.l, live_cmp_cb, a.l);
-	mp_live_foreach(a.l, live_cmp_cb, c.s.l);
-	mp_live_foreach(c.s.l, live_cmp_cb, a.l);
+	if (observed)
+		cr_expect_gt(b.observed, events / 2);
+	mp_live_foreach(a.l, live_cmp_cb, (void *)b.l);
+	mp_live_foreach(b.l, live_cmp_cb, (void *)a.l);
+	mp_live_foreach(a.l, live_cmp_cb, (void *)c.s.l);
+	mp_live_foreach(c.s.l, live_cmp_cb, (void *)a.l);
 	cr_assert_eq(mp_correlator_finish(a.c, ts + 1, &pa), 0);
 	cr_assert_eq(mp_correlator_finish(b.c, ts + 1, &pb), 0);
 	cr_assert_eq(mp_correlator_finish(c.s.c, ts + 1, &pc), 0);
@@ -354,19 +373,25 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events)
 	mp_correlator_free(a.c);
 	mp_correlator_free(b.c);
 	mp_correlator_free(c.s.c);
-	mp_live_free(a.l);
-	mp_live_free(b.l);
-	mp_live_free(c.s.l);
+	mp_live_free(a.own);
 }
 
 Test(apply_heap, precise_mode_same_profile_as_live_apply_and_on_heap)
 {
 	for (uint64_t seed = 1; seed <= 20; seed++)
-		run_stream(seed * 0x9e3779b97f4a7c15ull, 0, 20000);
+		run_stream(seed * 0x9e3779b97f4a7c15ull, 0, 20000, false);
+}
+
+Test(apply_heap, observed_heap_events_same_profile)
+{
+	for (uint64_t seed = 1; seed <= 4; seed++) {
+		run_stream(seed * 0x9e3779b97f4a7c15ull, 0, 20000, true);
+		run_stream(seed * 0xc2b2ae3d27d4eb4full, 4096, 20000, true);
+	}
 }
 
 Test(apply_heap, sampled_mode_same_profile_as_live_apply_and_on_heap)
 {
 	for (uint64_t seed = 1; seed <= 20; seed++)
-		run_stream(seed * 0xc2b2ae3d27d4eb4full, 4096, 20000);
+		run_stream(seed * 0xc2b2ae3d27d4eb4full, 4096, 20000, false);
 }

@@ -1400,3 +1400,54 @@ Test(correlator, snapshot_equals_finish)
 		mp_profile_free(plain);
 	}
 }
+
+/* The name and slice tables well past their first growth: every name is
+ * found again, names past the bound go to "(other)", and every slice
+ * allocated is found at its free. */
+Test(correlator, name_and_slice_tables_past_their_growth)
+{
+	const uint32_t n = 70000, slices = 5000;
+	const struct mp_mempool *mp;
+	struct mp_profile *p;
+	struct stream s;
+	char name[32];
+
+	stream_init(&s, NULL);
+	for (uint32_t i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "k%u", i);
+		kbegin(&s, 1, name);
+		kend(&s, 1);
+	}
+	kbegin(&s, 1, "k7");
+	kend(&s, 1);
+	for (uint32_t i = 0; i < 2 * slices; i++) {
+		uint64_t addr = 0x100000 + 64 * (uint64_t)(i < slices ? i : 2 * slices - 1 - i);
+		struct mp_record r = { .type = i < slices ? MP_REC_POOL_ALLOC : MP_REC_POOL_FREE,
+				       .tid = 1,
+				       .ts_ns = tick(&s),
+				       .name = "arena",
+				       .seq = next_seq(&s, 1) };
+
+		r.pool.kind = MP_POOL_KIND_HOST;
+		r.pool.addr = addr;
+		r.pool.size = i < slices ? 48 : 0;
+		cr_assert_eq(mp_correlator_on_record(s.c, &r), 0);
+	}
+	p = finish(&s);
+	cr_assert_eq(p->n_names, 65535);
+	cr_assert_str_eq(p->names[65534], "(other)");
+	cr_assert_eq(mp_profile_kernel(p, "(other)")->calls, n - 65534);
+	cr_assert_eq(mp_profile_kernel(p, "k7")->calls, 2);
+	cr_assert_eq(mp_profile_kernel(p, "k65533")->calls, 1);
+	cr_assert_eq(p->n_mempools, 1);
+	mp = &p->mempools[0];
+	cr_assert_eq(mp->mem.alloc_count, slices);
+	cr_assert_eq(mp->mem.free_count, slices);
+	cr_assert_eq(mp->mem.free_bytes, 48ull * slices);
+	cr_assert_eq(mp->peak_bytes, 48ull * slices);
+	cr_assert_eq(mp->live_bytes, 0);
+	cr_assert_eq(mp->unknown_frees, 0);
+	cr_assert_eq(p->accounting_errors, 0);
+	cr_assert_eq(p->dropped_markers, 0);
+	mp_profile_free(p);
+}

@@ -1,0 +1,280 @@
+/* SPDX-License-Identifier: MIT */
+/* Owners (--owner rules, object files) and allocation sites. */
+#include <errno.h>
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "correlator_impl.h"
+
+int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
+{
+	const char *eq;
+	struct owner_rule *r;
+	int kind = RULE_DSO;
+
+	if (spec && !strncmp(spec, "fn:", 3)) {
+		kind = RULE_FN;
+		spec += 3;
+	} else if (spec && !strncmp(spec, "src:", 4)) {
+		kind = RULE_SRC;
+		spec += 4;
+	} else if (spec && !strncmp(spec, "dso:", 4)) {
+		spec += 4;
+	}
+	eq = spec ? strchr(spec, '=') : NULL;
+	if (!eq || eq == spec || !eq[1])
+		return -EINVAL;
+	r = reallocarray(c->rules, c->n_rules + 1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	c->rules = r;
+	r = &c->rules[c->n_rules];
+	r->glob = strndup(spec, eq - spec);
+	r->name = strdup(eq + 1);
+	r->kind = kind;
+	if (!r->glob || !r->name) {
+		free(r->glob);
+		free(r->name);
+		return -ENOMEM;
+	}
+	c->n_rules++;
+	c->frame_rules |= kind != RULE_DSO;
+	/* Owners already cached were named without this rule. */
+	if (c->owner_cache)
+		memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
+	c->owner_cache_used = 0;
+	c->site_gen++;
+	return 0;
+}
+
+/* ---- owners ---- */
+
+static uint32_t owner_named(struct mp_correlator *c, const char *name);
+
+static const char *base_name(const char *path)
+{
+	const char *base;
+
+	if (!path || !*path)
+		return NULL;
+	base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	return *base ? base : NULL;
+}
+
+static uint32_t owner_for_path(struct mp_correlator *c, const char *path)
+{
+	const char *base = base_name(path), *name;
+
+	if (!base)
+		return MP_OWNER_UNKNOWN;
+	name = base;
+	for (uint32_t i = 0; i < c->n_rules; i++) {
+		if (c->rules[i].kind == RULE_DSO && fnmatch(c->rules[i].glob, base, 0) == 0) {
+			name = c->rules[i].name;
+			break;
+		}
+	}
+	return owner_named(c, name);
+}
+
+/* The name of the first rule matching at the frame returning to @addr. */
+static const char *rule_at(struct mp_correlator *c, uint64_t addr)
+{
+	struct mp_src_frame sf[MAX_SRC_FRAMES];
+	const char *base = base_name(
+		c->opts.resolve_owner ? c->opts.resolve_owner(c->opts.resolve_ctx, addr) : NULL);
+	int n = 0;
+
+	if (c->frame_rules && c->opts.resolve_frames)
+		n = c->opts.resolve_frames(c->opts.resolve_ctx, addr, sf, MAX_SRC_FRAMES);
+	if (n < 0)
+		n = 0;
+	for (int j = 0; j < (n ? n : 1); j++) {
+		for (uint32_t i = 0; i < c->n_rules; i++) {
+			const struct owner_rule *r = &c->rules[i];
+			const char *s = r->kind == RULE_DSO ? base :
+					j >= n		    ? NULL :
+					r->kind == RULE_FN  ? sf[j].function :
+							      sf[j].file;
+
+			if (s && fnmatch(r->glob, s, 0) == 0)
+				return r->name;
+		}
+	}
+	return NULL;
+}
+
+/* Owner by frames: the first rule matching, innermost frame first, else
+ * the caller's object. Remembered per stack. */
+uint32_t corr_owner_of_stack(struct mp_correlator *c, uint64_t caller, uint32_t stack)
+{
+	const uint64_t *frames = &caller;
+	uint32_t n = 1, owner = MP_OWNER_UNKNOWN;
+	const char *name = NULL;
+
+	if (stack && stack < c->stack_owner_cap && c->stack_owner[stack])
+		return c->stack_owner[stack] - 1;
+	if (stack && c->opts.stack_frames) {
+		n = c->opts.stack_frames(c->opts.resolve_ctx, stack, &frames);
+		if (!n) {
+			frames = &caller;
+			n = 1;
+		}
+	}
+	for (uint32_t i = 0; i < n && !name; i++)
+		name = rule_at(c, frames[i]);
+	owner = name ? owner_named(c, name) :
+		       owner_for_path(c,
+				      c->opts.resolve_owner ?
+					      c->opts.resolve_owner(c->opts.resolve_ctx, caller) :
+					      NULL);
+	if (!stack)
+		return owner; /* the caller's owner cache keeps it */
+	if (stack >= c->stack_owner_cap && stack < (1u << 20)) {
+		uint32_t ncap = c->stack_owner_cap ? c->stack_owner_cap : 1024;
+		uint32_t *t;
+
+		while (ncap <= stack)
+			ncap *= 2;
+		t = reallocarray(c->stack_owner, ncap, sizeof(*t));
+		if (!t)
+			return owner;
+		memset(t + c->stack_owner_cap, 0, (ncap - c->stack_owner_cap) * sizeof(*t));
+		c->stack_owner = t;
+		c->stack_owner_cap = ncap;
+	}
+	if (stack < c->stack_owner_cap)
+		c->stack_owner[stack] = owner + 1;
+	return owner;
+}
+
+static uint32_t owner_named(struct mp_correlator *c, const char *name)
+{
+	int r;
+
+	for (uint32_t i = 1; i < c->p->n_owners; i++)
+		if (strncmp(c->p->owners[i].name, name, MAX_NAME_LEN) == 0)
+			return i;
+	if (c->p->n_owners >= MAX_POOLS)
+		return MP_OWNER_UNKNOWN;
+	r = corr_pool_add(&c->p->owners, &c->p->n_owners, &c->owners_cap, name);
+	if (r < 0) {
+		c->oom = true;
+		return MP_OWNER_UNKNOWN;
+	}
+	return r;
+}
+
+uint32_t corr_owner_of(struct mp_correlator *c, uint64_t caller)
+{
+	const uint32_t mask = OWNER_CACHE_SIZE - 1;
+	uint32_t i, owner;
+
+	if (!caller || !c->opts.resolve_owner)
+		return MP_OWNER_UNKNOWN;
+	if (!c->owner_cache)
+		c->owner_cache = calloc(OWNER_CACHE_SIZE, sizeof(*c->owner_cache));
+	if (!c->owner_cache)
+		return owner_for_path(c, c->opts.resolve_owner(c->opts.resolve_ctx, caller));
+	for (i = hash_u64(caller) & mask; c->owner_cache[i].caller; i = (i + 1) & mask)
+		if (c->owner_cache[i].caller == caller)
+			return c->owner_cache[i].owner;
+	owner = c->frame_rules ?
+			corr_owner_of_stack(c, caller, 0) :
+			owner_for_path(c, c->opts.resolve_owner(c->opts.resolve_ctx, caller));
+	/* A process with very many call sites: start over rather than grow. */
+	if (c->owner_cache_used >= OWNER_CACHE_SIZE / 2) {
+		memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
+		c->owner_cache_used = 0;
+		c->site_gen++;
+		i = hash_u64(caller) & mask;
+	}
+	c->owner_cache[i] = (struct owner_slot){ .caller = caller, .owner = owner };
+	c->owner_cache_used++;
+	return owner;
+}
+
+/* ---- allocation sites ---- */
+
+static void site_ht_insert(struct mp_correlator *c, uint32_t id)
+{
+	const struct mp_site *st = &c->p->sites[id];
+	uint32_t mask = c->site_ht_cap - 1;
+	uint32_t i =
+		site_hash(st->caller, st->name, st->phase, st->owner, st->tid, st->stack) & mask;
+
+	while (c->site_ht[i])
+		i = (i + 1) & mask;
+	c->site_ht[i] = id + 1;
+}
+
+/* A new site (MP_NONE beyond the cap, counted, or out of memory). */
+uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
+		       uint32_t owner, uint32_t tid, uint32_t stack)
+{
+	struct mp_profile *p = c->p;
+	uint32_t id;
+
+	if (p->n_sites >= c->opts.max_sites) {
+		p->sites_dropped++;
+		return MP_NONE;
+	}
+	if ((p->n_sites + 1) * 2 > c->site_ht_cap) {
+		uint32_t ncap = c->site_ht_cap ? c->site_ht_cap * 2 : 64;
+		uint32_t *ht = calloc(ncap, sizeof(*ht));
+
+		if (!ht) {
+			c->oom = true;
+			return MP_NONE;
+		}
+		free(c->site_ht);
+		c->site_ht = ht;
+		c->site_ht_cap = ncap;
+		for (id = 0; id < p->n_sites; id++)
+			site_ht_insert(c, id);
+	}
+	if (corr_grow((void **)&p->sites, &c->sites_cap, p->n_sites + 1, sizeof(*p->sites)) < 0) {
+		c->oom = true;
+		return MP_NONE;
+	}
+	if (c->opts.sample_bytes && corr_grow((void **)&p->site_vars, &c->site_vars_cap,
+					      p->n_sites + 1, sizeof(*p->site_vars)) < 0) {
+		c->oom = true;
+		return MP_NONE;
+	}
+	id = p->n_sites++;
+	p->sites[id] = (struct mp_site){ .caller = caller,
+					 .name = name,
+					 .phase = phase,
+					 .owner = owner,
+					 .tid = tid,
+					 .stack = stack };
+	site_ht_insert(c, id);
+	return id;
+}
+
+/* The site of an allocation, created if new; MP_NONE beyond the cap (the
+ * allocation is counted in sites_dropped) or when out of memory. With call
+ * stacks, allocations from one caller on different paths are different
+ * sites. */
+uint32_t corr_site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
+		      uint32_t owner, uint32_t tid, uint32_t stack)
+{
+	struct mp_profile *p = c->p;
+	uint32_t mask, i;
+
+	if (c->site_ht_cap) {
+		mask = c->site_ht_cap - 1;
+		for (i = site_hash(caller, name, phase, owner, tid, stack) & mask; c->site_ht[i];
+		     i = (i + 1) & mask) {
+			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
+
+			if (st->caller == caller && st->name == name && st->phase == phase &&
+			    st->owner == owner && st->tid == tid && st->stack == stack && !st->pool)
+				return c->site_ht[i] - 1;
+		}
+	}
+	return corr_site_new(c, caller, name, phase, owner, tid, stack);
+}
