@@ -1,0 +1,649 @@
+// SPDX-License-Identifier: MIT
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "correlator.h"
+#include "log.h"
+#include "live.h"
+#include "consumer.h"
+#include "order.h"
+#include "order_inline.h"
+#include "path.h"
+#include "procmaps.h"
+#include "ring_abi.h"
+#include "rss.h"
+#include "session.h"
+#include "collect.h"
+#include "symbolize.h"
+#include "util.h"
+
+#include "session_impl.h"
+
+static const char *resolve_owner(void *ctx, uint64_t addr)
+{
+	struct session *s = ctx;
+	const struct mp_mapping *m = NULL;
+
+	if (s->maps)
+		m = mp_procmaps_find(s->maps, addr);
+	/* Also when the event is younger than our copy: a library dlopen'd
+	 * since then allocates. */
+	if (!m && !s->exited &&
+	    (mp_now_ns() - s->maps_read_ns >= MAPS_REREAD_NS || s->maps_read_ns < s->last_ts)) {
+		struct mp_procmaps *fresh;
+
+		s->maps_read_ns = mp_now_ns();
+		if (mp_procmaps_read(s->o->pid, &fresh) == 0) {
+			mp_procmaps_free(s->maps);
+			s->maps = fresh;
+			m = mp_procmaps_find(s->maps, addr);
+		}
+	}
+	if (!m || !m->path[0] || m->path[0] == '[')
+		return NULL;
+	return m->path;
+}
+
+static void dump_record(FILE *f, const struct mp_record *r)
+{
+	fprintf(f, "marker %s tid=%" PRIu32 " ts=%" PRIu64, mp_record_type_name(r->type), r->tid,
+		r->ts_ns);
+	if (r->name)
+		fprintf(f, " name=\"%s\"", r->name);
+	if (r->type == MP_REC_INPUT_SHAPE || r->type == MP_REC_OUTPUT_SHAPE) {
+		fputs(" shape=[", f);
+		for (uint32_t i = 0; i < r->rank && i < MP_PROFILE_MAX_RANK; i++)
+			fprintf(f, "%s%" PRId64, i ? "," : "", r->dims[i]);
+		fputc(']', f);
+	}
+	if (r->flags & MP_REC_F_OPEN_AT_ATTACH)
+		fputs(" open-at-attach", f);
+	fputc('\n', f);
+}
+
+const char *mp_sess_fn_name(const struct session *s, uint32_t fn)
+{
+	if (fn >= MP_FN_CUSTOM && fn - MP_FN_CUSTOM < s->o->n_extra)
+		return s->o->extra[fn - MP_FN_CUSTOM].name;
+	return mp_alloc_fn_name(fn);
+}
+
+void mp_sess_ring_ref_free(struct ring_ref *ref)
+{
+	if (!ref)
+		return;
+	mp_consumer_free(ref->c);
+	free(ref);
+}
+
+uint32_t mp_sess_corruption_of(uint32_t consumer_flags)
+{
+	return (consumer_flags & MP_CONSUMER_CORRUPT_HEADER ? MP_CORRUPT_RING_HEADER : 0) |
+	       (consumer_flags & MP_CONSUMER_CORRUPT_RECORDS ? MP_CORRUPT_RING_RECORDS : 0);
+}
+
+/* Stops reading the current ring. Its reader lives on while merge items
+ * point into it. */
+static void ring_retire(struct session *s)
+{
+	struct ring_ref *ref = s->ring_ref;
+
+	if (!ref)
+		return;
+	s->ring_drops_closed += mp_consumer_drops(ref->c);
+	s->heap_drops_closed += mp_consumer_alloc_drops(ref->c);
+	s->heap_waits_closed += mp_consumer_alloc_waits(ref->c);
+	s->corruption |= mp_sess_corruption_of(mp_consumer_corruption(ref->c));
+	s->ring = NULL;
+	s->ring_ref = NULL;
+	if (!ref->pending) {
+		mp_sess_ring_ref_free(ref);
+		return;
+	}
+	ref->next = s->retired;
+	s->retired = ref;
+}
+
+/* One item of @ref has been dispatched. */
+static void ring_ref_put(struct session *s, struct ring_ref *ref)
+{
+	struct ring_ref **pp;
+
+	if (--ref->pending || ref == s->ring_ref)
+		return;
+	for (pp = &s->retired; *pp; pp = &(*pp)->next) {
+		if (*pp == ref) {
+			*pp = ref->next;
+			mp_sess_ring_ref_free(ref);
+			return;
+		}
+	}
+}
+
+/* Queues the image the target runs now, for the exec event being merged. */
+static void exec_path_push(struct session *s)
+{
+	char path[64], exe[PATH_MAX];
+	uint32_t i;
+	ssize_t n;
+
+	if (s->exec_n == EXEC_PATHS) {
+		s->execs_arrived++;
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/exe", (int)s->o->pid);
+	n = readlink(path, exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	i = (s->exec_head + s->exec_n++) % EXEC_PATHS;
+	s->exec_paths[i] = n > 0 ? strdup(exe) : NULL;
+	s->exec_idx[i] = s->execs_arrived++;
+}
+
+/* The path of the next exec dispatched, NULL when it got none. */
+static char *exec_path_pop(struct session *s)
+{
+	uint64_t want = s->execs_dispatched++;
+	char *p;
+
+	if (!s->exec_n || s->exec_idx[s->exec_head] != want)
+		return NULL;
+	p = s->exec_paths[s->exec_head];
+	s->exec_paths[s->exec_head] = NULL;
+	s->exec_head = (s->exec_head + 1) % EXEC_PATHS;
+	s->exec_n--;
+	return p;
+}
+
+/* --dump-events: every heap event the correlator's live table pairs. */
+static void dump_heap(void *ctx, const struct mp_heap_event *e)
+{
+	struct session *s = ctx;
+	static const char *const kinds[] = { "?", "alloc", "free", "unknown-free" };
+
+	fprintf(s->o->dump,
+		"%s fn=%s tid=%" PRIu32 " ts=%" PRIu64 " addr=0x%" PRIx64 " size=%" PRIu64
+		" caller=0x%" PRIx64 "\n",
+		kinds[e->kind <= 3 ? e->kind : 0], mp_sess_fn_name(s, e->fn), e->tid, e->ts_ns,
+		e->addr, e->size, e->caller);
+}
+
+static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t stack)
+{
+	struct mp_rss_stat_event rs;
+	int r;
+
+	switch (ev->type) {
+	case MP_RAW_RSS_STAT:
+		rs = (struct mp_rss_stat_event){ .ts_ns = ev->ts_ns,
+						 .tid = ev->tid,
+						 .member = ev->fn,
+						 .value = (int64_t)ev->size };
+		if (s->o->dump)
+			fprintf(s->o->dump,
+				"rss_stat member=%" PRIu32 " tid=%" PRIu32 " ts=%" PRIu64
+				" bytes=%" PRId64 "\n",
+				rs.member, rs.tid, rs.ts_ns, rs.value);
+		return mp_correlator_on_rss_stat(s->corr, &rs);
+	case MP_RAW_EXEC: {
+		char *path = exec_path_pop(s);
+
+		if (s->o->dump)
+			fprintf(s->o->dump, "exec tid=%" PRIu32 " ts=%" PRIu64 " path=%s\n",
+				ev->tid, (uint64_t)ev->ts_ns, path ? path : "?");
+		r = mp_correlator_on_exec(s->corr, ev->ts_ns, ev->tid, path);
+		free(path);
+		if (r < 0)
+			return log_error_errno(r, "pid %d: exec: %m", (int)s->o->pid);
+		/* The new image gets a new ring and a new address space. */
+		ring_retire(s);
+		s->ring_retry_ns = 0;
+		/* the new image's interposer word, if any, is elsewhere */
+		mp_tracer_set_inproc_tls(s->tracer, 0);
+		mp_procmaps_free(s->maps);
+		s->maps = NULL;
+		s->maps_read_ns = 0;
+		break;
+	}
+	case MP_RAW_EXIT:
+		if (s->o->dump)
+			fprintf(s->o->dump, "exit ts=%" PRIu64 "\n", (uint64_t)ev->ts_ns);
+		return 0;
+	default:
+		break;
+	}
+	r = mp_correlator_apply_heap(s->corr, ev, stack);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
+	return 0;
+}
+
+/* In-process path: a heap record of the ring is the raw event the uprobes
+ * would have delivered, and goes through the same live table. */
+static inline __attribute__((always_inline)) int handle_heap_record(struct session *s,
+								    const struct mp_ringq_rec *rec)
+{
+	struct mp_raw_event ev;
+	int r;
+
+	/* Records come only when we turned the interposer on; a forged one
+	 * is just another event of a process that can lie about its heap. */
+	if (rec->fn >= MP_FN_MMAP)
+		return 0;
+	mp_ringq_raw(rec, (uint32_t)s->o->pid, &ev);
+	if ((rec->flags & MP_REC_F_SCALED) && s->o->mode == MP_TRACE_SAMPLED) {
+		ev.size = mp_tracer_sample_estimate(ev.size, s->o->sample_bytes);
+		ev.fn |= MP_LIVE_FN_SCALED;
+	}
+	r = mp_correlator_apply_heap(s->corr, &ev, rec->stack);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: live-allocation table: %m", (int)s->o->pid);
+	return 0;
+}
+
+/* The held allocation, applied alone: what comes next is not its free. */
+__attribute__((noinline)) int mp_sess_heap_flush(struct session *s)
+{
+	if (!s->holding)
+		return 0;
+	s->holding = false;
+	return handle_heap_record(s, &s->held);
+}
+
+/* Heap record @rec, released in the merged order: held when it is an
+ * allocation (precise mode; not while the last ones held were not freed
+ * next: hold_skip), applied with the held one when it is the next free,
+ * else alone after it. The held allocation and @rec are then
+ * consecutive in the merged order: nothing else reaches the correlator or
+ * the live table in between, which mp_correlator_apply_temporary()
+ * requires. */
+static inline __attribute__((always_inline)) int heap_record(struct session *s,
+							     const struct mp_ringq_rec *rec)
+{
+	struct mp_raw_event al, fr;
+	int r;
+
+	if (s->holding) {
+		/* only the free of the held block by the same thread (the
+		 * correlator tests it too, and applies anything else in two
+		 * steps); a free handle_heap_record() would ignore is not
+		 * paired */
+		if (rec->type != MP_REC_FREE || rec->addr != s->held.addr ||
+		    rec->tid != s->held.tid || rec->fn >= MP_FN_MMAP) {
+			if (++s->hold_misses >= HOLD_MISSES) {
+				s->hold_misses = 0;
+				s->hold_skip = HOLD_SKIP;
+			}
+			r = mp_sess_heap_flush(s);
+			if (r < 0)
+				return r;
+		} else {
+			s->holding = false;
+			s->hold_misses = 0;
+			s->pairs++;
+			mp_ringq_raw(&s->held, (uint32_t)s->o->pid, &al);
+			mp_ringq_raw(rec, (uint32_t)s->o->pid, &fr);
+			r = mp_correlator_apply_temporary(s->corr, &al, s->held.stack, &fr);
+			if (rec->ts > s->last_ts)
+				s->last_ts = rec->ts;
+			if (r < 0)
+				return log_error_errno(r, "pid %d: live-allocation table: %m",
+						       (int)s->o->pid);
+			return 0;
+		}
+	}
+	if (rec->ts > s->last_ts)
+		s->last_ts = rec->ts;
+	if (rec->type == MP_REC_ALLOC && s->pairing && rec->fn < MP_FN_MMAP) {
+		if (!s->hold_skip) {
+			/* field by field: a struct copy of a record just built
+			 * field by field (release_now()) reads wide what was
+			 * stored narrow, and the store buffer cannot forward
+			 * it (measured in bench-consumer: ~1 ns a record) */
+			s->held.ts = rec->ts;
+			s->held.addr = rec->addr;
+			s->held.size = rec->size;
+			s->held.caller = rec->caller;
+			s->held.old_addr = rec->old_addr;
+			s->held.tid = rec->tid;
+			s->held.type = rec->type;
+			s->held.flags = rec->flags;
+			s->held.fn = rec->fn;
+			s->held.marker = rec->marker;
+			s->held.stack = rec->stack;
+			s->holding = true;
+			return 0;
+		}
+		s->hold_skip--;
+	}
+	return handle_heap_record(s, rec);
+}
+
+int mp_sess_dispatch(void *ctx, const struct mp_merge_item *it)
+{
+	struct session *s = ctx;
+	int r = mp_sess_heap_flush(s);
+
+	if (r < 0)
+		return r;
+	/* The tracer stamps EXIT after detaching, which takes a while: the
+	 * window of an exited target ends with its last real event. */
+	if (it->ts > s->last_ts &&
+	    !(it->kind == ITEM_BPF &&
+	      ((const struct mp_raw_event *)it->payload.bytes)->type == MP_RAW_EXIT))
+		s->last_ts = it->ts;
+	switch (it->kind) {
+	case ITEM_BPF: {
+		struct mp_raw_event ev;
+		uint32_t stack = 0;
+
+		memcpy(&ev, it->payload.bytes, sizeof(ev));
+		if (it->len >= sizeof(ev) + sizeof(stack))
+			memcpy(&stack, it->payload.bytes + sizeof(ev), sizeof(stack));
+		return handle_bpf(s, &ev, stack);
+	}
+	case ITEM_RSS: {
+		struct mp_rss_sample rs;
+
+		memcpy(&rs, it->payload.bytes, sizeof(rs));
+		if (s->o->dump)
+			fprintf(s->o->dump,
+				"rss ts=%" PRIu64 " vm_rss=%" PRIu64 " anon=%" PRIu64
+				" file=%" PRIu64 " shmem=%" PRIu64 "\n",
+				rs.ts_ns, rs.vm_rss, rs.rss_anon, rs.rss_file, rs.rss_shmem);
+		return mp_correlator_on_rss(s->corr, &rs);
+	}
+	}
+	return 0;
+}
+
+/* A ring record released by the ordering stage (inlined where a record is
+ * released as it is read: its held copy then stays in registers). */
+static inline __attribute__((always_inline)) int
+on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker, void *ref)
+{
+	struct session *s = ctx;
+	int r;
+
+	if (!marker)
+		return heap_record(s, rec);
+	r = mp_sess_heap_flush(s);
+	if (r < 0)
+		return r;
+	if (rec->ts > s->last_ts)
+		s->last_ts = rec->ts;
+	if (s->o->dump)
+		dump_record(s->o->dump, marker);
+	r = mp_correlator_on_record(s->corr, marker);
+	if (ref) /* NULL: released as it was read, never held */
+		ring_ref_put(s, ref);
+	return r;
+}
+
+/* Nothing more released for now: a held allocation's free, if any, comes
+ * after what is not released yet. */
+int mp_sess_on_idle(void *ctx)
+{
+	return mp_sess_heap_flush(ctx);
+}
+
+static struct mp_collect_target target(const struct session *s)
+{
+	return (struct mp_collect_target){ .maps = s->maps, .exited = s->exited };
+}
+
+/* The stack id of the BPF event being delivered (0: none): unwound now,
+ * while the tracer's copy of the stack is valid. */
+static uint32_t unwind_event(struct session *s)
+{
+	const struct mp_raw_stack_view *sv = mp_tracer_stack(s->tracer);
+	struct mp_collect_target t = target(s);
+
+	if (!sv)
+		return 0;
+	return mp_stack_collect_event(
+		s->collect, &t,
+		&(struct mp_unwind_regs){ .ip = sv->ip, .sp = sv->sp, .bp = sv->bp }, sv->bytes,
+		sv->len);
+}
+
+/* The correlator's view of the code (fn:/src: owner rules). */
+static int resolve_frames(void *ctx, uint64_t addr, struct mp_src_frame *ret, int max)
+{
+	struct mp_sym_frame f[MP_MAX_INLINE];
+	struct session *s = ctx;
+	struct mp_collect_target t = target(s);
+	int n = mp_stack_collect_src_frames(s->collect, &t, addr, f, max);
+
+	for (int i = 0; i < n; i++)
+		ret[i] = (struct mp_src_frame){ .function = f[i].function, .file = f[i].file };
+	return n;
+}
+
+static uint32_t stack_frames(void *ctx, uint32_t id, const uint64_t **ret_frames)
+{
+	struct session *s = ctx;
+
+	return mp_stack_collect_frames(s->collect, id, ret_frames);
+}
+
+static int on_raw(void *ctx, const struct mp_raw_event *ev)
+{
+	struct session *s = ctx;
+	struct {
+		struct mp_raw_event ev;
+		uint32_t stack;
+	} item = { .ev = *ev };
+
+	if (ev->type == MP_RAW_EXIT)
+		s->exited = true;
+	if (ev->type == MP_RAW_EXEC)
+		exec_path_push(s);
+	item.stack = unwind_event(s);
+	if (!item.stack)
+		return mp_order_push(s->order, ITEM_BPF, ev->ts_ns, ev, sizeof(*ev));
+	return mp_order_push(s->order, ITEM_BPF, ev->ts_ns, &item, sizeof(item));
+}
+
+int mp_sess_drain_tracer(struct session *s)
+{
+	int r = mp_tracer_consume(s->tracer, on_raw, s);
+
+	if (r == -ESRCH) {
+		s->exited = true;
+		return 0;
+	}
+	if (r < 0)
+		return log_error_errno(r, "pid %d: reading BPF events: %m", (int)s->o->pid);
+	if (mp_tracer_exited(s->tracer))
+		s->exited = true;
+	return 0;
+}
+
+/* A ring stuck at a record it cannot take (a hostile writer) is passed by
+ * the consumer after RING_STALL_LAGS x lag (100 ms by default), and only
+ * then: mp_order_watermark() has no floor past the rings' bound (a daemon
+ * more than 100 ms behind, with a drain cut at RING_BATCH, released BPF
+ * events past ring records it had not read yet, into the wrong kernel). */
+#define RING_STALL_LAGS 10
+
+/* A record read from the ring, to the ordering stage. A stack is unwound
+ * now: the consumer's copy of its bytes ends when this callback returns.
+ * A marker held keeps the reader (its name's owner) alive. */
+static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
+{
+	struct session *s = ctx;
+	uint32_t stack = 0;
+	int r;
+
+	if (ring != MP_CONSUMER_RING_SYNTH && rec->stack) {
+		const struct mp_rec_stack *st = rec->stack;
+		struct mp_collect_target t = target(s);
+
+		stack = mp_stack_collect_ring(
+			s->collect, &t,
+			&(struct mp_unwind_regs){ .ip = st->ip, .sp = st->sp, .bp = st->bp },
+			st->bytes, st->len, rec->heap.caller);
+	}
+	r = mp_order_ring_inline(s->order, s->ring, ring, rec, stack, s->ring_ref, on_ring_rec);
+
+	if (r > 0)
+		s->ring_ref->pending++;
+	return r < 0 ? r : 0;
+}
+
+/* The consumer's set-up before it writes into the ring: the syscall
+ * tracepoints skip the interposer's own mappings from its first record on. */
+static int before_attach(void *ctx, struct mp_consumer *c)
+{
+	struct session *s = ctx;
+
+	mp_tracer_set_inproc_tls(s->tracer, mp_consumer_alloc_tls_off(c));
+	return 0;
+}
+
+/* Opens the target's ring; on the in-process path the interposer goes on
+ * with the attach, before its snapshot of the open kernels (docs/RING.md
+ * "Per-thread state and late attach"): turned on after it, a kernel begun
+ * in between had its markers recorded and its allocations not (2-6
+ * invocations of ~1 ms under load in inproc::attach_detach_reattach). */
+static int ring_open(struct session *s)
+{
+	uint64_t lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS;
+	struct mp_consumer_opts o = { .stall_ns = RING_STALL_LAGS * lag };
+
+	if (s->path == MP_PATH_INPROCESS) {
+		o.alloc_mode = s->o->mode == MP_TRACE_SAMPLED ? MP_ALLOC_SAMPLED : MP_ALLOC_PRECISE;
+		o.alloc_sample_bytes = s->o->sample_bytes;
+		o.alloc_stack_bytes = s->o->stacks ? session_stack_bytes(s->o) : 0;
+		o.before_attach = before_attach;
+		o.ctx = s;
+	}
+	return mp_consumer_open_pid_opts(s->o->pid, &o, &s->ring);
+}
+
+int mp_sess_drain_ring(struct session *s)
+{
+	int r;
+
+	s->drain_more = false;
+	if (!s->ring) {
+		uint64_t now = mp_now_ns();
+
+		if (s->exited || now < s->ring_retry_ns)
+			return 0;
+		s->ring_retry_ns = now + RING_RETRY_NS;
+		r = ring_open(s);
+		if (r == -ENOENT || r == -ESRCH)
+			return 0;
+		if (r == -EINVAL) /* our own settings: the interposer's mode */
+			return log_error_errno(r, "pid %d: turning the interposer on: %m",
+					       (int)s->o->pid);
+		if (r < 0) {
+			/* A broken or foreign ring costs us the markers, not the
+			 * allocation profile. */
+			log_warning_errno(
+				r, "pid %d: marker ring unusable, profiling without markers: %m",
+				(int)s->o->pid);
+			if (r == -EBADMSG)
+				s->corruption |= MP_CORRUPT_RING_OPEN;
+			s->ring_retry_ns = UINT64_MAX;
+			return 0;
+		}
+		s->ring_ref = calloc(1, sizeof(*s->ring_ref));
+		if (!s->ring_ref) {
+			mp_consumer_free(s->ring);
+			s->ring = NULL;
+			return log_error_errno(-ENOMEM, "pid %d: marker ring: %m", (int)s->o->pid);
+		}
+		s->ring_ref->c = s->ring;
+		log_debug("pid %d: marker ring attached%s", (int)s->o->pid,
+			  s->path == MP_PATH_INPROCESS ? ", in-process allocation path on" : "");
+	}
+	r = mp_consumer_read_rings_at(s->ring, RING_BATCH, s->read_ns ? s->read_ns : mp_now_ns(),
+				      on_ring_read, s);
+	if (r > 0)
+		s->ring_busy = true;
+	s->drain_more = r >= RING_BATCH;
+	if (r > 0) {
+		s->drains++;
+		s->drains_full += s->drain_more;
+		if (mp_order_held(s->order) > s->held_max)
+			s->held_max = mp_order_held(s->order);
+	}
+	if (r == -ENOMEM)
+		return log_error_errno(r, "pid %d: merging markers: %m", (int)s->o->pid);
+	if (r < 0) {
+		log_warning_errno(r, "pid %d: marker ring corrupted, markers stop here: %m",
+				  (int)s->o->pid);
+		ring_retire(s);
+		s->ring_retry_ns = UINT64_MAX;
+	}
+	return 0;
+}
+
+int mp_sess_sample_rss(struct session *s)
+{
+	struct mp_rss_sample rs;
+	int r;
+
+	r = mp_rss_sampler_sample(s->rss, &rs);
+	if (r == -ESRCH || r == -EAGAIN)
+		return 0;
+	if (r < 0) {
+		/* The process may be gone between its exit and our noticing. */
+		if (!s->exited)
+			log_warning_errno(r, "pid %d: RSS sample: %m", (int)s->o->pid);
+		return 0;
+	}
+	return mp_order_push(s->order, ITEM_RSS, rs.ts_ns, &rs, sizeof(rs));
+}
+
+/* One pass over every source, then release what is older than the
+ * watermark: the clock is read before the drains, so anything published
+ * after them is (up to the lag) newer. */
+int mp_sess_cycle(struct session *s)
+{
+	uint64_t t0 = mp_now_ns();
+	int r;
+
+	r = mp_sess_drain_tracer(s);
+	if (r < 0)
+		return r;
+	mp_order_read_begin(s->order, t0, mp_tracer_drained(s->tracer));
+	s->read_ns = t0;
+	r = mp_sess_drain_ring(s);
+	s->read_ns = 0;
+	mp_order_read_end(s->order);
+	if (r < 0)
+		return r;
+	return mp_order_release(s->order, t0, s->ring);
+}
+
+int mp_sess_on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
+			void *ref)
+{
+	return on_ring_rec(ctx, rec, marker, ref);
+}
+
+void mp_sess_correlator_hooks(struct session *s, struct mp_correlator_opts *o)
+{
+	o->resolve_owner = resolve_owner;
+	o->resolve_frames = resolve_frames;
+	o->stack_frames = stack_frames;
+	o->resolve_ctx = s;
+	o->observe_heap = s->o->dump ? dump_heap : NULL;
+	o->observe_ctx = s;
+}

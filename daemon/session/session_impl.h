@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Inside one session: its state, shared by session.c (setup, loop,
+ * teardown) and flow.c (the per-event path: the sources read into the
+ * ordering stage, and what it releases handed to the correlator, with the
+ * session's own bookkeeping of ring readers, execs and maps).
+ */
+#ifndef MP_SESSION_IMPL_H
+#define MP_SESSION_IMPL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "collect.h"
+#include "consumer.h"
+#include "correlator.h"
+#include "order.h"
+#include "procmaps.h"
+#include "rss.h"
+#include "session.h"
+
+#define DEFAULT_LAG_NS (10 * 1000 * 1000ull)
+/* Ring drain and watermark release period. */
+#define TICK_NS (5 * 1000 * 1000ull)
+/* In-process path: an allocating thread fills its ring (32k slots) in about
+ * a millisecond, and in precise mode waits when it is full. */
+#define TICK_INPROCESS_NS (500 * 1000ull)
+/* ... but an idle ring is polled less and less often, down to TICK_NS (the
+ * BPF path's period for markers), and at TICK_INPROCESS_NS again from the
+ * first tick that finds records: 2,000 wake-ups a second per idle target
+ * become 200. The first burst after a quiet spell may wait up to TICK_NS in
+ * precise mode, far inside the producer's bound (100 ms, docs/RING.md).
+ * The period doubles after this many empty ticks (about 0.5 s from 0.5 ms
+ * to 5 ms). */
+#define TICK_IDLE_AFTER 64
+/* How often to look for the target's marker ring until it has one. */
+#define RING_RETRY_NS (50 * 1000 * 1000ull)
+/* Bounded work per ring drain so one flooding producer can't starve the
+ * rest of the loop. A drain that reads this many goes again at once, with
+ * a fresh clock (drain_more): records published while a drain runs are
+ * stamped after the clock it read, so they are held in the ring queue
+ * until the next one; short drains keep that window (and the queue) small
+ * and give the ring's space back without a sleep between them. */
+#define RING_BATCH 8192
+/* Drains of the final flush at most: every ring full at the largest
+ * capacity a ring may have (16 Mi slots in all, docs/RING.md). */
+#define FINAL_DRAINS ((16u << 20) / RING_BATCH)
+/* heap_record(): allocations held in a row without their free next before
+ * the session stops holding, and how many it then applies alone. */
+#define HOLD_MISSES 8
+#define HOLD_SKIP 256
+/* How often a caller address that is in no known mapping may trigger a
+ * re-read of /proc/PID/maps (libraries loaded after attach). */
+#define MAPS_REREAD_NS (100 * 1000 * 1000ull)
+
+/* Execs between two drains of the tracer beyond this get no path. */
+#define EXEC_PATHS 8
+
+static uint32_t session_stack_bytes(const struct mp_session_opts *o)
+{
+	return o->stack_bytes ? o->stack_bytes : MP_SESSION_STACK_BYTES;
+}
+
+/* The ordering stage's items other than ring records. */
+enum item_kind {
+	ITEM_BPF = 2,
+	ITEM_RSS = 3,
+};
+
+/* A marker ring reader and the marker items of it still in the merge: the
+ * records' name strings belong to the reader, so a reader given up (ring
+ * corrupted, exec) is freed only when its last item has been dispatched. */
+struct ring_ref {
+	struct mp_consumer *c;
+	uint64_t pending; /* items in the merge that point into c */
+	struct ring_ref *next; /* retired list */
+};
+
+enum { EP_TRACER = 1, EP_TICK, EP_RSS, EP_SIGNAL, EP_DEADLINE, EP_STOP, EP_SNAPSHOT, EP_PERIODIC };
+
+struct session {
+	const struct mp_session_opts *o;
+	struct mp_tracer *tracer;
+	struct mp_consumer *ring; /* = ring_ref->c */
+	struct ring_ref *ring_ref;
+	struct ring_ref *retired; /* given up, items still pending */
+	uint32_t corruption; /* MP_CORRUPT_* of rings given up */
+	/* Paths of execs seen by the tracer and not yet dispatched, read from
+	 * /proc/PID/exe when the event arrives (closer to the exec than its
+	 * dispatch, which waits for the merge). */
+	char *exec_paths[EXEC_PATHS];
+	uint64_t exec_idx[EXEC_PATHS]; /* which exec each path belongs to */
+	uint32_t exec_head, exec_n;
+	uint64_t execs_arrived, execs_dispatched;
+	struct mp_rss_sampler *rss;
+	struct mp_order *order;
+	struct mp_correlator *corr;
+	struct mp_procmaps *maps;
+	uint64_t maps_read_ns;
+	/* the unwinder and --stacks' stack table */
+	struct mp_stack_collector *collect;
+	/* A heap allocation released to the correlator but not applied yet:
+	 * when the next record released is its free, the two go as one
+	 * temporary allocation (mp_correlator_apply_temporary()); anything
+	 * else applies it first (heap_flush()). Precise mode, no dump. */
+	struct mp_ringq_rec held;
+	bool holding, pairing;
+	/* A program whose allocations are not freed by its next one pays
+	 * the holding for nothing: after HOLD_MISSES held ones in a row that
+	 * were not, the next HOLD_SKIP go alone (the path, never the figures,
+	 * changes). */
+	uint32_t hold_misses, hold_skip;
+	uint64_t ring_retry_ns;
+	uint64_t ring_drops_closed; /* drops of rings closed at exec */
+	uint64_t heap_drops_closed, heap_waits_closed; /* the same, heap records */
+	uint32_t path; /* enum mp_tracer_path */
+	uint64_t last_ts;
+	uint64_t read_ns; /* the clock before the current read (0: none) */
+	uint64_t tick_ns; /* the tick's current period */
+	uint32_t idle_ticks; /* ticks in a row that found the ring empty */
+	bool ring_busy; /* records read since the last tick */
+	/* The last drain stopped at RING_BATCH: records are waiting (and in
+	 * precise mode, maybe a producer), so the loop drains again without
+	 * sleeping. */
+	bool drain_more;
+	/* for the debug log: drains that read records, those that stopped
+	 * at RING_BATCH, and the most ring records the ring queue held at
+	 * the end of one (read after the drain's clock: held for the next) */
+	uint64_t drains, drains_full, held_max;
+	uint64_t pairs; /* allocations applied with their free (heap_record()) */
+	int epfd, tickfd, sigfd, deadlinefd, periodicfd;
+	char exe[PATH_MAX];
+	char *cmdline;
+	bool exited;
+	bool stop;
+	bool warned_unmatched;
+	int err;
+};
+
+/* flow.c: the per-event path. */
+/* One pass: the tracer's events, the rings' records and an RSS sample
+ * into the ordering stage, and what it releases to the correlator. */
+int mp_sess_cycle(struct session *s);
+int mp_sess_drain_tracer(struct session *s);
+int mp_sess_drain_ring(struct session *s);
+int mp_sess_sample_rss(struct session *s);
+/* The held allocation (temporary pairing) applied alone. */
+int mp_sess_heap_flush(struct session *s);
+/* The ordering stage's sink: ring records, other items, nothing more now. */
+int mp_sess_on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
+			void *ref);
+int mp_sess_dispatch(void *ctx, const struct mp_merge_item *it);
+int mp_sess_on_idle(void *ctx);
+/* The correlator's questions to the session: owners from the maps,
+ * frames from the stack collector, and the --dump-events observer. */
+void mp_sess_correlator_hooks(struct session *s, struct mp_correlator_opts *o);
+void mp_sess_ring_ref_free(struct ring_ref *ref);
+uint32_t mp_sess_corruption_of(uint32_t consumer_flags);
+const char *mp_sess_fn_name(const struct session *s, uint32_t fn);
+
+#endif /* MP_SESSION_IMPL_H */
