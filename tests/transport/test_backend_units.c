@@ -123,11 +123,15 @@ static void feed(struct mp_http_resp *r, const char *text, size_t len)
 
 	cr_assert_not_null(end, "%s", text);
 	mp_http_resp_init(r);
-	for (const char *l = text; l < end + 2; l = eol + 2) {
+	for (const char *l = text; l && l < end + 2; l = eol + 2) {
 		char name[128], value[512];
 		const char *colon;
 
 		eol = memmem(l, (size_t)(end + 2 - l), "\r\n", 2);
+		if (!eol) {
+			cr_assert_fail("a header line without its end: %s", text);
+			return;
+		}
 		if (!strncmp(l, "HTTP/", 5)) {
 			cr_assert_eq(mp_http_resp_status_line(r, l, (size_t)(eol + 2 - l)), 0);
 			continue;
