@@ -64,7 +64,6 @@ int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlato
 		c->opts.max_sites = MAX_SITES;
 	mp_hashmap_init(&c->names, MAX_NAMES);
 	mp_hashmap_init(&c->slice_map, MAX_SLICES);
-	mp_hashmap_init(&c->thread_map, MAX_THREADS);
 	mp_hashmap_init(&c->site_map, c->opts.max_sites);
 	mp_hashmap_init(&c->owner_map, OWNER_CACHE_SIZE);
 	c->cur_phase = MP_NONE;
@@ -112,10 +111,9 @@ void mp_correlator_free(struct mp_correlator *c)
 	mp_profile_free(c->p);
 	mp_live_free(c->live);
 	mp_hashmap_free(&c->names);
-	for (uint32_t i = 0; i < c->n_threads; i++)
-		free(c->threads[i]);
-	free(c->threads);
-	mp_hashmap_free(&c->thread_map);
+	for (uint32_t i = 0; i < c->thr_ht_cap; i++)
+		free(c->thr_ht[i]);
+	free(c->thr_ht);
 	frames_free(c->open_head, true);
 	frames_free(c->free_frames, false);
 	for (uint32_t i = 0; i < c->n_rules; i++) {

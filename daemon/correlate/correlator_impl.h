@@ -158,9 +158,11 @@ struct mp_correlator {
 	uint32_t names_cap, invs_cap, phases_cap, owners_cap, tags_cap, rss_cap;
 	struct mp_hashmap names; /* kernel name -> index in p->names */
 
-	struct thread **threads; /* in order of arrival */
-	uint32_t threads_cap, n_threads;
-	struct mp_hashmap thread_map; /* tid -> index in threads */
+	/* Threads by tid: open addressing of its own (threads.c), not
+	 * mp_hashmap, as a lookup runs per event whenever the thread changes
+	 * (docs/ARCHITECTURE.md "Hash tables"). */
+	struct thread **thr_ht;
+	uint32_t thr_ht_cap, n_threads;
 	struct thread *last_thr;
 
 	struct frame *open_head, *open_tail, *free_frames;

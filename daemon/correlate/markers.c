@@ -393,9 +393,11 @@ int mp_correlator_on_exec(struct mp_correlator *c, uint64_t ts_ns, uint32_t tid,
 	}
 	/* The old image's threads are gone; the new one numbers its
 	 * records afresh. */
-	for (uint32_t i = 0; i < c->n_threads; i++) {
-		struct thread *t = c->threads[i];
+	for (uint32_t i = 0; i < c->thr_ht_cap; i++) {
+		struct thread *t = c->thr_ht[i];
 
+		if (!t)
+			continue;
 		t->overflow = 0;
 		t->ntags = 0;
 		t->tag_overflow = 0;

@@ -5,27 +5,43 @@
 
 #include "correlator_impl.h"
 
-static bool thread_eq(const void *ctx, uint32_t id, const void *key)
+/* The first slot of @tid. Not mp_hash_u64(): this runs per event whenever
+ * the thread changes, and one multiply (Fibonacci hashing, the middle bits
+ * of the product) spreads thread ids well enough; docs/ARCHITECTURE.md
+ * "Hash tables". */
+static inline uint32_t tid_slot(uint32_t tid, uint32_t mask)
 {
-	const struct mp_correlator *c = ctx;
-
-	return c->threads[id]->tid == *(const uint32_t *)key;
+	return (uint32_t)((tid * 0x9e3779b97f4a7c15ull) >> 32) & mask;
 }
 
 struct thread *corr_thread_find_slow(struct mp_correlator *c, uint32_t tid)
 {
-	uint32_t id;
+	uint32_t mask, i;
 
-	if (mp_hashmap_find(&c->thread_map, mp_hash_u64(tid), thread_eq, c, &tid, &id) < 0)
+	if (!c->thr_ht_cap)
 		return NULL;
-	c->last_thr = c->threads[id];
-	return c->last_thr;
+	mask = c->thr_ht_cap - 1;
+	for (i = tid_slot(tid, mask); c->thr_ht[i]; i = (i + 1) & mask) {
+		if (c->thr_ht[i]->tid == tid) {
+			c->last_thr = c->thr_ht[i];
+			return c->thr_ht[i];
+		}
+	}
+	return NULL;
+}
+
+static void thread_insert(struct thread **ht, uint32_t cap, struct thread *t)
+{
+	uint32_t mask = cap - 1, i;
+
+	for (i = tid_slot(t->tid, mask); ht[i]; i = (i + 1) & mask)
+		;
+	ht[i] = t;
 }
 
 int corr_thread_get(struct mp_correlator *c, uint32_t tid, struct thread **ret)
 {
 	struct thread *t = thread_find(c, tid);
-	int r;
 
 	if (t) {
 		*ret = t;
@@ -33,19 +49,25 @@ int corr_thread_get(struct mp_correlator *c, uint32_t tid, struct thread **ret)
 	}
 	if (c->n_threads >= MAX_THREADS)
 		return -E2BIG;
-	if (corr_grow((void **)&c->threads, &c->threads_cap, c->n_threads + 1,
-		      sizeof(*c->threads)) < 0)
-		return -ENOMEM;
+	if ((c->n_threads + 1) * 2 > c->thr_ht_cap) {
+		uint32_t ncap = c->thr_ht_cap ? c->thr_ht_cap * 2 : 64;
+		struct thread **ht = calloc(ncap, sizeof(*ht));
+
+		if (!ht)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < c->thr_ht_cap; i++)
+			if (c->thr_ht[i])
+				thread_insert(ht, ncap, c->thr_ht[i]);
+		free(c->thr_ht);
+		c->thr_ht = ht;
+		c->thr_ht_cap = ncap;
+	}
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	r = mp_hashmap_insert(&c->thread_map, mp_hash_u64(tid), c->n_threads);
-	if (r < 0) {
-		free(t);
-		return r == -ENOSPC ? -E2BIG : r;
-	}
 	t->tid = tid;
-	c->threads[c->n_threads++] = t;
+	thread_insert(c->thr_ht, c->thr_ht_cap, t);
+	c->n_threads++;
 	c->last_thr = t;
 	*ret = t;
 	return 0;
