@@ -41,8 +41,7 @@ int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
 	c->n_rules++;
 	c->frame_rules |= kind != RULE_DSO;
 	/* Owners already cached were named without this rule. */
-	if (c->owner_cache)
-		memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
+	mp_hashmap_reset(&c->owner_map);
 	c->owner_cache_used = 0;
 	c->site_gen++;
 	return 0;
@@ -167,73 +166,66 @@ static uint32_t owner_named(struct mp_correlator *c, const char *name)
 	return r;
 }
 
+static bool owner_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct mp_correlator *c = ctx;
+
+	return c->owner_cache[id].caller == *(const uint64_t *)key;
+}
+
+/* The owner cache: its entries and its map's slots, allocated once. */
+static bool owner_cache_alloc(struct mp_correlator *c)
+{
+	if (c->owner_cache)
+		return true;
+	c->owner_cache = calloc(OWNER_CACHE_SIZE, sizeof(*c->owner_cache));
+	if (c->owner_cache && mp_hashmap_reserve(&c->owner_map, OWNER_CACHE_SIZE) < 0) {
+		free(c->owner_cache);
+		c->owner_cache = NULL;
+	}
+	return c->owner_cache != NULL;
+}
+
 uint32_t corr_owner_of(struct mp_correlator *c, uint64_t caller)
 {
-	const uint32_t mask = OWNER_CACHE_SIZE - 1;
-	uint32_t i, owner;
+	uint64_t h = mp_hash_u64(caller);
+	uint32_t id, owner;
 
 	if (!caller || !c->opts.resolve_owner)
 		return MP_OWNER_UNKNOWN;
-	if (!c->owner_cache)
-		c->owner_cache = calloc(OWNER_CACHE_SIZE, sizeof(*c->owner_cache));
-	if (!c->owner_cache)
+	if (!owner_cache_alloc(c))
 		return owner_for_path(c, c->opts.resolve_owner(c->opts.resolve_ctx, caller));
-	for (i = hash_u64(caller) & mask; c->owner_cache[i].caller; i = (i + 1) & mask)
-		if (c->owner_cache[i].caller == caller)
-			return c->owner_cache[i].owner;
+	if (mp_hashmap_find(&c->owner_map, h, owner_eq, c, &caller, &id) == 0)
+		return c->owner_cache[id].owner;
 	owner = c->frame_rules ?
 			corr_owner_of_stack(c, caller, 0) :
 			owner_for_path(c, c->opts.resolve_owner(c->opts.resolve_ctx, caller));
 	/* A process with very many call sites: start over rather than grow. */
-	if (c->owner_cache_used >= OWNER_CACHE_SIZE / 2) {
-		memset(c->owner_cache, 0, OWNER_CACHE_SIZE * sizeof(*c->owner_cache));
+	if (c->owner_cache_used >= OWNER_CACHE_SIZE) {
+		mp_hashmap_reset(&c->owner_map);
 		c->owner_cache_used = 0;
 		c->site_gen++;
-		i = hash_u64(caller) & mask;
 	}
-	c->owner_cache[i] = (struct owner_slot){ .caller = caller, .owner = owner };
-	c->owner_cache_used++;
+	if (mp_hashmap_insert(&c->owner_map, h, c->owner_cache_used) == 0)
+		c->owner_cache[c->owner_cache_used++] =
+			(struct owner_slot){ .caller = caller, .owner = owner };
 	return owner;
 }
 
 /* ---- allocation sites ---- */
 
-static void site_ht_insert(struct mp_correlator *c, uint32_t id)
-{
-	const struct mp_site *st = &c->p->sites[id];
-	uint32_t mask = c->site_ht_cap - 1;
-	uint32_t i =
-		site_hash(st->caller, st->name, st->phase, st->owner, st->tid, st->stack) & mask;
-
-	while (c->site_ht[i])
-		i = (i + 1) & mask;
-	c->site_ht[i] = id + 1;
-}
-
 /* A new site (MP_NONE beyond the cap, counted, or out of memory). */
 uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
 		       uint32_t owner, uint32_t tid, uint32_t stack)
 {
+	const struct site_key k = { caller, name, phase, owner, tid, stack, 0 };
 	struct mp_profile *p = c->p;
 	uint32_t id;
+	int r;
 
 	if (p->n_sites >= c->opts.max_sites) {
 		p->sites_dropped++;
 		return MP_NONE;
-	}
-	if ((p->n_sites + 1) * 2 > c->site_ht_cap) {
-		uint32_t ncap = c->site_ht_cap ? c->site_ht_cap * 2 : 64;
-		uint32_t *ht = calloc(ncap, sizeof(*ht));
-
-		if (!ht) {
-			c->oom = true;
-			return MP_NONE;
-		}
-		free(c->site_ht);
-		c->site_ht = ht;
-		c->site_ht_cap = ncap;
-		for (id = 0; id < p->n_sites; id++)
-			site_ht_insert(c, id);
 	}
 	if (corr_grow((void **)&p->sites, &c->sites_cap, p->n_sites + 1, sizeof(*p->sites)) < 0) {
 		c->oom = true;
@@ -244,6 +236,14 @@ uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, 
 		c->oom = true;
 		return MP_NONE;
 	}
+	r = mp_hashmap_insert(&c->site_map, site_hash(&k), p->n_sites);
+	if (r < 0) {
+		if (r == -ENOSPC)
+			p->sites_dropped++;
+		else
+			c->oom = true;
+		return MP_NONE;
+	}
 	id = p->n_sites++;
 	p->sites[id] = (struct mp_site){ .caller = caller,
 					 .name = name,
@@ -251,7 +251,6 @@ uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, 
 					 .owner = owner,
 					 .tid = tid,
 					 .stack = stack };
-	site_ht_insert(c, id);
 	return id;
 }
 
@@ -262,19 +261,10 @@ uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, 
 uint32_t corr_site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
 		      uint32_t owner, uint32_t tid, uint32_t stack)
 {
-	struct mp_profile *p = c->p;
-	uint32_t mask, i;
+	const struct site_key k = { caller, name, phase, owner, tid, stack, 0 };
+	uint32_t id;
 
-	if (c->site_ht_cap) {
-		mask = c->site_ht_cap - 1;
-		for (i = site_hash(caller, name, phase, owner, tid, stack) & mask; c->site_ht[i];
-		     i = (i + 1) & mask) {
-			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
-
-			if (st->caller == caller && st->name == name && st->phase == phase &&
-			    st->owner == owner && st->tid == tid && st->stack == stack && !st->pool)
-				return c->site_ht[i] - 1;
-		}
-	}
+	if (mp_hashmap_find(&c->site_map, site_hash(&k), site_eq, c->p, &k, &id) == 0)
+		return id;
 	return corr_site_new(c, caller, name, phase, owner, tid, stack);
 }

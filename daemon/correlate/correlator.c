@@ -64,6 +64,8 @@ int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlato
 		c->opts.max_sites = MAX_SITES;
 	mp_hashmap_init(&c->names, MAX_NAMES);
 	mp_hashmap_init(&c->slice_map, MAX_SLICES);
+	mp_hashmap_init(&c->site_map, c->opts.max_sites);
+	mp_hashmap_init(&c->owner_map, OWNER_CACHE_SIZE);
 	c->cur_phase = MP_NONE;
 	c->last_rss.val = MP_UNKNOWN;
 	c->site_gen = 1; /* a zeroed hint never matches */
@@ -120,9 +122,10 @@ void mp_correlator_free(struct mp_correlator *c)
 	}
 	free(c->rules);
 	free(c->owner_cache);
+	mp_hashmap_free(&c->owner_map);
 	free(c->stack_owner);
 	free(c->pending);
-	free(c->site_ht);
+	mp_hashmap_free(&c->site_map);
 	free(c->pool_head);
 	free(c->slices);
 	mp_hashmap_free(&c->slice_map);

@@ -32,7 +32,7 @@
 #define MAX_INVOCATIONS ((1u << 21) - 2)
 #define DEFAULT_INVOCATIONS 65536
 #define DEFAULT_RSS_POINTS 4096
-#define OWNER_CACHE_SIZE 16384 /* power of two */
+#define OWNER_CACHE_SIZE 8192 /* callers cached before starting over */
 #define MAX_PENDING 4096
 #define DEFAULT_SITES 65536
 #define SITE_HINTS 256 /* power of two */
@@ -139,7 +139,7 @@ struct owner_rule {
 };
 
 struct owner_slot {
-	uint64_t caller; /* 0: empty */
+	uint64_t caller;
 	uint32_t owner;
 };
 
@@ -158,6 +158,9 @@ struct mp_correlator {
 	uint32_t names_cap, invs_cap, phases_cap, owners_cap, tags_cap, rss_cap;
 	struct mp_hashmap names; /* kernel name -> index in p->names */
 
+	/* Threads by tid: open addressing of its own (threads.c), not
+	 * mp_hashmap, as a lookup runs per event whenever the thread changes
+	 * (docs/ARCHITECTURE.md "Hash tables"). */
 	struct thread **thr_ht;
 	uint32_t thr_ht_cap, n_threads;
 	struct thread *last_thr;
@@ -169,7 +172,8 @@ struct mp_correlator {
 
 	struct owner_rule *rules;
 	uint32_t n_rules;
-	struct owner_slot *owner_cache;
+	struct owner_slot *owner_cache; /* OWNER_CACHE_SIZE, in order cached */
+	struct mp_hashmap owner_map; /* caller -> index in owner_cache */
 	bool frame_rules; /* some fn: or src: rule */
 	uint32_t *stack_owner; /* per stack id: owner + 1, 0 unknown */
 	uint32_t stack_owner_cap;
@@ -187,8 +191,7 @@ struct mp_correlator {
 	bool rss_member_known[MP_RSS_MEMBER_COUNT];
 
 	uint32_t sites_cap, site_vars_cap;
-	uint32_t *site_ht; /* site index + 1, 0 empty */
-	uint32_t site_ht_cap;
+	struct mp_hashmap site_map; /* struct site_key -> index in p->sites */
 
 	/* pools */
 	uint32_t mempools_cap;
@@ -314,14 +317,6 @@ static inline void *bucket_get(void *v, uint32_t *n, size_t elsz, const void *ke
 	return a;
 }
 
-CORR_HELPER uint32_t hash_u64(uint64_t v)
-{
-	v ^= v >> 33;
-	v *= 0xff51afd7ed558ccdull;
-	v ^= v >> 33;
-	return (uint32_t)v;
-}
-
 CORR_HELPER struct mp_invocation *inv_rec(struct mp_correlator *c, struct frame *f)
 {
 	return f->inv != MP_NONE ? &c->p->invocations[f->inv] : &f->scratch;
@@ -394,14 +389,31 @@ static inline void sub_clamped(uint64_t *v, uint64_t d)
 	*v = *v >= d ? *v - d : 0;
 }
 
-CORR_HELPER uint32_t site_hash(uint64_t caller, uint32_t name, uint32_t phase, uint32_t owner,
-			       uint32_t tid, uint32_t stack)
+/* What tells sites apart: a heap site has pool 0, a pool slice's site the
+ * pool + 1 (the hash ignores the pool, lookups compare it). */
+struct site_key {
+	uint64_t caller;
+	uint32_t name, phase, owner, tid, stack, pool;
+};
+
+CORR_HELPER uint64_t site_hash(const struct site_key *k)
 {
-	/* one final mix over odd multiples of the fields: 4 multiplies,
-	 * where a mix per field took 8 */
-	return hash_u64(caller ^ ((uint64_t)name << 32 | phase) * 0x9e3779b97f4a7c15ull ^
-			((uint64_t)owner << 32 | tid) * 0xc2b2ae3d27d4eb4full ^
-			(uint64_t)stack * 0x165667b19e3779f9ull);
+	/* one final mix over odd multiples of the fields: 5 multiplies,
+	 * where a mix per field took 12 */
+	return mp_hash_u64(k->caller ^
+			   ((uint64_t)k->name << 32 | k->phase) * 0x9e3779b97f4a7c15ull ^
+			   ((uint64_t)k->owner << 32 | k->tid) * 0xc2b2ae3d27d4eb4full ^
+			   (uint64_t)k->stack * 0x165667b19e3779f9ull);
+}
+
+CORR_HELPER bool site_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct mp_site *st = &((const struct mp_profile *)ctx)->sites[id];
+	const struct site_key *k = key;
+
+	return st->caller == k->caller && st->name == k->name && st->phase == k->phase &&
+	       st->owner == k->owner && st->tid == k->tid && st->stack == k->stack &&
+	       st->pool == k->pool;
 }
 
 #endif /* MP_CORRELATOR_IMPL_H */

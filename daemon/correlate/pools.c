@@ -323,23 +323,21 @@ static void pool_charge(struct mp_correlator *c, uint32_t tid, uint32_t pool, ui
 static uint32_t pool_site_of(struct mp_correlator *c, uint32_t pool, uint32_t tid, uint64_t caller)
 {
 	struct mp_profile *p = c->p;
-	uint32_t owner = corr_owner_of(c, caller), name = MP_NONE, mask, i, id;
+	uint32_t owner = corr_owner_of(c, caller), name = MP_NONE, id;
 	struct thread *t;
 	struct frame *f = attribute(c, tid, &t, &(bool){ false });
+	struct site_key k;
 
 	if (f)
 		name = f->name;
-	if (c->site_ht_cap) {
-		mask = c->site_ht_cap - 1;
-		for (i = site_hash(caller, name, c->cur_phase, owner, tid, 0) & mask; c->site_ht[i];
-		     i = (i + 1) & mask) {
-			const struct mp_site *st = &p->sites[c->site_ht[i] - 1];
-
-			if (st->caller == caller && st->name == name && st->phase == c->cur_phase &&
-			    st->owner == owner && st->tid == tid && st->pool == pool + 1)
-				return c->site_ht[i] - 1;
-		}
-	}
+	k = (struct site_key){ .caller = caller,
+			       .name = name,
+			       .phase = c->cur_phase,
+			       .owner = owner,
+			       .tid = tid,
+			       .pool = pool + 1 };
+	if (mp_hashmap_find(&c->site_map, site_hash(&k), site_eq, p, &k, &id) == 0)
+		return id;
 	id = corr_site_new(c, caller, name, c->cur_phase, owner, tid, 0);
 	if (id != MP_NONE)
 		p->sites[id].pool = pool + 1;

@@ -5,6 +5,15 @@
 
 #include "correlator_impl.h"
 
+/* The first slot of @tid. Not mp_hash_u64(): this runs per event whenever
+ * the thread changes, and one multiply (Fibonacci hashing, the middle bits
+ * of the product) spreads thread ids well enough; docs/ARCHITECTURE.md
+ * "Hash tables". */
+static inline uint32_t tid_slot(uint32_t tid, uint32_t mask)
+{
+	return (uint32_t)((tid * 0x9e3779b97f4a7c15ull) >> 32) & mask;
+}
+
 struct thread *corr_thread_find_slow(struct mp_correlator *c, uint32_t tid)
 {
 	uint32_t mask, i;
@@ -12,7 +21,7 @@ struct thread *corr_thread_find_slow(struct mp_correlator *c, uint32_t tid)
 	if (!c->thr_ht_cap)
 		return NULL;
 	mask = c->thr_ht_cap - 1;
-	for (i = hash_u64(tid) & mask; c->thr_ht[i]; i = (i + 1) & mask) {
+	for (i = tid_slot(tid, mask); c->thr_ht[i]; i = (i + 1) & mask) {
 		if (c->thr_ht[i]->tid == tid) {
 			c->last_thr = c->thr_ht[i];
 			return c->thr_ht[i];
@@ -25,7 +34,7 @@ static void thread_insert(struct thread **ht, uint32_t cap, struct thread *t)
 {
 	uint32_t mask = cap - 1, i;
 
-	for (i = hash_u64(t->tid) & mask; ht[i]; i = (i + 1) & mask)
+	for (i = tid_slot(t->tid, mask); ht[i]; i = (i + 1) & mask)
 		;
 	ht[i] = t;
 }

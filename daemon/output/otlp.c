@@ -16,82 +16,25 @@
 
 #include "arena.h"
 #include "backend_body.h"
+#include "hashmap.h"
 #include "otlp_profiles.pb-c.h"
 
 enum { V_ALLOC_OBJECTS, V_ALLOC_SPACE, V_INUSE_OBJECTS, V_INUSE_SPACE, N_VALUES };
 #define MAX_SAMPLE_ATTRS 4
 
-/* Open addressing from a 64-bit key to an index; key 0 is free, so keys
- * are stored + 1. Grown in the encoder's arena. */
-struct imap {
-	uint64_t *keys;
-	uint32_t *vals;
-	uint32_t cap, n;
-};
-
-static uint64_t mix(uint64_t v)
-{
-	v ^= v >> 33;
-	v *= 0xff51afd7ed558ccdull;
-	v ^= v >> 33;
-	return v;
-}
-
-static int imap_grow(struct mp_arena *a, struct imap *m)
-{
-	uint32_t ncap = m->cap ? m->cap * 2 : 64;
-	uint64_t *k = mp_arena_alloc(a, ncap, sizeof(*k));
-	uint32_t *v = mp_arena_alloc(a, ncap, sizeof(*v));
-
-	if (!k || !v)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < m->cap; i++) {
-		uint32_t j;
-
-		if (!m->keys[i])
-			continue;
-		for (j = (uint32_t)mix(m->keys[i]) & (ncap - 1); k[j]; j = (j + 1) & (ncap - 1))
-			;
-		k[j] = m->keys[i];
-		v[j] = m->vals[i];
-	}
-	m->keys = k;
-	m->vals = v;
-	m->cap = ncap;
-	return 0;
-}
-
-/* The slot of @key (+1 stored): *@found says whether it was there. */
-static int imap_slot(struct mp_arena *a, struct imap *m, uint64_t key, bool *found, uint32_t *ret)
-{
-	uint32_t j;
-
-	if ((m->n + 1) * 2 > m->cap && imap_grow(a, m) < 0)
-		return -ENOMEM;
-	key++;
-	for (j = (uint32_t)mix(key) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1)) {
-		if (m->keys[j] == key) {
-			*found = true;
-			*ret = j;
-			return 0;
-		}
-	}
-	*found = false;
-	*ret = j;
-	return 0;
-}
-
-/* The dictionary being built. Every table lives in @arena; the first
- * failure is kept in @err and later calls do nothing. */
+/* The dictionary being built. Every table lives in @arena, but for the
+ * maps' slots (freed by mp_be_encode_otlp()); the first failure is kept in
+ * @err and later calls do nothing. */
 struct enc {
 	struct mp_arena arena;
 	int err;
-	/* Strings: borrowed, interned by content through a hash. */
+	/* Strings: borrowed, interned by content. */
 	char **strs;
 	uint32_t n_strs, cap_strs;
-	struct imap str_ix; /* hash → first index; collisions chained below */
-	uint32_t *str_next;
-	struct imap attr_ix, fn_ix;
+	struct mp_hashmap str_ix; /* string -> index in strs */
+	struct mp_hashmap attr_ix; /* attr_keys[i] -> i */
+	struct mp_hashmap fn_ix; /* (name, file) -> function index */
+	uint64_t *attr_keys; /* per attribute: the key attr_ix() built */
 	Memprof__Otlp__KeyValueAndUnit *attrs, **attrp;
 	Memprof__Otlp__AnyValue *avals;
 	uint32_t n_attrs, cap_attrs;
@@ -106,64 +49,61 @@ static void *alloc(struct enc *e, size_t n, size_t size)
 	return p;
 }
 
-static uint64_t hash_str(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 1099511628211ull;
-	return h & ((1ull << 62) - 1);
-}
-
 static int str_grow(struct enc *e)
 {
 	uint32_t ncap = e->cap_strs ? e->cap_strs * 2 : 64;
 	char **ns = alloc(e, ncap, sizeof(*ns));
-	uint32_t *nn = alloc(e, ncap, sizeof(*nn));
 
-	if (!ns || !nn)
+	if (!ns)
 		return -ENOMEM;
-	if (e->n_strs) {
+	if (e->n_strs)
 		memcpy(ns, e->strs, e->n_strs * sizeof(*ns));
-		memcpy(nn, e->str_next, e->n_strs * sizeof(*nn));
-	}
 	e->strs = ns;
-	e->str_next = nn;
 	e->cap_strs = ncap;
 	return 0;
+}
+
+static bool str_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct enc *e = ctx;
+
+	return !strcmp(e->strs[id], key);
+}
+
+/* @r of a map call, or 0 for a failure, which is kept in @e (the first). */
+static int map_err(struct enc *e, int r)
+{
+	if (r < 0 && !e->err)
+		e->err = r;
+	return r < 0 ? 0 : r;
 }
 
 /* The string table index of @s, added if new; 0 after a failure. */
 static int32_t str_ix(struct enc *e, const char *s)
 {
 	uint64_t h;
-	uint32_t slot;
-	bool found;
+	uint32_t id;
 
 	if (!s)
 		s = "";
-	h = hash_str(s);
+	h = mp_hash_str(s);
 	if (e->err)
 		return 0;
-	if (imap_slot(&e->arena, &e->str_ix, h, &found, &slot) < 0) {
-		e->err = -ENOMEM;
-		return 0;
-	}
-	if (found) {
-		for (uint32_t i = e->str_ix.vals[slot]; i != UINT32_MAX; i = e->str_next[i])
-			if (!strcmp(e->strs[i], s))
-				return (int32_t)i;
-	}
+	if (mp_hashmap_find(&e->str_ix, h, str_eq, e, s, &id) == 0)
+		return (int32_t)id;
 	if (e->n_strs == e->cap_strs && str_grow(e) < 0)
 		return 0;
+	if (map_err(e, mp_hashmap_insert(&e->str_ix, h, e->n_strs)) < 0 || e->err)
+		return 0;
 	e->strs[e->n_strs] = (char *)s;
-	e->str_next[e->n_strs] = found ? e->str_ix.vals[slot] : UINT32_MAX;
-	if (!found) {
-		e->str_ix.keys[slot] = h + 1;
-		e->str_ix.n++;
-	}
-	e->str_ix.vals[slot] = e->n_strs;
 	return (int32_t)e->n_strs++;
+}
+
+static bool attr_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct enc *e = ctx;
+
+	return e->attr_keys[id] == *(const uint64_t *)key;
 }
 
 /* Index of the attribute (@key, string @sv) or (@key, int @iv) in the
@@ -171,8 +111,7 @@ static int32_t str_ix(struct enc *e, const char *s)
 static int32_t attr_ix(struct enc *e, int32_t key, const char *sv, bool is_int, int64_t iv)
 {
 	uint64_t k;
-	uint32_t slot;
-	bool found;
+	uint32_t id;
 
 	if (!is_int)
 		k = (uint64_t)key << 32 | (uint64_t)(uint32_t)str_ix(e, sv);
@@ -180,16 +119,15 @@ static int32_t attr_ix(struct enc *e, int32_t key, const char *sv, bool is_int, 
 		k = 1ull << 62 | (uint64_t)key << 32 | (uint32_t)iv;
 	if (e->err)
 		return 0;
-	if (imap_slot(&e->arena, &e->attr_ix, k, &found, &slot) < 0) {
-		e->err = -ENOMEM;
-		return 0;
-	}
-	if (found)
-		return (int32_t)e->attr_ix.vals[slot];
+	if (mp_hashmap_find(&e->attr_ix, mp_hash_u64(k), attr_eq, e, &k, &id) == 0)
+		return (int32_t)id;
 	if (e->n_attrs == e->cap_attrs) {
 		e->err = -ENOBUFS;
 		return 0;
 	}
+	if (map_err(e, mp_hashmap_insert(&e->attr_ix, mp_hash_u64(k), e->n_attrs)) < 0 || e->err)
+		return 0;
+	e->attr_keys[e->n_attrs] = k;
 	Memprof__Otlp__KeyValueAndUnit *a = &e->attrs[e->n_attrs];
 	Memprof__Otlp__AnyValue *v = &e->avals[e->n_attrs];
 
@@ -205,9 +143,6 @@ static int32_t attr_ix(struct enc *e, int32_t key, const char *sv, bool is_int, 
 	}
 	a->value = v;
 	e->attrp[e->n_attrs] = a;
-	e->attr_ix.keys[slot] = k + 1;
-	e->attr_ix.vals[slot] = e->n_attrs;
-	e->attr_ix.n++;
 	return (int32_t)e->n_attrs++;
 }
 
@@ -264,6 +199,7 @@ static int alloc_tables(struct otlp *o)
 
 	e->cap_attrs = 1 + o->n_sites * MAX_SAMPLE_ATTRS + o->n_obj;
 	e->attrs = alloc(e, e->cap_attrs, sizeof(*e->attrs));
+	e->attr_keys = alloc(e, e->cap_attrs, sizeof(*e->attr_keys));
 	e->attrp = alloc(e, e->cap_attrs, sizeof(*e->attrp));
 	e->avals = alloc(e, e->cap_attrs, sizeof(*e->avals));
 	o->callers = alloc(e, ns + 1, sizeof(*o->callers));
@@ -311,31 +247,36 @@ static int add_mappings(struct otlp *o)
 	return e->err;
 }
 
+static bool fn_eq(const void *ctx, uint32_t id, const void *key)
+{
+	const struct otlp *o = ctx;
+	const Memprof__Otlp__Function *k = key;
+
+	return o->fns[id].name_strindex == k->name_strindex &&
+	       o->fns[id].filename_strindex == k->filename_strindex;
+}
+
 /* The function of (@name, @file) in the function table, added if new. */
 static uint32_t function_ix(struct otlp *o, int32_t name, int32_t file)
 {
 	struct enc *e = &o->e;
-	uint64_t key = (uint64_t)(uint32_t)name << 32 | (uint32_t)file;
-	uint32_t slot, fid;
-	bool found;
+	const Memprof__Otlp__Function key = { .name_strindex = name, .filename_strindex = file };
+	uint32_t fid = o->n_fn;
+	int r;
 
 	if (e->err)
 		return 0;
-	if (imap_slot(&e->arena, &e->fn_ix, key, &found, &slot) < 0) {
-		e->err = -ENOMEM;
-		return 0;
-	}
-	if (found)
-		return e->fn_ix.vals[slot];
-	fid = o->n_fn++;
+	r = mp_hashmap_intern(&e->fn_ix,
+			      mp_hash_combine(mp_hash_u64((uint32_t)name), (uint32_t)file), fn_eq,
+			      o, &key, fid, &fid);
+	if (map_err(e, r) <= 0)
+		return e->err ? 0 : fid;
+	o->n_fn++;
 	memprof__otlp__function__init(&o->fns[fid]);
 	o->fns[fid].name_strindex = name;
 	o->fns[fid].system_name_strindex = name;
 	o->fns[fid].filename_strindex = file;
 	o->fnp[fid] = &o->fns[fid];
-	e->fn_ix.keys[slot] = key + 1;
-	e->fn_ix.vals[slot] = fid;
-	e->fn_ix.n++;
 	return fid;
 }
 
@@ -615,6 +556,9 @@ int mp_be_encode_otlp(const struct mp_be_chunk *c, const struct mp_profile *p, u
 		r = add_profiles(o);
 	if (r == 0)
 		r = pack(o, c, ret, ret_len);
+	mp_hashmap_free(&o->e.str_ix);
+	mp_hashmap_free(&o->e.attr_ix);
+	mp_hashmap_free(&o->e.fn_ix);
 	arena = o->e.arena;
 	mp_arena_free(&arena);
 	return r;
