@@ -155,7 +155,7 @@ struct mp_correlator {
 	double live_var, live_var_max, n_allocs_est;
 	uint64_t live_scaled; /* live blocks whose size is an estimate */
 
-	uint32_t names_cap, invs_cap, phases_cap, owners_cap, tags_cap, rss_cap;
+	uint32_t names_cap, kernels_cap, invs_cap, phases_cap, owners_cap, tags_cap, rss_cap;
 	struct mp_hashmap names; /* kernel name -> index in p->names */
 
 	/* Threads by tid: open addressing of its own (threads.c), not

@@ -35,13 +35,16 @@ int corr_name_intern(struct mp_correlator *c, const char *name, uint32_t *ret)
 		return r;
 	if (corr_grow((void **)&p->names, &c->names_cap, p->n_names + 1, sizeof(*p->names)) < 0)
 		return -ENOMEM;
-	/* Kernel aggregates share the capacity of names. */
-	if (c->names_cap > p->n_kernels) {
+	/* Kernel aggregates share the capacity of names: they grow with it
+	 * (not at every name, which copies the array each time where
+	 * realloc moves the block, as under ASan). */
+	if (c->names_cap > c->kernels_cap) {
 		struct mp_kernel *k = reallocarray(p->kernels, c->names_cap, sizeof(*k));
 
 		if (!k)
 			return -ENOMEM;
 		p->kernels = k;
+		c->kernels_cap = c->names_cap;
 	}
 	id = p->n_names;
 	p->names[id] = strdup(buf);

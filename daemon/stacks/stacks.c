@@ -46,8 +46,9 @@ static bool same(const void *ctx, uint32_t id, const void *key)
 	const struct mp_stack *s = &((const struct mp_stack_table *)ctx)->stacks[id];
 	const struct stack_key *k = key;
 
+	/* an empty stack may have no frames array to compare */
 	return s->n_frames == k->n && s->flags == k->flags &&
-	       !memcmp(s->frames, k->frames, k->n * sizeof(*k->frames));
+	       (!k->n || !memcmp(s->frames, k->frames, k->n * sizeof(*k->frames)));
 }
 
 uint32_t mp_stack_table_intern(struct mp_stack_table *t, const uint64_t *frames, uint32_t n,
