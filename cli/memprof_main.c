@@ -18,6 +18,7 @@
 #include "chrome.h"
 #include "collect.h"
 #include "control.h"
+#include "diff_cmd.h"
 #include "launch.h"
 #include "log.h"
 #include "options.h"
@@ -42,6 +43,8 @@ static void usage(FILE *f)
 	      "                                   print a profile written with -o\n"
 	      "  convert FILE --to pprof|chrome|json [-o OUT]\n"
 	      "                                   convert a profile to another format\n"
+	      "  diff OLD NEW [--max-increase LIMIT]... [--format table|json]\n"
+	      "                                   what changed between two profiles; a CI gate\n"
 	      "  attach PID [--duration S] [-o FILE] [--stream URL]... [--mode M]\n"
 	      "                                   have the memprofd service profile PID\n"
 	      "                                   (mode rss by default: no allocator probes)\n"
@@ -789,6 +792,8 @@ int main(int argc, char **argv)
 		return cmd_report(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "convert"))
 		return cmd_convert(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "diff"))
+		return memprof_cmd_diff(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "attach"))
 		return cmd_attach(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "detach") || !strcmp(argv[1], "dump") || !strcmp(argv[1], "list") ||
