@@ -581,6 +581,29 @@ Test(diff, globs_phases_owners_tags)
 	mp_profile_free(b);
 }
 
+/* A backslash makes a glob character literal. */
+Test(diff, glob_escape)
+{
+	static const char *const specs[] = { "kernel:a\\*b.alloc=0", "kernel:a*b.alloc=0" };
+	struct mp_profile *a = prof(0, 0, 0), *b = prof(0, 0, 0);
+	struct mp_diff_limit *l = limits(specs, 2);
+	struct mp_diff *d;
+
+	kernel(a, "a*b", 10, 0, 0);
+	kernel(b, "a*b", 10, 0, 0);
+	kernel(a, "axxb", 10, 0, 0);
+	kernel(b, "axxb", 20, 0, 0);
+	cr_assert_eq(mp_diff_new(a, b, l, 2, 3, &d), 0);
+	cr_expect_eq(d->checks[0].matched, 1);
+	cr_expect_eq(d->checks[0].failed, 0);
+	cr_expect_eq(d->checks[1].matched, 2);
+	cr_expect_eq(d->checks[1].failed, 1);
+	mp_diff_free(d);
+	limits_free(l, 2);
+	mp_profile_free(a);
+	mp_profile_free(b);
+}
+
 /* Largest |delta| first, decreases included; unknown figures last. */
 Test(diff, sorted_by_absolute_change)
 {
