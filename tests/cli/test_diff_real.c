@@ -235,15 +235,35 @@ Test(diff_real, sampled_same_model_within_noise)
 					 "--max-increase",
 					 "kernel:matmul.alloc=0",
 					 NULL };
+	static const char *const gj[] = { "--format",
+					  "json",
+					  "--sigmas",
+					  "6",
+					  "--max-increase",
+					  "peak=0",
+					  "--max-increase",
+					  "kernel:matmul.alloc=0",
+					  NULL };
 	const char *base = profile("s-base.memprof", 0, 4096);
 	const char *again = profile("s-again.memprof", 0, 4096);
 	const char *grown = profile("s-grown.memprof", 3, 4096);
 	struct run r;
+	char *v;
 
 	r = diff(base, again, g);
 	cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
 	cr_expect(strstr(r.out, "\nresult: pass, 0 of 2 limits exceeded\n"), "%s", r.out);
 	cr_expect(strstr(r.out, "\nnoise: a change within 6 standard errors of the difference"),
+		  "%s", r.out);
+	run_free(&r);
+	r = diff(base, again, gj);
+	cr_expect_eq(r.status, 0, "%s", r.err);
+	v = validate(r.out);
+	cr_expect(!strncmp(v, "ok changes=", 11) && strstr(v, " limits=2 exceeded=0 result=pass"),
+		  "%s", v);
+	free(v);
+	cr_expect(strstr(r.out, "\"traceMode\": \"sampled\",\n    \"sampleBytes\": 4096,\n"
+				"    \"stderr\": true\n"),
 		  "%s", r.out);
 	run_free(&r);
 	r = diff(base, grown, g);
