@@ -113,24 +113,34 @@ int mp_top_rows(const struct mp_profile *p, enum mp_top_sort by, struct mp_top_r
 	return 0;
 }
 
-/* Bytes for a narrow column: "512 B", "1.5 KiB", "12.0 MiB". */
-static void fmt_bytes(char *buf, size_t len, int64_t v)
+/* Bytes for a narrow column: "512 B", "1.5 KiB", "12.0 MiB"; @neg puts
+ * a minus before @mag. */
+static void fmt_mag(char *buf, size_t len, uint64_t mag, bool neg)
 {
 	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-	uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-	double d = (double)mag;
+	double d = (double)mag / 1024;
 	size_t u = 0;
 
 	if (mag < 1024) {
-		snprintf(buf, len, "%" PRId64 " B", v);
+		snprintf(buf, len, "%s%" PRIu64 " B", neg ? "-" : "", mag);
 		return;
 	}
-	d /= 1024;
 	while (d >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
 		d /= 1024;
 		u++;
 	}
-	snprintf(buf, len, "%s%.1f %s", v < 0 ? "-" : "", d, units[u]);
+	snprintf(buf, len, "%s%.1f %s", neg ? "-" : "", d, units[u]);
+}
+
+static void fmt_bytes(char *buf, size_t len, uint64_t v)
+{
+	fmt_mag(buf, len, v, false);
+}
+
+/* A net figure, which a clamped account could leave below zero. */
+static void fmt_net(char *buf, size_t len, int64_t v)
+{
+	fmt_mag(buf, len, v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, v < 0);
 }
 
 /* The screen being written: lines are counted against the height. */
@@ -217,11 +227,11 @@ static void put_totals(struct screen *s, const struct mp_profile *p)
 	else
 		snprintf(a, sizeof(a), "window %.1f s; mode %s%s", win / 1e9, mode_text(p), path);
 	put_line(s, a, NULL, false);
-	fmt_bytes(live, sizeof(live), p->mem.bytes_added);
-	fmt_bytes(peak, sizeof(peak), (int64_t)p->peak_bytes);
+	fmt_net(live, sizeof(live), p->mem.bytes_added);
+	fmt_bytes(peak, sizeof(peak), p->peak_bytes);
 	if (p->n_rss && p->rss) {
-		fmt_bytes(rss, sizeof(rss), (int64_t)p->rss[p->n_rss - 1].vm_rss);
-		fmt_bytes(rss_peak, sizeof(rss_peak), (int64_t)p->rss_peak);
+		fmt_bytes(rss, sizeof(rss), p->rss[p->n_rss - 1].vm_rss);
+		fmt_bytes(rss_peak, sizeof(rss_peak), p->rss_peak);
 		snprintf(a, sizeof(a),
 			 "heap: live %s in %" PRId64 " blocks, peak %s; rss: %s, peak %s", live,
 			 p->mem.tensors_added, peak, rss, rss_peak);
@@ -271,9 +281,9 @@ static void put_rows(struct screen *s, const struct mp_top_row *rows, uint32_t n
 		return;
 	}
 	for (uint32_t i = 0; i < shown; i++) {
-		fmt_bytes(live, sizeof(live), (int64_t)rows[i].live);
-		fmt_bytes(peak, sizeof(peak), (int64_t)rows[i].peak);
-		fmt_bytes(alloc, sizeof(alloc), (int64_t)rows[i].alloc);
+		fmt_bytes(live, sizeof(live), rows[i].live);
+		fmt_bytes(peak, sizeof(peak), rows[i].peak);
+		fmt_bytes(alloc, sizeof(alloc), rows[i].alloc);
 		snprintf(a, sizeof(a), "%11" PRIu64 "%11s%11s%11s  ", rows[i].calls, live, peak,
 			 alloc);
 		put_line(s, a, rows[i].name, false);
