@@ -435,3 +435,78 @@ Test(top, sigterm_restores_the_terminal_and_detaches, .timeout = 180, .fini = to
 	expect_clean_exit(f);
 	fixture_finish(f);
 }
+
+/* A target attached before (memprof attach) is shown through dumps and
+ * stays attached on q; top says so. */
+Test(top, a_target_attached_before_stays_attached, .timeout = 180, .fini = top_cleanup)
+{
+	struct daemon d;
+	char out[4096];
+	pid_t f;
+
+	need_root();
+	daemon_start(&d, "", NULL);
+	f = fixture_start_of("tests/service/fixture-top", NULL);
+	snprintf(out, sizeof(out), "%d", (int)f);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", out, NULL), 0, "%s", out);
+	pane_start(NULL, 0, f, "--control", d.control);
+	expect_kernels_show(f);
+	cr_expect(strstr(screen(), "was attached before: q leaves it attached"), "%s", screen());
+	keys("q");
+	cr_assert(MP_TEST_WAIT_FOR(file_exists(pane_file("rc")), 30000), "%s", screen());
+	read_text(pane_file("rc"), out, sizeof(out));
+	cr_expect_str_eq(out, "0\n");
+	snprintf(out, sizeof(out), "pid %d stays attached to memprofd (memprof detach %d ends it)",
+		 (int)f, (int)f);
+	cr_expect(strstr(screen(), out), "%s", screen());
+	cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
+	cr_expect(strstr(out, "state=running"), "memprof list: %s", out);
+	snprintf(out, sizeof(out), "%d", (int)f);
+	cr_assert_eq(client(out, sizeof(out), &d, "detach", out, NULL), 0, "%s", out);
+	cr_expect(MP_TEST_WAIT_FOR(detached(f), 10000));
+	fixture_finish(f);
+	cr_expect_eq(daemon_stop(&d), 0);
+}
+
+/* The target exits under a direct session: its last figures stay on the
+ * screen with a note until q, which then exits 0. */
+Test(top, target_exit_is_shown_until_q, .timeout = 180, .fini = top_cleanup)
+{
+	char out[256];
+	pid_t f;
+
+	need_root();
+	f = fixture_start_of("tests/service/fixture-top", NULL);
+	pane_start(NULL, 0, f, "--direct", NULL);
+	expect_kernels_show(f);
+	fixture_finish(f);
+	snprintf(out, sizeof(out), "pid %d exited: its final profile is shown; q quits", (int)f);
+	cr_expect(MP_TEST_WAIT_FOR(strstr(screen(), out), 10000), "%s", screen());
+	cr_expect(shows_all(), "%s", screen());
+	cr_expect(!file_exists(pane_file("rc")), "top did not wait for q");
+	keys("q");
+	cr_assert(MP_TEST_WAIT_FOR(file_exists(pane_file("rc")), 30000), "%s", screen());
+	read_text(pane_file("rc"), out, sizeof(out));
+	cr_expect_str_eq(out, "0\n");
+}
+
+/* Without a terminal: a clear refusal, before attaching to anything. */
+Test(top, needs_a_terminal, .timeout = 60, .fini = cleanup)
+{
+	char *argv[] = { NULL, "top", "--direct", "1", NULL };
+	char err[1024];
+	int errp[2], devnull;
+	pid_t pid;
+
+	need_root();
+	argv[0] = path_of("cli/memprof");
+	cr_assert_eq(pipe2(errp, O_CLOEXEC), 0);
+	devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(devnull, 0);
+	pid = spawn(argv, devnull, errp[1]);
+	close(errp[1]);
+	close(devnull);
+	cr_expect_eq(mp_test_collect(pid, errp[0], err, sizeof(err)), 2);
+	cr_expect_str_eq(err, "memprof top: needs a terminal on standard input and output "
+			      "(`memprof dump PID` prints one table)\n");
+}
