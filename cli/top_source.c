@@ -356,8 +356,8 @@ static int svc_start(struct top_source *s, int sigfd)
 	mp_ctl_build_init(s->b);
 	mp_ctl_add(s->b, "cmd", "attach");
 	mp_ctl_add(s->b, "pid", "%d", (int)a->pid);
-	if (a->mode)
-		mp_ctl_add(s->b, "mode", "%s", a->mode);
+	if (a->mode || a->sample_bytes) /* --sample-bytes implies sampled */
+		mp_ctl_add(s->b, "mode", "%s", a->mode ? a->mode : "sampled");
 	if (a->sample_bytes)
 		mp_ctl_add(s->b, "sample_bytes", "%" PRIu64, a->sample_bytes);
 	if (a->tracer)
