@@ -22,6 +22,7 @@
 #include "options.h"
 #include "profile_pb.h"
 #include "top.h"
+#include "top_view.h"
 
 #define NS_PER_S 1000000000ull
 /* A dump answers within the service's own bound (a few seconds); attach
@@ -53,6 +54,19 @@ static void feed_post(struct top_feed *f, struct mp_profile *p, const char *stat
 	wake(f->wake_fd);
 }
 
+/* The same with the part of @p the screen shows (@p is freed): the
+ * screen keeps its copy until the next one, and a whole profile holds
+ * every invocation record. */
+static void feed_post_view(struct top_feed *f, struct mp_profile *p, const char *status, bool ended)
+{
+	struct mp_profile *v = NULL;
+
+	if (p && mp_top_view_copy(p, &v) < 0)
+		status = "out of memory for the screen's copy of a snapshot";
+	mp_profile_free(p);
+	feed_post(f, v, status, ended);
+}
+
 const char *top_source_via(const struct top_source *s)
 {
 	return s->direct ? "direct" : "memprofd";
@@ -68,7 +82,7 @@ static void direct_on_snapshot(void *ctx, enum mp_snapshot_reason why, struct mp
 
 	(void)why;
 	if (p) {
-		feed_post(&s->feed, p, "", false);
+		feed_post_view(&s->feed, p, "", false);
 		return;
 	}
 	snprintf(status, sizeof(status), "snapshot failed: %s (tried again in a second)",
@@ -106,7 +120,7 @@ static void *direct_main(void *arg)
 	s->done = true;
 	s->result = r;
 	pthread_mutex_unlock(&s->feed.lock);
-	feed_post(&s->feed, p, status, true);
+	feed_post_view(&s->feed, p, status, true);
 	return NULL;
 }
 
@@ -319,7 +333,7 @@ static void *svc_main(void *arg)
 			break;
 		}
 		/* Other failures are tried again in a second. */
-		feed_post(&s->feed, p, r == 0 ? "" : why, false);
+		feed_post_view(&s->feed, p, r == 0 ? "" : why, false);
 	}
 	return NULL;
 }
@@ -384,7 +398,7 @@ static int svc_start(struct top_source *s, int sigfd)
 			why, sizeof(why),
 			"pid %d was attached before: q leaves it attached (memprof detach ends it)",
 			(int)a->pid);
-	feed_post(&s->feed, p, s->we_attached ? "" : why, false);
+	feed_post_view(&s->feed, p, s->we_attached ? "" : why, false);
 	r = -pthread_create(&s->thread, NULL, svc_main, s);
 	if (r < 0)
 		return log_error_errno(r, "cannot start the snapshot thread: %m");

@@ -113,6 +113,67 @@ int mp_top_rows(const struct mp_profile *p, enum mp_top_sort by, struct mp_top_r
 	return 0;
 }
 
+static int copy_tables(const struct mp_profile *p, struct mp_profile *q)
+{
+	q->names = calloc(p->n_names ? p->n_names : 1, sizeof(*q->names));
+	q->kernels = calloc(p->n_kernels ? p->n_kernels : 1, sizeof(*q->kernels));
+	if (!q->names || !q->kernels)
+		return -ENOMEM;
+	for (; q->n_names < p->n_names; q->n_names++)
+		if (p->names[q->n_names] && !(q->names[q->n_names] = strdup(p->names[q->n_names])))
+			return -ENOMEM;
+	for (; q->n_kernels < p->n_kernels; q->n_kernels++) {
+		struct mp_kernel *k = &q->kernels[q->n_kernels];
+
+		*k = p->kernels[q->n_kernels];
+		k->n_owners = k->n_tags = k->n_pools = k->n_pool_tags = 0;
+		k->owners = k->tags = NULL;
+		k->pools = NULL;
+		k->pool_tags = NULL;
+	}
+	if (p->n_rss && p->rss) {
+		q->rss = malloc(sizeof(*q->rss));
+		if (!q->rss)
+			return -ENOMEM;
+		q->rss[0] = p->rss[p->n_rss - 1];
+		q->n_rss = 1;
+	}
+	return 0;
+}
+
+int mp_top_view_copy(const struct mp_profile *p, struct mp_profile **ret)
+{
+	struct mp_profile *q = mp_profile_new();
+	int r;
+
+	if (!q)
+		return -ENOMEM;
+	r = mp_profile_set_process(q, p->pid, p->exe, NULL, NULL);
+	if (r == 0)
+		r = copy_tables(p, q);
+	if (r < 0) {
+		mp_profile_free(q);
+		return r;
+	}
+	q->begin_ns = p->begin_ns;
+	q->end_ns = p->end_ns;
+	q->trace_mode = p->trace_mode;
+	q->sample_bytes = p->sample_bytes;
+	q->tracer_path = p->tracer_path;
+	q->drops_ring = p->drops_ring;
+	q->drops_bpf = p->drops_bpf;
+	q->drops_heap = p->drops_heap;
+	q->mem = p->mem;
+	q->peak_bytes = p->peak_bytes;
+	q->peak_tensors = p->peak_tensors;
+	q->rss_peak = p->rss_peak;
+	q->rss_samples = p->rss_samples;
+	q->vm_hwm = p->vm_hwm;
+	q->truncated = p->truncated;
+	*ret = q;
+	return 0;
+}
+
 /* Bytes for a narrow column: "512 B", "1.5 KiB", "12.0 MiB"; @neg puts
  * a minus before @mag. */
 static void fmt_mag(char *buf, size_t len, uint64_t mag, bool neg)

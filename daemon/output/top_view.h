@@ -41,6 +41,13 @@ const char *mp_top_sort_name(enum mp_top_sort by);
 int mp_top_rows(const struct mp_profile *p, enum mp_top_sort by, struct mp_top_row **ret_rows,
 		uint32_t *ret_n);
 
+/* The part of @p the screen shows, in *@ret (free it with
+ * mp_profile_free()): process, window, mode, drops, heap totals, the last
+ * RSS point, names and kernel aggregates without their breakdowns; no
+ * invocations, sites or stacks. It renders as @p does, and a screen that
+ * keeps it between snapshots holds a fraction of the profile. -ENOMEM. */
+int mp_top_view_copy(const struct mp_profile *p, struct mp_profile **ret);
+
 /* What the screen shows besides the profile. */
 struct mp_top_view {
 	unsigned width, height; /* the terminal's columns and lines (0: 80 x 24) */

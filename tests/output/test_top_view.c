@@ -354,3 +354,29 @@ Test(top_view, bytes_in_binary_units)
 	free(text);
 	mp_profile_free(p);
 }
+
+/* The screen's copy renders as the profile does, without invocations. */
+Test(top_view, the_copy_renders_as_the_profile)
+{
+	struct mp_profile *p = three(), *q = NULL;
+	struct mp_top_view v = { .width = 100, .height = 30, .via = "direct" };
+	uint32_t header;
+	char *a, *b;
+
+	p->drops_bpf = 3;
+	cr_assert_eq(mp_top_view_copy(p, &q), 0);
+	cr_expect_eq(q->n_invocations, 0);
+	cr_expect_null(q->invocations);
+	cr_expect_eq(q->n_rss, 1);
+	for (int by = MP_TOP_BY_LIVE; by <= MP_TOP_BY_NAME; by++) {
+		v.by = (enum mp_top_sort)by;
+		a = screen(p, &v, &header);
+		b = screen(q, &v, &header);
+		cr_expect_str_eq(b, a);
+		free(a);
+		free(b);
+	}
+	cr_expect(p->n_invocations > 0);
+	mp_profile_free(q);
+	mp_profile_free(p);
+}
