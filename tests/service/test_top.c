@@ -290,6 +290,20 @@ static void expect_kernels_show(pid_t target)
 	cr_expect_geq(ring_holders(target, &r), 1, "nobody holds the ring while top runs");
 }
 
+/* The width of the long name's line when it ends in the ellipsis, else
+ * 0 (not on the screen, or cut by the terminal rather than by top). */
+static long long_line_width(void)
+{
+	const char *s = screen(), *line = strstr(s, names[LONG]), *end;
+
+	if (!line)
+		return 0;
+	while (line > s && line[-1] != '\n')
+		line--;
+	end = strchr(line, '\n');
+	return end && end - line >= 3 && !strncmp(end - 3, "...", 3) ? end - line : 0;
+}
+
 /* Each key orders the rows its way (figures from the highest, ties by
  * name); the long name ends in "..." at the pane's width. */
 static void expect_sorts(void)
@@ -374,6 +388,7 @@ static void expect_clean_exit(pid_t target)
 
 Test(top, direct_as_root, .timeout = 180, .fini = top_cleanup)
 {
+	char out[256];
 	pid_t f;
 
 	need_root();
@@ -382,6 +397,10 @@ Test(top, direct_as_root, .timeout = 180, .fini = top_cleanup)
 	expect_kernels_show(f);
 	cr_expect(strstr(screen(), "(direct)"), "%s", screen());
 	expect_sorts();
+	/* a narrower terminal: the line follows its width */
+	cr_assert_eq(tmux(out, sizeof(out), "resize-window", "-t", "top", "-x", "100"), 0);
+	cr_expect(MP_TEST_WAIT_FOR(long_line_width() == 100, 10000), "after a resize to 100:\n%s",
+		  screen());
 	keys("q");
 	expect_clean_exit(f);
 	fixture_finish(f);
