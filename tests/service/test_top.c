@@ -529,3 +529,36 @@ Test(top, needs_a_terminal, .timeout = 60, .fini = cleanup)
 	cr_expect_str_eq(err, "memprof top: needs a terminal on standard input and output "
 			      "(`memprof dump PID` prints one table)\n");
 }
+
+/* A user the policy refuses (root's target): the service's reason, exit
+ * status 1, the terminal untouched (the screen never opened), nothing
+ * attached. */
+Test(top, a_refused_user_gets_the_reason, .timeout = 120, .fini = top_cleanup)
+{
+	char out[4096], before[1024], after[1024];
+	struct daemon d;
+	uid_t uid;
+	gid_t gid;
+	pid_t f;
+
+	need_root();
+	test_user(&uid, &gid);
+	daemon_start(&d, "", NULL);
+	f = fixture_start_of("tests/service/fixture-top", NULL);
+	pane_start(as_user(uid, gid), uid, f, "--control", d.control);
+	cr_assert(MP_TEST_WAIT_FOR(file_exists(pane_file("rc")), 30000), "%s", screen());
+	read_text(pane_file("rc"), out, sizeof(out));
+	cr_expect_str_eq(out, "1\n");
+	read_text(pane_file("top.err"), out, sizeof(out));
+	cr_expect(!strncmp(out, "memprof top: not permitted: process ", 36) &&
+			  strstr(out, "(only root may profile other users' or set-id processes)\n"),
+		  "%s", out);
+	read_text(pane_file("stty.before"), before, sizeof(before));
+	read_text(pane_file("stty.after"), after, sizeof(after));
+	cr_expect_str_eq(after, before);
+	cr_assert_eq(client(out, sizeof(out), &d, "list", NULL), 0);
+	cr_expect_str_eq(out, "no targets\n");
+	cr_expect(detached(f));
+	fixture_finish(f);
+	cr_expect_eq(daemon_stop(&d), 0);
+}
