@@ -29,6 +29,7 @@
 #include "report.h"
 #include "sites.h"
 #include "session.h"
+#include "top.h"
 #include "tracer.h"
 
 static void usage(FILE *f)
@@ -52,6 +53,8 @@ static void usage(FILE *f)
 	      "  dump PID [-o FILE]               the profile so far, without stopping\n"
 	      "  list                             targets of the service (yours, or all for root)\n"
 	      "  status                           the service's state and collectors\n"
+	      "  top PID [--direct]               live per-kernel view of PID (keys: l p c a n\n"
+	      "                                   sort, q quits and detaches)\n"
 	      "  collect --listen URL --out DIR   reference collector of profile streams\n"
 	      "Service commands take --control PATH (default " MP_CTL_DEFAULT_PATH ").\n"
 	      "\n"
@@ -799,6 +802,8 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "detach") || !strcmp(argv[1], "dump") || !strcmp(argv[1], "list") ||
 	    !strcmp(argv[1], "status"))
 		return cmd_simple(argv[1], argc - 1, argv + 1);
+	if (!strcmp(argv[1], "top"))
+		return mp_top_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "collect"))
 		return cmd_collect(argc - 1, argv + 1);
 	mp_log_open("memprof", MP_LOG_AUTO);
