@@ -110,7 +110,7 @@ bool mp_http_resp_body(struct mp_http_resp *r, const uint8_t *p, size_t n)
 	if (k < n)
 		r->body_truncated = true;
 	r->body_seen += n;
-	return r->body_seen <= MP_HTTP_MAX_SKIP;
+	return !r->body_truncated;
 }
 
 /* --- verdicts --- */
@@ -372,8 +372,19 @@ void mp_http_verdict(enum mp_backend_proto proto, const struct mp_http_resp *r,
 		     struct mp_outcome *o)
 {
 	o->verdict = MP_V_DROP;
+	o->cause = MP_DROP_REFUSED;
 	o->why[0] = '\0';
 	o->retry_after_ns = 0;
+	if (r->body_truncated) {
+		/* Not an answer of any of these protocols; whether the chunk
+		 * was stored is unknown, so it is not sent again. */
+		o->cause = MP_DROP_OVERSIZED;
+		snprintf(
+			o->why, sizeof(o->why),
+			"HTTP %d with a body longer than %d KiB: cut there, the chunk counted lost",
+			r->status, MP_HTTP_MAX_BODY / 1024);
+		return;
+	}
 	switch (proto) {
 	case MP_BE_PYROSCOPE:
 		verdict_connect(r, o);

@@ -52,6 +52,18 @@
 #define MAX_CURL_SOCKS (4 * MP_STREAM_MAX_COLLECTORS)
 
 enum kind { K_TCP, K_UNIX, K_HTTP };
+/* Why a collector lost chunks, for status (the log says each one). */
+enum loss {
+	LOSS_BUFFER, /* did not fit its buffer, or the total (or no memory) */
+	LOSS_CLOSED, /* written, then the connection ended before any hello */
+	LOSS_MALFORMED, /* an HTTP answer that is not one */
+	LOSS_OVERSIZED, /* an HTTP answer longer than MP_HTTP_MAX_BODY */
+	LOSS_DEADLINE, /* no complete HTTP answer by the request's deadline */
+	LOSS_UNDELIVERED, /* still queued when the collector was released or at shutdown */
+	N_LOSS,
+};
+static const char *const loss_names[N_LOSS] = { "buffer",    "closed",	 "malformed",
+						"oversized", "deadline", "undelivered" };
 enum state { S_IDLE, S_CONNECTING, S_UP, S_RESPONSE, S_RESOLVING };
 /* What the collector at the other end of a tcp:// or unix: connection
  * does with chunks: not known yet (no hello so far), acknowledges them,
@@ -116,6 +128,7 @@ struct collector {
 	size_t n_lost;
 	uint64_t next_try_ns, backoff_ns;
 	uint64_t sent, dropped, rejected, connects;
+	uint64_t lost_by[N_LOSS]; /* dropped, by reason */
 	bool down; /* logged as unreachable */
 	/* Per-target use: reference-counted, by uid. */
 	struct holder *holders;
@@ -152,6 +165,7 @@ struct mp_streamer {
 	struct curl_sock socks[MAX_CURL_SOCKS];
 	size_t n_socks;
 	uint64_t curl_deadline_ns; /* UINT64_MAX: no timer */
+	long http_deadline_ms; /* of each HTTP request */
 };
 
 static int resolvers_alive;
@@ -255,6 +269,7 @@ static void lose_inflight(struct collector *c)
 		if (l)
 			l->total++;
 		c->dropped++;
+		c->lost_by[LOSS_CLOSED]++;
 		c->inflight_bytes -= x->len;
 		pop(c->owner, c);
 	}
@@ -375,7 +390,8 @@ static void start_connect(struct mp_streamer *s, struct collector *c, uint64_t n
 	c->connects++;
 	if (c->kind == K_HTTP) {
 		/* libcurl resolves, connects and speaks TLS and HTTP. */
-		r = mp_backend_start(c->be, s->multi, c->head->data, c->head->len, c);
+		r = mp_backend_start(c->be, s->multi, c->head->data, c->head->len,
+				     s->http_deadline_ms, c);
 		if (r < 0)
 			return fail(c, r, now);
 		c->state = S_UP;
@@ -650,6 +666,26 @@ static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 	}
 }
 
+/* The HTTP collector @c's first chunk is dropped for @cause: refused by
+ * the collector, or its answer broke one of our bounds. Either way its
+ * target's profile counts it (the log said why). */
+static void http_lost(struct collector *c, enum mp_drop_cause cause)
+{
+	static const enum loss of[] = { [MP_DROP_MALFORMED] = LOSS_MALFORMED,
+					[MP_DROP_OVERSIZED] = LOSS_OVERSIZED,
+					[MP_DROP_DEADLINE] = LOSS_DEADLINE };
+	struct lost *l = lost_entry(c, c->head->target_id, true);
+
+	if (l)
+		l->total++;
+	if (cause == MP_DROP_REFUSED || (size_t)cause >= ARRAY_SIZE(of)) {
+		c->rejected++;
+		return;
+	}
+	c->dropped++;
+	c->lost_by[of[cause]]++;
+}
+
 /* An HTTP collector's transfer of its first chunk ended with @rc: its
  * backend (backend.c) says what that means and logs what the server
  * said. */
@@ -671,7 +707,7 @@ static void http_done(struct mp_streamer *s, struct collector *c, CURLcode rc, u
 	if (o.verdict == MP_V_SENT)
 		c->sent++;
 	else
-		c->rejected++;
+		http_lost(c, o.cause);
 	pop(s, c);
 	c->state = S_IDLE;
 	c->next_try_ns = now;
@@ -750,6 +786,7 @@ static void count_undelivered(struct collector *c, const char *when)
 			l->total++;
 	}
 	c->dropped += c->queued_items;
+	c->lost_by[LOSS_UNDELIVERED] += c->queued_items;
 	log_warning("collector %s: %" PRIu64 " chunks (%" PRIu64 " bytes) never delivered "
 		    "(%s); %" PRIu64 " lost in all, %" PRIu64 " sent",
 		    c->url, c->queued_items, c->queued_bytes, when, c->dropped, c->sent);
@@ -904,6 +941,7 @@ int mp_streamer_new(uint64_t buffer_bytes, struct mp_streamer **ret)
 	pthread_condattr_destroy(&ca);
 	s->buffer_bytes = buffer_bytes;
 	s->curl_deadline_ns = UINT64_MAX;
+	s->http_deadline_ms = MP_BACKEND_TRANSFER_MS;
 	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->wake_fd < 0) {
 		r = -errno;
@@ -1128,6 +1166,13 @@ void mp_streamer_set_limits(struct mp_streamer *s, unsigned per_uid, uint64_t to
 	pthread_mutex_unlock(&s->lock);
 }
 
+void mp_streamer_set_http_deadline(struct mp_streamer *s, long deadline_ms)
+{
+	pthread_mutex_lock(&s->lock);
+	s->http_deadline_ms = deadline_ms > 0 ? deadline_ms : MP_BACKEND_TRANSFER_MS;
+	pthread_mutex_unlock(&s->lock);
+}
+
 void mp_streamer_set_resolver(struct mp_streamer *s, mp_stream_resolver_fn fn)
 {
 	pthread_mutex_lock(&s->lock);
@@ -1291,6 +1336,7 @@ static void enqueue(struct mp_streamer *s, struct collector *c, const struct mp_
 	    (s->total_bytes && s->queued_total + it->len > s->total_bytes)) {
 		free(it);
 		c->dropped++;
+		c->lost_by[LOSS_BUFFER]++;
 		l = lost_entry(c, m->target_id, true);
 		if (l) {
 			l->n++;
@@ -1425,18 +1471,27 @@ void mp_streamer_describe(struct mp_streamer *s, void (*line)(void *ctx, const c
 			  void *ctx)
 {
 	static const char *const states[] = { "idle", "connecting", "up", "up", "resolving" };
-	char buf[MP_STREAM_MAX_URL + 256];
+	char buf[MP_STREAM_MAX_URL + 512];
 
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->n; i++) {
 		struct collector *c = s->c[i];
+		int k = snprintf(
+			buf, sizeof(buf),
+			"%s %s state=%s queued_chunks=%" PRIu64 " queued_bytes=%" PRIu64
+			" sent=%" PRIu64 " lost=%" PRIu64 " refused=%" PRIu64 " targets=%u%s",
+			c->url, c->global ? "global" : "target",
+			c->down ? "down" : states[c->state], c->queued_items, c->queued_bytes,
+			c->sent, c->dropped, c->rejected, c->refs, c->draining ? " draining" : "");
 
-		snprintf(buf, sizeof(buf),
-			 "%s %s state=%s queued_chunks=%" PRIu64 " queued_bytes=%" PRIu64
-			 " sent=%" PRIu64 " lost=%" PRIu64 " refused=%" PRIu64 " targets=%u%s",
-			 c->url, c->global ? "global" : "target",
-			 c->down ? "down" : states[c->state], c->queued_items, c->queued_bytes,
-			 c->sent, c->dropped, c->rejected, c->refs, c->draining ? " draining" : "");
+		/* lost_by=deadline:2,oversized:1 when anything was lost. */
+		for (int w = 0, first = 1; w < N_LOSS && k > 0 && (size_t)k < sizeof(buf); w++) {
+			if (!c->lost_by[w])
+				continue;
+			k += snprintf(buf + k, sizeof(buf) - (size_t)k, "%s%s:%" PRIu64,
+				      first ? " lost_by=" : ",", loss_names[w], c->lost_by[w]);
+			first = 0;
+		}
 		line(ctx, buf);
 	}
 	pthread_mutex_unlock(&s->lock);
