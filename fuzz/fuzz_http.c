@@ -5,7 +5,8 @@
  * split here the way its header callback and curl_easy_header() hand a
  * response over (status line, "Name: value" headers, body), and every
  * protocol's verdict is taken on the result (Connect error JSON, OTLP
- * Status and partial success, gRPC-Web trailer frames, Retry-After). The
+ * Status and partial success, gRPC-Web trailer frames, Retry-After); a
+ * body past the 16 KiB cap must be kept within it and always be a drop. The
  * same bytes are also parsed as a collector URL (libcurl's URL API and
  * our settings). The first byte is kept for the corpus format.
  */
@@ -64,8 +65,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	feed_head(&r, text, end ? (size_t)(end - text) : len);
 	if (end)
 		mp_http_resp_body(&r, (const uint8_t *)end + 4, len - (size_t)(end + 4 - text));
-	for (int p = MP_BE_INGEST; p <= MP_BE_PARCA; p++)
+	if (r.body_len > MP_HTTP_MAX_BODY)
+		abort();
+	for (int p = MP_BE_INGEST; p <= MP_BE_PARCA; p++) {
 		mp_http_verdict((enum mp_backend_proto)p, &r, &o);
+		/* A body past the cap is never an answer, whatever it says. */
+		if (r.body_seen > MP_HTTP_MAX_BODY &&
+		    (o.verdict != MP_V_DROP || o.cause != MP_DROP_OVERSIZED))
+			abort();
+	}
 	if (len < sizeof(url)) {
 		memcpy(url, text, len);
 		url[len] = '\0';
