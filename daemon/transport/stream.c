@@ -47,6 +47,10 @@
 /* Bytes read from one collector per wakeup: a chatty one cannot hold the
  * streaming thread. */
 #define READ_BUDGET (64u << 10)
+/* What a collector without acknowledgements may send (its protocol has
+ * no replies) before its connection is closed: an endless sender cannot
+ * keep the streaming thread reading. */
+#define LEGACY_JUNK_MAX (64u << 10)
 /* Sockets libcurl may have open at once for the HTTP collectors
  * (connection attempts and its resolver's). */
 #define MAX_CURL_SOCKS (4 * MP_STREAM_MAX_COLLECTORS)
@@ -124,6 +128,7 @@ struct collector {
 	uint64_t hello_until_ns;
 	struct mp_ack_reader rx;
 	bool told_legacy; /* "no acknowledgements" logged */
+	uint64_t junk; /* bytes read from it as such, this connection */
 	struct lost *lost;
 	size_t n_lost;
 	uint64_t next_try_ns, backoff_ns;
@@ -172,17 +177,15 @@ static int resolvers_alive;
 
 static int parse_url(const char *url, struct collector *c)
 {
-	const char *hp, *colon, *slash;
-	size_t hl;
-	char *end;
-	unsigned long port;
+	struct mp_stream_addr a;
+	int r;
 
 	if (strlen(url) >= MP_STREAM_MAX_URL)
 		return -EINVAL;
 	if (mp_backend_url_is(url)) {
 		struct mp_backend_url u;
-		int r = mp_backend_url_parse(url, &u);
 
+		r = mp_backend_url_parse(url, &u);
 		if (r < 0)
 			return r;
 		c->kind = K_HTTP;
@@ -191,46 +194,13 @@ static int parse_url(const char *url, struct collector *c)
 		snprintf(c->path, sizeof(c->path), "%s", u.path);
 		return 0;
 	}
-	if (!strncmp(url, "unix:", 5)) {
-		struct sockaddr_un sa;
-
-		if (url[5] != '/' || strlen(url + 5) >= sizeof(sa.sun_path))
-			return -EINVAL;
-		c->kind = K_UNIX;
-		snprintf(c->path, sizeof(c->path), "%s", url + 5);
-		return 0;
-	}
-	if (strncmp(url, "tcp://", 6))
-		return -EINVAL;
-	c->kind = K_TCP;
-	hp = url + 6;
-	if (strchr(hp, '/'))
-		return -EINVAL;
-	slash = hp + strlen(hp);
-	if (*hp == '[') {
-		const char *rb = memchr(hp, ']', (size_t)(slash - hp));
-
-		if (!rb || rb[1] != ':')
-			return -EINVAL;
-		hl = (size_t)(rb - hp - 1);
-		hp++;
-		colon = rb + 1;
-	} else {
-		colon = memchr(hp, ':', (size_t)(slash - hp));
-		if (!colon)
-			return -EINVAL;
-		hl = (size_t)(colon - hp);
-	}
-	if (!hl || hl >= sizeof(c->host))
-		return -EINVAL;
-	memcpy(c->host, hp, hl);
-	c->host[hl] = '\0';
-	if (colon[1] < '0' || colon[1] > '9')
-		return -EINVAL;
-	port = strtoul(colon + 1, &end, 10);
-	if (end != slash || port == 0 || port > 65535)
-		return -EINVAL;
-	snprintf(c->port, sizeof(c->port), "%lu", port);
+	r = mp_stream_addr_parse(url, &a);
+	if (r < 0)
+		return r;
+	c->kind = a.is_unix ? K_UNIX : K_TCP;
+	memcpy(c->host, a.host, sizeof(c->host));
+	memcpy(c->port, a.port, sizeof(c->port));
+	memcpy(c->path, a.path, sizeof(c->path));
 	return 0;
 }
 
@@ -379,6 +349,7 @@ static void connected(struct collector *c, uint64_t now)
 	c->state = S_UP;
 	c->acks = A_UNKNOWN;
 	c->hello_until_ns = now + HELLO_NS;
+	c->junk = 0;
 	mp_ack_reader_init(&c->rx);
 }
 
@@ -643,6 +614,12 @@ static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 		if (n == 0)
 			return fail(c, -ECONNRESET, now);
 		total += (size_t)n;
+		if (c->acks == A_LEGACY && (c->junk += (uint64_t)n) > LEGACY_JUNK_MAX) {
+			log_warning("collector %s sent more than %u KiB without acknowledging "
+				    "anything, closing the connection",
+				    c->url, LEGACY_JUNK_MAX >> 10);
+			return fail(c, -EPROTO, now);
+		}
 		if (c->acks == A_LEGACY)
 			continue;
 		mp_ack_received(&c->rx, (size_t)n);

@@ -2,9 +2,9 @@
 /*
  * Collectors that misbehave (tests/transport/receiver.py --hostile): one
  * that never answers, answers 1 GB, streams an endless chunked 503, sends
- * garbage, closes mid-request, or (tcp://) never reads. The streamer,
- * driven directly, drops each chunk at the bound it broke and counts it
- * by reason; a real memprofd --pid (sanitized in a sanitizer build)
+ * garbage, closes mid-request, or (tcp://) never reads or sends without
+ * end. The streamer, driven directly, drops each chunk at the bound it
+ * broke and counts it by reason; a real memprofd --pid (sanitized in a sanitizer build)
  * streaming a real target to each ends within its bound after SIGTERM or
  * its duration, and its profile and log say what was lost. Needs root
  * for the memprofd runs.
@@ -151,6 +151,31 @@ Test(stream_hostile, endless_chunked_answer_is_cut_at_the_cap, .timeout = 180, .
 Test(stream_hostile, garbage_answer_is_dropped_as_malformed, .timeout = 180, .fini = cleanup)
 {
 	direct("garbage", "malformed");
+}
+
+/* A tcp:// collector that sends no hello (so it is taken for one without
+ * acknowledgements), then bytes without end: the connection is closed
+ * after 64 KiB of them, not read for ever. */
+Test(stream_hostile, endless_bytes_from_a_tcp_collector_end_its_connection, .timeout = 180,
+     .fini = cleanup)
+{
+	struct mp_profile *p = small_profile();
+	struct mp_streamer *s;
+	struct hostile h;
+	char url[128];
+
+	mp_test_tmpdir(tmpdir, sizeof(tmpdir), "hostile");
+	hostile_start(&h, "babble");
+	snprintf(url, sizeof(url), "tcp://127.0.0.1:%d", h.port);
+	cr_assert_eq(mp_streamer_new(1 << 20, &s), 0);
+	cr_assert_eq(mp_streamer_acquire(s, url, 0), 0);
+	push(s, p, 0, url);
+	cr_assert(MP_TEST_WAIT_FOR(hostile_count(&h, "sent") >= 1, 60000),
+		  "the daemon kept reading the endless sender");
+	cr_assert_lt(hostile_max_sent(&h), 32ull << 20, "the daemon read on");
+	mp_streamer_release(s, url, 0);
+	mp_streamer_free(s);
+	mp_profile_free(p);
 }
 
 static char *read_log(const char *path)

@@ -15,7 +15,9 @@ request and never answers, "huge" answers 200 with a 1 GB Content-Length
 and sends zeros for as long as it is read, "endless" answers a chunked 503
 that never ends, "garbage" answers bytes that are not HTTP and closes,
 "close" closes once the request's head is read (its body not), "noread" (for tcp:// streams)
-accepts and never reads. Connection N leaves DIR/N.head once its request
+accepts and never reads, "babble" (tcp://) says nothing for 6 s (no
+hello: a collector without acknowledgements) and then sends bytes without
+end. Connection N leaves DIR/N.head once its request
 was read (for "noread": once accepted) and DIR/N.sent, the bytes it wrote,
 when it ends.
 """
@@ -30,7 +32,7 @@ import ssl
 import sys
 import threading
 
-HOSTILE = ("silent", "huge", "endless", "garbage", "close", "noread")
+HOSTILE = ("silent", "huge", "endless", "garbage", "close", "noread", "babble")
 
 
 def read_request(sock, with_body=True, limit=64 << 20):
@@ -67,6 +69,13 @@ def hostile(mode, sock, path, st):
         while not p.poll(200):
             pass  # until the client closes, unread data or not
         return 0
+    if mode == "babble":
+        open(path + ".head", "w").close()
+        threading.Event().wait(6)
+        block = b"\0" * 65536
+        while True:
+            st["sent"] += len(block)
+            sock.sendall(block)
     head = read_request(sock, mode != "close")
     if head is None:
         return 0
