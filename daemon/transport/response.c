@@ -379,10 +379,9 @@ void mp_http_verdict(enum mp_backend_proto proto, const struct mp_http_resp *r,
 		/* Not an answer of any of these protocols; whether the chunk
 		 * was stored is unknown, so it is not sent again. */
 		o->cause = MP_DROP_OVERSIZED;
-		snprintf(
-			o->why, sizeof(o->why),
-			"HTTP %d with a body longer than %d KiB: cut there, the chunk counted lost",
-			r->status, MP_HTTP_MAX_BODY / 1024);
+		snprintf(o->why, sizeof(o->why),
+			 "HTTP %d with a body longer than %d KiB (cut there)", r->status,
+			 MP_HTTP_MAX_BODY / 1024);
 		return;
 	}
 	switch (proto) {

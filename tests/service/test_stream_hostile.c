@@ -308,3 +308,42 @@ Test(stream_hostile, memprofd_to_a_tcp_collector_that_never_reads, .timeout = 24
 {
 	run("noread", "tcp://", "", 1, true, 0, "collector tcp://127.0.0.1:");
 }
+
+/* The service, with an endless chunked 503 as its configured collector:
+ * `memprof status` says the chunks were lost and why, and the target's
+ * profile counts them; the service stays up and serves. */
+Test(stream_hostile, service_status_and_profile_say_what_was_lost, .timeout = 240, .fini = cleanup)
+{
+	char config[256], out[65536], ps[32], file[512];
+	struct mp_profile *p;
+	struct hostile h;
+	struct daemon d;
+	pid_t f;
+
+	need_root();
+	hostile_start(&h, "endless");
+	snprintf(config, sizeof(config),
+		 "mode = rss\nrss_hz = 0\nstream_interval = 0.2\n"
+		 "collector = http://127.0.0.1:%d/ingest\n",
+		 h.port);
+	snprintf(file, sizeof(file), "%s", tmp_of("target.memprof"));
+	daemon_start(&d, config, NULL);
+	f = fixture_start(NULL);
+	snprintf(ps, sizeof(ps), "%d", (int)f);
+	cr_assert_eq(client(out, sizeof(out), &d, "attach", ps, "-o", file, NULL), 0, "%s", out);
+	cr_assert(MP_TEST_WAIT_FOR(hostile_count(&h, "head") >= 3, 120000),
+		  "3 requests within 120 s, see %s", d.log);
+	cr_assert_eq(client(out, sizeof(out), &d, "status", NULL), 0, "%s", out);
+	cr_assert(strstr(out, " sent=0 ") && strstr(out, " lost_by=oversized:"), "%s", out);
+	cr_assert_eq(client(out, sizeof(out), &d, "detach", ps, NULL), 0, "%s", out);
+	p = load(file);
+	cr_assert_geq(p->stream_chunks_lost, 3, "profile: %" PRIu64, p->stream_chunks_lost);
+	mp_profile_free(p);
+	cr_assert(log_has(&d, "HTTP 503 with a body longer than 16 KiB (cut there); the chunk is "
+			      "dropped and counted lost"),
+		  "see %s", d.log);
+	cr_assert_eq(daemon_stop(&d), 0);
+	fixture_finish(f);
+	cr_assert(MP_TEST_WAIT_FOR(hostile_count(&h, "sent") == hostile_count(&h, "head"), 30000));
+	cr_assert_lt(hostile_max_sent(&h), 32ull << 20, "the daemon read on");
+}
