@@ -260,7 +260,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 	 * curl_easy_header() once the response is whole. */
 	if (n > 5 && !memcmp(data, "HTTP/", 5))
 		mp_http_resp_status_line(&b->resp, data, n);
-	return size * n;
+	/* 0 ends headers longer than any answer of a collector. */
+	return mp_http_resp_head_bytes(&b->resp, n) ? size * n : 0;
 }
 
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
@@ -482,8 +483,9 @@ static int failure(struct mp_backend *b, CURLcode rc, struct mp_outcome *o)
 
 int mp_backend_finish(struct mp_backend *b, CURLcode rc, struct mp_outcome *o)
 {
-	bool cut_by_us = (rc == CURLE_WRITE_ERROR && b->resp.body_truncated) ||
-			 rc == CURLE_FILESIZE_EXCEEDED;
+	bool cut_by_us =
+		(rc == CURLE_WRITE_ERROR && (b->resp.body_truncated || b->resp.head_truncated)) ||
+		rc == CURLE_FILESIZE_EXCEEDED;
 	int r = 0;
 
 	/* A Content-Length beyond the cap ends the transfer before the

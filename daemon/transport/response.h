@@ -20,6 +20,9 @@
  * bytes; a longer one is cut there (the transfer ends) and the chunk
  * dropped and counted. */
 #define MP_HTTP_MAX_BODY (16 * 1024)
+/* Header bytes of a response read at most (status lines and headers,
+ * interim responses included): past it, cut the same way. */
+#define MP_HTTP_MAX_HEAD (16 * 1024)
 #define MP_HTTP_MAX_LINE 2048
 #define MP_HTTP_MAX_HEADER_FILE 8192
 
@@ -33,6 +36,8 @@ struct mp_http_resp {
 	size_t body_len; /* kept */
 	uint64_t body_seen; /* received, kept or not */
 	bool body_truncated; /* longer than MP_HTTP_MAX_BODY: cut */
+	uint64_t head_seen; /* header bytes received */
+	bool head_truncated; /* more than MP_HTTP_MAX_HEAD: cut */
 };
 
 void mp_http_resp_init(struct mp_http_resp *r);
@@ -40,6 +45,9 @@ void mp_http_resp_init(struct mp_http_resp *r);
  * Service Unavailable\r\n"): starts the response over (an interim 1xx
  * is forgotten). -EBADMSG if @line is not one. */
 int mp_http_resp_status_line(struct mp_http_resp *r, const char *line, size_t len);
+/* @n more header bytes came (libcurl's header callback): false once more
+ * than MP_HTTP_MAX_HEAD did: stop reading. */
+bool mp_http_resp_head_bytes(struct mp_http_resp *r, size_t n);
 /* A header libcurl parsed; those a verdict reads are kept. */
 void mp_http_resp_header(struct mp_http_resp *r, const char *name, const char *value);
 /* Body bytes: the first MP_HTTP_MAX_BODY are kept. False once more than

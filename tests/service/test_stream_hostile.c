@@ -148,6 +148,11 @@ Test(stream_hostile, endless_chunked_answer_is_cut_at_the_cap, .timeout = 180, .
 	direct("endless", "oversized");
 }
 
+Test(stream_hostile, endless_headers_are_cut_at_the_cap, .timeout = 180, .fini = cleanup)
+{
+	direct("headers", "oversized");
+}
+
 Test(stream_hostile, garbage_answer_is_dropped_as_malformed, .timeout = 180, .fini = cleanup)
 {
 	direct("garbage", "malformed");

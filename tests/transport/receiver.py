@@ -13,7 +13,8 @@ With --hostile MODE (the responses file is then not read) it is a
 collector that misbehaves, on every connection: "silent" reads the
 request and never answers, "huge" answers 200 with a 1 GB Content-Length
 and sends zeros for as long as it is read, "endless" answers a chunked 503
-that never ends, "garbage" answers bytes that are not HTTP and closes,
+that never ends, "garbage" answers bytes that are not HTTP and closes, "headers"
+answers a status line and then header lines without end,
 "close" closes once the request's head is read (its body not), "noread" (for tcp:// streams)
 accepts and never reads, "babble" (tcp://) says nothing for 6 s (no
 hello: a collector without acknowledgements) and then sends bytes without
@@ -32,7 +33,7 @@ import ssl
 import sys
 import threading
 
-HOSTILE = ("silent", "huge", "endless", "garbage", "close", "noread", "babble")
+HOSTILE = ("silent", "huge", "endless", "garbage", "close", "noread", "babble", "headers")
 
 
 def read_request(sock, with_body=True, limit=64 << 20):
@@ -92,7 +93,10 @@ def hostile(mode, sock, path, st):
         st["sent"] += len(out)
         sock.sendall(out)
         return
-    if mode == "huge":
+    if mode == "headers":
+        head = b"HTTP/1.1 200 OK\r\n"
+        block, left = b"X-Junk: " + b"a" * 1000 + b"\r\n", float("inf")
+    elif mode == "huge":
         head = (b"HTTP/1.1 200 OK\r\nContent-Length: 1073741824\r\n"
                 b"Content-Type: application/proto\r\n\r\n")
         block, left = b"\0" * 65536, 1 << 30

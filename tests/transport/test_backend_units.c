@@ -208,6 +208,27 @@ Test(response, long_body_kept_bounded)
 	free(body);
 }
 
+/* Header bytes count across interim responses; past the cap reading
+ * stops and the verdict is a drop, counted as oversized. */
+Test(response, long_head_is_cut_at_the_cap)
+{
+	static struct mp_http_resp r;
+	static const char interim[] = "HTTP/1.1 100 Continue\r\n";
+	static const char final[] = "HTTP/1.1 200 OK\r\n";
+	struct mp_outcome o;
+
+	mp_http_resp_init(&r);
+	cr_assert(mp_http_resp_head_bytes(&r, MP_HTTP_MAX_HEAD - 100));
+	cr_assert_eq(mp_http_resp_status_line(&r, interim, strlen(interim)), 0);
+	cr_assert(mp_http_resp_head_bytes(&r, strlen(interim)));
+	cr_assert_eq(mp_http_resp_status_line(&r, final, strlen(final)), 0);
+	cr_assert_not(mp_http_resp_head_bytes(&r, 100), "an interim response reset the count");
+	mp_http_verdict(MP_BE_PYROSCOPE, &r, &o);
+	cr_assert_eq(o.verdict, MP_V_DROP);
+	cr_assert_eq(o.cause, MP_DROP_OVERSIZED);
+	cr_assert_str_eq(o.why, "HTTP 200 with headers longer than 16 KiB (cut there)");
+}
+
 /* A body cut at the cap is no answer of any protocol, whatever its
  * status: the chunk is dropped, counted as oversized, never retried (it
  * may have been stored). */
