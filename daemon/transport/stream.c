@@ -61,7 +61,7 @@ enum loss {
 	LOSS_BUFFER, /* did not fit its buffer, or the total (or no memory) */
 	LOSS_CLOSED, /* written, then the connection ended before any hello */
 	LOSS_MALFORMED, /* an HTTP answer that is not one */
-	LOSS_OVERSIZED, /* an HTTP answer longer than MP_HTTP_MAX_BODY */
+	LOSS_OVERSIZED, /* an HTTP answer past our caps (headers or body) */
 	LOSS_DEADLINE, /* no complete HTTP answer by the request's deadline */
 	LOSS_UNDELIVERED, /* still queued when the collector was released or at shutdown */
 	N_LOSS,
