@@ -5,7 +5,9 @@
  * split here the way its header callback and curl_easy_header() hand a
  * response over (status line, "Name: value" headers, body), and every
  * protocol's verdict is taken on the result (Connect error JSON, OTLP
- * Status and partial success, gRPC-Web trailer frames, Retry-After). The
+ * Status and partial success, gRPC-Web trailer frames, Retry-After); a
+ * body or headers past the 16 KiB caps must be cut there and always be a
+ * drop. The
  * same bytes are also parsed as a collector URL (libcurl's URL API and
  * our settings). The first byte is kept for the corpus format.
  */
@@ -31,10 +33,12 @@ static void feed_head(struct mp_http_resp *r, const char *head, size_t len)
 		if (!eol)
 			eol = head + len;
 		n = (size_t)(eol - l);
-		if (n >= 5 && !memcmp(l, "HTTP/", 5)) {
+		if (n >= 5 && !memcmp(l, "HTTP/", 5))
 			mp_http_resp_status_line(r, l, n);
+		if (!mp_http_resp_head_bytes(r, n + 1))
+			return; /* cut, as backend.c's header callback does */
+		if (n >= 5 && !memcmp(l, "HTTP/", 5))
 			continue;
-		}
 		colon = memchr(l, ':', n);
 		if (!colon || (size_t)(colon - l) >= sizeof(name) ||
 		    n - (size_t)(colon - l) - 1 >= sizeof(value))
@@ -64,8 +68,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	feed_head(&r, text, end ? (size_t)(end - text) : len);
 	if (end)
 		mp_http_resp_body(&r, (const uint8_t *)end + 4, len - (size_t)(end + 4 - text));
-	for (int p = MP_BE_INGEST; p <= MP_BE_PARCA; p++)
+	if (r.body_len > MP_HTTP_MAX_BODY)
+		abort();
+	for (int p = MP_BE_INGEST; p <= MP_BE_PARCA; p++) {
 		mp_http_verdict((enum mp_backend_proto)p, &r, &o);
+		/* Headers or a body past the cap are never an answer,
+		 * whatever they say. */
+		if ((r.head_truncated || r.body_seen > MP_HTTP_MAX_BODY) &&
+		    (o.verdict != MP_V_DROP || o.cause != MP_DROP_OVERSIZED))
+			abort();
+	}
 	if (len < sizeof(url)) {
 		memcpy(url, text, len);
 		url[len] = '\0';

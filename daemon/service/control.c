@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "control.h"
@@ -265,13 +267,58 @@ int mp_ctl_send(int sock, const void *buf, size_t len, int pass_fd)
 	return write_all(sock, buf, len);
 }
 
-static int read_all(int sock, void *buf, size_t len)
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* The receive timeout set on @sock bounds the whole message, not each
+ * recv(): a peer dripping one byte just inside it would otherwise hold
+ * the connection for as long as it likes. *@ret_deadline_us is when
+ * the message must be whole (0: no timeout set). */
+static void whole_deadline(int sock, struct timeval *ret_tv, uint64_t *ret_deadline_us)
+{
+	socklen_t len = sizeof(*ret_tv);
+
+	*ret_deadline_us = 0;
+	if (getsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, ret_tv, &len) < 0 ||
+	    (ret_tv->tv_sec <= 0 && ret_tv->tv_usec <= 0))
+		return;
+	*ret_deadline_us =
+		mono_us() + (uint64_t)ret_tv->tv_sec * 1000000u + (uint64_t)ret_tv->tv_usec;
+}
+
+/* Before a recv(): the time left until @deadline_us, as the socket's
+ * receive timeout. -ETIMEDOUT once it has passed. */
+static int arm(int sock, uint64_t deadline_us)
+{
+	uint64_t now = mono_us(), left;
+	struct timeval tv;
+
+	if (!deadline_us)
+		return 0;
+	if (now >= deadline_us)
+		return -ETIMEDOUT;
+	left = deadline_us - now;
+	tv = (struct timeval){ .tv_sec = (time_t)(left / 1000000u),
+			       .tv_usec = (suseconds_t)(left % 1000000u) };
+	return setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ? -errno : 0;
+}
+
+static int read_all(int sock, void *buf, size_t len, uint64_t deadline_us)
 {
 	char *p = buf;
 
 	while (len) {
-		ssize_t n = recv(sock, p, len, 0);
+		int r = arm(sock, deadline_us);
+		ssize_t n;
 
+		if (r < 0)
+			return r;
+		n = recv(sock, p, len, 0);
 		if (n == 0)
 			return -ECONNRESET;
 		if (n < 0) {
@@ -325,6 +372,8 @@ int mp_ctl_recv(int sock, struct mp_ctl_msg *m, int *ret_fd)
 			     .msg_iovlen = 1,
 			     .msg_control = cm.buf,
 			     .msg_controllen = sizeof(cm.buf) };
+	struct timeval tv = { 0 };
+	uint64_t deadline_us;
 	int fd = -1, nfds, r;
 	char *body = NULL;
 	uint32_t len;
@@ -332,6 +381,7 @@ int mp_ctl_recv(int sock, struct mp_ctl_msg *m, int *ret_fd)
 
 	m->n = 0;
 	m->why[0] = '\0';
+	whole_deadline(sock, &tv, &deadline_us);
 	do
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
@@ -352,7 +402,7 @@ int mp_ctl_recv(int sock, struct mp_ctl_msg *m, int *ret_fd)
 	}
 	r = 0;
 	if (n < (ssize_t)sizeof(hdr))
-		r = read_all(sock, hdr + n, sizeof(hdr) - (size_t)n);
+		r = read_all(sock, hdr + n, sizeof(hdr) - (size_t)n, deadline_us);
 	len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
 	      (uint32_t)hdr[3] << 24;
 	if (r == -ECONNRESET)
@@ -361,12 +411,14 @@ int mp_ctl_recv(int sock, struct mp_ctl_msg *m, int *ret_fd)
 		r = bad(m, "message longer than %u bytes", MP_CTL_MAX_MSG);
 	if (r == 0) {
 		body = malloc(len ? len : 1);
-		r = body ? read_all(sock, body, len) : -ENOMEM;
+		r = body ? read_all(sock, body, len, deadline_us) : -ENOMEM;
 		if (r == -ECONNRESET)
 			r = bad(m, "truncated message (the length prefix says %u bytes)", len);
 	}
 	if (r == -ETIMEDOUT)
-		bad(m, "no complete request within the timeout");
+		bad(m, "no complete request within %lld s", (long long)tv.tv_sec);
+	if (deadline_us)
+		setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	if (r == 0)
 		r = mp_ctl_parse(body, len, m);
 	free(body);

@@ -76,7 +76,9 @@ int mp_ctl_check_request(const struct mp_ctl_msg *m, char *why, size_t why_len);
 int mp_ctl_send(int sock, const void *buf, size_t len, int pass_fd);
 /* Receives one message into @m. At most one descriptor is accepted, and
  * only with the first bytes; it is returned in *@ret_fd (-1 if none; pass
- * NULL to refuse any). Blocking: set SO_RCVTIMEO on @sock to bound it.
+ * NULL to refuse any). Blocking: the SO_RCVTIMEO set on @sock bounds the
+ * whole message (a peer dripping bytes cannot stretch it), and is set
+ * back once the message is read.
  * -EBADMSG on a malformed message or unexpected descriptors (all closed;
  * the reason in @m->why), -ECONNRESET when the peer closed early. */
 int mp_ctl_recv(int sock, struct mp_ctl_msg *m, int *ret_fd);

@@ -26,6 +26,7 @@ struct mp_backend {
 	struct curl_slist *headers;
 	struct mp_http_resp resp;
 	char err[CURL_ERROR_SIZE];
+	long deadline_ms; /* of the transfer in progress */
 	/* What was last logged, so that a state is logged once. */
 	enum mp_verdict last_verdict;
 	char last_why[512];
@@ -259,7 +260,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 	 * curl_easy_header() once the response is whole. */
 	if (n > 5 && !memcmp(data, "HTTP/", 5))
 		mp_http_resp_status_line(&b->resp, data, n);
-	return size * n;
+	/* 0 ends headers longer than any answer of a collector. */
+	return mp_http_resp_head_bytes(&b->resp, n) ? size * n : 0;
 }
 
 static size_t on_body(char *data, size_t size, size_t n, void *arg)
@@ -294,7 +296,7 @@ static int header_list(struct mp_backend *b, const char *text, size_t len)
 }
 
 static int set_options(struct mp_backend *b, const char *target, const uint8_t *body,
-		       size_t body_len, void *priv)
+		       size_t body_len, long deadline_ms, void *priv)
 {
 	const struct mp_backend_url *u = &b->u;
 	bool v6 = strchr(u->host, ':') != NULL;
@@ -320,7 +322,10 @@ static int set_options(struct mp_backend *b, const char *target, const uint8_t *
 	rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
 	rc |= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
 	rc |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, MP_BACKEND_CONNECT_MS);
-	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, MP_BACKEND_TRANSFER_MS);
+	rc |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, deadline_ms);
+	/* Content-Length beyond the cap: refused before a byte of it. A
+	 * chunked body is cut by on_body(). */
+	rc |= curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)MP_HTTP_MAX_BODY);
 	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
 	rc |= curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
 	/* ca= replaces the system store, it does not add to it. */
@@ -337,7 +342,8 @@ static int set_options(struct mp_backend *b, const char *target, const uint8_t *
 	return rc == CURLE_OK ? 0 : -EINVAL;
 }
 
-int mp_backend_start(struct mp_backend *b, CURLM *multi, const uint8_t *req, size_t len, void *priv)
+int mp_backend_start(struct mp_backend *b, CURLM *multi, const uint8_t *req, size_t len,
+		     long deadline_ms, void *priv)
 {
 	struct req_head h;
 	char target[2560];
@@ -356,11 +362,12 @@ int mp_backend_start(struct mp_backend *b, CURLM *multi, const uint8_t *req, siz
 	r = header_list(b, (const char *)req + sizeof(h) + h.target_len, h.headers_len);
 	if (r == 0)
 		r = set_options(b, target, req + sizeof(h) + h.target_len + h.headers_len,
-				len - sizeof(h) - h.target_len - h.headers_len, priv);
+				len - sizeof(h) - h.target_len - h.headers_len, deadline_ms, priv);
 	if (r < 0)
 		return r;
 	mp_http_resp_init(&b->resp);
 	b->err[0] = '\0';
+	b->deadline_ms = deadline_ms;
 	if (curl_multi_add_handle(multi, b->easy) != CURLM_OK)
 		return -ENOMEM;
 	b->multi = multi;
@@ -387,8 +394,11 @@ static void report(struct mp_backend *b, const struct mp_outcome *o)
 	else if (o->verdict == MP_V_RETRY)
 		log_warning("collector %s: %s; keeping the chunk, retrying with backoff", b->url,
 			    o->why);
-	else if (o->verdict == MP_V_DROP)
+	else if (o->verdict == MP_V_DROP && o->cause == MP_DROP_REFUSED)
 		log_warning("collector %s refused a chunk: %s; dropped and counted", b->url,
+			    o->why);
+	else if (o->verdict == MP_V_DROP)
+		log_warning("collector %s: %s; the chunk is dropped and counted lost", b->url,
 			    o->why);
 	b->last_verdict = o->verdict;
 	snprintf(b->last_why, sizeof(b->last_why), "%s", o->why);
@@ -420,6 +430,7 @@ static int failure(struct mp_backend *b, CURLcode rc, struct mp_outcome *o)
 	long os_errno = 0;
 
 	o->verdict = MP_V_RETRY;
+	o->cause = MP_DROP_REFUSED;
 	switch (rc) {
 	case CURLE_COULDNT_RESOLVE_HOST:
 		return -EHOSTUNREACH;
@@ -431,7 +442,14 @@ static int failure(struct mp_backend *b, CURLcode rc, struct mp_outcome *o)
 		curl_easy_getinfo(b->easy, CURLINFO_CONNECT_TIME_T, &connected_us);
 		if (!connected_us)
 			return -ETIMEDOUT;
-		snprintf(o->why, sizeof(o->why), "no response in time (%s)", detail);
+		/* Past the request's deadline: a collector that never answers,
+		 * or drips its answer, holds no chunk longer than that. */
+		o->verdict = MP_V_DROP;
+		o->cause = MP_DROP_DEADLINE;
+		snprintf(o->why, sizeof(o->why),
+			 "no complete answer within %ld ms, the request's "
+			 "deadline",
+			 b->deadline_ms);
 		break;
 	case CURLE_PEER_FAILED_VERIFICATION:
 		snprintf(o->why, sizeof(o->why), "certificate of %.200s refused: %s", b->u.host,
@@ -454,6 +472,7 @@ static int failure(struct mp_backend *b, CURLcode rc, struct mp_outcome *o)
 		/* Whether it stored the chunk is unknown: sending it again
 		 * could store it twice. */
 		o->verdict = MP_V_DROP;
+		o->cause = MP_DROP_MALFORMED;
 		snprintf(o->why, sizeof(o->why), "malformed HTTP response (%s)", detail);
 		break;
 	default:
@@ -464,9 +483,15 @@ static int failure(struct mp_backend *b, CURLcode rc, struct mp_outcome *o)
 
 int mp_backend_finish(struct mp_backend *b, CURLcode rc, struct mp_outcome *o)
 {
-	bool cut_by_us = rc == CURLE_WRITE_ERROR && b->resp.body_seen > MP_HTTP_MAX_SKIP;
+	bool cut_by_us =
+		(rc == CURLE_WRITE_ERROR && (b->resp.body_truncated || b->resp.head_truncated)) ||
+		rc == CURLE_FILESIZE_EXCEEDED;
 	int r = 0;
 
+	/* A Content-Length beyond the cap ends the transfer before the
+	 * body: the same verdict as a body cut there. */
+	if (rc == CURLE_FILESIZE_EXCEEDED)
+		b->resp.body_truncated = true;
 	o->retry_after_ns = 0;
 	o->why[0] = '\0';
 	if (rc == CURLE_OK || cut_by_us) {

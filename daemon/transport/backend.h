@@ -29,9 +29,10 @@
 #include "url.h"
 
 /* Bounds of one transfer: connecting (name resolution included), and
- * the whole exchange. */
+ * the whole exchange (the request's deadline: an answer not complete by
+ * then drops the chunk, counted). */
 #define MP_BACKEND_CONNECT_MS 5000L
-#define MP_BACKEND_TRANSFER_MS 60000L
+#define MP_BACKEND_TRANSFER_MS 30000L
 
 struct mp_backend;
 
@@ -62,10 +63,11 @@ int mp_backend_request(struct mp_backend *b, const struct mp_chunk_meta *m,
 		       uint8_t **ret, size_t *ret_len);
 
 /* Starts sending @req (from mp_backend_request(), kept alive by the
- * caller until the transfer ends) on @multi; @priv is the transfer's
- * CURLINFO_PRIVATE. */
+ * caller until the transfer ends) on @multi, to be complete within
+ * @deadline_ms (MP_BACKEND_TRANSFER_MS but in tests); @priv is the
+ * transfer's CURLINFO_PRIVATE. */
 int mp_backend_start(struct mp_backend *b, CURLM *multi, const uint8_t *req, size_t len,
-		     void *priv);
+		     long deadline_ms, void *priv);
 
 /* The transfer ended with @rc. Returns 0 with the verdict in @o
  * (MP_V_SENT, MP_V_DROP, or MP_V_RETRY with the reason), logged here at

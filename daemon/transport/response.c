@@ -20,6 +20,16 @@ void mp_http_resp_init(struct mp_http_resp *r)
 	r->body_len = 0;
 	r->body_seen = 0;
 	r->body_truncated = false;
+	r->head_seen = 0;
+	r->head_truncated = false;
+}
+
+bool mp_http_resp_head_bytes(struct mp_http_resp *r, size_t n)
+{
+	r->head_seen += n;
+	if (r->head_seen > MP_HTTP_MAX_HEAD)
+		r->head_truncated = true;
+	return !r->head_truncated;
 }
 
 static void copy_trimmed(char *dst, size_t cap, const char *s)
@@ -62,6 +72,7 @@ static int parse_num(const char *s, uint64_t *ret)
 int mp_http_resp_status_line(struct mp_http_resp *r, const char *line, size_t len)
 {
 	char l[MP_HTTP_MAX_LINE];
+	uint64_t head_seen;
 	const char *sp;
 
 	if (len < 12 || len >= sizeof(l) || strncmp(line, "HTTP/", 5))
@@ -72,8 +83,11 @@ int mp_http_resp_status_line(struct mp_http_resp *r, const char *line, size_t le
 	if (!sp || !isdigit((unsigned char)sp[1]) || !isdigit((unsigned char)sp[2]) ||
 	    !isdigit((unsigned char)sp[3]) || (sp[4] && sp[4] != ' ' && sp[4] != '\r'))
 		return -EBADMSG;
-	/* A new response (after an interim 1xx) starts over. */
+	/* A new response (after an interim 1xx) starts over, but for the
+	 * header bytes seen: endless interim responses count too. */
+	head_seen = r->head_seen;
 	mp_http_resp_init(r);
+	r->head_seen = head_seen;
 	r->status = (sp[1] - '0') * 100 + (sp[2] - '0') * 10 + (sp[3] - '0');
 	copy_trimmed(r->reason, sizeof(r->reason), sp[4] == ' ' ? sp + 5 : "");
 	for (char *p = r->reason; *p; p++)
@@ -110,7 +124,7 @@ bool mp_http_resp_body(struct mp_http_resp *r, const uint8_t *p, size_t n)
 	if (k < n)
 		r->body_truncated = true;
 	r->body_seen += n;
-	return r->body_seen <= MP_HTTP_MAX_SKIP;
+	return !r->body_truncated;
 }
 
 /* --- verdicts --- */
@@ -372,8 +386,25 @@ void mp_http_verdict(enum mp_backend_proto proto, const struct mp_http_resp *r,
 		     struct mp_outcome *o)
 {
 	o->verdict = MP_V_DROP;
+	o->cause = MP_DROP_REFUSED;
 	o->why[0] = '\0';
 	o->retry_after_ns = 0;
+	if (r->head_truncated) {
+		o->cause = MP_DROP_OVERSIZED;
+		snprintf(o->why, sizeof(o->why),
+			 "HTTP %d with headers longer than %d KiB (cut there)", r->status,
+			 MP_HTTP_MAX_HEAD / 1024);
+		return;
+	}
+	if (r->body_truncated) {
+		/* Not an answer of any of these protocols; whether the chunk
+		 * was stored is unknown, so it is not sent again. */
+		o->cause = MP_DROP_OVERSIZED;
+		snprintf(o->why, sizeof(o->why),
+			 "HTTP %d with a body longer than %d KiB (cut there)", r->status,
+			 MP_HTTP_MAX_BODY / 1024);
+		return;
+	}
 	switch (proto) {
 	case MP_BE_PYROSCOPE:
 		verdict_connect(r, o);

@@ -16,8 +16,13 @@
 
 #include "url.h"
 
-#define MP_HTTP_MAX_BODY (16 * 1024) /* kept of a body */
-#define MP_HTTP_MAX_SKIP (1024 * 1024) /* read of a body at most */
+/* Read of a body at most: an answer of these protocols is a few hundred
+ * bytes; a longer one is cut there (the transfer ends) and the chunk
+ * dropped and counted. */
+#define MP_HTTP_MAX_BODY (16 * 1024)
+/* Header bytes of a response read at most (status lines and headers,
+ * interim responses included): past it, cut the same way. */
+#define MP_HTTP_MAX_HEAD (16 * 1024)
 #define MP_HTTP_MAX_LINE 2048
 #define MP_HTTP_MAX_HEADER_FILE 8192
 
@@ -30,7 +35,9 @@ struct mp_http_resp {
 	uint8_t body[MP_HTTP_MAX_BODY];
 	size_t body_len; /* kept */
 	uint64_t body_seen; /* received, kept or not */
-	bool body_truncated;
+	bool body_truncated; /* longer than MP_HTTP_MAX_BODY: cut */
+	uint64_t head_seen; /* header bytes received */
+	bool head_truncated; /* more than MP_HTTP_MAX_HEAD: cut */
 };
 
 void mp_http_resp_init(struct mp_http_resp *r);
@@ -38,10 +45,14 @@ void mp_http_resp_init(struct mp_http_resp *r);
  * Service Unavailable\r\n"): starts the response over (an interim 1xx
  * is forgotten). -EBADMSG if @line is not one. */
 int mp_http_resp_status_line(struct mp_http_resp *r, const char *line, size_t len);
+/* @n more header bytes came (libcurl's header callback): false once more
+ * than MP_HTTP_MAX_HEAD did: stop reading. */
+bool mp_http_resp_head_bytes(struct mp_http_resp *r, size_t n);
 /* A header libcurl parsed; those a verdict reads are kept. */
 void mp_http_resp_header(struct mp_http_resp *r, const char *name, const char *value);
 /* Body bytes: the first MP_HTTP_MAX_BODY are kept. False once more than
- * MP_HTTP_MAX_SKIP went by: stop reading. */
+ * that came: stop reading (the response is then cut, and its verdict a
+ * drop). */
 bool mp_http_resp_body(struct mp_http_resp *r, const uint8_t *p, size_t n);
 
 enum mp_verdict {
@@ -50,8 +61,19 @@ enum mp_verdict {
 	MP_V_DROP, /* refused for good: drop and count */
 };
 
+/* Why a chunk was dropped: the collector refused it, or its answer broke
+ * a bound of ours (malformed, longer than MP_HTTP_MAX_BODY, not complete
+ * by the request's deadline). */
+enum mp_drop_cause {
+	MP_DROP_REFUSED,
+	MP_DROP_MALFORMED,
+	MP_DROP_OVERSIZED,
+	MP_DROP_DEADLINE,
+};
+
 struct mp_outcome {
 	enum mp_verdict verdict;
+	enum mp_drop_cause cause; /* of MP_V_DROP */
 	uint64_t retry_after_ns; /* from Retry-After, 0 = backoff */
 	char why[512]; /* for the log; "" when plainly accepted */
 };

@@ -47,11 +47,27 @@
 /* Bytes read from one collector per wakeup: a chatty one cannot hold the
  * streaming thread. */
 #define READ_BUDGET (64u << 10)
+/* What a collector without acknowledgements may send (its protocol has
+ * no replies) before its connection is closed: an endless sender cannot
+ * keep the streaming thread reading. */
+#define LEGACY_JUNK_MAX (64u << 10)
 /* Sockets libcurl may have open at once for the HTTP collectors
  * (connection attempts and its resolver's). */
 #define MAX_CURL_SOCKS (4 * MP_STREAM_MAX_COLLECTORS)
 
 enum kind { K_TCP, K_UNIX, K_HTTP };
+/* Why a collector lost chunks, for status (the log says each one). */
+enum loss {
+	LOSS_BUFFER, /* did not fit its buffer, or the total (or no memory) */
+	LOSS_CLOSED, /* written, then the connection ended before any hello */
+	LOSS_MALFORMED, /* an HTTP answer that is not one */
+	LOSS_OVERSIZED, /* an HTTP answer past our caps (headers or body) */
+	LOSS_DEADLINE, /* no complete HTTP answer by the request's deadline */
+	LOSS_UNDELIVERED, /* still queued when the collector was released or at shutdown */
+	N_LOSS,
+};
+static const char *const loss_names[N_LOSS] = { "buffer",    "closed",	 "malformed",
+						"oversized", "deadline", "undelivered" };
 enum state { S_IDLE, S_CONNECTING, S_UP, S_RESPONSE, S_RESOLVING };
 /* What the collector at the other end of a tcp:// or unix: connection
  * does with chunks: not known yet (no hello so far), acknowledges them,
@@ -112,10 +128,12 @@ struct collector {
 	uint64_t hello_until_ns;
 	struct mp_ack_reader rx;
 	bool told_legacy; /* "no acknowledgements" logged */
+	uint64_t junk; /* bytes read from it as such, this connection */
 	struct lost *lost;
 	size_t n_lost;
 	uint64_t next_try_ns, backoff_ns;
 	uint64_t sent, dropped, rejected, connects;
+	uint64_t lost_by[N_LOSS]; /* dropped, by reason */
 	bool down; /* logged as unreachable */
 	/* Per-target use: reference-counted, by uid. */
 	struct holder *holders;
@@ -152,23 +170,22 @@ struct mp_streamer {
 	struct curl_sock socks[MAX_CURL_SOCKS];
 	size_t n_socks;
 	uint64_t curl_deadline_ns; /* UINT64_MAX: no timer */
+	long http_deadline_ms; /* of each HTTP request */
 };
 
 static int resolvers_alive;
 
 static int parse_url(const char *url, struct collector *c)
 {
-	const char *hp, *colon, *slash;
-	size_t hl;
-	char *end;
-	unsigned long port;
+	struct mp_stream_addr a;
+	int r;
 
 	if (strlen(url) >= MP_STREAM_MAX_URL)
 		return -EINVAL;
 	if (mp_backend_url_is(url)) {
 		struct mp_backend_url u;
-		int r = mp_backend_url_parse(url, &u);
 
+		r = mp_backend_url_parse(url, &u);
 		if (r < 0)
 			return r;
 		c->kind = K_HTTP;
@@ -177,46 +194,13 @@ static int parse_url(const char *url, struct collector *c)
 		snprintf(c->path, sizeof(c->path), "%s", u.path);
 		return 0;
 	}
-	if (!strncmp(url, "unix:", 5)) {
-		struct sockaddr_un sa;
-
-		if (url[5] != '/' || strlen(url + 5) >= sizeof(sa.sun_path))
-			return -EINVAL;
-		c->kind = K_UNIX;
-		snprintf(c->path, sizeof(c->path), "%s", url + 5);
-		return 0;
-	}
-	if (strncmp(url, "tcp://", 6))
-		return -EINVAL;
-	c->kind = K_TCP;
-	hp = url + 6;
-	if (strchr(hp, '/'))
-		return -EINVAL;
-	slash = hp + strlen(hp);
-	if (*hp == '[') {
-		const char *rb = memchr(hp, ']', (size_t)(slash - hp));
-
-		if (!rb || rb[1] != ':')
-			return -EINVAL;
-		hl = (size_t)(rb - hp - 1);
-		hp++;
-		colon = rb + 1;
-	} else {
-		colon = memchr(hp, ':', (size_t)(slash - hp));
-		if (!colon)
-			return -EINVAL;
-		hl = (size_t)(colon - hp);
-	}
-	if (!hl || hl >= sizeof(c->host))
-		return -EINVAL;
-	memcpy(c->host, hp, hl);
-	c->host[hl] = '\0';
-	if (colon[1] < '0' || colon[1] > '9')
-		return -EINVAL;
-	port = strtoul(colon + 1, &end, 10);
-	if (end != slash || port == 0 || port > 65535)
-		return -EINVAL;
-	snprintf(c->port, sizeof(c->port), "%lu", port);
+	r = mp_stream_addr_parse(url, &a);
+	if (r < 0)
+		return r;
+	c->kind = a.is_unix ? K_UNIX : K_TCP;
+	memcpy(c->host, a.host, sizeof(c->host));
+	memcpy(c->port, a.port, sizeof(c->port));
+	memcpy(c->path, a.path, sizeof(c->path));
 	return 0;
 }
 
@@ -255,6 +239,7 @@ static void lose_inflight(struct collector *c)
 		if (l)
 			l->total++;
 		c->dropped++;
+		c->lost_by[LOSS_CLOSED]++;
 		c->inflight_bytes -= x->len;
 		pop(c->owner, c);
 	}
@@ -364,6 +349,7 @@ static void connected(struct collector *c, uint64_t now)
 	c->state = S_UP;
 	c->acks = A_UNKNOWN;
 	c->hello_until_ns = now + HELLO_NS;
+	c->junk = 0;
 	mp_ack_reader_init(&c->rx);
 }
 
@@ -375,7 +361,8 @@ static void start_connect(struct mp_streamer *s, struct collector *c, uint64_t n
 	c->connects++;
 	if (c->kind == K_HTTP) {
 		/* libcurl resolves, connects and speaks TLS and HTTP. */
-		r = mp_backend_start(c->be, s->multi, c->head->data, c->head->len, c);
+		r = mp_backend_start(c->be, s->multi, c->head->data, c->head->len,
+				     s->http_deadline_ms, c);
 		if (r < 0)
 			return fail(c, r, now);
 		c->state = S_UP;
@@ -627,6 +614,12 @@ static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 		if (n == 0)
 			return fail(c, -ECONNRESET, now);
 		total += (size_t)n;
+		if (c->acks == A_LEGACY && (c->junk += (uint64_t)n) > LEGACY_JUNK_MAX) {
+			log_warning("collector %s sent more than %u KiB without acknowledging "
+				    "anything, closing the connection",
+				    c->url, LEGACY_JUNK_MAX >> 10);
+			return fail(c, -EPROTO, now);
+		}
 		if (c->acks == A_LEGACY)
 			continue;
 		mp_ack_received(&c->rx, (size_t)n);
@@ -650,6 +643,26 @@ static void do_read(struct mp_streamer *s, struct collector *c, uint64_t now)
 	}
 }
 
+/* The HTTP collector @c's first chunk is dropped for @cause: refused by
+ * the collector, or its answer broke one of our bounds. Either way its
+ * target's profile counts it (the log said why). */
+static void http_lost(struct collector *c, enum mp_drop_cause cause)
+{
+	static const enum loss of[] = { [MP_DROP_MALFORMED] = LOSS_MALFORMED,
+					[MP_DROP_OVERSIZED] = LOSS_OVERSIZED,
+					[MP_DROP_DEADLINE] = LOSS_DEADLINE };
+	struct lost *l = lost_entry(c, c->head->target_id, true);
+
+	if (l)
+		l->total++;
+	if (cause == MP_DROP_REFUSED || (size_t)cause >= ARRAY_SIZE(of)) {
+		c->rejected++;
+		return;
+	}
+	c->dropped++;
+	c->lost_by[of[cause]]++;
+}
+
 /* An HTTP collector's transfer of its first chunk ended with @rc: its
  * backend (backend.c) says what that means and logs what the server
  * said. */
@@ -671,7 +684,7 @@ static void http_done(struct mp_streamer *s, struct collector *c, CURLcode rc, u
 	if (o.verdict == MP_V_SENT)
 		c->sent++;
 	else
-		c->rejected++;
+		http_lost(c, o.cause);
 	pop(s, c);
 	c->state = S_IDLE;
 	c->next_try_ns = now;
@@ -750,6 +763,7 @@ static void count_undelivered(struct collector *c, const char *when)
 			l->total++;
 	}
 	c->dropped += c->queued_items;
+	c->lost_by[LOSS_UNDELIVERED] += c->queued_items;
 	log_warning("collector %s: %" PRIu64 " chunks (%" PRIu64 " bytes) never delivered "
 		    "(%s); %" PRIu64 " lost in all, %" PRIu64 " sent",
 		    c->url, c->queued_items, c->queued_bytes, when, c->dropped, c->sent);
@@ -904,6 +918,7 @@ int mp_streamer_new(uint64_t buffer_bytes, struct mp_streamer **ret)
 	pthread_condattr_destroy(&ca);
 	s->buffer_bytes = buffer_bytes;
 	s->curl_deadline_ns = UINT64_MAX;
+	s->http_deadline_ms = MP_BACKEND_TRANSFER_MS;
 	s->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->wake_fd < 0) {
 		r = -errno;
@@ -1128,6 +1143,13 @@ void mp_streamer_set_limits(struct mp_streamer *s, unsigned per_uid, uint64_t to
 	pthread_mutex_unlock(&s->lock);
 }
 
+void mp_streamer_set_http_deadline(struct mp_streamer *s, long deadline_ms)
+{
+	pthread_mutex_lock(&s->lock);
+	s->http_deadline_ms = deadline_ms > 0 ? deadline_ms : MP_BACKEND_TRANSFER_MS;
+	pthread_mutex_unlock(&s->lock);
+}
+
 void mp_streamer_set_resolver(struct mp_streamer *s, mp_stream_resolver_fn fn)
 {
 	pthread_mutex_lock(&s->lock);
@@ -1291,6 +1313,7 @@ static void enqueue(struct mp_streamer *s, struct collector *c, const struct mp_
 	    (s->total_bytes && s->queued_total + it->len > s->total_bytes)) {
 		free(it);
 		c->dropped++;
+		c->lost_by[LOSS_BUFFER]++;
 		l = lost_entry(c, m->target_id, true);
 		if (l) {
 			l->n++;
@@ -1425,18 +1448,27 @@ void mp_streamer_describe(struct mp_streamer *s, void (*line)(void *ctx, const c
 			  void *ctx)
 {
 	static const char *const states[] = { "idle", "connecting", "up", "up", "resolving" };
-	char buf[MP_STREAM_MAX_URL + 256];
+	char buf[MP_STREAM_MAX_URL + 512];
 
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->n; i++) {
 		struct collector *c = s->c[i];
+		int k = snprintf(
+			buf, sizeof(buf),
+			"%s %s state=%s queued_chunks=%" PRIu64 " queued_bytes=%" PRIu64
+			" sent=%" PRIu64 " lost=%" PRIu64 " refused=%" PRIu64 " targets=%u%s",
+			c->url, c->global ? "global" : "target",
+			c->down ? "down" : states[c->state], c->queued_items, c->queued_bytes,
+			c->sent, c->dropped, c->rejected, c->refs, c->draining ? " draining" : "");
 
-		snprintf(buf, sizeof(buf),
-			 "%s %s state=%s queued_chunks=%" PRIu64 " queued_bytes=%" PRIu64
-			 " sent=%" PRIu64 " lost=%" PRIu64 " refused=%" PRIu64 " targets=%u%s",
-			 c->url, c->global ? "global" : "target",
-			 c->down ? "down" : states[c->state], c->queued_items, c->queued_bytes,
-			 c->sent, c->dropped, c->rejected, c->refs, c->draining ? " draining" : "");
+		/* lost_by=deadline:2,oversized:1 when anything was lost. */
+		for (int w = 0, first = 1; w < N_LOSS && k > 0 && (size_t)k < sizeof(buf); w++) {
+			if (!c->lost_by[w])
+				continue;
+			k += snprintf(buf + k, sizeof(buf) - (size_t)k, "%s%s:%" PRIu64,
+				      first ? " lost_by=" : ",", loss_names[w], c->lost_by[w]);
+			first = 0;
+		}
 		line(ctx, buf);
 	}
 	pthread_mutex_unlock(&s->lock);

@@ -88,6 +88,10 @@ uint64_t mp_streamer_target_lost(struct mp_streamer *s, uint64_t target_id, bool
 size_t mp_streamer_slots(struct mp_streamer *s, size_t *ret_target);
 uint64_t mp_streamer_queued_total(struct mp_streamer *s);
 
+/* The deadline of each HTTP request (MP_BACKEND_TRANSFER_MS unless
+ * replaced: a test seam; <= 0 restores it). */
+void mp_streamer_set_http_deadline(struct mp_streamer *s, long deadline_ms);
+
 /* Name resolution, getaddrinfo() unless replaced (a test seam). */
 struct addrinfo;
 typedef int (*mp_stream_resolver_fn)(const char *host, const char *port,
@@ -114,7 +118,8 @@ bool mp_streamer_wanted(struct mp_streamer *s, size_t n_extra);
  * chunk acknowledged) or @timeout_ns passed. Returns 0 or -ETIMEDOUT. */
 int mp_streamer_flush(struct mp_streamer *s, uint64_t timeout_ns);
 
-/* One line per collector: url, state, queued bytes/chunks, sent, lost. */
+/* One line per collector: url, state, queued bytes/chunks, sent, lost,
+ * refused, and (lost_by=) the reasons of what was lost. */
 void mp_streamer_describe(struct mp_streamer *s, void (*line)(void *ctx, const char *text),
 			  void *ctx);
 

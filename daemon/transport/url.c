@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "url.h"
 #include "util.h"
@@ -272,5 +273,55 @@ int mp_backend_url_parse(const char *url, struct mp_backend_url *ret)
 	if (r < 0)
 		return r;
 	*ret = u;
+	return 0;
+}
+
+int mp_stream_addr_parse(const char *url, struct mp_stream_addr *c)
+{
+	const char *hp, *colon, *slash;
+	size_t hl;
+	char *end;
+	unsigned long port;
+
+	*c = (struct mp_stream_addr){ .is_unix = false };
+	if (!strncmp(url, "unix:", 5)) {
+		struct sockaddr_un sa;
+
+		if (url[5] != '/' || strlen(url + 5) >= sizeof(sa.sun_path))
+			return -EINVAL;
+		c->is_unix = true;
+		snprintf(c->path, sizeof(c->path), "%s", url + 5);
+		return 0;
+	}
+	if (strncmp(url, "tcp://", 6))
+		return -EINVAL;
+	hp = url + 6;
+	if (strchr(hp, '/'))
+		return -EINVAL;
+	slash = hp + strlen(hp);
+	if (*hp == '[') {
+		const char *rb = memchr(hp, ']', (size_t)(slash - hp));
+
+		if (!rb || rb[1] != ':')
+			return -EINVAL;
+		hl = (size_t)(rb - hp - 1);
+		hp++;
+		colon = rb + 1;
+	} else {
+		colon = memchr(hp, ':', (size_t)(slash - hp));
+		if (!colon)
+			return -EINVAL;
+		hl = (size_t)(colon - hp);
+	}
+	if (!hl || hl >= sizeof(c->host))
+		return -EINVAL;
+	memcpy(c->host, hp, hl);
+	c->host[hl] = '\0';
+	if (colon[1] < '0' || colon[1] > '9')
+		return -EINVAL;
+	port = strtoul(colon + 1, &end, 10);
+	if (end != slash || port == 0 || port > 65535)
+		return -EINVAL;
+	snprintf(c->port, sizeof(c->port), "%lu", port);
 	return 0;
 }

@@ -60,4 +60,14 @@ bool mp_backend_url_is(const char *url);
 /* Parses @url into @ret. Returns 0 or -EINVAL. Pure: opens no file. */
 int mp_backend_url_parse(const char *url, struct mp_backend_url *ret);
 
+/* The address of a tcp:// or unix: stream collector. */
+struct mp_stream_addr {
+	bool is_unix;
+	char host[256], port[8]; /* tcp://HOST:PORT (IPv6 in brackets) */
+	char path[256]; /* unix:/PATH */
+};
+
+/* Parses tcp://HOST:PORT or unix:/PATH into @ret: 0 or -EINVAL. */
+int mp_stream_addr_parse(const char *url, struct mp_stream_addr *ret);
+
 #endif /* MP_STREAM_URL_H */

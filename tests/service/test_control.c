@@ -86,6 +86,45 @@ Test(control, malformed_requests_get_an_error_line_then_close, .timeout = 60, .f
 	cr_assert_eq(daemon_stop(&d), 0);
 }
 
+/* A request dripped one byte every 0.5 s, each byte well inside the 5 s
+ * I/O timeout, the whole far beyond it: refused at the whole request's
+ * deadline, before its last byte (it used to be read to the end, the
+ * timeout counting from each byte), and a normal request after it is
+ * served. */
+Test(control, drip_fed_request_is_refused_at_the_whole_request_deadline, .timeout = 120,
+     .fini = cleanup)
+{
+	static const char text[] = "cmd=detach\npid=999999999\n";
+	char buf[64], reply[512];
+	size_t len = frame(text, strlen(text), buf), sent = 0;
+	ssize_t n, total = 0;
+	struct pollfd pf;
+	struct daemon d;
+	int s;
+
+	need_root();
+	daemon_start(&d, "", NULL);
+	s = raw_connect(d.control);
+	pf = (struct pollfd){ .fd = s, .events = POLLIN };
+	/* 29 bytes: 14.5 s of dripping at least. */
+	while (sent < len && poll(&pf, 1, 500) == 0)
+		if (send(s, buf + sent, 1, MSG_NOSIGNAL) == 1)
+			sent++;
+	cr_assert_lt(sent, len, "the whole request went in: the deadline is per byte");
+	cr_assert_eq(poll(&pf, 1, 60000), 1, "no answer to the dripped request");
+	while ((n = read(s, reply + total, sizeof(reply) - 1 - (size_t)total)) > 0)
+		total += n;
+	reply[total] = '\0';
+	close(s);
+	cr_assert_gt(total, 4);
+	cr_assert_str_eq(reply + 4, "status=error\nerrno=110\nmessage=malformed request: no "
+				    "complete request within 5 s\n");
+	len = frame("cmd=list\n", 9, buf);
+	cr_assert_gt(raw_request(d.control, buf, len, 0, reply, sizeof(reply)), 4);
+	cr_assert_str_eq(reply + 4, "status=ok\n");
+	cr_assert_eq(daemon_stop(&d), 0);
+}
+
 /* The values of an attach request are checked against the option table
  * before anything else happens: the reply says what would be valid. */
 Test(control, invalid_attach_values_say_what_is_valid, .timeout = 60, .fini = cleanup)

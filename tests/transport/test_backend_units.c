@@ -197,14 +197,61 @@ Test(response, long_body_kept_bounded)
 
 	memset(body, 'x', n);
 	mp_http_resp_init(&r);
-	cr_assert(mp_http_resp_body(&r, body, n));
+	/* Up to the cap, in pieces: read on. */
+	cr_assert(mp_http_resp_body(&r, body, MP_HTTP_MAX_BODY - 1));
+	cr_assert(mp_http_resp_body(&r, body, 1));
+	cr_assert_not(r.body_truncated);
+	/* One byte more: reading stops there. */
+	cr_assert_not(mp_http_resp_body(&r, body, n));
 	cr_assert_eq(r.body_len, MP_HTTP_MAX_BODY);
 	cr_assert(r.body_truncated);
-	/* Reading stops past MP_HTTP_MAX_SKIP. */
-	while (r.body_seen + n <= MP_HTTP_MAX_SKIP)
-		cr_assert(mp_http_resp_body(&r, body, n));
-	cr_assert_not(mp_http_resp_body(&r, body, n));
 	free(body);
+}
+
+/* Header bytes count across interim responses; past the cap reading
+ * stops and the verdict is a drop, counted as oversized. */
+Test(response, long_head_is_cut_at_the_cap)
+{
+	static struct mp_http_resp r;
+	static const char interim[] = "HTTP/1.1 100 Continue\r\n";
+	static const char final[] = "HTTP/1.1 200 OK\r\n";
+	struct mp_outcome o;
+
+	mp_http_resp_init(&r);
+	cr_assert(mp_http_resp_head_bytes(&r, MP_HTTP_MAX_HEAD - 100));
+	cr_assert_eq(mp_http_resp_status_line(&r, interim, strlen(interim)), 0);
+	cr_assert(mp_http_resp_head_bytes(&r, strlen(interim)));
+	cr_assert_eq(mp_http_resp_status_line(&r, final, strlen(final)), 0);
+	cr_assert_not(mp_http_resp_head_bytes(&r, 100), "an interim response reset the count");
+	mp_http_verdict(MP_BE_PYROSCOPE, &r, &o);
+	cr_assert_eq(o.verdict, MP_V_DROP);
+	cr_assert_eq(o.cause, MP_DROP_OVERSIZED);
+	cr_assert_str_eq(o.why, "HTTP 200 with headers longer than 16 KiB (cut there)");
+}
+
+/* A body cut at the cap is no answer of any protocol, whatever its
+ * status: the chunk is dropped, counted as oversized, never retried (it
+ * may have been stored). */
+Test(response, oversized_answer_is_dropped_as_oversized)
+{
+	static struct mp_http_resp r;
+	static uint8_t body[MP_HTTP_MAX_BODY + 1];
+	static const int statuses[] = { 200, 503 };
+	struct mp_outcome o;
+
+	for (size_t i = 0; i < 2; i++)
+		for (int p = MP_BE_INGEST; p <= MP_BE_PARCA; p++) {
+			char line[64];
+
+			mp_http_resp_init(&r);
+			snprintf(line, sizeof(line), "HTTP/1.1 %d X\r\n", statuses[i]);
+			cr_assert_eq(mp_http_resp_status_line(&r, line, strlen(line)), 0);
+			cr_assert_not(mp_http_resp_body(&r, body, sizeof(body)));
+			mp_http_verdict((enum mp_backend_proto)p, &r, &o);
+			cr_assert_eq(o.verdict, MP_V_DROP, "protocol %d status %d", p, statuses[i]);
+			cr_assert_eq(o.cause, MP_DROP_OVERSIZED);
+			cr_assert(strstr(o.why, "longer than 16 KiB"), "%s", o.why);
+		}
 }
 
 /* The verdict on a whole response @text for @proto. */
