@@ -33,8 +33,12 @@ static void feed_head(struct mp_http_resp *r, const char *head, size_t len)
 		if (!eol)
 			eol = head + len;
 		n = (size_t)(eol - l);
-		if (n >= 5 && !memcmp(l, "HTTP/", 5))
-			mp_http_resp_status_line(r, l, n);
+		if (n >= 9 && !memcmp(l, "HTTP/", 5)) {
+			/* what CURLINFO_RESPONSE_CODE gives */
+			r->status = 0;
+			for (size_t k = 9; k < n && k < 12 && l[k] >= '0' && l[k] <= '9'; k++)
+				r->status = r->status * 10 + (l[k] - '0');
+		}
 		if (!mp_http_resp_head_bytes(r, n + 1))
 			return; /* cut, as backend.c's header callback does */
 		if (n >= 5 && !memcmp(l, "HTTP/", 5))

@@ -256,11 +256,10 @@ static size_t on_header(char *data, size_t size, size_t n, void *arg)
 {
 	struct mp_backend *b = arg;
 
-	/* Only the status line: the headers are read through
-	 * curl_easy_header() once the response is whole. */
-	if (n > 5 && !memcmp(data, "HTTP/", 5))
-		mp_http_resp_status_line(&b->resp, data, n);
-	/* 0 ends headers longer than any answer of a collector. */
+	(void)data;
+	/* Only counted: the status and the headers are read through
+	 * CURLINFO_RESPONSE_CODE and curl_easy_header() once the response is
+	 * whole. 0 ends headers longer than any answer of a collector. */
 	return mp_http_resp_head_bytes(&b->resp, n) ? size * n : 0;
 }
 

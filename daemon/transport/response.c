@@ -69,31 +69,38 @@ static int parse_num(const char *s, uint64_t *ret)
 	return 0;
 }
 
-int mp_http_resp_status_line(struct mp_http_resp *r, const char *line, size_t len)
+const char *mp_http_reason(int status)
 {
-	char l[MP_HTTP_MAX_LINE];
-	uint64_t head_seen;
-	const char *sp;
+	static const struct {
+		int status;
+		const char *reason;
+	} t[] = {
+		{ 200, "OK" },
+		{ 201, "Created" },
+		{ 202, "Accepted" },
+		{ 204, "No Content" },
+		{ 400, "Bad Request" },
+		{ 401, "Unauthorized" },
+		{ 403, "Forbidden" },
+		{ 404, "Not Found" },
+		{ 405, "Method Not Allowed" },
+		{ 408, "Request Timeout" },
+		{ 409, "Conflict" },
+		{ 413, "Content Too Large" },
+		{ 415, "Unsupported Media Type" },
+		{ 422, "Unprocessable Content" },
+		{ 429, "Too Many Requests" },
+		{ 500, "Internal Server Error" },
+		{ 501, "Not Implemented" },
+		{ 502, "Bad Gateway" },
+		{ 503, "Service Unavailable" },
+		{ 504, "Gateway Timeout" },
+	};
 
-	if (len < 12 || len >= sizeof(l) || strncmp(line, "HTTP/", 5))
-		return -EBADMSG;
-	memcpy(l, line, len);
-	l[len] = '\0';
-	sp = strchr(l, ' ');
-	if (!sp || !isdigit((unsigned char)sp[1]) || !isdigit((unsigned char)sp[2]) ||
-	    !isdigit((unsigned char)sp[3]) || (sp[4] && sp[4] != ' ' && sp[4] != '\r'))
-		return -EBADMSG;
-	/* A new response (after an interim 1xx) starts over, but for the
-	 * header bytes seen: endless interim responses count too. */
-	head_seen = r->head_seen;
-	mp_http_resp_init(r);
-	r->head_seen = head_seen;
-	r->status = (sp[1] - '0') * 100 + (sp[2] - '0') * 10 + (sp[3] - '0');
-	copy_trimmed(r->reason, sizeof(r->reason), sp[4] == ' ' ? sp + 5 : "");
-	for (char *p = r->reason; *p; p++)
-		if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-			*p = '?';
-	return 0;
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (t[i].status == status)
+			return t[i].reason;
+	return "";
 }
 
 void mp_http_resp_header(struct mp_http_resp *r, const char *name, const char *value)
@@ -249,8 +256,8 @@ static void verdict_connect(const struct mp_http_resp *r, struct mp_outcome *o)
 		return;
 	}
 	o->verdict = status_retryable(MP_BE_PYROSCOPE, r->status) ? MP_V_RETRY : MP_V_DROP;
-	snprintf(o->why, sizeof(o->why), "HTTP %d %s (no Connect error body)", r->status,
-		 r->reason);
+	snprintf(o->why, sizeof(o->why), "HTTP %d%s%s (no Connect error body)", r->status,
+		 *mp_http_reason(r->status) ? " " : "", mp_http_reason(r->status));
 }
 
 static void verdict_otlp(const struct mp_http_resp *r, struct mp_outcome *o)
@@ -291,7 +298,8 @@ static void verdict_otlp(const struct mp_http_resp *r, struct mp_outcome *o)
 		}
 	}
 	o->verdict = status_retryable(MP_BE_OTLP, r->status) ? MP_V_RETRY : MP_V_DROP;
-	snprintf(o->why, sizeof(o->why), "HTTP %d %s: \"%s\"", r->status, r->reason, msg);
+	snprintf(o->why, sizeof(o->why), "HTTP %d%s%s: \"%s\"", r->status,
+		 *mp_http_reason(r->status) ? " " : "", mp_http_reason(r->status), msg);
 }
 
 static void percent_decode_lossy(char *s)
@@ -361,7 +369,8 @@ static void verdict_grpc_web(const struct mp_http_resp *r, struct mp_outcome *o)
 
 	if (r->status != 200) {
 		o->verdict = status_retryable(MP_BE_PARCA, r->status) ? MP_V_RETRY : MP_V_DROP;
-		snprintf(o->why, sizeof(o->why), "HTTP %d %s", r->status, r->reason);
+		snprintf(o->why, sizeof(o->why), "HTTP %d%s%s", r->status,
+			 *mp_http_reason(r->status) ? " " : "", mp_http_reason(r->status));
 		return;
 	}
 	grpc_web_status(r, status, sizeof(status), raw, sizeof(raw));
@@ -421,7 +430,8 @@ void mp_http_verdict(enum mp_backend_proto proto, const struct mp_http_resp *r,
 		} else {
 			o->verdict =
 				status_retryable(MP_BE_INGEST, r->status) ? MP_V_RETRY : MP_V_DROP;
-			snprintf(o->why, sizeof(o->why), "HTTP %d %s", r->status, r->reason);
+			snprintf(o->why, sizeof(o->why), "HTTP %d%s%s", r->status,
+				 *mp_http_reason(r->status) ? " " : "", mp_http_reason(r->status));
 		}
 		break;
 	}

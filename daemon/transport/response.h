@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What a collector answered, and what it means. libcurl speaks HTTP; this
- * keeps the few parts of a response a verdict reads (status, reason,
- * Content-Type, Retry-After, grpc-status/-message, the start of the
+ * keeps the few parts of a response a verdict reads (status, from
+ * CURLINFO_RESPONSE_CODE; Content-Type, Retry-After, grpc-status/-message, the start of the
  * body) and judges it per protocol: sent, retry with backoff, or drop and
  * count. Responses are hostile input: every length is bounded, and
  * fuzz/fuzz_http.c feeds the verdicts anything.
@@ -27,8 +27,7 @@
 #define MP_HTTP_MAX_HEADER_FILE 8192
 
 struct mp_http_resp {
-	int status; /* 100..599 */
-	char reason[64];
+	int status; /* 100..599: libcurl's CURLINFO_RESPONSE_CODE */
 	char content_type[96];
 	char grpc_status[16], grpc_message[256]; /* trailers-only gRPC-Web */
 	int64_t retry_after_s; /* -1 if absent or a date */
@@ -41,10 +40,10 @@ struct mp_http_resp {
 };
 
 void mp_http_resp_init(struct mp_http_resp *r);
-/* A status line as libcurl's header callback hands it ("HTTP/1.1 503
- * Service Unavailable\r\n"): starts the response over (an interim 1xx
- * is forgotten). -EBADMSG if @line is not one. */
-int mp_http_resp_status_line(struct mp_http_resp *r, const char *line, size_t len);
+/* The standard reason phrase of @status ("Service Unavailable"), or ""
+ * for a code without one: messages name the status, the collector's own
+ * phrase is not read. */
+const char *mp_http_reason(int status);
 /* @n more header bytes came (libcurl's header callback): false once more
  * than MP_HTTP_MAX_HEAD did: stop reading. */
 bool mp_http_resp_head_bytes(struct mp_http_resp *r, size_t n);
