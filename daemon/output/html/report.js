@@ -172,6 +172,7 @@
 		var reset = add(ctl, el('button', { id: 'mp-reset' }, 'Reset zoom'));
 		add(ctl, el('span', { class: 'legend' })).innerHTML =
 			'<span style="background:#2f6fd0"></span>heap live bytes' +
+			'<span style="background:rgba(47,111,208,0.3);height:10px"></span>heap peak inside kernels' +
 			'<span style="background:#d2691e"></span>RSS' +
 			' &nbsp; drag to pan, wheel to zoom, click a kernel for its tf.profile region';
 		var box = add(app, el('div', { id: 'mp-timeline-box' }));
@@ -233,6 +234,22 @@
 			if (v > top) top = v;
 		}
 		return { mn: mn, mx: mx, has: has, carry: carry, top: top, last: i > 0 ? s.v[i - 1] : carry };
+	}
+
+	/* The heap's highest point inside each top-level kernel: the series
+	 * only knows the live bytes at kernel ends and samples, so a kernel's
+	 * peak_bytes is shown as a band over the time it ran (its per-column
+	 * maximum, like the series). */
+	function peakColumns(W) {
+		var v0 = TL.view[0], span = TL.view[1] - v0, pk = new Float64Array(W), top = 0;
+		for (var i = 0; i < N; i++) {
+			if (INV.depth[i] !== 0 || INV.end[i] < v0 || INV.begin[i] > TL.view[1]) continue;
+			var c0 = Math.max(0, Math.floor((INV.begin[i] - v0) / span * W));
+			var c1 = Math.min(W - 1, Math.floor((INV.end[i] - v0) / span * W)), v = INV.peak[i];
+			for (var c = c0; c <= c1; c++) if (v > pk[c]) pk[c] = v;
+			if (v > top) top = v;
+		}
+		return { pk: pk, top: top };
 	}
 
 	function drawSeries(ctx, s, b, W, y, color) {
@@ -316,13 +333,24 @@
 		ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
 		ctx.clearRect(0, 0, TL.w, TL.h);
 		var hb = buckets(TL.heap, W), rb = buckets(TL.rss, W);
-		var top = Math.max(hb.top, rb.top, 1) * 1.08;
-		var y = function (v) { return 6 + (CHART_H - 6) * (1 - v / top); };
+		/* each on its own scale: RSS is often many times the heap */
+		var pc = peakColumns(W), ht = Math.max(hb.top, pc.top, 1) * 1.08, rt = Math.max(rb.top, 1) * 1.08;
+		var hy = function (v) { return 16 + (CHART_H - 16) * (1 - v / ht); };
+		var ry = function (v) { return 16 + (CHART_H - 16) * (1 - v / rt); };
 		drawAxis(ctx, W, CHART_H);
-		ctx.fillStyle = '#566'; ctx.font = '11px sans-serif';
-		ctx.fillText(human(top / 1.08), 4, 14);
-		var rc = drawSeries(ctx, TL.rss, rb, W, y, '#d2691e');
-		var hc = drawSeries(ctx, TL.heap, hb, W, y, '#2f6fd0');
+		ctx.font = '11px sans-serif';
+		ctx.fillStyle = '#2f6fd0';
+		ctx.fillText('heap, top ' + human(ht / 1.08), 4, 12);
+		var rc = 0;
+		if (TL.rss.t.length) {
+			var label = 'RSS, top ' + human(rt / 1.08);
+			ctx.fillStyle = '#d2691e';
+			ctx.fillText(label, W - 6 - ctx.measureText(label).width, 12);
+			rc = drawSeries(ctx, TL.rss, rb, W, ry, '#d2691e');
+		}
+		ctx.fillStyle = 'rgba(47,111,208,0.16)';
+		for (var c = 0; c < W; c++) if (pc.pk[c] > 0) ctx.fillRect(c, hy(pc.pk[c]), 1, CHART_H - hy(pc.pk[c]));
+		var hc = drawSeries(ctx, TL.heap, hb, W, hy, '#2f6fd0');
 		drawPhases(ctx, W, CHART_H + AXIS_H);
 		var sc = drawSlices(ctx, W, CHART_H + AXIS_H + PHASE_H);
 		TL.cv.setAttribute('data-heap-columns', String(hc));
@@ -663,7 +691,12 @@
 	function drawFlame() {
 		var NS = 'http://www.w3.org/2000/svg', svg = FL.svg, W = Math.max(300, svg.parentNode.clientWidth || 1000);
 		var root = flameTree(FL.which), H = 17, rows = [], maxDepth = 0;
-		if (!root.v && FL.which === 1) { FL.which = 0; root = flameTree(0); }
+		if (!root.v && FL.which === 1) { /* nothing live at the end: show the allocations */
+			FL.which = 0; root = flameTree(0);
+			Array.prototype.forEach.call(document.getElementsByName('mp-flame-kind'), function (r) {
+				r.checked = r.value === '0';
+			});
+		}
 		var top = FL.focus || root;
 		function walk(n, x, depth, scale) {
 			if (depth > 128) return;
