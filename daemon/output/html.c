@@ -276,15 +276,17 @@ static void data_kernels(struct mp_json *j, const struct mp_profile *p)
 }
 
 /* One array per field: 100,000 invocations are a few megabytes, not one
- * object each. */
+ * object each. Times and parents are written as differences, which are
+ * short: "begin" from the previous invocation's begin, "dur" from its own
+ * begin, "parent" back from its own index (0: none); the script adds them
+ * up again. */
 enum inv_col {
 	COL_NAME,
 	COL_TID,
 	COL_PARENT,
 	COL_DEPTH,
-	COL_PHASE,
 	COL_BEGIN,
-	COL_END,
+	COL_DUR,
 	COL_ADDED,
 	COL_TOTAL,
 	COL_TADDED,
@@ -297,13 +299,14 @@ enum inv_col {
 };
 
 static const char *const inv_col_names[COL_N] = {
-	"name",	 "tid",	   "parent", "depth", "phase",	   "begin", "end",   "added",
+	"name",	 "tid",	   "parent", "depth", "begin",	   "dur",   "added",
 	"total", "tadded", "ttotal", "peak",  "peakAdded", "alloc", "flags",
 };
 
-static void inv_value(struct mp_json *j, const struct mp_profile *p, const struct mp_invocation *v,
-		      enum inv_col c)
+static void inv_value(struct mp_json *j, const struct mp_profile *p, uint32_t i, enum inv_col c)
 {
+	const struct mp_invocation *v = &p->invocations[i];
+
 	switch (c) {
 	case COL_NAME:
 		mp_json_u64(j, NULL, v->name < p->n_names ? v->name : p->n_names);
@@ -311,20 +314,19 @@ static void inv_value(struct mp_json *j, const struct mp_profile *p, const struc
 	case COL_TID:
 		mp_json_u64(j, NULL, v->tid);
 		break;
-	case COL_PARENT:
-		mp_json_i64(j, NULL, v->parent < p->n_invocations ? (int64_t)v->parent : -1);
+	case COL_PARENT: /* a parent is an earlier invocation (the decoder checks) */
+		mp_json_u64(j, NULL, v->parent < i ? i - v->parent : 0);
 		break;
 	case COL_DEPTH:
 		mp_json_u64(j, NULL, v->depth);
 		break;
-	case COL_PHASE:
-		mp_json_i64(j, NULL, v->phase < p->n_phases ? (int64_t)v->phase : -1);
-		break;
 	case COL_BEGIN:
-		mp_json_i64(j, NULL, rel(p, v->begin_ns));
+		mp_json_i64(j, NULL,
+			    (int64_t)(v->begin_ns -
+				      (i ? p->invocations[i - 1].begin_ns : p->begin_ns)));
 		break;
-	case COL_END:
-		mp_json_i64(j, NULL, rel(p, v->end_ns > v->begin_ns ? v->end_ns : v->begin_ns));
+	case COL_DUR:
+		mp_json_u64(j, NULL, v->end_ns > v->begin_ns ? v->end_ns - v->begin_ns : 0);
 		break;
 	case COL_ADDED:
 		mp_json_i64(j, NULL, v->incl.bytes_added);
@@ -360,7 +362,7 @@ static void data_invocations(struct mp_json *j, const struct mp_profile *p)
 	for (int c = 0; c < COL_N; c++) {
 		mp_json_array_begin(j, inv_col_names[c]);
 		for (uint32_t i = 0; i < p->n_invocations; i++)
-			inv_value(j, p, &p->invocations[i], (enum inv_col)c);
+			inv_value(j, p, i, (enum inv_col)c);
 		mp_json_array_end(j);
 	}
 	/* Shapes only where there are some: index -> [inputs, outputs]. */

@@ -138,7 +138,7 @@ Test(html, hundred_thousand_invocations, .timeout = 300)
 	struct stream s;
 	struct mp_profile *p;
 	struct block keep[64];
-	char *text, *dom, *kt;
+	char *text, *dom, *kt, timings[512];
 	const char *path;
 	double ms, cols;
 
@@ -172,8 +172,10 @@ Test(html, hundred_thousand_invocations, .timeout = 300)
 	cr_expect_not_null(strstr(kt, "step</td>"), "%s", kt);
 	cr_expect_not_null(strstr(kt, "matmul</td>"), "%s", kt);
 	cr_expect_not_null(strstr(kt, "<td class=\"n\">50,000</td>"), "%s", kt);
-	fprintf(stderr, "html: 100,000 invocations, %zu bytes, rendered in %.1f ms\n", strlen(text),
-		ms);
+	fprintf(stderr,
+		"html: 100,000 invocations, %zu bytes, rendered in %.1f ms (script start at %.0f ms; %s)\n",
+		strlen(text), ms, html_num(dom, "<body", "data-mp-script-ms"),
+		html_attr(dom, "<body", "data-mp-timings", timings, sizeof(timings)) ?: "?");
 	free(kt);
 	free(dom);
 	free(text);

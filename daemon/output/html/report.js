@@ -63,8 +63,20 @@
 		return r;
 	}
 
+	var T0 = performance.now();
+	document.body.setAttribute('data-mp-script-ms', T0.toFixed(1));
 	var D = JSON.parse(document.getElementById('mp-data').textContent);
 	var NAMES = D.names, INV = D.inv, N = INV.name.length;
+	(function decode() { /* html.c writes times and parents as differences */
+		var b = new Float64Array(N), e = new Float64Array(N), par = new Int32Array(N), t = 0;
+		for (var i = 0; i < N; i++) {
+			t += INV.begin[i];
+			b[i] = t;
+			e[i] = t + INV.dur[i];
+			par[i] = INV.parent[i] ? i - INV.parent[i] : -1;
+		}
+		INV.begin = b; INV.end = e; INV.parent = par;
+	})();
 	var app = el('div', { id: 'mp-app' });
 
 	/* ---- header, flags, summary ---- */
@@ -116,6 +128,22 @@
 
 	var TL = {};
 
+	/* Sorts the points by time, in place and stably: insertion, as the
+	 * kernels' ends are nearly in order already (a kernel ends after those
+	 * nested in it); false when that takes too long (many threads). */
+	function sortNearly(T, V) {
+		var n = T.length, moves = 0, budget = 16 * n + 1000;
+		for (var i = 1; i < n; i++) {
+			var t = T[i], v = V[i], j = i - 1;
+			while (j >= 0 && T[j] > t) {
+				T[j + 1] = T[j]; V[j + 1] = V[j]; j--;
+				if (++moves > budget) return false;
+			}
+			T[j + 1] = t; V[j + 1] = v;
+		}
+		return true;
+	}
+
 	function seriesFrom(t, v) {
 		var idx = [];
 		for (var i = 0; i < t.length; i++) if (v[i] !== null && v[i] !== undefined) idx.push(i);
@@ -128,25 +156,31 @@
 	/* The live heap where the model knows it: 0 at attach, every RSS
 	 * sample's reading, every kernel's end, newBytes at the end. */
 	function heapSeries() {
-		var t = [0], v = [0], r = D.rss;
-		for (var i = 0; i < r.t.length; i++) { t.push(r.t[i]); v.push(r.heap[i]); }
-		for (var k = 0; k < N; k++) { t.push(INV.end[k]); v.push(INV.total[k]); }
-		t.push(D.windowNs); v.push(D.newBytes);
-		return seriesFrom(t, v);
+		var r = D.rss, n = 0, i, T = new Float64Array(r.t.length + N + 2), V = new Float64Array(T.length);
+		T[n] = 0; V[n++] = 0;
+		for (i = 0; i < r.t.length; i++) if (r.heap[i] !== null) { T[n] = r.t[i]; V[n++] = r.heap[i]; }
+		for (i = 0; i < N; i++) { T[n] = INV.end[i]; V[n++] = INV.total[i]; }
+		T[n] = D.windowNs; V[n++] = D.newBytes;
+		T = T.subarray(0, n); V = V.subarray(0, n);
+		var T0 = T.slice(), V0 = V.slice();
+		return sortNearly(T, V) ? { t: T, v: V } : seriesFrom(Array.from(T0), Array.from(V0));
 	}
 
 	/* A lane per (thread, depth), threads in order of their first kernel;
 	 * past 40 lanes the rest share the last one. */
 	function lanes() {
-		var key = {}, list = [], tidRank = {}, nt = 0, lane = new Int32Array(N), max = 40, i;
+		var key = new Map(), list = [], tidRank = new Map(), lane = new Int32Array(N), max = 40, i;
+		var lastKey = -1, lastLane = -1;
 		for (i = 0; i < N; i++) {
-			var tid = INV.tid[i], d = Math.min(INV.depth[i], 15), k = tid + ':' + d;
-			if (!(tid in tidRank)) tidRank[tid] = nt++;
-			if (!(k in key)) {
-				key[k] = list.length;
-				list.push({ tid: tid, depth: d, rank: tidRank[tid], first: list.length });
+			var tid = INV.tid[i], d = Math.min(INV.depth[i], 15), k = tid * 16 + d;
+			if (k === lastKey) { lane[i] = lastLane; continue; }
+			if (!tidRank.has(tid)) tidRank.set(tid, tidRank.size);
+			if (!key.has(k)) {
+				key.set(k, list.length);
+				list.push({ tid: tid, depth: d, rank: tidRank.get(tid), first: list.length });
 			}
-			lane[i] = key[k];
+			lane[i] = lastLane = key.get(k);
+			lastKey = k;
 		}
 		list.sort(function (a, b) { return a.rank - b.rank || a.depth - b.depth; });
 		var remap = new Int32Array(list.length);
@@ -208,7 +242,7 @@
 	var CHART_H = 200, AXIS_H = 18, PHASE_H = 16, LANE_H = 14;
 
 	function layout() {
-		var w = Math.max(300, TL.cv.parentNode.clientWidth || 1000);
+		var w = PAGE_W;
 		var h = CHART_H + AXIS_H + PHASE_H + TL.byLane.length * LANE_H + 6;
 		var dpr = window.devicePixelRatio || 1;
 		if (TL.w !== w || TL.h !== h) {
@@ -442,7 +476,7 @@
 		});
 		cv.addEventListener('mouseleave', function () { TL.tip.style.display = 'none'; });
 		cv.addEventListener('dblclick', function () { TL.view = TL.home.slice(); draw(); });
-		window.addEventListener('resize', draw);
+		window.addEventListener('resize', function () { measure(); draw(); });
 	}
 
 	/* ---- tables ---- */
@@ -568,8 +602,9 @@
 		return false;
 	}
 
-	function tfProfile(r) {
-		var out = {}, kernels = [];
+	/* @cap: kernels listed at most; out.more counts the others. */
+	function tfProfile(r, cap) {
+		var out = { more: 0 }, kernels = [];
 		if (r < 0) {
 			out.newBytes = D.newBytes; out.newTensors = D.newTensors; out.peakBytes = D.peakBytes;
 		} else {
@@ -578,6 +613,7 @@
 		for (var i = r < 0 ? 0 : r + 1; i < N; i++) {
 			if (r >= 0 && INV.begin[i] > INV.end[r]) break;
 			if (r >= 0 && !within(i, r)) continue;
+			if (kernels.length >= cap) { out.more++; continue; }
 			var sh = INV.shapes[i] || [[], []];
 			kernels.push({ name: NAMES[INV.name[i]], bytesAdded: INV.added[i],
 				totalBytesSnapshot: INV.total[i], tensorsAdded: INV.tadded[i],
@@ -628,8 +664,7 @@
 	}
 
 	function showRegion(r) {
-		var o = tfProfile(r), cap = 2000, more = o.kernels.length - cap;
-		if (more > 0) o.kernels = o.kernels.slice(0, cap);
+		var o = tfProfile(r, 2000), more = o.more;
 		var text = '{"newBytes":' + o.newBytes + ',"newTensors":' + o.newTensors + ',"peakBytes":' +
 			o.peakBytes + ',"kernels":[' + o.kernels.map(function (k) {
 				return '\n  ' + JSON.stringify(k);
@@ -689,7 +724,7 @@
 	}
 
 	function drawFlame() {
-		var NS = 'http://www.w3.org/2000/svg', svg = FL.svg, W = Math.max(300, svg.parentNode.clientWidth || 1000);
+		var NS = 'http://www.w3.org/2000/svg', svg = FL.svg, W = PAGE_W;
 		var root = flameTree(FL.which), H = 17, rows = [], maxDepth = 0;
 		if (!root.v && FL.which === 1) { /* nothing live at the end: show the allocations */
 			FL.which = 0; root = flameTree(0);
@@ -806,16 +841,25 @@
 		}
 	}
 
+	/* The width of the charts, read once: reading a width makes the
+	 * browser lay out the whole page, which is slow once the tables are in. */
+	var PAGE_W = 1000;
+	function measure() { PAGE_W = Math.max(300, (app.clientWidth || 1002) - 2); }
+
+	/* Each part's time goes to data-mp-timings, for slow pages. */
 	function main() {
+		var steps = [header, summary, timeline, kernelTable, regionView, flame, others, draw];
+		var names = ['header', 'summary', 'timeline', 'kernels', 'region', 'flame', 'others', 'draw'];
+		var t = performance.now(), out = ['parse ' + (t - T0).toFixed(0)];
 		document.body.appendChild(app);
-		header();
-		summary();
-		timeline();
-		kernelTable();
-		regionView();
-		flame();
-		others();
-		draw();
+		measure();
+		steps.forEach(function (f, i) {
+			f();
+			var now = performance.now();
+			out.push(names[i] + ' ' + (now - t).toFixed(0));
+			t = now;
+		});
+		document.body.setAttribute('data-mp-timings', out.join(', '));
 	}
 
 	try {
