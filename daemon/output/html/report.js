@@ -303,7 +303,9 @@
 			cur = s.v[pos - 1];
 			ctx.lineTo(c, y(cur));
 		}
-		if (started && cur !== null && s.t.length && s.t[s.t.length - 1] >= TL.view[1]) ctx.lineTo(W, y(cur));
+		/* the last value holds to the end of the profile */
+		var xe = (D.windowNs - TL.view[0]) / (TL.view[1] - TL.view[0]) * W;
+		if (started && cur !== null && xe > 0) ctx.lineTo(Math.min(W, xe), y(cur));
 		ctx.stroke();
 		return cols;
 	}
@@ -860,6 +862,12 @@
 			t = now;
 		});
 		document.body.setAttribute('data-mp-timings', out.join(', '));
+		/* report.html#region=NAME#N opens on that region */
+		var m = /^#region=(.+)$/.exec(window.location.hash);
+		if (m) {
+			var r = findRegion(decodeURIComponent(m[1]));
+			if (r !== null) selectRegion(r);
+		}
 	}
 
 	try {
