@@ -278,7 +278,8 @@ static void data_kernels(struct mp_json *j, const struct mp_profile *p)
 /* One array per field: 100,000 invocations are a few megabytes, not one
  * object each. Times and parents are written as differences, which are
  * short: "begin" from the previous invocation's begin, "dur" from its own
- * begin, "parent" back from its own index (0: none); the script adds them
+ * begin, "parent" back from its own index (0: none), "total" from the
+ * previous invocation's, "peak" from its own total; the script adds them
  * up again. */
 enum inv_col {
 	COL_NAME,
@@ -332,7 +333,9 @@ static void inv_value(struct mp_json *j, const struct mp_profile *p, uint32_t i,
 		mp_json_i64(j, NULL, v->incl.bytes_added);
 		break;
 	case COL_TOTAL:
-		mp_json_u64(j, NULL, v->total_bytes_snapshot);
+		mp_json_i64(j, NULL,
+			    (int64_t)(v->total_bytes_snapshot -
+				      (i ? p->invocations[i - 1].total_bytes_snapshot : 0)));
 		break;
 	case COL_TADDED:
 		mp_json_i64(j, NULL, v->incl.tensors_added);
@@ -341,7 +344,7 @@ static void inv_value(struct mp_json *j, const struct mp_profile *p, uint32_t i,
 		mp_json_u64(j, NULL, v->total_tensors_snapshot);
 		break;
 	case COL_PEAK:
-		mp_json_u64(j, NULL, v->peak_bytes);
+		mp_json_i64(j, NULL, (int64_t)(v->peak_bytes - v->total_bytes_snapshot));
 		break;
 	case COL_PEAK_ADDED:
 		mp_json_u64(j, NULL, v->peak_added);
@@ -513,7 +516,9 @@ static void frame_names(struct mp_json *j, const struct mp_profile *p, uint64_t 
 		snprintf(hex, sizeof(hex), "0x%" PRIx64, addr);
 		mp_json_str(j, NULL, hex);
 	}
-	for (uint32_t k = l->n_inlined; k-- > 0 && k < MP_PROFILE_MAX_INLINE;)
+	for (uint32_t k = l->n_inlined < MP_PROFILE_MAX_INLINE ? l->n_inlined :
+								 MP_PROFILE_MAX_INLINE;
+	     k-- > 0;)
 		mp_json_str(j, NULL, l->inlined[k].function ? l->inlined[k].function : "??");
 }
 
@@ -537,7 +542,10 @@ static void data_sites(struct mp_json *j, const struct mp_profile *p)
 		mp_json_i64(j, NULL, st->name < p->n_names ? (int64_t)st->name : -1);
 		mp_json_array_begin(j, NULL);
 		if (sk) {
-			for (uint32_t f = sk->n_frames; f-- > 0 && f < MP_PROFILE_MAX_DEPTH;)
+			for (uint32_t f = sk->n_frames < MP_PROFILE_MAX_DEPTH ?
+						  sk->n_frames :
+						  MP_PROFILE_MAX_DEPTH;
+			     f-- > 0;)
 				frame_names(j, p, sk->frames[f]);
 		} else {
 			frame_names(j, p, st->caller);

@@ -69,13 +69,17 @@
 	var NAMES = D.names, INV = D.inv, N = INV.name.length;
 	(function decode() { /* html.c writes times and parents as differences */
 		var b = new Float64Array(N), e = new Float64Array(N), par = new Int32Array(N), t = 0;
+		var tot = new Float64Array(N), pk = new Float64Array(N), live = 0;
 		for (var i = 0; i < N; i++) {
 			t += INV.begin[i];
 			b[i] = t;
 			e[i] = t + INV.dur[i];
 			par[i] = INV.parent[i] ? i - INV.parent[i] : -1;
+			live += INV.total[i];
+			tot[i] = live;
+			pk[i] = live + INV.peak[i];
 		}
-		INV.begin = b; INV.end = e; INV.parent = par;
+		INV.begin = b; INV.end = e; INV.parent = par; INV.total = tot; INV.peak = pk;
 	})();
 	var app = el('div', { id: 'mp-app' });
 
@@ -686,7 +690,8 @@
 	/* ---- flame graphs of the allocation sites ---- */
 
 	function flameTree(which) {
-		var root = { name: 'all', v: 0, kids: {} };
+		/* kids without a prototype: a function may be named "constructor" */
+		var root = { name: 'all', v: 0, kids: Object.create(null) };
 		D.sites.forEach(function (s) {
 			var v = s[which];
 			if (!v) return;
@@ -694,7 +699,7 @@
 			var n = root;
 			for (var f = 0; f < s[3].length; f++) {
 				var nm = s[3][f];
-				n = n.kids[nm] || (n.kids[nm] = { name: nm, v: 0, kids: {} });
+				n = n.kids[nm] || (n.kids[nm] = { name: nm, v: 0, kids: Object.create(null) });
 				n.v += v;
 			}
 		});
@@ -877,5 +882,10 @@
 	}
 	document.body.setAttribute('data-mp-errors', String(errors.length));
 	document.body.setAttribute('data-mp-render-ms', performance.now().toFixed(1));
+	(function () { /* where the time went before the script: navigation entries */
+		var nav = performance.getEntriesByType && performance.getEntriesByType('navigation')[0];
+		if (nav) document.body.setAttribute('data-mp-nav', ['fetchStart', 'responseStart', 'responseEnd',
+			'domInteractive'].map(function (k) { return k + ' ' + (nav[k] || 0).toFixed(0); }).join(', '));
+	})();
 	document.body.setAttribute('data-mp-ready', '1');
 })();
