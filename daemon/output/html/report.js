@@ -311,6 +311,7 @@
 		var xe = (D.windowNs - TL.view[0]) / (TL.view[1] - TL.view[0]) * W;
 		if (started && cur !== null && xe > 0) ctx.lineTo(Math.min(W, xe), y(cur));
 		ctx.stroke();
+		TL.drawn = started;
 		return cols;
 	}
 
@@ -388,6 +389,7 @@
 			ctx.fillText(label, W - 6 - ctx.measureText(label).width, 12);
 			rc = drawSeries(ctx, TL.rss, rb, W, ry, '#d2691e');
 		}
+		TL.cv.setAttribute('data-rss-drawn', TL.rss.t.length && TL.drawn ? '1' : '0');
 		ctx.fillStyle = 'rgba(47,111,208,0.16)';
 		for (var c = 0; c < W; c++) if (pc.pk[c] > 0) ctx.fillRect(c, hy(pc.pk[c]), 1, CHART_H - hy(pc.pk[c]));
 		var hc = drawSeries(ctx, TL.heap, hb, W, hy, '#2f6fd0');
