@@ -41,7 +41,7 @@ Test(html_real, demo_report)
 {
 	static const char *const kernels[] = { "load_weights", "conv2d", "relu", "matmul",
 					       "softmax" };
-	char profile[192], page[192], want[128], *dom, *part;
+	char profile[192], page[192], url[224], want[128], *dom, *part;
 	struct run r;
 
 	snprintf(profile, sizeof(profile), "%s/demo.memprof", dir);
@@ -93,6 +93,21 @@ Test(html_real, demo_report)
 	cr_expect_not_null(strstr(part, "<title>load_weights\n"), "%s", part);
 	cr_expect_not_null(strstr(part, "<title>conv2d\n"), "%s", part);
 	free(part);
+	free(dom);
+
+	/* The page driven as a user would (report.js selftest()): the wheel
+	 * zooms in, a drag pans, hovering shows the heap, a click on the first
+	 * kernel shows its tf.profile region, load_weights' figures in
+	 * examples/README.md. */
+	snprintf(url, sizeof(url), "%s#selftest", page);
+	dom = html_dom(url);
+	html_expect_ran(dom);
+	cr_expect_str_eq(html_attr(dom, "<body", "data-mp-selftest", want, sizeof(want)) ?:
+											   "(none)",
+			 "zoom in; pan earlier; tip heap live; click load_weights#1");
+	cr_expect_not_null(strstr(dom, "{\"newBytes\":165672,\"newTensors\":4,\"peakBytes\":331344,"
+				       "\"kernels\":[]}"),
+			   "%s", dom);
 	free(dom);
 }
 

@@ -850,6 +850,39 @@
 		}
 	}
 
+	/* report.html#selftest drives the timeline with synthetic events, as a
+	 * user would (wheel, drag, hover, click on the first kernel wide enough
+	 * to hit), and writes what each did to data-mp-selftest. */
+	function selftest() {
+		var cv = TL.cv, r = cv.getBoundingClientRect(), out = [], v0 = TL.view.slice(), my = r.top + CHART_H / 2;
+		function mouse(type, x, y, target) {
+			(target || cv).dispatchEvent(new MouseEvent(type, { clientX: x, clientY: y, bubbles: true }));
+		}
+		cv.dispatchEvent(new WheelEvent('wheel', { deltaY: -100, clientX: r.left + TL.w / 2, clientY: my,
+			bubbles: true, cancelable: true }));
+		out.push('zoom ' + (TL.view[1] - TL.view[0] < v0[1] - v0[0] ? 'in' : 'none'));
+		var v1 = TL.view.slice();
+		mouse('mousedown', r.left + 100, my);
+		mouse('mousemove', r.left + 300, my);
+		mouse('mouseup', r.left + 300, my, window);
+		out.push('pan ' + (TL.view[0] < v1[0] ? 'earlier' : 'none'));
+		mouse('mousemove', r.left + TL.w / 2, my);
+		out.push('tip ' + (TL.tip.textContent.split('\n')[1] || '').replace(/ [0-9,]+ B .*/, ''));
+		TL.view = TL.home.slice();
+		draw();
+		var span = TL.view[1] - TL.view[0];
+		for (var i = 0; i < N; i++) {
+			var x0 = (INV.begin[i] - TL.view[0]) / span * TL.w, x1 = (INV.end[i] - TL.view[0]) / span * TL.w;
+			if (x1 - x0 < 4 || x0 < 0 || x1 > TL.w) continue;
+			var y = r.top + CHART_H + AXIS_H + PHASE_H + TL.lane[i] * LANE_H + 5;
+			mouse('mousedown', r.left + (x0 + x1) / 2, y);
+			mouse('mouseup', r.left + (x0 + x1) / 2, y, window);
+			out.push('click ' + REG.msg.textContent.trim());
+			break;
+		}
+		document.body.setAttribute('data-mp-selftest', out.join('; '));
+	}
+
 	/* The width of the charts, read once: reading a width makes the
 	 * browser lay out the whole page, which is slow once the tables are in. */
 	var PAGE_W = 1000;
@@ -870,6 +903,7 @@
 		});
 		document.body.setAttribute('data-mp-timings', out.join(', '));
 		/* report.html#region=NAME#N opens on that region */
+		if (window.location.hash === '#selftest') selftest();
 		var m = /^#region=(.+)$/.exec(window.location.hash);
 		if (m) {
 			var r = findRegion(decodeURIComponent(m[1]));
