@@ -18,6 +18,7 @@
 #include "chrome.h"
 #include "collect.h"
 #include "control.h"
+#include "diff_cmd.h"
 #include "launch.h"
 #include "log.h"
 #include "options.h"
@@ -28,6 +29,7 @@
 #include "report.h"
 #include "sites.h"
 #include "session.h"
+#include "top.h"
 #include "tracer.h"
 
 static void usage(FILE *f)
@@ -42,6 +44,8 @@ static void usage(FILE *f)
 	      "                                   print a profile written with -o\n"
 	      "  convert FILE --to pprof|chrome|json [-o OUT]\n"
 	      "                                   convert a profile to another format\n"
+	      "  diff OLD NEW [--max-increase LIMIT]... [--format table|json]\n"
+	      "                                   what changed between two profiles; a CI gate\n"
 	      "  attach PID [--duration S] [-o FILE] [--stream URL]... [--mode M]\n"
 	      "                                   have the memprofd service profile PID\n"
 	      "                                   (mode rss by default: no allocator probes)\n"
@@ -49,6 +53,8 @@ static void usage(FILE *f)
 	      "  dump PID [-o FILE]               the profile so far, without stopping\n"
 	      "  list                             targets of the service (yours, or all for root)\n"
 	      "  status                           the service's state and collectors\n"
+	      "  top PID [--direct]               live per-kernel view of PID (keys: l p c a n\n"
+	      "                                   sort, q quits and detaches)\n"
 	      "  collect --listen URL --out DIR   reference collector of profile streams\n"
 	      "Service commands take --control PATH (default " MP_CTL_DEFAULT_PATH ").\n"
 	      "\n"
@@ -819,11 +825,15 @@ int main(int argc, char **argv)
 		return cmd_report(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "convert"))
 		return cmd_convert(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "diff"))
+		return memprof_cmd_diff(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "attach"))
 		return cmd_attach(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "detach") || !strcmp(argv[1], "dump") || !strcmp(argv[1], "list") ||
 	    !strcmp(argv[1], "status"))
 		return cmd_simple(argv[1], argc - 1, argv + 1);
+	if (!strcmp(argv[1], "top"))
+		return mp_top_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "collect"))
 		return cmd_collect(argc - 1, argv + 1);
 	mp_log_open("memprof", MP_LOG_AUTO);

@@ -3,7 +3,8 @@
  * libFuzzer target for the profile decoder (memprof report/convert read
  * profile files someone else wrote). Whatever decodes must render and
  * re-encode without a fault: the renderers trust only what the decoder
- * validated.
+ * validated. `memprof diff` compares what decodes with an empty profile and
+ * with itself.
  *
  * Inputs starting with 'C' instead drive the correlator with an event
  * stream decoded from the bytes: marker records come from the profiled
@@ -29,11 +30,40 @@
 #include "correlator.h"
 #include "live.h"
 #include "chrome.h"
+#include "diff.h"
 #include "pprof.h"
 #include "profile_pb.h"
 #include "report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* memprof diff of @p against an empty profile both ways and against
+ * itself, with a limit on every scope, in both formats. */
+static void exercise_diff(const struct mp_profile *p, FILE *f)
+{
+	static const char *const specs[] = { "peak=5%", "kernel:*.peak_added=0", "phase:*.rss=1M",
+					     "owner:*.alloc=1%", "tag:*.peak_live=0" };
+	struct mp_diff_limit l[sizeof(specs) / sizeof(specs[0])];
+	struct mp_profile *empty = mp_profile_new();
+	const char *why;
+	uint32_t n = 0;
+
+	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++)
+		if (mp_diff_limit_parse(specs[i], &l[n], &why) == 0)
+			n++;
+	for (int way = 0; empty && way < 3; way++) {
+		struct mp_diff *d;
+
+		if (mp_diff_new(way ? p : empty, way == 1 ? empty : p, l, n, 3, &d) < 0)
+			continue;
+		mp_diff_write(d, MP_DIFF_TABLE, "old", "new", f);
+		mp_diff_write(d, MP_DIFF_JSON, "old", "new", f);
+		mp_diff_free(d);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		mp_diff_limit_release(&l[i]);
+	mp_profile_free(empty);
+}
 
 static void exercise(struct mp_profile *p)
 {
@@ -49,6 +79,7 @@ static void exercise(struct mp_profile *p)
 		if (p->n_names)
 			mp_report_write(p, MP_REPORT_TFJS, p->names[0], f);
 		mp_chrome_write(p, f);
+		exercise_diff(p, f);
 		fclose(f);
 	}
 	if (mp_profile_encode(p, &buf, &len) == 0)

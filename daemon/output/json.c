@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 
 #include "json.h"
 #include "profile.h"
@@ -203,6 +204,15 @@ void mp_json_null(struct mp_json *j, const char *key)
 {
 	value_prefix(j, key);
 	fputs("null", j->f);
+}
+
+void mp_json_f64(struct mp_json *j, const char *key, double v)
+{
+	value_prefix(j, key);
+	if (isfinite(v))
+		fprintf(j->f, "%.10g", v);
+	else
+		fputs("null", j->f);
 }
 
 int mp_json_finish(struct mp_json *j)

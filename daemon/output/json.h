@@ -36,6 +36,8 @@ void mp_json_u64(struct mp_json *j, const char *key, uint64_t v);
 void mp_json_i64(struct mp_json *j, const char *key, int64_t v);
 void mp_json_bool(struct mp_json *j, const char *key, bool v);
 void mp_json_null(struct mp_json *j, const char *key);
+/* 10 significant digits; null when not finite. */
+void mp_json_f64(struct mp_json *j, const char *key, double v);
 /* Ends the document with a newline; 0 or -EIO / -EINVAL (unbalanced). */
 int mp_json_finish(struct mp_json *j);
 
