@@ -39,8 +39,8 @@ static void usage(FILE *f)
 	      "Commands:\n"
 	      "  run [OPTIONS] -- CMD [ARGS...]   start CMD, profile it from before its main()\n"
 	      "                                   until it exits, print a per-kernel table\n"
-	      "  report FILE [--format table|json|tfjs] [--region NAME[#N]] [--pool NAME]\n"
-	      "         [--sites N]\n"
+	      "  report FILE [--format table|json|tfjs|html] [--region NAME[#N]] [--pool NAME]\n"
+	      "         [--sites N] [-o OUT]\n"
 	      "                                   print a profile written with -o\n"
 	      "  convert FILE --to pprof|chrome|json [-o OUT]\n"
 	      "                                   convert a profile to another format\n"
@@ -189,6 +189,31 @@ static int cmd_run(int argc, char **argv)
 	return mp_launch_exit_code(status);
 }
 
+/* The report to standard output, or rendered in memory and written to @out
+ * like every output file (outfile.h). Logs its own write errors (-EPIPE). */
+static int report_out(const struct mp_profile *p, enum mp_report_format format, const char *region,
+		      const char *pool, uint32_t sites, const char *out)
+{
+	FILE *f = stdout;
+	char *buf = NULL;
+	size_t len = 0;
+	int r;
+
+	if (out && !(f = open_memstream(&buf, &len)))
+		return -ENOMEM;
+	r = sites ? mp_report_sites(p, sites, f) : mp_report_write_pool(p, format, region, pool, f);
+	if (out) {
+		if (fclose(f) != 0 && r == 0)
+			r = -ENOMEM;
+		if (r == 0 && (r = mp_output_write(out, buf, len)) < 0) {
+			log_error_errno(r, "writing %s: %s", out, mp_output_strerror(r));
+			r = -EPIPE;
+		}
+		free(buf);
+	}
+	return r;
+}
+
 static int cmd_report(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -196,16 +221,17 @@ static int cmd_report(int argc, char **argv)
 		{ "region", required_argument, NULL, 'r' },
 		{ "sites", required_argument, NULL, 's' },
 		{ "pool", required_argument, NULL, 'P' },
+		{ "output", required_argument, NULL, 'o' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
 	enum mp_report_format format = MP_REPORT_TABLE;
-	const char *region = NULL, *why = NULL, *pool = NULL;
+	const char *region = NULL, *why = NULL, *pool = NULL, *out = NULL;
 	struct mp_profile *p = NULL;
 	long sites = 0;
 	int c, r;
 
-	while ((c = getopt_long(argc, argv, "f:r:s:P:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "f:r:s:P:o:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			sites = strtol(optarg, NULL, 10);
@@ -217,7 +243,7 @@ static int cmd_report(int argc, char **argv)
 			break;
 		case 'f':
 			if (mp_report_format_parse(optarg, &format) < 0) {
-				log_error("unknown format '%s' (table, json, tfjs)", optarg);
+				log_error("unknown format '%s' (table, json, tfjs, html)", optarg);
 				return 2;
 			}
 			break;
@@ -227,13 +253,18 @@ static int cmd_report(int argc, char **argv)
 		case 'P':
 			pool = optarg;
 			break;
+		case 'o':
+			out = optarg;
+			break;
 		case 'h':
-			fputs("Usage: memprof report FILE [--format table|json|tfjs] "
-			      "[--region NAME[#N]] [--pool NAME] [--sites N]\n"
+			fputs("Usage: memprof report FILE [--format table|json|tfjs|html] "
+			      "[--region NAME[#N]] [--pool NAME] [--sites N] [-o OUT]\n"
 			      "\n"
 			      "Print a profile written by `memprofd -o` or `memprof run -o`.\n"
-			      "  -f, --format FMT   table (default), json (the whole profile) or\n"
-			      "                     tfjs (tf.profile's ProfileInfo for the region)\n"
+			      "  -f, --format FMT   table (default), json (the whole profile),\n"
+			      "                     tfjs (tf.profile's ProfileInfo for the region) or\n"
+			      "                     html (one self-contained page for a browser)\n"
+			      "  -o, --output OUT   write to OUT instead of standard output\n"
 			      "  -r, --region SPEC  NAME or NAME#N: the N-th invocation of kernel\n"
 			      "                     NAME and the kernels nested in it (tfjs)\n"
 			      "      --pool NAME    tfjs: the figures of pool NAME, not the heap\n"
@@ -255,13 +286,12 @@ static int cmd_report(int argc, char **argv)
 		log_error("%s: %s", argv[optind], why ? why : strerror(-r));
 		return 1;
 	}
-	r = sites ? mp_report_sites(p, (uint32_t)sites, stdout) :
-		    mp_report_write_pool(p, format, region, pool, stdout);
+	r = report_out(p, format, region, pool, (uint32_t)sites, out);
 	if (r == -ENOENT)
 		log_error("no invocation '%s' in %s", region, argv[optind]);
 	else if (r == -ESRCH)
 		log_error("no pool '%s' in %s", pool, argv[optind]);
-	else if (r < 0)
+	else if (r < 0 && r != -EPIPE)
 		log_error_errno(r, "%m");
 	mp_profile_free(p);
 	return r < 0 ? 1 : 0;

@@ -75,6 +75,7 @@ static void exercise(struct mp_profile *p)
 		mp_report_write(p, MP_REPORT_TABLE, NULL, f);
 		mp_report_write(p, MP_REPORT_JSON, NULL, f);
 		mp_report_write(p, MP_REPORT_TFJS, NULL, f);
+		mp_report_write(p, MP_REPORT_HTML, NULL, f);
 		if (p->n_names)
 			mp_report_write(p, MP_REPORT_TFJS, p->names[0], f);
 		mp_chrome_write(p, f);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "html.h"
 #include "json.h"
 #include "report.h"
 
@@ -16,6 +17,7 @@ int mp_report_format_parse(const char *s, enum mp_report_format *ret)
 		{ "table", MP_REPORT_TABLE },
 		{ "json", MP_REPORT_JSON },
 		{ "tfjs", MP_REPORT_TFJS },
+		{ "html", MP_REPORT_HTML },
 	};
 
 	for (size_t i = 0; i < sizeof(formats) / sizeof(formats[0]); i++) {
@@ -1045,6 +1047,8 @@ int mp_report_write_pool(const struct mp_profile *p, enum mp_report_format forma
 		return write_json(p, f);
 	case MP_REPORT_TFJS:
 		return write_tfjs(p, region, pool, f);
+	case MP_REPORT_HTML:
+		return mp_html_write(p, f);
 	}
 	return -EINVAL;
 }

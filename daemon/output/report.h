@@ -14,9 +14,10 @@ enum mp_report_format {
 	MP_REPORT_TABLE = 1,
 	MP_REPORT_JSON,
 	MP_REPORT_TFJS,
+	MP_REPORT_HTML, /* one self-contained page (html.h) */
 };
 
-/* "table", "json", "tfjs"; -EINVAL otherwise. */
+/* "table", "json", "tfjs", "html"; -EINVAL otherwise. */
 int mp_report_format_parse(const char *s, enum mp_report_format *ret);
 
 /* Writes @p to @f. @region (see mp_profile_region(); NULL: whole profile)

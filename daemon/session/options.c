@@ -154,7 +154,9 @@ static int apply_output(struct mp_options *o, const struct mp_option *opt, const
 		return 0;
 	case MP_OPT_ID_PRINT:
 		o->out.print_none = !strcmp(arg, "none");
-		if (!o->out.print_none && mp_report_format_parse(arg, &o->out.print) < 0)
+		/* the page is for `memprof report -o`, not for a terminal */
+		if (!o->out.print_none && (mp_report_format_parse(arg, &o->out.print) < 0 ||
+					   o->out.print == MP_REPORT_HTML))
 			return bad(opt, arg);
 		return 0;
 	case MP_OPT_ID_POOL:
