@@ -15,6 +15,31 @@
 /* Debug files larger than this are not checked (nor used). */
 #define MAX_DEBUG_FILE (1ull << 32)
 
+/* @path for reading, if it is a regular file (with inode @ino unless 0).
+ * The path is the target's to choose: it is checked on an O_PATH
+ * descriptor, as opening a FIFO blocks and opening a device acts, and the
+ * file checked is the one reopened. -ESTALE when it is another file. */
+static int open_regular(const char *path, uint64_t ino)
+{
+	char self[64];
+	struct stat st;
+	int pfd, fd;
+
+	pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	if (fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode) || (ino && st.st_ino != ino)) {
+		close(pfd);
+		return -ESTALE;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		fd = -errno;
+	close(pfd);
+	return fd;
+}
+
 static int open_build_id_debug(Dwfl_Module *mod, char **ret_path)
 {
 	const unsigned char *bits;
@@ -29,7 +54,7 @@ static int open_build_id_debug(Dwfl_Module *mod, char **ret_path)
 	for (int i = 1; i < n; i++)
 		off += snprintf(path + off, sizeof(path) - off, "%02x", bits[i]);
 	snprintf(path + off, sizeof(path) - off, ".debug");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open_regular(path, 0);
 	if (fd < 0)
 		return -1;
 	*ret_path = strdup(path);
@@ -78,7 +103,7 @@ static int open_debuglink(const char *file_name, const char *link, uint32_t crc,
 			return -1;
 		if (!strcmp(path, file_name))
 			continue;
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = open_regular(path, 0);
 		if (fd < 0)
 			continue;
 		if (crc_matches(fd, crc)) {
@@ -112,31 +137,6 @@ const Dwfl_Callbacks mp_dwfl_callbacks = {
 bool mp_mapping_is_code(const struct mp_mapping *m)
 {
 	return (m->perms & MP_MAP_X) && m->path[0] == '/';
-}
-
-/* @path for reading, if it is a regular file (with inode @ino unless 0).
- * The path is the target's to choose: it is checked on an O_PATH
- * descriptor, as opening a FIFO blocks and opening a device acts, and the
- * file checked is the one reopened. -ESTALE when it is another file. */
-static int open_regular(const char *path, uint64_t ino)
-{
-	char self[64];
-	struct stat st;
-	int pfd, fd;
-
-	pfd = open(path, O_PATH | O_CLOEXEC);
-	if (pfd < 0)
-		return -errno;
-	if (fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode) || (ino && st.st_ino != ino)) {
-		close(pfd);
-		return -ESTALE;
-	}
-	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
-	fd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		fd = -errno;
-	close(pfd);
-	return fd;
 }
 
 /* Opens the file of @m as the process sees it; @path receives the name
