@@ -375,7 +375,7 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 			return r;
 	}
 	/* Best effort: a profile without symbols is still a profile. */
-	r = mp_symbolize(p, s->maps, o->pid, &st);
+	r = mp_symbolize(p, s->maps, mp_stack_collect_maps(s->collect), o->pid, &st);
 	if (r < 0)
 		log_warning_errno(r, "pid %d: symbolizing allocation sites: %m", (int)o->pid);
 	else if (final && st.unsymbolized)

@@ -212,7 +212,8 @@ static int sym_callers(struct symbolization *y, const struct mp_profile *p)
 
 /* Which mapping holds each caller; callers are sorted, so the callers of
  * one mapping are adjacent. */
-static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *maps, pid_t pid)
+static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *maps,
+			   const struct mp_procmaps *later, pid_t pid)
 {
 	uint32_t n = y->n;
 
@@ -223,6 +224,9 @@ static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *ma
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct mp_mapping *m = maps ? mp_procmaps_find(maps, y->callers[i]) : NULL;
+
+		if (!m && later)
+			m = mp_procmaps_find(later, y->callers[i]);
 
 		if (!m && !y->fresh && mp_procmaps_read(pid, &y->fresh) == -ENOMEM)
 			return -ENOMEM;
@@ -330,15 +334,15 @@ static void sym_count(const struct symbolization *y, struct mp_symbolize_stats *
 		st->objects_unreadable += !y->objs[i].mod;
 }
 
-int mp_symbolize(struct mp_profile *p, const struct mp_procmaps *maps, pid_t pid,
-		 struct mp_symbolize_stats *ret_stats)
+int mp_symbolize(struct mp_profile *p, const struct mp_procmaps *maps,
+		 const struct mp_procmaps *later, pid_t pid, struct mp_symbolize_stats *ret_stats)
 {
 	struct symbolization y = { 0 };
 	int r;
 
 	r = sym_callers(&y, p);
 	if (r == 0)
-		r = sym_map_callers(&y, maps, pid);
+		r = sym_map_callers(&y, maps, later, pid);
 	if (r == 0)
 		r = sym_dwfl(&y, pid);
 	if (r == 0)
@@ -370,5 +374,5 @@ int mp_symbolize(struct mp_profile *p, const struct mp_procmaps *maps, pid_t pid
 
 int mp_symbolize_profile(struct mp_profile *p, const struct mp_procmaps *maps, pid_t pid)
 {
-	return mp_symbolize(p, maps, pid, NULL);
+	return mp_symbolize(p, maps, NULL, pid, NULL);
 }

@@ -40,9 +40,10 @@ struct mp_symbolize_stats {
 	uint32_t objects, objects_unreadable;
 };
 
-/* mp_symbolize_profile(), and what it found in *@ret_stats (may be NULL;
- * set when 0 is returned). */
-int mp_symbolize(struct mp_profile *p, const struct mp_procmaps *maps, pid_t pid,
-		 struct mp_symbolize_stats *ret_stats);
+/* mp_symbolize_profile(), with callers @maps lacks looked up in @later
+ * (another read of the maps, may be NULL) before /proc, and what it found
+ * in *@ret_stats (may be NULL; set when 0 is returned). */
+int mp_symbolize(struct mp_profile *p, const struct mp_procmaps *maps,
+		 const struct mp_procmaps *later, pid_t pid, struct mp_symbolize_stats *ret_stats);
 
 #endif /* MP_SYMBOLIZE_H */

@@ -117,7 +117,7 @@ static struct mp_profile *symbolize(const char *maps_txt, const uint64_t *caller
 	for (uint32_t i = 0; i < n; i++)
 		p->sites[i] = (struct mp_site){ .caller = callers[i], .alloc_objects = 1 };
 	/* pid 0 has no /proc entry: as if the process were gone. */
-	cr_assert_eq(mp_symbolize(p, maps, 0, st), 0);
+	cr_assert_eq(mp_symbolize(p, maps, NULL, 0, st), 0);
 	mp_procmaps_free(maps);
 	return p;
 }
