@@ -25,6 +25,7 @@
 #include "procmaps.h"
 #include "profile.h"
 #include "symbolize.h"
+#include "unwind.h"
 
 static const char *fixture(const char *name)
 {
@@ -323,4 +324,30 @@ Test(symbolize, unreadable_files_degrade_to_offsets)
 	mp_profile_free(p);
 	free(txt);
 	mp_test_rmtree(dir);
+}
+
+/* The unwinder over the same address space: the copy of the ET_EXEC file
+ * is not reported where the file does not lie, and the module of the file
+ * where it does survives (the unwinder's machine comes from it). */
+Test(symbolize, unwinder_exec_mapped_twice)
+{
+	const char *exe = fixture("tests/stacks/symfix-nopie");
+	struct text t = text_of(exe);
+	const uint64_t copy = 0x7f0000200000;
+	struct mp_procmaps *maps;
+	struct mp_unwinder *u;
+	char *txt = NULL;
+	size_t cap = 0;
+	FILE *f = open_memstream(&txt, &cap);
+
+	map_line(f, t.vaddr, t.size, t.offset, exe, 0);
+	map_line(f, copy, t.size, t.offset, exe, 0);
+	fclose(f);
+	cr_assert_eq(mp_procmaps_parse(txt, strlen(txt), &maps), 0);
+	cr_assert_eq(mp_unwinder_new(0, maps, &u), 0);
+	cr_expect(mp_unwinder_knows(u, t.vaddr + 16));
+	cr_expect(mp_unwinder_knows(u, copy + 16));
+	mp_unwinder_free(u);
+	mp_procmaps_free(maps);
+	free(txt);
 }
