@@ -337,10 +337,12 @@ static void warn_unmatched(struct session *s, struct mp_profile *p)
 		    (int)s->o->pid, p->probe_hits_unmatched);
 }
 
-/* The daemon's part of a profile: process, settings, drop counters. */
-static int fill_profile(struct session *s, struct mp_profile *p)
+/* The daemon's part of a profile: process, settings, drop counters;
+ * what could not be symbolized is said once, of the @final profile. */
+static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 {
 	const struct mp_session_opts *o = s->o;
+	struct mp_symbolize_stats st;
 	int r;
 
 	r = mp_profile_set_process(p, (int32_t)o->pid, s->exe[0] ? s->exe : NULL, NULL, s->cmdline);
@@ -373,8 +375,15 @@ static int fill_profile(struct session *s, struct mp_profile *p)
 			return r;
 	}
 	/* Best effort: a profile without symbols is still a profile. */
-	if (mp_symbolize_profile(p, s->maps, o->pid) < 0)
-		log_warning_errno(-ENOMEM, "pid %d: symbolizing allocation sites: %m", (int)o->pid);
+	r = mp_symbolize(p, s->maps, mp_stack_collect_maps(s->collect), o->pid, &st);
+	if (r < 0)
+		log_warning_errno(r, "pid %d: symbolizing allocation sites: %m", (int)o->pid);
+	else if (final && st.unsymbolized)
+		log_notice("pid %d: %" PRIu32 " of %" PRIu32 " frames without a symbol (%" PRIu32
+			   " in anonymous memory such as JIT code; %" PRIu32 " of %" PRIu32
+			   " file mappings unreadable): shown as addresses",
+			   (int)o->pid, st.unsymbolized, st.frames, st.anonymous,
+			   st.objects_unreadable, st.objects);
 	return 0;
 }
 
@@ -390,7 +399,7 @@ static void snapshot(struct session *s, enum mp_snapshot_reason why)
 	if (r == 0)
 		r = mp_correlator_snapshot(s->corr, now > s->last_ts ? now : s->last_ts, &p);
 	if (r == 0)
-		r = fill_profile(s, p);
+		r = fill_profile(s, p, false);
 	if (r < 0) {
 		log_error_errno(r, "pid %d: snapshot: %m", (int)s->o->pid);
 		mp_profile_free(p);
@@ -600,7 +609,7 @@ int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 			log_error_errno(r, "pid %d: building the profile: %m", (int)opts->pid);
 	}
 	if (r == 0)
-		r = fill_profile(&s, p);
+		r = fill_profile(&s, p, true);
 	if (r == 0) {
 		*ret = p;
 		p = NULL;

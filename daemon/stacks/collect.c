@@ -20,6 +20,7 @@ struct mp_stack_collector {
 	uint32_t depth;
 	struct mp_unwinder *unwinder; /* built at the first use */
 	uint64_t unwind_maps_ns;
+	struct mp_procmaps *maps; /* the last read for the unwinder */
 	struct mp_stack_table *stacks;
 	uint64_t *frames;
 };
@@ -55,6 +56,7 @@ void mp_stack_collector_free(struct mp_stack_collector *c)
 	if (!c)
 		return;
 	mp_unwinder_free(c->unwinder);
+	mp_procmaps_free(c->maps);
 	mp_stack_table_free(c->stacks);
 	free(c->frames);
 	free(c);
@@ -88,8 +90,38 @@ static struct mp_unwinder *unwinder_for(struct mp_stack_collector *c,
 		mp_unwinder_set_maps(c->unwinder, fresh);
 	else
 		mp_unwinder_new(c->pid, fresh, &c->unwinder);
-	mp_procmaps_free(fresh);
+	/* Kept for the symbolizer: code mapped since the caller's snapshot
+	 * (V8's copy of node's builtins) is gone from /proc once the target
+	 * exits. */
+	mp_procmaps_free(c->maps);
+	c->maps = fresh;
 	return c->unwinder;
+}
+
+/* A frame in no mapping the last read knows means code mapped since (V8
+ * maps a copy of node's builtins while it starts): the maps are read
+ * again, at most every MP_COLLECT_MAPS_REREAD_NS, for the symbolizer,
+ * which runs when the target is gone. */
+static void note_frames(struct mp_stack_collector *c, const struct mp_collect_target *t,
+			const uint64_t *frames, int n)
+{
+	struct mp_procmaps *fresh;
+	int i;
+
+	if (t->exited || mp_now_ns() - c->unwind_maps_ns < MP_COLLECT_MAPS_REREAD_NS)
+		return;
+	for (i = 0; i < n; i++)
+		if (!(c->maps ? mp_procmaps_find(c->maps, frames[i]) :
+		      t->maps ? mp_procmaps_find(t->maps, frames[i]) :
+				NULL))
+			break;
+	if (i == n)
+		return;
+	c->unwind_maps_ns = mp_now_ns();
+	if (mp_procmaps_read(c->pid, &fresh) < 0)
+		return;
+	mp_procmaps_free(c->maps);
+	c->maps = fresh;
 }
 
 uint32_t mp_stack_collect_event(struct mp_stack_collector *c, const struct mp_collect_target *t,
@@ -111,6 +143,7 @@ uint32_t mp_stack_collect_event(struct mp_stack_collector *c, const struct mp_co
 	}
 	if (n <= 0)
 		return 0;
+	note_frames(c, t, c->frames, n);
 	return mp_stack_table_intern(c->stacks, c->frames, (uint32_t)n,
 				     trunc ? MP_STACK_F_TRUNCATED : 0);
 }
@@ -148,6 +181,7 @@ uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_col
 		n = (int)c->depth;
 		trunc = true;
 	}
+	note_frames(c, t, c->frames, n);
 	return mp_stack_table_intern(c->stacks, c->frames, (uint32_t)n,
 				     trunc ? MP_STACK_F_TRUNCATED : 0);
 }
@@ -185,4 +219,9 @@ uint32_t mp_stack_collect_frames(const struct mp_stack_collector *c, uint32_t id
 int mp_stack_collect_export(const struct mp_stack_collector *c, struct mp_profile *p)
 {
 	return c->stacks ? mp_stack_table_export(c->stacks, p) : 0;
+}
+
+const struct mp_procmaps *mp_stack_collect_maps(const struct mp_stack_collector *c)
+{
+	return c ? c->maps : NULL;
 }

@@ -62,5 +62,8 @@ uint32_t mp_stack_collect_frames(const struct mp_stack_collector *c, uint32_t id
 				 const uint64_t **ret_frames);
 /* The stack table into @p (nothing without one). */
 int mp_stack_collect_export(const struct mp_stack_collector *c, struct mp_profile *p);
+/* The last /proc/PID/maps the unwinder was built from (NULL when none was
+ * read): it can hold code mapped after the caller's own snapshot. */
+const struct mp_procmaps *mp_stack_collect_maps(const struct mp_stack_collector *c);
 
 #endif /* MP_COLLECT_H */

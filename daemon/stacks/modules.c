@@ -15,6 +15,31 @@
 /* Debug files larger than this are not checked (nor used). */
 #define MAX_DEBUG_FILE (1ull << 32)
 
+/* @path for reading, if it is a regular file (with inode @ino unless 0).
+ * The path is the target's to choose: it is checked on an O_PATH
+ * descriptor, as opening a FIFO blocks and opening a device acts, and the
+ * file checked is the one reopened. -ESTALE when it is another file. */
+static int open_regular(const char *path, uint64_t ino)
+{
+	char self[64];
+	struct stat st;
+	int pfd, fd;
+
+	pfd = open(path, O_PATH | O_CLOEXEC);
+	if (pfd < 0)
+		return -errno;
+	if (fstat(pfd, &st) < 0 || !S_ISREG(st.st_mode) || (ino && st.st_ino != ino)) {
+		close(pfd);
+		return -ESTALE;
+	}
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+	fd = open(self, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		fd = -errno;
+	close(pfd);
+	return fd;
+}
+
 static int open_build_id_debug(Dwfl_Module *mod, char **ret_path)
 {
 	const unsigned char *bits;
@@ -29,7 +54,7 @@ static int open_build_id_debug(Dwfl_Module *mod, char **ret_path)
 	for (int i = 1; i < n; i++)
 		off += snprintf(path + off, sizeof(path) - off, "%02x", bits[i]);
 	snprintf(path + off, sizeof(path) - off, ".debug");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open_regular(path, 0);
 	if (fd < 0)
 		return -1;
 	*ret_path = strdup(path);
@@ -78,7 +103,7 @@ static int open_debuglink(const char *file_name, const char *link, uint32_t crc,
 			return -1;
 		if (!strcmp(path, file_name))
 			continue;
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = open_regular(path, 0);
 		if (fd < 0)
 			continue;
 		if (crc_matches(fd, crc)) {
@@ -119,41 +144,27 @@ bool mp_mapping_is_code(const struct mp_mapping *m)
 static int open_object(const struct mp_mapping *m, pid_t pid, char *path, size_t size)
 {
 	size_t len = strlen(m->path);
-	struct stat st;
-	int fd;
+	int fd = -ENOENT;
 
 	if (len > 10 && strstr(m->path + len - 10, " (deleted)"))
 		return -ENOENT; /* replaced on disk: its symbols are gone */
 	if (snprintf(path, size, "/proc/%d/root%s", (int)pid, m->path) >= (int)size)
 		return -ENAMETOOLONG;
-	fd = pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-	if (fd < 0) {
+	if (pid > 0)
+		fd = open_regular(path, m->inode);
+	if (fd < 0 && fd != -ESTALE) {
 		snprintf(path, size, "%s", m->path);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	}
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (m->inode && st.st_ino != m->inode)) {
-		close(fd);
-		return -ESTALE;
+		fd = open_regular(path, m->inode);
 	}
 	return fd;
 }
 
-/* The load bias of the ELF file @fd mapped by @m: the PT_LOAD segment
- * holding the mapping's file offset says which virtual address it is. An
- * ET_EXEC file is never relocated. */
-static int load_bias(int fd, const struct mp_mapping *m, uint64_t *ret_bias)
+int mp_mapping_bias(Elf *elf, const struct mp_mapping *m, uint64_t *ret_bias)
 {
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	GElf_Ehdr eh;
 	size_t n;
-	int r = -ENOEXEC;
 
-	if (!elf)
+	if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &n) < 0)
 		return -ENOEXEC;
-	if (elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) || elf_getphdrnum(elf, &n) < 0)
-		goto out;
 	for (size_t i = 0; i < n; i++) {
 		GElf_Phdr ph;
 
@@ -162,41 +173,85 @@ static int load_bias(int fd, const struct mp_mapping *m, uint64_t *ret_bias)
 		if (m->offset < (ph.p_offset & ~(uint64_t)4095) ||
 		    m->offset >= ph.p_offset + ph.p_filesz)
 			continue;
-		*ret_bias =
-			eh.e_type == ET_EXEC ? 0 : m->start - m->offset + ph.p_offset - ph.p_vaddr;
-		r = 0;
-		break;
+		*ret_bias = m->start - m->offset + ph.p_offset - ph.p_vaddr;
+		return 0;
 	}
-out:
+	return -ENOEXEC;
+}
+
+/* Where libdwfl is to place the ELF file @fd of mapping @m (the bias of
+ * its addresses; an ET_EXEC file is never relocated), and the bias the
+ * mapping itself implies. */
+static int load_bias(int fd, const struct mp_mapping *m, uint64_t *ret_mod_bias,
+		     uint64_t *ret_map_bias)
+{
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	GElf_Ehdr eh;
+	uint64_t bias;
+	int r = -ENOEXEC;
+
+	if (!elf)
+		return -ENOEXEC;
+	if (elf_kind(elf) == ELF_K_ELF && gelf_getehdr(elf, &eh) &&
+	    (eh.e_type == ET_EXEC || eh.e_type == ET_DYN))
+		r = mp_mapping_bias(elf, m, &bias);
+	if (r == 0) {
+		*ret_mod_bias = eh.e_type == ET_EXEC ? 0 : bias;
+		*ret_map_bias = bias;
+	}
 	elf_end(elf);
 	return r;
 }
 
-int mp_dwfl_report_mapping(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, Dwfl_Module **ret_mod,
-			   uint64_t *ret_bias)
+/* Reports the file of @m under a name unique in @dwfl; with @placed, only
+ * when the file lies where the mapping is (-EADDRNOTAVAIL otherwise). */
+static int report(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, unsigned int id, bool placed,
+		  Dwfl_Module **ret_mod, uint64_t *ret_mod_bias, uint64_t *ret_map_bias)
 {
-	const char *base = strrchr(m->path, '/');
-	char path[PATH_MAX + 64];
+	char path[PATH_MAX + 64], name[PATH_MAX + 32];
+	uint64_t mod_bias = 0, map_bias = 0;
 	Dwfl_Module *mod;
-	uint64_t bias;
 	int fd, r;
 
 	fd = open_object(m, pid, path, sizeof(path));
 	if (fd < 0)
 		return fd;
-	r = load_bias(fd, m, &bias);
+	r = load_bias(fd, m, &mod_bias, &map_bias);
+	if (r == 0 && placed && mod_bias != map_bias)
+		r = -EADDRNOTAVAIL;
 	if (r < 0) {
 		close(fd);
 		return r;
 	}
-	/* add_p_vaddr: the base is the bias added to the file's addresses.
-	 * On success libdwfl owns the descriptor. */
-	mod = dwfl_report_elf(dwfl, base ? base + 1 : m->path, path, fd, bias, true);
+	/* libdwfl takes a module reported under the name and addresses of
+	 * one it already has for that module, and when the file differs
+	 * marks the first one for removal at dwfl_report_end, which frees
+	 * it under whoever holds it (two mappings of one ET_EXEC file, as
+	 * V8 makes of node's builtins): the caller's number keeps every
+	 * name distinct. add_p_vaddr: the base is the bias added to the
+	 * file's addresses. On success libdwfl owns the descriptor. */
+	snprintf(name, sizeof(name), "%s#%u", m->path, id);
+	mod = dwfl_report_elf(dwfl, name, path, fd, mod_bias, true);
 	if (!mod) {
 		close(fd);
 		return -ENOEXEC;
 	}
 	*ret_mod = mod;
-	*ret_bias = bias;
+	*ret_mod_bias = mod_bias;
+	*ret_map_bias = map_bias;
 	return 0;
+}
+
+int mp_dwfl_report_file(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, unsigned int id,
+			Dwfl_Module **ret_mod, uint64_t *ret_mod_bias, uint64_t *ret_map_bias)
+{
+	return report(dwfl, m, pid, id, false, ret_mod, ret_mod_bias, ret_map_bias);
+}
+
+int mp_dwfl_report_mapping(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, unsigned int id,
+			   Dwfl_Module **ret_mod, uint64_t *ret_bias)
+{
+	uint64_t map_bias;
+
+	return report(dwfl, m, pid, id, true, ret_mod, ret_bias, &map_bias);
 }

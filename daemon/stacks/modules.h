@@ -22,12 +22,31 @@ extern const Dwfl_Callbacks mp_dwfl_callbacks;
 
 /*
  * Reports the file of mapping @m of process @pid to @dwfl (between
- * dwfl_report_begin and dwfl_report_end). Sets *@ret_mod and *@ret_bias
- * (process address - ELF virtual address). Returns 0, or a negative errno
- * when the file cannot be opened or is not the ELF file mapped there.
+ * dwfl_report_begin and dwfl_report_end), for lookups by address: only
+ * when the file lies where the mapping is (not so an ET_EXEC file mapped
+ * a second time elsewhere: -EADDRNOTAVAIL). @id is the caller's number
+ * for the module, unique in @dwfl. Sets *@ret_mod and *@ret_bias (process
+ * address - ELF virtual address). Returns 0, or a negative errno when the
+ * file cannot be opened or is not the ELF file mapped there.
  */
-int mp_dwfl_report_mapping(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, Dwfl_Module **ret_mod,
-			   uint64_t *ret_bias);
+int mp_dwfl_report_mapping(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, unsigned int id,
+			   Dwfl_Module **ret_mod, uint64_t *ret_bias);
+
+/*
+ * The same for lookups through the module itself: the file is reported
+ * where its headers place it (an ET_EXEC file at its own addresses, any
+ * other at the bias @m implies). *@ret_mod_bias is the module's bias,
+ * *@ret_map_bias the bias of @m (they differ for a second mapping of an
+ * ET_EXEC file): the module's address of process address A in @m is
+ * A - *@ret_map_bias + *@ret_mod_bias.
+ */
+int mp_dwfl_report_file(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, unsigned int id,
+			Dwfl_Module **ret_mod, uint64_t *ret_mod_bias, uint64_t *ret_map_bias);
+
+/* The bias (process address - ELF virtual address) mapping @m of the ELF
+ * file @elf implies: from the PT_LOAD segment holding its file offset. 0
+ * or -ENOEXEC. */
+int mp_mapping_bias(Elf *elf, const struct mp_mapping *m, uint64_t *ret_bias);
 
 /* Whether @m is a mapping of code from a file (worth a module). */
 bool mp_mapping_is_code(const struct mp_mapping *m);

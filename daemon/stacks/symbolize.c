@@ -18,9 +18,11 @@
 /* Objects reported to one Dwfl: distinct file mappings holding callers. */
 struct object {
 	const struct mp_mapping *map; /* the executable mapping with callers */
-	Dwfl_Module *mod;
-	uint64_t bias; /* process address - ELF virtual address */
-	bool failed;
+	Dwfl_Module *mod; /* NULL when the file could not be used */
+	uint64_t bias; /* process address - ELF virtual address, in this mapping */
+	uint64_t mod_bias; /* the module's: its address of A is A - bias + mod_bias */
+	uint32_t same; /* an earlier object of the same file, or MP_NONE */
+	int err; /* why the file could not be used */
 };
 
 static int cmp_u64(const void *a, const void *b)
@@ -30,24 +32,48 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Reports @objs[@i] to @dwfl, or shares the module of an earlier object of
- * the same file at the same bias (one load of a file can have several
- * executable mappings; dlmopen can load it again elsewhere). */
+static bool same_file(const struct mp_mapping *a, const struct mp_mapping *b)
+{
+	return a->inode == b->inode && a->dev_major == b->dev_major &&
+	       a->dev_minor == b->dev_minor && !strcmp(a->path, b->path);
+}
+
+/* Reports each file once: every mapping of a file (one load has several;
+ * dlmopen loads it again elsewhere; V8 maps node's builtins a second time
+ * from the executable) is looked up in the one module, through its own
+ * bias. */
 static void report(Dwfl *dwfl, struct object *objs, uint32_t i, pid_t pid)
 {
 	struct object *ob = &objs[i];
 
-	for (uint32_t j = 0; j < i; j++) {
-		if (objs[j].mod &&
-		    objs[j].map->start - objs[j].map->offset == ob->map->start - ob->map->offset &&
-		    !strcmp(objs[j].map->path, ob->map->path)) {
-			ob->mod = objs[j].mod;
-			ob->bias = objs[j].bias;
-			return;
-		}
+	ob->same = MP_NONE;
+	for (uint32_t j = 0; j < i && ob->same == MP_NONE; j++)
+		if (objs[j].same == MP_NONE && same_file(objs[j].map, ob->map))
+			ob->same = j;
+	if (ob->same != MP_NONE)
+		return;
+	ob->err = mp_dwfl_report_file(dwfl, ob->map, pid, i, &ob->mod, &ob->mod_bias, &ob->bias);
+	if (ob->err < 0)
+		ob->mod = NULL;
+}
+
+/* After dwfl_report_end: the objects sharing an earlier one's module. */
+static void share(struct object *objs, uint32_t i)
+{
+	struct object *ob = &objs[i], *first;
+	Dwarf_Addr b;
+
+	if (ob->same == MP_NONE)
+		return;
+	first = &objs[ob->same];
+	ob->err = first->err;
+	if (!first->mod)
+		return;
+	ob->err = mp_mapping_bias(dwfl_module_getelf(first->mod, &b), ob->map, &ob->bias);
+	if (ob->err == 0) {
+		ob->mod = first->mod;
+		ob->mod_bias = first->mod_bias;
 	}
-	if (mp_dwfl_report_mapping(dwfl, ob->map, pid, &ob->mod, &ob->bias) < 0)
-		ob->failed = true;
 }
 
 static char *hex(const unsigned char *bits, int n)
@@ -87,7 +113,7 @@ static int dup_path(const char *file, const char *dir, char **ret)
 static int symbolize_one(const struct object *ob, uint64_t addr, struct mp_location *loc)
 {
 	struct mp_sym_frame f[MP_MAX_INLINE];
-	int n = mp_sym_frames(ob->mod, addr - 1, f, MP_MAX_INLINE);
+	int n = mp_sym_frames(ob->mod, addr - ob->bias + ob->mod_bias - 1, f, MP_MAX_INLINE);
 
 	if (n <= 0)
 		return 0;
@@ -186,7 +212,8 @@ static int sym_callers(struct symbolization *y, const struct mp_profile *p)
 
 /* Which mapping holds each caller; callers are sorted, so the callers of
  * one mapping are adjacent. */
-static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *maps, pid_t pid)
+static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *maps,
+			   const struct mp_procmaps *later, pid_t pid)
 {
 	uint32_t n = y->n;
 
@@ -197,6 +224,9 @@ static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *ma
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct mp_mapping *m = maps ? mp_procmaps_find(maps, y->callers[i]) : NULL;
+
+		if (!m && later)
+			m = mp_procmaps_find(later, y->callers[i]);
 
 		if (!m && !y->fresh && mp_procmaps_read(pid, &y->fresh) == -ENOMEM)
 			return -ENOMEM;
@@ -223,10 +253,12 @@ static int sym_dwfl(struct symbolization *y, pid_t pid)
 	for (uint32_t i = 0; i < y->n_objs; i++)
 		report(y->dwfl, y->objs, i, pid);
 	dwfl_report_end(y->dwfl, NULL, NULL);
+	for (uint32_t i = 0; i < y->n_objs; i++)
+		share(y->objs, i);
 	for (uint32_t i = 0; i < y->n; i++) {
 		struct object *ob = y->obj_of[i] != MP_NONE ? &y->objs[y->obj_of[i]] : NULL;
 
-		if (!ob || ob->failed || !ob->mod)
+		if (!ob || !ob->mod)
 			continue;
 		if (symbolize_one(ob, y->callers[i], &y->locs[i]) < 0)
 			return -ENOMEM;
@@ -273,8 +305,13 @@ static void sym_link(struct symbolization *y)
 			if (y->obj_of[j] != i)
 				continue;
 			y->locs[j].object = i;
-			if (y->objs[i].mod && !y->objs[i].failed)
+			/* In a file that cannot be read, the offset in the
+			 * file (what the mapping says) */
+			if (y->objs[i].mod)
 				y->locs[j].rel_addr = y->callers[j] - y->objs[i].bias;
+			else
+				y->locs[j].rel_addr = y->callers[j] - y->objs[i].map->start +
+						      y->objs[i].map->offset;
 			nl++;
 			nf += y->locs[j].function != NULL;
 			nln += y->locs[j].file != NULL;
@@ -284,20 +321,36 @@ static void sym_link(struct symbolization *y)
 	}
 }
 
-int mp_symbolize_profile(struct mp_profile *p, const struct mp_procmaps *maps, pid_t pid)
+static void sym_count(const struct symbolization *y, struct mp_symbolize_stats *st)
+{
+	*st = (struct mp_symbolize_stats){ .frames = y->n, .objects = y->n_objs };
+	for (uint32_t i = 0; i < y->n; i++) {
+		if (y->locs[i].function)
+			continue;
+		st->unsymbolized++;
+		st->anonymous += y->obj_of[i] == MP_NONE;
+	}
+	for (uint32_t i = 0; i < y->n_objs; i++)
+		st->objects_unreadable += !y->objs[i].mod;
+}
+
+int mp_symbolize(struct mp_profile *p, const struct mp_procmaps *maps,
+		 const struct mp_procmaps *later, pid_t pid, struct mp_symbolize_stats *ret_stats)
 {
 	struct symbolization y = { 0 };
 	int r;
 
 	r = sym_callers(&y, p);
 	if (r == 0)
-		r = sym_map_callers(&y, maps, pid);
+		r = sym_map_callers(&y, maps, later, pid);
 	if (r == 0)
 		r = sym_dwfl(&y, pid);
 	if (r == 0)
 		r = sym_objects(&y);
 	if (r == 0) {
 		sym_link(&y);
+		if (ret_stats)
+			sym_count(&y, ret_stats);
 		locations_free(p->locations, p->n_locations);
 		objects_free(p->objects, p->n_objects);
 		p->locations = y.locs;
@@ -317,4 +370,9 @@ int mp_symbolize_profile(struct mp_profile *p, const struct mp_procmaps *maps, p
 	free(y.callers);
 	mp_procmaps_free(y.fresh);
 	return r;
+}
+
+int mp_symbolize_profile(struct mp_profile *p, const struct mp_procmaps *maps, pid_t pid)
+{
+	return mp_symbolize(p, maps, NULL, pid, NULL);
 }

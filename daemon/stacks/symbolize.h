@@ -17,13 +17,33 @@
 
 /*
  * Fills p->objects and p->locations (replacing what they held) for the
- * callers of p->sites. @maps is the process's address space as last read
- * (may be NULL); callers outside it are looked up in a fresh read of
- * /proc/@pid/maps when the process still exists. Best effort: a caller in
- * no file mapping, or in a file that cannot be read, gets a location with
- * only its address; a stripped file yields names from .symtab or .dynsym
- * where present. Returns 0, or -ENOMEM.
+ * callers of p->sites and the frames of p->stacks. @maps is the process's
+ * address space as last read (may be NULL); callers outside it are looked
+ * up in a fresh read of /proc/@pid/maps when the process still exists.
+ * Best effort: a caller in no file mapping (JIT code) gets a location with
+ * only its address, one in a file that cannot be read its object and its
+ * offset in the file (as rel_addr), and no ELF file is touched for either;
+ * a stripped file yields names from .symtab or .dynsym where present.
+ * Returns 0, or -ENOMEM.
  */
 int mp_symbolize_profile(struct mp_profile *p, const struct mp_procmaps *maps, pid_t pid);
+
+/* What symbolization found: the distinct addresses of the sites' callers
+ * and stack frames, those left without a function name (their locations
+ * keep the address, and the object and offset in the file when the
+ * address lies in a file mapping), and of those the ones in no file
+ * (JIT code in anonymous memory, or an address no mapping holds); the
+ * file mappings holding addresses and those whose file could not be read
+ * as the ELF file mapped there (gone, replaced, truncated, not ELF). */
+struct mp_symbolize_stats {
+	uint32_t frames, unsymbolized, anonymous;
+	uint32_t objects, objects_unreadable;
+};
+
+/* mp_symbolize_profile(), with callers @maps lacks looked up in @later
+ * (another read of the maps, may be NULL) before /proc, and what it found
+ * in *@ret_stats (may be NULL; set when 0 is returned). */
+int mp_symbolize(struct mp_profile *p, const struct mp_procmaps *maps,
+		 const struct mp_procmaps *later, pid_t pid, struct mp_symbolize_stats *ret_stats);
 
 #endif /* MP_SYMBOLIZE_H */

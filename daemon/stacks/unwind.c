@@ -169,8 +169,10 @@ static int build(struct mp_unwinder *u, const struct mp_procmaps *maps)
 		if (dup)
 			continue;
 		seen[n_seen].path = m->path;
-		seen[n_seen++].bias = m->start - m->offset;
-		if (mp_dwfl_report_mapping(u->dwfl, m, u->pid, &mod, &bias) == 0 && !first)
+		seen[n_seen].bias = m->start - m->offset;
+		if (mp_dwfl_report_mapping(u->dwfl, m, u->pid, (unsigned int)n_seen++, &mod,
+					   &bias) == 0 &&
+		    !first)
 			first = mod;
 	}
 	dwfl_report_end(u->dwfl, NULL, NULL);

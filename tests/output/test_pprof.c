@@ -487,7 +487,9 @@ static void check_symbolize(const char *name, enum level level)
 	want_locs[3].addr = BASE2 + rel[1];
 	want_locs[3].object = 1;
 	want_locs[4] = (struct mp_location){ .addr = 0x7f0000000400, .object = MP_NONE };
-	want_locs[5] = (struct mp_location){ .addr = 0x7f0000100010, .object = 2 };
+	/* a file that cannot be read: its offset in the file */
+	want_locs[5] =
+		(struct mp_location){ .addr = 0x7f0000100010, .object = 2, .rel_addr = 0x1010 };
 	EXPECT_ARRAY("locations", p->locations, p->n_locations, want_locs, 6, expect_location_eq);
 	if (level == FULL)
 		cr_expect_eq(p->locations[0].line, 23, "the malloc call of alloc_a is line 23");

@@ -50,7 +50,7 @@ static void symtab_init(struct symtab *s)
 		uint64_t bias;
 
 		if (mp_mapping_is_code(m) && !dwfl_addrmodule(s->dwfl, m->start))
-			mp_dwfl_report_mapping(s->dwfl, m, getpid(), &mod, &bias);
+			mp_dwfl_report_mapping(s->dwfl, m, getpid(), (unsigned int)i, &mod, &bias);
 	}
 	dwfl_report_end(s->dwfl, NULL, NULL);
 }

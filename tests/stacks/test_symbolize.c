@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The symbolizer over address spaces that break the usual assumptions,
+ * built from maps text so every case is exact: an ET_EXEC file mapped a
+ * second time elsewhere (V8 does so with node's builtins; it once freed
+ * the module under the lookups), two ET_EXEC files of one name, and files
+ * that cannot be read as the ELF file mapped (truncated, garbage, gone,
+ * replaced, a FIFO, a directory) beside JIT code in anonymous memory. The
+ * readable frames keep their names, the others their addresses and file
+ * offsets, and the counts say which is which.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "../common/helpers.h"
+#include "procmaps.h"
+#include "profile.h"
+#include "symbolize.h"
+#include "unwind.h"
+
+static const char *fixture(const char *name)
+{
+	return mp_test_build_path(name);
+}
+
+/* The value of symbol @sym of @elf (nm). */
+static uint64_t nm_value(const char *elf, const char *sym)
+{
+	char cmd[4400], line[512];
+	uint64_t v = 0;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "nm -P '%s'", elf);
+	cr_assert_not_null(f = popen(cmd, "r"));
+	while (fgets(line, sizeof(line), f)) {
+		char name[256], type;
+		unsigned long long val;
+
+		if (sscanf(line, "%255s %c %llx", name, &type, &val) == 3 && !strcmp(name, sym))
+			v = val;
+	}
+	cr_assert_eq(pclose(f), 0);
+	cr_assert_neq(v, 0, "%s not in %s", sym, elf);
+	return v;
+}
+
+/* The executable PT_LOAD of @elf: its page-aligned vaddr and offset, and
+ * its size. */
+struct text {
+	uint64_t vaddr, offset, size;
+};
+
+static struct text text_of(const char *elf)
+{
+	int fd = open(elf, O_RDONLY);
+	struct text t = { 0 };
+	size_t n;
+	Elf *e;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_neq(elf_version(EV_CURRENT), EV_NONE);
+	cr_assert_not_null(e = elf_begin(fd, ELF_C_READ, NULL));
+	cr_assert_eq(elf_getphdrnum(e, &n), 0);
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		cr_assert_not_null(gelf_getphdr(e, i, &ph));
+		if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X)) {
+			t.vaddr = ph.p_vaddr & ~4095ull;
+			t.offset = ph.p_offset & ~4095ull;
+			t.size = (ph.p_vaddr + ph.p_filesz - t.vaddr + 4095) & ~4095ull;
+		}
+	}
+	elf_end(e);
+	close(fd);
+	cr_assert_neq(t.size, 0);
+	return t;
+}
+
+/* One maps line: @path's text at @start (inode and device of @path when
+ * it exists, else @ino). */
+static void map_line(FILE *f, uint64_t start, uint64_t size, uint64_t offset, const char *path,
+		     uint64_t ino)
+{
+	struct stat st;
+	unsigned int ma = 0, mi = 0;
+
+	if (path[0] == '/' && stat(path, &st) == 0) {
+		ino = ino ? ino : st.st_ino;
+		ma = major(st.st_dev);
+		mi = minor(st.st_dev);
+	}
+	fprintf(f, "%" PRIx64 "-%" PRIx64 " r-xp %08" PRIx64 " %02x:%02x %" PRIu64 " %s\n", start,
+		start + size, offset, ma, mi, ino, path);
+}
+
+/* A profile whose sites' callers are @callers, symbolized against @maps
+ * as after the process exited. */
+static struct mp_profile *symbolize(const char *maps_txt, const uint64_t *callers, uint32_t n,
+				    struct mp_symbolize_stats *st)
+{
+	struct mp_profile *p = mp_profile_new();
+	struct mp_procmaps *maps;
+
+	cr_assert_not_null(p);
+	cr_assert_eq(mp_procmaps_parse(maps_txt, strlen(maps_txt), &maps), 0, "%s", maps_txt);
+	p->n_sites = n;
+	cr_assert_not_null(p->sites = calloc(n, sizeof(*p->sites)));
+	for (uint32_t i = 0; i < n; i++)
+		p->sites[i] = (struct mp_site){ .caller = callers[i], .alloc_objects = 1 };
+	/* pid 0 has no /proc entry: as if the process were gone. */
+	cr_assert_eq(mp_symbolize(p, maps, NULL, 0, st), 0);
+	mp_procmaps_free(maps);
+	return p;
+}
+
+static const struct mp_location *loc(const struct mp_profile *p, uint64_t addr)
+{
+	const struct mp_location *l = mp_profile_location(p, addr);
+
+	cr_assert_not_null(l, "no location for %#" PRIx64, addr);
+	cr_assert_eq(l->addr, addr);
+	return l;
+}
+
+static void expect_named(const struct mp_profile *p, uint64_t addr, const char *fn,
+			 uint64_t rel_addr, const char *path)
+{
+	const struct mp_location *l = loc(p, addr);
+
+	cr_assert_not_null(l->function, "%#" PRIx64 ": no function", addr);
+	cr_expect_str_eq(l->function, fn, "%#" PRIx64, addr);
+	cr_expect_eq(l->rel_addr, rel_addr, "%#" PRIx64 ": rel %#" PRIx64 ", want %#" PRIx64, addr,
+		     l->rel_addr, rel_addr);
+	cr_assert_lt(l->object, p->n_objects);
+	cr_expect_str_eq(p->objects[l->object].path, path);
+	cr_expect_not_null(p->objects[l->object].build_id);
+}
+
+/* V8 maps node's embedded builtins a second time, from the executable
+ * (ET_EXEC), next to its code range: both copies symbolize, through the
+ * one module of the file. */
+Test(symbolize, exec_mapped_twice)
+{
+	const char *exe = fixture("tests/stacks/symfix-nopie");
+	struct text t = text_of(exe);
+	uint64_t a = nm_value(exe, "symfix_alpha"), b = nm_value(exe, "symfix_beta");
+	const uint64_t copy = 0x7f0000200000;
+	struct mp_symbolize_stats st;
+	char *txt = NULL;
+	size_t cap = 0;
+	FILE *f = open_memstream(&txt, &cap);
+
+	cr_assert_lt(t.vaddr, copy, "the fixture is not a non-PIE executable");
+	map_line(f, t.vaddr, t.size, t.offset, exe, 0);
+	map_line(f, copy, t.size, t.offset, exe, 0);
+	fclose(f);
+	const uint64_t callers[] = { a + 2, copy + (b - t.vaddr) + 2, b + 2,
+				     copy + (a - t.vaddr) + 2 };
+	struct mp_profile *p = symbolize(txt, callers, 4, &st);
+
+	expect_named(p, callers[0], "symfix_alpha", a + 2, exe);
+	expect_named(p, callers[1], "symfix_beta", b + 2, exe);
+	expect_named(p, callers[2], "symfix_beta", b + 2, exe);
+	expect_named(p, callers[3], "symfix_alpha", a + 2, exe);
+	cr_expect_eq(p->n_objects, 2);
+	cr_expect_eq(st.frames, 4);
+	cr_expect_eq(st.unsymbolized, 0);
+	cr_expect_eq(st.objects, 2);
+	cr_expect_eq(st.objects_unreadable, 0);
+	mp_profile_free(p);
+	free(txt);
+}
+
+/* Two ET_EXEC files of one name: libdwfl would take the second for the
+ * first (same name, same addresses) and drop the first. */
+Test(symbolize, two_exec_files_one_name)
+{
+	const char *exe = fixture("tests/stacks/symfix-nopie");
+	struct text t = text_of(exe);
+	uint64_t a = nm_value(exe, "symfix_alpha");
+	char dir[128], other[256], cmd[1024];
+	const uint64_t copy = 0x7f0000400000;
+	struct mp_symbolize_stats st;
+	char *txt = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	mp_test_tmpdir(dir, sizeof(dir), "symbolize");
+	snprintf(other, sizeof(other), "%s/symfix-nopie", dir);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", exe, other);
+	cr_assert_eq(system(cmd), 0);
+	f = open_memstream(&txt, &cap);
+	map_line(f, t.vaddr, t.size, t.offset, exe, 0);
+	map_line(f, copy, t.size, t.offset, other, 0);
+	fclose(f);
+	const uint64_t callers[] = { a + 2, copy + (a - t.vaddr) + 2 };
+	struct mp_profile *p = symbolize(txt, callers, 2, &st);
+
+	expect_named(p, callers[0], "symfix_alpha", a + 2, exe);
+	expect_named(p, callers[1], "symfix_alpha", a + 2, other);
+	cr_expect_eq(st.unsymbolized, 0);
+	mp_profile_free(p);
+	free(txt);
+	mp_test_rmtree(dir);
+}
+
+static void write_file(const char *path, const void *data, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	cr_assert_geq(fd, 0, "%s", path);
+	cr_assert_eq(write(fd, data, n), (ssize_t)n);
+	close(fd);
+}
+
+/* The first @n bytes of @src in @dst. */
+static void copy_head(const char *src, const char *dst, size_t n)
+{
+	char *buf = malloc(n);
+	int fd = open(src, O_RDONLY);
+	ssize_t k;
+
+	cr_assert(buf && fd >= 0);
+	k = read(fd, buf, n);
+	cr_assert_gt(k, 0);
+	write_file(dst, buf, (size_t)k);
+	close(fd);
+	free(buf);
+}
+
+/* Files that cannot be read as the ELF file mapped give their frames the
+ * address and the offset in the file, beside a readable one that keeps
+ * its names; nothing blocks on a FIFO. */
+Test(symbolize, unreadable_files_degrade_to_offsets)
+{
+	const char *pie = fixture("tests/stacks/symfix-pie");
+	struct text t = text_of(pie);
+	uint64_t a = nm_value(pie, "symfix_alpha");
+	char dir[128], path[8][256], garbage[8192];
+	struct stat st_pie;
+	struct mp_symbolize_stats st;
+	char *txt = NULL;
+	size_t cap = 0;
+	FILE *f;
+	const char *names[] = { "head",	    "half",    "garbage", "gone",
+				"replaced", "deleted", "fifo",	  "dir" };
+	enum { N = 8 };
+	uint64_t base[N], callers[N + 2];
+	const uint64_t good = 0x7f0000000000, anon = 0x7f0001000000;
+
+	cr_assert_eq(stat(pie, &st_pie), 0);
+	mp_test_tmpdir(dir, sizeof(dir), "symbolize");
+	for (int i = 0; i < N; i++)
+		snprintf(path[i], sizeof(path[i]), "%s/%s.so", dir, names[i]);
+	copy_head(pie, path[0], 64); /* the ELF header only */
+	copy_head(pie, path[1], (size_t)st_pie.st_size / 2);
+	memset(garbage, 0x7f, sizeof(garbage));
+	memcpy(garbage, "\177ELF\2\1\1", 7);
+	write_file(path[2], garbage, sizeof(garbage));
+	copy_head(pie, path[3], (size_t)st_pie.st_size);
+	copy_head(pie, path[4], (size_t)st_pie.st_size);
+	cr_assert_eq(mkfifo(path[6], 0600), 0);
+	cr_assert_eq(mkdir(path[7], 0700), 0);
+
+	f = open_memstream(&txt, &cap);
+	map_line(f, good, t.size, t.offset, pie, 0);
+	for (int i = 0; i < N; i++) {
+		base[i] = 0x7f0000100000 + (uint64_t)i * 0x100000;
+		if (i == 4) /* another inode than the mapped file's */
+			map_line(f, base[i], t.size, t.offset, path[i], 1);
+		else if (i == 5)
+			fprintf(f,
+				"%" PRIx64 "-%" PRIx64 " r-xp %08" PRIx64
+				" fe:00 77 %s (deleted)\n",
+				base[i], base[i] + t.size, t.offset, pie);
+		else
+			map_line(f, base[i], t.size, t.offset, path[i], 0);
+		callers[i] = base[i] + 0x123;
+	}
+	/* JIT code: an anonymous executable mapping */
+	fprintf(f, "%" PRIx64 "-%" PRIx64 " rwxp 00000000 00:00 0 \n", anon, anon + 0x10000);
+	fclose(f);
+	cr_assert_eq(unlink(path[3]), 0); /* removed after it was mapped */
+	callers[N] = good + (a - t.vaddr) + 2;
+	callers[N + 1] = anon + 0x40;
+	struct mp_profile *p = symbolize(txt, callers, N + 2, &st);
+
+	expect_named(p, callers[N], "symfix_alpha", a + 2, pie);
+	for (int i = 0; i < N; i++) {
+		const struct mp_location *l = loc(p, callers[i]);
+
+		/* half a file may still name something from its dynamic
+		 * symbols; the others have nothing to read */
+		if (i != 1)
+			cr_expect_null(l->function, "%s: %s", names[i], l->function);
+		cr_assert_lt(l->object, p->n_objects, "%s", names[i]);
+		cr_expect_eq(p->objects[l->object].start, base[i], "%s", names[i]);
+		if (i != 1)
+			cr_expect_null(p->objects[l->object].build_id, "%s", names[i]);
+		if (i != 1)
+			cr_expect_eq(l->rel_addr, t.offset + 0x123, "%s: %#" PRIx64, names[i],
+				     l->rel_addr);
+	}
+	const struct mp_location *j = loc(p, callers[N + 1]);
+
+	cr_expect_eq(j->object, MP_NONE);
+	cr_expect_null(j->function);
+	cr_expect_eq(st.frames, N + 2);
+	cr_expect_geq(st.unsymbolized, N);
+	cr_expect_leq(st.unsymbolized, N + 1);
+	cr_expect_eq(st.anonymous, 1);
+	cr_expect_eq(st.objects, N + 1);
+	cr_expect_geq(st.objects_unreadable, N - 1);
+	mp_profile_free(p);
+	free(txt);
+	mp_test_rmtree(dir);
+}
+
+/* The unwinder over the same address space: the copy of the ET_EXEC file
+ * is not reported where the file does not lie, and the module of the file
+ * where it does survives (the unwinder's machine comes from it). */
+Test(symbolize, unwinder_exec_mapped_twice)
+{
+	const char *exe = fixture("tests/stacks/symfix-nopie");
+	struct text t = text_of(exe);
+	const uint64_t copy = 0x7f0000200000;
+	struct mp_procmaps *maps;
+	struct mp_unwinder *u;
+	char *txt = NULL;
+	size_t cap = 0;
+	FILE *f = open_memstream(&txt, &cap);
+
+	map_line(f, t.vaddr, t.size, t.offset, exe, 0);
+	map_line(f, copy, t.size, t.offset, exe, 0);
+	fclose(f);
+	cr_assert_eq(mp_procmaps_parse(txt, strlen(txt), &maps), 0);
+	cr_assert_eq(mp_unwinder_new(0, maps, &u), 0);
+	cr_expect(mp_unwinder_knows(u, t.vaddr + 16));
+	cr_expect(mp_unwinder_knows(u, copy + 16));
+	mp_unwinder_free(u);
+	mp_procmaps_free(maps);
+	free(txt);
+}
