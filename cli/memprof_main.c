@@ -128,6 +128,41 @@ static int set_preload(void)
 	return r;
 }
 
+/* The memprof Python package for `import memprof` in the command: the
+ * build tree next to this executable (cli/ -> python/), else the installed
+ * one, appended to PYTHONPATH (the user's own entries come first). */
+static int set_pythonpath(void)
+{
+	char dir[PATH_MAX], real[PATH_MAX], probe[PATH_MAX + 32], *val, *slash;
+	const char *old = getenv("PYTHONPATH"), *path;
+	ssize_t n;
+	int r;
+
+	n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	if (n <= 0 || !(dir[n] = '\0', slash = strrchr(dir, '/')) ||
+	    (size_t)(slash - dir) + sizeof("/../python") >= sizeof(dir))
+		dir[0] = '\0';
+	else
+		strcpy(slash, "/../python");
+	snprintf(probe, sizeof(probe), "%s/memprof/__init__.py", dir);
+	if (!dir[0] || access(probe, R_OK) != 0) {
+		snprintf(dir, sizeof(dir), "%s", MP_PYTHONDIR);
+		snprintf(probe, sizeof(probe), "%s/memprof/__init__.py", dir);
+		if (access(probe, R_OK) != 0)
+			return 0; /* not installed: nothing to add */
+	}
+	path = realpath(dir, real) ? real : dir;
+	if (old && old[0])
+		r = asprintf(&val, "%s:%s", old, path);
+	else
+		r = asprintf(&val, "%s", path);
+	if (r < 0)
+		return -ENOMEM;
+	r = setenv("PYTHONPATH", val, 1) < 0 ? -errno : 0;
+	free(val);
+	return r;
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	struct mp_options o;
@@ -155,6 +190,10 @@ static int cmd_run(int argc, char **argv)
 			o.session.tracer = MP_PATH_BPF;
 	} else if (set_preload() < 0) {
 		fprintf(stderr, "memprof run: setting LD_PRELOAD: out of memory\n");
+		return 1;
+	}
+	if (set_pythonpath() < 0) {
+		fprintf(stderr, "memprof run: setting PYTHONPATH: out of memory\n");
 		return 1;
 	}
 	r = mp_launch(argv + optind, &pid);

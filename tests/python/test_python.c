@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+/* The memprof Python package (python/, docs/PYTHON.md) in Debian's own
+ * interpreter: on its own (no profiler: markers work, errors are
+ * exceptions), and under `memprof run`, where `import memprof` needs no
+ * setup and the kernels, shapes, phases and tags of a script measure the
+ * blocks it allocates inside them. */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "profile.h"
+#include "profile_pb.h"
+#include "../common/helpers.h"
+
+#ifndef PY_SRC_DIR
+#error "PY_SRC_DIR must name tests/python in the source tree"
+#endif
+
+#define PYTHON "/usr/bin/python3" /* Debian's, which python3-dev builds for */
+#define MIB (1 << 20)
+/* What the interpreter allocates around a bytearray (its object, list
+ * growth) on top of the payload. */
+#define SLACK (64 << 10)
+
+static char out[65536];
+
+static void expect_range(int64_t got, int64_t lo, int64_t hi, const char *what)
+{
+	cr_expect(got >= lo && got <= hi, "%s: %" PRId64 " not in [%" PRId64 ", %" PRId64 "]", what,
+		  got, lo, hi);
+}
+
+Test(python, package_without_profiler)
+{
+	char *argv[] = { PYTHON, PY_SRC_DIR "/unit.py", NULL };
+	int st;
+
+	cr_assert_eq(setenv("PYTHONPATH", mp_test_build_path("python"), 1), 0);
+	st = mp_test_run_capture(argv, out, sizeof(out));
+	cr_assert_eq(st, 0, "unit.py exited %d:\n%s", st, out);
+	cr_assert(strstr(out, "unit.py: ok"), "%s", out);
+}
+
+static const struct mp_kernel *kernel(const struct mp_profile *p, const char *name)
+{
+	const struct mp_kernel *k = mp_profile_kernel(p, name);
+
+	cr_assert_not_null(k, "no kernel %s", name);
+	return k;
+}
+
+static const struct mp_invocation *first_invocation(const struct mp_profile *p, const char *name)
+{
+	for (uint32_t i = 0; i < p->n_invocations; i++)
+		if (!strcmp(p->names[p->invocations[i].name], name))
+			return &p->invocations[i];
+	cr_assert_fail("no invocation of %s", name);
+	return NULL;
+}
+
+static void run_script(const char *tracer, struct mp_profile **ret)
+{
+	char dir[256], pb[300];
+	char *argv[] = { mp_test_build_path("cli/memprof"),
+			 "run",
+			 "--tracer",
+			 (char *)tracer,
+			 "-o",
+			 pb,
+			 "--",
+			 PYTHON,
+			 PY_SRC_DIR "/kernels.py",
+			 NULL };
+	const char *why = NULL;
+	int st;
+
+	mp_test_tmpdir(dir, sizeof(dir), "python");
+	snprintf(pb, sizeof(pb), "%s/p.pb", dir);
+	/* `memprof run` itself makes the package importable */
+	cr_assert_eq(unsetenv("PYTHONPATH"), 0);
+	st = mp_test_run_capture(argv, out, sizeof(out));
+	cr_assert_eq(st, 0, "memprof run exited %d:\n%s", st, out);
+	cr_assert(strstr(out, "kernels.py: done"), "%s", out);
+	cr_assert_eq(mp_profile_load(pb, ret, &why), 0, "%s: %s", pb, why ? why : "?");
+	mp_test_rmtree(dir);
+}
+
+static void check_profile(const struct mp_profile *p)
+{
+	const struct mp_kernel *k;
+	const struct mp_invocation *inv;
+	const struct mp_phase *ph;
+	const struct mp_pool *tag;
+
+	k = kernel(p, "load_weights");
+	cr_expect_eq(k->calls, 1);
+	expect_range(k->incl.bytes_added, 8 * MIB, 8 * MIB + SLACK, "load_weights added");
+
+	k = kernel(p, "matmul");
+	cr_expect_eq(k->calls, 3);
+	expect_range(k->incl.bytes_added, 3 * MIB, 3 * MIB + SLACK, "matmul added");
+	inv = first_invocation(p, "matmul");
+	cr_assert_eq(inv->n_inputs, 2);
+	cr_assert_eq(inv->n_outputs, 1);
+	cr_expect(inv->inputs[0].rank == 2 && inv->inputs[0].dims[0] == 64 &&
+		  inv->inputs[0].dims[1] == 128 && inv->inputs[1].dims[0] == 128 &&
+		  inv->inputs[1].dims[1] == 32 && inv->outputs[0].dims[1] == 32);
+
+	/* the decorator: 3 MiB temporaries, allocated and freed inside */
+	k = kernel(p, "softmax");
+	cr_expect_eq(k->calls, 3);
+	expect_range((int64_t)k->incl.alloc_bytes, 9 * MIB, 9 * MIB + SLACK, "softmax alloc");
+	expect_range(k->incl.bytes_added, -SLACK, SLACK, "softmax added");
+
+	ph = mp_profile_phase(p, "load");
+	cr_assert_not_null(ph);
+	expect_range(ph->mem.bytes_added, 8 * MIB, 8 * MIB + SLACK, "phase load net");
+	/* ended at its block's exit: the frees after it are in no phase */
+	ph = mp_profile_phase(p, "inference");
+	cr_assert_not_null(ph);
+	expect_range(ph->mem.bytes_added, 5 * MIB, 5 * MIB + SLACK, "phase inference net");
+
+	tag = mp_profile_tag(p, "kv_cache");
+	cr_assert_not_null(tag, "no tag kv_cache");
+	expect_range((int64_t)tag->mem.alloc_bytes, 2 * MIB, 2 * MIB + SLACK, "tag kv_cache");
+}
+
+/* The default path: libmemprof preloaded, its interposer sees the heap. */
+Test(python, kernels_in_process, .timeout = 120)
+{
+	struct mp_profile *p = NULL;
+
+	mp_test_need_root("memprof run");
+	run_script("inprocess", &p);
+	check_profile(p);
+	mp_profile_free(p);
+}
+
+/* eBPF uprobes on the allocator; the package's markers are the same. */
+Test(python, kernels_ebpf, .timeout = 180)
+{
+	struct mp_profile *p = NULL;
+
+	mp_test_need_root("memprof run with eBPF uprobes");
+	run_script("bpf", &p);
+	check_profile(p);
+	mp_profile_free(p);
+}
