@@ -131,7 +131,7 @@ static int set_preload(void)
 /* The memprof Python package for `import memprof` in the command: the
  * build tree next to this executable (cli/ -> python/), else the installed
  * one, appended to PYTHONPATH (the user's own entries come first). */
-static int set_pythonpath(void)
+static int set_pythonpath(bool torch)
 {
 	char dir[PATH_MAX], real[PATH_MAX], probe[PATH_MAX + 32], *val, *slash;
 	const char *old = getenv("PYTHONPATH"), *path;
@@ -148,11 +148,21 @@ static int set_pythonpath(void)
 	if (!dir[0] || access(probe, R_OK) != 0) {
 		snprintf(dir, sizeof(dir), "%s", MP_PYTHONDIR);
 		snprintf(probe, sizeof(probe), "%s/memprof/__init__.py", dir);
-		if (access(probe, R_OK) != 0)
+		if (access(probe, R_OK) != 0) {
+			if (torch) {
+				fprintf(stderr, "memprof run: --torch: the memprof Python "
+						"package is not installed (meson install)\n");
+				return -ENOENT;
+			}
 			return 0; /* not installed: nothing to add */
+		}
 	}
 	path = realpath(dir, real) ? real : dir;
-	if (old && old[0])
+	/* --torch: the startup hook first, so that it runs (docs/PYTHON.md) */
+	if (torch)
+		r = asprintf(&val, "%s/memprof/_boot:%s%s%s", path, old && old[0] ? old : "",
+			     old && old[0] ? ":" : "", path);
+	else if (old && old[0])
 		r = asprintf(&val, "%s:%s", old, path);
 	else
 		r = asprintf(&val, "%s", path);
@@ -192,10 +202,11 @@ static int cmd_run(int argc, char **argv)
 		fprintf(stderr, "memprof run: setting LD_PRELOAD: out of memory\n");
 		return 1;
 	}
-	if (set_pythonpath() < 0) {
+	r = set_pythonpath(o.torch);
+	if (r == -ENOMEM)
 		fprintf(stderr, "memprof run: setting PYTHONPATH: out of memory\n");
+	if (r < 0)
 		return 1;
-	}
 	r = mp_launch(argv + optind, &pid);
 	if (r < 0) {
 		log_error("cannot start '%s': %s", argv[optind],

@@ -498,7 +498,36 @@ static PyObject *fn_pool_reset(PyObject *self, PyObject *args)
 	return check(lib.pool_reset(pool));
 }
 
+/* A shape for the innermost open kernel of this thread (after the kernel
+ * began: an op's outputs are known only once it ran). */
+static PyObject *shape_common(PyObject *arg, int out)
+{
+	struct shapes s;
+	int i, r = 0;
+
+	if (parse_shapes(&s, arg, out ? "output" : "input") < 0)
+		return NULL;
+	for (i = 0; r >= 0 && i < s.n; i++)
+		r = out ? lib.output_shape(s.dims[i], s.rank[i]) :
+			  lib.input_shape(s.dims[i], s.rank[i]);
+	return check(r);
+}
+
+static PyObject *fn_input_shapes(PyObject *self, PyObject *arg)
+{
+	return shape_common(arg, 0);
+}
+
+static PyObject *fn_output_shapes(PyObject *self, PyObject *arg)
+{
+	return shape_common(arg, 1);
+}
+
 static PyMethodDef functions[] = {
+	{ "input_shapes", fn_input_shapes, METH_O,
+	  "Input shapes (a tuple of ints, or a sequence of them) of the innermost open kernel." },
+	{ "output_shapes", fn_output_shapes, METH_O,
+	  "Output shapes (a tuple of ints, or a sequence of them) of the innermost open kernel." },
 	{ "phase_begin", fn_phase_begin, METH_O, "Make NAME the process-wide phase." },
 	{ "phase_end", fn_phase_end, METH_NOARGS, "End the current phase." },
 	{ "attached", fn_attached, METH_NOARGS, "True while a profiler is attached." },

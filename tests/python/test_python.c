@@ -149,3 +149,81 @@ Test(python, kernels_ebpf, .timeout = 180)
 	check_profile(p);
 	mp_profile_free(p);
 }
+
+/* Per call, memprof's net bytes of op @name within 5% of torch.profiler's
+ * (its line "torch.profiler NAME COUNT BYTES" in the script's output). */
+static void expect_like_torch_profiler(const struct mp_profile *p, const char *name)
+{
+	char key[128];
+	const char *line;
+	unsigned long long count, bytes;
+	const struct mp_kernel *k = kernel(p, name);
+	double ours, theirs;
+
+	snprintf(key, sizeof(key), "torch.profiler %s ", name);
+	line = strstr(out, key);
+	cr_assert_not_null(line, "no torch.profiler figure for %s in:\n%s", name, out);
+	cr_assert_eq(sscanf(line + strlen(key), "%llu %llu", &count, &bytes), 2);
+	cr_assert(count > 0 && bytes > 0 && k->calls > 0);
+	ours = (double)k->incl.bytes_added / (double)k->calls;
+	theirs = (double)bytes / (double)count;
+	cr_expect(ours >= theirs * 0.95 && ours <= theirs * 1.05,
+		  "%s: memprof %.0f B per call, torch.profiler %.0f B", name, ours, theirs);
+}
+
+/* `memprof run --torch` on an unmodified script: module kernels by path and
+ * class, aten op kernels with shapes, the phases, and op figures that agree
+ * with torch.profiler's where PyTorch's allocator sees every byte. */
+Test(python, torch_unmodified_script, .timeout = 600)
+{
+	char dir[256], pb[300];
+	char *argv[] = {
+		mp_test_build_path("cli/memprof"), "run", "--torch", "-o", pb, "--", PYTHON,
+		PY_SRC_DIR "/torch_cnn.py",	   NULL
+	};
+	struct mp_profile *p = NULL;
+	const struct mp_invocation *inv;
+	const struct mp_phase *ph;
+	const char *why = NULL;
+	int st;
+
+	mp_test_need_root("memprof run");
+	mp_test_tmpdir(dir, sizeof(dir), "torch");
+	snprintf(pb, sizeof(pb), "%s/t.pb", dir);
+	cr_assert_eq(unsetenv("PYTHONPATH"), 0);
+	cr_assert_eq(setenv("PROFILE", "1", 1), 0);
+	st = mp_test_run_capture(argv, out, sizeof(out));
+	cr_assert_eq(st, 0, "memprof run --torch exited %d:\n%s", st, out);
+	cr_assert(strstr(out, "torch_cnn.py: done (1, 1000)"), "%s", out);
+	cr_assert_eq(mp_profile_load(pb, &p, &why), 0, "%s: %s", pb, why ? why : "?");
+
+	/* three forward passes: two, then one under torch.profiler */
+	cr_expect_eq(kernel(p, "ResNet")->calls, 3);
+	cr_expect_eq(kernel(p, "layer1.0.conv1:Conv2d")->calls, 3);
+	cr_expect_eq(kernel(p, "layer4.1.bn2:BatchNorm2d")->calls, 3);
+	cr_expect_eq(kernel(p, "fc:Linear")->calls, 3);
+	cr_expect_eq(kernel(p, "aten::convolution")->calls, 3 * 20);
+	inv = first_invocation(p, "layer1.0.conv1:Conv2d");
+	cr_expect_eq(inv->depth, 3, "ResNet > layer1 > layer1.0 > conv1");
+	inv = first_invocation(p, "aten::convolution");
+	cr_assert_geq(inv->n_inputs, 2);
+	cr_expect(inv->inputs[0].rank == 4 && inv->inputs[0].dims[1] == 3 &&
+			  inv->inputs[0].dims[2] == 96,
+		  "input 1x3x96x96");
+	cr_assert_eq(inv->n_outputs, 1);
+	cr_expect(inv->outputs[0].rank == 4 && inv->outputs[0].dims[1] == 64);
+
+	ph = mp_profile_phase(p, "load");
+	cr_assert_not_null(ph, "no phase load");
+	cr_expect_gt(ph->mem.alloc_bytes, 40u << 20, "resnet18's weights are built in load");
+	ph = mp_profile_phase(p, "inference");
+	cr_assert_not_null(ph, "no phase inference");
+	cr_expect_eq(ph->entries, 1);
+	/* the phase ends at exit: teardown's frees are in no phase */
+	cr_expect_gt(ph->mem.bytes_added, -(int64_t)(8 << 20));
+
+	expect_like_torch_profiler(p, "aten::native_batch_norm");
+	expect_like_torch_profiler(p, "aten::max_pool2d_with_indices");
+	mp_profile_free(p);
+	mp_test_rmtree(dir);
+}
