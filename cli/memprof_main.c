@@ -50,6 +50,8 @@ static void usage(FILE *f)
 	      "  list                             targets of the service (yours, or all for root)\n"
 	      "  status                           the service's state and collectors\n"
 	      "  collect --listen URL --out DIR   reference collector of profile streams\n"
+	      "  env [--torch]                    shell lines that prepare a process started\n"
+	      "                                   later for memprofd --pid (docs/PYTHON.md)\n"
 	      "Service commands take --control PATH (default " MP_CTL_DEFAULT_PATH ").\n"
 	      "\n"
 	      "`memprof COMMAND --help` describes a command's options.\n",
@@ -171,6 +173,73 @@ static int set_pythonpath(bool torch)
 	r = setenv("PYTHONPATH", val, 1) < 0 ? -errno : 0;
 	free(val);
 	return r;
+}
+
+/* One shell word: single quotes, a quote inside as '\''. */
+static void print_quoted(const char *s)
+{
+	putchar('\'');
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputs("'\\''", stdout);
+		else
+			putchar(*s);
+	}
+	putchar('\'');
+}
+
+/* `memprof env [--torch]`: the environment under which a process started
+ * later can be profiled by memprofd --pid as `memprof run` would
+ * (libmemprof preloaded, the Python package importable; --torch: PyTorch
+ * instrumented), as shell export lines (docs/PYTHON.md). */
+static int cmd_env(int argc, char **argv)
+{
+	const char *names[] = { "LD_PRELOAD", "PYTHONPATH" };
+	bool torch = false;
+	int i, r;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--torch")) {
+			torch = true;
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			fputs("Usage: memprof env [--torch]\n"
+			      "\n"
+			      "Print shell export lines that prepare a process started later for\n"
+			      "memprofd --pid: libmemprof preloaded (the in-process path; markers\n"
+			      "and hooks stay dormant until a profiler attaches) and the memprof\n"
+			      "Python package importable. With --torch, a Python script's PyTorch\n"
+			      "modules and aten ops become kernels, as with memprof run --torch.\n"
+			      "\n"
+			      "Example: eval \"$(memprof env --torch)\"; python3 serve.py &\n"
+			      "         memprofd --pid $! --duration 10 -o serve.memprof\n",
+			      stdout);
+			return 0;
+		} else {
+			log_error("unknown argument '%s' (see memprof env --help)", argv[i]);
+			return 2;
+		}
+	}
+	if (!MP_PRELOAD_DEFAULT) {
+		log_error("a sanitizer build's libmemprof cannot be preloaded");
+		return 1;
+	}
+	r = set_preload();
+	if (r >= 0)
+		r = set_pythonpath(torch);
+	if (r < 0) {
+		log_error("%s", strerror(-r));
+		return 1;
+	}
+	for (i = 0; i < 2; i++) {
+		const char *v = getenv(names[i]);
+
+		if (!v || !v[0])
+			continue;
+		printf("export %s=", names[i]);
+		print_quoted(v);
+		putchar('\n');
+	}
+	return 0;
 }
 
 static int cmd_run(int argc, char **argv)
@@ -846,6 +915,8 @@ int main(int argc, char **argv)
 		return cmd_simple(argv[1], argc - 1, argv + 1);
 	if (!strcmp(argv[1], "collect"))
 		return cmd_collect(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "env"))
+		return cmd_env(argc - 1, argv + 1);
 	mp_log_open("memprof", MP_LOG_AUTO);
 	log_error("unknown command '%s' (see memprof --help)", argv[1]);
 	return 2;

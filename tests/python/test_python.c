@@ -5,6 +5,8 @@
  * setup and the kernels, shapes, phases and tags of a script measure the
  * blocks it allocates inside them. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
+#include <sys/wait.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -224,6 +226,53 @@ Test(python, torch_unmodified_script, .timeout = 600)
 
 	expect_like_torch_profiler(p, "aten::native_batch_norm");
 	expect_like_torch_profiler(p, "aten::max_pool2d_with_indices");
+	mp_profile_free(p);
+	mp_test_rmtree(dir);
+}
+
+static bool exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+/* A process prepared by `memprof env --torch` and already running, with no
+ * profiler: memprofd --pid attached later gets its module and op kernels. */
+Test(python, torch_attach_to_running_process, .timeout = 600)
+{
+	char dir[256], ready[300], stop[300], pb[300], cmd[2048];
+	char *sh[] = { "/bin/sh", "-c", cmd, NULL };
+	char *daemon[] = {
+		mp_test_build_path("cli/memprofd"), "--pid", NULL, "--duration", "3", "-o", pb, NULL
+	};
+	char pidbuf[32];
+	struct mp_profile *p = NULL;
+	const char *why = NULL;
+	pid_t target;
+	int st;
+
+	mp_test_need_root("memprofd --pid");
+	mp_test_tmpdir(dir, sizeof(dir), "torch-attach");
+	snprintf(ready, sizeof(ready), "%s/ready", dir);
+	snprintf(stop, sizeof(stop), "%s/stop", dir);
+	snprintf(pb, sizeof(pb), "%s/a.pb", dir);
+	cr_assert_eq(unsetenv("PYTHONPATH"), 0);
+	snprintf(cmd, sizeof(cmd), "eval \"$(%s env --torch)\" && exec %s %s/torch_serve.py %s %s",
+		 mp_test_build_path("cli/memprof"), PYTHON, PY_SRC_DIR, ready, stop);
+	target = mp_test_spawn(sh, -1, -1);
+	cr_assert(MP_TEST_WAIT_FOR(exists(ready), 300000), "the target never finished a pass");
+
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)target);
+	daemon[2] = pidbuf;
+	st = mp_test_run_capture(daemon, out, sizeof(out));
+	close(open(stop, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+	cr_assert_eq(waitpid(target, &st, 0), target);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "target status %d", st);
+	cr_assert_eq(mp_profile_load(pb, &p, &why), 0, "%s: %s", pb, why ? why : "?");
+
+	cr_expect_gt(kernel(p, "layer2.0.conv1:Conv2d")->calls, 0);
+	cr_expect_gt(kernel(p, "aten::convolution")->calls, 0);
+	cr_expect_gt(kernel(p, "aten::native_batch_norm")->incl.alloc_bytes, 0);
+	cr_assert_not_null(mp_profile_phase(p, "inference"), "no phase inference");
 	mp_profile_free(p);
 	mp_test_rmtree(dir);
 }
