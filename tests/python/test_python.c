@@ -87,6 +87,18 @@ static void run_script(const char *tracer, struct mp_profile **ret)
 	cr_assert_eq(st, 0, "memprof run exited %d:\n%s", st, out);
 	cr_assert(strstr(out, "kernels.py: done"), "%s", out);
 	cr_assert_eq(mp_profile_load(pb, ret, &why), 0, "%s: %s", pb, why ? why : "?");
+	{
+		/* full kernel names in the table, its columns aligned under them */
+		char *rep[] = { mp_test_build_path("cli/memprof"), "report", pb, NULL };
+		char hdr[80];
+		const char *row;
+
+		cr_assert_eq(mp_test_run_capture(rep, out, sizeof(out)), 0);
+		row = strstr(out, "\nencoder.layers.11.self_attention.output_projection:Linear ");
+		cr_assert_not_null(row, "long kernel name cut:\n%s", out);
+		snprintf(hdr, sizeof(hdr), "\nKERNEL%55sCALLS", "");
+		cr_assert_not_null(strstr(out, hdr), "KERNEL column not widened:\n%s", out);
+	}
 	mp_test_rmtree(dir);
 }
 
