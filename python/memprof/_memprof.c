@@ -41,6 +41,13 @@ static struct lib {
 
 static PyObject *memprof_error; /* memprof.Error, an OSError */
 
+/* A record the ring had no room for is dropped and counted (the profile's
+ * drops): never an exception in the program being profiled. */
+static int not_dropped(int r)
+{
+	return r == -ENOSPC ? 0 : r;
+}
+
 static PyObject *raise_lib(int r)
 {
 	PyObject *args = Py_BuildValue("(is)", -r, lib.strerror(r));
@@ -309,7 +316,7 @@ static PyObject *marker_enter(Marker *m, PyObject *unused)
 		PyErr_SetString(PyExc_RuntimeError, "memprof: marker not initialised");
 		return NULL;
 	}
-	r = marker_begin(m);
+	r = not_dropped(marker_begin(m));
 	if (r < 0)
 		return raise_lib(r);
 	Py_INCREF(m);
@@ -318,7 +325,7 @@ static PyObject *marker_enter(Marker *m, PyObject *unused)
 
 static PyObject *marker_exit(Marker *m, PyObject *const *args, Py_ssize_t nargs)
 {
-	int r = m->tag ? lib.tag_end() : lib.kernel_end();
+	int r = not_dropped(m->tag ? lib.tag_end() : lib.kernel_end());
 
 	if (r < 0)
 		return raise_lib(r);
@@ -414,6 +421,7 @@ static PyTypeObject tag_type = {
 
 static PyObject *check(int r)
 {
+	r = not_dropped(r);
 	if (r < 0)
 		return raise_lib(r);
 	Py_RETURN_NONE;

@@ -185,6 +185,27 @@ static void expect_like_torch_profiler(const struct mp_profile *p, const char *n
 		  "%s: memprof %.0f B per call, torch.profiler %.0f B", name, ours, theirs);
 }
 
+/* A burst of markers that may fill the ring: drops are counted in the
+ * profile, never raised in the program. */
+Test(python, burst_never_raises, .timeout = 300)
+{
+	char *argv[] = { mp_test_build_path("cli/memprof"),
+			 "run",
+			 "--print",
+			 "none",
+			 "--",
+			 PYTHON,
+			 PY_SRC_DIR "/burst.py",
+			 NULL };
+	int st;
+
+	mp_test_need_root("memprof run");
+	cr_assert_eq(unsetenv("PYTHONPATH"), 0);
+	st = mp_test_run_capture(argv, out, sizeof(out));
+	cr_assert_eq(st, 0, "burst.py exited %d:\n%s", st, out);
+	cr_assert(strstr(out, "burst.py: done"), "%s", out);
+}
+
 /* `memprof run --torch` on an unmodified script: module kernels by path and
  * class, aten op kernels with shapes, the phases, and op figures that agree
  * with torch.profiler's where PyTorch's allocator sees every byte. */
