@@ -46,6 +46,17 @@ Test(python, package_without_profiler)
 	cr_assert(strstr(out, "unit.py: ok"), "%s", out);
 }
 
+/* `meson install` puts the package where Debian's interpreter looks. */
+Test(python, installs_on_the_interpreters_path)
+{
+	char *argv[] = { PYTHON, "-c", "import sys; print(chr(10).join(sys.path))", NULL };
+	char want[512];
+
+	cr_assert_eq(mp_test_run_capture(argv, out, sizeof(out)), 0);
+	snprintf(want, sizeof(want), "\n%s\n", PY_SITE);
+	cr_assert_not_null(strstr(out, want), "%s is not on %s's path:\n%s", PY_SITE, PYTHON, out);
+}
+
 static const struct mp_kernel *kernel(const struct mp_profile *p, const char *name)
 {
 	const struct mp_kernel *k = mp_profile_kernel(p, name);
