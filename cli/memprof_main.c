@@ -56,6 +56,8 @@ static void usage(FILE *f)
 	      "  top PID [--direct]               live per-kernel view of PID (keys: l p c a n\n"
 	      "                                   sort, q quits and detaches)\n"
 	      "  collect --listen URL --out DIR   reference collector of profile streams\n"
+	      "  env [--torch]                    shell lines that prepare a process started\n"
+	      "                                   later for memprofd --pid (docs/PYTHON.md)\n"
 	      "Service commands take --control PATH (default " MP_CTL_DEFAULT_PATH ").\n"
 	      "\n"
 	      "`memprof COMMAND --help` describes a command's options.\n",
@@ -134,6 +136,118 @@ static int set_preload(void)
 	return r;
 }
 
+/* The memprof Python package for `import memprof` in the command: the
+ * build tree next to this executable (cli/ -> python/), else the installed
+ * one, appended to PYTHONPATH (the user's own entries come first). */
+static int set_pythonpath(bool torch)
+{
+	char dir[PATH_MAX], real[PATH_MAX], probe[PATH_MAX + 32], *val, *slash;
+	const char *old = getenv("PYTHONPATH"), *path;
+	ssize_t n;
+	int r;
+
+	n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+	if (n <= 0 || !(dir[n] = '\0', slash = strrchr(dir, '/')) ||
+	    (size_t)(slash - dir) + sizeof("/../python") >= sizeof(dir))
+		dir[0] = '\0';
+	else
+		strcpy(slash, "/../python");
+	snprintf(probe, sizeof(probe), "%s/memprof/__init__.py", dir);
+	if (!dir[0] || access(probe, R_OK) != 0) {
+		snprintf(dir, sizeof(dir), "%s", MP_PYTHONDIR);
+		snprintf(probe, sizeof(probe), "%s/memprof/__init__.py", dir);
+		if (access(probe, R_OK) != 0) {
+			if (torch) {
+				fprintf(stderr, "memprof run: --torch: the memprof Python "
+						"package is not installed (meson install)\n");
+				return -ENOENT;
+			}
+			return 0; /* not installed: nothing to add */
+		}
+	}
+	path = realpath(dir, real) ? real : dir;
+	/* --torch: the startup hook first, so that it runs (docs/PYTHON.md) */
+	if (torch)
+		r = asprintf(&val, "%s/memprof/_boot:%s%s%s", path, old && old[0] ? old : "",
+			     old && old[0] ? ":" : "", path);
+	else if (old && old[0])
+		r = asprintf(&val, "%s:%s", old, path);
+	else
+		r = asprintf(&val, "%s", path);
+	if (r < 0)
+		return -ENOMEM;
+	r = setenv("PYTHONPATH", val, 1) < 0 ? -errno : 0;
+	free(val);
+	return r;
+}
+
+/* One shell word: single quotes, a quote inside as '\''. */
+static void print_quoted(const char *s)
+{
+	putchar('\'');
+	for (; *s; s++) {
+		if (*s == '\'')
+			fputs("'\\''", stdout);
+		else
+			putchar(*s);
+	}
+	putchar('\'');
+}
+
+/* `memprof env [--torch]`: the environment under which a process started
+ * later can be profiled by memprofd --pid as `memprof run` would
+ * (libmemprof preloaded, the Python package importable; --torch: PyTorch
+ * instrumented), as shell export lines (docs/PYTHON.md). */
+static int cmd_env(int argc, char **argv)
+{
+	const char *names[] = { "LD_PRELOAD", "PYTHONPATH" };
+	bool torch = false;
+	int i, r;
+
+	for (i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--torch")) {
+			torch = true;
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			fputs("Usage: memprof env [--torch]\n"
+			      "\n"
+			      "Print shell export lines that prepare a process started later for\n"
+			      "memprofd --pid: libmemprof preloaded (the in-process path; markers\n"
+			      "and hooks stay dormant until a profiler attaches) and the memprof\n"
+			      "Python package importable. With --torch, a Python script's PyTorch\n"
+			      "modules and aten ops become kernels, as with memprof run --torch.\n"
+			      "\n"
+			      "Example: eval \"$(memprof env --torch)\"; python3 serve.py &\n"
+			      "         memprofd --pid $! --duration 10 -o serve.memprof\n",
+			      stdout);
+			return 0;
+		} else {
+			log_error("unknown argument '%s' (see memprof env --help)", argv[i]);
+			return 2;
+		}
+	}
+	if (!MP_PRELOAD_DEFAULT) {
+		log_error("a sanitizer build's libmemprof cannot be preloaded");
+		return 1;
+	}
+	r = set_preload();
+	if (r >= 0)
+		r = set_pythonpath(torch);
+	if (r < 0) {
+		log_error("%s", strerror(-r));
+		return 1;
+	}
+	for (i = 0; i < 2; i++) {
+		const char *v = getenv(names[i]);
+
+		if (!v || !v[0])
+			continue;
+		printf("export %s=", names[i]);
+		print_quoted(v);
+		putchar('\n');
+	}
+	return 0;
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	struct mp_options o;
@@ -163,6 +277,11 @@ static int cmd_run(int argc, char **argv)
 		fprintf(stderr, "memprof run: setting LD_PRELOAD: out of memory\n");
 		return 1;
 	}
+	r = set_pythonpath(o.torch);
+	if (r == -ENOMEM)
+		fprintf(stderr, "memprof run: setting PYTHONPATH: out of memory\n");
+	if (r < 0)
+		return 1;
 	r = mp_launch(argv + optind, &pid);
 	if (r < 0) {
 		log_error("cannot start '%s': %s", argv[optind],
@@ -836,6 +955,8 @@ int main(int argc, char **argv)
 		return mp_top_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "collect"))
 		return cmd_collect(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "env"))
+		return cmd_env(argc - 1, argv + 1);
 	mp_log_open("memprof", MP_LOG_AUTO);
 	log_error("unknown command '%s' (see memprof --help)", argv[1]);
 	return 2;

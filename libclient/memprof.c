@@ -123,6 +123,34 @@ MEMPROF_API int memprof_phase(const char *name)
 	return mp_rw_put(t, MP_REC_PHASE, 0, id, ts, NULL, 0);
 }
 
+MEMPROF_API int memprof_phase_end(void)
+{
+	struct mp_rw_tls *t;
+	uint64_t ts, order;
+	int r;
+
+	t = tls_get(&r);
+	if (unlikely(!t))
+		return r;
+	ts = now_ns();
+	order = __atomic_add_fetch(&mp_rw.hdr->phase_order, 1, __ATOMIC_RELAXED);
+	gen_begin(t);
+	STORE(&t->thr->phase_id, 0, RELAXED);
+	STORE(&t->thr->phase_ts, ts, RELAXED);
+	STORE(&t->thr->phase_order, order, RELAXED);
+	gen_end(t);
+	if (!attached())
+		return 0;
+	return mp_rw_put(t, MP_REC_PHASE_END, 0, 0, ts, NULL, 0);
+}
+
+MEMPROF_API int memprof_attached(void)
+{
+	if (LOAD(&mp_rw_state, ACQUIRE) != ST_READY)
+		return 0;
+	return attached() ? 1 : 0;
+}
+
 MEMPROF_API uint64_t memprof_dropped(void)
 {
 	if (LOAD(&mp_rw_state, ACQUIRE) != ST_READY)

@@ -44,6 +44,12 @@ MEMPROF_API int memprof_kernel_input_shape(const int64_t *dims, int rank);
 MEMPROF_API int memprof_kernel_output_shape(const int64_t *dims, int rank);
 /* Set the process-wide phase ("load", "inference", ...). */
 MEMPROF_API int memprof_phase(const char *name);
+/* End the current phase: what follows belongs to no phase until the next
+ * memprof_phase(). */
+MEMPROF_API int memprof_phase_end(void);
+/* 1 while a profiler (memprofd or memprof run) is attached to this
+ * process, else 0. One load: cheap enough to check before every marker. */
+MEMPROF_API int memprof_attached(void);
 /* Allocations made on the calling thread while a tag is open carry it
  * ("weights", "activations"). Tags nest; the innermost wins. */
 MEMPROF_API int memprof_tag_begin(const char *tag);

@@ -217,7 +217,8 @@ enum mp_record_type {
 	 * range's owner defines its records (MP_RING_ABI_VERSION 2):
 	 *   8-15  allocation records of the in-process path (interposer)
 	 *   16-23 pool records (memprof_pool_* API)
-	 *   24-31 call-stack payload records */
+	 *   24-31 call-stack payload records
+	 *   32-39 further markers */
 	/* In-process path (docs/RING.md): the same events as the eBPF
 	 * tracer's raw MP_RAW_ALLOC / MP_RAW_FREE / MP_RAW_REALLOC, with
 	 * the same semantics; fn is enum mp_alloc_fn. */
@@ -239,6 +240,9 @@ enum mp_record_type {
 	 * returned on its own: the consumer attaches it to that heap record
 	 * (mp_record.stack). */
 	MP_REC_STACK = 24,
+	/* 32-39 further markers. The process-wide phase ends (memprof_phase_end):
+	 * no phase is current until the next MP_REC_PHASE. */
+	MP_REC_PHASE_END = 32,
 };
 
 /* Kinds of pool (memprof.h's enum memprof_pool_kind). */

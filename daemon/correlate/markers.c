@@ -454,6 +454,10 @@ int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec
 	case MP_REC_PHASE:
 		r = phase(c, rec);
 		break;
+	case MP_REC_PHASE_END:
+		corr_phase_leave(c, rec->ts_ns);
+		c->cur_phase = MP_NONE;
+		break;
 	case MP_REC_TAG_BEGIN:
 		r = tag_begin(c, rec);
 		break;

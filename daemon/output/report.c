@@ -663,14 +663,25 @@ static int write_json(const struct mp_profile *p, FILE *f)
 /* ---- table ---- */
 
 /* Names may hold anything: print them so they cannot drive a terminal. */
+/* @s in full (names are never cut), padded to @width. */
 static void put_name(FILE *f, const char *s, int width)
 {
 	int n = 0;
 
-	for (; s && *s && (width <= 0 || n < width); s++, n++)
+	for (; s && *s; s++, n++)
 		fputc(*s >= 0x20 && *s < 0x7f ? *s : '?', f);
 	for (; n < width; n++)
 		fputc(' ', f);
+}
+
+/* The name column of a table: 32, or wider for a longer name, so that
+ * the other columns stay aligned under full names (at most 256: names are
+ * bounded by the ring's string table). */
+static int name_col(int w, const char *s)
+{
+	size_t n = s ? strnlen(s, 256) : 0;
+
+	return (int)n > w ? (int)n : w;
 }
 
 static void put_bytes(FILE *f, int64_t v)
@@ -916,14 +927,18 @@ static void put_sampled_heap(FILE *f, const struct mp_profile *p)
 
 static void table_kernels(const struct mp_profile *p, bool sampled, FILE *f)
 {
-	fprintf(f, "\n%-32s %8s %14s %14s%s %14s%s %14s%s %14s %12s\n", "KERNEL", "CALLS",
+	int w = 32;
+
+	for (uint32_t i = 0; i < p->n_kernels; i++)
+		w = name_col(w, name_of(p, p->kernels[i].name));
+	fprintf(f, "\n%-*s %8s %14s %14s%s %14s%s %14s%s %14s %12s\n", w, "KERNEL", "CALLS",
 		"BYTES_ADDED", "ALLOC_BYTES", sampled ? "    ±ALLOC_BYTES" : "", "PEAK_ADDED",
 		sampled ? "     ±PEAK_ADDED   BIAS_ADDED<=" : "", "PEAK_LIVE",
 		sampled ? "      ±PEAK_LIVE" : "", "RSS_DELTA", "TIME_MS");
 	for (uint32_t i = 0; i < p->n_kernels; i++) {
 		const struct mp_kernel *k = &p->kernels[i];
 
-		put_name(f, name_of(p, k->name), 32);
+		put_name(f, name_of(p, k->name), w);
 		fprintf(f, " %8" PRIu64, k->calls);
 		put_bytes(f, k->incl.bytes_added);
 		put_bytes(f, (int64_t)k->incl.alloc_bytes);
@@ -951,14 +966,18 @@ static void table_kernels(const struct mp_profile *p, bool sampled, FILE *f)
 
 static void table_phases(const struct mp_profile *p, bool sampled, FILE *f)
 {
+	int w = 32;
+
 	if (!p->n_phases)
 		return;
-	fprintf(f, "\n%-32s %12s %14s %14s%s %14s\n", "PHASE", "TIME_MS", "NET_BYTES", "PEAK_BYTES",
-		sampled ? "     ±PEAK_BYTES" : "", "RSS_PEAK");
+	for (uint32_t i = 0; i < p->n_phases; i++)
+		w = name_col(w, p->phases[i].name);
+	fprintf(f, "\n%-*s %12s %14s %14s%s %14s\n", w, "PHASE", "TIME_MS", "NET_BYTES",
+		"PEAK_BYTES", sampled ? "     ±PEAK_BYTES" : "", "RSS_PEAK");
 	for (uint32_t i = 0; i < p->n_phases; i++) {
 		const struct mp_phase *ph = &p->phases[i];
 
-		put_name(f, ph->name, 32);
+		put_name(f, ph->name, w);
 		fprintf(f, " %12.3f", ph->duration_ns / 1e6);
 		put_bytes(f, ph->mem.bytes_added);
 		put_bytes(f, (int64_t)ph->peak_bytes);
@@ -974,14 +993,18 @@ static void table_owners_tags(const struct mp_profile *p, bool sampled, FILE *f)
 	for (int t = 0; t < 2; t++) {
 		const struct mp_pool *v = t ? p->tags : p->owners;
 		uint32_t n = t ? p->n_tags : p->n_owners;
+		int w = 32;
 
-		fprintf(f, "\n%-32s %14s %14s %14s%s %14s\n", t ? "TAG" : "OWNER", "ALLOC_BYTES",
+		for (uint32_t i = 0; i < n; i++)
+			if (v[i].mem.alloc_count)
+				w = name_col(w, v[i].name);
+		fprintf(f, "\n%-*s %14s %14s %14s%s %14s\n", w, t ? "TAG" : "OWNER", "ALLOC_BYTES",
 			"LIVE_BYTES", "PEAK_BYTES",
 			sampled ? "     ±PEAK_BYTES         BIAS<=" : "", "NET_BYTES");
 		for (uint32_t i = 0; i < n; i++) {
 			if (!v[i].mem.alloc_count)
 				continue;
-			put_name(f, v[i].name, 32);
+			put_name(f, v[i].name, w);
 			put_bytes(f, (int64_t)v[i].mem.alloc_bytes);
 			put_bytes(f, (int64_t)v[i].live_bytes);
 			put_bytes(f, (int64_t)v[i].peak_bytes);

@@ -136,6 +136,11 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "do not LD_PRELOAD libmemprof into CMD (its\n"
 	  "allocator calls then go through eBPF uprobes\n"
 	  "unless it links libmemprof itself)" },
+	{ MP_OPT_ID_TORCH, "torch", 0, NULL, MP_OPT_FLAG, MP_OPT_RUN, 0, 1, NULL, NULL,
+	  "CMD is a Python script using PyTorch: make its\n"
+	  "modules and aten ops kernels, and its phases load\n"
+	  "and inference, with no change to the script\n"
+	  "(docs/PYTHON.md)" },
 	{ MP_OPT_ID_DUMP_EVENTS, "dump-events", 0, NULL, MP_OPT_FLAG, FG, 0, 1, NULL, NULL,
 	  "print every event as it is correlated" },
 	/* The merge watermark: for experiments, not in --help. */

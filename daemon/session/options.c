@@ -128,6 +128,7 @@ static const struct {
 	FIELD(STACK_BYTES, session.stack_bytes),
 	FIELD(TRACER, session.tracer),
 	FIELD(NO_PRELOAD, no_preload),
+	FIELD(TORCH, torch),
 	FIELD(MERGE_LAG, session.lag_ns),
 	FIELD(VERBOSE, session.verbose),
 };

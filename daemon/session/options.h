@@ -17,6 +17,7 @@ struct mp_options {
 	struct mp_session_opts session;
 	struct mp_emit out; /* -o, --format, --print, --region, --pool */
 	bool no_preload; /* memprof run --no-preload */
+	bool torch; /* memprof run --torch */
 	/* memprofd --pid only: collectors to stream chunks to, and how often. */
 	char *streams[MP_OPTIONS_MAX_STREAMS];
 	size_t n_streams;

@@ -348,8 +348,9 @@ static int snapshot(struct mp_consumer *c, uint64_t attach_ts)
 		c->ts[i].snap_valid = true;
 		c->ts[i].heap_pre_snap = true;
 		c->ts[i].snap_seq = (uint32_t)(t.gen >> 1);
-		/* the phase set last, by any thread, as of its snapshot */
-		if (t.phase_id && t.phase_order > phase.phase_order)
+		/* the phase set (or ended: phase_id 0) last, by any thread, as
+		 * of its snapshot */
+		if (t.phase_order > phase.phase_order)
 			phase = t;
 		for (uint32_t k = 0; k < t.depth; k++) {
 			r = synth_add(c, &cap, MP_REC_KERNEL_BEGIN, t.tid, c->ts[i].snap_seq,
@@ -811,6 +812,8 @@ const char *mp_record_type_name(uint32_t type)
 		return "output_shape";
 	case MP_REC_PHASE:
 		return "phase";
+	case MP_REC_PHASE_END:
+		return "phase_end";
 	case MP_REC_TAG_BEGIN:
 		return "tag_begin";
 	case MP_REC_TAG_END:
@@ -930,6 +933,8 @@ static inline __attribute__((always_inline)) int decode(struct mp_consumer *c, s
 	case MP_REC_KERNEL_END:
 	case MP_REC_TAG_END:
 		return copy->rank ? -EBADMSG : 0;
+	case MP_REC_PHASE_END:
+		return copy->flags || copy->rank || copy->name_id ? -EBADMSG : 0;
 	case MP_REC_POOL_ALLOC:
 	case MP_REC_POOL_FREE:
 	case MP_REC_POOL_RESET:

@@ -1,0 +1,322 @@
+// SPDX-License-Identifier: MIT
+/* The memprof Python package (python/, docs/PYTHON.md) in Debian's own
+ * interpreter: on its own (no profiler: markers work, errors are
+ * exceptions), and under `memprof run`, where `import memprof` needs no
+ * setup and the kernels, shapes, phases and tags of a script measure the
+ * blocks it allocates inside them. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "profile.h"
+#include "profile_pb.h"
+#include "../common/helpers.h"
+
+#ifndef PY_SRC_DIR
+#error "PY_SRC_DIR must name tests/python in the source tree"
+#endif
+
+#define PYTHON "/usr/bin/python3" /* Debian's, which python3-dev builds for */
+#define MIB (1 << 20)
+/* What the interpreter allocates around a bytearray (its object, list
+ * growth) on top of the payload. */
+#define SLACK (64 << 10)
+
+static char out[65536];
+
+static void expect_range(int64_t got, int64_t lo, int64_t hi, const char *what)
+{
+	cr_expect(got >= lo && got <= hi, "%s: %" PRId64 " not in [%" PRId64 ", %" PRId64 "]", what,
+		  got, lo, hi);
+}
+
+Test(python, package_without_profiler)
+{
+	char *argv[] = { PYTHON, PY_SRC_DIR "/unit.py", NULL };
+	int st;
+
+	cr_assert_eq(setenv("PYTHONPATH", mp_test_build_path("python"), 1), 0);
+	st = mp_test_run_capture(argv, out, sizeof(out));
+	cr_assert_eq(st, 0, "unit.py exited %d:\n%s", st, out);
+	cr_assert(strstr(out, "unit.py: ok"), "%s", out);
+}
+
+/* `meson install` puts the package where Debian's interpreter looks. */
+Test(python, installs_on_the_interpreters_path)
+{
+	char *argv[] = { PYTHON, "-c", "import sys; print(chr(10).join(sys.path))", NULL };
+	char want[512];
+
+	cr_assert_eq(mp_test_run_capture(argv, out, sizeof(out)), 0);
+	snprintf(want, sizeof(want), "\n%s\n", PY_SITE);
+	cr_assert_not_null(strstr(out, want), "%s is not on %s's path:\n%s", PY_SITE, PYTHON, out);
+}
+
+static const struct mp_kernel *kernel(const struct mp_profile *p, const char *name)
+{
+	const struct mp_kernel *k = mp_profile_kernel(p, name);
+
+	cr_assert_not_null(k, "no kernel %s", name);
+	return k;
+}
+
+static const struct mp_invocation *first_invocation(const struct mp_profile *p, const char *name)
+{
+	for (uint32_t i = 0; i < p->n_invocations; i++)
+		if (!strcmp(p->names[p->invocations[i].name], name))
+			return &p->invocations[i];
+	cr_assert_fail("no invocation of %s", name);
+	return NULL;
+}
+
+static void run_script(const char *tracer, struct mp_profile **ret)
+{
+	char dir[256], pb[300];
+	char *argv[] = { mp_test_build_path("cli/memprof"),
+			 "run",
+			 "--tracer",
+			 (char *)tracer,
+			 "-o",
+			 pb,
+			 "--",
+			 PYTHON,
+			 PY_SRC_DIR "/kernels.py",
+			 NULL };
+	const char *why = NULL;
+	int st;
+
+	mp_test_tmpdir(dir, sizeof(dir), "python");
+	snprintf(pb, sizeof(pb), "%s/p.pb", dir);
+	/* `memprof run` itself makes the package importable */
+	cr_assert_eq(unsetenv("PYTHONPATH"), 0);
+	st = mp_test_run_capture(argv, out, sizeof(out));
+	cr_assert_eq(st, 0, "memprof run exited %d:\n%s", st, out);
+	cr_assert(strstr(out, "kernels.py: done"), "%s", out);
+	cr_assert_eq(mp_profile_load(pb, ret, &why), 0, "%s: %s", pb, why ? why : "?");
+	{
+		/* full kernel names in the table, its columns aligned under them */
+		char *rep[] = { mp_test_build_path("cli/memprof"), "report", pb, NULL };
+		char hdr[80];
+		const char *row;
+
+		cr_assert_eq(mp_test_run_capture(rep, out, sizeof(out)), 0);
+		row = strstr(out, "\nencoder.layers.11.self_attention.output_projection:Linear ");
+		cr_assert_not_null(row, "long kernel name cut:\n%s", out);
+		snprintf(hdr, sizeof(hdr), "\nKERNEL%55sCALLS", "");
+		cr_assert_not_null(strstr(out, hdr), "KERNEL column not widened:\n%s", out);
+	}
+	mp_test_rmtree(dir);
+}
+
+static void check_profile(const struct mp_profile *p)
+{
+	const struct mp_kernel *k;
+	const struct mp_invocation *inv;
+	const struct mp_phase *ph;
+	const struct mp_pool *tag;
+
+	k = kernel(p, "load_weights");
+	cr_expect_eq(k->calls, 1);
+	expect_range(k->incl.bytes_added, 8 * MIB, 8 * MIB + SLACK, "load_weights added");
+
+	k = kernel(p, "matmul");
+	cr_expect_eq(k->calls, 3);
+	expect_range(k->incl.bytes_added, 3 * MIB, 3 * MIB + SLACK, "matmul added");
+	inv = first_invocation(p, "matmul");
+	cr_assert_eq(inv->n_inputs, 2);
+	cr_assert_eq(inv->n_outputs, 1);
+	cr_expect(inv->inputs[0].rank == 2 && inv->inputs[0].dims[0] == 64 &&
+		  inv->inputs[0].dims[1] == 128 && inv->inputs[1].dims[0] == 128 &&
+		  inv->inputs[1].dims[1] == 32 && inv->outputs[0].dims[1] == 32);
+
+	/* the decorator: 3 MiB temporaries, allocated and freed inside */
+	k = kernel(p, "softmax");
+	cr_expect_eq(k->calls, 3);
+	expect_range((int64_t)k->incl.alloc_bytes, 9 * MIB, 9 * MIB + SLACK, "softmax alloc");
+	expect_range(k->incl.bytes_added, -SLACK, SLACK, "softmax added");
+
+	ph = mp_profile_phase(p, "load");
+	cr_assert_not_null(ph);
+	expect_range(ph->mem.bytes_added, 8 * MIB, 8 * MIB + SLACK, "phase load net");
+	/* ended at its block's exit: the frees after it are in no phase */
+	ph = mp_profile_phase(p, "inference");
+	cr_assert_not_null(ph);
+	expect_range(ph->mem.bytes_added, 5 * MIB, 5 * MIB + SLACK, "phase inference net");
+
+	tag = mp_profile_tag(p, "kv_cache");
+	cr_assert_not_null(tag, "no tag kv_cache");
+	expect_range((int64_t)tag->mem.alloc_bytes, 2 * MIB, 2 * MIB + SLACK, "tag kv_cache");
+}
+
+/* The default path: libmemprof preloaded, its interposer sees the heap. */
+Test(python, kernels_in_process, .timeout = 120)
+{
+	struct mp_profile *p = NULL;
+
+	mp_test_need_root("memprof run");
+	run_script("inprocess", &p);
+	check_profile(p);
+	mp_profile_free(p);
+}
+
+/* eBPF uprobes on the allocator; the package's markers are the same. */
+Test(python, kernels_ebpf, .timeout = 180)
+{
+	struct mp_profile *p = NULL;
+
+	mp_test_need_root("memprof run with eBPF uprobes");
+	run_script("bpf", &p);
+	check_profile(p);
+	mp_profile_free(p);
+}
+
+/* Per call, memprof's net bytes of op @name within 5% of torch.profiler's
+ * (its line "torch.profiler NAME COUNT BYTES" in the script's output). */
+static void expect_like_torch_profiler(const struct mp_profile *p, const char *name)
+{
+	char key[128];
+	const char *line;
+	unsigned long long count, bytes;
+	const struct mp_kernel *k = kernel(p, name);
+	double ours, theirs;
+
+	snprintf(key, sizeof(key), "torch.profiler %s ", name);
+	line = strstr(out, key);
+	cr_assert_not_null(line, "no torch.profiler figure for %s in:\n%s", name, out);
+	cr_assert_eq(sscanf(line + strlen(key), "%llu %llu", &count, &bytes), 2);
+	cr_assert(count > 0 && bytes > 0 && k->calls > 0);
+	ours = (double)k->incl.bytes_added / (double)k->calls;
+	theirs = (double)bytes / (double)count;
+	cr_expect(ours >= theirs * 0.95 && ours <= theirs * 1.05,
+		  "%s: memprof %.0f B per call, torch.profiler %.0f B", name, ours, theirs);
+}
+
+/* A burst of markers that may fill the ring: drops are counted in the
+ * profile, never raised in the program. */
+Test(python, burst_never_raises, .timeout = 300)
+{
+	char *argv[] = { mp_test_build_path("cli/memprof"),
+			 "run",
+			 "--print",
+			 "none",
+			 "--",
+			 PYTHON,
+			 PY_SRC_DIR "/burst.py",
+			 NULL };
+	int st;
+
+	mp_test_need_root("memprof run");
+	cr_assert_eq(unsetenv("PYTHONPATH"), 0);
+	st = mp_test_run_capture(argv, out, sizeof(out));
+	cr_assert_eq(st, 0, "burst.py exited %d:\n%s", st, out);
+	cr_assert(strstr(out, "burst.py: done"), "%s", out);
+}
+
+/* `memprof run --torch` on an unmodified script: module kernels by path and
+ * class, aten op kernels with shapes, the phases, and op figures that agree
+ * with torch.profiler's where PyTorch's allocator sees every byte. */
+Test(python, torch_unmodified_script, .timeout = 600)
+{
+	char dir[256], pb[300];
+	char *argv[] = {
+		mp_test_build_path("cli/memprof"), "run", "--torch", "-o", pb, "--", PYTHON,
+		PY_SRC_DIR "/torch_cnn.py",	   NULL
+	};
+	struct mp_profile *p = NULL;
+	const struct mp_invocation *inv;
+	const struct mp_phase *ph;
+	const char *why = NULL;
+	int st;
+
+	mp_test_need_root("memprof run");
+	mp_test_tmpdir(dir, sizeof(dir), "torch");
+	snprintf(pb, sizeof(pb), "%s/t.pb", dir);
+	cr_assert_eq(unsetenv("PYTHONPATH"), 0);
+	cr_assert_eq(setenv("PROFILE", "1", 1), 0);
+	st = mp_test_run_capture(argv, out, sizeof(out));
+	cr_assert_eq(st, 0, "memprof run --torch exited %d:\n%s", st, out);
+	cr_assert(strstr(out, "torch_cnn.py: done (1, 1000)"), "%s", out);
+	cr_assert_eq(mp_profile_load(pb, &p, &why), 0, "%s: %s", pb, why ? why : "?");
+
+	/* three forward passes: two, then one under torch.profiler */
+	cr_expect_eq(kernel(p, "ResNet")->calls, 3);
+	cr_expect_eq(kernel(p, "layer1.0.conv1:Conv2d")->calls, 3);
+	cr_expect_eq(kernel(p, "layer4.1.bn2:BatchNorm2d")->calls, 3);
+	cr_expect_eq(kernel(p, "fc:Linear")->calls, 3);
+	cr_expect_eq(kernel(p, "aten::convolution")->calls, 3 * 20);
+	inv = first_invocation(p, "layer1.0.conv1:Conv2d");
+	cr_expect_eq(inv->depth, 3, "ResNet > layer1 > layer1.0 > conv1");
+	inv = first_invocation(p, "aten::convolution");
+	cr_assert_geq(inv->n_inputs, 2);
+	cr_expect(inv->inputs[0].rank == 4 && inv->inputs[0].dims[1] == 3 &&
+			  inv->inputs[0].dims[2] == 96,
+		  "input 1x3x96x96");
+	cr_assert_eq(inv->n_outputs, 1);
+	cr_expect(inv->outputs[0].rank == 4 && inv->outputs[0].dims[1] == 64);
+
+	ph = mp_profile_phase(p, "load");
+	cr_assert_not_null(ph, "no phase load");
+	cr_expect_gt(ph->mem.alloc_bytes, 40u << 20, "resnet18's weights are built in load");
+	ph = mp_profile_phase(p, "inference");
+	cr_assert_not_null(ph, "no phase inference");
+	cr_expect_eq(ph->entries, 1);
+	/* the phase ends at exit: teardown's frees are in no phase */
+	cr_expect_gt(ph->mem.bytes_added, -(int64_t)(8 << 20));
+
+	expect_like_torch_profiler(p, "aten::native_batch_norm");
+	expect_like_torch_profiler(p, "aten::max_pool2d_with_indices");
+	mp_profile_free(p);
+	mp_test_rmtree(dir);
+}
+
+static bool exists(const char *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+/* A process prepared by `memprof env --torch` and already running, with no
+ * profiler: memprofd --pid attached later gets its module and op kernels. */
+Test(python, torch_attach_to_running_process, .timeout = 600)
+{
+	char dir[256], ready[300], stop[300], pb[300], cmd[2048];
+	char *sh[] = { "/bin/sh", "-c", cmd, NULL };
+	char *daemon[] = {
+		mp_test_build_path("cli/memprofd"), "--pid", NULL, "--duration", "3", "-o", pb, NULL
+	};
+	char pidbuf[32];
+	struct mp_profile *p = NULL;
+	const char *why = NULL;
+	pid_t target;
+	int st;
+
+	mp_test_need_root("memprofd --pid");
+	mp_test_tmpdir(dir, sizeof(dir), "torch-attach");
+	snprintf(ready, sizeof(ready), "%s/ready", dir);
+	snprintf(stop, sizeof(stop), "%s/stop", dir);
+	snprintf(pb, sizeof(pb), "%s/a.pb", dir);
+	cr_assert_eq(unsetenv("PYTHONPATH"), 0);
+	snprintf(cmd, sizeof(cmd), "eval \"$(%s env --torch)\" && exec %s %s/torch_serve.py %s %s",
+		 mp_test_build_path("cli/memprof"), PYTHON, PY_SRC_DIR, ready, stop);
+	target = mp_test_spawn(sh, -1, -1);
+	cr_assert(MP_TEST_WAIT_FOR(exists(ready), 300000), "the target never finished a pass");
+
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)target);
+	daemon[2] = pidbuf;
+	st = mp_test_run_capture(daemon, out, sizeof(out));
+	close(open(stop, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+	cr_assert_eq(waitpid(target, &st, 0), target);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "target status %d", st);
+	cr_assert_eq(mp_profile_load(pb, &p, &why), 0, "%s: %s", pb, why ? why : "?");
+
+	cr_expect_gt(kernel(p, "layer2.0.conv1:Conv2d")->calls, 0);
+	cr_expect_gt(kernel(p, "aten::convolution")->calls, 0);
+	cr_expect_gt(kernel(p, "aten::native_batch_norm")->incl.alloc_bytes, 0);
+	cr_assert_not_null(mp_profile_phase(p, "inference"), "no phase inference");
+	mp_profile_free(p);
+	mp_test_rmtree(dir);
+}
