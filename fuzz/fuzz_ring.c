@@ -137,7 +137,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 	}
 
-	if (mp_consumer_open_mem(mem, (flags & 8) ? len - shrink % 64 : len, &c) == 0) {
+	/* strict: stamps and thread ids checked as a live target's */
+	if (mp_consumer_open_mem_opts(mem, (flags & 8) ? len - shrink % 64 : len,
+				      &(struct mp_consumer_opts){ .strict = clk & 1 }, &c) == 0) {
 		/* turning the interposer on or off only writes the header */
 		(void)mp_consumer_set_alloc_mode(c, shrink % 4, flags & 32 ? 0 : 4096);
 		(void)mp_consumer_set_alloc_stacks(c, shrink & 64 ? 16384 : 0);

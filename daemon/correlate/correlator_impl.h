@@ -239,6 +239,10 @@ void corr_pending_flush(struct mp_correlator *c);
 int corr_aggregate(struct mp_profile *p, const struct mp_invocation *r);
 void corr_frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, uint32_t flags);
 void corr_phase_leave(struct mp_correlator *c, uint64_t ts);
+/* heap.c: the process exec'd at @ts on @tid: every live block (the old
+ * image's) is freed, with no kernel charged; what it released. */
+void corr_heap_exec(struct mp_correlator *c, uint64_t ts, uint32_t tid, uint64_t *ret_bytes,
+		    uint64_t *ret_blocks);
 
 /* pools.c, pool_slices.c */
 int corr_pools_begin(struct mp_correlator *c, struct mp_invocation *r);
@@ -382,6 +386,25 @@ CORR_HELPER bool pool_heap_event(struct mp_correlator *c, const struct mp_heap_e
 CORR_HELPER void add_signed(int64_t *v, uint64_t d)
 {
 	*v = (int64_t)((uint64_t)*v + d);
+}
+
+/* No Linux user address space reaches 2^56 bytes (x86-64 with 5-level
+ * paging is the largest): no block, nor all live blocks together, can be
+ * that large. */
+#define CORR_SIZE_LIMIT (1ull << 56)
+
+/* Heap event @ev (allocator arguments, or a ring record: the target's
+ * claims) names a block that cannot exist: refused, counted, reaching no
+ * figure. Only blocks handed out (addr set) are sized: a failed
+ * malloc(2^62) is true. */
+static inline __attribute__((always_inline)) bool corr_size_refused(struct mp_correlator *c,
+								    const struct mp_raw_event *ev)
+{
+	if (__builtin_expect(!ev->addr || ev->size <= CORR_SIZE_LIMIT - c->live_bytes, 1))
+		return false;
+	c->p->rejected[MP_REJECT_SIZE]++;
+	c->p->corruption |= MP_CORRUPT_RECORDS_REJECTED;
+	return true;
 }
 
 static inline void sub_clamped(uint64_t *v, uint64_t d)

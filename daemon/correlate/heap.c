@@ -185,6 +185,8 @@ int mp_correlator_apply_heap(struct mp_correlator *c, const struct mp_raw_event 
 {
 	int r;
 
+	if (corr_size_refused(c, ev))
+		return 0;
 	c->apply_stack = stack;
 	if (__builtin_expect(c->opts.observe_heap != NULL, 0))
 		r = mp_live_apply(c->live, ev, on_heap_observed, c);
@@ -192,6 +194,46 @@ int mp_correlator_apply_heap(struct mp_correlator *c, const struct mp_raw_event 
 		r = mp_live_apply_inline_(c->live, ev, on_heap_stack, c);
 	c->apply_stack = 0;
 	return r;
+}
+
+struct exec_release {
+	struct mp_correlator *c;
+	uint64_t ts;
+	uint32_t tid;
+	uint64_t bytes, blocks;
+};
+
+static int exec_release_block(void *ctx, const struct mp_live_block *b)
+{
+	struct exec_release *er = ctx;
+	struct mp_heap_event he = { .kind = MP_HEAP_FREE,
+				    .fn = b->fn,
+				    .tid = er->tid,
+				    .alloc_tid = b->tid,
+				    .ts_ns = er->ts,
+				    .addr = b->addr,
+				    .size = b->size,
+				    .alloc_ts_ns = b->ts_ns,
+				    .alloc_caller = b->caller,
+				    .user = b->user,
+				    .flags = (b->flags & MP_LIVE_B_SCALED) ? MP_HEAP_F_SCALED : 0 };
+
+	on_heap(er->c, &he);
+	er->bytes += b->size;
+	er->blocks++;
+	return 0;
+}
+
+void corr_heap_exec(struct mp_correlator *c, uint64_t ts, uint32_t tid, uint64_t *ret_bytes,
+		    uint64_t *ret_blocks)
+{
+	struct exec_release er = { .c = c, .ts = ts, .tid = tid };
+
+	/* the callbacks leave the table as it is; the EXEC event applied
+	 * after this empties it */
+	mp_live_foreach(c->live, exec_release_block, &er);
+	*ret_bytes = er.bytes;
+	*ret_blocks = er.blocks;
 }
 
 const struct mp_live *mp_correlator_live(const struct mp_correlator *c)

@@ -150,10 +150,10 @@ int mp_correlator_apply_temporary(struct mp_correlator *c, const struct mp_raw_e
 	int r;
 
 	if (c->finished || c->opts.sample_bytes || c->opts.observe_heap ||
-	    al->type != MP_RAW_ALLOC || !al->addr || (al->fn & MP_LIVE_FN_SCALED) ||
-	    (al->fn < FN_POOL_MAX && c->fn_pool[al->fn]) || fr->type != MP_RAW_FREE ||
-	    fr->addr != al->addr || fr->tid != al->tid || fr->fn == MP_FN_MUNMAP ||
-	    (fr->fn & MP_LIVE_FN_SCALED))
+	    al->size > CORR_SIZE_LIMIT - c->live_bytes || al->type != MP_RAW_ALLOC || !al->addr ||
+	    (al->fn & MP_LIVE_FN_SCALED) || (al->fn < FN_POOL_MAX && c->fn_pool[al->fn]) ||
+	    fr->type != MP_RAW_FREE || fr->addr != al->addr || fr->tid != al->tid ||
+	    fr->fn == MP_FN_MUNMAP || (fr->fn & MP_LIVE_FN_SCALED))
 		goto two_steps;
 	/* as the allocation's own step: the table grows at the same point */
 	r = mp_live_reserve_(l);

@@ -382,6 +382,12 @@ static void json_invocation(struct mp_json *j, const struct mp_profile *p, uint3
 	mp_json_object_end(j);
 }
 
+/* enum mp_reject's names, in the table and in JSON. */
+static const char *const reject_names[MP_REJECT_COUNT] = {
+	[MP_REJECT_SIZE] = "size", [MP_REJECT_TIME] = "time",	[MP_REJECT_THREAD] = "thread",
+	[MP_REJECT_FREE] = "free", [MP_REJECT_STACK] = "stack", [MP_REJECT_MODE] = "mode",
+};
+
 /* Ring corruption and execs (docs/PROFILE.md "Corruption", "Exec"). */
 static void json_hardening(struct mp_json *j, const struct mp_profile *p)
 {
@@ -389,6 +395,13 @@ static void json_hardening(struct mp_json *j, const struct mp_profile *p)
 	mp_json_bool(j, "ringHeader", p->corruption & MP_CORRUPT_RING_HEADER);
 	mp_json_bool(j, "ringRecords", p->corruption & MP_CORRUPT_RING_RECORDS);
 	mp_json_bool(j, "ringOpen", p->corruption & MP_CORRUPT_RING_OPEN);
+	mp_json_bool(j, "recordsRejected", p->corruption & MP_CORRUPT_RECORDS_REJECTED);
+	mp_json_bool(j, "ringStuck", p->corruption & MP_CORRUPT_RING_STUCK);
+	mp_json_object_begin(j, "rejected");
+	for (int i = 0; i < MP_REJECT_COUNT; i++)
+		mp_json_u64(j, reject_names[i], p->rejected[i]);
+	mp_json_u64(j, "stuckRings", p->stuck_rings);
+	mp_json_object_end(j);
 	mp_json_object_end(j);
 	mp_json_u64(j, "execCount", p->exec_count);
 	mp_json_array_begin(j, "execs");
@@ -396,6 +409,8 @@ static void json_hardening(struct mp_json *j, const struct mp_profile *p)
 		mp_json_object_begin(j, NULL);
 		mp_json_u64(j, "tsNs", p->execs[i].ts_ns);
 		mp_json_u64(j, "tid", p->execs[i].tid);
+		mp_json_u64(j, "releasedBytes", p->execs[i].released_bytes);
+		mp_json_u64(j, "releasedBlocks", p->execs[i].released_blocks);
 		if (p->execs[i].path)
 			mp_json_str(j, "path", p->execs[i].path);
 		else
@@ -903,7 +918,11 @@ static void put_hardening(FILE *f, const struct mp_profile *p)
 							  0.0,
 			p->execs[i].tid);
 		put_name(f, p->execs[i].path ? p->execs[i].path : "?", 0);
-		fprintf(f, ", %" PRIu32 " open kernels closed\n", p->execs[i].kernels_closed);
+		fprintf(f,
+			", %" PRIu32 " open kernels closed, %" PRIu64 " B in %" PRIu64
+			" live blocks released\n",
+			p->execs[i].kernels_closed, p->execs[i].released_bytes,
+			p->execs[i].released_blocks);
 	}
 	if (p->exec_count > p->n_execs)
 		fprintf(f, "%" PRIu64 " more execs\n", p->exec_count - p->n_execs);
@@ -1017,6 +1036,34 @@ static void table_owners_tags(const struct mp_profile *p, bool sampled, FILE *f)
 	}
 }
 
+/* At the top of the table: a target that lied or broke its ring. Refused
+ * records reached no figure; the rest of the table is what remained. */
+static void put_corruption_head(FILE *f, const struct mp_profile *p)
+{
+	const char *sep = " ";
+	bool any = false;
+
+	if (!p->corruption)
+		return;
+	fputs("CORRUPTION:", f);
+	for (int i = 0; i < MP_REJECT_COUNT; i++) {
+		if (!p->rejected[i])
+			continue;
+		fprintf(f, "%s%" PRIu64 " %s", any ? ", " : " refused records: ", p->rejected[i],
+			reject_names[i]);
+		any = true;
+		sep = "; ";
+	}
+	if (p->stuck_rings) {
+		fprintf(f, "%s%" PRIu64 " stuck rings", sep, p->stuck_rings);
+		sep = "; ";
+	}
+	if (p->corruption &
+	    (MP_CORRUPT_RING_HEADER | MP_CORRUPT_RING_RECORDS | MP_CORRUPT_RING_OPEN))
+		fprintf(f, "%smarker ring damaged", sep);
+	fputs(any ? " (refused records reach no figure)\n" : "\n", f);
+}
+
 static int write_table(const struct mp_profile *p, FILE *f)
 {
 	uint64_t win = p->end_ns > p->begin_ns ? p->end_ns - p->begin_ns : 0;
@@ -1025,6 +1072,7 @@ static int write_table(const struct mp_profile *p, FILE *f)
 	fprintf(f, "memprofd profile: pid %" PRId32 " ", p->pid);
 	put_name(f, p->exe ? p->exe : "?", 0);
 	fprintf(f, "\nwindow: %.3f s%s\n", win / 1e9, p->truncated ? " (truncated)" : "");
+	put_corruption_head(f, p);
 	put_mode(f, p);
 	if (sampled)
 		put_sampled_heap(f, p);

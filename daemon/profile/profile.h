@@ -81,6 +81,24 @@ const char *mp_trace_mode_name(uint32_t mode);
 #define MP_CORRUPT_RING_HEADER 0x1u /* a header counter had an impossible value */
 #define MP_CORRUPT_RING_RECORDS 0x2u /* a record failed validation: markers stop there */
 #define MP_CORRUPT_RING_OPEN 0x4u /* the ring was refused at attach: no markers */
+/* records refused by validation (mp_profile.rejected), the rest kept */
+#define MP_CORRUPT_RECORDS_REJECTED 0x8u
+/* a ring stuck (its header claims records no slot holds, sequence words
+ * going back, a record never completed): its thread's markers stop there */
+#define MP_CORRUPT_RING_STUCK 0x10u
+
+/* mp_profile.rejected[]: records read from the target (ring or allocator
+ * arguments) that cannot be true, by reason; none reaches a figure
+ * (docs/PROFILE.md "Corruption"). */
+enum mp_reject {
+	MP_REJECT_SIZE = 0, /* size or address beyond any address space */
+	MP_REJECT_TIME, /* stamp outside the session's window */
+	MP_REJECT_THREAD, /* thread id not the ring's thread */
+	MP_REJECT_FREE, /* free of an address the process never had mapped */
+	MP_REJECT_STACK, /* call stack longer than the ring ABI allows */
+	MP_REJECT_MODE, /* heap record while the daemon did not ask for any */
+	MP_REJECT_COUNT
+};
 
 enum mp_clock {
 	MP_CLOCK_MONOTONIC = 1,
@@ -243,6 +261,8 @@ struct mp_exec {
 	uint64_t ts_ns;
 	uint32_t tid; /* thread that called exec */
 	uint32_t kernels_closed; /* open kernels closed (MP_INV_F_EXEC) */
+	/* the old image's live blocks, released by the exec */
+	uint64_t released_bytes, released_blocks;
 	char *path; /* the new image as /proc/PID/exe showed it, NULL if unknown */
 };
 
@@ -351,6 +371,8 @@ struct mp_profile {
 	/* Hardening (docs/PROFILE.md "Lost markers", "Exec", "Corruption"). */
 	uint64_t marker_gaps; /* gaps in a thread's record numbers */
 	uint32_t corruption; /* MP_CORRUPT_* (set by the daemon) */
+	uint64_t rejected[MP_REJECT_COUNT]; /* records refused, by enum mp_reject */
+	uint64_t stuck_rings; /* rings found stuck (MP_CORRUPT_RING_STUCK) */
 	uint32_t n_execs; /* at most MP_PROFILE_MAX_EXECS kept */
 	struct mp_exec *execs;
 	uint64_t exec_count; /* all execs, kept or not */

@@ -418,6 +418,28 @@ static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Prof
 	enc_stacks(a, p, o);
 }
 
+/* Records refused by reason, only when there are any. */
+static void enc_rejected(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
+{
+	const uint64_t *n = p->rejected;
+	Memprof__Rejected *rj;
+	uint64_t any = p->stuck_rings;
+
+	for (int i = 0; i < MP_REJECT_COUNT; i++)
+		any |= n[i];
+	if (!any || !(rj = arena_alloc(a, 1, sizeof(*rj))))
+		return;
+	memprof__rejected__init(rj);
+	rj->size = n[MP_REJECT_SIZE];
+	rj->time = n[MP_REJECT_TIME];
+	rj->thread = n[MP_REJECT_THREAD];
+	rj->free = n[MP_REJECT_FREE];
+	rj->stack = n[MP_REJECT_STACK];
+	rj->mode = n[MP_REJECT_MODE];
+	rj->stuck_rings = p->stuck_rings;
+	o->rejected = rj;
+}
+
 /* Lost markers, execs, ring corruption. */
 static void enc_hardening(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
 {
@@ -425,6 +447,7 @@ static void enc_hardening(struct arena *a, const struct mp_profile *p, Memprof__
 
 	o->anomalies->marker_gaps = p->marker_gaps;
 	o->corruption = p->corruption;
+	enc_rejected(a, p, o);
 	o->exec_count = p->exec_count;
 	o->execs = arena_alloc(a, p->n_execs, sizeof(*o->execs));
 	if (!eo || !o->execs)
@@ -435,6 +458,8 @@ static void enc_hardening(struct arena *a, const struct mp_profile *p, Memprof__
 		eo[i].tid = p->execs[i].tid;
 		eo[i].kernels_closed = p->execs[i].kernels_closed;
 		eo[i].path = str_or_empty(p->execs[i].path);
+		eo[i].released_bytes = p->execs[i].released_bytes;
+		eo[i].released_blocks = p->execs[i].released_blocks;
 		o->execs[i] = &eo[i];
 	}
 	o->n_execs = p->n_execs;

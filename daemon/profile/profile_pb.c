@@ -606,6 +606,17 @@ static int dec_hardening(const Memprof__Profile *o, struct mp_profile *p, const 
 	if (o->anomalies)
 		p->marker_gaps = o->anomalies->marker_gaps;
 	p->corruption = o->corruption;
+	if (o->rejected) {
+		const Memprof__Rejected *rj = o->rejected;
+
+		p->rejected[MP_REJECT_SIZE] = rj->size;
+		p->rejected[MP_REJECT_TIME] = rj->time;
+		p->rejected[MP_REJECT_THREAD] = rj->thread;
+		p->rejected[MP_REJECT_FREE] = rj->free;
+		p->rejected[MP_REJECT_STACK] = rj->stack;
+		p->rejected[MP_REJECT_MODE] = rj->mode;
+		p->stuck_rings = rj->stuck_rings;
+	}
 	p->exec_count = o->exec_count;
 	if (o->n_execs > MP_PROFILE_MAX_EXECS || o->n_execs > o->exec_count)
 		BAD("more exec events than memprofd writes");
@@ -621,7 +632,9 @@ static int dec_hardening(const Memprof__Profile *o, struct mp_profile *p, const 
 			BAD("empty exec event");
 		p->execs[i] = (struct mp_exec){ .ts_ns = e->ts_ns,
 						.tid = e->tid,
-						.kernels_closed = e->kernels_closed };
+						.kernels_closed = e->kernels_closed,
+						.released_bytes = e->released_bytes,
+						.released_blocks = e->released_blocks };
 		p->n_execs = i + 1;
 		if (dup_opt_str(e->path, &p->execs[i].path) < 0)
 			return -ENOMEM;

@@ -92,7 +92,19 @@ void mp_sess_ring_ref_free(struct ring_ref *ref)
 uint32_t mp_sess_corruption_of(uint32_t consumer_flags)
 {
 	return (consumer_flags & MP_CONSUMER_CORRUPT_HEADER ? MP_CORRUPT_RING_HEADER : 0) |
-	       (consumer_flags & MP_CONSUMER_CORRUPT_RECORDS ? MP_CORRUPT_RING_RECORDS : 0);
+	       (consumer_flags & MP_CONSUMER_CORRUPT_RECORDS ? MP_CORRUPT_RING_RECORDS : 0) |
+	       (consumer_flags & MP_CONSUMER_CORRUPT_STUCK ? MP_CORRUPT_RING_STUCK : 0) |
+	       (consumer_flags & MP_CONSUMER_CORRUPT_REJECTED ? MP_CORRUPT_RECORDS_REJECTED : 0);
+}
+
+uint32_t mp_sess_ring_rejects(const struct mp_consumer *c, uint64_t *rejected, uint64_t *stuck)
+{
+	rejected[MP_REJECT_TIME] += mp_consumer_rejected(c, MP_CONSUMER_REJECT_TIME);
+	rejected[MP_REJECT_THREAD] += mp_consumer_rejected(c, MP_CONSUMER_REJECT_THREAD);
+	rejected[MP_REJECT_STACK] += mp_consumer_rejected(c, MP_CONSUMER_REJECT_STACK);
+	rejected[MP_REJECT_MODE] += mp_consumer_rejected(c, MP_CONSUMER_REJECT_MODE);
+	*stuck += mp_consumer_stuck_rings(c);
+	return mp_sess_corruption_of(mp_consumer_corruption(c));
 }
 
 /* Stops reading the current ring. Its reader lives on while merge items
@@ -106,7 +118,7 @@ static void ring_retire(struct session *s)
 	s->ring_drops_closed += mp_consumer_drops(ref->c);
 	s->heap_drops_closed += mp_consumer_alloc_drops(ref->c);
 	s->heap_waits_closed += mp_consumer_alloc_waits(ref->c);
-	s->corruption |= mp_sess_corruption_of(mp_consumer_corruption(ref->c));
+	s->corruption |= mp_sess_ring_rejects(ref->c, s->rejected, &s->stuck_rings);
 	s->ring = NULL;
 	s->ring_ref = NULL;
 	if (!ref->pending) {

@@ -367,7 +367,12 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 	p->tracer_path = s->path;
 	p->drops_heap = s->heap_drops_closed + (s->ring ? mp_consumer_alloc_drops(s->ring) : 0);
 	p->heap_waits = s->heap_waits_closed + (s->ring ? mp_consumer_alloc_waits(s->ring) : 0);
-	p->corruption |= s->corruption | mp_sess_corruption_of(mp_consumer_corruption(s->ring));
+	for (int i = 0; i < MP_REJECT_COUNT; i++)
+		p->rejected[i] += s->rejected[i];
+	p->stuck_rings = s->stuck_rings;
+	p->corruption |= s->corruption;
+	if (s->ring)
+		p->corruption |= mp_sess_ring_rejects(s->ring, p->rejected, &p->stuck_rings);
 	if (o->stacks) {
 		p->stack_depth = o->stack_depth ? o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
 		r = mp_stack_collect_export(s->collect, p);

@@ -86,6 +86,8 @@ struct session {
 	struct ring_ref *ring_ref;
 	struct ring_ref *retired; /* given up, items still pending */
 	uint32_t corruption; /* MP_CORRUPT_* of rings given up */
+	/* records the rings given up refused (enum mp_reject), stuck rings */
+	uint64_t rejected[MP_REJECT_COUNT], stuck_rings;
 	/* Paths of execs seen by the tracer and not yet dispatched, read from
 	 * /proc/PID/exe when the event arrives (closer to the exec than its
 	 * dispatch, which waits for the merge). */
@@ -157,6 +159,9 @@ int mp_sess_on_idle(void *ctx);
 void mp_sess_correlator_hooks(struct session *s, struct mp_correlator_opts *o);
 void mp_sess_ring_ref_free(struct ring_ref *ref);
 uint32_t mp_sess_corruption_of(uint32_t consumer_flags);
+/* What ring reader @c refused and found stuck, added to @rejected (enum
+ * mp_reject) and *@stuck; its MP_CORRUPT_* bits. */
+uint32_t mp_sess_ring_rejects(const struct mp_consumer *c, uint64_t *rejected, uint64_t *stuck);
 const char *mp_sess_fn_name(const struct session *s, uint32_t fn);
 
 #endif /* MP_SESSION_IMPL_H */

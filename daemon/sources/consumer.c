@@ -22,123 +22,10 @@
 #include <unistd.h>
 
 #include "consumer.h"
+#include "consumer_impl.h"
 #include "ring_abi.h"
 #include "tsc_clock.h"
 #include "util.h"
-
-#define LOAD(p, mo) __atomic_load_n((p), __ATOMIC_##mo)
-#define STORE(p, v, mo) __atomic_store_n((p), (v), __ATOMIC_##mo)
-#define likely(x) __builtin_expect(!!(x), 1)
-#define unlikely(x) __builtin_expect(!!(x), 0)
-
-/* One read looks at READ_SCAN_BUDGET slots at most (records already in the
- * attach snapshot are looked at and skipped), and gives a ring's space back
- * every TAIL_EVERY records it hands over. */
-#define READ_SCAN_BUDGET (4 * 65536)
-#define TAIL_EVERY 256
-/* Attempts at a consistent copy of one thread slot. */
-#define SNAP_SPINS 4096
-#define SNAP_YIELDS 256
-/* Yields for the whole attach: a ring whose thread slots never settle (a
- * hostile writer) cannot make the open take long. */
-#define SNAP_YIELD_BUDGET 2048
-#define MAX_FD_SCAN 65536
-/* The open-at-attach records of kernels begun while detached carry the
- * attach's clock reading less this: a heap record the interposer writes
- * once the mode is on is stamped after that reading, give or take the TSC
- * conversion's error (docs/RING.md "Clocks": ~60 ns at most), and must
- * come after the begin of the kernel it belongs to. */
-#define ATTACH_TS_EARLY_NS 1000
-/* A slot's first cache line: header fields and dims[0..2]. */
-#define HEAP_WORDS_END 64
-_Static_assert(offsetof(struct mp_slot, dims) + 3 * 8 == HEAP_WORDS_END, "heap record layout");
-/* Heap records name a builtin function of enum mp_alloc_fn. */
-#define MP_HEAP_FN_MAX 32u
-
-static bool mp_record_is_heap(uint32_t type)
-{
-	return type >= MP_REC_ALLOC && type <= MP_REC_REALLOC;
-}
-
-struct tstate {
-	uint64_t pos; /* next position in this thread slot's ring */
-	struct mp_slot *slots; /* the ring: slot_at(c, i, 0) */
-	/* Last TSC record's converted stamp: a recalibration between two
-	 * reads never puts a thread's record before its predecessor. */
-	uint64_t tsc_last_ns;
-	/* mp_consumer_complete_ns(): every record of this ring not yet
-	 * handed over was published after this CLOCK_MONOTONIC time, or is
-	 * stamped at or after it (0: not known yet). */
-	uint64_t done_ns;
-	/* Lap mark: once pos reaches lap_pos, every record not handed over
-	 * was published after lap_ns (0: no mark). Set by a read that finds
-	 * records, at its position plus a whole ring: the writer could not
-	 * reach that position before we freed the one a lap behind it. */
-	uint64_t lap_pos, lap_ns;
-	/* A published record that could not be taken (a STACK record whose
-	 * unit is not all there: only a hostile writer leaves one): at which
-	 * position, since which read (0: not stuck). */
-	uint64_t stuck_pos, stuck_ns;
-	uint32_t snap_seq; /* records up to this one are in the snapshot */
-	bool snap_valid;
-	/* Heap records of this ring may still precede the snapshot (tseq
-	 * below snap_seq): cleared at the first record at or after it. */
-	bool heap_pre_snap;
-};
-
-struct mp_consumer {
-	unsigned char *base;
-	size_t len;
-	void *map; /* ours to munmap, NULL for open_mem */
-	size_t map_len;
-	struct mp_ring_hdr *hdr;
-	/* validated copy of the static header */
-	uint32_t slot_count;
-	uint64_t mask;
-	uint32_t thread_count;
-	uint32_t str_max;
-	uint32_t blob_size;
-	uint64_t ring_off, threads_off, strent_off, blob_off;
-	pid_t pid;
-
-	int err;
-	int err_pending; /* found by a read; reported after its records */
-	uint32_t corruption; /* MP_CONSUMER_CORRUPT_* */
-	/* drops counter at attach, and the last plausible count since then */
-	uint64_t drops_base, drops_seen, attach_ns;
-	/* A stuck ring counts as read up to stall_ns before each read once it
-	 * has been stuck that long (mp_consumer_opts.stall_ns). */
-	uint64_t stall_ns;
-	bool attached; /* we set the header's attached flag */
-	bool alloc_on; /* we turned the interposer on */
-	unsigned yield_budget;
-	struct tstate *ts; /* per thread slot */
-	uint32_t scan_start;
-	/* the rings a read found with records, in the order it reads them */
-	uint32_t *active;
-	struct mp_record *synth;
-	size_t nsynth, next_synth;
-	char **names; /* per string id, sanitised copies */
-	/* The stack of the record being handed over (MP_REC_STACK), valid
-	 * until its callback returns; allocated at the first stack. */
-	unsigned char *stk;
-	struct mp_tsc_clock clk;
-	/* mp_consumer_complete_others_ns() while the records of a ring are
-	 * handed over (reading: that ring + 1; 0: none) */
-	uint32_t reading;
-	uint64_t others_ns;
-};
-
-static struct mp_slot *slot_at(const struct mp_consumer *c, uint32_t ring, uint64_t pos)
-{
-	return (struct mp_slot *)(c->base + c->ring_off) + (uint64_t)ring * c->slot_count +
-	       (pos & c->mask);
-}
-
-static struct mp_thread *thread_at(const struct mp_consumer *c, uint32_t i)
-{
-	return (struct mp_thread *)(c->base + c->threads_off) + i;
-}
 
 /* Copies @n bytes that another process may be writing. */
 static void copy_racy(void *dst, const void *src, size_t n)
@@ -425,17 +312,24 @@ void mp_consumer_set_tsc_cal(struct mp_consumer *c, const struct mp_tsc_cal *cal
 	c->clk.fast = c->clk.seen;
 }
 
+static inline __attribute__((always_inline)) int ts_check(struct mp_consumer *c, uint64_t ns)
+{
+	return unlikely(ns < c->ts_lo || ns > c->ts_hi) ? mp_cons_ts_outside_(c, ns) : 0;
+}
+
 /* The CLOCK_MONOTONIC stamp of a heap record of thread state @t whose
- * clock byte is @clock: 0, or -EBADMSG for a clock this consumer does not
- * believe. */
+ * clock byte is @clock: 0; 1 or 2 for a stamp before or after the
+ * session's window (ts_outside(), before any clamping), or -EBADMSG for a
+ * clock this consumer does not believe. */
 static inline __attribute__((always_inline)) int heap_ts(struct mp_consumer *c, struct tstate *t,
 							 uint8_t clock, uint64_t *ts)
 {
 	uint64_t ns;
+	int e;
 
 	if (unlikely(clock != MP_TS_TSC || !c->clk.fast)) {
 		if (likely(clock == MP_TS_MONOTONIC))
-			return 0;
+			return ts_check(c, *ts);
 		if (clock != MP_TS_TSC || c->clk.mode == MP_TSC_REJECT)
 			return -EBADMSG;
 		if (unlikely(!c->clk.ready || !c->clk.seen)) {
@@ -446,6 +340,9 @@ static inline __attribute__((always_inline)) int heap_ts(struct mp_consumer *c, 
 		c->clk.fast = c->clk.mode != MP_TSC_REJECT && c->clk.ready && c->clk.seen;
 	}
 	ns = mp_tsc_clock_to_ns(&c->clk.cal, *ts);
+	e = ts_check(c, ns);
+	if (e)
+		return e;
 	if (t) {
 		if (ns < t->tsc_last_ns)
 			ns = t->tsc_last_ns;
@@ -464,6 +361,7 @@ static void alloc_mode_on(struct mp_consumer *c, uint32_t mode, uint64_t sample_
 	__atomic_fetch_add(&c->hdr->alloc_epoch, 1, __ATOMIC_RELAXED);
 	STORE(&c->hdr->alloc_mode, mode, RELEASE);
 	c->alloc_on = true;
+	c->heap_ok = true;
 }
 
 static int check_opts(const struct mp_consumer_opts *o)
@@ -512,6 +410,10 @@ static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts 
 			return r;
 	}
 	c->attach_ns = mp_now_ns();
+	c->strict = c->map || (o && o->strict);
+	c->heap_ok = !c->strict;
+	c->ts_lo = c->strict && c->attach_ns > TS_SLACK_NS ? c->attach_ns - TS_SLACK_NS : 0;
+	c->ts_hi = c->strict ? c->attach_ns + TS_SLACK_NS : UINT64_MAX;
 	c->drops_base = LOAD(&c->hdr->drops, RELAXED);
 	if (o && o->alloc_mode) {
 		STORE(&c->hdr->alloc_stack_bytes, o->alloc_stack_bytes, RELAXED);
@@ -531,6 +433,7 @@ static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts 
 	for (uint32_t i = 0; i < c->thread_count; i++) {
 		c->ts[i].pos = LOAD(&thread_at(c, i)->tail, RELAXED);
 		c->ts[i].slots = slot_at(c, i, 0);
+		c->ts[i].owner = LOAD(&thread_at(c, i)->tid, RELAXED);
 	}
 	return 0;
 }
@@ -945,6 +848,12 @@ static inline __attribute__((always_inline)) int decode(struct mp_consumer *c, s
 	}
 }
 
+static inline __attribute__((always_inline)) bool tid_check(struct mp_consumer *c, struct tstate *t,
+							    uint32_t tid)
+{
+	return likely(tid == t->tid) || mp_cons_tid_ok_(c, t, tid);
+}
+
 /* The one stack a record carries, with its descriptor: the largest the
  * ring may hold (a longer one is malformed). */
 #define STACK_ARENA (sizeof(struct mp_rec_stack) + MP_RING_STACK_MAX)
@@ -954,10 +863,12 @@ static inline __attribute__((always_inline)) int decode(struct mp_consumer *c, s
  * @copy), with its continuation slots and the heap record it belongs to:
  * taken all together into @r (the heap record, carrying the stack), or not
  * at all. Returns the slots taken, 0 when they are not all there yet,
- * -EBADMSG for a malformed one.
+ * -EBADMSG for a malformed one. *@bad: 0, or the unit is taken to be
+ * skipped: 1 or 2, its heap record's stamp is outside the window
+ * (heap_ts()); 3, the stack is longer than MP_RING_STACK_MAX.
  */
 static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
-		      const struct mp_slot *copy, struct mp_record *r, bool *dirty)
+		      const struct mp_slot *copy, struct mp_record *r, bool *dirty, int *bad)
 {
 	uint64_t len = (uint64_t)copy->dims[3], k, pos = t->pos;
 	struct mp_rec_stack *st;
@@ -966,7 +877,8 @@ static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
 	uint64_t seq;
 	int ret;
 
-	if (copy->flags || copy->rank || copy->name_id || len > MP_RING_STACK_MAX)
+	/* a length whose unit could not fit the ring cannot be skipped */
+	if (copy->flags || copy->rank || copy->name_id || len > (uint64_t)c->slot_count * 128)
 		return -EBADMSG;
 	k = (len + MP_STACK_SLOT_BYTES - 1) / MP_STACK_SLOT_BYTES;
 	if (k + 2 > c->slot_count)
@@ -976,6 +888,10 @@ static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
 	seq = LOAD(&s->seq, ACQUIRE);
 	if (seq != pos + k + 2)
 		return (int64_t)(seq - (pos + k + 2)) > 0 ? -EBADMSG : 0;
+	if (len > MP_RING_STACK_MAX) {
+		*bad = 3;
+		return (int)(k + 2);
+	}
 	copy_words(&heap, s, HEAP_WORDS_END / 8);
 	if (heap.type == MP_REC_REALLOC)
 		heap.dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
@@ -1001,6 +917,7 @@ static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
 	ret = decode(c, t, &heap, r, dirty);
 	if (ret < 0)
 		return ret;
+	*bad = ret;
 	*st = (struct mp_rec_stack){ .ip = (uint64_t)copy->dims[0],
 				     .sp = (uint64_t)copy->dims[1],
 				     .bp = (uint64_t)copy->dims[2],
@@ -1058,6 +975,10 @@ static inline __attribute__((always_inline)) int take_heap(struct mp_consumer *c
 		c->err_pending = -EBADMSG;
 		return -EBADMSG;
 	}
+	if (unlikely(!c->heap_ok))
+		return mp_cons_reject_(c, MP_CONSUMER_REJECT_MODE, skipped);
+	if (!tid_check(c, t, r->tid))
+		return mp_cons_reject_(c, MP_CONSUMER_REJECT_THREAD, skipped);
 	r->fn = fn;
 	r->stack = NULL;
 	r->heap.addr = (uint64_t)LOAD(&s->dims[0], RELAXED);
@@ -1069,6 +990,8 @@ static inline __attribute__((always_inline)) int take_heap(struct mp_consumer *c
 		c->err_pending = e;
 		return e;
 	}
+	if (unlikely(e))
+		return mp_cons_ts_reject_(c, t, e, r->seq, skipped);
 	return 1;
 }
 
@@ -1078,20 +1001,28 @@ static inline __attribute__((always_inline)) int take_heap(struct mp_consumer *c
 static int take_stacked(struct mp_consumer *c, uint32_t i, struct tstate *t, struct mp_slot *s,
 			struct mp_slot *copy, struct mp_record *r, bool *skipped, bool *dirty)
 {
-	int e;
+	int e, bad = 0;
 
 	copy->dims[3] = (int64_t)LOAD(&s->dims[3], RELAXED);
-	e = take_stack(c, i, t, copy, r, dirty);
+	e = take_stack(c, i, t, copy, r, dirty, &bad);
 	if (e <= 0) {
 		if (e < 0)
 			c->err_pending = e;
 		return e;
 	}
 	t->pos += (uint64_t)e;
+	if (bad == 3)
+		return mp_cons_reject_(c, MP_CONSUMER_REJECT_STACK, skipped);
 	if (unlikely(t->heap_pre_snap) && heap_before_snapshot(t, r->seq)) {
 		*skipped = true;
 		return 0;
 	}
+	if (!c->heap_ok)
+		return mp_cons_reject_(c, MP_CONSUMER_REJECT_MODE, skipped);
+	if (!tid_check(c, t, r->tid))
+		return mp_cons_reject_(c, MP_CONSUMER_REJECT_THREAD, skipped);
+	if (bad)
+		return mp_cons_ts_reject_(c, t, bad, r->seq, skipped);
 	return 1;
 }
 
@@ -1123,6 +1054,8 @@ take_marker(struct mp_consumer *c, struct tstate *t, struct mp_slot *s, struct m
 		c->err_pending = e;
 		return e;
 	}
+	if (!tid_check(c, t, r->tid))
+		return mp_cons_reject_(c, MP_CONSUMER_REJECT_THREAD, skipped);
 	return 1;
 }
 
@@ -1206,13 +1139,15 @@ static void lap_passed(struct tstate *t)
  * stall_ns before each read: it cannot hold everything back for ever. A
  * ring that moves, however slowly, or that the reads have not reached
  * yet, never counts as read past what was read of it. */
-static void stuck_at(const struct mp_consumer *c, struct tstate *t, uint64_t now_ns)
+static void stuck_at(struct mp_consumer *c, struct tstate *t, uint64_t now_ns)
 {
 	if (!t->stuck_ns || t->stuck_pos != t->pos) {
 		t->stuck_pos = t->pos;
 		t->stuck_ns = now_ns;
 		return;
 	}
+	if (now_ns - t->stuck_ns >= c->stall_ns)
+		mp_cons_ring_stuck_(c, t);
 	if (now_ns - t->stuck_ns >= c->stall_ns && now_ns - c->stall_ns > t->done_ns)
 		t->done_ns = now_ns - c->stall_ns;
 }
@@ -1364,6 +1299,8 @@ int mp_consumer_read_rings_at(struct mp_consumer *c, size_t max, uint64_t now_ns
 	if (c->err)
 		return c->err;
 	tsc_tick(c);
+	if (now_ns - c->heads_ns >= c->stall_ns / 4)
+		mp_cons_check_heads_(c, now_ns);
 	r = hand_synth(c, max, cb, ctx);
 	if (r < 0)
 		return r;

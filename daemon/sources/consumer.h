@@ -11,6 +11,7 @@
 #ifndef MP_SOURCES_CONSUMER_H
 #define MP_SOURCES_CONSUMER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -99,6 +100,11 @@ struct mp_consumer_opts {
 	int (*before_attach)(void *ctx, struct mp_consumer *c);
 	void *ctx;
 	uint64_t stall_ns;
+	/* An image (mp_consumer_open_mem_opts()) whose stamps and thread ids
+	 * are checked as a live target's: stamps against the clock from the
+	 * open on, thread ids against the thread slots. Always so for a ring
+	 * opened by pid. */
+	bool strict;
 };
 /* -EINVAL: an unknown mode, a sampled mode without an interval, or more
  * stack bytes than MP_RING_STACK_MAX. */
@@ -169,7 +175,29 @@ uint64_t mp_consumer_drops(struct mp_consumer *c);
 /* a slot, sequence number, length or name that fails validation: the
  * consumer stopped there (mp_consumer_read_rings_at() returned -EBADMSG) */
 #define MP_CONSUMER_CORRUPT_RECORDS 0x2u
+/* a ring stuck: its header says it holds records that no slot publishes,
+ * its next slot holds a sequence word that no writer leaves there, or a
+ * record never completes, for stall_ns; the other rings go on */
+#define MP_CONSUMER_CORRUPT_STUCK 0x4u
+/* records refused (mp_consumer_rejected()), reading goes on */
+#define MP_CONSUMER_CORRUPT_REJECTED 0x8u
 uint32_t mp_consumer_corruption(const struct mp_consumer *c);
+/* Records read and refused, skipped and never handed over, by reason: */
+enum mp_consumer_reject {
+	/* a heap record stamped outside the window, from the attach to the
+	 * read, with TS_SLACK_NS of error (strict) */
+	MP_CONSUMER_REJECT_TIME,
+	/* a thread id not the one of the ring's thread slot (strict) */
+	MP_CONSUMER_REJECT_THREAD,
+	/* a STACK record longer than MP_RING_STACK_MAX, with its heap record */
+	MP_CONSUMER_REJECT_STACK,
+	/* a heap record (or stack) while the interposer was never turned on */
+	MP_CONSUMER_REJECT_MODE,
+	MP_CONSUMER_REJECT_N
+};
+uint64_t mp_consumer_rejected(const struct mp_consumer *c, enum mp_consumer_reject why);
+/* Rings found stuck (MP_CONSUMER_CORRUPT_STUCK), each once. */
+uint64_t mp_consumer_stuck_rings(const struct mp_consumer *c);
 /* Of those, heap records (ALLOC, FREE, REALLOC): figures of the in-process
  * path are lower bounds when nonzero. */
 uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c);

@@ -15,6 +15,19 @@
  *           table counters scrambled
  *   static  (before only) the header's sizes overwritten
  *
+ * Ways of a forging thread (after only; fixture_forge.h), while the main
+ * thread keeps HONEST_LIVE bytes live in HONEST_BLOCKS blocks:
+ *
+ *   heap    heap records with impossible sizes, stamps and thread ids, a
+ *           STACK record longer than the ABI allows, KERNEL_ENDs of
+ *           another thread
+ *   stuck   the thread slot's head moved past records never published
+ *   seqback the next slot given a sequence word no writer leaves there
+ *
+ *   exec    (after only) keep HONEST_LIVE bytes live, then exec this
+ *           program as "execd", which keeps 1 MiB live inside kernel
+ *           "after_exec"
+ *
  * Every name the target writes honestly is "good<N>" or "hostile"; the
  * profile must contain no other.
  */
@@ -23,8 +36,10 @@
 #include <string.h>
 
 #include <memprof.h>
+#include <unistd.h>
 
 #include "own_ring.h"
+#include "fixture_forge.h"
 
 #define ROUNDS 400
 
@@ -135,8 +150,14 @@ int main(int argc, char **argv)
 	bool before;
 	int c;
 
+	if (argc >= 2 && !strcmp(argv[1], "execd"))
+		return execd();
 	if (argc < 3)
 		return 2;
+	if (!strcmp(argv[1], "exec"))
+		return exec_way(argv[0]);
+	if (forge_way(argv[1]))
+		return forge_main(argv[1]);
 	before = !strcmp(argv[2], "before");
 	/* creates the ring */
 	memprof_phase("hostile");
