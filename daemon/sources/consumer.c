@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "consumer.h"
+#include "lease.h"
 #include "ring_abi.h"
 #include "tsc_clock.h"
 #include "util.h"
@@ -106,10 +107,14 @@ struct mp_consumer {
 	uint32_t corruption; /* MP_CONSUMER_CORRUPT_* */
 	/* drops counter at attach, and the last plausible count since then */
 	uint64_t drops_base, drops_seen, attach_ns;
+	/* alloc_drops and alloc_waits at attach: an earlier consumer's are
+	 * not this one's */
+	uint64_t alloc_drops_base, alloc_waits_base;
 	/* A stuck ring counts as read up to stall_ns before each read once it
 	 * has been stuck that long (mp_consumer_opts.stall_ns). */
 	uint64_t stall_ns;
 	bool attached; /* we set the header's attached flag */
+	bool lease; /* we hold the ring's lease (lease.h) */
 	bool alloc_on; /* we turned the interposer on */
 	unsigned yield_budget;
 	struct tstate *ts; /* per thread slot */
@@ -512,11 +517,15 @@ static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts 
 	}
 	c->attach_ns = mp_now_ns();
 	c->drops_base = LOAD(&c->hdr->drops, RELAXED);
+	c->alloc_drops_base = LOAD(&c->hdr->alloc_drops, RELAXED);
+	c->alloc_waits_base = LOAD(&c->hdr->alloc_waits, RELAXED);
+	if (c->lease)
+		mp_lease_clear(c->hdr);
 	if (o && o->alloc_mode) {
 		STORE(&c->hdr->alloc_stack_bytes, o->alloc_stack_bytes, RELAXED);
 		alloc_mode_on(c, o->alloc_mode, o->alloc_sample_bytes);
 	}
-	STORE(&c->hdr->attached, 1, SEQ_CST);
+	STORE(&c->hdr->attached, mp_lease_attached(c->hdr, c->lease), SEQ_CST);
 	c->attached = true;
 	/* every thread now sees the mode and the flag (RING.md) */
 	barrier_all(membarrier);
@@ -628,8 +637,10 @@ static int open_fd_pid(int fd, const pid_t *pids, int npids, const struct mp_con
 			if (c->pid == pids[i])
 				r = 0;
 	}
-	if (r == 0)
+	if (r == 0) {
+		c->lease = mp_lease_take(fd) == 0;
 		r = consumer_attach(c, o, true);
+	}
 	if (r < 0) {
 		mp_consumer_free(c);
 		return r;
@@ -759,7 +770,7 @@ uint32_t mp_consumer_corruption(const struct mp_consumer *c)
 
 uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c)
 {
-	return c && c->hdr ? LOAD(&c->hdr->alloc_drops, RELAXED) : 0;
+	return c && c->hdr ? LOAD(&c->hdr->alloc_drops, RELAXED) - c->alloc_drops_base : 0;
 }
 
 int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c)
@@ -769,7 +780,7 @@ int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c)
 
 uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c)
 {
-	return c && c->hdr ? LOAD(&c->hdr->alloc_waits, RELAXED) : 0;
+	return c && c->hdr ? LOAD(&c->hdr->alloc_waits, RELAXED) - c->alloc_waits_base : 0;
 }
 
 int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sample_bytes)

@@ -170,13 +170,14 @@ uint64_t mp_consumer_drops(struct mp_consumer *c);
  * consumer stopped there (mp_consumer_read_rings_at() returned -EBADMSG) */
 #define MP_CONSUMER_CORRUPT_RECORDS 0x2u
 uint32_t mp_consumer_corruption(const struct mp_consumer *c);
-/* Of those, heap records (ALLOC, FREE, REALLOC): figures of the in-process
- * path are lower bounds when nonzero. */
+/* Of those, heap records (ALLOC, FREE, REALLOC), since this consumer
+ * attached: figures of the in-process path are lower bounds when nonzero. */
 uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c);
 /* The header's alloc_tls_off (ring_abi.h); hostile like every field: it
  * only ever locates a word in the target's own memory. */
 int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c);
-/* Times an allocating thread of the target waited for ring space. */
+/* Times an allocating thread of the target waited for ring space since
+ * this consumer attached. */
 uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c);
 
 /* Turns the target's interposer on (enum mp_alloc_mode of ring_abi.h,
