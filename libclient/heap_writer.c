@@ -9,6 +9,7 @@
  * the ring writer's state (ring.c) and calls nothing above it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -61,6 +62,51 @@ HOT uint64_t heap_ts(void)
 /* Records ahead of the writer whose slot mp_ring_write() prefetches. */
 #define RING_PREFETCH 8
 
+/* At most one look at the consumer's lease per LEASE_LOOK_NS in the
+ * process (a syscall), and only where a heap record finds its ring full. */
+#define LEASE_LOOK_NS (1000 * 1000ull)
+
+static uint64_t lease_look_ns;
+
+/*
+ * Whether the consumer that turned the interposer on is gone; if so the
+ * ring is released: detached and dormant (docs/RING.md "A consumer that
+ * dies"). A consumer holding the lease marks attached with
+ * MP_ATTACHED_LEASE and keeps a read lock on the memfd's lease byte, which
+ * the kernel drops when it dies; asking for a write lock there says
+ * whether another open file holds one. A new consumer that began its
+ * attach since attach_word was read cleared it and numbers its own
+ * differently, so the swap then fails and its session goes on. Slow paths
+ * only (a full ring); leaves errno alone.
+ */
+static __attribute__((noinline, cold)) bool consumer_gone(uint64_t now)
+{
+	struct mp_ring_hdr *h = mp_rw.hdr;
+	struct flock fl = {
+		.l_type = F_WRLCK,
+		.l_whence = SEEK_SET,
+		.l_start = MP_RING_LEASE_BYTE,
+		.l_len = 1,
+	};
+	uint64_t w;
+	int saved, r;
+
+	if (now < LOAD(&lease_look_ns, RELAXED))
+		return false;
+	STORE(&lease_look_ns, now + LEASE_LOOK_NS, RELAXED);
+	w = LOAD(&h->attach_word, ACQUIRE);
+	/* x86-64: attached is the low half */
+	if (!((uint32_t)w & MP_ATTACHED_LEASE) || !(w >> 32))
+		return false;
+	saved = errno;
+	r = fcntl(mp_rw.fd, F_OFD_GETLK, &fl);
+	errno = saved;
+	if (r < 0 || fl.l_type != F_UNLCK)
+		return false;
+	return __atomic_compare_exchange_n(&h->attach_word, &w, 0, false, __ATOMIC_SEQ_CST,
+					   __ATOMIC_RELAXED);
+}
+
 static bool ring_wait_inner(struct mp_rw_tls *t, uint64_t pos)
 {
 	uint64_t t0 = 0;
@@ -75,6 +121,8 @@ static bool ring_wait_inner(struct mp_rw_tls *t, uint64_t pos)
 			if (!t0)
 				t0 = now;
 			spent = now - t0;
+			if (consumer_gone(now))
+				return false;
 			if (spent >= WAIT_MAX_NS) {
 				t->gave_up = 1;
 				return false;
@@ -101,7 +149,8 @@ static bool ring_wait(struct mp_rw_tls *t, uint64_t pos)
 	int saved;
 	bool r;
 
-	if (t->gave_up)
+	/* a consumer that died gives the ring back before anyone waits */
+	if (consumer_gone(now_ns()) || t->gave_up)
 		return false;
 	/* nanosleep and sched_yield may set errno: the interposer's caller
 	 * must not see it (the record path leaves errno alone, interpose.c) */
@@ -109,6 +158,17 @@ static bool ring_wait(struct mp_rw_tls *t, uint64_t pos)
 	r = ring_wait_inner(t, pos);
 	errno = saved;
 	return r;
+}
+
+/* A heap or STACK record of @pos finds its ring full: whether there is
+ * room after the bounded wait (MP_RW_WAIT); a record that does not wait
+ * still looks whether the consumer is gone. */
+static bool ring_full(struct mp_rw_tls *t, uint64_t pos, enum mp_rw_wait wait)
+{
+	if (wait == MP_RW_WAIT)
+		return ring_wait(t, pos);
+	consumer_gone(now_ns());
+	return false;
 }
 
 /* @in_drops: not yet counted in drops (a thread without a slot was). */
@@ -242,8 +302,7 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 		if (tail != t->tail)
 			t->gave_up = 0;
 		t->tail = tail;
-		if (pos - t->tail > mp_rw.heap_mask &&
-		    (wait == MP_RW_NOWAIT || !ring_wait(t, pos))) {
+		if (pos - t->tail > mp_rw.heap_mask && !ring_full(t, pos, wait)) {
 			r = -ENOSPC;
 			goto drop;
 		}
@@ -307,8 +366,7 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 		if (tail != t->tail)
 			t->gave_up = 0;
 		t->tail = tail;
-		if (last - t->tail > mp_rw.heap_mask &&
-		    (wait == MP_RW_NOWAIT || !ring_wait(t, last))) {
+		if (last - t->tail > mp_rw.heap_mask && !ring_full(t, last, wait)) {
 			/* no room for the stack: the record alone */
 			atomic_signal_fence(memory_order_seq_cst);
 			t->busy = 0;

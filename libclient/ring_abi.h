@@ -38,6 +38,20 @@
 
 /* Ring record types are enum mp_record_type, at the end of this file. */
 
+/*
+ * The consumer's lease (docs/RING.md "A consumer that dies"): a consumer
+ * that holds an open-file-description read lock (F_OFD_SETLK) on byte
+ * MP_RING_LEASE_BYTE of the ring's memfd for as long as it is attached
+ * writes attached with MP_ATTACHED_LEASE set, and in its other bits a
+ * number that differs from the previous consumer's (its alloc_epoch). The
+ * kernel drops the lock when the consumer's last reference to the file
+ * goes, at the latest when it dies; libmemprof, finding the bit set and no
+ * lock held, swaps attach_word to 0 (detached and dormant). A consumer
+ * without the bit (an older one) is never released.
+ */
+#define MP_RING_LEASE_BYTE 0
+#define MP_ATTACHED_LEASE 0x80000000u
+
 /* Values of mp_ring_hdr.alloc_mode. */
 enum mp_alloc_mode {
 	MP_ALLOC_OFF = 0, /* dormant: no record, no shared write */
@@ -63,14 +77,24 @@ struct mp_ring_hdr {
 	uint64_t threads_off;
 	uint64_t strent_off;
 	uint64_t blob_off;
-	/* Read by every producer on every marker, written only at attach and
-	 * detach: shares its line with read-only data. Nonzero while a
-	 * consumer is attached. */
-	uint32_t attached;
-	/* In-process allocation path (ABI 2), written by the consumer only,
-	 * read by the interposer on every allocator call: enum mp_alloc_mode.
-	 * MP_ALLOC_OFF (the value of a fresh ring) keeps it dormant. */
-	uint32_t alloc_mode;
+	union {
+		struct {
+			/* Read by every producer on every marker, written
+			 * only at attach and detach: shares its line with
+			 * read-only data. Nonzero while a consumer is
+			 * attached; with MP_ATTACHED_LEASE, the consumer
+			 * holds the ring's lease (above). */
+			uint32_t attached;
+			/* In-process allocation path (ABI 2), written by the
+			 * consumer, read by the interposer on every
+			 * allocator call: enum mp_alloc_mode. MP_ALLOC_OFF
+			 * (the value of a fresh ring) keeps it dormant. */
+			uint32_t alloc_mode;
+		};
+		/* Both as one word: libmemprof releases the ring of a
+		 * consumer whose lease is gone by swapping it to 0. */
+		uint64_t attach_word;
+	};
 	/* MP_ALLOC_SAMPLED: mean sampling interval in bytes. */
 	uint64_t alloc_sample_bytes;
 	/* Incremented by each consumer that turns the interposer on: the
@@ -173,6 +197,10 @@ struct mp_thread {
 typedef uint64_t mp_strent;
 
 _Static_assert(sizeof(struct mp_ring_hdr) == 192, "ring header ABI");
+_Static_assert(__builtin_offsetof(struct mp_ring_hdr, attached) == 88 &&
+		       __builtin_offsetof(struct mp_ring_hdr, alloc_mode) == 92 &&
+		       __builtin_offsetof(struct mp_ring_hdr, attach_word) == 88,
+	       "ring header ABI: attached and alloc_mode");
 _Static_assert(sizeof(struct mp_slot) == 128, "ring slot ABI");
 _Static_assert(sizeof(struct mp_thread) == 896, "thread slot ABI");
 

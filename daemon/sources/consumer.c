@@ -23,6 +23,7 @@
 
 #include "consumer.h"
 #include "consumer_impl.h"
+#include "lease.h"
 #include "ring_abi.h"
 #include "tsc_clock.h"
 #include "util.h"
@@ -415,11 +416,15 @@ static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts 
 	c->ts_lo = c->strict && c->attach_ns > TS_SLACK_NS ? c->attach_ns - TS_SLACK_NS : 0;
 	c->ts_hi = c->strict ? c->attach_ns + TS_SLACK_NS : UINT64_MAX;
 	c->drops_base = LOAD(&c->hdr->drops, RELAXED);
+	c->alloc_drops_base = LOAD(&c->hdr->alloc_drops, RELAXED);
+	c->alloc_waits_base = LOAD(&c->hdr->alloc_waits, RELAXED);
+	if (c->lease)
+		mp_lease_clear(c->hdr);
 	if (o && o->alloc_mode) {
 		STORE(&c->hdr->alloc_stack_bytes, o->alloc_stack_bytes, RELAXED);
 		alloc_mode_on(c, o->alloc_mode, o->alloc_sample_bytes);
 	}
-	STORE(&c->hdr->attached, 1, SEQ_CST);
+	STORE(&c->hdr->attached, mp_lease_attached(c->hdr, c->lease), SEQ_CST);
 	c->attached = true;
 	/* every thread now sees the mode and the flag (RING.md) */
 	barrier_all(membarrier);
@@ -532,8 +537,10 @@ static int open_fd_pid(int fd, const pid_t *pids, int npids, const struct mp_con
 			if (c->pid == pids[i])
 				r = 0;
 	}
-	if (r == 0)
+	if (r == 0) {
+		c->lease = mp_lease_take(fd) == 0;
 		r = consumer_attach(c, o, true);
+	}
 	if (r < 0) {
 		mp_consumer_free(c);
 		return r;
@@ -663,7 +670,7 @@ uint32_t mp_consumer_corruption(const struct mp_consumer *c)
 
 uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c)
 {
-	return c && c->hdr ? LOAD(&c->hdr->alloc_drops, RELAXED) : 0;
+	return c && c->hdr ? LOAD(&c->hdr->alloc_drops, RELAXED) - c->alloc_drops_base : 0;
 }
 
 int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c)
@@ -673,7 +680,7 @@ int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c)
 
 uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c)
 {
-	return c && c->hdr ? LOAD(&c->hdr->alloc_waits, RELAXED) : 0;
+	return c && c->hdr ? LOAD(&c->hdr->alloc_waits, RELAXED) - c->alloc_waits_base : 0;
 }
 
 int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sample_bytes)

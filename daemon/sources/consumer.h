@@ -198,13 +198,14 @@ enum mp_consumer_reject {
 uint64_t mp_consumer_rejected(const struct mp_consumer *c, enum mp_consumer_reject why);
 /* Rings found stuck (MP_CONSUMER_CORRUPT_STUCK), each once. */
 uint64_t mp_consumer_stuck_rings(const struct mp_consumer *c);
-/* Of those, heap records (ALLOC, FREE, REALLOC): figures of the in-process
- * path are lower bounds when nonzero. */
+/* Of those, heap records (ALLOC, FREE, REALLOC), since this consumer
+ * attached: figures of the in-process path are lower bounds when nonzero. */
 uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c);
 /* The header's alloc_tls_off (ring_abi.h); hostile like every field: it
  * only ever locates a word in the target's own memory. */
 int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c);
-/* Times an allocating thread of the target waited for ring space. */
+/* Times an allocating thread of the target waited for ring space since
+ * this consumer attached. */
 uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c);
 
 /* Turns the target's interposer on (enum mp_alloc_mode of ring_abi.h,

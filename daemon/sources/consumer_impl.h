@@ -111,10 +111,14 @@ struct mp_consumer {
 	uint32_t corruption; /* MP_CONSUMER_CORRUPT_* */
 	/* drops counter at attach, and the last plausible count since then */
 	uint64_t drops_base, drops_seen, attach_ns;
+	/* alloc_drops and alloc_waits at attach: an earlier consumer's are
+	 * not this one's */
+	uint64_t alloc_drops_base, alloc_waits_base;
 	/* A stuck ring counts as read up to stall_ns before each read once it
 	 * has been stuck that long (mp_consumer_opts.stall_ns). */
 	uint64_t stall_ns;
 	bool attached; /* we set the header's attached flag */
+	bool lease; /* we hold the ring's lease (lease.h) */
 	bool alloc_on; /* we turned the interposer on */
 	/* Heap records are expected: this consumer turned the interposer on
 	 * at some point, or reads an image (!strict). */
