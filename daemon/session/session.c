@@ -516,6 +516,10 @@ static int loop(struct session *s)
 			r = tick_adapt(s);
 		if (r < 0)
 			return r;
+		if (ticked && s->o->ctl && s->o->ctl->tables_bytes)
+			__atomic_store_n(s->o->ctl->tables_bytes,
+					 mp_live_bytes(mp_correlator_live(s->corr)),
+					 __ATOMIC_RELAXED);
 	}
 	return 0;
 }

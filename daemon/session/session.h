@@ -40,6 +40,10 @@ struct mp_session_ctl {
 	 * whole profile); false skips it. */
 	bool (*want_periodic)(void *ctx);
 	void *ctx;
+	/* Optional (limits): the bytes of the target's live-allocation table,
+	 * stored here (relaxed atomic) at every tick, for the service's
+	 * memory budget. */
+	uint64_t *tables_bytes;
 };
 
 struct mp_session_opts {
