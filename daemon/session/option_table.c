@@ -133,12 +133,10 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "past it new blocks are counted but not tracked,\n"
 	  "new sites go to \"(other sites)\" and the profile's\n"
 	  "limits say so (docs/PROFILE.md \"Limits\")" },
-	{ MP_OPT_ID_MAX_SITES, "max-sites", 0, "max_sites", MP_OPT_UINT,
-	  FG | MP_OPT_ATTACH | MP_OPT_CONFIG, 1, MP_SESSION_MAX_SITES, NULL, "N",
+	{ MP_OPT_ID_MAX_SITES, "max-sites", 0, "max_sites", MP_OPT_UINT, FG | MP_OPT_CONFIG, 1, MP_SESSION_MAX_SITES, NULL, "N",
 	  "allocation sites kept (default: from --max-memory);\n"
 	  "the rest are counted in \"(other sites)\"" },
-	{ MP_OPT_ID_MAX_STACKS, "max-stacks", 0, "max_stacks", MP_OPT_UINT,
-	  FG | MP_OPT_ATTACH | MP_OPT_CONFIG, 1, MP_PROFILE_MAX_STACKS, NULL, "N",
+	{ MP_OPT_ID_MAX_STACKS, "max-stacks", 0, "max_stacks", MP_OPT_UINT, FG | MP_OPT_CONFIG, 1, MP_PROFILE_MAX_STACKS, NULL, "N",
 	  "distinct call stacks kept with --stacks (default\n"
 	  "262144); later ones keep their caller alone" },
 	{ MP_OPT_ID_TRACER, "tracer", 0, "tracer", MP_OPT_TRACER, FG | MP_OPT_ATTACH | MP_OPT_CONFIG,
