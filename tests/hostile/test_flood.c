@@ -31,7 +31,7 @@
 #define BOUND_BLOCKS 98304ull
 /* The daemon's peak RSS after the flood, at most (its baseline, BPF ring
  * mapped twice and sanitizer included, is well below). */
-#define MAX_HWM_KIB (160ull << 10)
+#define MAX_HWM_KIB (192ull << 10)
 
 static char tmpdir[256];
 
