@@ -475,16 +475,18 @@ struct mp_site {
 	uint64_t alloc_objects, alloc_space; /* all allocations */
 	uint64_t inuse_objects, inuse_space; /* still live at the end */
 	/* 0: heap blocks; else slices of pool mempools[pool - 1], a view
-	 * apart from the heap sites. */
-	uint32_t pool;
-	uint32_t stack; /* index + 1 into stacks, 0: none */
+	 * apart from the heap sites (at most 256 pools). */
+	uint16_t pool;
 	/* Limits: MP_SITE_F_OTHER, the "(other sites)" entry of its pool
 	 * (heap: 0), holding every allocation beyond the site table's bound
-	 * (caller 0, no kernel, phase, owner, thread or stack). */
-	uint32_t flags;
+	 * (caller 0, no kernel, phase, owner, thread or stack). Beside pool,
+	 * so that a site stays 64 bytes, one cache line. */
+	uint16_t flags;
+	uint32_t stack; /* index + 1 into stacks, 0: none */
 };
 
 #define MP_SITE_F_OTHER 0x1u
+_Static_assert(sizeof(struct mp_site) == 64, "a site is one cache line");
 
 struct mp_site_var {
 	double alloc_space, inuse_space;

@@ -94,7 +94,7 @@ Test(sites, table_is_bounded_and_overflow_counted)
 		{ 0x1100, 0, N, 1, 1, 2, 15, 1, 5, 0, 0, 0 },
 		{ 0x1200, 0, N, 1, 1, 1, 20, 0, 0, 0, 0, 0 },
 		/* the rest: "(other sites)" (docs/PROFILE.md "Limits") */
-		{ 0, N, N, 0, 0, 2, 120, 1, 80, 0, 0, MP_SITE_F_OTHER },
+		{ 0, N, N, 0, 0, 2, 120, 1, 80, 0, MP_SITE_F_OTHER, 0 },
 	};
 	EXPECT_ARRAY("sites", p->sites, p->n_sites, want, 3, expect_site_eq);
 	cr_expect_eq(p->sites_dropped, 2);
