@@ -563,13 +563,14 @@ struct client_args {
 	uint64_t sample_bytes;
 	bool stacks;
 	const char *tracer;
+	uint64_t max_memory; /* limits: 0, the service's share */
 };
 
 static void client_usage(void)
 {
 	printf("Usage: memprof attach PID [--duration S] [-o FILE] [--stream URL]...\n"
 	       "                   [--mode precise|sampled|rss] [--sample-bytes N] [--stacks]\n"
-	       "                   [--tracer auto|inprocess|bpf]\n"
+	       "                   [--tracer auto|inprocess|bpf] [--max-memory N]\n"
 	       "       memprof detach PID\n"
 	       "       memprof dump PID [-o FILE]\n"
 	       "       memprof list | status\n"
@@ -620,6 +621,8 @@ static int client_opt(const char *cmd, bool opts_out, const struct mp_option *o,
 		a->stacks = true;
 	else if (o->id == MP_OPT_ID_TRACER)
 		a->tracer = arg;
+	else if (o->id == MP_OPT_ID_MAX_MEMORY)
+		a->max_memory = v.u;
 	return 0;
 }
 
@@ -777,6 +780,8 @@ static int cmd_attach(int argc, char **argv)
 		mp_ctl_add(b, "stacks", "1");
 	if (a.tracer)
 		mp_ctl_add(b, "tracer", "%s", a.tracer);
+	if (a.max_memory)
+		mp_ctl_add(b, "max_memory", "%" PRIu64, a.max_memory);
 	if (a.output && open_output("attach", a.output, &of) < 0) {
 		r = 1;
 		goto out;

@@ -214,44 +214,93 @@ uint32_t corr_owner_of(struct mp_correlator *c, uint64_t caller)
 
 /* ---- allocation sites ---- */
 
-/* A new site (MP_NONE beyond the cap, counted, or out of memory). */
-uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
-		       uint32_t owner, uint32_t tid, uint32_t stack)
+/* A new entry at the end of p->sites (MP_NONE when out of memory). */
+static uint32_t site_append(struct mp_correlator *c, const struct mp_site *st)
 {
-	const struct site_key k = { caller, name, phase, owner, tid, stack, 0 };
 	struct mp_profile *p = c->p;
-	uint32_t id;
+
+	if (corr_grow((void **)&p->sites, &c->sites_cap, p->n_sites + 1, sizeof(*p->sites)) < 0 ||
+	    (c->opts.sample_bytes && corr_grow((void **)&p->site_vars, &c->site_vars_cap,
+					       p->n_sites + 1, sizeof(*p->site_vars)) < 0)) {
+		c->oom = true;
+		return MP_NONE;
+	}
+	p->sites[p->n_sites] = *st;
+	if (p->site_vars)
+		p->site_vars[p->n_sites] = (struct mp_site_var){ 0 };
+	return p->n_sites++;
+}
+
+/* Limits: the "(other sites)" entry of pool @pool (0: the heap), added
+ * after the sites when the table is first full; never in the site map, so
+ * no lookup finds it. The allocation is counted in sites_dropped. */
+static uint32_t site_other(struct mp_correlator *c, uint32_t pool)
+{
+	uint32_t *o = &c->other_site[pool <= MAX_MEMPOOLS ? pool : 0];
+
+	c->p->sites_dropped++;
+	c->p->limits.reached |= MP_LIMIT_SITES;
+	if (!*o) {
+		const struct mp_site st = { .name = MP_NONE,
+					    .phase = MP_NONE,
+					    .owner = MP_OWNER_UNKNOWN,
+					    .pool = pool,
+					    .flags = MP_SITE_F_OTHER };
+		uint32_t id = site_append(c, &st);
+
+		if (id == MP_NONE)
+			return MP_NONE;
+		*o = id + 1;
+	}
+	return *o - 1;
+}
+
+/* A new site of pool @pool (0: the heap); beyond the cap the pool's
+ * "(other sites)" entry; MP_NONE when out of memory. */
+uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
+		       uint32_t owner, uint32_t tid, uint32_t stack, uint32_t pool)
+{
+	const struct site_key k = { caller, name, phase, owner, tid, stack, pool };
+	const struct mp_site st = { .caller = caller,
+				    .name = name,
+				    .phase = phase,
+				    .owner = owner,
+				    .tid = tid,
+				    .stack = stack,
+				    .pool = pool };
+	struct mp_profile *p = c->p;
 	int r;
 
-	if (p->n_sites >= c->opts.max_sites) {
-		p->sites_dropped++;
-		return MP_NONE;
-	}
-	if (corr_grow((void **)&p->sites, &c->sites_cap, p->n_sites + 1, sizeof(*p->sites)) < 0) {
-		c->oom = true;
-		return MP_NONE;
-	}
-	if (c->opts.sample_bytes && corr_grow((void **)&p->site_vars, &c->site_vars_cap,
-					      p->n_sites + 1, sizeof(*p->site_vars)) < 0) {
-		c->oom = true;
-		return MP_NONE;
-	}
+	if (p->n_sites >= c->opts.max_sites)
+		return site_other(c, pool);
 	r = mp_hashmap_insert(&c->site_map, site_hash(&k), p->n_sites);
+	if (r == -ENOSPC)
+		return site_other(c, pool);
 	if (r < 0) {
-		if (r == -ENOSPC)
-			p->sites_dropped++;
-		else
-			c->oom = true;
+		c->oom = true;
 		return MP_NONE;
 	}
-	id = p->n_sites++;
-	p->sites[id] = (struct mp_site){ .caller = caller,
-					 .name = name,
-					 .phase = phase,
-					 .owner = owner,
-					 .tid = tid,
-					 .stack = stack };
-	return id;
+	if (site_append(c, &st) == MP_NONE) {
+		mp_hashmap_remove(&c->site_map, site_hash(&k), p->n_sites);
+		return MP_NONE;
+	}
+	return p->n_sites - 1;
+}
+
+/* Limits: the live table's, sites' and names' part of p->limits (the
+ * session adds the memory bound and the stack table's). */
+void corr_limits_fill(const struct mp_correlator *c, struct mp_profile *p)
+{
+	struct mp_live_stats ls;
+	uint64_t max = mp_live_max_blocks(c->live);
+
+	mp_live_stats(c->live, &ls);
+	p->limits.live_blocks = max == UINT64_MAX ? 0 : max;
+	p->limits.untracked_allocs = ls.untracked;
+	p->limits.untracked_bytes = ls.untracked_bytes;
+	if (ls.untracked)
+		p->limits.reached |= MP_LIMIT_LIVE;
+	p->limits.sites = c->opts.max_sites;
 }
 
 /* The site of an allocation, created if new; MP_NONE beyond the cap (the
@@ -266,5 +315,5 @@ uint32_t corr_site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, u
 
 	if (mp_hashmap_find(&c->site_map, site_hash(&k), site_eq, c->p, &k, &id) == 0)
 		return id;
-	return corr_site_new(c, caller, name, phase, owner, tid, stack);
+	return corr_site_new(c, caller, name, phase, owner, tid, stack, 0);
 }

@@ -74,6 +74,7 @@ int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlato
 		mp_correlator_free(c);
 		return -ENOMEM;
 	}
+	mp_live_set_max_bytes(c->live, c->opts.max_live_bytes);
 	/* owner_cache and pending come with the first allocation and the
 	 * first kernel: an rss-mode target without markers needs neither
 	 * (docs/SERVICE.md, "Memory per target"). */
@@ -151,6 +152,7 @@ int mp_correlator_finish(struct mp_correlator *c, uint64_t end_ns, struct mp_pro
 	corr_phase_leave(c, end_ns);
 	p->end_ns = end_ns;
 	corr_sampled_settle(c, p);
+	corr_limits_fill(c, p);
 	if (c->oom)
 		return -ENOMEM;
 	c->p = NULL;
@@ -210,6 +212,7 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 	if (!c->started)
 		q->begin_ns = c->opts.begin_ns ? c->opts.begin_ns : now_ns;
 	q->end_ns = now_ns;
+	corr_limits_fill(c, q);
 	*ret = q;
 	return 0;
 }

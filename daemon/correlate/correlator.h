@@ -54,6 +54,10 @@ struct mp_correlator_opts {
 	uint32_t max_invocations; /* per-invocation records kept; 0: 65536 */
 	uint32_t max_rss_points; /* RSS timeline length; 0: 4096 */
 	uint32_t max_sites; /* allocation sites kept; 0: 65536 */
+	/* Bytes the live-allocation table's slots may take (0: no bound):
+	 * past it new blocks are counted, not tracked (docs/PROFILE.md
+	 * "Limits"). */
+	uint64_t max_live_bytes;
 	/* Sampled mode's mean interval (0: exact figures): heap events
 	 * flagged MP_HEAP_F_SCALED then carry estimates, whose variances the
 	 * profile sums beside them (docs/PROFILE.md "Sampled figures"). */

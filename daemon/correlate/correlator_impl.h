@@ -55,6 +55,9 @@
 /* A block of a --alloc function with pool=: the pool's index is in the
  * owner field and the slice is in the pool table. */
 #define U_POOL_FLAG (1ull << 62)
+/* Limits: a block counted in the heap's "(other sites)" entry; the other
+ * fields as for a block without a site (the entry has no owner or name). */
+#define U_OTHER_FLAG (1ull << 61)
 #define MAX_MEMPOOLS 256
 #define MAX_SLICES (1u << 24)
 #define FN_POOL_MAX 64 /* MP_LIVE_FN_MAX */
@@ -192,6 +195,9 @@ struct mp_correlator {
 
 	uint32_t sites_cap, site_vars_cap;
 	struct mp_hashmap site_map; /* struct site_key -> index in p->sites */
+	/* Limits: per pool (heap: 0) its "(other sites)" entry's index + 1,
+	 * 0: none yet. */
+	uint32_t other_site[MAX_MEMPOOLS + 1];
 
 	/* pools */
 	uint32_t mempools_cap;
@@ -221,7 +227,8 @@ int corr_thread_get(struct mp_correlator *c, uint32_t tid, struct thread **ret);
 uint32_t corr_owner_of(struct mp_correlator *c, uint64_t caller);
 uint32_t corr_owner_of_stack(struct mp_correlator *c, uint64_t caller, uint32_t stack);
 uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
-		       uint32_t owner, uint32_t tid, uint32_t stack);
+		       uint32_t owner, uint32_t tid, uint32_t stack, uint32_t pool);
+void corr_limits_fill(const struct mp_correlator *c, struct mp_profile *p);
 uint32_t corr_site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
 		      uint32_t owner, uint32_t tid, uint32_t stack);
 
@@ -418,6 +425,9 @@ struct site_key {
 	uint64_t caller;
 	uint32_t name, phase, owner, tid, stack, pool;
 };
+
+/* corr_site_new(), corr_site_of(): a site of pool @pool (0: the heap);
+ * past the site table's bound the pool's "(other sites)" entry. */
 
 CORR_HELPER uint64_t site_hash(const struct site_key *k)
 {

@@ -40,6 +40,8 @@ on_free_(struct mp_correlator *c, const struct mp_heap_event *ev, const bool sam
 			owner = st->owner;
 			name = st->name;
 		}
+	} else if (__builtin_expect(ev->user & U_OTHER_FLAG, 0) && c->other_site[0]) {
+		st = &p->sites[c->other_site[0] - 1]; /* limits: "(other sites)" */
 	}
 
 	if (owner >= p->n_owners)

@@ -154,8 +154,9 @@ alloc_at_(struct mp_correlator *c, const struct mp_heap_event *ev, struct alloc_
 						     corr_owner_of(c, ev->caller);
 		a->site = corr_site_of(c, ev->caller, a->name, c->cur_phase, a->owner, ev->tid,
 				       ev->stack);
-		/* a site beyond the cap is counted at each allocation */
-		if (hint && a->site != MP_NONE)
+		/* a site beyond the cap is counted at each allocation (in
+		 * sites_dropped: its "(other sites)" entry is never a hint) */
+		if (hint && a->site != MP_NONE && !(c->p->sites[a->site].flags & MP_SITE_F_OTHER))
 			*hint = (struct site_hint){ .caller = ev->caller,
 						    .tid = ev->tid,
 						    .name = a->name,
@@ -239,6 +240,10 @@ static inline __attribute__((always_inline)) uint64_t alloc_charge_(struct mp_co
 		st->alloc_space += ev->size;
 		st->inuse_objects++;
 		st->inuse_space += ev->size;
+		if (__builtin_expect(st->flags & MP_SITE_F_OTHER, 0))
+			return U_OTHER_FLAG | (uint64_t)owner << U_OWNER_SHIFT |
+			       (uint64_t)tag << U_TAG_SHIFT | (uint64_t)(name + 1) << U_NAME_SHIFT |
+			       (uint64_t)(inv + 1) << U_INV_SHIFT;
 		return U_SITE_FLAG | (uint64_t)(site & U_POOL_MASK) << U_OWNER_SHIFT |
 		       (uint64_t)tag << U_TAG_SHIFT | (uint64_t)(site >> 12) << U_NAME_SHIFT |
 		       (uint64_t)(inv + 1) << U_INV_SHIFT;

@@ -32,6 +32,31 @@ void mp_live_free(struct mp_live *l)
 	free(l);
 }
 
+void mp_live_set_max_bytes(struct mp_live *l, uint64_t bytes)
+{
+	size_t cap = MP_LIVE_MIN_CAP;
+
+	if (!bytes) {
+		l->max_cap = 0;
+		return;
+	}
+	while (cap <= SIZE_MAX / 2 / sizeof(*l->slots) &&
+	       (uint64_t)cap * 2 * sizeof(*l->slots) <= bytes)
+		cap *= 2;
+	/* never below what the table holds already */
+	l->max_cap = cap > l->mask + 1 ? cap : l->mask + 1;
+}
+
+uint64_t mp_live_max_blocks(const struct mp_live *l)
+{
+	return l->max_cap ? (uint64_t)l->max_cap / 4 * 3 : UINT64_MAX;
+}
+
+uint64_t mp_live_bytes(const struct mp_live *l)
+{
+	return (uint64_t)(l->mask + 1) * sizeof(*l->slots);
+}
+
 static void put(struct mp_live *l, const struct mp_live_block *b)
 {
 	size_t i = mp_live_slot_of_(l, b->addr);
@@ -48,6 +73,8 @@ int mp_live_grow_(struct mp_live *l)
 	size_t cap = (l->mask + 1) * 2, old_cap = l->mask + 1;
 	struct mp_live_block *old = l->slots, *n;
 
+	if (l->max_cap && cap > l->max_cap)
+		return -ENOSPC;
 	if (cap > SIZE_MAX / sizeof(*n))
 		return -ENOMEM;
 	n = calloc(cap, sizeof(*n));
@@ -104,6 +131,53 @@ int mp_live_brk_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb
 			i = 0;
 		}
 	}
+	return 0;
+}
+
+/* A new block the table has no room for: counted, not tracked. */
+static void untracked(struct mp_live *l, uint64_t size)
+{
+	l->st.untracked++;
+	l->st.untracked_bytes += size;
+}
+
+/*
+ * @ev (an ALLOC or a REALLOC) while the table is at its bound: what needs
+ * no new slot is applied as usual (a block replaced, resized, freed), a
+ * new block is counted and left out. Out of line: only a full table
+ * comes here.
+ */
+int mp_live_full_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb, void *ctx)
+{
+	if (ev->type == MP_RAW_ALLOC) {
+		if (mp_live_find_(l, ev->addr))
+			mp_live_do_alloc_(l, ev, ev->addr, cb, ctx);
+		else
+			untracked(l, ev->size);
+		return 0;
+	}
+	if (ev->fn == MP_FN_BRK) {
+		if (ev->addr > ev->old_addr) {
+			untracked(l, ev->addr - ev->old_addr);
+			return 0;
+		}
+		/* a shrink frees before it cuts */
+		return mp_live_brk_(l, ev, cb, ctx);
+	}
+	/* fails or frees, resizes a tracked block, or replaces one */
+	if (!ev->addr || (ev->old_addr && mp_live_find_(l, ev->old_addr)) ||
+	    mp_live_find_(l, ev->addr)) {
+		mp_live_do_realloc_(l, ev, cb, ctx);
+		return 0;
+	}
+	/* a mapping never tracked: as mp_live_do_realloc_() ignores it */
+	if (ev->fn == MP_FN_MREMAP) {
+		l->st.ignored++;
+		return 0;
+	}
+	if (ev->old_addr)
+		mp_live_do_free_(l, ev, ev->old_addr, cb, ctx);
+	untracked(l, ev->size);
 	return 0;
 }
 

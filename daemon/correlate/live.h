@@ -29,6 +29,9 @@ struct mp_live_stats {
 	uint64_t failed; /* realloc/mremap that failed (block kept) */
 	uint64_t ignored; /* munmap/mremap of mappings never tracked */
 	uint64_t exec_dropped; /* blocks forgotten because the target exec'd */
+	/* New blocks the table had no room for (mp_live_set_max_bytes()):
+	 * not tracked and given to no callback; their frees are unknown. */
+	uint64_t untracked, untracked_bytes;
 	struct mp_live_fn_stats fn[MP_LIVE_FN_MAX];
 };
 
@@ -49,6 +52,18 @@ struct mp_live;
 
 int mp_live_new(struct mp_live **ret);
 void mp_live_free(struct mp_live *l);
+
+/* Bounds the table's slots to @bytes (0: no bound; at least the initial
+ * table): it then holds at most mp_live_max_blocks() blocks. Past that, a
+ * new block is counted in untracked / untracked_bytes and not tracked
+ * (nor shown to the callback); a block already in the table is still
+ * freed and replaced. Growing needs the old slots beside the new ones for
+ * a moment: 1.5 times the bound at most. */
+void mp_live_set_max_bytes(struct mp_live *l, uint64_t bytes);
+/* The most blocks the table holds (UINT64_MAX: no bound). */
+uint64_t mp_live_max_blocks(const struct mp_live *l);
+/* Bytes of slots the table holds now. */
+uint64_t mp_live_bytes(const struct mp_live *l);
 
 /*
  * Apply one raw event: ALLOC, FREE and REALLOC update the table and call @cb

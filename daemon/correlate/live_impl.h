@@ -9,6 +9,7 @@
 #ifndef MP_LIVE_IMPL_H
 #define MP_LIVE_IMPL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
@@ -22,16 +23,19 @@ struct mp_live {
 	size_t mask; /* capacity - 1, capacity a power of two */
 	size_t used;
 	size_t brk_blocks; /* live blocks with fn MP_FN_BRK */
+	size_t max_cap; /* the most slots (a power of two); 0: no bound */
 	uint16_t cur_flags; /* MP_LIVE_B_* of the event being applied */
 	struct mp_live_stats st;
 };
 
 #define MP_LIVE_MIN_CAP 1024
 
-/* live.c: doubles the table (-ENOMEM: unchanged); the heap break moving
- * (mp_live_apply() of an MP_FN_BRK realloc). */
+/* live.c: doubles the table (-ENOMEM: unchanged; -ENOSPC: at its bound);
+ * the heap break moving (mp_live_apply() of an MP_FN_BRK realloc); an
+ * event that may need a new slot while the table is at its bound. */
 int mp_live_grow_(struct mp_live *l);
 int mp_live_brk_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb, void *ctx);
+int mp_live_full_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb, void *ctx);
 
 static inline size_t mp_live_slot_of_(const struct mp_live *l, uint64_t addr)
 {
@@ -256,7 +260,7 @@ mp_live_apply_one_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb 
 			return 0;
 		r = mp_live_reserve_(l);
 		if (r < 0)
-			return r;
+			return r == -ENOSPC ? mp_live_full_(l, ev, cb, ctx) : r;
 		mp_live_do_alloc_(l, ev, ev->addr, cb, ctx);
 		return 0;
 	case MP_RAW_FREE:
@@ -277,7 +281,7 @@ mp_live_apply_one_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb 
 	case MP_RAW_REALLOC:
 		r = mp_live_reserve_(l);
 		if (r < 0)
-			return r;
+			return r == -ENOSPC ? mp_live_full_(l, ev, cb, ctx) : r;
 		if (ev->fn == MP_FN_BRK)
 			return mp_live_brk_(l, ev, cb, ctx);
 		mp_live_do_realloc_(l, ev, cb, ctx);

@@ -27,8 +27,11 @@ int corr_name_intern(struct mp_correlator *c, const char *name, uint32_t *ret)
 	if (mp_hashmap_find(&c->names, h, name_eq, p, buf, ret) == 0)
 		return 0;
 	/* The last slot is kept for "(other)". */
-	if (p->n_names >= MAX_NAMES || (p->n_names >= MAX_NAMES - 1 && strcmp(buf, "(other)") != 0))
+	if (p->n_names >= MAX_NAMES ||
+	    (p->n_names >= MAX_NAMES - 1 && strcmp(buf, "(other)") != 0)) {
+		p->limits.reached |= MP_LIMIT_NAMES;
 		return -E2BIG;
+	}
 	/* the insert below cannot fail then */
 	r = mp_hashmap_reserve(&c->names, p->n_names + 1);
 	if (r < 0)

@@ -338,10 +338,7 @@ static uint32_t pool_site_of(struct mp_correlator *c, uint32_t pool, uint32_t ti
 			       .pool = pool + 1 };
 	if (mp_hashmap_find(&c->site_map, site_hash(&k), site_eq, p, &k, &id) == 0)
 		return id;
-	id = corr_site_new(c, caller, name, c->cur_phase, owner, tid, 0);
-	if (id != MP_NONE)
-		p->sites[id].pool = pool + 1;
-	return id;
+	return corr_site_new(c, caller, name, c->cur_phase, owner, tid, 0, pool + 1);
 }
 
 static void pool_alloc_slice(struct mp_correlator *c, uint32_t pool, uint32_t tid, uint64_t addr,

@@ -147,6 +147,7 @@ int mp_correlator_apply_temporary(struct mp_correlator *c, const struct mp_raw_e
 	struct mp_heap_event he;
 	struct alloc_at a;
 	uint64_t user;
+	bool full;
 	int r;
 
 	if (c->finished || c->opts.sample_bytes || c->opts.observe_heap ||
@@ -155,10 +156,12 @@ int mp_correlator_apply_temporary(struct mp_correlator *c, const struct mp_raw_e
 	    fr->type != MP_RAW_FREE || fr->addr != al->addr || fr->tid != al->tid ||
 	    fr->fn == MP_FN_MUNMAP || (fr->fn & MP_LIVE_FN_SCALED))
 		goto two_steps;
-	/* as the allocation's own step: the table grows at the same point */
+	/* as the allocation's own step: the table grows at the same point;
+	 * a table at its bound still takes a temporary, which needs no slot */
 	r = mp_live_reserve_(l);
-	if (r < 0)
+	if (r < 0 && r != -ENOSPC)
 		return r;
+	full = r == -ENOSPC;
 	/* a block still live there: the allocation forgets it first */
 	if (mp_live_find_(l, al->addr))
 		goto two_steps;
@@ -173,6 +176,8 @@ int mp_correlator_apply_temporary(struct mp_correlator *c, const struct mp_raw_e
 	start(c, al->ts_ns);
 	alloc_at_(c, &he, &a);
 	if (__builtin_expect(!temp_fits(c, &a, al->size), 0)) {
+		if (full)
+			goto two_steps;
 		/* the two steps, the first one's attribution done */
 		user = alloc_charge_(c, &he, &a, false);
 		mp_live_do_alloc_(l, al, al->addr, temp_user, &user);

@@ -89,9 +89,14 @@ struct build {
 	Perftools__Profiles__Function *funcs, **funcp;
 	Perftools__Profiles__Mapping *maps, **mapp;
 	char (*tids)[12]; /* the thread labels' text, one per sample */
-	int64_t comments[5]; /* exe, path, pools, dropped, sampled */
-	char dropped_note[128];
+	int64_t comments[8]; /* exe, path, pools, sampled, limits (3) */
 	char path_note[96];
+	/* Limits: the "(other sites)" samples' location id (0: none), and
+	 * the comments naming each bound reached. */
+	uint64_t other_loc;
+	Perftools__Profiles__Line other_line, *other_linep;
+	Perftools__Profiles__Function other_func;
+	char limit_note[3][192];
 };
 
 static void build_free(struct build *b)
@@ -233,6 +238,35 @@ static int function_id(struct build *b, const char *fname, const char *file, uin
 	return 0;
 }
 
+/* Limits: the location of the "(other sites)" samples, after the @n
+ * others, with a function of that name and no address, when a site
+ * table bound was reached. */
+static int other_location(struct build *b, const struct mp_profile *p, uint32_t n, uint32_t *nf)
+{
+	Perftools__Profiles__Location *l = &b->locs[n];
+	bool any = false;
+
+	for (uint32_t i = 0; i < p->n_sites && !any; i++)
+		any = (p->sites[i].flags & MP_SITE_F_OTHER) != 0;
+	if (!any)
+		return 0;
+	perftools__profiles__function__init(&b->other_func);
+	b->other_func.id = *nf + 1;
+	b->other_func.name = S("(other sites)");
+	b->other_func.system_name = b->other_func.name;
+	b->funcp[(*nf)++] = &b->other_func;
+	perftools__profiles__line__init(&b->other_line);
+	b->other_line.function_id = b->other_func.id;
+	b->other_linep = &b->other_line;
+	perftools__profiles__location__init(l);
+	l->id = n + 1;
+	l->n_line = 1;
+	l->line = &b->other_linep;
+	b->locp[n] = l;
+	b->other_loc = l->id;
+	return 0;
+}
+
 /* One location per distinct address (sites' callers and stack frames), id
  * = index + 1; inlined functions are extra lines, innermost first, as
  * profile.proto defines. */
@@ -248,11 +282,13 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 	b->callers = malloc((total ? total : 1) * sizeof(*b->callers));
 	if (!b->callers)
 		return -ENOMEM;
+	total = 0;
 	for (uint32_t i = 0; i < p->n_sites; i++)
-		b->callers[i] = p->sites[i].caller;
-	for (uint32_t i = 0, k = p->n_sites; i < p->n_stacks; i++)
+		if (!(p->sites[i].flags & MP_SITE_F_OTHER))
+			b->callers[total++] = p->sites[i].caller;
+	for (uint32_t i = 0; i < p->n_stacks; i++)
 		for (uint32_t j = 0; j < p->stacks[i].n_frames; j++)
-			b->callers[k++] = p->stacks[i].frames[j];
+			b->callers[total++] = p->stacks[i].frames[j];
 	qsort(b->callers, total, sizeof(*b->callers), cmp_u64);
 	for (size_t i = 0; i < total; i++)
 		if (!n || b->callers[n - 1] != b->callers[i])
@@ -264,12 +300,13 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 		nlines += 1 + (ml ? ml->n_inlined : 0);
 	}
 
-	b->locs = calloc(n ? n : 1, sizeof(*b->locs));
-	b->locp = calloc(n ? n : 1, sizeof(*b->locp));
+	/* room for the "(other sites)" location and its function */
+	b->locs = calloc(n + 1, sizeof(*b->locs));
+	b->locp = calloc(n + 1, sizeof(*b->locp));
 	b->lines = calloc(nlines ? nlines : 1, sizeof(*b->lines));
 	b->linep = calloc(nlines ? nlines : 1, sizeof(*b->linep));
 	b->funcs = calloc(nlines ? nlines : 1, sizeof(*b->funcs));
-	b->funcp = calloc(nlines ? nlines : 1, sizeof(*b->funcp));
+	b->funcp = calloc(nlines + 1, sizeof(*b->funcp));
 	if (!b->locs || !b->locp || !b->lines || !b->linep || !b->funcs || !b->funcp)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
@@ -310,7 +347,10 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 		l->n_line = li - first;
 		l->line = l->n_line ? &b->linep[first] : NULL;
 	}
-	o->n_location = n;
+	r = other_location(b, p, n, &nf);
+	if (r < 0)
+		return r;
+	o->n_location = n + (b->other_loc != 0);
 	o->location = b->locp;
 	o->n_function = nf;
 	o->function = b->funcp;
@@ -379,7 +419,11 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 		perftools__profiles__sample__init(s);
 		/* The whole call stack, leaf first, when there is one. */
 		s->location_id = &b->loc_ids[id];
-		if (st->stack && st->stack <= p->n_stacks && p->stacks[st->stack - 1].n_frames) {
+		if ((st->flags & MP_SITE_F_OTHER) && b->other_loc) {
+			b->loc_ids[id++] = b->other_loc;
+			s->n_location_id = 1;
+		} else if (st->stack && st->stack <= p->n_stacks &&
+			   p->stacks[st->stack - 1].n_frames) {
 			const struct mp_stack *sk = &p->stacks[st->stack - 1];
 
 			for (uint32_t j = 0; j < sk->n_frames; j++)
@@ -439,6 +483,34 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 	return 0;
 }
 
+/* Limits (docs/PROFILE.md "Limits"): a comment per bound reached. */
+static int limit_comments(struct build *b, const struct mp_profile *p,
+			  Perftools__Profiles__Profile *o)
+{
+	const struct mp_limits *l = &p->limits;
+	uint32_t k = 0;
+
+	if (p->sites_dropped)
+		snprintf(b->limit_note[k++], sizeof(b->limit_note[0]),
+			 "memprofd: limit reached: sites (max_sites %u): %llu allocations are in "
+			 "the \"(other sites)\" samples",
+			 l->sites, (unsigned long long)p->sites_dropped);
+	if (l->reached & MP_LIMIT_LIVE)
+		snprintf(b->limit_note[k++], sizeof(b->limit_note[0]),
+			 "memprofd: limit reached: live table (%llu blocks, max_memory %llu MiB): "
+			 "%llu new blocks counted but not tracked; heap figures are lower bounds",
+			 (unsigned long long)l->live_blocks, (unsigned long long)(l->memory >> 20),
+			 (unsigned long long)l->untracked_allocs);
+	if (p->stacks_dropped)
+		snprintf(b->limit_note[k++], sizeof(b->limit_note[0]),
+			 "memprofd: limit reached: stacks (max_stacks %u): %llu allocations keep "
+			 "their caller alone",
+			 l->stacks, (unsigned long long)p->stacks_dropped);
+	for (uint32_t i = 0; i < k; i++)
+		b->comments[o->n_comment++] = S(b->limit_note[i]);
+	return 0;
+}
+
 static int build_profile(struct build *b, const struct mp_profile *p,
 			 Perftools__Profiles__Profile *o)
 {
@@ -469,17 +541,14 @@ static int build_profile(struct build *b, const struct mp_profile *p,
 			S("memprofd: samples labelled pool=NAME are pool slices, a view apart "
 			  "from the heap samples (no pool label): -tagignore=pool=. for the heap "
 			  "alone, -tagfocus=pool=NAME for one pool");
-	if (p->sites_dropped) {
-		snprintf(b->dropped_note, sizeof(b->dropped_note),
-			 "memprofd: %llu allocations beyond the site table are not in the samples",
-			 (unsigned long long)p->sites_dropped);
-		b->comments[o->n_comment++] = S(b->dropped_note);
-	}
 	if (b->n_values > N_VALUES)
 		b->comments[o->n_comment++] =
 			S("memprofd: sampled mode: alloc_space and inuse_space are unbiased "
 			  "estimates; alloc_space_var and inuse_space_var their variances "
 			  "(standard error = square root; they add like the estimates)");
+	r = limit_comments(b, p, o);
+	if (r < 0)
+		return r;
 	o->comment = b->comments;
 	o->n_string_table = b->st.n;
 	o->string_table = (char **)b->st.s;

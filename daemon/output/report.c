@@ -495,6 +495,9 @@ static void json_sites(struct mp_json *j, const struct mp_profile *p)
 			mp_json_u64(j, "allocSpaceStderr", stderr_of(p->site_vars[i].alloc_space));
 			mp_json_u64(j, "inuseSpaceStderr", stderr_of(p->site_vars[i].inuse_space));
 		}
+		/* limits: the "(other sites)" entry past the site table */
+		if (st->flags & MP_SITE_F_OTHER)
+			mp_json_bool(j, "other", true);
 		/* pool slices: a view apart from the heap sites (only in
 		 * profiles with pools) */
 		if (p->n_mempools) {
@@ -591,6 +594,38 @@ static void json_rss(struct mp_json *j, const struct mp_profile *p)
 	mp_json_object_end(j);
 }
 
+/* Limits (docs/PROFILE.md "Limits"): in profiles of a daemon run, or
+ * when a bound was reached. */
+static void json_limits(struct mp_json *j, const struct mp_profile *p)
+{
+	const struct mp_limits *l = &p->limits;
+
+	if (!l->reached && !l->memory)
+		return;
+	mp_json_object_begin(j, "limits");
+	mp_json_u64(j, "memory", l->memory);
+	mp_json_u64(j, "liveBlocks", l->live_blocks);
+	mp_json_u64(j, "sites", l->sites);
+	mp_json_u64(j, "stacks", l->stacks);
+	mp_json_u64(j, "stackFrames", l->stack_frames);
+	mp_json_array_begin(j, "reached");
+	if (l->reached & MP_LIMIT_LIVE)
+		mp_json_str(j, NULL, "live");
+	if (l->reached & MP_LIMIT_SITES)
+		mp_json_str(j, NULL, "sites");
+	if (l->reached & MP_LIMIT_STACKS)
+		mp_json_str(j, NULL, "stacks");
+	if (l->reached & MP_LIMIT_NAMES)
+		mp_json_str(j, NULL, "names");
+	mp_json_array_end(j);
+	mp_json_u64(j, "untrackedAllocs", l->untracked_allocs);
+	mp_json_u64(j, "untrackedBytes", l->untracked_bytes);
+	mp_json_u64(j, "otherSiteAllocs", p->sites_dropped);
+	mp_json_u64(j, "stacksDropped", p->stacks_dropped);
+	mp_json_bool(j, "heapLowerBounds", (l->reached & MP_LIMIT_LIVE) != 0);
+	mp_json_object_end(j);
+}
+
 static int write_json(const struct mp_profile *p, FILE *f)
 {
 	struct mp_json j;
@@ -657,6 +692,7 @@ static int write_json(const struct mp_profile *p, FILE *f)
 		mp_json_u64(&j, "probeHitsUnmatched", p->probe_hits_unmatched);
 	mp_json_object_end(&j);
 	json_hardening(&j, p);
+	json_limits(&j, p);
 	mp_json_array_begin(&j, "kernels");
 	for (uint32_t i = 0; i < p->n_kernels; i++)
 		json_kernel(&j, p, &p->kernels[i]);
@@ -757,6 +793,31 @@ static void put_mode(FILE *f, const struct mp_profile *p)
 		fprintf(f, ", active %.3f s: heap figures cover only those windows\n",
 			p->duty_active_ns / 1e9);
 	}
+}
+
+/* Limits (docs/PROFILE.md "Limits"): each bound reached, by name. */
+static void put_limits(FILE *f, const struct mp_profile *p)
+{
+	const struct mp_limits *l = &p->limits;
+
+	if (l->reached & MP_LIMIT_LIVE)
+		fprintf(f,
+			"limit reached: live table (%" PRIu64 " blocks, max_memory %" PRIu64
+			" MiB): %" PRIu64 " new blocks, %" PRIu64
+			" B, counted but not tracked (heap figures are lower bounds)\n",
+			l->live_blocks, l->memory >> 20, l->untracked_allocs, l->untracked_bytes);
+	if (l->reached & MP_LIMIT_SITES)
+		fprintf(f,
+			"limit reached: sites (max_sites %" PRIu32 "): %" PRIu64
+			" allocations counted in \"(other sites)\"\n",
+			l->sites, p->sites_dropped);
+	if (l->reached & MP_LIMIT_STACKS)
+		fprintf(f,
+			"limit reached: stacks (max_stacks %" PRIu32 ", %" PRIu64
+			" frames): %" PRIu64 " allocations keep their caller alone\n",
+			l->stacks, l->stack_frames, p->stacks_dropped);
+	if (l->reached & MP_LIMIT_NAMES)
+		fputs("limit reached: kernel names (65535): later names are \"(other)\"\n", f);
 }
 
 static const char *mempool_name(const struct mp_profile *p, uint32_t id)
@@ -1074,6 +1135,7 @@ static int write_table(const struct mp_profile *p, FILE *f)
 	fprintf(f, "\nwindow: %.3f s%s\n", win / 1e9, p->truncated ? " (truncated)" : "");
 	put_corruption_head(f, p);
 	put_mode(f, p);
+	put_limits(f, p);
 	if (sampled)
 		put_sampled_heap(f, p);
 	else

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "sites.h"
@@ -13,6 +14,7 @@ struct row {
 	uint32_t stack;
 	uint64_t caller;
 	uint32_t owner;
+	bool other; /* limits: the "(other sites)" entry */
 	uint64_t alloc_objects, alloc_space, inuse_space;
 	/* sampled mode: variances of the two (independent sites: they add) */
 	double alloc_var, inuse_var;
@@ -26,6 +28,8 @@ static int cmp_key(const void *a, const void *b)
 		return x->kernel < y->kernel ? -1 : 1;
 	if (x->stack != y->stack)
 		return x->stack < y->stack ? -1 : 1;
+	if (x->other != y->other)
+		return x->other ? 1 : -1;
 	return x->caller < y->caller ? -1 : x->caller > y->caller;
 }
 
@@ -78,6 +82,7 @@ int mp_report_sites(const struct mp_profile *p, uint32_t n, FILE *f)
 					.stack = s->stack,
 					.caller = s->caller,
 					.owner = s->owner,
+					.other = (s->flags & MP_SITE_F_OTHER) != 0,
 					.alloc_objects = s->alloc_objects,
 					.alloc_space = s->alloc_space,
 					.inuse_space = s->inuse_space };
@@ -125,6 +130,11 @@ int mp_report_sites(const struct mp_profile *p, uint32_t n, FILE *f)
 				" allocations, %" PRIu64 " in use, owner %s\n",
 				k, r->alloc_space, r->alloc_objects, r->inuse_space,
 				r->owner < p->n_owners ? p->owners[r->owner].name : "?");
+		if (r->other) {
+			fprintf(f, "      (other sites: beyond max_sites %" PRIu32 ")\n",
+				p->limits.sites);
+			continue;
+		}
 		if (!st) {
 			frame(p, r->caller, f);
 			continue;

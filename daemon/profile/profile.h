@@ -330,6 +330,27 @@ struct mp_mempool {
 	struct mp_pool_tag *tags;
 };
 
+/* ---- Limits (docs/PROFILE.md "Limits") ----
+ * The bounds of the daemon's own tables in one run, which a target with
+ * very many live blocks, sites or stacks reaches (a hostile one on
+ * purpose), and what went past them. mp_limits.reached: */
+#define MP_LIMIT_LIVE 0x1u /* live table full: new blocks counted, not tracked */
+#define MP_LIMIT_SITES 0x2u /* site table full: the rest in "(other sites)" */
+#define MP_LIMIT_STACKS 0x4u /* stack table full: the rest with their caller alone */
+#define MP_LIMIT_NAMES 0x8u /* kernel names full: the rest named "(other)" */
+
+struct mp_limits {
+	uint32_t reached; /* MP_LIMIT_* */
+	uint64_t memory; /* the run's memory bound for its tables, bytes (0: none) */
+	uint64_t live_blocks; /* the live table's bound in blocks (0: none) */
+	/* New blocks the live table had no room for: in no heap figure, so
+	 * the heap figures are lower bounds; their frees are unknown frees. */
+	uint64_t untracked_allocs, untracked_bytes;
+	uint32_t sites; /* the site table's bound (0: not recorded) */
+	uint32_t stacks; /* the stack table's bound in stacks (0: no stacks) */
+	uint64_t stack_frames; /* and in frames */
+};
+
 struct mp_rss_point {
 	uint64_t ts_ns;
 	uint64_t vm_rss, rss_anon, rss_file, rss_shmem, vm_swap, pss;
@@ -399,7 +420,7 @@ struct mp_profile {
 
 	/* Allocation sites, in order of first allocation. Bounded: the
 	 * allocations of sites beyond the cap are counted in sites_dropped
-	 * (they still count in every other figure). */
+	 * and in the "(other sites)" entry of their pool (MP_SITE_F_OTHER). */
 	uint32_t n_sites;
 	struct mp_site *sites;
 	uint64_t sites_dropped;
@@ -440,6 +461,8 @@ struct mp_profile {
 	struct mp_stack *stacks;
 	uint32_t stack_depth;
 	uint64_t stacks_dropped; /* allocations whose stack was not kept */
+	/* Limits: the bounds of the run's tables and what passed them. */
+	struct mp_limits limits;
 };
 
 /* Bounds of the stack table, as the daemon keeps it (daemon/stacks) and as
@@ -474,10 +497,18 @@ struct mp_site {
 	uint64_t alloc_objects, alloc_space; /* all allocations */
 	uint64_t inuse_objects, inuse_space; /* still live at the end */
 	/* 0: heap blocks; else slices of pool mempools[pool - 1], a view
-	 * apart from the heap sites. */
-	uint32_t pool;
+	 * apart from the heap sites (at most 256 pools). */
+	uint16_t pool;
+	/* Limits: MP_SITE_F_OTHER, the "(other sites)" entry of its pool
+	 * (heap: 0), holding every allocation beyond the site table's bound
+	 * (caller 0, no kernel, phase, owner, thread or stack). Beside pool,
+	 * so that a site stays 64 bytes, one cache line. */
+	uint16_t flags;
 	uint32_t stack; /* index + 1 into stacks, 0: none */
 };
+
+#define MP_SITE_F_OTHER 0x1u
+_Static_assert(sizeof(struct mp_site) == 64, "a site is one cache line");
 
 struct mp_site_var {
 	double alloc_space, inuse_space;

@@ -370,6 +370,7 @@ static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Prof
 		}
 		so[i].pool = st->pool;
 		so[i].stack = st->stack;
+		so[i].other = !!(st->flags & MP_SITE_F_OTHER); /* limits */
 		o->sites[i] = &so[i];
 	}
 	o->n_sites = p->n_sites;
@@ -441,6 +442,29 @@ static void enc_rejected(struct arena *a, const struct mp_profile *p, Memprof__P
 }
 
 /* Lost markers, execs, ring corruption. */
+/* Limits (docs/PROFILE.md "Limits"): written when the run had bounds. */
+static void enc_limits(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
+{
+	const struct mp_limits *l = &p->limits;
+	Memprof__Limits *lo;
+
+	if (!l->reached && !l->memory && !l->live_blocks && !l->sites && !l->stacks)
+		return;
+	lo = arena_alloc(a, 1, sizeof(*lo));
+	if (!lo)
+		return;
+	memprof__limits__init(lo);
+	lo->reached = l->reached;
+	lo->memory = l->memory;
+	lo->live_blocks = l->live_blocks;
+	lo->untracked_allocs = l->untracked_allocs;
+	lo->untracked_bytes = l->untracked_bytes;
+	lo->sites = l->sites;
+	lo->stacks = l->stacks;
+	lo->stack_frames = l->stack_frames;
+	o->limits = lo;
+}
+
 static void enc_hardening(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
 {
 	Memprof__ExecEvent *eo = arena_alloc(a, p->n_execs, sizeof(*eo));
@@ -594,6 +618,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	o->rss = rss;
 	enc_sites(a, p, o);
 	enc_hardening(a, p, o);
+	enc_limits(a, p, o);
 	return a->failed ? NULL : o;
 }
 

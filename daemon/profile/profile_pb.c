@@ -457,6 +457,7 @@ static int dec_site_list(const Memprof__Profile *o, struct mp_profile *p, const 
 			.inuse_space = st->inuse_space,
 			.pool = st->pool,
 			.stack = st->stack,
+			.flags = st->other ? MP_SITE_F_OTHER : 0, /* limits */
 		};
 		p->n_sites = i + 1;
 		if (!p->site_vars && (st->alloc_space_var != 0 || st->inuse_space_var != 0)) {
@@ -825,6 +826,21 @@ static int dec_rss(const Memprof__Rss *rs, struct mp_profile *p, const char **re
 	return 0;
 }
 
+/* Limits (docs/PROFILE.md "Limits"): figures only, no index to check. */
+static void dec_limits(const Memprof__Limits *o, struct mp_profile *p)
+{
+	if (!o)
+		return;
+	p->limits = (struct mp_limits){ .reached = o->reached,
+					.memory = o->memory,
+					.live_blocks = o->live_blocks,
+					.untracked_allocs = o->untracked_allocs,
+					.untracked_bytes = o->untracked_bytes,
+					.sites = o->sites,
+					.stacks = o->stacks,
+					.stack_frames = o->stack_frames };
+}
+
 static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
 {
 	int r;
@@ -839,6 +855,7 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		r = dec_rss(o->rss, p, ret_why);
 	if (r < 0)
 		return r;
+	dec_limits(o->limits, p);
 	return dec_sites(o, p, ret_why);
 }
 

@@ -17,6 +17,25 @@ uint64_t mp_service_target_cost(uint32_t mode, uint32_t ring_bytes)
 	return MP_SERVICE_TARGET_BASE + mp_tracer_ring_bytes(mode, ring_bytes);
 }
 
+uint64_t mp_service_target_tables(uint64_t budget, uint64_t configured)
+{
+	uint64_t share = budget / 8;
+
+	if (configured)
+		return configured;
+	if (!budget || share > MP_SESSION_DEFAULT_MEMORY)
+		return MP_SESSION_DEFAULT_MEMORY;
+	return share < MP_SESSION_MIN_MEMORY ? MP_SESSION_MIN_MEMORY : share;
+}
+
+/* Where the budget comes from, for messages. */
+static const char *budget_source(const struct service *svc)
+{
+	if (svc->cfg->memory_budget)
+		return "";
+	return svc->cgroup_max ? ", from MemoryMax" : ", default";
+}
+
 uint64_t mp_service_reserved(uint64_t buffer_bytes, size_t n_collectors, unsigned max_conns)
 {
 	/* A connection thread holds one struct request (a message and a
@@ -86,9 +105,8 @@ int mp_svc_budget_check(struct service *svc, uint64_t cost, uint32_t mode, char 
 		 "the service's memory budget for targets is %" PRIu64 " MiB (memory_budget%s); "
 		 "its %u targets hold ~%" PRIu64 " MiB (estimated) and it uses %" PRIu64
 		 " MiB; one %s-mode target needs ~%" PRIu64 " MiB",
-		 svc->budget >> 20, svc->cfg->memory_budget ? "" : ", from MemoryMax",
-		 svc->n_targets, committed >> 20, in_use >> 20, mp_trace_mode_name(mode),
-		 cost >> 20);
+		 svc->budget >> 20, budget_source(svc), svc->n_targets, committed >> 20,
+		 in_use >> 20, mp_trace_mode_name(mode), cost >> 20);
 	return -ENOMEM;
 }
 
@@ -100,6 +118,16 @@ int mp_svc_budget_check(struct service *svc, uint64_t cost, uint32_t mode, char 
  * the service stays inside its cgroup's limit instead of every session
  * dying with it. Attaches are refused first: the newest target is the one
  * the admission check would have refused. */
+/* Limits: the target holding the larger live table goes first, so that
+ * a flooding target cannot push another one out; the newest of equals. */
+static bool bigger(const struct target *t, const struct target *v)
+{
+	uint64_t a = __atomic_load_n(&t->tables_bytes, __ATOMIC_RELAXED);
+	uint64_t b = __atomic_load_n(&v->tables_bytes, __ATOMIC_RELAXED);
+
+	return a != b ? a > b : t->id > v->id;
+}
+
 void mp_svc_budget_enforce(struct service *svc)
 {
 	struct target *victim = NULL;
@@ -113,7 +141,7 @@ void mp_svc_budget_enforce(struct service *svc)
 			goto out; /* the last one is still ending */
 		rings += t->ring_bytes;
 		if (t->state == T_RUNNING && t->sopts.mode != MP_TRACE_RSS &&
-		    (!victim || t->id > victim->id))
+		    (!victim || bigger(t, victim)))
 			victim = t;
 	}
 	if (!svc->budget || !victim)
@@ -125,10 +153,10 @@ void mp_svc_budget_enforce(struct service *svc)
 	svc->budget_detaches++;
 	log_warning("pid %d: detaching (target %" PRIu64 ", %s mode): the service uses %" PRIu64
 		    " MiB, over its memory budget of %" PRIu64 " MiB (memory_budget%s); "
-		    "the newest precise or sampled target ends, its profile is kept",
+		    "the precise or sampled target with the largest live table ends, its "
+		    "profile is kept",
 		    (int)victim->pid, victim->id, mp_trace_mode_name(victim->sopts.mode),
-		    in_use >> 20, svc->budget_total >> 20,
-		    svc->cfg->memory_budget ? "" : ", from MemoryMax");
+		    in_use >> 20, svc->budget_total >> 20, budget_source(svc));
 	mp_svc_signal_fd(victim->ctl.stop_fd);
 out:
 	pthread_mutex_unlock(&svc->lock);
@@ -140,8 +168,8 @@ void mp_svc_budget_update(struct service *svc)
 	const struct mp_config *c = svc->cfg;
 	uint64_t total = c->memory_budget, reserved, per;
 
-	if (!total && svc->cgroup_max)
-		total = svc->cgroup_max / 8 * 7;
+	if (!total)
+		total = svc->cgroup_max ? svc->cgroup_max / 8 * 7 : MP_SERVICE_DEFAULT_BUDGET;
 	reserved = mp_service_reserved(c->buffer_bytes, c->n_collectors, c->max_conns);
 	svc->budget_total = total;
 	svc->budget = !total ? 0 : total > reserved ? total - reserved : 1;

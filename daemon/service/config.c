@@ -85,6 +85,9 @@ static const struct {
 	FIELD(STACKS, stacks),
 	FIELD(TRACER, tracer),
 	FIELD(STACK_DEPTH, stack_depth),
+	FIELD(MAX_MEMORY, max_memory),
+	FIELD(MAX_SITES, max_sites),
+	FIELD(MAX_STACKS, max_stacks),
 };
 
 static int add(char **list, size_t *n, size_t max, const char *v)

@@ -43,6 +43,10 @@ struct mp_config {
 	bool stacks; /* call stacks of targets attached without stacks= */
 	uint32_t tracer; /* their allocation path: enum mp_tracer_path, 0 auto */
 	uint32_t stack_depth; /* 0: MP_UNWIND_DEFAULT_DEPTH */
+	/* Limits (docs/SERVICE.md "Memory bounds"): one target's tables at
+	 * most (0: from the budget); sites and stacks kept (0: from it). */
+	uint64_t max_memory;
+	uint32_t max_sites, max_stacks;
 };
 
 /* Defaults only. */

@@ -396,6 +396,7 @@ struct attach_req {
 	uint32_t mode; /* UINT32_MAX: the configured default */
 	uint64_t stacks; /* 0 or 1; UINT64_MAX: the configured default */
 	uint32_t tracer; /* enum mp_tracer_path, 0 auto; UINT32_MAX: configured */
+	uint64_t max_memory; /* 0: the target's share */
 };
 
 /* Field @id of the request (the option table's key, type and bounds);
@@ -420,11 +421,12 @@ static int attach_opt(struct request *q, enum mp_opt_id id, uint64_t *ret)
 /* Parses and authorizes an attach request; replies on failure. */
 static int attach_parse(struct request *q, struct attach_req *a)
 {
-	static const enum mp_opt_id ids[] = { MP_OPT_ID_DURATION, MP_OPT_ID_MODE,
+	static const enum mp_opt_id ids[] = { MP_OPT_ID_DURATION,     MP_OPT_ID_MODE,
 					      MP_OPT_ID_SAMPLE_BYTES, MP_OPT_ID_STACKS,
-					      MP_OPT_ID_TRACER };
+					      MP_OPT_ID_TRACER,	      MP_OPT_ID_MAX_MEMORY };
 	uint64_t mode = UINT32_MAX, tracer = UINT32_MAX;
-	uint64_t *dst[] = { &a->duration_ns, &mode, &a->sample_bytes, &a->stacks, &tracer };
+	uint64_t *dst[] = { &a->duration_ns, &mode,   &a->sample_bytes,
+			    &a->stacks,	     &tracer, &a->max_memory };
 	char why[256];
 	int r;
 
@@ -559,6 +561,13 @@ static int target_configure_locked(struct request *q, struct target *t, const st
 	t->sopts.stacks = a->stacks != UINT64_MAX ? a->stacks == 1 : cfg->stacks;
 	t->sopts.tracer = a->tracer != UINT32_MAX ? a->tracer : cfg->tracer;
 	t->sopts.stack_depth = cfg->stack_depth;
+	/* Limits: the target's share for its tables; a request may ask less */
+	t->sopts.max_memory = mp_service_target_tables(svc->budget, cfg->max_memory);
+	if (a->max_memory && a->max_memory < t->sopts.max_memory)
+		t->sopts.max_memory = a->max_memory;
+	t->sopts.max_sites = cfg->max_sites;
+	t->sopts.max_stacks = cfg->max_stacks;
+	t->ctl.tables_bytes = &t->tables_bytes;
 	t->sopts.verbose = svc->o->verbose;
 	t->sopts.on_attached = on_attached;
 	t->sopts.on_attached_ctx = t;

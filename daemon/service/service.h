@@ -50,6 +50,12 @@ uint64_t mp_service_target_cost(uint32_t mode, uint32_t ring_bytes);
  * buffers (@buffer_bytes each for @n_collectors, at least one), the
  * control connections (@max_conns) and MP_SERVICE_FIXED_BYTES. */
 #define MP_SERVICE_FIXED_BYTES (32ull << 20)
+/* Limits: the memory budget when neither memory_budget nor the cgroup's
+ * MemoryMax= sets one, and a target's share of the budget for its tables
+ * (max_memory) when the configuration sets none: an eighth of the
+ * targets' budget, within [MP_SESSION_MIN_MEMORY, MP_SESSION_DEFAULT_MEMORY]. */
+#define MP_SERVICE_DEFAULT_BUDGET (2ull << 30)
+uint64_t mp_service_target_tables(uint64_t budget, uint64_t configured);
 uint64_t mp_service_reserved(uint64_t buffer_bytes, size_t n_collectors, unsigned max_conns);
 
 #endif /* MP_SERVICE_H */

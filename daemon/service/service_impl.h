@@ -58,6 +58,9 @@ struct target {
 	unsigned users; /* connection threads holding a pointer */
 	bool dump_wanted, dump_ready;
 	bool over_budget; /* being detached by budget_enforce() */
+	/* Limits: its live table's bytes (the session stores them, relaxed
+	 * atomic): the largest is detached first. */
+	uint64_t tables_bytes;
 	struct mp_profile *dump;
 	int dump_err;
 	/* Session thread only. */

@@ -9,6 +9,7 @@
 #include "option_table.h"
 #include "profile.h"
 #include "rss.h"
+#include "session.h"
 #include "stream.h"
 #include "tracer.h"
 #include "unwind.h"
@@ -125,6 +126,19 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  NULL, "N",
 	  "bytes of the thread's stack copied per allocation\n"
 	  "for unwinding (default 16384, max 32768)" },
+	{ MP_OPT_ID_MAX_MEMORY, "max-memory", 0, "max_memory", MP_OPT_SIZE,
+	  FG | MP_OPT_ATTACH | MP_OPT_CONFIG, MP_SESSION_MIN_MEMORY, 1ull << 44, NULL, "N",
+	  "memory for this target's tables: live blocks,\n"
+	  "sites, stacks (default 512M, K/M/G suffixes);\n"
+	  "past it new blocks are counted but not tracked,\n"
+	  "new sites go to \"(other sites)\" and the profile's\n"
+	  "limits say so (docs/PROFILE.md \"Limits\")" },
+	{ MP_OPT_ID_MAX_SITES, "max-sites", 0, "max_sites", MP_OPT_UINT, FG | MP_OPT_CONFIG, 1, MP_SESSION_MAX_SITES, NULL, "N",
+	  "allocation sites kept (default: from --max-memory);\n"
+	  "the rest are counted in \"(other sites)\"" },
+	{ MP_OPT_ID_MAX_STACKS, "max-stacks", 0, "max_stacks", MP_OPT_UINT, FG | MP_OPT_CONFIG, 1, MP_PROFILE_MAX_STACKS, NULL, "N",
+	  "distinct call stacks kept with --stacks (default\n"
+	  "262144); later ones keep their caller alone" },
 	{ MP_OPT_ID_TRACER, "tracer", 0, "tracer", MP_OPT_TRACER, FG | MP_OPT_ATTACH | MP_OPT_CONFIG,
 	  0, 0, "auto, inprocess or bpf", "PATH",
 	  "how allocator calls are seen: auto (default) uses\n"

@@ -63,6 +63,10 @@ enum mp_opt_id {
 	MP_OPT_ID_NO_STACKS,
 	MP_OPT_ID_STACK_DEPTH,
 	MP_OPT_ID_STACK_BYTES,
+	/* Limits: the bounds of a target's tables (docs/PROFILE.md "Limits"). */
+	MP_OPT_ID_MAX_MEMORY,
+	MP_OPT_ID_MAX_SITES,
+	MP_OPT_ID_MAX_STACKS,
 	MP_OPT_ID_TRACER,
 	MP_OPT_ID_NO_PRELOAD,
 	MP_OPT_ID_TORCH,

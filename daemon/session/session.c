@@ -150,17 +150,37 @@ static int setup_tracer(struct session *s)
 	return 0;
 }
 
+void mp_session_limits(uint64_t max_memory, uint32_t max_sites, struct mp_session_limits *ret)
+{
+	uint64_t m = max_memory ? max_memory : MP_SESSION_DEFAULT_MEMORY;
+	uint64_t sites = max_sites ? max_sites : m / 8 / 128;
+
+	*ret = (struct mp_session_limits){
+		.memory = m,
+		.live_bytes = m / 2,
+		.sites = sites > MP_SESSION_MAX_SITES ? MP_SESSION_MAX_SITES :
+			 sites			      ? (uint32_t)sites :
+							1,
+		.stack_frames = m / 4 / sizeof(uint64_t),
+	};
+}
+
 /* The correlator, with the owner rules and the pools of --alloc
  * functions. */
 static int setup_correlator(struct session *s)
 {
 	const struct mp_session_opts *o = s->o;
+	struct mp_session_limits lim;
 	struct mp_correlator_opts copts = {
 		.resolve_ctx = s,
 		.sample_bytes = o->mode == MP_TRACE_SAMPLED ? o->sample_bytes : 0,
 		.begin_ns = mp_now_ns(),
 	};
 	int r;
+
+	mp_session_limits(o->max_memory, o->max_sites, &lim);
+	copts.max_live_bytes = lim.live_bytes;
+	copts.max_sites = lim.sites;
 
 	mp_sess_correlator_hooks(s, &copts);
 	r = mp_correlator_new(&copts, &s->corr);
@@ -230,6 +250,12 @@ static int setup_pipeline(struct session *s)
 				       o->stack_depth);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: stack table: %m", (int)o->pid);
+	{
+		struct mp_session_limits lim;
+
+		mp_session_limits(o->max_memory, o->max_sites, &lim);
+		mp_stack_collector_set_max(s->collect, o->max_stacks, lim.stack_frames);
+	}
 
 	describe_process(s);
 	r = mp_path_pick(o->pid, o->tracer, o->mode, o->duty_period_ns, &s->path, &why);
@@ -373,6 +399,7 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 	p->corruption |= s->corruption;
 	if (s->ring)
 		p->corruption |= mp_sess_ring_rejects(s->ring, p->rejected, &p->stuck_rings);
+	p->limits.memory = o->max_memory ? o->max_memory : MP_SESSION_DEFAULT_MEMORY;
 	if (o->stacks) {
 		p->stack_depth = o->stack_depth ? o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
 		r = mp_stack_collect_export(s->collect, p);
@@ -503,6 +530,10 @@ static int loop(struct session *s)
 			r = tick_adapt(s);
 		if (r < 0)
 			return r;
+		if (ticked && s->o->ctl && s->o->ctl->tables_bytes)
+			__atomic_store_n(s->o->ctl->tables_bytes,
+					 mp_live_bytes(mp_correlator_live(s->corr)),
+					 __ATOMIC_RELAXED);
 	}
 	return 0;
 }

@@ -40,6 +40,10 @@ struct mp_session_ctl {
 	 * whole profile); false skips it. */
 	bool (*want_periodic)(void *ctx);
 	void *ctx;
+	/* Optional (limits): the bytes of the target's live-allocation table,
+	 * stored here (relaxed atomic) at every tick, for the service's
+	 * memory budget. */
+	uint64_t *tables_bytes;
 };
 
 struct mp_session_opts {
@@ -76,9 +80,33 @@ struct mp_session_opts {
 	 * 0 for auto (in-process whenever the target's malloc is
 	 * libmemprof's). */
 	uint32_t tracer;
+	/* Limits (docs/PROFILE.md "Limits"): the memory the target's tables
+	 * may take (0: MP_SESSION_DEFAULT_MEMORY), shared out by
+	 * mp_session_limits(); the sites and stacks kept (0: from it). */
+	uint64_t max_memory;
+	uint32_t max_sites;
+	uint32_t max_stacks;
 };
 
 #define MP_SESSION_STACK_BYTES 16384
+
+/* Limits: the default memory bound of a target's tables, the lowest one
+ * accepted and the most sites. */
+#define MP_SESSION_DEFAULT_MEMORY (512ull << 20)
+#define MP_SESSION_MIN_MEMORY (4ull << 20)
+#define MP_SESSION_MAX_SITES (1u << 24)
+
+/* How the memory bound @max_memory (0: the default) is shared out: half
+ * to the live-allocation table's slots, an eighth to the sites (128 bytes
+ * each, with their map and their growth), a quarter to the stacks' frames
+ * (8 bytes each); @max_sites, when set, replaces the sites' share. */
+struct mp_session_limits {
+	uint64_t memory;
+	uint64_t live_bytes;
+	uint32_t sites;
+	uint64_t stack_frames;
+};
+void mp_session_limits(uint64_t max_memory, uint32_t max_sites, struct mp_session_limits *ret);
 
 /* Without a ctl, blocks SIGINT and SIGTERM in the calling thread (they end
  * the session cleanly) and runs until the duration elapses, the target

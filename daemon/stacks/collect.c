@@ -216,6 +216,13 @@ uint32_t mp_stack_collect_frames(const struct mp_stack_collector *c, uint32_t id
 	return st->n_frames;
 }
 
+void mp_stack_collector_set_max(struct mp_stack_collector *c, uint32_t max_stacks,
+				uint64_t max_frames)
+{
+	if (c->stacks)
+		mp_stack_table_set_max(c->stacks, max_stacks, max_frames);
+}
+
 int mp_stack_collect_export(const struct mp_stack_collector *c, struct mp_profile *p)
 {
 	return c->stacks ? mp_stack_table_export(c->stacks, p) : 0;

@@ -34,6 +34,10 @@ struct mp_stack_collector;
  * unwinder's view of the code (mp_stack_collect_src_frames()). */
 int mp_stack_collector_new(pid_t pid, bool stacks, uint32_t depth, struct mp_stack_collector **ret);
 void mp_stack_collector_free(struct mp_stack_collector *c);
+/* The stack table's bounds (mp_stack_table_set_max()), before the first
+ * stack; nothing without stacks. */
+void mp_stack_collector_set_max(struct mp_stack_collector *c, uint32_t max_stacks,
+				uint64_t max_frames);
 
 /* Where the target is: its maps as last read (NULL: none), and whether it
  * has exited. */

@@ -12,6 +12,8 @@ struct mp_stack_table {
 	struct mp_hashmap ids; /* index into stacks by frames and flags */
 	uint64_t frames_total;
 	uint64_t dropped;
+	uint32_t max_stacks; /* bounds: MP_STACKS_MAX, MP_STACKS_MAX_FRAMES */
+	uint64_t max_frames;
 };
 
 int mp_stack_table_new(struct mp_stack_table **ret)
@@ -21,8 +23,21 @@ int mp_stack_table_new(struct mp_stack_table **ret)
 	if (!t)
 		return -ENOMEM;
 	mp_hashmap_init(&t->ids, MP_STACKS_MAX);
+	t->max_stacks = MP_STACKS_MAX;
+	t->max_frames = MP_STACKS_MAX_FRAMES;
 	*ret = t;
 	return 0;
+}
+
+void mp_stack_table_set_max(struct mp_stack_table *t, uint32_t max_stacks, uint64_t max_frames)
+{
+	if (max_stacks && max_stacks <= MP_STACKS_MAX)
+		t->max_stacks = max_stacks;
+	if (max_frames)
+		t->max_frames = max_frames;
+	/* before the first stack: the map has allocated nothing yet */
+	if (!t->n)
+		mp_hashmap_init(&t->ids, t->max_stacks);
 }
 
 void mp_stack_table_free(struct mp_stack_table *t)
@@ -61,7 +76,7 @@ uint32_t mp_stack_table_intern(struct mp_stack_table *t, const uint64_t *frames,
 
 	if (mp_hashmap_find(&t->ids, h, same, t, &k, &id) == 0)
 		return id + 1;
-	if (t->n >= MP_STACKS_MAX || t->frames_total + n > MP_STACKS_MAX_FRAMES)
+	if (t->n >= t->max_stacks || t->frames_total + n > t->max_frames)
 		goto drop;
 	if (t->n == t->cap) {
 		uint32_t ncap = t->cap ? t->cap * 2 : 256;
@@ -120,5 +135,9 @@ int mp_stack_table_export(const struct mp_stack_table *t, struct mp_profile *p)
 	p->stacks = out;
 	p->n_stacks = t->n;
 	p->stacks_dropped = t->dropped;
+	p->limits.stacks = t->max_stacks;
+	p->limits.stack_frames = t->max_frames;
+	if (t->dropped)
+		p->limits.reached |= MP_LIMIT_STACKS;
 	return 0;
 }

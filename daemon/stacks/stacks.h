@@ -13,12 +13,15 @@
 #include "profile.h"
 
 #define MP_STACKS_MAX MP_PROFILE_MAX_STACKS
-#define MP_STACKS_MAX_FRAMES (1u << 23)
+#define MP_STACKS_MAX_FRAMES (1u << 23) /* the default; mp_stack_table_set_max() */
 
 struct mp_stack_table;
 
 int mp_stack_table_new(struct mp_stack_table **ret);
 void mp_stack_table_free(struct mp_stack_table *t);
+/* Lower bounds than the defaults (0: keep one), before the first stack:
+ * at most @max_stacks stacks (<= MP_STACKS_MAX) and @max_frames frames. */
+void mp_stack_table_set_max(struct mp_stack_table *t, uint32_t max_stacks, uint64_t max_frames);
 
 /* The id (>= 1) of @frames[0..n) with @flags (MP_STACK_F_*), added if new;
  * 0 when the table is full or out of memory (counted). */

@@ -298,7 +298,8 @@ Test(pprof, save_writes_gzip_and_dropped_sites_are_noted)
 	cr_assert_not_null(m);
 	cr_assert_eq(m->n_comment, 2);
 	cr_expect_str_eq(str_at(m, m->comment[1]),
-			 "memprofd: 9 allocations beyond the site table are not in the samples");
+			 "memprofd: limit reached: sites (max_sites 65536): 9 allocations are in "
+			 "the \"(other sites)\" samples");
 	cr_expect_eq(m->n_sample, 5);
 	perftools__profiles__profile__free_unpacked(m, NULL);
 	free(raw);

@@ -423,6 +423,7 @@ static UNUSED void expect_site_eq(const char *path, const struct mp_site *g,
 	EQ(path, inuse_objects, g, w);
 	EQ(path, inuse_space, g, w);
 	EQ(path, pool, g, w);
+	EQ(path, flags, g, w);
 }
 
 static UNUSED void expect_object_eq(const char *path, const struct mp_object *g,

@@ -288,9 +288,10 @@ Test(memory, target_growing_past_the_budget_is_detached_with_its_profile, .timeo
 	pid_t grow, other;
 
 	need_root();
+	/* a target's own bound above the budget: the budget acts first */
 	daemon_start(&d,
 		     "memory_budget = 64M\nbuffer_size = 1M\nmax_connections = 8\n"
-		     "max_connections_per_uid = 4\n",
+		     "max_connections_per_uid = 4\nmax_memory = 1G\n",
 		     NULL);
 	other = fixture_start(NULL);
 	grow = fixture_start_of("tests/service/fixture-grow", NULL);

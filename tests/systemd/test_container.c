@@ -967,16 +967,18 @@ Test(systemd, service_in_a_booted_container, .timeout = 280, .fini = teardown)
 	/* Options the container cannot honour are said, not hidden: without
 	 * a memory (pids) controller of its own, systemd shows no
 	 * MemoryCurrent (TasksCurrent) and enforces no MemoryMax= (TasksMax=);
-	 * memprofd then finds no limit to derive its memory_budget from. On a
-	 * host with the unified hierarchy both apply. */
+	 * memprofd then finds no limit to derive its memory_budget from and
+	 * uses its default (2 GiB). On a host with the unified hierarchy both
+	 * apply. */
 	cr_assert_eq(ct(out, MEMPROF, "status"), 0, "status: %s", out);
 	if (!strcmp(unit_prop("MemoryCurrent"), "[not set]")) {
-		cr_assert_not_null(strstr(out, "\nmemory_budget_mib: 0\n"), "%s", out);
+		cr_assert_not_null(strstr(out, "\nmemory_budget_mib: "), "%s", out);
+		cr_assert_null(strstr(out, "\nmemory_budget_mib: 0\n"), "%s", out);
 		fprintf(stderr,
 			"systemd-container: MemoryMax=%s is not enforced in this container (nspawn "
 			"mounts the host's cgroup v1 controllers read-only: no memory controller "
-			"for the unit), so memprofd derives no memory_budget; the unit keeps it "
-			"for real hosts\n",
+			"for the unit), so memprofd uses its default memory_budget; the unit keeps "
+			"it for real hosts\n",
 			unit_prop("MemoryMax"));
 	} else {
 		cr_assert_not_null(strstr(out, "\nmemory_budget_mib: 1792\n"),
