@@ -81,6 +81,12 @@ void mp_correlator_free(struct mp_correlator *c);
  * before feeding events. */
 int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec);
 
+/* Whether the correlator refuses heap event @ev before any table sees it
+ * (a block no address space can hold: counted in the profile's rejected
+ * sizes). mp_correlator_apply_heap() asks it first; a caller that applies
+ * events through a live table of its own asks it too. */
+bool mp_correlator_heap_refused(struct mp_correlator *c, const struct mp_raw_event *ev);
+
 /* Feeds one event. Return 0 or -ENOMEM; malformed or unmatched records are
  * counted in the profile, never an error. */
 int mp_correlator_on_record(struct mp_correlator *c, const struct mp_record *rec);

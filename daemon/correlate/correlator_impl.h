@@ -246,11 +246,6 @@ void corr_pending_flush(struct mp_correlator *c);
 int corr_aggregate(struct mp_profile *p, const struct mp_invocation *r);
 void corr_frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, uint32_t flags);
 void corr_phase_leave(struct mp_correlator *c, uint64_t ts);
-/* heap.c: the process exec'd at @ts on @tid: every live block (the old
- * image's) is freed, with no kernel charged; what it released. */
-void corr_heap_exec(struct mp_correlator *c, uint64_t ts, uint32_t tid, uint64_t *ret_bytes,
-		    uint64_t *ret_blocks);
-
 /* pools.c, pool_slices.c */
 int corr_pools_begin(struct mp_correlator *c, struct mp_invocation *r);
 void corr_pools_end(struct mp_correlator *c, struct mp_invocation *r);

@@ -117,6 +117,17 @@ static inline __attribute__((always_inline)) void on_free(struct mp_correlator *
 }
 
 /* mp_correlator_on_heap(), inlined into mp_correlator_apply_heap(). */
+/* A block released by the exec just recorded (mp_correlator_on_exec()). */
+static void exec_released(struct mp_correlator *c, const struct mp_heap_event *ev)
+{
+	struct mp_profile *p = c->p;
+
+	if (!p->n_execs || p->exec_count != p->n_execs)
+		return; /* beyond the execs kept: counted in exec_count only */
+	p->execs[p->n_execs - 1].released_bytes += ev->size;
+	p->execs[p->n_execs - 1].released_blocks++;
+}
+
 static inline __attribute__((always_inline)) uint64_t on_heap(struct mp_correlator *c,
 							      const struct mp_heap_event *ev)
 {
@@ -134,9 +145,19 @@ static inline __attribute__((always_inline)) uint64_t on_heap(struct mp_correlat
 		return on_alloc(c, ev);
 	case MP_HEAP_FREE:
 		on_free(c, ev);
+		if (__builtin_expect(ev->flags & MP_HEAP_F_EXEC, 0))
+			exec_released(c, ev);
 		break;
 	case MP_HEAP_UNKNOWN_FREE:
-		c->p->unknown_frees++;
+		/* No allocator hands out an address past every user address
+		 * space: not a block allocated before the attach, a forged
+		 * free. */
+		if (ev->addr >= CORR_SIZE_LIMIT) {
+			c->p->rejected[MP_REJECT_FREE]++;
+			c->p->corruption |= MP_CORRUPT_RECORDS_REJECTED;
+		} else {
+			c->p->unknown_frees++;
+		}
 		break;
 	default:
 		break;
@@ -198,44 +219,9 @@ int mp_correlator_apply_heap(struct mp_correlator *c, const struct mp_raw_event 
 	return r;
 }
 
-struct exec_release {
-	struct mp_correlator *c;
-	uint64_t ts;
-	uint32_t tid;
-	uint64_t bytes, blocks;
-};
-
-static int exec_release_block(void *ctx, const struct mp_live_block *b)
+bool mp_correlator_heap_refused(struct mp_correlator *c, const struct mp_raw_event *ev)
 {
-	struct exec_release *er = ctx;
-	struct mp_heap_event he = { .kind = MP_HEAP_FREE,
-				    .fn = b->fn,
-				    .tid = er->tid,
-				    .alloc_tid = b->tid,
-				    .ts_ns = er->ts,
-				    .addr = b->addr,
-				    .size = b->size,
-				    .alloc_ts_ns = b->ts_ns,
-				    .alloc_caller = b->caller,
-				    .user = b->user,
-				    .flags = (b->flags & MP_LIVE_B_SCALED) ? MP_HEAP_F_SCALED : 0 };
-
-	on_heap(er->c, &he);
-	er->bytes += b->size;
-	er->blocks++;
-	return 0;
-}
-
-void corr_heap_exec(struct mp_correlator *c, uint64_t ts, uint32_t tid, uint64_t *ret_bytes,
-		    uint64_t *ret_blocks)
-{
-	struct exec_release er = { .c = c, .ts = ts, .tid = tid };
-
-	/* the callbacks leave the table as it is; the EXEC event applied
-	 * after this empties it */
-	mp_live_foreach(c->live, exec_release_block, &er);
-	*ret_bytes = er.bytes;
-	*ret_blocks = er.blocks;
+	return corr_size_refused(c, ev);
 }
 
 const struct mp_live *mp_correlator_live(const struct mp_correlator *c)

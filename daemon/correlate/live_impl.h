@@ -287,6 +287,28 @@ mp_live_apply_one_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb 
 		mp_live_do_realloc_(l, ev, cb, ctx);
 		return 0;
 	case MP_RAW_EXEC:
+		/* the old image's blocks are gone with its address space:
+		 * released at the exec, each as a free */
+		for (size_t i = 0; cb && i <= l->mask; i++) {
+			const struct mp_live_block *b = &l->slots[i];
+			struct mp_heap_event he = {
+				.kind = MP_HEAP_FREE,
+				.fn = b->fn,
+				.tid = ev->tid,
+				.alloc_tid = b->tid,
+				.ts_ns = ev->ts_ns,
+				.addr = b->addr,
+				.size = b->size,
+				.alloc_ts_ns = b->ts_ns,
+				.alloc_caller = b->caller,
+				.user = b->user,
+				.flags = MP_HEAP_F_EXEC |
+					 ((b->flags & MP_LIVE_B_SCALED) ? MP_HEAP_F_SCALED : 0),
+			};
+
+			if (b->addr)
+				cb(ctx, &he);
+		}
 		l->st.exec_dropped += l->st.live_blocks;
 		memset(l->slots, 0, (l->mask + 1) * sizeof(*l->slots));
 		l->used = 0;

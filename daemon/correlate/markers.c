@@ -381,7 +381,6 @@ static void markers_lost(struct mp_correlator *c, struct thread *t)
 int mp_correlator_on_exec(struct mp_correlator *c, uint64_t ts_ns, uint32_t tid, const char *path)
 {
 	struct mp_profile *p = c->p;
-	uint64_t rel_bytes, rel_blocks;
 	uint32_t closed = 0;
 
 	if (c->finished)
@@ -406,9 +405,9 @@ int mp_correlator_on_exec(struct mp_correlator *c, uint64_t ts_ns, uint32_t tid,
 	}
 	corr_phase_leave(c, ts_ns);
 	c->cur_phase = MP_NONE;
-	/* The old image's address space is gone with its blocks: released
-	 * now (no kernel is open), not left live in the new image's figures. */
-	corr_heap_exec(c, ts_ns, tid, &rel_bytes, &rel_blocks);
+	/* The old image's address space is gone with its blocks: the EXEC
+	 * event the live table gets next releases them (no kernel is open),
+	 * counted here as released by this exec. */
 	p->exec_count++;
 	if (p->n_execs < MP_PROFILE_MAX_EXECS) {
 		struct mp_exec *e = reallocarray(p->execs, p->n_execs + 1, sizeof(*e));
@@ -422,8 +421,8 @@ int mp_correlator_on_exec(struct mp_correlator *c, uint64_t ts_ns, uint32_t tid,
 		*e = (struct mp_exec){ .ts_ns = ts_ns,
 				       .tid = tid,
 				       .kernels_closed = closed,
-				       .released_bytes = rel_bytes,
-				       .released_blocks = rel_blocks };
+				       .released_bytes = 0,
+				       .released_blocks = 0 };
 		if (path && !(e->path = strndup(path, 4096))) {
 			c->oom = true;
 			return -ENOMEM;

@@ -94,7 +94,7 @@ enum mp_reject {
 	MP_REJECT_SIZE = 0, /* size or address beyond any address space */
 	MP_REJECT_TIME, /* stamp outside the session's window */
 	MP_REJECT_THREAD, /* thread id not the ring's thread */
-	MP_REJECT_FREE, /* free of an address the process never had mapped */
+	MP_REJECT_FREE, /* free of an address no allocator hands out */
 	MP_REJECT_STACK, /* call stack longer than the ring ABI allows */
 	MP_REJECT_MODE, /* heap record while the daemon did not ask for any */
 	MP_REJECT_COUNT

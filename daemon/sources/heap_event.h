@@ -44,6 +44,8 @@ struct mp_heap_event {
 /* ALLOC, FREE: @size is a sampled block's estimate (sampled mode, a block
  * below the interval), not its exact size. */
 #define MP_HEAP_F_SCALED 0x1u
+/* A FREE of a block that went with its image's address space at exec. */
+#define MP_HEAP_F_EXEC 0x2u
 
 /* Called for every heap event in order. For MP_HEAP_ALLOC the return value
  * is stored with the block and handed back in ->user when it is freed (the

@@ -40,7 +40,9 @@
 /* heap records of a tid Linux cannot have, of another thread than the
  * slot's owner; KERNEL_ENDs of a tid Linux cannot have */
 #define FORGE_THREAD (3 * FORGE_N)
-#define FORGE_HEAP (FORGE_SIZE + FORGE_TIME + 2 * FORGE_N)
+/* frees of addresses no allocator hands out: past 2^56 */
+#define FORGE_FREE (2 * FORGE_N)
+#define FORGE_HEAP (FORGE_SIZE + FORGE_TIME + 2 * FORGE_N + FORGE_FREE)
 /* a STACK record of 40,000 bytes (with its continuation slots and ALLOC) */
 #define FORGE_STACK 1
 #define FORGE_STACK_LEN 40000u
@@ -140,6 +142,12 @@ static void forge_heap(const struct own_ring *r, uint32_t i, struct mp_thread *t
 		/* a tid below this thread's own: the main thread's, say */
 		s = forge_alloc(t, addr += 1u << 20, FORGED_MIN);
 		s.tid = t->tid - 1;
+		forge_push(r, i, t, &s);
+		s = forge_alloc(t, ~0ull - 7, 0);
+		s.type = 9; /* MP_REC_FREE */
+		forge_push(r, i, t, &s);
+		s = forge_alloc(t, 1ull << 60, 0);
+		s.type = 9;
 		forge_push(r, i, t, &s);
 		memset(&s, 0, sizeof(s));
 		s.type = 2; /* MP_REC_KERNEL_END */

@@ -29,7 +29,8 @@
 #define FORGE_SIZE (2 * FORGE_N)
 #define FORGE_TIME (4 * FORGE_N)
 #define FORGE_THREAD (3 * FORGE_N)
-#define FORGE_HEAP (FORGE_SIZE + FORGE_TIME + 2 * FORGE_N)
+#define FORGE_FREE (2 * FORGE_N)
+#define FORGE_HEAP (FORGE_SIZE + FORGE_TIME + 2 * FORGE_N + FORGE_FREE)
 
 static char tmpdir[256];
 
@@ -137,6 +138,7 @@ Test(forge, heap_records_rejected_by_reason, .init = setup, .fini = cleanup)
 		cr_assert_eq(p->rejected[MP_REJECT_SIZE], FORGE_SIZE);
 		cr_assert_eq(p->rejected[MP_REJECT_TIME], FORGE_TIME);
 		cr_assert_eq(p->rejected[MP_REJECT_THREAD], FORGE_THREAD);
+		cr_assert_eq(p->rejected[MP_REJECT_FREE], FORGE_FREE);
 		cr_assert_eq(p->rejected[MP_REJECT_MODE], 0);
 		assert_said_first(table, "size");
 	}
