@@ -286,7 +286,7 @@ static void expect_kernels_show(pid_t target)
 		  screen());
 	cr_log_info("screen after %.2f s, every kernel after %.2f s", t1 - t0, now_s() - t0);
 	cr_assert(ring_of(target, &r));
-	cr_expect_eq(r.attached, 1, "the ring is not attached while top runs");
+	cr_expect_neq(r.attached, 0, "the ring is not attached while top runs");
 	cr_expect_geq(ring_holders(target, &r), 1, "nobody holds the ring while top runs");
 }
 
