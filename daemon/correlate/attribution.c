@@ -250,7 +250,9 @@ uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, 
 					 .phase = phase,
 					 .owner = owner,
 					 .tid = tid,
-					 .stack = stack };
+					 .stack = stack,
+					 /* none of it was live at the current peak */
+					 .peak_ver = c->peak_ver };
 	return id;
 }
 
@@ -267,4 +269,20 @@ uint32_t corr_site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, u
 	if (mp_hashmap_find(&c->site_map, site_hash(&k), site_eq, c->p, &k, &id) == 0)
 		return id;
 	return corr_site_new(c, caller, name, phase, owner, tid, stack);
+}
+
+/* The sites' figures at the peak in @p (c->p, or a copy of it), from
+ * site_keep_peak()'s state: a site not changed since the current peak
+ * holds its figures at the peak now. */
+void corr_sites_settle(const struct mp_correlator *c, struct mp_profile *p)
+{
+	for (uint32_t i = 0; i < p->n_sites; i++) {
+		struct mp_site *st = &p->sites[i];
+
+		if (st->peak_ver != c->peak_ver) {
+			st->peak_objects = st->inuse_objects;
+			st->peak_space = st->inuse_space;
+		}
+		st->peak_ver = 0;
+	}
 }

@@ -455,6 +455,13 @@ struct mp_site {
 	 * apart from the heap sites. */
 	uint32_t pool;
 	uint32_t stack; /* index + 1 into stacks, 0: none */
+	/* Live when the process heap first reached peak_bytes (docs/PROFILE.md
+	 * "Sites at the peak"); MP_UNKNOWN (both) in files written before it
+	 * was recorded. */
+	uint64_t peak_objects, peak_space;
+	/* Correlator state (not in the file; 0 in a finished profile): the
+	 * process peak whose figures peak_* hold while it is the current one. */
+	uint64_t peak_ver;
 };
 
 struct mp_site_var {
