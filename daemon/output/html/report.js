@@ -732,7 +732,7 @@
 		if (!D.sitesAtPeak)
 			add(app, el('div', { class: 'muted', id: 'mp-flame-nopeak' }, 'This profile was written ' +
 				'before sites recorded their bytes at the peak: the flame graph shows the bytes live ' +
-				'at the end instead.'));
+				'at the end (or allocated) instead.'));
 		var box = add(app, el('div', { id: 'mp-flame-box' }));
 		FL.svg = add(box, document.createElementNS('http://www.w3.org/2000/svg', 'svg'));
 		FL.svg.setAttribute('id', 'mp-flame');
