@@ -226,6 +226,8 @@ static uint32_t site_append(struct mp_correlator *c, const struct mp_site *st)
 		return MP_NONE;
 	}
 	p->sites[p->n_sites] = *st;
+	/* none of it was live at the current peak */
+	p->sites[p->n_sites].peak_ver = c->peak_ver;
 	if (p->site_vars)
 		p->site_vars[p->n_sites] = (struct mp_site_var){ 0 };
 	return p->n_sites++;
@@ -316,4 +318,20 @@ uint32_t corr_site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, u
 	if (mp_hashmap_find(&c->site_map, site_hash(&k), site_eq, c->p, &k, &id) == 0)
 		return id;
 	return corr_site_new(c, caller, name, phase, owner, tid, stack, 0);
+}
+
+/* The sites' figures at the peak in @p (c->p, or a copy of it), from
+ * site_keep_peak()'s state: a site not changed since the current peak
+ * holds its figures at the peak now. */
+void corr_sites_settle(const struct mp_correlator *c, struct mp_profile *p)
+{
+	for (uint32_t i = 0; i < p->n_sites; i++) {
+		struct mp_site *st = &p->sites[i];
+
+		if (st->peak_ver != c->peak_ver) {
+			st->peak_objects = st->inuse_objects;
+			st->peak_space = st->inuse_space;
+		}
+		st->peak_ver = 0;
+	}
 }

@@ -153,6 +153,7 @@ int mp_correlator_finish(struct mp_correlator *c, uint64_t end_ns, struct mp_pro
 	p->end_ns = end_ns;
 	corr_sampled_settle(c, p);
 	corr_limits_fill(c, p);
+	corr_sites_settle(c, p);
 	if (c->oom)
 		return -ENOMEM;
 	c->p = NULL;
@@ -205,6 +206,7 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 	}
 	/* after the open kernels joined their aggregates */
 	corr_sampled_settle(c, q);
+	corr_sites_settle(c, q);
 	if (c->cur_phase != MP_NONE && now_ns > c->phase_entered)
 		q->phases[c->cur_phase].duration_ns += now_ns - c->phase_entered;
 	if (c->cur_phase != MP_NONE)

@@ -157,6 +157,10 @@ struct mp_correlator {
 	 * number of allocations (every time live_bytes could peak). */
 	double live_var, live_var_max, n_allocs_est;
 	uint64_t live_scaled; /* live blocks whose size is an estimate */
+	/* Bumped at each new process peak (p->peak_bytes): a site whose
+	 * peak_ver is not this one has not changed since that peak
+	 * (site_keep_peak()). */
+	uint64_t peak_ver;
 
 	uint32_t names_cap, kernels_cap, invs_cap, phases_cap, owners_cap, tags_cap, rss_cap;
 	struct mp_hashmap names; /* kernel name -> index in p->names */
@@ -231,6 +235,7 @@ uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, 
 void corr_limits_fill(const struct mp_correlator *c, struct mp_profile *p);
 uint32_t corr_site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
 		      uint32_t owner, uint32_t tid, uint32_t stack);
+void corr_sites_settle(const struct mp_correlator *c, struct mp_profile *p);
 
 /* sampled.c */
 double corr_sampled_alloc(struct mp_correlator *c, const struct mp_heap_event *ev);
@@ -412,6 +417,34 @@ static inline __attribute__((always_inline)) bool corr_size_refused(struct mp_co
 static inline void sub_clamped(uint64_t *v, uint64_t d)
 {
 	*v = *v >= d ? *v - d : 0;
+}
+
+/* Sites at the peak (docs/PROFILE.md "Sites at the peak"), before @st's
+ * live figures change: if they are still those of the current process
+ * peak (nothing changed them since), they are kept as its figures there. */
+static inline __attribute__((always_inline)) void site_keep_peak(const struct mp_correlator *c,
+								 struct mp_site *st)
+{
+	if (st->peak_ver != c->peak_ver) {
+		st->peak_ver = c->peak_ver;
+		st->peak_objects = st->inuse_objects;
+		st->peak_space = st->inuse_space;
+	}
+}
+
+/* A new process peak, reached with a block of @size of site @site (MP_NONE:
+ * none) live on top of its figures. */
+static inline __attribute__((always_inline)) void site_new_peak(struct mp_correlator *c,
+								uint32_t site, uint64_t size)
+{
+	c->peak_ver++;
+	if (site != MP_NONE) {
+		struct mp_site *st = &c->p->sites[site];
+
+		st->peak_ver = c->peak_ver;
+		st->peak_objects = st->inuse_objects + 1;
+		st->peak_space = st->inuse_space + size;
+	}
 }
 
 /* What tells sites apart: a heap site has pool 0, a pool slice's site the

@@ -63,6 +63,7 @@ on_free_(struct mp_correlator *c, const struct mp_heap_event *ev, const bool sam
 		c->live_var = c->live_scaled && c->live_var > var ? c->live_var - var : 0;
 	}
 	if (st) {
+		site_keep_peak(c, st);
 		sub_clamped(&st->inuse_space, ev->size);
 		sub_clamped(&st->inuse_objects, 1);
 	}

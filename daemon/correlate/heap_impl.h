@@ -189,6 +189,7 @@ static inline __attribute__((always_inline)) uint64_t alloc_charge_(struct mp_co
 	if (c->live_bytes > p->peak_bytes) {
 		p->peak_bytes = c->live_bytes;
 		p->peak_var = c->live_var;
+		site_new_peak(c, site, ev->size);
 	}
 	if (c->live_count > p->peak_tensors)
 		p->peak_tensors = c->live_count;
@@ -236,6 +237,7 @@ static inline __attribute__((always_inline)) uint64_t alloc_charge_(struct mp_co
 	if (site != MP_NONE) {
 		struct mp_site *st = &p->sites[site];
 
+		site_keep_peak(c, st);
 		st->alloc_objects++;
 		st->alloc_space += ev->size;
 		st->inuse_objects++;

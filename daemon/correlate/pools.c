@@ -370,6 +370,7 @@ static void pool_alloc_slice(struct mp_correlator *c, uint32_t pool, uint32_t ti
 	if (site != MP_NONE) {
 		struct mp_site *st = &c->p->sites[site];
 
+		site_keep_peak(c, st);
 		st->alloc_objects++;
 		st->alloc_space += size;
 		st->inuse_objects++;
@@ -385,6 +386,7 @@ static void slice_site_free(struct mp_correlator *c, uint32_t i)
 	if (!c->slices[i].site || c->slices[i].site > c->p->n_sites)
 		return;
 	st = &c->p->sites[c->slices[i].site - 1];
+	site_keep_peak(c, st);
 	sub_clamped(&st->inuse_space, c->slices[i].size);
 	sub_clamped(&st->inuse_objects, 1);
 }

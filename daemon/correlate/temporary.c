@@ -86,6 +86,7 @@ temp_charge_(struct mp_correlator *c, uint64_t size, const struct alloc_at *a)
 	if (level > p->peak_bytes) {
 		p->peak_bytes = level;
 		p->peak_var = c->live_var;
+		site_new_peak(c, a->site, size);
 	}
 	if (c->live_count + 1 > p->peak_tensors)
 		p->peak_tensors = c->live_count + 1;

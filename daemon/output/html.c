@@ -523,11 +523,19 @@ static void frame_names(struct mp_json *j, const struct mp_profile *p, uint64_t 
 }
 
 /* The heap sites with their stacks (outermost frame first), for the flame
- * graphs: [allocated bytes, bytes live at the end, kernel or -1, frames]. */
+ * graphs: [allocated bytes, bytes live at the end, kernel or -1, frames,
+ * bytes live at the peak or null]; sitesAtPeak: every one knows the last
+ * (files written before sites recorded it know none). */
 static void data_sites(struct mp_json *j, const struct mp_profile *p)
 {
+	bool at_peak = true;
+
+	for (uint32_t i = 0; i < p->n_sites; i++)
+		if (!p->sites[i].pool && p->sites[i].peak_space == MP_UNKNOWN)
+			at_peak = false;
 	mp_json_u64(j, "stackDepth", p->stack_depth);
 	mp_json_u64(j, "nStacks", p->n_stacks);
+	mp_json_bool(j, "sitesAtPeak", at_peak);
 	mp_json_array_begin(j, "sites");
 	for (uint32_t i = 0; i < p->n_sites; i++) {
 		const struct mp_site *st = &p->sites[i];
@@ -551,6 +559,10 @@ static void data_sites(struct mp_json *j, const struct mp_profile *p)
 			frame_names(j, p, st->caller);
 		}
 		mp_json_array_end(j);
+		if (st->peak_space == MP_UNKNOWN)
+			mp_json_null(j, NULL);
+		else
+			mp_json_u64(j, NULL, st->peak_space);
 		mp_json_array_end(j);
 	}
 	mp_json_array_end(j);

@@ -491,6 +491,13 @@ static void json_sites(struct mp_json *j, const struct mp_profile *p)
 		mp_json_u64(j, "allocSpace", st->alloc_space);
 		mp_json_u64(j, "inuseObjects", st->inuse_objects);
 		mp_json_u64(j, "inuseSpace", st->inuse_space);
+		if (st->peak_space == MP_UNKNOWN) { /* a file from before it was kept */
+			mp_json_null(j, "peakObjects");
+			mp_json_null(j, "peakSpace");
+		} else {
+			mp_json_u64(j, "peakObjects", st->peak_objects);
+			mp_json_u64(j, "peakSpace", st->peak_space);
+		}
 		if (p->site_vars) {
 			mp_json_u64(j, "allocSpaceStderr", stderr_of(p->site_vars[i].alloc_space));
 			mp_json_u64(j, "inuseSpaceStderr", stderr_of(p->site_vars[i].inuse_space));

@@ -502,13 +502,20 @@ struct mp_site {
 	/* Limits: MP_SITE_F_OTHER, the "(other sites)" entry of its pool
 	 * (heap: 0), holding every allocation beyond the site table's bound
 	 * (caller 0, no kernel, phase, owner, thread or stack). Beside pool,
-	 * so that a site stays 64 bytes, one cache line. */
+	 * so that a site stays small. */
 	uint16_t flags;
 	uint32_t stack; /* index + 1 into stacks, 0: none */
+	/* Live when the process heap first reached peak_bytes (docs/PROFILE.md
+	 * "Sites at the peak"); MP_UNKNOWN (both) in files written before it
+	 * was recorded. */
+	uint64_t peak_objects, peak_space;
+	/* Correlator state (not in the file; 0 in a finished profile): the
+	 * process peak whose figures peak_* hold while it is the current one. */
+	uint64_t peak_ver;
 };
 
 #define MP_SITE_F_OTHER 0x1u
-_Static_assert(sizeof(struct mp_site) == 64, "a site is one cache line");
+_Static_assert(sizeof(struct mp_site) <= 96, "a site's figures stay within two cache lines");
 
 struct mp_site_var {
 	double alloc_space, inuse_space;

@@ -364,6 +364,11 @@ static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Prof
 		so[i].alloc_space = st->alloc_space;
 		so[i].inuse_objects = st->inuse_objects;
 		so[i].inuse_space = st->inuse_space;
+		if (st->peak_space != MP_UNKNOWN) {
+			so[i].peak_objects = st->peak_objects;
+			so[i].peak_space = st->peak_space;
+			so[i].peak_recorded = true;
+		}
 		if (p->site_vars) {
 			so[i].alloc_space_var = p->site_vars[i].alloc_space;
 			so[i].inuse_space_var = p->site_vars[i].inuse_space;

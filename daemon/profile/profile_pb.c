@@ -445,6 +445,9 @@ static int dec_site_list(const Memprof__Profile *o, struct mp_profile *p, const 
 			BAD("site refers to no pool");
 		if (st->stack > p->n_stacks)
 			BAD("site refers to no stack");
+		if (st->peak_recorded &&
+		    (st->peak_space > st->alloc_space || st->peak_objects > st->alloc_objects))
+			BAD("site has more live at the peak than it allocated");
 		p->sites[i] = (struct mp_site){
 			.caller = st->caller,
 			.name = st->kernel,
@@ -458,6 +461,8 @@ static int dec_site_list(const Memprof__Profile *o, struct mp_profile *p, const 
 			.pool = st->pool,
 			.stack = st->stack,
 			.flags = st->other ? MP_SITE_F_OTHER : 0, /* limits */
+			.peak_objects = st->peak_recorded ? st->peak_objects : MP_UNKNOWN,
+			.peak_space = st->peak_recorded ? st->peak_space : MP_UNKNOWN,
 		};
 		p->n_sites = i + 1;
 		if (!p->site_vars && (st->alloc_space_var != 0 || st->inuse_space_var != 0)) {

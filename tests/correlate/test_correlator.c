@@ -120,8 +120,10 @@ Test(tfjs, example1_model)
 		.rss_stride = 1,
 		.vm_hwm = U,
 		.n_sites = 2,
-		.sites = (struct mp_site[]){ { 0, MP_NONE, MP_NONE, 0, 1, 1, 12, 1, 12, 0, 0, 0 },
-					     { 0, 0, MP_NONE, 0, 1, 2, 24, 0, 0, 0, 0, 0 } },
+		.sites =
+			(struct mp_site[]){
+				{ 0, MP_NONE, MP_NONE, 0, 1, 1, 12, 1, 12, 0, 0, 0, 1, 12, 0 },
+				{ 0, 0, MP_NONE, 0, 1, 2, 24, 0, 0, 0, 0, 0, 1, 12, 0 } },
 	};
 
 	expect_profile_eq(p, &want);
@@ -246,8 +248,10 @@ Test(tfjs, example2_model)
 		.rss_stride = 1,
 		.vm_hwm = U,
 		.n_sites = 2,
-		.sites = (struct mp_site[]){ { 0, MP_NONE, MP_NONE, 0, 1, 2, 24, 2, 24, 0, 0, 0 },
-					     { 0, 0, MP_NONE, 0, 1, 1, 8, 1, 8, 0, 0, 0 } },
+		.sites =
+			(struct mp_site[]){
+				{ 0, MP_NONE, MP_NONE, 0, 1, 2, 24, 2, 24, 0, 0, 0, 2, 24, 0 },
+				{ 0, 0, MP_NONE, 0, 1, 1, 8, 1, 8, 0, 0, 0, 1, 8, 0 } },
 	};
 
 	expect_profile_eq(p, &want);

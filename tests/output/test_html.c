@@ -248,3 +248,53 @@ Test(html, sampled_figures_have_their_errors)
 	free(text);
 	mp_profile_free(p);
 }
+
+/* The flame graph of the allocation sites starts on the bytes live at the
+ * peak: A 100 and B 200 live at the peak (300), B freed, A 50 (150 live at
+ * the end, 350 allocated). A profile whose sites' figures at the peak are
+ * unknown (a file written before they were kept) starts on the bytes live
+ * at the end and says why. */
+Test(html, flame_graph_of_bytes_live_at_the_peak)
+{
+	struct stream s;
+	struct mp_profile *p;
+	struct block b;
+	char *text, *dom, *fl;
+	const char *path;
+
+	stream_init(&s, NULL);
+	alloc_from(&s, 1, 100, 0x1100);
+	b = alloc_from(&s, 1, 200, 0x2200);
+	release(&s, 1, &b);
+	alloc_from(&s, 1, 50, 0x1100);
+	p = finish(&s);
+	cr_assert_eq(p->peak_bytes, 300);
+	path = write_page(p, "peak.html", &text);
+	dom = html_dom(path);
+	html_expect_ran(dom);
+	fl = section(dom, "<svg id=\"mp-flame\"", "</svg>");
+	cr_expect_eq(html_num(dom, "<svg id=\"mp-flame\"", "data-kind"), 4, "%s", fl);
+	cr_expect_not_null(strstr(fl, "<title>all\n300 B ("), "%s", fl);
+	cr_expect_not_null(strstr(fl, "<title>0x1100\n100 B ("), "%s", fl);
+	cr_expect_not_null(strstr(fl, "<title>0x2200\n200 B ("), "%s", fl);
+	cr_expect_null(strstr(dom, "id=\"mp-flame-nopeak\""));
+	cr_expect_not_null(strstr(dom, "name=\"mp-flame-kind\" value=\"4\""), "no switch to it");
+	free(fl);
+	free(dom);
+	free(text);
+
+	for (uint32_t i = 0; i < p->n_sites; i++)
+		p->sites[i].peak_objects = p->sites[i].peak_space = MP_UNKNOWN;
+	path = write_page(p, "old.html", &text);
+	dom = html_dom(path);
+	html_expect_ran(dom);
+	fl = section(dom, "<svg id=\"mp-flame\"", "</svg>");
+	cr_expect_eq(html_num(dom, "<svg id=\"mp-flame\"", "data-kind"), 1, "%s", fl);
+	cr_expect_not_null(strstr(fl, "<title>all\n150 B ("), "%s", fl);
+	cr_expect_not_null(strstr(dom, "id=\"mp-flame-nopeak\""), "no note");
+	cr_expect_null(strstr(dom, "name=\"mp-flame-kind\" value=\"4\""), "a switch to it");
+	free(fl);
+	free(dom);
+	free(text);
+	mp_profile_free(p);
+}

@@ -379,12 +379,12 @@ static void check_symbols(const char *fixture, enum symbols level)
 	cr_expect_str_eq(p->phases[0].name, "inference");
 	uint64_t a = p->locations[0].addr, b = p->locations[1].addr;
 	const struct mp_site want[] = {
-		{ a, 0, 0, owner, pid, 2, 2000, 1, 1000, 0, 0, 0 },
-		{ b, 0, 0, owner, pid, 1, 3000, 0, 0, 0, 0, 0 },
-		{ a, 1, 0, owner, pid, 1, 200, 1, 200, 0, 0, 0 },
-		{ b, 1, 0, owner, pid, 2, 1000, 0, 0, 0, 0, 0 },
+		{ a, 0, 0, owner, pid, 2, 2000, 1, 1000, 0, 0, 0, 2, 2000, 0 },
+		{ b, 0, 0, owner, pid, 1, 3000, 0, 0, 0, 0, 0, 1, 3000, 0 },
+		{ a, 1, 0, owner, pid, 1, 200, 1, 200, 0, 0, 0, 0, 0, 0 },
+		{ b, 1, 0, owner, pid, 2, 1000, 0, 0, 0, 0, 0, 0, 0, 0 },
 	};
-	EXPECT_ARRAY("sites", p->sites, p->n_sites, want, 4, expect_site_eq);
+	EXPECT_ARRAY("sites", p->sites, p->n_sites, want, 4, expect_site_peak_eq);
 	cr_expect_eq(p->sites_dropped, 0);
 
 	free(bid);
@@ -446,7 +446,8 @@ static void protoc_decodes(const char *f)
 	/* Zero fields are not on the wire (proto3): protoc omits them. */
 	snprintf(want, sizeof(want),
 		 "\nsites {\n  caller: %" PRIu64 "\n  owner: %u\n  tid: %u\n  alloc_objects: 2\n"
-		 "  alloc_space: 2000\n  inuse_objects: 1\n  inuse_space: 1000\n}\n",
+		 "  alloc_space: 2000\n  inuse_objects: 1\n  inuse_space: 1000\n  peak_objects: 2\n"
+		 "  peak_space: 2000\n  peak_recorded: true\n}\n",
 		 p->sites[0].caller, p->sites[0].owner, p->sites[0].tid);
 	cr_expect_not_null(strstr(out, want), "no %s in\n%s", want, out);
 	snprintf(want, sizeof(want),

@@ -716,7 +716,11 @@
 			return;
 		}
 		var ctl = add(app, el('div', { class: 'controls' }));
-		[['1', 'bytes live at the end of the profile'], ['0', 'bytes allocated']].forEach(function (o, k) {
+		/* s[4]: bytes live at the peak (peakBytes), unknown in older files */
+		var kinds = [['4', 'bytes live at the peak'], ['0', 'bytes allocated'],
+			['1', 'bytes live at the end of the profile']];
+		if (!D.sitesAtPeak) kinds = [kinds[2], kinds[1]];
+		kinds.forEach(function (o, k) {
 			var l = add(ctl, el('label'));
 			var r = add(l, el('input', { type: 'radio', name: 'mp-flame-kind', value: o[0] }));
 			if (!k) r.checked = true;
@@ -725,17 +729,21 @@
 		});
 		add(ctl, el('span', null, D.nStacks ? ' Click a frame to zoom into it, the root to zoom out.' :
 			' This profile has no call stacks (taken without --stacks): each site is its caller alone.'));
+		if (!D.sitesAtPeak)
+			add(app, el('div', { class: 'muted', id: 'mp-flame-nopeak' }, 'This profile was written ' +
+				'before sites recorded their bytes at the peak: the flame graph shows the bytes live ' +
+				'at the end (or allocated) instead.'));
 		var box = add(app, el('div', { id: 'mp-flame-box' }));
 		FL.svg = add(box, document.createElementNS('http://www.w3.org/2000/svg', 'svg'));
 		FL.svg.setAttribute('id', 'mp-flame');
-		FL.which = 1;
+		FL.which = +kinds[0][0];
 		drawFlame();
 	}
 
 	function drawFlame() {
 		var NS = 'http://www.w3.org/2000/svg', svg = FL.svg, W = PAGE_W;
 		var root = flameTree(FL.which), H = 17, rows = [], maxDepth = 0;
-		if (!root.v && FL.which === 1) { /* nothing live at the end: show the allocations */
+		if (!root.v && FL.which !== 0) { /* nothing live then: show the allocations */
 			FL.which = 0; root = flameTree(0);
 			Array.prototype.forEach.call(document.getElementsByName('mp-flame-kind'), function (r) {
 				r.checked = r.value === '0';
@@ -762,6 +770,7 @@
 		svg.setAttribute('width', W);
 		svg.setAttribute('height', (maxDepth + 1) * H + 4);
 		svg.setAttribute('data-frames', String(rows.length));
+		svg.setAttribute('data-kind', String(FL.which));
 		rows.forEach(function (r) {
 			var g = document.createElementNS(NS, 'g'), rc = document.createElementNS(NS, 'rect');
 			rc.setAttribute('x', r.x.toFixed(1)); rc.setAttribute('y', r.d * H);
