@@ -107,9 +107,18 @@ def _set_phase(name):
 
 
 def _pre(module, inputs):
+    # forward passes are followed even while dormant, so that a profiler
+    # attached in the middle of one waits for the next at the top (names
+    # are paths from the top-level module)
+    depth = getattr(_tls, "depth", 0)
+    _tls.depth = depth + 1
+    if not depth:
+        _tls.top = module
     if not _attached():
         return
     stack = _stack()
+    if not stack and depth:
+        return
     k = _module_kernels.get(module)
     if k is None:
         k = _name_tree(module) if not stack else kernel(type(module).__name__)
@@ -126,6 +135,9 @@ def _pre(module, inputs):
 
 
 def _post(module, inputs, output):
+    # the top module's end resets the count (a forward that raised skipped
+    # its inner modules' ends)
+    _tls.depth = 0 if module is getattr(_tls, "top", None) else getattr(_tls, "depth", 1) - 1
     stack = getattr(_tls, "stack", None)
     if not stack or module not in stack:
         return
