@@ -333,5 +333,12 @@ void corr_sites_settle(const struct mp_correlator *c, struct mp_profile *p)
 			st->peak_space = st->inuse_space;
 		}
 		st->peak_ver = 0;
+		/* What was live at the peak was allocated: only sums that
+		 * wrapped (a target's absurd pool slices) say otherwise, and
+		 * the file format refuses that. */
+		if (st->peak_objects > st->alloc_objects)
+			st->peak_objects = st->alloc_objects;
+		if (st->peak_space > st->alloc_space)
+			st->peak_space = st->alloc_space;
 	}
 }
