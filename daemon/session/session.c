@@ -243,6 +243,9 @@ static int setup_pipeline(struct session *s)
 	if (r < 0)
 		return log_error_errno(r, "pid %d: reading /proc/%d/maps: %m", (int)o->pid,
 				       (int)o->pid);
+	r = mp_freecheck_new(o->pid, s->maps, s->maps_read_ns, &s->freecheck);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: free check: %m", (int)o->pid);
 
 	r = mp_stack_collector_new(o->pid, o->stacks, o->stack_depth, &s->collect);
 	if (r == -EINVAL)
@@ -586,6 +589,7 @@ static void teardown(struct session *s)
 	mp_correlator_free(s->corr);
 	mp_order_free(s->order);
 	mp_procmaps_free(s->maps);
+	mp_freecheck_free(s->freecheck);
 	mp_stack_collector_free(s->collect);
 	free(s->cmdline);
 	while (s->exec_n) {
