@@ -87,7 +87,8 @@ static uint64_t lease_look_ts;
  * whether another open file holds one. A new consumer that began its
  * attach since attach_word was read cleared it and numbers its own
  * differently, so the swap then fails and its session goes on. Slow paths
- * only (a full ring); leaves errno alone.
+ * only (a full ring, a sampled record once per LEASE_TICKS); leaves errno
+ * alone.
  */
 static __attribute__((noinline, cold)) bool consumer_gone(uint64_t now)
 {
