@@ -577,6 +577,10 @@ static void teardown(struct session *s)
 	if (s->pairs)
 		log_debug("pid %d: %" PRIu64 " allocations applied with the free that followed",
 			  (int)s->o->pid, s->pairs);
+	if (mp_freecheck_reads(s->freecheck))
+		log_debug("pid %d: /proc/%d/maps re-read for frees of blocks never seen "
+			  "allocated: %" PRIu64,
+			  (int)s->o->pid, (int)s->o->pid, mp_freecheck_reads(s->freecheck));
 	mp_tracer_free(s->tracer);
 	mp_sess_ring_ref_free(s->ring_ref);
 	while (s->retired) {
