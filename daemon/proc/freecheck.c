@@ -173,6 +173,62 @@ bool mp_freecheck_mapped(struct mp_freecheck *fc, uint64_t addr, uint64_t ts_ns)
 	return ranges_have(&fc->attach, addr) || ranges_have(&fc->now, addr);
 }
 
+/* @a and @b merged into one sorted list, overlapping and adjacent ranges
+ * joined; @a and @b freed. */
+static int ranges_union(struct ranges *a, struct ranges *b)
+{
+	struct ranges out = { 0 };
+	size_t i = 0, j = 0;
+
+	if (a->n + b->n) {
+		out.r = malloc((a->n + b->n) * sizeof(*out.r));
+		if (!out.r)
+			return -ENOMEM;
+	}
+	while (i < a->n || j < b->n) {
+		struct range r = j >= b->n || (i < a->n && a->r[i].start <= b->r[j].start) ?
+					 a->r[i++] :
+					 b->r[j++];
+
+		if (out.n && r.start <= out.r[out.n - 1].end) {
+			if (r.end > out.r[out.n - 1].end)
+				out.r[out.n - 1].end = r.end;
+		} else {
+			out.r[out.n++] = r;
+		}
+	}
+	free(a->r);
+	free(b->r);
+	*a = out;
+	*b = (struct ranges){ 0 };
+	return 0;
+}
+
+int mp_freecheck_snapshot(struct mp_freecheck *fc)
+{
+	struct mp_procmaps *m = NULL;
+	struct ranges rs = { 0 };
+	int r;
+
+	if (!fc)
+		return 0;
+	r = fc->read(fc->ctx, &m);
+	if (r == 0)
+		r = ranges_of(m, &rs);
+	mp_procmaps_free(m);
+	if (r < 0)
+		return r;
+	if (fc->rebase) {
+		free(fc->attach.r);
+		fc->attach = rs;
+		fc->rebase = false;
+		return 0;
+	}
+	r = ranges_union(&fc->attach, &rs);
+	free(rs.r);
+	return r;
+}
+
 void mp_freecheck_exec(struct mp_freecheck *fc)
 {
 	if (!fc)

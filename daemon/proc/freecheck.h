@@ -10,7 +10,9 @@
  * (dropped, past a table's bound) in the latter, unless its own mapping
  * came and went between two looks.
  *
- * The attach snapshot is kept; the latest look is taken again on a miss,
+ * The attach snapshot (the maps read when the attach begins, joined by
+ * those read once it is done: mp_freecheck_snapshot()) is kept; the
+ * latest look is taken again on a miss,
  * when it is older than the free, at most every MP_FREECHECK_MIN_NS and
  * never more often than ten times the last read's duration: a target that
  * floods forged frees costs the daemon at most ~10% of a core in reads.
@@ -48,8 +50,15 @@ void mp_freecheck_set_source(struct mp_freecheck *fc, mp_freecheck_read_fn read,
  * could have put a block (above). May read the maps (bounded rate). */
 bool mp_freecheck_mapped(struct mp_freecheck *fc, uint64_t addr, uint64_t ts_ns);
 
+/* The attach is done (the uprobes attached, the interposer on): the
+ * target's mappings now join the attach snapshot. A block allocated
+ * between the first snapshot and this moment is live at it: its mapping
+ * is in it. One read; 0 or -errno (the snapshot stays as it was). */
+int mp_freecheck_snapshot(struct mp_freecheck *fc);
+
 /* The target exec'd: a new address space, whose first read is its attach
- * snapshot (taken at the next miss, whatever the rate). */
+ * snapshot (mp_freecheck_snapshot() at the new image's attach, or the
+ * next miss, whatever the rate). */
 void mp_freecheck_exec(struct mp_freecheck *fc);
 
 /* Reads of the maps so far (the attach snapshot's not counted). */

@@ -590,6 +590,9 @@ int mp_sess_drain_ring(struct session *s)
 			return log_error_errno(-ENOMEM, "pid %d: marker ring: %m", (int)s->o->pid);
 		}
 		s->ring_ref->c = s->ring;
+		/* the interposer is on: as for the uprobes (session.c) */
+		if (s->path == MP_PATH_INPROCESS)
+			(void)mp_freecheck_snapshot(s->freecheck);
 		log_debug("pid %d: marker ring attached%s", (int)s->o->pid,
 			  s->path == MP_PATH_INPROCESS ? ", in-process allocation path on" : "");
 	}

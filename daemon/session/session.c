@@ -271,8 +271,14 @@ static int setup_pipeline(struct session *s)
 		r = setup_tracer(s);
 	if (r == 0)
 		r = setup_correlator(s);
-	if (r < 0 || !o->rss_hz)
+	if (r < 0)
 		return r;
+	/* the uprobes are on: blocks of the attach window are in maps now
+	 * (a failed read leaves the first snapshot) */
+	if (s->path != MP_PATH_INPROCESS)
+		(void)mp_freecheck_snapshot(s->freecheck);
+	if (!o->rss_hz)
+		return 0;
 
 	r = mp_rss_sampler_new(o->pid, o->rss_hz, o->pss_every, &s->rss);
 	if (r < 0)

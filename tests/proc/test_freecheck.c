@@ -180,3 +180,29 @@ Test(freecheck, a_failed_read_judges_by_what_was_read)
 	cr_assert_eq(s.reads, 1);
 	mp_freecheck_free(fc);
 }
+
+Test(freecheck, the_snapshot_at_the_attach_joins_the_first)
+{
+	struct src s = { .text = later, .now = 1000 * MS, .read_cost = 1 * MS };
+	struct mp_freecheck *fc = checker(&s, at_attach);
+
+	cr_assert_eq(mp_freecheck_snapshot(fc), 0);
+	cr_assert_eq(s.reads, 1);
+	/* both snapshots' mappings, without a read, whenever the free */
+	cr_assert(mp_freecheck_mapped(fc, 0x7f3a4c100040, 0));
+	cr_assert(mp_freecheck_mapped(fc, 0x7f3a50000040, 0));
+	cr_assert(mp_freecheck_mapped(fc, 0x55d0c1c6d010, 0));
+	cr_assert_not(mp_freecheck_mapped(fc, 0x7f3a4c000010, 0));
+	cr_assert_eq(s.reads, 1);
+	/* after an exec, the new image's snapshot replaces them */
+	mp_freecheck_exec(fc);
+	cr_assert_eq(mp_freecheck_snapshot(fc), 0);
+	s.text = NULL;
+	s.now += 100 * MS;
+	cr_assert(mp_freecheck_mapped(fc, 0x7f3a50000040, s.now));
+	cr_assert_not(mp_freecheck_mapped(fc, 0x7f3a4c100040, s.now));
+	/* a failed read changes nothing */
+	cr_assert_eq(mp_freecheck_snapshot(fc), -ENOENT);
+	cr_assert(mp_freecheck_mapped(fc, 0x7f3a50000040, 0));
+	mp_freecheck_free(fc);
+}
