@@ -68,6 +68,16 @@ HOT uint64_t heap_ts(void)
 
 static uint64_t lease_look_ns;
 
+/* Records that never wait (sampled mode) may never fill their ring when
+ * the consumer is gone: one of them looks at the lease when the heap
+ * clock (ns, or TSC ticks: 0.2-1 ms at 1-5 GHz) has moved LEASE_TICKS past
+ * the last look; consumer_gone() still makes at most one syscall per
+ * LEASE_LOOK_NS. A difference, not a deadline: a clock that went back (a
+ * forked child's ring stamping with the other clock) looks at once. */
+#define LEASE_TICKS (1ull << 20)
+
+static uint64_t lease_look_ts;
+
 /*
  * Whether the consumer that turned the interposer on is gone; if so the
  * ring is released: detached and dormant (docs/RING.md "A consumer that
@@ -77,7 +87,8 @@ static uint64_t lease_look_ns;
  * whether another open file holds one. A new consumer that began its
  * attach since attach_word was read cleared it and numbers its own
  * differently, so the swap then fails and its session goes on. Slow paths
- * only (a full ring); leaves errno alone.
+ * only (a full ring, a sampled record once per LEASE_TICKS); leaves errno
+ * alone.
  */
 static __attribute__((noinline, cold)) bool consumer_gone(uint64_t now)
 {
@@ -105,6 +116,21 @@ static __attribute__((noinline, cold)) bool consumer_gone(uint64_t now)
 		return false;
 	return __atomic_compare_exchange_n(&h->attach_word, &w, 0, false, __ATOMIC_SEQ_CST,
 					   __ATOMIC_RELAXED);
+}
+
+/* A record that does not wait, stamped @ts, is the first for LEASE_TICKS
+ * of the heap clock: whether the consumer is gone (the ring is then
+ * released). Out of line: the record path keeps one compare. */
+static __attribute__((noinline, cold)) bool lease_due(uint64_t ts)
+{
+	STORE(&lease_look_ts, ts, RELAXED);
+	return consumer_gone(now_ns());
+}
+
+static inline __attribute__((always_inline)) bool lease_look(enum mp_rw_wait wait, uint64_t ts)
+{
+	return wait == MP_RW_NOWAIT &&
+	       unlikely(ts - LOAD(&lease_look_ts, RELAXED) >= LEASE_TICKS) && lease_due(ts);
 }
 
 static bool ring_wait_inner(struct mp_rw_tls *t, uint64_t pos)
@@ -295,6 +321,11 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 	if (unlikely(t->head >= t->populate_at))
 		ring_populate(t, t->head, t->head);
 	ts = heap_ts();
+	/* released: the record in hand is dropped, as at a full ring */
+	if (lease_look(wait, ts)) {
+		r = -ENOSPC;
+		goto drop;
+	}
 	pos = t->head;
 	if (unlikely(pos - t->tail > mp_rw.heap_mask)) {
 		uint64_t tail = LOAD(&t->thr->tail, ACQUIRE);
@@ -377,6 +408,12 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 	if (unlikely(last >= t->populate_at))
 		ring_populate(t, pos, last);
 	ts = heap_ts();
+	if (lease_look(wait, ts)) {
+		count_alloc_drop(true);
+		atomic_signal_fence(memory_order_seq_cst);
+		t->busy = 0;
+		return -ENOSPC;
+	}
 	/* The continuation slots and the heap record first, the STACK
 	 * record's seq last: a consumer that sees it sees them all. */
 	for (uint32_t j = 0; j < k; j++) {

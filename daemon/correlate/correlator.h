@@ -62,6 +62,13 @@ struct mp_correlator_opts {
 	 * flagged MP_HEAP_F_SCALED then carry estimates, whose variances the
 	 * profile sums beside them (docs/PROFILE.md "Sampled figures"). */
 	uint64_t sample_bytes;
+	/* A free of the malloc family of a block never seen allocated (an
+	 * unknown free), at @addr, stamped @ts_ns: whether @addr lies where
+	 * the target's allocator could have put a block (freecheck.h).
+	 * false: refused (rejected free_unmapped), never an unknown free.
+	 * NULL: only the address's range and alignment are checked. */
+	bool (*free_mapped)(void *ctx, uint64_t addr, uint64_t ts_ns);
+	void *free_ctx;
 };
 
 struct mp_correlator;

@@ -129,6 +129,37 @@ static void exec_released(struct mp_correlator *c, const struct mp_heap_event *e
 	p->execs[p->n_execs - 1].released_blocks++;
 }
 
+/* The smallest alignment of a block of any malloc on Linux: glibc's
+ * MALLOC_ALIGNMENT is 16 on 64-bit targets (8 on i386); jemalloc,
+ * tcmalloc and mimalloc give 8-byte requests 8-byte blocks. */
+#define MALLOC_MIN_ALIGN 8u
+
+/* A free of a block never seen allocated: one allocated before the attach
+ * (or whose allocation the daemon lost), counted apart, or a forged one,
+ * refused by reason (docs/PROFILE.md "Corruption"). Pools and functions
+ * named on the command line have their own rules (pools.c): only the
+ * malloc family's are held to malloc's. */
+static __attribute__((noinline)) void unknown_free(struct mp_correlator *c,
+						   const struct mp_heap_event *ev)
+{
+	enum mp_reject why = MP_REJECT_COUNT;
+
+	/* No allocator hands out an address past every user address space */
+	if (ev->addr >= CORR_SIZE_LIMIT)
+		why = MP_REJECT_FREE;
+	else if (ev->fn < MP_FN_MMAP && ev->addr % MALLOC_MIN_ALIGN)
+		why = MP_REJECT_FREE_MISALIGNED;
+	else if (ev->fn < MP_FN_MMAP && c->opts.free_mapped &&
+		 !c->opts.free_mapped(c->opts.free_ctx, ev->addr, ev->ts_ns))
+		why = MP_REJECT_FREE_UNMAPPED;
+	if (why == MP_REJECT_COUNT) {
+		c->p->unknown_frees++;
+		return;
+	}
+	c->p->rejected[why]++;
+	c->p->corruption |= MP_CORRUPT_RECORDS_REJECTED;
+}
+
 static inline __attribute__((always_inline)) uint64_t on_heap(struct mp_correlator *c,
 							      const struct mp_heap_event *ev)
 {
@@ -150,15 +181,7 @@ static inline __attribute__((always_inline)) uint64_t on_heap(struct mp_correlat
 			exec_released(c, ev);
 		break;
 	case MP_HEAP_UNKNOWN_FREE:
-		/* No allocator hands out an address past every user address
-		 * space: not a block allocated before the attach, a forged
-		 * free. */
-		if (ev->addr >= CORR_SIZE_LIMIT) {
-			c->p->rejected[MP_REJECT_FREE]++;
-			c->p->corruption |= MP_CORRUPT_RECORDS_REJECTED;
-		} else {
-			c->p->unknown_frees++;
-		}
+		unknown_free(c, ev);
 		break;
 	default:
 		break;

@@ -384,8 +384,14 @@ static void json_invocation(struct mp_json *j, const struct mp_profile *p, uint3
 
 /* enum mp_reject's names, in the table and in JSON. */
 static const char *const reject_names[MP_REJECT_COUNT] = {
-	[MP_REJECT_SIZE] = "size", [MP_REJECT_TIME] = "time",	[MP_REJECT_THREAD] = "thread",
-	[MP_REJECT_FREE] = "free", [MP_REJECT_STACK] = "stack", [MP_REJECT_MODE] = "mode",
+	[MP_REJECT_SIZE] = "size",
+	[MP_REJECT_TIME] = "time",
+	[MP_REJECT_THREAD] = "thread",
+	[MP_REJECT_FREE] = "free",
+	[MP_REJECT_STACK] = "stack",
+	[MP_REJECT_MODE] = "mode",
+	[MP_REJECT_FREE_MISALIGNED] = "freeMisaligned",
+	[MP_REJECT_FREE_UNMAPPED] = "freeUnmapped",
 };
 
 /* Ring corruption and execs (docs/PROFILE.md "Corruption", "Exec"). */

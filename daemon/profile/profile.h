@@ -97,6 +97,12 @@ enum mp_reject {
 	MP_REJECT_FREE, /* free of an address no allocator hands out */
 	MP_REJECT_STACK, /* call stack longer than the ring ABI allows */
 	MP_REJECT_MODE, /* heap record while the daemon did not ask for any */
+	/* free of a block never seen allocated, at an address no malloc
+	 * returns (not a multiple of 8) */
+	MP_REJECT_FREE_MISALIGNED,
+	/* free of a block never seen allocated, outside every writable
+	 * mapping of the target (at the attach, at the daemon's last look) */
+	MP_REJECT_FREE_UNMAPPED,
 	MP_REJECT_COUNT
 };
 

@@ -442,6 +442,8 @@ static void enc_rejected(struct arena *a, const struct mp_profile *p, Memprof__P
 	rj->free = n[MP_REJECT_FREE];
 	rj->stack = n[MP_REJECT_STACK];
 	rj->mode = n[MP_REJECT_MODE];
+	rj->free_misaligned = n[MP_REJECT_FREE_MISALIGNED];
+	rj->free_unmapped = n[MP_REJECT_FREE_UNMAPPED];
 	rj->stuck_rings = p->stuck_rings;
 	o->rejected = rj;
 }

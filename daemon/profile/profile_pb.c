@@ -621,6 +621,8 @@ static int dec_hardening(const Memprof__Profile *o, struct mp_profile *p, const 
 		p->rejected[MP_REJECT_FREE] = rj->free;
 		p->rejected[MP_REJECT_STACK] = rj->stack;
 		p->rejected[MP_REJECT_MODE] = rj->mode;
+		p->rejected[MP_REJECT_FREE_MISALIGNED] = rj->free_misaligned;
+		p->rejected[MP_REJECT_FREE_UNMAPPED] = rj->free_unmapped;
 		p->stuck_rings = rj->stuck_rings;
 	}
 	p->exec_count = o->exec_count;

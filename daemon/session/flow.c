@@ -57,6 +57,14 @@ static const char *resolve_owner(void *ctx, uint64_t addr)
 	return m->path;
 }
 
+/* The correlator's free_mapped hook: freecheck.h. */
+static bool free_mapped(void *ctx, uint64_t addr, uint64_t ts_ns)
+{
+	struct session *s = ctx;
+
+	return !s->freecheck || mp_freecheck_mapped(s->freecheck, addr, ts_ns);
+}
+
 static void dump_record(FILE *f, const struct mp_record *r)
 {
 	fprintf(f, "marker %s tid=%" PRIu32 " ts=%" PRIu64, mp_record_type_name(r->type), r->tid,
@@ -227,6 +235,7 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t
 		mp_procmaps_free(s->maps);
 		s->maps = NULL;
 		s->maps_read_ns = 0;
+		mp_freecheck_exec(s->freecheck);
 		break;
 	}
 	case MP_RAW_EXIT:
@@ -581,6 +590,9 @@ int mp_sess_drain_ring(struct session *s)
 			return log_error_errno(-ENOMEM, "pid %d: marker ring: %m", (int)s->o->pid);
 		}
 		s->ring_ref->c = s->ring;
+		/* the interposer is on: as for the uprobes (session.c) */
+		if (s->path == MP_PATH_INPROCESS)
+			(void)mp_freecheck_snapshot(s->freecheck);
 		log_debug("pid %d: marker ring attached%s", (int)s->o->pid,
 			  s->path == MP_PATH_INPROCESS ? ", in-process allocation path on" : "");
 	}
@@ -658,4 +670,6 @@ void mp_sess_correlator_hooks(struct session *s, struct mp_correlator_opts *o)
 	o->resolve_ctx = s;
 	o->observe_heap = s->o->dump ? dump_heap : NULL;
 	o->observe_ctx = s;
+	o->free_mapped = free_mapped;
+	o->free_ctx = s;
 }

@@ -243,6 +243,9 @@ static int setup_pipeline(struct session *s)
 	if (r < 0)
 		return log_error_errno(r, "pid %d: reading /proc/%d/maps: %m", (int)o->pid,
 				       (int)o->pid);
+	r = mp_freecheck_new(o->pid, s->maps, s->maps_read_ns, &s->freecheck);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: free check: %m", (int)o->pid);
 
 	r = mp_stack_collector_new(o->pid, o->stacks, o->stack_depth, &s->collect);
 	if (r == -EINVAL)
@@ -268,8 +271,14 @@ static int setup_pipeline(struct session *s)
 		r = setup_tracer(s);
 	if (r == 0)
 		r = setup_correlator(s);
-	if (r < 0 || !o->rss_hz)
+	if (r < 0)
 		return r;
+	/* the uprobes are on: blocks of the attach window are in maps now
+	 * (a failed read leaves the first snapshot) */
+	if (s->path != MP_PATH_INPROCESS)
+		(void)mp_freecheck_snapshot(s->freecheck);
+	if (!o->rss_hz)
+		return 0;
 
 	r = mp_rss_sampler_new(o->pid, o->rss_hz, o->pss_every, &s->rss);
 	if (r < 0)
@@ -574,6 +583,10 @@ static void teardown(struct session *s)
 	if (s->pairs)
 		log_debug("pid %d: %" PRIu64 " allocations applied with the free that followed",
 			  (int)s->o->pid, s->pairs);
+	if (mp_freecheck_reads(s->freecheck))
+		log_debug("pid %d: /proc/%d/maps re-read for frees of blocks never seen "
+			  "allocated: %" PRIu64,
+			  (int)s->o->pid, (int)s->o->pid, mp_freecheck_reads(s->freecheck));
 	mp_tracer_free(s->tracer);
 	mp_sess_ring_ref_free(s->ring_ref);
 	while (s->retired) {
@@ -586,6 +599,7 @@ static void teardown(struct session *s)
 	mp_correlator_free(s->corr);
 	mp_order_free(s->order);
 	mp_procmaps_free(s->maps);
+	mp_freecheck_free(s->freecheck);
 	mp_stack_collector_free(s->collect);
 	free(s->cmdline);
 	while (s->exec_n) {

@@ -15,6 +15,7 @@
 #include "collect.h"
 #include "consumer.h"
 #include "correlator.h"
+#include "freecheck.h"
 #include "order.h"
 #include "procmaps.h"
 #include "rss.h"
@@ -100,6 +101,8 @@ struct session {
 	struct mp_correlator *corr;
 	struct mp_procmaps *maps;
 	uint64_t maps_read_ns;
+	/* where a free of a block never seen allocated may point */
+	struct mp_freecheck *freecheck;
 	/* the unwinder and --stacks' stack table */
 	struct mp_stack_collector *collect;
 	/* A heap allocation released to the correlator but not applied yet:

@@ -763,8 +763,8 @@ Test(correlator, unmatched_truncated_open_at_attach)
 	stream_init(&s, NULL);
 	cr_assert_eq(mp_correlator_on_record(s.c, &open), 0); /* begun at 500, before attach */
 	kend(&s, 9); /* 1001 no kernel open on 9 */
-	unknown_free(&s, 7, 0xdead); /* 1002 */
-	unknown_free(&s, 7, 0xbeef); /* 1003 */
+	unknown_free(&s, 7, 0xdea0); /* 1002 */
+	unknown_free(&s, 7, 0xbee0); /* 1003 */
 	b = alloc(&s, 7, 64); /* 1004 */
 	kbegin(&s, 7, "step"); /* 1005 */
 	release(&s, 7, &b); /* 1006 */
@@ -850,7 +850,7 @@ Test(correlator, unknown_frees_never_negative)
 	stream_init(&s, NULL);
 	kbegin(&s, 1, "k");
 	for (int i = 0; i < 5; i++)
-		unknown_free(&s, 1, 0x1000 + i);
+		unknown_free(&s, 1, 0x1000 + 16 * (uint64_t)i);
 	/* A free the tracer should not have paired: refused, counted. */
 	release(&s, 1, &bogus);
 	kend(&s, 1);
@@ -863,6 +863,56 @@ Test(correlator, unknown_frees_never_negative)
 	cr_expect_eq(p->accounting_errors, 1);
 	cr_expect_eq(p->peak_bytes, 0);
 	cr_expect_eq(p->owners[0].live_bytes, 0);
+	mp_profile_free(p);
+}
+
+/* The free_mapped hook of the next test: [0x10000, 0x20000) is mapped;
+ * counts its calls. */
+static bool mapped_below(void *ctx, uint64_t addr, uint64_t ts_ns)
+{
+	(void)ts_ns;
+	++*(int *)ctx;
+	return addr >= 0x10000 && addr < 0x20000;
+}
+
+/* Unknown frees of the malloc family at addresses no malloc returns are
+ * refused by reason, reach no figure and are no unknown frees; the rest
+ * are. Known frees never ask the hook. */
+Test(correlator, implausible_unknown_frees_refused_by_reason)
+{
+	int asked = 0;
+	struct mp_correlator_opts o = { .free_mapped = mapped_below, .free_ctx = &asked };
+	struct mp_heap_event custom = {
+		.kind = MP_HEAP_UNKNOWN_FREE, .fn = MP_FN_CUSTOM, .tid = 1, .addr = 0x10003
+	};
+	struct stream s;
+	struct mp_profile *p;
+	struct block b;
+
+	stream_init(&s, &o);
+	kbegin(&s, 1, "k");
+	b = alloc(&s, 1, 64);
+	release(&s, 1, &b);
+	cr_expect_eq(asked, 0);
+	unknown_free(&s, 1, 0x10010); /* mapped, aligned: an unknown free */
+	unknown_free(&s, 1, 0x10008);
+	unknown_free(&s, 1, 0x10004); /* misaligned */
+	unknown_free(&s, 1, 0x1000f);
+	unknown_free(&s, 1, 0x30000); /* unmapped */
+	unknown_free(&s, 1, 1ull << 56); /* past every address space */
+	/* a function named on the command line: not held to malloc's rules */
+	custom.ts_ns = tick(&s);
+	mp_correlator_on_heap(s.c, &custom);
+	kend(&s, 1);
+	p = finish(&s);
+
+	cr_expect_eq(p->unknown_frees, 3);
+	cr_expect_eq(p->rejected[MP_REJECT_FREE_MISALIGNED], 2);
+	cr_expect_eq(p->rejected[MP_REJECT_FREE_UNMAPPED], 1);
+	cr_expect_eq(p->rejected[MP_REJECT_FREE], 1);
+	cr_expect_eq(asked, 3, "the hook was asked %d times", asked);
+	cr_expect(p->corruption & MP_CORRUPT_RECORDS_REJECTED);
+	expect_mem_eq("mem", &p->mem, &(struct mp_mem_stats)MEM(0, 0, 64, 1, 64, 1));
 	mp_profile_free(p);
 }
 

@@ -14,6 +14,7 @@
 #ifndef MP_TEST_FIXTURE_FORGE_H
 #define MP_TEST_FIXTURE_FORGE_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <memprof.h>
@@ -43,6 +45,14 @@
 /* frees of addresses no allocator hands out: past 2^56 */
 #define FORGE_FREE (2 * FORGE_N)
 #define FORGE_HEAP (FORGE_SIZE + FORGE_TIME + 2 * FORGE_N + FORGE_FREE)
+/* The "frees" way: frees of blocks never allocated at plausible addresses
+ * (below 2^56): misaligned ones inside the heap, aligned ones where
+ * nothing is mapped, and aligned ones inside the heap, which no check can
+ * tell from frees of blocks allocated before the attach. */
+#define FORGE_FREE_MISALIGNED FORGE_N
+#define FORGE_FREE_UNMAPPED FORGE_N
+#define FORGE_FREE_PLAUSIBLE FORGE_N
+#define FORGE_FREES (FORGE_FREE_MISALIGNED + FORGE_FREE_UNMAPPED + FORGE_FREE_PLAUSIBLE)
 /* a STACK record of 40,000 bytes (with its continuation slots and ALLOC) */
 #define FORGE_STACK 1
 #define FORGE_STACK_LEN 40000u
@@ -159,6 +169,41 @@ static void forge_heap(const struct own_ring *r, uint32_t i, struct mp_thread *t
 	forge_long_stack(r, i, t);
 }
 
+/* An address with nothing mapped at it: msync() says ENOMEM. */
+static bool forge_unmapped(uint64_t a)
+{
+	return msync((void *)(uintptr_t)(a & ~4095ull), 4096, MS_ASYNC) < 0 && errno == ENOMEM;
+}
+
+/* Frees of never allocated blocks at plausible addresses: inside @live
+ * (a live honest block of HONEST_BLOCK bytes, which these frees must not
+ * release) and in holes of the address space. */
+static bool forge_frees(const struct own_ring *r, uint32_t i, struct mp_thread *t, uint64_t live)
+{
+	uint64_t hole = 0x300000000000ull;
+	struct mp_slot s;
+
+	for (int n = 0; n < FORGE_N; n++) {
+		s = forge_alloc(t, live + 4096 + 64 * (uint64_t)n + 4, 0);
+		s.type = 9; /* MP_REC_FREE */
+		s.name_id = 4; /* MP_FN_FREE */
+		forge_push(r, i, t, &s);
+		while (!forge_unmapped(hole))
+			hole += 1ull << 30;
+		s = forge_alloc(t, hole + 16 * (uint64_t)n, 0);
+		s.type = 9;
+		s.name_id = 4;
+		forge_push(r, i, t, &s);
+		s = forge_alloc(t, live + 8192 + 64 * (uint64_t)n, 0);
+		s.type = 9;
+		s.name_id = 4;
+		forge_push(r, i, t, &s);
+	}
+	return true;
+}
+
+static void **honest_keep(void);
+
 static void *forger_main(void *arg)
 {
 	struct forger *f = arg;
@@ -178,6 +223,8 @@ static void *forger_main(void *arg)
 		goto out;
 	if (!strcmp(f->how, "heap")) {
 		forge_heap(&r, i, t);
+	} else if (!strcmp(f->how, "frees")) {
+		forge_frees(&r, i, t, (uintptr_t)honest_keep()[0]);
 	} else if (!strcmp(f->how, "stuck")) {
 		__atomic_store_n(&t->head, t->head + 5, __ATOMIC_RELEASE);
 	} else { /* seqback: the slot at head gets its own position as seq */
@@ -197,7 +244,8 @@ out:
 
 static bool forge_way(const char *how)
 {
-	return !strcmp(how, "heap") || !strcmp(how, "stuck") || !strcmp(how, "seqback");
+	return !strcmp(how, "heap") || !strcmp(how, "frees") || !strcmp(how, "stuck") ||
+	       !strcmp(how, "seqback");
 }
 
 static void honest_kernels(int rounds)
@@ -215,11 +263,14 @@ static void honest_kernels(int rounds)
 	}
 }
 
-/* The honest blocks, allocated once the daemon reads the ring. */
+/* The honest blocks, allocated once the daemon reads the ring (the first
+ * call). */
 static void **honest_keep(void)
 {
 	static void *keep[HONEST_BLOCKS];
 
+	if (keep[0])
+		return keep;
 	memprof_kernel_begin("good0");
 	for (int k = 0; k < HONEST_BLOCKS; k++) {
 		keep[k] = malloc(HONEST_BLOCK);

@@ -31,6 +31,7 @@
 #define FORGE_THREAD (3 * FORGE_N)
 #define FORGE_FREE (2 * FORGE_N)
 #define FORGE_HEAP (FORGE_SIZE + FORGE_TIME + 2 * FORGE_N + FORGE_FREE)
+#define FORGE_FREES (3 * FORGE_N)
 
 static char tmpdir[256];
 
@@ -144,6 +145,42 @@ Test(forge, heap_records_rejected_by_reason, .init = setup, .fini = cleanup)
 	}
 	assert_honest_heap(p);
 	/* the honest kernels after the forgery were read */
+	cr_assert_gt(p->n_invocations, 400);
+	mp_profile_free(p);
+}
+
+/* Frees of blocks never allocated at addresses below 2^56: misaligned
+ * ones and ones where nothing is mapped are refused by reason; aligned
+ * ones inside the heap pass as unknown frees (nothing can tell them from
+ * blocks allocated before the attach) and change no figure either. */
+Test(forge, plausible_frees_rejected_by_reason, .init = setup, .fini = cleanup)
+{
+	char table[16384];
+	struct mp_profile *p = run("frees", table, sizeof(table));
+
+	cr_assert(p->corruption & MP_CORRUPT_RECORDS_REJECTED, "corruption 0x%x", p->corruption);
+	cr_assert_eq(p->corruption & (MP_CORRUPT_RING_RECORDS | MP_CORRUPT_RING_STUCK), 0,
+		     "corruption 0x%x", p->corruption);
+	if (bpf_path()) {
+		cr_assert_eq(p->rejected[MP_REJECT_MODE], FORGE_FREES);
+		cr_assert_eq(p->rejected[MP_REJECT_FREE_MISALIGNED], 0);
+		cr_assert_eq(p->rejected[MP_REJECT_FREE_UNMAPPED], 0);
+		assert_said_first(table, "mode");
+	} else {
+		cr_assert_eq(p->rejected[MP_REJECT_FREE_MISALIGNED], FORGE_N);
+		cr_assert_eq(p->rejected[MP_REJECT_FREE_UNMAPPED], FORGE_N);
+		cr_assert_eq(p->rejected[MP_REJECT_MODE], 0);
+		cr_assert_geq(p->unknown_frees, FORGE_N, "unknown frees %" PRIu64,
+			      p->unknown_frees);
+		assert_said_first(table, "freeMisaligned");
+		assert_said_first(table, "freeUnmapped");
+	}
+	for (int i = 0; i < MP_REJECT_COUNT; i++)
+		if (i != MP_REJECT_MODE && i != MP_REJECT_FREE_MISALIGNED &&
+		    i != MP_REJECT_FREE_UNMAPPED)
+			cr_assert_eq(p->rejected[i], 0, "rejected[%d] = %" PRIu64, i,
+				     p->rejected[i]);
+	assert_honest_heap(p);
 	cr_assert_gt(p->n_invocations, 400);
 	mp_profile_free(p);
 }

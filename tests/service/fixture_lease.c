@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
  * A target that allocates without pause, in steps: LEASE_BATCHES kernels
- * "batch" of LEASE_PAIRS malloc(LEASE_BLOCK) + free pairs through the
- * interposer, then as many pairs through glibc's own entry points, which
+ * "batch" (none while the test sets quiet) of LEASE_PAIRS
+ * malloc(LEASE_BLOCK) + free pairs through the interposer, then as many pairs through glibc's own entry points, which
  * the interposer never sees (lease_stats.h). Publishes its counts, CPU
  * times and longest step in the file named by argv[1]. Prints "ready"
  * once running; exits when the test sets stop.
  */
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,14 +54,18 @@ int main(int argc, char **argv)
 	while (!__atomic_load_n(&st->stop, __ATOMIC_RELAXED)) {
 		uint64_t now, step;
 
+		bool quiet = __atomic_load_n(&st->quiet, __ATOMIC_RELAXED);
+
 		c0 = ns_of(CLOCK_THREAD_CPUTIME_ID);
 		for (int b = 0; b < LEASE_BATCHES; b++) {
-			memprof_kernel_begin("batch");
+			if (!quiet)
+				memprof_kernel_begin("batch");
 			for (int i = 0; i < LEASE_PAIRS; i++) {
 				p = malloc(LEASE_BLOCK);
 				free(p);
 			}
-			memprof_kernel_end();
+			if (!quiet)
+				memprof_kernel_end();
 		}
 		c1 = ns_of(CLOCK_THREAD_CPUTIME_ID);
 		for (int b = 0; b < LEASE_BATCHES; b++)

@@ -216,9 +216,10 @@ static void kill_and_check(struct target *t, pid_t dpid, uint32_t mode, double d
 			     what, step / 1e6);
 }
 
-/* memprofd --pid on @t in @mode for @duration ("" for none); its pid. */
-static pid_t memprofd_on(const struct target *t, const char *mode, const char *duration,
-			 const char *out)
+/* memprofd --pid on @t in @mode for @duration ("" for none), sampling
+ * every @sample bytes ("" for the default); its pid. */
+static pid_t memprofd_sampling(const struct target *t, const char *mode, const char *sample,
+			       const char *duration, const char *out)
 {
 	char *argv[16];
 	int n = 0;
@@ -230,6 +231,10 @@ static pid_t memprofd_on(const struct target *t, const char *mode, const char *d
 	argv[n++] = "inprocess";
 	argv[n++] = "--mode";
 	argv[n++] = (char *)mode;
+	if (*sample) {
+		argv[n++] = "--sample-bytes";
+		argv[n++] = (char *)sample;
+	}
 	if (*duration) {
 		argv[n++] = "--duration";
 		argv[n++] = (char *)duration;
@@ -240,6 +245,12 @@ static pid_t memprofd_on(const struct target *t, const char *mode, const char *d
 	argv[n++] = "none";
 	argv[n] = NULL;
 	return spawn(argv, -1, -1);
+}
+
+static pid_t memprofd_on(const struct target *t, const char *mode, const char *duration,
+			 const char *out)
+{
+	return memprofd_sampling(t, mode, "", duration, out);
 }
 
 /* A later memprofd --pid attach profiles the target as usual: its
@@ -308,6 +319,29 @@ Test(lease, memprofd_killed_in_sampled_mode_releases_its_target, .timeout = 180,
 	dormant = rate(&t);
 	kill_and_check(&t, memprofd_on(&t, "sampled", "", tmp_of("killed.pb")), MP_ALLOC_SAMPLED,
 		       dormant, "memprofd --pid (sampled)");
+	target_stop(&t);
+}
+
+/* Samples too rare to ever fill the ring: one every 4 MiB is one every
+ * 65,536 pairs of the fixture, whose 32 Ki records (two per sample) take
+ * 64 GiB of allocations, about a minute of its loop, and no markers (they
+ * would fill it); a release that waits for a full ring never comes within
+ * the 3 s. The sampled records look at the lease themselves. The later
+ * attach has the kernels back. */
+Test(lease, memprofd_killed_in_sampled_mode_with_rare_samples_releases_its_target, .timeout = 180,
+     .fini = cleanup)
+{
+	struct target t;
+	double dormant;
+
+	need_root();
+	target_start(&t);
+	__atomic_store_n(&t.st->quiet, 1, __ATOMIC_RELAXED);
+	dormant = rate(&t);
+	kill_and_check(&t, memprofd_sampling(&t, "sampled", "4M", "", tmp_of("killed.pb")),
+		       MP_ALLOC_SAMPLED, dormant, "memprofd --pid (sampled, rare samples)");
+	__atomic_store_n(&t.st->quiet, 0, __ATOMIC_RELAXED);
+	later_attach_profiles(&t);
 	target_stop(&t);
 }
 
