@@ -79,6 +79,7 @@ int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlato
 	/* anonymous mappings: a view apart from the heap (mappings.c) */
 	c->fn_pool[MP_FN_MMAP] = FN_POOL_MAP;
 	c->fn_pool[MP_FN_MREMAP] = FN_POOL_MAP;
+	c->fn_pool[MP_FN_MUNMAP] = FN_POOL_MAP; /* what a partial munmap leaves */
 	/* owner_cache and pending come with the first allocation and the
 	 * first kernel: an rss-mode target without markers needs neither
 	 * (docs/SERVICE.md, "Memory per target"). */

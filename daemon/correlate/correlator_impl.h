@@ -61,7 +61,8 @@
 /* An anonymous mapping (mappings.c): both flags, which no heap block or
  * pool slice has; the other fields as for a block without a site. */
 #define U_MAP_FLAGS (U_SITE_FLAG | U_POOL_FLAG)
-/* fn_pool[] of mmap and mremap: their blocks are mappings, not a pool's. */
+/* fn_pool[] of mmap, mremap and munmap (what a partial munmap leaves):
+ * their blocks are mappings, not a pool's. */
 #define FN_POOL_MAP UINT32_MAX
 #define MAX_MEMPOOLS 256
 #define MAX_SLICES (1u << 24)
