@@ -545,7 +545,7 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 		v[V_ALLOC_SPACE] = clamp(st->alloc_space);
 		v[V_INUSE_OBJECTS] = clamp(st->inuse_objects);
 		v[V_INUSE_SPACE] = clamp(st->inuse_space);
-		if (b->n_values > N_VALUES) {
+		if (p->site_vars) {
 			v[V_ALLOC_SPACE_VAR] = clamp_var(p->site_vars[i].alloc_space);
 			v[V_INUSE_SPACE_VAR] = clamp_var(p->site_vars[i].inuse_space);
 		}
@@ -658,7 +658,7 @@ static int build_profile(struct build *b, const struct mp_profile *p,
 			  "mappings each owner made (mapped_objects, mapped_space; "
 			  "mapped_inuse_space still mapped at the end), a view apart from the heap "
 			  "samples: -sample_index=mapped_space");
-	if (b->n_values > (b->map_values ? b->map_values : N_VALUES))
+	if (p->site_vars)
 		b->comments[o->n_comment++] =
 			S("memprofd: sampled mode: alloc_space and inuse_space are unbiased "
 			  "estimates; alloc_space_var and inuse_space_var their variances "
