@@ -490,13 +490,10 @@ static int map_samples(struct build *b, const struct mp_profile *p, size_t first
 	return (int)(k - first);
 }
 
-static int build_samples(struct build *b, const struct mp_profile *p,
-			 Perftools__Profiles__Profile *o)
+/* The samples' arrays: one sample per site and per mapping owner. */
+static int samples_alloc(struct build *b, const struct mp_profile *p)
 {
-	size_t n = p->n_sites + map_owners(b, p), n_ids = map_owners(b, p), id = 0;
-	int r;
-	int64_t k_kernel = S("kernel"), k_phase = S("phase"), k_owner = S("owner"),
-		k_thread = S("thread"), k_pool = S("pool");
+	size_t n = p->n_sites + map_owners(b, p), n_ids = map_owners(b, p);
 
 	if (!n)
 		n = 1;
@@ -516,6 +513,19 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 	if (!b->samples || !b->samplep || !b->values || !b->loc_ids || !b->labels || !b->labelp ||
 	    !b->tids)
 		return -ENOMEM;
+	return 0;
+}
+
+static int build_samples(struct build *b, const struct mp_profile *p,
+			 Perftools__Profiles__Profile *o)
+{
+	int64_t k_kernel = S("kernel"), k_phase = S("phase"), k_owner = S("owner"),
+		k_thread = S("thread"), k_pool = S("pool");
+	size_t id = 0;
+	int r = samples_alloc(b, p);
+
+	if (r < 0)
+		return r;
 	for (uint32_t i = 0; i < p->n_sites; i++) {
 		const struct mp_site *st = &p->sites[i];
 		Perftools__Profiles__Sample *s = &b->samples[i];

@@ -56,11 +56,11 @@ static void rss_anon(struct stream *s, uint64_t anon)
 	cr_assert_eq(mp_correlator_on_rss(s->c, &smp), 0);
 }
 
-#define MAPS(ab, ac, fb, fc, live, peak)                                                  \
-	(struct mp_map_stats)                                                             \
-	{                                                                                 \
-		.alloc_bytes = (ab), .alloc_count = (ac), .free_bytes = (fb),             \
-		.free_count = (fc), .live_bytes = (live), .peak_bytes = (peak)            \
+#define MAPS(ab, ac, fb, fc, live, peak)                                                          \
+	(struct mp_map_stats)                                                                     \
+	{                                                                                         \
+		.alloc_bytes = (ab), .alloc_count = (ac), .free_bytes = (fb), .free_count = (fc), \
+		.live_bytes = (live), .peak_bytes = (peak)                                        \
 	}
 
 Test(mappings, apart_from_the_heap)
@@ -101,8 +101,9 @@ Test(mappings, apart_from_the_heap)
 	p = finish(&s);
 
 	/* the heap: the malloc alone */
-	struct mp_mem_stats heap = { .alloc_bytes = 100, .alloc_count = 1, .free_bytes = 100,
-				     .free_count = 1 };
+	struct mp_mem_stats heap = {
+		.alloc_bytes = 100, .alloc_count = 1, .free_bytes = 100, .free_count = 1
+	};
 	expect_mem_eq("profile.mem", &p->mem, &heap);
 	cr_expect_eq(p->peak_bytes, 100);
 	cr_expect_eq(p->peak_tensors, 1);
@@ -145,8 +146,7 @@ Test(mappings, apart_from_the_heap)
 	expect_maps_eq("owners[1].maps", &p->owners[1].maps,
 		       &MAPS(159744, 6, 155648, 5, 4096, 65536));
 	/* a mapping's release goes to the tag of its making */
-	expect_maps_eq("tags[1].maps", &p->tags[1].maps,
-		       &MAPS(147456, 4, 147456, 4, 0, 65536));
+	expect_maps_eq("tags[1].maps", &p->tags[1].maps, &MAPS(147456, 4, 147456, 4, 0, 65536));
 	expect_maps_eq("tags[0].maps", &p->tags[0].maps, &MAPS(12288, 2, 8192, 1, 4096, 8192));
 	/* resident: at most the lesser of the reserved bytes and RssAnon */
 	cr_expect_eq(p->maps_resident_peak, 20000);
@@ -155,14 +155,15 @@ Test(mappings, apart_from_the_heap)
 	cr_expect_eq(p->rss[1].maps_live, 4096);
 	cr_expect_eq(p->rss[0].heap_live, 100);
 
-	assert_report_has(p, MP_REPORT_TABLE,
-			  "heap: new 0 B in 0 blocks, peak 100 B, allocated 100 B in 1 blocks",
-			  "mappings: reserved peak 65536 B, live 4096 B, mapped 159744 B in 6, "
-			  "unmapped 155648 B in 5; resident peak <= 20000 B",
-			  "k1                                       147456          98304          "
-			  "49152          49152          65536",
-			  "libmapper.so                             159744         155648           "
-			  "4096           4096          65536");
+	assert_report_has(
+		p, MP_REPORT_TABLE,
+		"heap: new 0 B in 0 blocks, peak 100 B, allocated 100 B in 1 blocks",
+		"mappings: reserved peak 65536 B, live 4096 B, mapped 159744 B in 6, "
+		"unmapped 155648 B in 5; resident peak <= 20000 B",
+		"k1                                       147456          98304          "
+		"49152          49152          65536",
+		"libmapper.so                             159744         155648           "
+		"4096           4096          65536");
 	assert_report_has(p, MP_REPORT_JSON, "\"anonMapsResidentPeak\": 20000",
 			  "\"mappedBytes\": 159744", "\"anonMapsLive\": 49152");
 	mp_profile_free(p);
@@ -196,8 +197,8 @@ Test(mappings, proto_round_trip)
 	mp_profile_free(q);
 }
 
-static void live_apply(struct mp_live *l, uint32_t type, uint32_t fn, uint64_t addr,
-		       uint64_t size, uint64_t old_addr)
+static void live_apply(struct mp_live *l, uint32_t type, uint32_t fn, uint64_t addr, uint64_t size,
+		       uint64_t old_addr)
 {
 	struct mp_raw_event ev = {
 		.type = type, .fn = fn, .tid = 1, .addr = addr, .size = size, .old_addr = old_addr

@@ -194,16 +194,40 @@ Test(maps_e2e, heap_is_the_malloc_family_mappings_apart, .timeout = 240)
 {
 	const char *m = path_in(tmpdir, "m.memprof"), *g = path_in(tmpdir, "m.pb.gz"),
 		   *c = path_in(tmpdir, "m.json");
-	char *mrun[] = { path_in(build_root, "cli/memprof"), "run", "-o", (char *)m, "--print",
-			 "table", "--", path_in(build_root, "tests/output/fixture-maps"), NULL };
-	char *report[] = { path_in(build_root, "cli/memprof"), "report", (char *)m, "--format",
-			   "json", NULL };
-	char *topprof[] = { path_in(build_root, "cli/memprof"), "convert", (char *)m, "--to",
-			    "pprof", "-o", (char *)g, NULL };
-	char *tochrome[] = { path_in(build_root, "cli/memprof"), "convert", (char *)m, "--to",
-			     "chrome", "-o", (char *)c, NULL };
-	char *protoc[] = { "protoc", "--proto_path", path_in(source_root, "proto"),
-			   "--decode=memprof.Profile", "memprof.proto", NULL };
+	char *mrun[] = { path_in(build_root, "cli/memprof"),
+			 "run",
+			 "-o",
+			 (char *)m,
+			 "--print",
+			 "table",
+			 "--",
+			 path_in(build_root, "tests/output/fixture-maps"),
+			 NULL };
+	char *report[] = {
+		path_in(build_root, "cli/memprof"), "report", (char *)m, "--format", "json", NULL
+	};
+	char *topprof[] = { path_in(build_root, "cli/memprof"),
+			    "convert",
+			    (char *)m,
+			    "--to",
+			    "pprof",
+			    "-o",
+			    (char *)g,
+			    NULL };
+	char *tochrome[] = { path_in(build_root, "cli/memprof"),
+			     "convert",
+			     (char *)m,
+			     "--to",
+			     "chrome",
+			     "-o",
+			     (char *)c,
+			     NULL };
+	char *protoc[] = { "protoc",
+			   "--proto_path",
+			   path_in(source_root, "proto"),
+			   "--decode=memprof.Profile",
+			   "memprof.proto",
+			   NULL };
 	char *raw[] = { "go", "tool", "pprof", "-raw", (char *)g, NULL };
 	const char *payload = path_in(tmpdir, "payload"), *why = NULL;
 	char *out, *sq, want[256];
@@ -212,8 +236,9 @@ Test(maps_e2e, heap_is_the_malloc_family_mappings_apart, .timeout = 240)
 
 	/* the table */
 	cr_assert_eq(run(mrun, NULL, &out), 0, "memprof run failed:\n%s", out);
-	expect_has(out, "heap: new 1000 B in 1 blocks, peak 201000 B, allocated 201000 B in 2 "
-			"blocks",
+	expect_has(out,
+		   "heap: new 1000 B in 1 blocks, peak 201000 B, allocated 201000 B in 2 "
+		   "blocks",
 		   "table");
 	snprintf(want, sizeof(want),
 		 "mappings: reserved peak %llu B, live 0 B, mapped %llu B in 1, unmapped %llu B "
