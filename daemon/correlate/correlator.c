@@ -74,7 +74,12 @@ int mp_correlator_new(const struct mp_correlator_opts *opts, struct mp_correlato
 		mp_correlator_free(c);
 		return -ENOMEM;
 	}
+	c->p->maps_recorded = true;
 	mp_live_set_max_bytes(c->live, c->opts.max_live_bytes);
+	/* anonymous mappings: a view apart from the heap (mappings.c) */
+	c->fn_pool[MP_FN_MMAP] = FN_POOL_MAP;
+	c->fn_pool[MP_FN_MREMAP] = FN_POOL_MAP;
+	c->fn_pool[MP_FN_MUNMAP] = FN_POOL_MAP; /* what a partial munmap leaves */
 	/* owner_cache and pending come with the first allocation and the
 	 * first kernel: an rss-mode target without markers needs neither
 	 * (docs/SERVICE.md, "Memory per target"). */
@@ -189,6 +194,7 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 		tmp.flags |= MP_INV_F_TRUNCATED;
 		tmp.total_bytes_snapshot = c->live_bytes;
 		tmp.total_tensors_snapshot = c->live_count;
+		corr_maps_end(c, &tmp);
 		if (f->inv != MP_NONE) {
 			struct mp_invocation *qi = &q->invocations[f->inv];
 
@@ -196,6 +202,7 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 			qi->flags = tmp.flags;
 			qi->total_bytes_snapshot = tmp.total_bytes_snapshot;
 			qi->total_tensors_snapshot = tmp.total_tensors_snapshot;
+			qi->maps.live_bytes = tmp.maps.live_bytes;
 		}
 		if (corr_aggregate_open(c, q, f, &tmp) < 0) {
 			mp_profile_free(q);
@@ -209,8 +216,10 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 	corr_sites_settle(c, q);
 	if (c->cur_phase != MP_NONE && now_ns > c->phase_entered)
 		q->phases[c->cur_phase].duration_ns += now_ns - c->phase_entered;
-	if (c->cur_phase != MP_NONE)
+	if (c->cur_phase != MP_NONE) {
 		corr_pools_phase_leave(c, &q->phases[c->cur_phase]);
+		corr_maps_phase_leave(c, &q->phases[c->cur_phase]);
+	}
 	if (!c->started)
 		q->begin_ns = c->opts.begin_ns ? c->opts.begin_ns : now_ns;
 	q->end_ns = now_ns;

@@ -58,6 +58,12 @@
 /* Limits: a block counted in the heap's "(other sites)" entry; the other
  * fields as for a block without a site (the entry has no owner or name). */
 #define U_OTHER_FLAG (1ull << 61)
+/* An anonymous mapping (mappings.c): both flags, which no heap block or
+ * pool slice has; the other fields as for a block without a site. */
+#define U_MAP_FLAGS (U_SITE_FLAG | U_POOL_FLAG)
+/* fn_pool[] of mmap, mremap and munmap (what a partial munmap leaves):
+ * their blocks are mappings, not a pool's. */
+#define FN_POOL_MAP UINT32_MAX
 #define MAX_MEMPOOLS 256
 #define MAX_SLICES (1u << 24)
 #define FN_POOL_MAX 64 /* MP_LIVE_FN_MAX */
@@ -213,6 +219,7 @@ struct mp_correlator {
 	struct tag_sum *reset_sums; /* a reset's slices per tag of the pool */
 	uint32_t reset_sums_cap;
 	uint32_t apply_stack; /* mp_correlator_apply_heap(): its @stack */
+	uint64_t maps_live; /* reserved bytes of the live anonymous mappings */
 };
 
 /* The sections' entry points into each other. Each file defines those of
@@ -251,6 +258,17 @@ void corr_pending_flush(struct mp_correlator *c);
 int corr_aggregate(struct mp_profile *p, const struct mp_invocation *r);
 void corr_frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, uint32_t flags);
 void corr_phase_leave(struct mp_correlator *c, uint64_t ts);
+/* mappings.c: a heap event of a mapping (FN_POOL_MAP, U_MAP_FLAGS), as
+ * mp_heap_cb; an invocation's begin and end, a phase's, a kernel's
+ * aggregate, an RSS reading's anonymous bytes. */
+uint64_t corr_map_event(struct mp_correlator *c, const struct mp_heap_event *ev);
+void corr_maps_begin(const struct mp_correlator *c, struct mp_invocation *r);
+void corr_maps_end(const struct mp_correlator *c, struct mp_invocation *r);
+void corr_maps_phase_enter(const struct mp_correlator *c, struct mp_phase *ph);
+void corr_maps_phase_leave(const struct mp_correlator *c, struct mp_phase *ph);
+void corr_maps_aggregate(struct mp_kernel *k, const struct mp_invocation *r);
+void corr_maps_rss(struct mp_correlator *c, uint64_t rss_anon);
+
 /* pools.c, pool_slices.c */
 int corr_pools_begin(struct mp_correlator *c, struct mp_invocation *r);
 void corr_pools_end(struct mp_correlator *c, struct mp_invocation *r);
@@ -380,7 +398,9 @@ CORR_HELPER uint32_t open_tag(const struct thread *t)
 		(d)->free_count += (s)->free_count;   \
 	} while (0)
 
-/* Heap events of probed pool functions, and frees of their blocks. */
+/* Heap events of probed pool functions, and frees of their blocks; and
+ * those of anonymous mappings (FN_POOL_MAP, U_MAP_FLAGS), which share the
+ * branch so that the heap's path tests nothing more. */
 CORR_HELPER bool pool_heap_event(struct mp_correlator *c, const struct mp_heap_event *ev)
 {
 	if (ev->kind == MP_HEAP_FREE)

@@ -170,6 +170,9 @@ static inline __attribute__((always_inline)) uint64_t on_heap(struct mp_correlat
 		/* a copy: @ev itself stays out of memory on the heap's path */
 		struct mp_heap_event copy = *ev;
 
+		if (ev->kind == MP_HEAP_FREE ? (ev->user & U_MAP_FLAGS) == U_MAP_FLAGS :
+					       c->fn_pool[ev->fn] == FN_POOL_MAP)
+			return corr_map_event(c, &copy);
 		return corr_pool_heap_alloc(c, &copy);
 	}
 	switch (ev->kind) {

@@ -29,6 +29,7 @@ void mp_live_free(struct mp_live *l)
 	if (!l)
 		return;
 	free(l->slots);
+	free(l->spans);
 	free(l);
 }
 
@@ -139,6 +140,146 @@ static void untracked(struct mp_live *l, uint64_t size)
 {
 	l->st.untracked++;
 	l->st.untracked_bytes += size;
+}
+
+/* The end of the last page of [@addr, @addr + @len): what a mapping
+ * reserves, and what munmap releases; saturated at the top. */
+static uint64_t page_end(uint64_t addr, uint64_t len)
+{
+	uint64_t e = addr + len;
+
+	if (e < addr || e > UINT64_MAX - 4095)
+		return UINT64_MAX & ~4095ull;
+	return (e + 4095) & ~4095ull;
+}
+
+/* The first span whose end is above @addr (n_spans: none). */
+static size_t span_after(const struct mp_live *l, uint64_t addr)
+{
+	size_t lo = 0, hi = l->n_spans;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->spans[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Spans never overlap (a new mapping releases what it overlaps first), so
+ * they are sorted by their ends as by their starts. */
+void mp_live_special_added_(struct mp_live *l, const struct mp_live_block *b)
+{
+	struct mp_live_span s = { b->addr, page_end(b->addr, b->size) };
+	size_t i;
+
+	if (b->fn == MP_FN_BRK) {
+		l->brk_blocks++;
+		return;
+	}
+	if (l->n_spans == l->spans_cap) {
+		size_t cap = l->spans_cap ? l->spans_cap * 2 : 64;
+		struct mp_live_span *n = reallocarray(l->spans, cap, sizeof(*n));
+
+		/* without a span, only a munmap of the whole mapping from
+		 * its start releases it (mp_live_unmap_()) */
+		if (!n)
+			return;
+		l->spans = n;
+		l->spans_cap = cap;
+	}
+	i = span_after(l, s.addr);
+	memmove(&l->spans[i + 1], &l->spans[i], (l->n_spans - i) * sizeof(s));
+	l->spans[i] = s;
+	l->n_spans++;
+}
+
+void mp_live_special_removed_(struct mp_live *l, const struct mp_live_block *b)
+{
+	size_t i;
+
+	if (b->fn == MP_FN_BRK) {
+		l->brk_blocks--;
+		return;
+	}
+	i = span_after(l, b->addr);
+	if (i < l->n_spans && l->spans[i].addr == b->addr) {
+		memmove(&l->spans[i], &l->spans[i + 1], (l->n_spans - i - 1) * sizeof(l->spans[0]));
+		l->n_spans--;
+	}
+}
+
+/* What a partial release leaves of a mapping: a mapping of its own. */
+static int unmap_piece(struct mp_live *l, const struct mp_raw_event *ev, uint64_t addr,
+		       uint64_t size, mp_heap_cb cb, void *ctx)
+{
+	struct mp_raw_event a = *ev;
+	int r = mp_live_reserve_(l);
+
+	if (r == -ENOSPC) {
+		untracked(l, size);
+		return 0;
+	}
+	if (r < 0)
+		return r;
+	a.type = MP_RAW_ALLOC;
+	a.fn = MP_FN_MUNMAP;
+	a.size = size;
+	mp_live_do_alloc_(l, &a, addr, cb, ctx);
+	return 0;
+}
+
+int mp_live_unmap_(struct mp_live *l, const struct mp_raw_event *ev, uint64_t addr, uint64_t len,
+		   mp_heap_cb cb, void *ctx)
+{
+	uint64_t end = page_end(addr, len), start = addr & ~4095ull;
+	struct mp_raw_event un = *ev;
+	struct mp_live_block *b;
+	int n = 0, r;
+
+	un.type = MP_RAW_FREE;
+	un.fn = MP_FN_MUNMAP;
+	for (;;) {
+		size_t i = span_after(l, start);
+		struct mp_live_block old;
+
+		if (i == l->n_spans || l->spans[i].addr >= end)
+			break;
+		b = mp_live_find_(l, l->spans[i].addr);
+		if (!b || !mp_live_is_mapping_fn_(b->fn)) {
+			/* not a mapping's any more: the span is stale */
+			memmove(&l->spans[i], &l->spans[i + 1],
+				(l->n_spans - i - 1) * sizeof(l->spans[0]));
+			l->n_spans--;
+			continue;
+		}
+		old = *b;
+		mp_live_do_free_(l, &un, old.addr, cb, ctx);
+		n++;
+		/* munmap takes whole pages (the kernel refuses an @addr
+		 * not page-aligned): what is left ends below @start, the
+		 * next span found begins at @end or beyond */
+		if (old.addr < start) {
+			r = unmap_piece(l, &un, old.addr, start - old.addr, cb, ctx);
+			if (r < 0)
+				return r;
+		}
+		if (old.addr + old.size > end) {
+			r = unmap_piece(l, &un, end, old.addr + old.size - end, cb, ctx);
+			if (r < 0)
+				return r;
+		}
+	}
+	/* a mapping whose span found no room: released from its start */
+	b = mp_live_find_(l, addr);
+	if (!n && b && mp_live_is_mapping_fn_(b->fn) && page_end(b->addr, b->size) <= end) {
+		mp_live_do_free_(l, &un, addr, cb, ctx);
+		n++;
+	}
+	return n;
 }
 
 /*

@@ -23,6 +23,10 @@ struct mp_live {
 	size_t mask; /* capacity - 1, capacity a power of two */
 	size_t used;
 	size_t brk_blocks; /* live blocks with fn MP_FN_BRK */
+	/* The live mappings' spans, sorted by address (live.c): what a
+	 * munmap of a range, or a mapping made over others, releases. */
+	struct mp_live_span *spans;
+	size_t n_spans, spans_cap;
 	size_t max_cap; /* the most slots (a power of two); 0: no bound */
 	uint16_t cur_flags; /* MP_LIVE_B_* of the event being applied */
 	struct mp_live_stats st;
@@ -30,12 +34,31 @@ struct mp_live {
 
 #define MP_LIVE_MIN_CAP 1024
 
+struct mp_live_span {
+	uint64_t addr, end; /* end: the last page's end */
+};
+
+static inline bool mp_live_is_mapping_fn_(uint32_t fn)
+{
+	/* munmap: what a partial munmap leaves of a mapping */
+	return fn == MP_FN_MMAP || fn == MP_FN_MREMAP || fn == MP_FN_MUNMAP;
+}
+
 /* live.c: doubles the table (-ENOMEM: unchanged; -ENOSPC: at its bound);
  * the heap break moving (mp_live_apply() of an MP_FN_BRK realloc); an
  * event that may need a new slot while the table is at its bound. */
 int mp_live_grow_(struct mp_live *l);
 int mp_live_brk_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb, void *ctx);
 int mp_live_full_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb, void *ctx);
+/* A block of a mapping or brk function entered or left the table (its
+ * span, brk_blocks); the mappings overlapping [@addr, @addr + @len)
+ * released, as munmap or a mapping made over them releases them (what is
+ * left of one stays a mapping: fn MP_FN_MUNMAP), event @ev their cause:
+ * the number released, or -ENOMEM. */
+void mp_live_special_added_(struct mp_live *l, const struct mp_live_block *b);
+void mp_live_special_removed_(struct mp_live *l, const struct mp_live_block *b);
+int mp_live_unmap_(struct mp_live *l, const struct mp_raw_event *ev, uint64_t addr, uint64_t len,
+		   mp_heap_cb cb, void *ctx);
 
 static inline size_t mp_live_slot_of_(const struct mp_live *l, uint64_t addr)
 {
@@ -115,8 +138,8 @@ static inline __attribute__((always_inline)) void mp_live_do_alloc_(struct mp_li
 	if (l->slots[i].addr) {
 		struct mp_live_block *old = &l->slots[i];
 
-		if (old->fn == MP_FN_BRK)
-			l->brk_blocks--;
+		if (__builtin_expect(old->fn >= MP_FN_MMAP && old->fn <= MP_FN_BRK, 0))
+			mp_live_special_removed_(l, old);
 		l->st.live_bytes -= old->size;
 		l->st.live_blocks--;
 		mp_live_remove_slot_(l, old);
@@ -146,8 +169,8 @@ static inline __attribute__((always_inline)) void mp_live_do_alloc_(struct mp_li
 	b->fn = (uint16_t)fn;
 	b->flags = l->cur_flags;
 	l->used++;
-	if (fn == MP_FN_BRK)
-		l->brk_blocks++;
+	if (__builtin_expect(fn >= MP_FN_MMAP && fn <= MP_FN_BRK, 0))
+		mp_live_special_added_(l, b);
 	fs->allocs++;
 	fs->alloc_bytes += ev->size;
 	l->st.live_bytes += ev->size;
@@ -189,8 +212,8 @@ static inline __attribute__((always_inline)) void mp_live_do_free_(struct mp_liv
 	fs->freed_bytes += b->size;
 	l->st.live_bytes -= b->size;
 	l->st.live_blocks--;
-	if (b->fn == MP_FN_BRK)
-		l->brk_blocks--;
+	if (__builtin_expect(b->fn >= MP_FN_MMAP && b->fn <= MP_FN_BRK, 0))
+		mp_live_special_removed_(l, b);
 	mp_live_remove_slot_(l, b);
 	if (cb)
 		cb(ctx, &he);
@@ -211,11 +234,6 @@ mp_live_temp_(struct mp_live *l, const struct mp_raw_event *al, const struct mp_
 	ff->freed_bytes += al->size;
 }
 
-static inline bool mp_live_is_mapping_fn_(uint32_t fn)
-{
-	return fn == MP_FN_MMAP || fn == MP_FN_MREMAP;
-}
-
 static inline __attribute__((always_inline)) void
 mp_live_do_realloc_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb cb, void *ctx)
 {
@@ -225,6 +243,16 @@ mp_live_do_realloc_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb
 		/* File mappings and mappings from before attach: not ours. */
 		if (!b || !mp_live_is_mapping_fn_(b->fn)) {
 			l->st.ignored++;
+			return;
+		}
+		if (ev->addr) {
+			/* the old one released first: what the new range
+			 * overlaps was replaced (MREMAP_FIXED) */
+			mp_live_do_free_(l, ev, ev->old_addr, cb, ctx);
+			if (mp_live_unmap_(l, ev, ev->addr, ev->size, cb, ctx) < 0 ||
+			    mp_live_reserve_(l) < 0)
+				return;
+			mp_live_do_alloc_(l, ev, ev->addr, cb, ctx);
 			return;
 		}
 	}
@@ -258,6 +286,12 @@ mp_live_apply_one_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb 
 	case MP_RAW_ALLOC:
 		if (!ev->addr)
 			return 0;
+		/* a new mapping replaces what it overlaps (MAP_FIXED) */
+		if (__builtin_expect(ev->fn == MP_FN_MMAP, 0)) {
+			r = mp_live_unmap_(l, ev, ev->addr, ev->size, cb, ctx);
+			if (r < 0)
+				return r;
+		}
 		r = mp_live_reserve_(l);
 		if (r < 0)
 			return r == -ENOSPC ? mp_live_full_(l, ev, cb, ctx) : r;
@@ -267,14 +301,13 @@ mp_live_apply_one_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb 
 		if (!ev->addr)
 			return 0;
 		if (ev->fn == MP_FN_MUNMAP) {
-			struct mp_live_block *b = mp_live_find_(l, ev->addr);
-
 			/* munmap cannot tell anonymous from file mappings:
-			 * only releases of mappings we saw created count. */
-			if (!b || !mp_live_is_mapping_fn_(b->fn)) {
+			 * only mappings we saw created count, each for the
+			 * part of it the range covers. */
+			r = mp_live_unmap_(l, ev, ev->addr, ev->size, cb, ctx);
+			if (r == 0)
 				l->st.ignored++;
-				return 0;
-			}
+			return r < 0 ? r : 0;
 		}
 		mp_live_do_free_(l, ev, ev->addr, cb, ctx);
 		return 0;
@@ -313,6 +346,7 @@ mp_live_apply_one_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb 
 		memset(l->slots, 0, (l->mask + 1) * sizeof(*l->slots));
 		l->used = 0;
 		l->brk_blocks = 0;
+		l->n_spans = 0;
 		l->st.live_bytes = 0;
 		l->st.live_blocks = 0;
 		return 0;

@@ -68,6 +68,7 @@ static int kernel_begin(struct mp_correlator *c, const struct mp_record *rec)
 	};
 	if (corr_pools_begin(c, r) < 0)
 		c->oom = true;
+	corr_maps_begin(c, r);
 	f->rss_b = c->last_rss;
 	f->rss_b_pending = true;
 	f->up = t->top;
@@ -138,6 +139,7 @@ int corr_aggregate(struct mp_profile *p, const struct mp_invocation *r)
 	}
 	if (r->added_var_max > k->added_var_max)
 		k->added_var_max = r->added_var_max;
+	corr_maps_aggregate(k, r);
 	k->cross_thread_allocs += r->cross_thread_allocs;
 	k->cross_thread_bytes += r->cross_thread_bytes;
 	add_signed(&k->rss_exact_incl, (uint64_t)r->rss_exact_incl);
@@ -174,6 +176,7 @@ void corr_frame_close(struct mp_correlator *c, struct frame *f, uint64_t ts, uin
 	r->total_bytes_snapshot = c->live_bytes;
 	r->total_tensors_snapshot = c->live_count;
 	corr_pools_end(c, r);
+	corr_maps_end(c, r);
 	if (corr_aggregate(c->p, r) < 0)
 		c->oom = true;
 
@@ -267,6 +270,7 @@ void corr_phase_leave(struct mp_correlator *c, uint64_t ts)
 	if (ts > c->phase_entered)
 		ph->duration_ns += ts - c->phase_entered;
 	corr_pools_phase_leave(c, ph);
+	corr_maps_phase_leave(c, ph);
 }
 
 static int phase(struct mp_correlator *c, const struct mp_record *rec)
@@ -308,6 +312,7 @@ static int phase(struct mp_correlator *c, const struct mp_record *rec)
 	}
 	if (c->last_rss.val != MP_UNKNOWN && c->last_rss.val > ph->rss_peak)
 		ph->rss_peak = c->last_rss.val;
+	corr_maps_phase_enter(c, ph);
 	return corr_pools_phase_enter(c, ph);
 }
 

@@ -79,11 +79,13 @@ int mp_correlator_on_rss(struct mp_correlator *c, const struct mp_rss_sample *s)
 				.vm_swap = s->vm_swap,
 				.pss = s->pss,
 				.heap_live = c->live_bytes,
+				.maps_live = c->maps_live,
 			};
 	}
 	p->rss_samples++;
 	if (s->vm_hwm != MP_UNKNOWN)
 		p->vm_hwm = s->vm_hwm;
+	corr_maps_rss(c, s->rss_anon);
 	if (s->vm_rss == MP_UNKNOWN)
 		return 0;
 	if (p->rss_peak == 0 || s->vm_rss > p->rss_peak)

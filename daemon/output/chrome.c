@@ -280,6 +280,48 @@ static int heap_counter(struct out *o)
 	return 0;
 }
 
+/* The reserved bytes of the anonymous mappings, a track apart from the
+ * heap's (docs/PROFILE.md "Mappings"): known at the window's begin (0),
+ * at each RSS sample, at each kernel end and at the window's end. Only
+ * when the program made or released some. */
+static int maps_counter(struct out *o)
+{
+	const struct mp_profile *p = o->p;
+	uint32_t n = 0, cap = p->n_rss + p->n_invocations + 2;
+	struct heap_pt *pts;
+
+	if (!p->maps.alloc_count && !p->maps.free_count)
+		return 0;
+	pts = malloc(cap * sizeof(*pts));
+	if (!pts)
+		return -ENOMEM;
+	pts[n] = (struct heap_pt){ o->w0, 0, n };
+	n++;
+	for (uint32_t i = 0; i < p->n_rss; i++) {
+		if (p->rss[i].maps_live == MP_UNKNOWN)
+			continue;
+		pts[n] = (struct heap_pt){ clamp(p->rss[i].ts_ns, o->w0, o->w1),
+					   p->rss[i].maps_live, n };
+		n++;
+	}
+	for (uint32_t i = 0; i < p->n_invocations; i++) {
+		const struct mp_invocation *v = &p->invocations[i];
+
+		pts[n] = (struct heap_pt){ clamp(v->end_ns, o->w0, o->w1), v->maps.live_bytes, n };
+		n++;
+	}
+	pts[n] = (struct heap_pt){ o->w1, p->maps.live_bytes, n };
+	n++;
+	qsort(pts, n, sizeof(*pts), by_ts);
+	for (uint32_t i = 0; i < n; i++) {
+		if (i + 1 < n && pts[i + 1].ts == pts[i].ts)
+			continue;
+		counter_u64(o, "anonymous mappings", pts[i].ts, "reserved", pts[i].live);
+	}
+	free(pts);
+	return 0;
+}
+
 /* One counter track per used pool, apart from the heap track: a pool's live
  * slices are known at each kernel end (its bucket's live_end) and at the
  * window's end. Device pools are never added to the heap or RSS tracks. */
@@ -680,6 +722,9 @@ int mp_chrome_write(const struct mp_profile *p, FILE *f)
 	if (r < 0)
 		goto out;
 	r = pool_counters(&o);
+	if (r < 0)
+		goto out;
+	r = maps_counter(&o);
 	if (r < 0)
 		goto out;
 	rss_counter(&o);

@@ -174,9 +174,12 @@ static void flags_mode(struct mp_json *j, const struct mp_profile *p)
 				     "at most the bound shown beside them" :
 				     "; this file has no standard errors");
 	else if (p->trace_mode == MP_TRACE_RSS)
-		flag(j, "note",
-		     "RSS mode: no allocator probes; heap figures cover anonymous mappings and brk "
-		     "only.");
+		flag(j, "note", "%s",
+		     p->maps_recorded ?
+			     "RSS mode: no allocator probes; heap figures are the break "
+			     "(brk) only, anonymous mmaps are mappings." :
+			     "RSS mode: no allocator probes; heap figures cover anonymous "
+			     "mappings and brk only.");
 	if (p->duty_period_ns)
 		flag(j, "note",
 		     "Duty cycle: allocator probes were attached %.3f ms of every %.3f ms (%.3f s in "

@@ -24,6 +24,11 @@ enum {
 	V_INUSE_SPACE_VAR,
 	N_VALUES_SAMPLED
 };
+/* Anonymous mappings (docs/OUTPUT.md "pprof"): three more values after
+ * those, only in a profile where the program made or released some; the
+ * heap samples have 0 there, the mapping samples 0 in the heap's. */
+enum { M_OBJECTS, M_SPACE, M_INUSE_SPACE, N_MAP_VALUES };
+#define N_VALUES_ALL (N_VALUES_SAMPLED + N_MAP_VALUES)
 #define MAX_LABELS 5
 
 /* The string table: model strings are borrowed, interned by content. */
@@ -78,8 +83,9 @@ struct build {
 	struct mp_hashmap funcs_by_name; /* index into funcs by (name, filename) */
 	uint64_t *callers; /* sorted, unique */
 	uint32_t n_callers;
-	Perftools__Profiles__ValueType vt[N_VALUES_SAMPLED + 1], *vtp[N_VALUES_SAMPLED];
+	Perftools__Profiles__ValueType vt[N_VALUES_ALL + 1], *vtp[N_VALUES_ALL];
 	uint32_t n_values; /* N_VALUES, or N_VALUES_SAMPLED with the variances */
+	uint32_t map_values; /* index of M_OBJECTS, 0: no mapping values */
 	Perftools__Profiles__Sample *samples, **samplep;
 	int64_t *values;
 	uint64_t *loc_ids;
@@ -89,7 +95,7 @@ struct build {
 	Perftools__Profiles__Function *funcs, **funcp;
 	Perftools__Profiles__Mapping *maps, **mapp;
 	char (*tids)[12]; /* the thread labels' text, one per sample */
-	int64_t comments[8]; /* exe, path, pools, sampled, limits (3) */
+	int64_t comments[8]; /* exe, path, pools, sampled, limits (3), mappings */
 	char path_note[96];
 	/* Limits: the "(other sites)" samples' location id (0: none), and
 	 * the comments naming each bound reached. */
@@ -97,7 +103,16 @@ struct build {
 	Perftools__Profiles__Line other_line, *other_linep;
 	Perftools__Profiles__Function other_func;
 	char limit_note[3][192];
+	/* The mapping samples' location id (0: none) and its function. */
+	uint64_t maps_loc;
+	Perftools__Profiles__Line maps_line, *maps_linep;
+	Perftools__Profiles__Function maps_func;
 };
+
+static bool has_maps(const struct mp_profile *p)
+{
+	return p->maps.alloc_count || p->maps.free_count;
+}
 
 static void build_free(struct build *b)
 {
@@ -147,9 +162,22 @@ static int build_value_types(struct build *b, const struct mp_profile *p,
 		{ "inuse_space", "bytes" },
 	};
 
+	static const char *const types_map[N_MAP_VALUES][2] = {
+		{ "mapped_objects", "count" },
+		{ "mapped_space", "bytes" },
+		{ "mapped_inuse_space", "bytes" },
+	};
+
 	b->n_values = p->site_vars ? N_VALUES_SAMPLED : N_VALUES;
+	if (has_maps(p)) {
+		b->map_values = b->n_values;
+		b->n_values += N_MAP_VALUES;
+	}
 	for (uint32_t i = 0; i < b->n_values; i++) {
-		const char *const *t = i < N_VALUES ? types_exact[i] : types_var[i - N_VALUES];
+		const char *const *t = b->map_values && i >= b->map_values ?
+					       types_map[i - b->map_values] :
+				       i < N_VALUES ? types_exact[i] :
+						      types_var[i - N_VALUES];
 
 		perftools__profiles__value_type__init(&b->vt[i]);
 		b->vt[i].type = S(t[0]);
@@ -160,10 +188,10 @@ static int build_value_types(struct build *b, const struct mp_profile *p,
 	o->sample_type = b->vtp;
 	/* Every figure is exact or already an unbiased estimate (sampled
 	 * mode scales each sampled block): nothing for pprof to scale. */
-	perftools__profiles__value_type__init(&b->vt[N_VALUES_SAMPLED]);
-	b->vt[N_VALUES_SAMPLED].type = S("space");
-	b->vt[N_VALUES_SAMPLED].unit = S("bytes");
-	o->period_type = &b->vt[N_VALUES_SAMPLED];
+	perftools__profiles__value_type__init(&b->vt[N_VALUES_ALL]);
+	b->vt[N_VALUES_ALL].type = S("space");
+	b->vt[N_VALUES_ALL].unit = S("bytes");
+	o->period_type = &b->vt[N_VALUES_ALL];
 	o->period = 1;
 	o->default_sample_type = b->vt[V_INUSE_SPACE].type;
 	return 0;
@@ -267,6 +295,31 @@ static int other_location(struct build *b, const struct mp_profile *p, uint32_t 
 	return 0;
 }
 
+/* The location of the mapping samples: a function of its own, as the
+ * "(other sites)" one (mappings come from syscalls, without a stack). */
+static int maps_location(struct build *b, const struct mp_profile *p, uint32_t n, uint32_t *nf)
+{
+	Perftools__Profiles__Location *l = &b->locs[n];
+
+	if (!has_maps(p))
+		return 0;
+	perftools__profiles__function__init(&b->maps_func);
+	b->maps_func.id = *nf + 1;
+	b->maps_func.name = S("(anonymous mappings)");
+	b->maps_func.system_name = b->maps_func.name;
+	b->funcp[(*nf)++] = &b->maps_func;
+	perftools__profiles__line__init(&b->maps_line);
+	b->maps_line.function_id = b->maps_func.id;
+	b->maps_linep = &b->maps_line;
+	perftools__profiles__location__init(l);
+	l->id = n + 1;
+	l->n_line = 1;
+	l->line = &b->maps_linep;
+	b->locp[n] = l;
+	b->maps_loc = l->id;
+	return 0;
+}
+
 /* One location per distinct address (sites' callers and stack frames), id
  * = index + 1; inlined functions are extra lines, innermost first, as
  * profile.proto defines. */
@@ -300,13 +353,13 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 		nlines += 1 + (ml ? ml->n_inlined : 0);
 	}
 
-	/* room for the "(other sites)" location and its function */
-	b->locs = calloc(n + 1, sizeof(*b->locs));
-	b->locp = calloc(n + 1, sizeof(*b->locp));
+	/* room for the "(other sites)" and mapping locations and functions */
+	b->locs = calloc(n + 2, sizeof(*b->locs));
+	b->locp = calloc(n + 2, sizeof(*b->locp));
 	b->lines = calloc(nlines ? nlines : 1, sizeof(*b->lines));
 	b->linep = calloc(nlines ? nlines : 1, sizeof(*b->linep));
 	b->funcs = calloc(nlines ? nlines : 1, sizeof(*b->funcs));
-	b->funcp = calloc(nlines + 1, sizeof(*b->funcp));
+	b->funcp = calloc(nlines + 2, sizeof(*b->funcp));
 	if (!b->locs || !b->locp || !b->lines || !b->linep || !b->funcs || !b->funcp)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
@@ -348,9 +401,11 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 		l->line = l->n_line ? &b->linep[first] : NULL;
 	}
 	r = other_location(b, p, n, &nf);
+	if (r == 0)
+		r = maps_location(b, p, n + (b->other_loc != 0), &nf);
 	if (r < 0)
 		return r;
-	o->n_location = n + (b->other_loc != 0);
+	o->n_location = n + (b->other_loc != 0) + (b->maps_loc != 0);
 	o->location = b->locp;
 	o->n_function = nf;
 	o->function = b->funcp;
@@ -385,13 +440,63 @@ static int64_t clamp_var(double v)
 	return v >= 9.2e18 ? INT64_MAX : (int64_t)llround(v);
 }
 
-static int build_samples(struct build *b, const struct mp_profile *p,
-			 Perftools__Profiles__Profile *o)
+/* Owners that made or released a mapping: one sample each. */
+static uint32_t map_owners(const struct build *b, const struct mp_profile *p)
 {
-	size_t n = p->n_sites ? p->n_sites : 1, n_ids = 0, id = 0;
-	int64_t k_kernel = S("kernel"), k_phase = S("phase"), k_owner = S("owner"),
-		k_thread = S("thread"), k_pool = S("pool");
+	uint32_t n = 0;
 
+	for (uint32_t i = 0; b->map_values && i < p->n_owners; i++)
+		n += p->owners[i].maps.alloc_count || p->owners[i].maps.free_count;
+	return n;
+}
+
+/* The mapping samples, after the sites' @first: per owner, labels owner
+ * and mapping=anonymous, the mapping values only. */
+static int map_samples(struct build *b, const struct mp_profile *p, size_t first, size_t id)
+{
+	int64_t k_owner = S("owner"), k_mapping = S("mapping"), anon = S("anonymous");
+	size_t k = first;
+
+	for (uint32_t i = 0; b->map_values && i < p->n_owners; i++) {
+		const struct mp_map_stats *m = &p->owners[i].maps;
+		Perftools__Profiles__Sample *s = &b->samples[k];
+		Perftools__Profiles__Label *lb = &b->labels[k * MAX_LABELS];
+		Perftools__Profiles__Label **lp = &b->labelp[k * MAX_LABELS];
+		int64_t *v = &b->values[k * b->n_values];
+
+		if (!m->alloc_count && !m->free_count)
+			continue;
+		perftools__profiles__sample__init(s);
+		b->loc_ids[id] = b->maps_loc;
+		s->location_id = &b->loc_ids[id++];
+		s->n_location_id = 1;
+		v[b->map_values + M_OBJECTS] = clamp(m->alloc_count);
+		v[b->map_values + M_SPACE] = clamp(m->alloc_bytes);
+		v[b->map_values + M_INUSE_SPACE] = clamp(m->live_bytes);
+		s->n_value = b->n_values;
+		s->value = v;
+		perftools__profiles__label__init(&lb[0]);
+		lb[0].key = k_owner;
+		lb[0].str = S(p->owners[i].name);
+		perftools__profiles__label__init(&lb[1]);
+		lb[1].key = k_mapping;
+		lb[1].str = anon;
+		lp[0] = &lb[0];
+		lp[1] = &lb[1];
+		s->n_label = 2;
+		s->label = lp;
+		b->samplep[k++] = s;
+	}
+	return (int)(k - first);
+}
+
+/* The samples' arrays: one sample per site and per mapping owner. */
+static int samples_alloc(struct build *b, const struct mp_profile *p)
+{
+	size_t n = p->n_sites + map_owners(b, p), n_ids = map_owners(b, p);
+
+	if (!n)
+		n = 1;
 	b->samples = calloc(n, sizeof(*b->samples));
 	b->samplep = calloc(n, sizeof(*b->samplep));
 	b->values = calloc(n * b->n_values, sizeof(*b->values));
@@ -408,6 +513,19 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 	if (!b->samples || !b->samplep || !b->values || !b->loc_ids || !b->labels || !b->labelp ||
 	    !b->tids)
 		return -ENOMEM;
+	return 0;
+}
+
+static int build_samples(struct build *b, const struct mp_profile *p,
+			 Perftools__Profiles__Profile *o)
+{
+	int64_t k_kernel = S("kernel"), k_phase = S("phase"), k_owner = S("owner"),
+		k_thread = S("thread"), k_pool = S("pool");
+	size_t id = 0;
+	int r = samples_alloc(b, p);
+
+	if (r < 0)
+		return r;
 	for (uint32_t i = 0; i < p->n_sites; i++) {
 		const struct mp_site *st = &p->sites[i];
 		Perftools__Profiles__Sample *s = &b->samples[i];
@@ -437,7 +555,7 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 		v[V_ALLOC_SPACE] = clamp(st->alloc_space);
 		v[V_INUSE_OBJECTS] = clamp(st->inuse_objects);
 		v[V_INUSE_SPACE] = clamp(st->inuse_space);
-		if (b->n_values > N_VALUES) {
+		if (p->site_vars) {
 			v[V_ALLOC_SPACE_VAR] = clamp_var(p->site_vars[i].alloc_space);
 			v[V_INUSE_SPACE_VAR] = clamp_var(p->site_vars[i].inuse_space);
 		}
@@ -478,7 +596,10 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 		s->label = lp;
 		b->samplep[i] = s;
 	}
-	o->n_sample = p->n_sites;
+	r = map_samples(b, p, p->n_sites, id);
+	if (r < 0)
+		return r;
+	o->n_sample = p->n_sites + (size_t)r;
 	o->sample = b->samplep;
 	return 0;
 }
@@ -541,7 +662,13 @@ static int build_profile(struct build *b, const struct mp_profile *p,
 			S("memprofd: samples labelled pool=NAME are pool slices, a view apart "
 			  "from the heap samples (no pool label): -tagignore=pool=. for the heap "
 			  "alone, -tagfocus=pool=NAME for one pool");
-	if (b->n_values > N_VALUES)
+	if (b->map_values)
+		b->comments[o->n_comment++] =
+			S("memprofd: samples labelled mapping=anonymous are the anonymous "
+			  "mappings each owner made (mapped_objects, mapped_space; "
+			  "mapped_inuse_space still mapped at the end), a view apart from the heap "
+			  "samples: -sample_index=mapped_space");
+	if (p->site_vars)
 		b->comments[o->n_comment++] =
 			S("memprofd: sampled mode: alloc_space and inuse_space are unbiased "
 			  "estimates; alloc_space_var and inuse_space_var their variances "

@@ -6,6 +6,7 @@
 
 #include "html.h"
 #include "json.h"
+#include "maps_report.h"
 #include "report.h"
 
 int mp_report_format_parse(const char *s, enum mp_report_format *ret)
@@ -379,6 +380,7 @@ static void json_invocation(struct mp_json *j, const struct mp_profile *p, uint3
 	json_buckets(j, "owners", v->owners, v->n_owners, p->owners, p->n_owners);
 	json_buckets(j, "tags", v->tags, v->n_tags, p->tags, p->n_tags);
 	json_pool_buckets(j, p, v->pools, v->n_pools, v->pool_tags, v->n_pool_tags);
+	mp_maps_json(j, "anonMaps", &v->maps);
 	mp_json_object_end(j);
 }
 
@@ -455,6 +457,7 @@ static void json_kernel(struct mp_json *j, const struct mp_profile *p, const str
 	json_buckets(j, "owners", k->owners, k->n_owners, p->owners, p->n_owners);
 	json_buckets(j, "tags", k->tags, k->n_tags, p->tags, p->n_tags);
 	json_pool_buckets(j, p, k->pools, k->n_pools, k->pool_tags, k->n_pool_tags);
+	mp_maps_json(j, "anonMaps", &k->maps);
 	mp_json_object_end(j);
 }
 
@@ -468,6 +471,7 @@ static void json_pools(struct mp_json *j, const struct mp_profile *p, const char
 		if (has_stderr(p))
 			mp_json_u64(j, "liveBytesStderr", stderr_of(v[i].live_var));
 		json_peak_err(j, p, "peakBytes", v[i].peak_var, v[i].peak_bias_bound);
+		mp_maps_json(j, "anonMaps", &v[i].maps);
 		mp_json_object_end(j);
 	}
 	mp_json_array_end(j);
@@ -575,6 +579,7 @@ static void json_phases(struct mp_json *j, const struct mp_profile *p)
 		json_peak_err(j, p, "peakBytes", ph->peak_var, p->peak_bias_bound);
 		mp_json_u64(j, "rssPeak", ph->rss_peak);
 		json_pool_buckets(j, p, ph->pools, ph->n_pools, NULL, 0);
+		mp_maps_json(j, "anonMaps", &ph->maps);
 		mp_json_object_end(j);
 	}
 	mp_json_array_end(j);
@@ -601,6 +606,7 @@ static void json_rss(struct mp_json *j, const struct mp_profile *p)
 		json_opt_u64(j, "vmSwap", pt->vm_swap);
 		json_opt_u64(j, "pss", pt->pss);
 		json_opt_u64(j, "heapLive", pt->heap_live);
+		json_opt_u64(j, "anonMapsLive", pt->maps_live);
 		mp_json_object_end(j);
 	}
 	mp_json_array_end(j);
@@ -680,6 +686,7 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	}
 	mp_json_u64(&j, "peakTensors", p->peak_tensors);
 	json_mem(&j, "heap", &p->mem);
+	mp_maps_json_profile(&j, p);
 	mp_json_u64(&j, "unknownFrees", p->unknown_frees);
 	mp_json_bool(&j, "truncated", p->truncated);
 	mp_json_object_begin(&j, "drops");
@@ -783,8 +790,12 @@ static void put_mode(FILE *f, const struct mp_profile *p)
 			p->sample_bytes);
 		break;
 	case MP_TRACE_RSS:
-		fputs("mode: rss (no allocator probes: heap figures cover anonymous mappings and "
-		      "brk)\n",
+		/* files from before mappings were a view apart counted them
+		 * in the heap figures */
+		fputs(p->maps_recorded ? "mode: rss (no allocator probes: heap figures are the "
+					 "break (brk), anonymous mmaps the mappings)\n" :
+					 "mode: rss (no allocator probes: heap figures cover "
+					 "anonymous mappings and brk)\n",
 		      f);
 		break;
 	default:
@@ -1158,6 +1169,7 @@ static int write_table(const struct mp_profile *p, FILE *f)
 			" B in %" PRIu64 " blocks, unknown frees %" PRIu64 "\n",
 			p->mem.bytes_added, p->mem.tensors_added, p->peak_bytes, p->mem.alloc_bytes,
 			p->mem.alloc_count, p->mem.free_bytes, p->mem.free_count, p->unknown_frees);
+	mp_maps_table_head(p, f);
 	if (p->rss_samples)
 		fprintf(f, "rss: peak %" PRIu64 " B over %" PRIu64 " samples\n", p->rss_peak,
 			p->rss_samples);
@@ -1165,6 +1177,7 @@ static int write_table(const struct mp_profile *p, FILE *f)
 	table_kernels(p, sampled, f);
 	table_phases(p, sampled, f);
 	table_owners_tags(p, sampled, f);
+	mp_maps_table(p, f);
 	table_pools(p, f);
 	fprintf(f,
 		"\ndrops: ring %" PRIu64 ", bpf %" PRIu64 ", invocations beyond cap %" PRIu64

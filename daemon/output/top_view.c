@@ -262,7 +262,7 @@ static const char *mode_text(const struct mp_profile *p)
 	case MP_TRACE_SAMPLED:
 		return "sampled (heap figures are estimates)";
 	case MP_TRACE_RSS:
-		return "rss (no allocator probes: heap figures cover anonymous mappings and brk)";
+		return "rss (no allocator probes: heap figures are the break (brk))";
 	default:
 		return "unknown";
 	}

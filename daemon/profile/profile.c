@@ -15,6 +15,7 @@ struct mp_profile *mp_profile_new(void)
 	p->clock = MP_CLOCK_MONOTONIC;
 	p->rss_stride = 1;
 	p->vm_hwm = MP_UNKNOWN;
+	p->maps_resident_peak = MP_UNKNOWN;
 	return p;
 }
 

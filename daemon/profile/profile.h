@@ -128,6 +128,23 @@ struct mp_mem_stats {
 	double alloc_var, free_var;
 };
 
+/* Anonymous mappings the program made itself (mmap, mremap, munmap), a
+ * view apart from the heap: no heap figure ever counts them
+ * (docs/PROFILE.md "Mappings"). Bytes are reserved bytes (the mappings'
+ * lengths), not resident ones. */
+struct mp_map_stats {
+	uint64_t alloc_bytes, alloc_count; /* mapped (a grown mremap: its new length) */
+	uint64_t free_bytes, free_count; /* unmapped (a moved mremap: its old length) */
+	/* Reserved bytes still mapped: the profile's, an owner's or a tag's
+	 * own at the end; for an invocation, a kernel (its last call) and a
+	 * phase (when last left) the process's at that end. */
+	uint64_t live_bytes;
+	/* The highest of those: own (profile, owner, tag), or the process's
+	 * while the invocation was open (kernel: max over calls) or the phase
+	 * current. */
+	uint64_t peak_bytes;
+};
+
 /* Breakdown of an invocation's (or a kernel's) traffic by owner or tag:
  * @id indexes mp_profile.owners or mp_profile.tags. */
 struct mp_bucket {
@@ -214,6 +231,7 @@ struct mp_invocation {
 	uint32_t n_pool_tags;
 	struct mp_pool_tag_bucket *pool_tags;
 	/* Last, away from the fields the per-record path touches. */
+	struct mp_map_stats maps; /* inclusive of nested kernels */
 	/* Sampled mode (docs/PROFILE.md "Per-kernel peaks"; 0 otherwise):
 	 * the estimated variance of the process live bytes when peak_bytes
 	 * was reached (its upward bias is bounded by mp_profile's
@@ -254,6 +272,7 @@ struct mp_kernel {
 	struct mp_pool_bucket *pools;
 	uint32_t n_pool_tags;
 	struct mp_pool_tag_bucket *pool_tags;
+	struct mp_map_stats maps; /* inclusive; live_bytes: at the last call's end */
 	/* Sampled mode: the variances of peak_bytes and peak_added (those of
 	 * the calls that hold the maxima), the bound on peak_added's upward
 	 * bias (for the maximum over every call), and the calls' highest
@@ -288,6 +307,7 @@ struct mp_phase {
 	uint32_t n_pools;
 	struct mp_pool_bucket *pools;
 	double peak_var; /* sampled mode: its variance (bias: the process's) */
+	struct mp_map_stats maps; /* mapping traffic while current */
 };
 
 /* An owner (object file of the allocation's caller) or a tag. */
@@ -300,6 +320,7 @@ struct mp_pool {
 	 * peak_bytes, the bound on peak_bytes' upward bias, and the highest
 	 * live_var reached (correlator state; not in the file). */
 	double live_var, peak_var, peak_bias_bound, live_var_max;
+	struct mp_map_stats maps; /* its anonymous mappings */
 };
 
 /* A pool's slices charged to one tag over the whole window (the figures
@@ -363,6 +384,9 @@ struct mp_rss_point {
 	/* Process live heap bytes (see "Live bytes") when the sample was
 	 * taken; MP_UNKNOWN in files written before it was recorded. */
 	uint64_t heap_live;
+	/* Reserved bytes of the process's tracked anonymous mappings then;
+	 * MP_UNKNOWN in files written before it was recorded. */
+	uint64_t maps_live;
 };
 
 struct mp_profile {
@@ -469,6 +493,15 @@ struct mp_profile {
 	uint64_t stacks_dropped; /* allocations whose stack was not kept */
 	/* Limits: the bounds of the run's tables and what passed them. */
 	struct mp_limits limits;
+	/* Anonymous mappings (docs/PROFILE.md "Mappings"): the whole
+	 * window's, and the highest bound on their resident bytes an RSS
+	 * sample gave (the lesser of the reserved bytes and RssAnon then;
+	 * MP_UNKNOWN: no sample). */
+	struct mp_map_stats maps;
+	uint64_t maps_resident_peak;
+	/* false: a file written before mappings were recorded (their
+	 * figures unknown; its heap figures may include them). */
+	bool maps_recorded;
 };
 
 /* Bounds of the stack table, as the daemon keeps it (daemon/stacks) and as

@@ -83,6 +83,26 @@ static Memprof__MemStats *enc_mem(struct arena *a, const struct mp_mem_stats *m)
 	return o;
 }
 
+/* NULL (the field left out) when every figure is 0. */
+static Memprof__AnonMaps *enc_maps(struct arena *a, const struct mp_map_stats *m)
+{
+	Memprof__AnonMaps *o;
+
+	if (!m->alloc_count && !m->free_count && !m->live_bytes && !m->peak_bytes)
+		return NULL;
+	o = arena_alloc(a, 1, sizeof(*o));
+	if (!o)
+		return NULL;
+	memprof__anon_maps__init(o);
+	o->alloc_bytes = m->alloc_bytes;
+	o->alloc_count = m->alloc_count;
+	o->free_bytes = m->free_bytes;
+	o->free_count = m->free_count;
+	o->live_bytes = m->live_bytes;
+	o->peak_bytes = m->peak_bytes;
+	return o;
+}
+
 /* Fields the model and the messages share by name, copied either way. */
 /* @n messages of @sz bytes in *@ret_msgs and the pointers to them that a
  * repeated field holds; NULL when the arena failed. */
@@ -257,6 +277,7 @@ static Memprof__Invocation *enc_invocation(struct arena *a, const struct mp_invo
 	o->pools = enc_pool_buckets(a, v->pools, v->n_pools);
 	o->n_pool_tags = v->n_pool_tags;
 	o->pool_tags = enc_pool_tag_buckets(a, v->pool_tags, v->n_pool_tags);
+	o->anon_maps = enc_maps(a, &v->maps);
 	return o;
 }
 
@@ -298,6 +319,7 @@ static Memprof__Kernel *enc_kernel(struct arena *a, const struct mp_kernel *k)
 	o->pools = enc_pool_buckets(a, k->pools, k->n_pools);
 	o->n_pool_tags = k->n_pool_tags;
 	o->pool_tags = enc_pool_tag_buckets(a, k->pool_tags, k->n_pool_tags);
+	o->anon_maps = enc_maps(a, &k->maps);
 	return o;
 }
 
@@ -316,6 +338,7 @@ static Memprof__Pool **enc_pools(struct arena *a, const struct mp_pool *v, uint3
 		o[i].live_bytes_var = v[i].live_var;
 		o[i].peak_bytes_var = v[i].peak_var;
 		o[i].peak_bias_bound = v[i].peak_bias_bound;
+		o[i].anon_maps = enc_maps(a, &v[i].maps);
 		r[i] = &o[i];
 	}
 	return r;
@@ -535,6 +558,9 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	o->heap = enc_mem(a, &p->mem);
 	o->peak_bytes = p->peak_bytes;
 	o->peak_tensors = p->peak_tensors;
+	o->anon_maps = enc_maps(a, &p->maps);
+	o->anon_maps_resident_peak = p->maps_resident_peak;
+	o->anon_maps_recorded = true;
 	o->new_bytes_var = p->added_var;
 	o->peak_var = p->peak_var;
 	o->peak_bias_bound = p->peak_bias_bound;
@@ -586,6 +612,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 		po->peak_bytes = ph->peak_bytes;
 		po->peak_bytes_var = ph->peak_var;
 		po->rss_peak = ph->rss_peak;
+		po->anon_maps = enc_maps(a, &ph->maps);
 		po->n_pools = ph->n_pools;
 		po->pools = enc_pool_buckets(a, ph->pools, ph->n_pools);
 		o->phases[i] = po;
@@ -613,6 +640,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 			pts[i].vm_swap = p->rss[i].vm_swap;
 			pts[i].pss = p->rss[i].pss;
 			pts[i].heap_live = p->rss[i].heap_live;
+			pts[i].anon_maps_live = p->rss[i].maps_live;
 			rss->timeline[i] = &pts[i];
 		}
 	}

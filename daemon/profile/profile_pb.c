@@ -33,6 +33,19 @@ static double variance(double v)
 	return isfinite(v) && v > 0 ? v : 0;
 }
 
+static void dec_maps(struct mp_map_stats *m, const Memprof__AnonMaps *o)
+{
+	*m = (struct mp_map_stats){ 0 };
+	if (!o)
+		return;
+	m->alloc_bytes = o->alloc_bytes;
+	m->alloc_count = o->alloc_count;
+	m->free_bytes = o->free_bytes;
+	m->free_count = o->free_count;
+	m->live_bytes = o->live_bytes;
+	m->peak_bytes = o->peak_bytes;
+}
+
 static void dec_mem(struct mp_mem_stats *m, const Memprof__MemStats *o)
 {
 	if (!o) {
@@ -298,6 +311,7 @@ static int dec_invocation(const Memprof__Invocation *o, uint32_t idx, const stru
 	v->rss_end = o->rss_end;
 	v->rss_exact_incl = o->rss_exact_inclusive;
 	v->rss_exact_excl = o->rss_exact_exclusive;
+	dec_maps(&v->maps, o->anon_maps);
 	r = dec_shapes(o->input_shapes, o->n_input_shapes, &v->inputs, &v->n_inputs, ret_why);
 	if (r < 0)
 		return r;
@@ -349,6 +363,7 @@ static int dec_kernel(const Memprof__Kernel *o, const struct mp_profile *p, stru
 	k->open_at_attach = o->open_at_attach;
 	k->truncated = o->truncated;
 	k->markers_lost = o->markers_lost;
+	dec_maps(&k->maps, o->anon_maps);
 	r = dec_buckets(o->owners, o->n_owners, p->n_owners, &k->owners, &k->n_owners, ret_why);
 	if (r < 0)
 		return r;
@@ -388,6 +403,7 @@ static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_
 		v[i].live_var = variance(in[i]->live_bytes_var);
 		v[i].peak_var = variance(in[i]->peak_bytes_var);
 		v[i].peak_bias_bound = variance(in[i]->peak_bias_bound);
+		dec_maps(&v[i].maps, in[i]->anon_maps);
 	}
 	return 0;
 }
@@ -689,6 +705,9 @@ static int dec_header(const Memprof__Profile *o, struct mp_profile *p, const cha
 	p->peak_var = variance(o->peak_var);
 	p->peak_bias_bound = variance(o->peak_bias_bound);
 	p->peak_tensors = o->peak_tensors;
+	dec_maps(&p->maps, o->anon_maps);
+	p->maps_recorded = o->anon_maps_recorded;
+	p->maps_resident_peak = o->anon_maps_recorded ? o->anon_maps_resident_peak : MP_UNKNOWN;
 	p->unknown_frees = o->unknown_frees;
 	if (o->drops) {
 		p->drops_ring = o->drops->ring;
@@ -747,6 +766,7 @@ static int dec_names_phases(const Memprof__Profile *o, struct mp_profile *p, con
 		p->phases[i].peak_bytes = ph->peak_bytes;
 		p->phases[i].peak_var = variance(ph->peak_bytes_var);
 		p->phases[i].rss_peak = ph->rss_peak;
+		dec_maps(&p->phases[i].maps, ph->anon_maps);
 	}
 	return 0;
 }
@@ -822,6 +842,8 @@ static int dec_rss(const Memprof__Rss *rs, struct mp_profile *p, const char **re
 			.vm_swap = pt->vm_swap,
 			.pss = pt->pss,
 			.heap_live = rs->heap_live_recorded ? pt->heap_live : MP_UNKNOWN,
+			/* unknown unless Profile.anon_maps_recorded (below) */
+			.maps_live = pt->anon_maps_live,
 		};
 	}
 	p->n_rss = rs->n_timeline;
@@ -862,6 +884,8 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 		r = dec_rss(o->rss, p, ret_why);
 	if (r < 0)
 		return r;
+	for (uint32_t i = 0; !o->anon_maps_recorded && i < p->n_rss; i++)
+		p->rss[i].maps_live = MP_UNKNOWN;
 	dec_limits(o->limits, p);
 	return dec_sites(o, p, ret_why);
 }

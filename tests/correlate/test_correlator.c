@@ -119,6 +119,8 @@ Test(tfjs, example1_model)
 		.tags = tags,
 		.rss_stride = 1,
 		.vm_hwm = U,
+		.maps_resident_peak = U,
+		.maps_recorded = true,
 		.n_sites = 2,
 		.sites =
 			(struct mp_site[]){
@@ -247,6 +249,8 @@ Test(tfjs, example2_model)
 		.tags = tags,
 		.rss_stride = 1,
 		.vm_hwm = U,
+		.maps_resident_peak = U,
+		.maps_recorded = true,
 		.n_sites = 2,
 		.sites =
 			(struct mp_site[]){
@@ -971,10 +975,10 @@ Test(correlator, rss_delta_from_samples)
 	cr_expect_eq(p->rss_peak, 9 << 20);
 	cr_expect_eq(p->vm_hwm, (9 << 20) + 1);
 	struct mp_rss_point pts[] = {
-		{ 1001, 1 << 20, 1 << 19, 1 << 19, 0, 0, U, 0 },
-		{ 1013, 2 << 20, 1 << 20, 1 << 20, 0, 0, U, 0 },
-		{ 1037, 5 << 20, 5 << 19, 5 << 19, 0, 0, U, 0 },
-		{ 1100, 9 << 20, 9 << 19, 9 << 19, 0, 0, U, 0 },
+		{ 1001, 1 << 20, 1 << 19, 1 << 19, 0, 0, U, 0, 0 },
+		{ 1013, 2 << 20, 1 << 20, 1 << 20, 0, 0, U, 0, 0 },
+		{ 1037, 5 << 20, 5 << 19, 5 << 19, 0, 0, U, 0, 0 },
+		{ 1100, 9 << 20, 9 << 19, 9 << 19, 0, 0, U, 0, 0 },
 	};
 	EXPECT_ARRAY("rss", p->rss, p->n_rss, pts, 4, expect_rss_point_eq);
 	mp_profile_free(p);
@@ -1067,9 +1071,9 @@ Test(correlator, rss_timeline_downsampled)
 
 	/* Samples 0..9 at 1001..1010: stride 4 keeps samples 0, 4, 8. */
 	struct mp_rss_point pts[] = {
-		{ 1001, 4096, 2048, 2048, 0, 0, U, 0 },
-		{ 1005, 5 * 4096, 5 * 2048, 5 * 2048, 0, 0, U, 0 },
-		{ 1009, 9 * 4096, 9 * 2048, 9 * 2048, 0, 0, U, 0 },
+		{ 1001, 4096, 2048, 2048, 0, 0, U, 0, 0 },
+		{ 1005, 5 * 4096, 5 * 2048, 5 * 2048, 0, 0, U, 0, 0 },
+		{ 1009, 9 * 4096, 9 * 2048, 9 * 2048, 0, 0, U, 0, 0 },
 	};
 	EXPECT_ARRAY("rss", p->rss, p->n_rss, pts, 3, expect_rss_point_eq);
 	cr_expect_eq(p->rss_stride, 4);
@@ -1172,7 +1176,8 @@ Test(report, table_names_the_mode)
 		{ 1, 4096, 0, 0, 0,
 		  "mode: sampled, mean interval 4096 B (heap figures are estimates)\n" },
 		{ 2, 0, 0, 0, 0,
-		  "mode: rss (no allocator probes: heap figures cover anonymous mappings and brk)\n" },
+		  "mode: rss (no allocator probes: heap figures are the break (brk), anonymous "
+		  "mmaps the mappings)\n" },
 		{ 0, 0, 10000000, 1000000000, 2500000000,
 		  "mode: precise\n"
 		  "duty cycle 10ms/1s, active 2.500 s: heap figures cover only those windows\n" },

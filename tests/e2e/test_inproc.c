@@ -334,8 +334,9 @@ Test(inproc, dlopened_code_allocating)
 	mp_profile_free(p);
 }
 
-/* fixture-inproc race RACE_N: every mmap and munmap in "map", each
- * 7-byte block in "heap", exact. */
+/* fixture-inproc race RACE_N: every mmap and munmap in "map" (in its
+ * mapping figures, none in its heap figures), its 100-byte blocks there
+ * too, each 7-byte block in "heap", exact. */
 #define RACE_N 100000
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -343,10 +344,10 @@ Test(inproc, dlopened_code_allocating)
 static void assert_race(const struct mp_profile *p)
 {
 	const long n = RACE_N;
-	const struct mp_mem_stats map = { .alloc_bytes = n * (65536 + 100),
-					  .alloc_count = 2 * n,
-					  .free_bytes = n * (65536 + 100),
-					  .free_count = 2 * n },
+	const struct mp_mem_stats map = { .alloc_bytes = n * 100,
+					  .alloc_count = n,
+					  .free_bytes = n * 100,
+					  .free_count = n },
 				  heap = { .alloc_bytes = n * 7,
 					   .alloc_count = n,
 					   .free_bytes = n * 7,
@@ -355,8 +356,17 @@ static void assert_race(const struct mp_profile *p)
 	assert_exact(p);
 	cr_assert_eq(kernel(p, "map")->calls, n);
 	cr_assert_eq(kernel(p, "heap")->calls, n);
+	const struct mp_map_stats *m = &kernel(p, "map")->maps, *h = &kernel(p, "heap")->maps;
+
 	assert_mem(&kernel(p, "map")->incl, &map, "map");
 	assert_mem(&kernel(p, "heap")->incl, &heap, "heap");
+	cr_assert(m->alloc_bytes == n * 65536 && m->alloc_count == n &&
+			  m->free_bytes == n * 65536 && m->free_count == n,
+		  "map: mapped %" PRIu64 " B in %" PRIu64 ", unmapped %" PRIu64 " B in %" PRIu64,
+		  m->alloc_bytes, m->alloc_count, m->free_bytes, m->free_count);
+	cr_assert(h->alloc_count == 0 && h->free_count == 0, "a mapping charged to \"heap\"");
+	cr_assert_geq(p->maps.alloc_count, n);
+	cr_assert_lt(p->peak_bytes, 65536, "a mapping in the heap peak");
 }
 
 /* Ring records are released as soon as the BPF ring buffer and every ring

@@ -279,10 +279,10 @@ Test(chrome, rss_points_record_heap_live)
 	release(&s, 2, &b); /* 1008 */
 	p = finish(&s);
 	struct mp_rss_point pts[] = {
-		{ 1001, 4096, 2048, 2048, 0, 0, U, 0 },
-		{ 1003, 8192, 4096, 4096, 0, 0, U, 100 },
-		{ 1005, 8192, 4096, 4096, 0, 0, U, 150 },
-		{ 1007, 4096, 2048, 2048, 0, 0, U, 50 },
+		{ 1001, 4096, 2048, 2048, 0, 0, U, 0, 0 },
+		{ 1003, 8192, 4096, 4096, 0, 0, U, 100, 0 },
+		{ 1005, 8192, 4096, 4096, 0, 0, U, 150, 0 },
+		{ 1007, 4096, 2048, 2048, 0, 0, U, 50, 0 },
 	};
 	EXPECT_ARRAY("rss", p->rss, p->n_rss, pts, 4, expect_rss_point_eq);
 	mp_profile_free(p);
@@ -314,7 +314,7 @@ Test(chrome, heap_live_stored_and_unknown_in_older_files)
 	memprof__profile__pack(m, buf2);
 	memprof__profile__free_unpacked(m, NULL);
 	cr_assert_eq(mp_profile_decode(buf2, len2, &old, &why), 0, "%s", why);
-	struct mp_rss_point want = { 1007, 8192, 4096, 4096, 0, 0, U, U };
+	struct mp_rss_point want = { 1007, 8192, 4096, 4096, 0, 0, U, U, 0 };
 	EXPECT_ARRAY("rss", old->rss, old->n_rss, &want, 1, expect_rss_point_eq);
 	text = chrome_render(old);
 	cr_expect_null(strstr(text, "\"ts\":0.007,\"args\":{\"live\""), "%s", text);

@@ -267,6 +267,17 @@ static UNUSED void expect_mem_eq(const char *path, const struct mp_mem_stats *g,
 	EQ(path, free_count, g, w);
 }
 
+static UNUSED void expect_maps_eq(const char *path, const struct mp_map_stats *g,
+				  const struct mp_map_stats *w)
+{
+	EQ(path, alloc_bytes, g, w);
+	EQ(path, alloc_count, g, w);
+	EQ(path, free_bytes, g, w);
+	EQ(path, free_count, g, w);
+	EQ(path, live_bytes, g, w);
+	EQ(path, peak_bytes, g, w);
+}
+
 static UNUSED void expect_shapes_eq(const char *path, const struct mp_shape *g, uint32_t ng,
 				    const struct mp_shape *w, uint32_t nw)
 {
@@ -332,6 +343,8 @@ static UNUSED void expect_inv_eq(const char *path, const struct mp_invocation *g
 	expect_buckets_eq(sub, g->owners, g->n_owners, w->owners, w->n_owners);
 	snprintf(sub, sizeof(sub), "%s.tags", path);
 	expect_buckets_eq(sub, g->tags, g->n_tags, w->tags, w->n_tags);
+	snprintf(sub, sizeof(sub), "%s.maps", path);
+	expect_maps_eq(sub, &g->maps, &w->maps);
 }
 
 static UNUSED void expect_kernel_eq(const char *path, const struct mp_kernel *g,
@@ -365,6 +378,8 @@ static UNUSED void expect_kernel_eq(const char *path, const struct mp_kernel *g,
 	expect_buckets_eq(sub, g->owners, g->n_owners, w->owners, w->n_owners);
 	snprintf(sub, sizeof(sub), "%s.tags", path);
 	expect_buckets_eq(sub, g->tags, g->n_tags, w->tags, w->n_tags);
+	snprintf(sub, sizeof(sub), "%s.maps", path);
+	expect_maps_eq(sub, &g->maps, &w->maps);
 }
 
 static UNUSED void expect_phase_eq(const char *path, const struct mp_phase *g,
@@ -381,6 +396,8 @@ static UNUSED void expect_phase_eq(const char *path, const struct mp_phase *g,
 	expect_mem_eq(sub, &g->mem, &w->mem);
 	EQ(path, peak_bytes, g, w);
 	EQ(path, rss_peak, g, w);
+	snprintf(sub, sizeof(sub), "%s.maps", path);
+	expect_maps_eq(sub, &g->maps, &w->maps);
 }
 
 static UNUSED void expect_pool_eq(const char *path, const struct mp_pool *g,
@@ -395,6 +412,8 @@ static UNUSED void expect_pool_eq(const char *path, const struct mp_pool *g,
 	EQ(path, live_bytes, g, w);
 	EQ(path, live_count, g, w);
 	EQ(path, peak_bytes, g, w);
+	snprintf(sub, sizeof(sub), "%s.maps", path);
+	expect_maps_eq(sub, &g->maps, &w->maps);
 }
 
 static UNUSED void expect_rss_point_eq(const char *path, const struct mp_rss_point *g,
@@ -408,6 +427,7 @@ static UNUSED void expect_rss_point_eq(const char *path, const struct mp_rss_poi
 	EQ(path, vm_swap, g, w);
 	EQ(path, pss, g, w);
 	EQ(path, heap_live, g, w);
+	EQ(path, maps_live, g, w);
 }
 
 static UNUSED void expect_site_eq(const char *path, const struct mp_site *g,
@@ -512,6 +532,9 @@ static UNUSED void expect_profile_eq(const struct mp_profile *g, const struct mp
 	expect_mem_eq("profile.mem", &g->mem, &w->mem);
 	EQ(path, peak_bytes, g, w);
 	EQ(path, peak_tensors, g, w);
+	expect_maps_eq("profile.maps", &g->maps, &w->maps);
+	EQ(path, maps_resident_peak, g, w);
+	EQ(path, maps_recorded, g, w);
 	EQ(path, unknown_frees, g, w);
 	EQ(path, unmatched_ends, g, w);
 	EQ(path, unmatched_tag_ends, g, w);
