@@ -463,6 +463,16 @@ struct mp_profile {
 	uint64_t stacks_dropped; /* allocations whose stack was not kept */
 	/* Limits: the bounds of the run's tables and what passed them. */
 	struct mp_limits limits;
+	/* Allocator wrappers (docs/PROFILE.md "Owners"): whether the run
+	 * looked past them and with the default list, the functions and
+	 * objects resolved as wrappers, the allocations whose owner and site
+	 * are a caller beyond them, and those left at the wrapper (no stack
+	 * captured, or the unwind did not leave the wrappers). */
+	struct mp_wrappers_info {
+		bool on, default_list;
+		uint32_t functions, objects;
+		uint64_t skipped, fallbacks;
+	} wrappers;
 };
 
 /* Bounds of the stack table, as the daemon keeps it (daemon/stacks) and as
