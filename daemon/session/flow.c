@@ -63,6 +63,10 @@ static const char *resolve_owner(void *ctx, uint64_t addr)
 /* Frames an unwind looks through for the first caller outside the
  * wrappers (libmemprof's own frames, then the wrappers' chain). */
 #define WRAP_FRAMES 32
+/* How often a caller in no known mapping may re-read the maps for its
+ * wrappers: the sooner a library's are published, the fewer of its first
+ * allocations go by without a stack (resolving them takes ~1 ms). */
+#define WRAP_REREAD_NS (5 * 1000 * 1000ull)
 
 /* The target's filter (ring_abi.h wrap, the BPF side's wrap): at most
  * MP_RING_WRAP_MAX ranges covering the wrappers, as lo, hi pairs. */
@@ -109,7 +113,7 @@ static void wrap_note_caller(struct session *s, uint64_t caller)
 	if (caller - s->wrap_map_lo < s->wrap_map_hi - s->wrap_map_lo)
 		return;
 	m = s->maps ? mp_procmaps_find(s->maps, caller) : NULL;
-	if (!m && !s->exited && mp_now_ns() - s->maps_read_ns >= MAPS_REREAD_NS) {
+	if (!m && !s->exited && mp_now_ns() - s->maps_read_ns >= WRAP_REREAD_NS) {
 		s->maps_read_ns = mp_now_ns();
 		if (mp_procmaps_read(s->o->pid, &fresh) == 0) {
 			mp_procmaps_free(s->maps);
@@ -158,6 +162,7 @@ static uint64_t wrap_caller(struct session *s, uint64_t caller, uint32_t stack,
 		}
 	}
 	s->wrap_fallbacks++;
+	s->wrap_no_stack += !regs && !stack;
 	return caller;
 }
 

@@ -609,6 +609,10 @@ static void teardown(struct session *s)
 	if (s->pairs)
 		log_debug("pid %d: %" PRIu64 " allocations applied with the free that followed",
 			  (int)s->o->pid, s->pairs);
+	if (s->wrap_fallbacks)
+		log_debug("pid %d: %" PRIu64 " allocations left at a wrapper, %" PRIu64
+			  " of them without a stack",
+			  (int)s->o->pid, s->wrap_fallbacks, s->wrap_no_stack);
 	mp_tracer_free(s->tracer);
 	mp_sess_ring_ref_free(s->ring_ref);
 	while (s->retired) {

@@ -107,7 +107,7 @@ struct session {
 	 * them and those left at one; the mapping the last caller checked
 	 * was in (a caller in none re-reads the maps: dlopen). */
 	struct mp_wrappers *wrappers;
-	uint64_t wrap_skipped, wrap_fallbacks;
+	uint64_t wrap_skipped, wrap_fallbacks, wrap_no_stack;
 	uint64_t wrap_map_lo, wrap_map_hi;
 	/* A heap allocation released to the correlator but not applied yet:
 	 * when the next record released is its free, the two go as one
