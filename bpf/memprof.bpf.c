@@ -61,6 +61,16 @@ volatile __u64 attach_gen = 0;
  * MP_STACK_MAX_BYTES; the daemon unwinds them. */
 const volatile __u32 stack_bytes = 0;
 
+/* Allocator wrappers (daemon/sources/wrappers.h): an allocation whose
+ * caller is in one of the first wrap_count ranges [lo, hi) of wrap
+ * (sorted, inside [wrap_lo, wrap_hi)) carries wrap_stack_bytes of its
+ * stack even without stacks, for the daemon to find the first caller
+ * outside the wrappers. Written by tracer.c as libraries are mapped. */
+const volatile __u32 wrap_stack_bytes = 0;
+volatile __u64 wrap_lo = 0, wrap_hi = 0;
+volatile __u32 wrap_count = 0;
+volatile struct mp_bpf_wrap wrap[MP_WRAP_MAX] = {};
+
 /* In-process path: offset from the thread pointer (x86-64 fs base) of
  * libmemprof's per-thread "inside an allocator call" word, set by the
  * daemon from the ring header; 0 when the path is off. */
@@ -264,10 +274,10 @@ static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr
 /* Sends the allocation event already in @b with the caller's registers
  * and up to stack_bytes of its stack, read page by page so that the end of
  * the stack mapping only shortens the copy. */
-static __noinline int emit_stack(struct pt_regs *ctx, struct mp_stack_record *b)
+static __noinline int emit_stack(struct pt_regs *ctx, struct mp_stack_record *b, __u32 want)
 {
 	__u64 sp = ctx->sp, avail, total;
-	__u32 len = 0, want = stack_bytes;
+	__u32 len = 0;
 	bool wake;
 
 	b->st.ip = ctx->ip;
@@ -306,14 +316,35 @@ static __noinline int emit_stack(struct pt_regs *ctx, struct mp_stack_record *b)
 /* An allocation: with its stack when stacks are on (the branch is on a
  * read-only constant, so the verifier drops the dead one); a plain event
  * when this CPU has no stack slot. */
+/* Whether @caller is in an allocator wrapper: one compare outside
+ * [wrap_lo, wrap_hi). */
+static __always_inline bool wrapped(__u64 caller)
+{
+	__u64 lo = wrap_lo;
+	__u32 n = wrap_count;
+
+	if (caller - lo >= wrap_hi - lo)
+		return false;
+	for (__u32 i = 0; i < MP_WRAP_MAX; i++) {
+		if (i >= n || caller < wrap[i].lo)
+			break;
+		if (caller < wrap[i].hi)
+			return true;
+	}
+	return false;
+}
+
 static __always_inline int emit_alloc(struct pt_regs *ctx, __u64 pid_tgid, __u32 type, __u32 fn,
 				      __u64 addr, __u64 size, __u64 old_addr, __u64 caller)
 {
 	struct mp_stack_record *b;
-	__u32 cpu;
+	__u32 cpu, want = stack_bytes;
 
-	if (!stack_bytes)
-		return emit(pid_tgid, type, fn, addr, size, old_addr, caller);
+	if (!want) {
+		if (!wrap_stack_bytes || !wrapped(caller))
+			return emit(pid_tgid, type, fn, addr, size, old_addr, caller);
+		want = wrap_stack_bytes;
+	}
 	cpu = bpf_get_smp_processor_id();
 	b = bpf_map_lookup_elem(&stackbuf, &cpu);
 	if (!b)
@@ -327,7 +358,7 @@ static __always_inline int emit_alloc(struct pt_regs *ctx, __u64 pid_tgid, __u32
 	b->ev.size = size;
 	b->ev.old_addr = old_addr;
 	b->ev.caller = caller;
-	return emit_stack(ctx, b);
+	return emit_stack(ctx, b, want);
 }
 
 static __always_inline __u64 arg(struct pt_regs *ctx, __u32 i)

@@ -62,6 +62,12 @@ enum mp_alloc_fn {
 /* Largest stack slice a record carries (--stack-bytes). */
 #define MP_STACK_MAX_BYTES 32768
 
+/* Allocator wrapper ranges the BPF side tests a caller against. */
+#define MP_WRAP_MAX 16
+struct mp_bpf_wrap {
+	__u64 lo, hi; /* [lo, hi) */
+};
+
 /* Entries of the exponential-draw table of sampled mode. */
 #define MP_EXP_TABLE 4096
 

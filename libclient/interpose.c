@@ -408,6 +408,27 @@ struct stack_bounds {
 };
 static const struct stack_bounds *thread_stack(void);
 
+/* Bytes of stack an allocation from @caller carries because @caller is an
+ * allocator wrapper (ring_abi.h wrap); 0 when it is not. One compare when
+ * the caller is outside [wrap_lo, wrap_hi), the common case. */
+static inline __attribute__((always_inline)) uint32_t wrapped(const struct mp_ring_hdr *h,
+							      uint64_t caller)
+{
+	uint64_t lo = LOAD(&h->wrap_lo, RELAXED);
+	uint32_t n;
+
+	if (likely(caller - lo >= LOAD(&h->wrap_hi, RELAXED) - lo))
+		return 0;
+	n = LOAD(&h->wrap_count, RELAXED);
+	for (uint32_t i = 0; i < n && i < MP_RING_WRAP_MAX; i++) {
+		if (caller < LOAD(&h->wrap[i].lo, RELAXED))
+			break;
+		if (caller < LOAD(&h->wrap[i].hi, RELAXED))
+			return LOAD(&h->wrap_stack_bytes, RELAXED);
+	}
+	return 0;
+}
+
 static inline __attribute__((always_inline)) void put(uint8_t type, uint8_t flags, uint32_t fn,
 						      uint64_t addr, uint64_t size, uint64_t caller,
 						      uint64_t old, uint32_t mode)
@@ -415,11 +436,13 @@ static inline __attribute__((always_inline)) void put(uint8_t type, uint8_t flag
 	uint64_t w[4] = { addr, size, caller, old };
 	unsigned nw = type == MP_REC_REALLOC ? 4 : 3;
 	enum mp_rw_wait wait = mode == MP_ALLOC_PRECISE ? MP_RW_WAIT : MP_RW_NOWAIT;
+	const struct mp_ring_hdr *h = LOAD(&mp_alloc_hdr, RELAXED);
 	uint32_t sb;
 
-	/* a new block gets the call stack, when the consumer asked */
+	/* a new block gets the call stack, when the consumer asked or when
+	 * its caller is an allocator wrapper */
 	if (type != MP_REC_FREE && addr &&
-	    (sb = LOAD(&LOAD(&mp_alloc_hdr, RELAXED)->alloc_stack_bytes, RELAXED))) {
+	    ((sb = LOAD(&h->alloc_stack_bytes, RELAXED)) || (sb = wrapped(h, caller)))) {
 		const struct stack_bounds *b = thread_stack();
 
 		mp_stack_put(type, flags, fn, w, nw, wait, b->lo, b->end, sb);

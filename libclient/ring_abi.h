@@ -17,8 +17,9 @@
  * /proc/PID/fd. */
 #define MP_RING_MEMFD_NAME "memprof-ring"
 #define MP_RING_MAGIC 0x3130474e4952504dULL /* "MPRING01" little-endian */
-/* 2: heap records (types 8-10) and pool records (types 16-19). */
-#define MP_RING_ABI_VERSION 2u
+/* 2: heap records (types 8-10) and pool records (types 16-19).
+ * 3: the allocator wrappers' table in the header (wrap_*). */
+#define MP_RING_ABI_VERSION 3u
 
 /* Limits the consumer enforces on a header (anything larger is corrupt). */
 /* all rings together */
@@ -35,6 +36,8 @@
 #define MP_RING_STACK_MAX (32u << 10)
 #define MP_STACK_SLOT_BYTES 120u
 #define MP_TSTACK_MAX 16u
+/* Address ranges of allocator wrappers in the header (wrap). */
+#define MP_RING_WRAP_MAX 16u
 
 /* Ring record types are enum mp_record_type, at the end of this file. */
 
@@ -124,8 +127,20 @@ struct mp_ring_hdr {
 	 * by a STACK record (type 24) with at most this many bytes of the
 	 * thread's stack (<= MP_RING_STACK_MAX). 0 (an older consumer): none. */
 	uint32_t alloc_stack_bytes;
+	/* Allocator wrappers (docs/RING.md "Allocator wrappers"), written by
+	 * the consumer only, read by the interposer with relaxed loads: an
+	 * allocation whose caller is in one of the first wrap_count ranges
+	 * [lo, hi) of wrap (sorted, all inside [wrap_lo, wrap_hi)) carries a
+	 * STACK record of at most wrap_stack_bytes (<= MP_RING_STACK_MAX),
+	 * from which the consumer finds the first caller outside the
+	 * wrappers. A torn read only adds or misses one stack. 0: none. */
+	uint32_t wrap_stack_bytes;
+	uint64_t wrap_lo, wrap_hi;
+	uint32_t wrap_count;
 	uint32_t reserved5;
-	uint64_t reserved4[2];
+	struct {
+		uint64_t lo, hi;
+	} wrap[MP_RING_WRAP_MAX];
 };
 
 /* Values of mp_slot.clock (docs/RING.md "Clocks"). */
@@ -196,7 +211,7 @@ struct mp_thread {
 /* String table entry: (offset << 32) | (len + 1); 0 until published. */
 typedef uint64_t mp_strent;
 
-_Static_assert(sizeof(struct mp_ring_hdr) == 192, "ring header ABI");
+_Static_assert(sizeof(struct mp_ring_hdr) == 512, "ring header ABI");
 _Static_assert(__builtin_offsetof(struct mp_ring_hdr, attached) == 88 &&
 		       __builtin_offsetof(struct mp_ring_hdr, alloc_mode) == 92 &&
 		       __builtin_offsetof(struct mp_ring_hdr, attach_word) == 88,

@@ -645,6 +645,22 @@ static void json_limits(struct mp_json *j, const struct mp_profile *p)
 	mp_json_object_end(j);
 }
 
+/* Allocator wrappers (docs/PROFILE.md "Owners"): when the run used them. */
+static void json_wrappers(struct mp_json *j, const struct mp_profile *p)
+{
+	const struct mp_wrappers_info *w = &p->wrappers;
+
+	if (!w->on)
+		return;
+	mp_json_object_begin(j, "wrappers");
+	mp_json_bool(j, "defaultList", w->default_list);
+	mp_json_u64(j, "functions", w->functions);
+	mp_json_u64(j, "objects", w->objects);
+	mp_json_u64(j, "skipped", w->skipped);
+	mp_json_u64(j, "fallbacks", w->fallbacks);
+	mp_json_object_end(j);
+}
+
 static int write_json(const struct mp_profile *p, FILE *f)
 {
 	struct mp_json j;
@@ -713,6 +729,7 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_object_end(&j);
 	json_hardening(&j, p);
 	json_limits(&j, p);
+	json_wrappers(&j, p);
 	mp_json_array_begin(&j, "kernels");
 	for (uint32_t i = 0; i < p->n_kernels; i++)
 		json_kernel(&j, p, &p->kernels[i]);
@@ -842,6 +859,24 @@ static void put_limits(FILE *f, const struct mp_profile *p)
 			l->stacks, l->stack_frames, p->stacks_dropped);
 	if (l->reached & MP_LIMIT_NAMES)
 		fputs("limit reached: kernel names (65535): later names are \"(other)\"\n", f);
+}
+
+/* Allocator wrappers: owners and sites are the first caller beyond them. */
+static void put_wrappers(FILE *f, const struct mp_profile *p)
+{
+	const struct mp_wrappers_info *w = &p->wrappers;
+
+	if (!w->on)
+		return;
+	fprintf(f,
+		"wrappers: %" PRIu32 " functions in %" PRIu32 " objects skipped (%s): %" PRIu64
+		" allocations charged past them",
+		w->functions, w->objects, w->default_list ? "default list" : "user list",
+		w->skipped);
+	if (w->fallbacks)
+		fprintf(f, ", %" PRIu64 " left at a wrapper (no stack or unwind failed)",
+			w->fallbacks);
+	fputc('\n', f);
 }
 
 static const char *mempool_name(const struct mp_profile *p, uint32_t id)
@@ -1160,6 +1195,7 @@ static int write_table(const struct mp_profile *p, FILE *f)
 	put_corruption_head(f, p);
 	put_mode(f, p);
 	put_limits(f, p);
+	put_wrappers(f, p);
 	if (sampled)
 		put_sampled_heap(f, p);
 	else

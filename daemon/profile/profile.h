@@ -502,6 +502,16 @@ struct mp_profile {
 	/* false: a file written before mappings were recorded (their
 	 * figures unknown; its heap figures may include them). */
 	bool maps_recorded;
+	/* Allocator wrappers (docs/PROFILE.md "Owners"): whether the run
+	 * looked past them and with the default list, the functions and
+	 * objects resolved as wrappers, the allocations whose owner and site
+	 * are a caller beyond them, and those left at the wrapper (no stack
+	 * captured, or the unwind did not leave the wrappers). */
+	struct mp_wrappers_info {
+		bool on, default_list;
+		uint32_t functions, objects;
+		uint64_t skipped, fallbacks;
+	} wrappers;
 };
 
 /* Bounds of the stack table, as the daemon keeps it (daemon/stacks) and as

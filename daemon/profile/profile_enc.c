@@ -495,6 +495,26 @@ static void enc_limits(struct arena *a, const struct mp_profile *p, Memprof__Pro
 	o->limits = lo;
 }
 
+/* Allocator wrappers: written when the run looked past them. */
+static void enc_wrappers(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
+{
+	const struct mp_wrappers_info *w = &p->wrappers;
+	Memprof__Wrappers *wo;
+
+	if (!w->on)
+		return;
+	wo = arena_alloc(a, 1, sizeof(*wo));
+	if (!wo)
+		return;
+	memprof__wrappers__init(wo);
+	wo->default_list = w->default_list;
+	wo->functions = w->functions;
+	wo->objects = w->objects;
+	wo->skipped = w->skipped;
+	wo->fallbacks = w->fallbacks;
+	o->wrappers = wo;
+}
+
 static void enc_hardening(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
 {
 	Memprof__ExecEvent *eo = arena_alloc(a, p->n_execs, sizeof(*eo));
@@ -654,6 +674,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	enc_sites(a, p, o);
 	enc_hardening(a, p, o);
 	enc_limits(a, p, o);
+	enc_wrappers(a, p, o);
 	return a->failed ? NULL : o;
 }
 

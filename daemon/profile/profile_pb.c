@@ -887,6 +887,13 @@ static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const ch
 	for (uint32_t i = 0; !o->anon_maps_recorded && i < p->n_rss; i++)
 		p->rss[i].maps_live = MP_UNKNOWN;
 	dec_limits(o->limits, p);
+	if (o->wrappers)
+		p->wrappers = (struct mp_wrappers_info){ .on = true,
+							 .default_list = o->wrappers->default_list,
+							 .functions = o->wrappers->functions,
+							 .objects = o->wrappers->objects,
+							 .skipped = o->wrappers->skipped,
+							 .fallbacks = o->wrappers->fallbacks };
 	return dec_sites(o, p, ret_why);
 }
 

@@ -43,6 +43,10 @@ void mp_config_free(struct mp_config *c)
 		free(c->collectors[i]);
 	for (size_t i = 0; i < c->n_owners; i++)
 		free(c->owners[i]);
+	for (size_t i = 0; i < c->n_wrappers; i++)
+		free(c->wrappers[i]);
+	for (size_t i = 0; i < c->n_wrapper_fns; i++)
+		free(c->wrapper_fns[i]);
 	free(c);
 }
 
@@ -83,6 +87,7 @@ static const struct {
 	FIELD(STREAM_PER_UID, stream_per_uid),
 	FIELD(STREAM_TOTAL, stream_total_bytes),
 	FIELD(STACKS, stacks),
+	FIELD(NO_DEFAULT_WRAPPERS, no_default_wrappers),
 	FIELD(TRACER, tracer),
 	FIELD(STACK_DEPTH, stack_depth),
 	FIELD(MAX_MEMORY, max_memory),
@@ -115,6 +120,10 @@ static int set(struct mp_config *c, const char *k, const char *v)
 		return add(c->collectors, &c->n_collectors, MP_CONFIG_MAX_COLLECTORS, v);
 	if (o->id == MP_OPT_ID_OWNER)
 		return add(c->owners, &c->n_owners, MP_CONFIG_MAX_OWNERS, v);
+	if (o->id == MP_OPT_ID_WRAPPER)
+		return add(c->wrappers, &c->n_wrappers, MP_CONFIG_MAX_OWNERS, v);
+	if (o->id == MP_OPT_ID_WRAPPER_FN)
+		return add(c->wrapper_fns, &c->n_wrapper_fns, MP_CONFIG_MAX_OWNERS, v);
 	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
 		if (fields[i].id == o->id) {
 			mp_opt_store(c, fields[i].off, fields[i].size, x.u);

@@ -27,6 +27,12 @@ struct mp_config {
 	size_t n_collectors;
 	char *owners[MP_CONFIG_MAX_OWNERS];
 	size_t n_owners;
+	/* allocator wrappers (wrapper, wrapper_fn, no_default_wrappers) */
+	char *wrappers[MP_CONFIG_MAX_OWNERS];
+	size_t n_wrappers;
+	char *wrapper_fns[MP_CONFIG_MAX_OWNERS];
+	size_t n_wrapper_fns;
+	bool no_default_wrappers;
 	unsigned rss_hz;
 	unsigned pss_every;
 	unsigned max_targets;

@@ -246,6 +246,10 @@ static void target_free(struct target *t)
 	}
 	for (size_t i = 0; i < t->sopts.n_owner_rules; i++)
 		free(t->owners[i]);
+	for (size_t i = 0; i < t->sopts.n_wrapper_dsos; i++)
+		free(t->wrappers[i]);
+	for (size_t i = 0; i < t->sopts.n_wrapper_fns; i++)
+		free(t->wrapper_fns[i]);
 	mp_profile_free(t->dump);
 	pthread_mutex_destroy(&t->dump_lock);
 	free(t);
@@ -582,6 +586,21 @@ static int target_configure_locked(struct request *q, struct target *t, const st
 			r = fail(q, -ENOMEM, "out of memory");
 		else
 			t->sopts.owner_rules[t->sopts.n_owner_rules++] = t->owners[i];
+	}
+	t->sopts.no_default_wrappers = cfg->no_default_wrappers;
+	for (size_t i = 0; i < cfg->n_wrappers && r == 0; i++) {
+		t->wrappers[i] = strdup(cfg->wrappers[i]);
+		if (!t->wrappers[i])
+			r = fail(q, -ENOMEM, "out of memory");
+		else
+			t->sopts.wrapper_dsos[t->sopts.n_wrapper_dsos++] = t->wrappers[i];
+	}
+	for (size_t i = 0; i < cfg->n_wrapper_fns && r == 0; i++) {
+		t->wrapper_fns[i] = strdup(cfg->wrapper_fns[i]);
+		if (!t->wrapper_fns[i])
+			r = fail(q, -ENOMEM, "out of memory");
+		else
+			t->sopts.wrapper_fns[t->sopts.n_wrapper_fns++] = t->wrapper_fns[i];
 	}
 	return r;
 }

@@ -48,6 +48,7 @@ struct target {
 	char *streams[MAX_TARGET_STREAMS];
 	size_t n_streams;
 	char *owners[MP_CONFIG_MAX_OWNERS];
+	char *wrappers[MP_CONFIG_MAX_OWNERS], *wrapper_fns[MP_CONFIG_MAX_OWNERS];
 	struct mp_session_opts sopts;
 	struct mp_session_ctl ctl;
 	pthread_t thread;

@@ -50,6 +50,7 @@ static const char *resolve_owner(void *ctx, uint64_t addr)
 			mp_procmaps_free(s->maps);
 			s->maps = fresh;
 			m = mp_procmaps_find(s->maps, addr);
+			mp_sess_wrappers_update(s);
 		}
 	}
 	if (!m || !m->path[0] || m->path[0] == '[')
@@ -63,6 +64,114 @@ static bool free_mapped(void *ctx, uint64_t addr, uint64_t ts_ns)
 	struct session *s = ctx;
 
 	return !s->freecheck || mp_freecheck_mapped(s->freecheck, addr, ts_ns);
+}
+
+/* ---- allocator wrappers (docs/PROFILE.md "Owners") ---- */
+
+/* Frames an unwind looks through for the first caller outside the
+ * wrappers (libmemprof's own frames, then the wrappers' chain). */
+#define WRAP_FRAMES 32
+/* How often a caller in no known mapping may re-read the maps for its
+ * wrappers: the sooner a library's are published, the fewer of its first
+ * allocations go by without a stack (resolving them takes ~1 ms). */
+#define WRAP_REREAD_NS (5 * 1000 * 1000ull)
+
+/* The target's filter (ring_abi.h wrap, the BPF side's wrap): at most
+ * MP_RING_WRAP_MAX ranges covering the wrappers, as lo, hi pairs. */
+static uint32_t wrap_filter(const struct session *s, uint64_t *lohi)
+{
+	struct mp_wrap_range cr[MP_RING_WRAP_MAX];
+	size_t n = mp_wrappers_coarse(s->wrappers, cr, MP_RING_WRAP_MAX);
+
+	for (size_t i = 0; i < n; i++) {
+		lohi[2 * i] = cr[i].lo;
+		lohi[2 * i + 1] = cr[i].hi;
+	}
+	return (uint32_t)n;
+}
+
+void mp_sess_wrappers_publish(struct session *s)
+{
+	uint64_t lohi[2 * MP_RING_WRAP_MAX];
+	uint32_t n;
+
+	if (!s->wrappers)
+		return;
+	n = wrap_filter(s, lohi);
+	if (s->tracer)
+		mp_tracer_set_wrappers(s->tracer, lohi, n);
+	if (s->ring && s->path == MP_PATH_INPROCESS)
+		mp_consumer_set_wrappers(s->ring, lohi, n, MP_SESSION_WRAP_STACK_BYTES);
+}
+
+void mp_sess_wrappers_update(struct session *s)
+{
+	if (s->wrappers && mp_wrappers_update(s->wrappers, s->maps) > 0)
+		mp_sess_wrappers_publish(s);
+}
+
+/* An allocation from @caller, as it is read: a caller in no mapping known
+ * is code mapped since (dlopen), whose wrappers are resolved and
+ * published before more of its allocations go by without a stack. */
+static void wrap_note_caller(struct session *s, uint64_t caller)
+{
+	const struct mp_mapping *m;
+	struct mp_procmaps *fresh;
+
+	if (caller - s->wrap_map_lo < s->wrap_map_hi - s->wrap_map_lo)
+		return;
+	m = s->maps ? mp_procmaps_find(s->maps, caller) : NULL;
+	if (!m && !s->exited && mp_now_ns() - s->maps_read_ns >= WRAP_REREAD_NS) {
+		s->maps_read_ns = mp_now_ns();
+		if (mp_procmaps_read(s->o->pid, &fresh) == 0) {
+			mp_procmaps_free(s->maps);
+			s->maps = fresh;
+			mp_sess_wrappers_update(s);
+			m = mp_procmaps_find(s->maps, caller);
+		}
+	}
+	if (m) {
+		s->wrap_map_lo = m->start;
+		s->wrap_map_hi = m->end;
+	}
+}
+
+/* The caller an allocation from @caller is charged to: when @caller is in
+ * a wrapper, the first frame outside the wrappers, from stack @stack
+ * (--stacks) or else from the capture @regs, @bytes (@ring: an in-process
+ * one, whose frames start inside libmemprof). Left at @caller and counted
+ * when no frame is found. */
+static uint64_t wrap_caller(struct session *s, uint64_t caller, uint32_t stack,
+			    const struct mp_unwind_regs *regs, const void *bytes, uint32_t len,
+			    bool ring)
+{
+	uint64_t frames[WRAP_FRAMES];
+	const uint64_t *f = frames;
+	struct mp_collect_target t;
+	uint32_t n = 0;
+	bool trunc;
+
+	wrap_note_caller(s, caller);
+	if (!mp_wrappers_has(s->wrappers, caller))
+		return caller;
+	t = (struct mp_collect_target){ .maps = s->maps, .exited = s->exited };
+	if (stack) {
+		n = mp_stack_collect_frames(s->collect, stack, &f);
+	} else if (regs) {
+		int k = mp_stack_collect_unwind(s->collect, &t, regs, bytes, len,
+						ring ? caller : 0, frames, WRAP_FRAMES, &trunc);
+
+		n = k > 0 ? (uint32_t)k : 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		if (!mp_wrappers_has(s->wrappers, f[i])) {
+			s->wrap_skipped++;
+			return f[i];
+		}
+	}
+	s->wrap_fallbacks++;
+	s->wrap_no_stack += !regs && !stack;
+	return caller;
 }
 
 static void dump_record(FILE *f, const struct mp_record *r)
@@ -236,6 +345,11 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t
 		s->maps = NULL;
 		s->maps_read_ns = 0;
 		mp_freecheck_exec(s->freecheck);
+		s->wrap_map_lo = s->wrap_map_hi = 0;
+		if (s->wrappers) {
+			mp_wrappers_reset(s->wrappers);
+			mp_tracer_set_wrappers(s->tracer, NULL, 0);
+		}
 		break;
 	}
 	case MP_RAW_EXIT:
@@ -473,6 +587,16 @@ static int on_raw(void *ctx, const struct mp_raw_event *ev)
 	if (ev->type == MP_RAW_EXEC)
 		exec_path_push(s);
 	item.stack = unwind_event(s);
+	if (s->wrappers && (ev->type == MP_RAW_ALLOC || ev->type == MP_RAW_REALLOC) && ev->addr) {
+		const struct mp_raw_stack_view *sv = mp_tracer_stack(s->tracer);
+		const struct mp_unwind_regs regs = { .ip = sv ? sv->ip : 0,
+						     .sp = sv ? sv->sp : 0,
+						     .bp = sv ? sv->bp : 0 };
+
+		item.ev.caller = wrap_caller(s, ev->caller, item.stack, sv ? &regs : NULL,
+					     sv ? sv->bytes : NULL, sv ? sv->len : 0, false);
+		ev = &item.ev;
+	}
 	if (!item.stack)
 		return mp_order_push(s->order, ITEM_BPF, ev->ts_ns, ev, sizeof(*ev));
 	return mp_order_push(s->order, ITEM_BPF, ev->ts_ns, &item, sizeof(item));
@@ -509,7 +633,9 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 	uint32_t stack = 0;
 	int r;
 
-	if (ring != MP_CONSUMER_RING_SYNTH && rec->stack) {
+	struct mp_record wrapped;
+
+	if (ring != MP_CONSUMER_RING_SYNTH && rec->stack && s->o->stacks) {
 		const struct mp_rec_stack *st = rec->stack;
 		struct mp_collect_target t = target(s);
 
@@ -517,6 +643,21 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 			s->collect, &t,
 			&(struct mp_unwind_regs){ .ip = st->ip, .sp = st->sp, .bp = st->bp },
 			st->bytes, st->len, rec->heap.caller);
+	}
+	if (s->wrappers && ring != MP_CONSUMER_RING_SYNTH &&
+	    (rec->type == MP_REC_ALLOC || rec->type == MP_REC_REALLOC) && rec->heap.addr) {
+		const struct mp_rec_stack *st = rec->stack;
+		const struct mp_unwind_regs regs = { .ip = st ? st->ip : 0,
+						     .sp = st ? st->sp : 0,
+						     .bp = st ? st->bp : 0 };
+		uint64_t c = wrap_caller(s, rec->heap.caller, stack, st ? &regs : NULL,
+					 st ? st->bytes : NULL, st ? st->len : 0, true);
+
+		if (c != rec->heap.caller) {
+			wrapped = *rec;
+			wrapped.heap.caller = c;
+			rec = &wrapped;
+		}
 	}
 	r = mp_order_ring_inline(s->order, s->ring, ring, rec, stack, s->ring_ref, on_ring_rec);
 
@@ -532,7 +673,13 @@ static int before_attach(void *ctx, struct mp_consumer *c)
 	struct session *s = ctx;
 
 	mp_tracer_set_inproc_tls(s->tracer, mp_consumer_alloc_tls_off(c));
-	return 0;
+	if (s->wrappers) {
+		uint64_t lohi[2 * MP_RING_WRAP_MAX];
+
+		return mp_consumer_set_wrappers(c, lohi, wrap_filter(s, lohi),
+						MP_SESSION_WRAP_STACK_BYTES);
+	}
+	return mp_consumer_set_wrappers(c, NULL, 0, 0);
 }
 
 /* Opens the target's ring; on the in-process path the interposer goes on

@@ -78,6 +78,23 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "report allocations whose caller is in an object\n"
 	  "whose file name matches GLOB as owner NAME\n"
 	  "(e.g. 'libxnnpack*=xnnpack'); repeatable" },
+	{ MP_OPT_ID_WRAPPER, "wrapper", 0, "wrapper", MP_OPT_TEXT, FG | MP_OPT_CONFIG, 0, 0, NULL,
+	  "GLOB",
+	  "every function of the objects whose file name\n"
+	  "matches GLOB is an allocator wrapper: owners and\n"
+	  "sites are the first caller outside the wrappers\n"
+	  "(e.g. 'libmyalloc*'); repeatable" },
+	{ MP_OPT_ID_WRAPPER_FN, "wrapper-fn", 0, "wrapper_fn", MP_OPT_TEXT, FG | MP_OPT_CONFIG, 0, 0,
+	  NULL, "SYMBOL",
+	  "the functions whose symbol matches SYMBOL (a glob,\n"
+	  "mangled for C++) are allocator wrappers; repeatable\n"
+	  "(default list: operator new, libc10, CPython's\n"
+	  "PyMem/PyObject allocators, jemalloc, tcmalloc and\n"
+	  "mimalloc entry points; docs/PROFILE.md \"Owners\")" },
+	{ MP_OPT_ID_NO_DEFAULT_WRAPPERS, "no-default-wrappers", 0, "no_default_wrappers",
+	  MP_OPT_FLAG, FG | MP_OPT_CONFIG, 0, 1, NULL, NULL,
+	  "without the default wrapper list: the owner is the\n"
+	  "allocator's direct caller unless --wrapper says" },
 	{ MP_OPT_ID_RSS_HZ, "rss-hz", 0, "rss_hz", MP_OPT_UINT, FG | MP_OPT_CONFIG, 0, MP_RSS_MAX_HZ,
 	  NULL, "N",
 	  "sample /proc/PID/status N times a second\n"

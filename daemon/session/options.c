@@ -124,6 +124,7 @@ static const struct {
 	FIELD(MODE, session.mode),
 	FIELD(SAMPLE_BYTES, session.sample_bytes),
 	FIELD(STACKS, session.stacks),
+	FIELD(NO_DEFAULT_WRAPPERS, session.no_default_wrappers),
 	FIELD(STACK_DEPTH, session.stack_depth),
 	FIELD(STACK_BYTES, session.stack_bytes),
 	FIELD(TRACER, session.tracer),
@@ -201,6 +202,16 @@ static int apply_trace(struct mp_session_opts *s, const struct mp_option *opt, c
 		if (s->n_owner_rules >= MP_SESSION_MAX_OWNER_RULES)
 			return too_many(opt, arg);
 		s->owner_rules[s->n_owner_rules++] = arg;
+		return 0;
+	case MP_OPT_ID_WRAPPER:
+		if (s->n_wrapper_dsos >= MP_SESSION_MAX_WRAPPERS)
+			return too_many(opt, arg);
+		s->wrapper_dsos[s->n_wrapper_dsos++] = arg;
+		return 0;
+	case MP_OPT_ID_WRAPPER_FN:
+		if (s->n_wrapper_fns >= MP_SESSION_MAX_WRAPPERS)
+			return too_many(opt, arg);
+		s->wrapper_fns[s->n_wrapper_fns++] = arg;
 		return 0;
 	case MP_OPT_ID_DUTY:
 		if (parse_duty(arg, &s->duty_on_ns, &s->duty_period_ns) < 0)

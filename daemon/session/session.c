@@ -135,6 +135,7 @@ static int setup_tracer(struct session *s)
 		.duty_period_ns = o->duty_period_ns,
 		.stack_bytes = o->stacks ? session_stack_bytes(o) : 0,
 		.no_heap_probes = s->path == MP_PATH_INPROCESS,
+		.wrap_stack_bytes = s->wrappers && !o->stacks ? MP_SESSION_WRAP_STACK_BYTES : 0,
 	};
 	int r;
 
@@ -147,6 +148,30 @@ static int setup_tracer(struct session *s)
 	if (r < 0)
 		return log_error_errno(r, "pid %d: attaching the allocator tracer: %m",
 				       (int)o->pid);
+	mp_sess_wrappers_publish(s);
+	return 0;
+}
+
+/* The allocator wrappers of the address space as it is now (none when
+ * the default list is off and none was named). */
+static int setup_wrappers(struct session *s)
+{
+	const struct mp_session_opts *o = s->o;
+	const struct mp_wrappers_opts wo = { .dso_globs = o->wrapper_dsos,
+					     .n_dso = o->n_wrapper_dsos,
+					     .fn_globs = o->wrapper_fns,
+					     .n_fn = o->n_wrapper_fns,
+					     .no_default = o->no_default_wrappers };
+	int r;
+
+	if (o->no_default_wrappers && !o->n_wrapper_dsos && !o->n_wrapper_fns)
+		return 0;
+	r = mp_wrappers_new(o->pid, &wo, &s->wrappers);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: allocator wrappers: %m", (int)o->pid);
+	r = mp_wrappers_update(s->wrappers, s->maps);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: allocator wrappers: %m", (int)o->pid);
 	return 0;
 }
 
@@ -260,6 +285,9 @@ static int setup_pipeline(struct session *s)
 		mp_stack_collector_set_max(s->collect, o->max_stacks, lim.stack_frames);
 	}
 
+	r = setup_wrappers(s);
+	if (r < 0)
+		return r;
 	describe_process(s);
 	r = mp_path_pick(o->pid, o->tracer, o->mode, o->duty_period_ns, &s->path, &why);
 	if (r == -EOPNOTSUPP)
@@ -414,6 +442,13 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 		r = mp_stack_collect_export(s->collect, p);
 		if (r < 0)
 			return r;
+	}
+	if (s->wrappers) {
+		p->wrappers.on = true;
+		p->wrappers.default_list = !o->no_default_wrappers;
+		mp_wrappers_counts(s->wrappers, &p->wrappers.functions, &p->wrappers.objects);
+		p->wrappers.skipped = s->wrap_skipped;
+		p->wrappers.fallbacks = s->wrap_fallbacks;
 	}
 	/* Best effort: a profile without symbols is still a profile. */
 	r = mp_symbolize(p, s->maps, mp_stack_collect_maps(s->collect), o->pid, &st);
@@ -587,6 +622,10 @@ static void teardown(struct session *s)
 		log_debug("pid %d: /proc/%d/maps re-read for frees of blocks never seen "
 			  "allocated: %" PRIu64,
 			  (int)s->o->pid, (int)s->o->pid, mp_freecheck_reads(s->freecheck));
+	if (s->wrap_fallbacks)
+		log_debug("pid %d: %" PRIu64 " allocations left at a wrapper, %" PRIu64
+			  " of them without a stack",
+			  (int)s->o->pid, s->wrap_fallbacks, s->wrap_no_stack);
 	mp_tracer_free(s->tracer);
 	mp_sess_ring_ref_free(s->ring_ref);
 	while (s->retired) {
@@ -601,6 +640,7 @@ static void teardown(struct session *s)
 	mp_procmaps_free(s->maps);
 	mp_freecheck_free(s->freecheck);
 	mp_stack_collector_free(s->collect);
+	mp_wrappers_free(s->wrappers);
 	free(s->cmdline);
 	while (s->exec_n) {
 		free(s->exec_paths[s->exec_head]);

@@ -17,6 +17,7 @@
 #include "tracer.h"
 
 #define MP_SESSION_MAX_OWNER_RULES 64
+#define MP_SESSION_MAX_WRAPPERS 64
 
 /* Why mp_session_ctl.on_snapshot is called. */
 enum mp_snapshot_reason {
@@ -61,6 +62,13 @@ struct mp_session_opts {
 	size_t n_extra;
 	const char *owner_rules[MP_SESSION_MAX_OWNER_RULES]; /* "GLOB=NAME" */
 	size_t n_owner_rules;
+	/* Allocator wrappers (daemon/sources/wrappers.h): object globs,
+	 * symbol globs, and whether the default list is off. */
+	const char *wrapper_dsos[MP_SESSION_MAX_WRAPPERS];
+	size_t n_wrapper_dsos;
+	const char *wrapper_fns[MP_SESSION_MAX_WRAPPERS];
+	size_t n_wrapper_fns;
+	bool no_default_wrappers;
 	uint64_t lag_ns; /* merge watermark lag; 0: default (10 ms) */
 	FILE *dump; /* print every event here in merged order (NULL: don't) */
 	bool verbose;
@@ -89,6 +97,10 @@ struct mp_session_opts {
 };
 
 #define MP_SESSION_STACK_BYTES 16384
+/* Bytes of stack an allocation whose caller is a wrapper carries, without
+ * --stacks (docs/PROFILE.md "Owners": what covers the default list's
+ * chains). */
+#define MP_SESSION_WRAP_STACK_BYTES 2048
 
 /* Limits: the default memory bound of a target's tables, the lowest one
  * accepted and the most sites. */

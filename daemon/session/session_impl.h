@@ -20,6 +20,7 @@
 #include "procmaps.h"
 #include "rss.h"
 #include "session.h"
+#include "wrappers.h"
 
 #define DEFAULT_LAG_NS (10 * 1000 * 1000ull)
 /* Ring drain and watermark release period. */
@@ -105,6 +106,12 @@ struct session {
 	struct mp_freecheck *freecheck;
 	/* the unwinder and --stacks' stack table */
 	struct mp_stack_collector *collect;
+	/* Allocator wrappers (NULL: none): the allocations charged past
+	 * them and those left at one; the mapping the last caller checked
+	 * was in (a caller in none re-reads the maps: dlopen). */
+	struct mp_wrappers *wrappers;
+	uint64_t wrap_skipped, wrap_fallbacks, wrap_no_stack;
+	uint64_t wrap_map_lo, wrap_map_hi;
 	/* A heap allocation released to the correlator but not applied yet:
 	 * when the next record released is its free, the two go as one
 	 * temporary allocation (mp_correlator_apply_temporary()); anything
@@ -150,6 +157,11 @@ int mp_sess_cycle(struct session *s);
 int mp_sess_drain_tracer(struct session *s);
 int mp_sess_drain_ring(struct session *s);
 int mp_sess_sample_rss(struct session *s);
+/* The wrappers of the address space as s->maps has it, resolved and
+ * published to the tracer and the ring when they changed. */
+void mp_sess_wrappers_update(struct session *s);
+/* The wrappers as resolved now, published to the tracer and the ring. */
+void mp_sess_wrappers_publish(struct session *s);
 /* The held allocation (temporary pairing) applied alone. */
 int mp_sess_heap_flush(struct session *s);
 /* The ordering stage's sink: ring records, other items, nothing more now. */

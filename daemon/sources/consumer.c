@@ -696,6 +696,28 @@ int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sa
 	return 0;
 }
 
+int mp_consumer_set_wrappers(struct mp_consumer *c, const uint64_t *lohi, uint32_t n,
+			     uint32_t stack_bytes)
+{
+	if (!c || !c->hdr || n > MP_RING_WRAP_MAX || stack_bytes > MP_RING_STACK_MAX)
+		return -EINVAL;
+	/* off while the table changes: an allocation in between carries
+	 * no stack, or one it does not need */
+	STORE(&c->hdr->wrap_hi, 0, RELAXED);
+	STORE(&c->hdr->wrap_lo, 0, RELEASE);
+	if (!n)
+		return 0;
+	for (uint32_t i = 0; i < n; i++) {
+		STORE(&c->hdr->wrap[i].lo, lohi[2 * i], RELAXED);
+		STORE(&c->hdr->wrap[i].hi, lohi[2 * i + 1], RELAXED);
+	}
+	STORE(&c->hdr->wrap_count, n, RELAXED);
+	STORE(&c->hdr->wrap_stack_bytes, stack_bytes, RELAXED);
+	STORE(&c->hdr->wrap_lo, lohi[0], RELEASE);
+	STORE(&c->hdr->wrap_hi, lohi[2 * n - 1], RELEASE);
+	return 0;
+}
+
 int mp_consumer_set_alloc_stacks(struct mp_consumer *c, uint32_t bytes)
 {
 	if (!c || !c->hdr || bytes > MP_RING_STACK_MAX)

@@ -218,6 +218,11 @@ int mp_consumer_set_alloc_mode(struct mp_consumer *c, uint32_t mode, uint64_t sa
  * Takes effect at the next mp_consumer_set_alloc_mode(). -EINVAL beyond
  * the maximum. */
 int mp_consumer_set_alloc_stacks(struct mp_consumer *c, uint32_t bytes);
+/* Allocator wrappers (ring_abi.h wrap): @n ranges [lohi[2i], lohi[2i+1]),
+ * sorted, at most MP_RING_WRAP_MAX; an allocation whose caller is in one
+ * carries @stack_bytes of its stack. @n 0 turns it off. -EINVAL. */
+int mp_consumer_set_wrappers(struct mp_consumer *c, const uint64_t *lohi, uint32_t n,
+			     uint32_t stack_bytes);
 /*
  * Heap records stamped with the TSC (mp_slot.clock MP_TS_TSC, docs/RING.md
  * "Clocks") are converted to CLOCK_MONOTONIC ns by the consumer:

@@ -844,6 +844,16 @@ static int tracer_open(struct mp_tracer *t)
 		if (r < 0)
 			return r;
 	}
+	if (opts->wrap_stack_bytes > MP_STACK_MAX_BYTES)
+		return -EINVAL;
+	if (opts->wrap_stack_bytes && !opts->stack_bytes && opts->mode != MP_TRACE_RSS) {
+		int ncpu = libbpf_num_possible_cpus();
+
+		t->skel->rodata->wrap_stack_bytes = opts->wrap_stack_bytes;
+		r = ncpu < 0 ? ncpu : bpf_map__set_max_entries(t->skel->maps.stackbuf, ncpu);
+		if (r < 0)
+			return r;
+	}
 	if (opts->mode == MP_TRACE_RSS)
 		t->opts.rss_exact = true;
 	t->skel->rodata->page_size = (__u32)getpagesize();
@@ -1093,6 +1103,26 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 void mp_tracer_set_inproc_tls(struct mp_tracer *t, int64_t tls_off)
 {
 	__atomic_store_n(&t->skel->bss->inproc_tls_off, tls_off, __ATOMIC_SEQ_CST);
+}
+
+void mp_tracer_set_wrappers(struct mp_tracer *t, const uint64_t *lohi, uint32_t n)
+{
+	struct memprof_bpf__bss *b = t->skel->bss;
+
+	if (n > MP_WRAP_MAX)
+		n = MP_WRAP_MAX;
+	/* off while the table changes (a torn read adds or misses a stack) */
+	__atomic_store_n(&b->wrap_hi, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&b->wrap_lo, 0, __ATOMIC_SEQ_CST);
+	if (!n)
+		return;
+	for (uint32_t i = 0; i < n; i++) {
+		b->wrap[i].lo = lohi[2 * i];
+		b->wrap[i].hi = lohi[2 * i + 1];
+	}
+	__atomic_store_n(&b->wrap_count, n, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&b->wrap_lo, lohi[0], __ATOMIC_SEQ_CST);
+	__atomic_store_n(&b->wrap_hi, lohi[2 * n - 1], __ATOMIC_SEQ_CST);
 }
 
 static uint64_t percpu_sum(const struct bpf_map *map)

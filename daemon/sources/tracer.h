@@ -75,6 +75,10 @@ struct mp_tracer_opts {
 	 * allocation event (at most MP_STACK_MAX_BYTES); see
 	 * mp_tracer_stack(). */
 	uint32_t stack_bytes;
+	/* Allocator wrappers (0: off): bytes of the user stack copied with
+	 * an allocation whose caller is in a range of
+	 * mp_tracer_set_wrappers() when stack_bytes is 0. */
+	uint32_t wrap_stack_bytes;
 };
 
 #define MP_TRACER_RING_BYTES (8u << 20)
@@ -161,6 +165,9 @@ uint64_t mp_tracer_duty_on_ns(const struct mp_tracer *t);
  * an allocator call (reported through the ring) and are not delivered.
  * 0 turns that off. */
 void mp_tracer_set_inproc_tls(struct mp_tracer *t, int64_t tls_off);
+/* The allocator wrappers' ranges the BPF side tests callers against:
+ * @n (<= MP_WRAP_MAX) sorted ranges [lohi[2i], lohi[2i+1]); 0: none. */
+void mp_tracer_set_wrappers(struct mp_tracer *t, const uint64_t *lohi, uint32_t n);
 /* Events lost to a full ring buffer since attach (all CPUs). */
 uint64_t mp_tracer_drops(const struct mp_tracer *t);
 /* Allocator probe hits that were not the target's, although the uprobes

@@ -186,6 +186,31 @@ uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_col
 				     trunc ? MP_STACK_F_TRUNCATED : 0);
 }
 
+int mp_stack_collect_unwind(struct mp_stack_collector *c, const struct mp_collect_target *t,
+			    const struct mp_unwind_regs *regs, const void *bytes, uint32_t len,
+			    uint64_t caller, uint64_t *ret, uint32_t max, bool *ret_truncated)
+{
+	struct mp_unwinder *u = unwinder_for(c, t, caller ? caller : regs->ip);
+	uint32_t skip = 0;
+	int n;
+
+	*ret_truncated = true;
+	if (!u || !max)
+		return 0;
+	n = mp_unwind(u, regs, bytes, len, max < MP_UNWIND_MAX_DEPTH ? max : MP_UNWIND_MAX_DEPTH,
+		      ret, ret_truncated);
+	if (n <= 0)
+		return 0;
+	if (!caller)
+		return n;
+	while (skip < (uint32_t)n && ret[skip] != caller)
+		skip++;
+	if (skip == (uint32_t)n)
+		return 0;
+	memmove(ret, ret + skip, (size_t)(n - (int)skip) * sizeof(*ret));
+	return n - (int)skip;
+}
+
 int mp_stack_collect_src_frames(struct mp_stack_collector *c, const struct mp_collect_target *t,
 				uint64_t addr, struct mp_sym_frame *ret, int max)
 {

@@ -57,6 +57,15 @@ uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_col
 			       const struct mp_unwind_regs *regs, const void *bytes, uint32_t len,
 			       uint64_t caller);
 
+/* The frames of a capture without interning them (allocator wrappers:
+ * the first caller outside them), into @ret, at most @max, innermost
+ * first; for an in-process capture (@caller nonzero) from the frame
+ * returning to @caller on. *@ret_truncated as mp_unwind(). Returns how
+ * many (0: not unwound up to @caller). Works without a stack table. */
+int mp_stack_collect_unwind(struct mp_stack_collector *c, const struct mp_collect_target *t,
+			    const struct mp_unwind_regs *regs, const void *bytes, uint32_t len,
+			    uint64_t caller, uint64_t *ret, uint32_t max, bool *ret_truncated);
+
 /* The source frames at @addr, innermost first, file names made absolute
  * (valid until the next call on this thread); 0 when unknown. */
 int mp_stack_collect_src_frames(struct mp_stack_collector *c, const struct mp_collect_target *t,

@@ -274,6 +274,75 @@ Test(python, torch_unmodified_script, .timeout = 600)
 	mp_test_rmtree(dir);
 }
 
+/* The owner named @prefix (a file name and its version), NULL if none. */
+static const struct mp_pool *owner_prefixed(const struct mp_profile *p, const char *prefix)
+{
+	for (uint32_t i = 0; i < p->n_owners; i++)
+		if (!strncmp(p->owners[i].name, prefix, strlen(prefix)))
+			return &p->owners[i];
+	return NULL;
+}
+
+/* Allocator wrappers' default list (docs/PROFILE.md "Owners"): PyTorch's
+ * tensors are charged to libtorch_cpu, which allocates them through
+ * libc10's c10::alloc_cpu, not to libc10 (the in-process path here; the
+ * eBPF path gives the same owners at several times the run time, and its
+ * wrappers are tested by tests/e2e/test_wrappers.c). */
+static void torch_owners(const char *tracer)
+{
+	char dir[256], pb[300];
+	char *argv[] = { mp_test_build_path("cli/memprof"),
+			 "run",
+			 "--tracer",
+			 (char *)tracer,
+			 "-o",
+			 pb,
+			 "--print",
+			 "none",
+			 "--",
+			 PYTHON,
+			 PY_SRC_DIR "/torch_owners.py",
+			 NULL };
+	const struct mp_pool *top = NULL, *c10, *cpu;
+	struct mp_profile *p = NULL;
+	const char *why = NULL;
+	int st;
+
+	mp_test_need_root("memprof run");
+	mp_test_tmpdir(dir, sizeof(dir), "torch-owners");
+	snprintf(pb, sizeof(pb), "%s/t.pb", dir);
+	cr_assert_eq(unsetenv("PYTHONPATH"), 0);
+	st = mp_test_run_capture(argv, out, sizeof(out));
+	cr_assert_eq(st, 0, "memprof run exited %d:\n%s", st, out);
+	cr_assert(strstr(out, "torch_owners.py: done (8, 64, 1, 1)"), "%s", out);
+	cr_assert_eq(mp_profile_load(pb, &p, &why), 0, "%s: %s", pb, why ? why : "?");
+	cr_assert_str_eq(mp_tracer_path_name(p->tracer_path), tracer);
+	for (uint32_t i = 0; i < p->n_owners; i++)
+		if (!top || p->owners[i].mem.alloc_bytes > top->mem.alloc_bytes)
+			top = &p->owners[i];
+	cpu = owner_prefixed(p, "libtorch_cpu.so");
+	c10 = owner_prefixed(p, "libc10.so");
+	cr_assert_not_null(cpu);
+	cr_assert_eq(top, cpu, "top owner %s: %llu of %llu bytes", top->name,
+		     (unsigned long long)top->mem.alloc_bytes,
+		     (unsigned long long)p->mem.alloc_bytes);
+	/* 5 passes of 8 x (32 + 32 + 64 + 64) x 128 x 128 floats */
+	cr_assert_gt(cpu->mem.alloc_bytes, 5 * 8 * 192 * 128 * 128 * 4ull);
+	cr_assert_lt(c10 ? c10->mem.alloc_bytes * 20 : 0, p->mem.alloc_bytes,
+		     "libc10 holds %llu of %llu bytes",
+		     (unsigned long long)(c10 ? c10->mem.alloc_bytes : 0),
+		     (unsigned long long)p->mem.alloc_bytes);
+	cr_assert(p->wrappers.on && p->wrappers.default_list);
+	cr_assert_gt(p->wrappers.skipped, 0);
+	mp_profile_free(p);
+	mp_test_rmtree(dir);
+}
+
+Test(python, torch_tensors_are_libtorch_cpus_not_libc10s_inprocess, .timeout = 600)
+{
+	torch_owners("inprocess");
+}
+
 static bool exists(const char *path)
 {
 	return access(path, F_OK) == 0;
