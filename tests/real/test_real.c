@@ -547,7 +547,10 @@ Test(real, torch_heap_peak_like_heaptrack, .timeout = 300)
 	need_heaptrack();
 	p = profile_torch();
 	st = run_to(ht, in_dir("ht.out"));
-	cr_assert_eq(st, 0, "heaptrack exited %d:\n%s", st, read_file(in_dir("ht.out"), NULL));
+	out = read_file(in_dir("ht.out"), NULL);
+	cr_assert_eq(st, 0, "heaptrack exited %d:\n%s", st, out);
+	cr_assert_not_null(strstr(out, "torch_infer.py: done " PASSES " passes"), "%s", out);
+	free(out);
 	/* heaptrack adds the compressor's suffix to -o */
 	snprintf(data, sizeof(data), "%s.zst", in_dir("ht"));
 	if (access(data, R_OK) != 0)
