@@ -248,9 +248,18 @@ mp_live_do_realloc_(struct mp_live *l, const struct mp_raw_event *ev, mp_heap_cb
 		if (ev->addr) {
 			/* the old one released first: what the new range
 			 * overlaps was replaced (MREMAP_FIXED) */
+			int r;
+
 			mp_live_do_free_(l, ev, ev->old_addr, cb, ctx);
-			if (mp_live_unmap_(l, ev, ev->addr, ev->size, cb, ctx) < 0 ||
-			    mp_live_reserve_(l) < 0)
+			r = mp_live_unmap_(l, ev, ev->addr, ev->size, cb, ctx);
+			if (r >= 0)
+				r = mp_live_reserve_(l);
+			if (r == -ENOSPC) {
+				/* the table at its bound: counted, not tracked */
+				l->st.untracked++;
+				l->st.untracked_bytes += ev->size;
+			}
+			if (r < 0)
 				return;
 			mp_live_do_alloc_(l, ev, ev->addr, cb, ctx);
 			return;
