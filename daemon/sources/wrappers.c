@@ -429,6 +429,10 @@ size_t mp_wrappers_coarse(const struct mp_wrappers *w, struct mp_wrap_range *ret
 	memcpy(ret, w->ranges, (n < max ? n : max) * sizeof(*ret));
 	if (n <= max)
 		return n;
+	if (max == 1) {
+		ret[0].hi = w->ranges[n - 1].hi;
+		return 1;
+	}
 	/* Start from the first max, then fold each further range in by
 	 * closing the smallest gap among max + 1 ranges. */
 	for (size_t i = max; i < n; i++) {
