@@ -62,9 +62,8 @@ static const struct mp_invocation *only_inv(const struct mp_profile *p, const ch
 
 /* The invocation's owners are exactly @n buckets, @names[i] having
  * allocated @bytes[i] in @count[i] blocks. */
-static void assert_owners(const struct mp_profile *p, const struct mp_invocation *inv,
-			  uint32_t n, const char *const *names, const uint64_t *bytes,
-			  const uint64_t *count)
+static void assert_owners(const struct mp_profile *p, const struct mp_invocation *inv, uint32_t n,
+			  const char *const *names, const uint64_t *bytes, const uint64_t *count)
 {
 	cr_assert_eq(inv->n_owners, n, "%u owners", inv->n_owners);
 	for (uint32_t i = 0; i < n; i++) {
