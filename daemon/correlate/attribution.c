@@ -117,6 +117,14 @@ uint32_t corr_owner_of_stack(struct mp_correlator *c, uint64_t caller, uint32_t 
 		return c->stack_owner[stack] - 1;
 	if (stack && c->opts.stack_frames) {
 		n = c->opts.stack_frames(c->opts.resolve_ctx, stack, &frames);
+		/* the caller may be past allocator wrappers: from its frame on */
+		for (uint32_t i = 0; i < n; i++) {
+			if (frames[i] == caller) {
+				frames += i;
+				n -= i;
+				break;
+			}
+		}
 		if (!n) {
 			frames = &caller;
 			n = 1;

@@ -158,8 +158,8 @@ static uint64_t wrap_caller(struct session *s, uint64_t caller, uint32_t stack,
 	if (stack) {
 		n = mp_stack_collect_frames(s->collect, stack, &f);
 	} else if (regs) {
-		int k = mp_stack_collect_unwind(s->collect, &t, regs, bytes, len,
-						ring ? caller : 0, frames, WRAP_FRAMES, &trunc);
+		int k = mp_stack_collect_unwind(s->collect, &t, regs, bytes, len, ring ? caller : 0,
+						frames, WRAP_FRAMES, &trunc);
 
 		n = k > 0 ? (uint32_t)k : 0;
 	}

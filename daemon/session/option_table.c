@@ -448,6 +448,8 @@ void mp_opt_help(FILE *f, unsigned where)
 				help_lines(f, o->arg, 14);
 			else if (n <= 23)
 				fprintf(f, "%*s", 24 - n, "");
+			else /* a long flag: its help on the next line */
+				fprintf(f, "\n%*s", 26, "");
 			if (o->arg)
 				fprintf(f, "%*s", 26, "");
 		}

@@ -111,7 +111,8 @@ int mp_wrappers_new(pid_t pid, const struct mp_wrappers_opts *o, struct mp_wrapp
 	w->pid = pid;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		r = -ENOTSUP;
-	for (size_t i = 0; r == 0 && !o->no_default && i < sizeof(default_list) / sizeof(*default_list); i++)
+	for (size_t i = 0;
+	     r == 0 && !o->no_default && i < sizeof(default_list) / sizeof(*default_list); i++)
 		r = add_pattern(w, default_list[i].dso, default_list[i].fn);
 	for (size_t i = 0; r == 0 && i < o->n_dso; i++)
 		r = add_pattern(w, o->dso_globs[i], NULL);
@@ -211,8 +212,8 @@ static uint64_t offset_to_addr(const struct mp_procmaps *maps, const char *path,
 	for (size_t i = 0; i < maps->n; i++) {
 		const struct mp_mapping *m = &maps->maps[i];
 
-		if ((m->perms & MP_MAP_X) && off >= m->offset && off - m->offset < m->end - m->start &&
-		    !strcmp(m->path, path))
+		if ((m->perms & MP_MAP_X) && off >= m->offset &&
+		    off - m->offset < m->end - m->start && !strcmp(m->path, path))
 			return m->start + (off - m->offset);
 	}
 	return 0;
@@ -429,6 +430,10 @@ size_t mp_wrappers_coarse(const struct mp_wrappers *w, struct mp_wrap_range *ret
 	memcpy(ret, w->ranges, (n < max ? n : max) * sizeof(*ret));
 	if (n <= max)
 		return n;
+	if (max == 1) {
+		ret[0].hi = w->ranges[n - 1].hi;
+		return 1;
+	}
 	/* Start from the first max, then fold each further range in by
 	 * closing the smallest gap among max + 1 ranges. */
 	for (size_t i = max; i < n; i++) {
@@ -455,8 +460,7 @@ size_t mp_wrappers_coarse(const struct mp_wrappers *w, struct mp_wrap_range *ret
 	return max;
 }
 
-void mp_wrappers_counts(const struct mp_wrappers *w, uint32_t *ret_functions,
-			uint32_t *ret_objects)
+void mp_wrappers_counts(const struct mp_wrappers *w, uint32_t *ret_functions, uint32_t *ret_objects)
 {
 	*ret_functions = w ? w->functions : 0;
 	*ret_objects = w ? w->objects : 0;

@@ -62,9 +62,8 @@ static const struct mp_invocation *only_inv(const struct mp_profile *p, const ch
 
 /* The invocation's owners are exactly @n buckets, @names[i] having
  * allocated @bytes[i] in @count[i] blocks. */
-static void assert_owners(const struct mp_profile *p, const struct mp_invocation *inv,
-			  uint32_t n, const char *const *names, const uint64_t *bytes,
-			  const uint64_t *count)
+static void assert_owners(const struct mp_profile *p, const struct mp_invocation *inv, uint32_t n,
+			  const char *const *names, const uint64_t *bytes, const uint64_t *count)
 {
 	cr_assert_eq(inv->n_owners, n, "%u owners", inv->n_owners);
 	for (uint32_t i = 0; i < n; i++) {
@@ -139,9 +138,9 @@ Test(wrappers, without_it_the_wrapper_is_the_owner)
  * not in libstdc++ (100 + 24 + 40 bytes in kernel "cxx"). */
 Test(wrappers, cxx_new_lands_in_the_program_by_default)
 {
-	struct mp_profile *p = profile_of("tests/e2e/fixture-cxx", NULL);
+	struct mp_profile *p = profile_of("tests/e2e/fixture-wrap-cxx", NULL);
 	const struct mp_invocation *inv = only_inv(p, "cxx");
-	const char *names[] = { "fixture-cxx" };
+	const char *names[] = { "fixture-wrap-cxx" };
 	const uint64_t bytes[] = { 164 }, count[] = { 3 };
 
 	assert_owners(p, inv, 1, names, bytes, count);
@@ -154,7 +153,7 @@ Test(wrappers, cxx_new_lands_in_the_program_by_default)
 Test(wrappers, cxx_without_the_default_list_new_is_libstdcxx)
 {
 	const char *opts[] = { "--no-default-wrappers", NULL };
-	struct mp_profile *p = profile_of("tests/e2e/fixture-cxx", opts);
+	struct mp_profile *p = profile_of("tests/e2e/fixture-wrap-cxx", opts);
 	const struct mp_invocation *inv = only_inv(p, "cxx");
 
 	cr_assert_eq(inv->n_owners, 1);
