@@ -13,6 +13,7 @@
 
 #include "inline.h"
 #include "modules.h"
+#include "symtab.h"
 #include "symbolize.h"
 
 /* Objects reported to one Dwfl: distinct file mappings holding callers. */
@@ -362,7 +363,7 @@ int mp_symbolize(struct mp_profile *p, const struct mp_procmaps *maps,
 		y.n_mobjs = 0;
 	}
 	if (y.dwfl)
-		dwfl_end(y.dwfl);
+		mp_dwfl_end(y.dwfl);
 	locations_free(y.locs, y.locs ? y.n : 0);
 	objects_free(y.mobjs, y.n_mobjs);
 	free(y.objs);

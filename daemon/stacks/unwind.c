@@ -7,6 +7,7 @@
 
 #include "inline.h"
 #include "modules.h"
+#include "symtab.h"
 #include "unwind.h"
 
 /* x86-64 DWARF register numbers (System V psABI). */
@@ -198,7 +199,7 @@ static void teardown(struct mp_unwinder *u)
 	if (u->rules)
 		memset(u->rules, 0, RULE_CACHE * sizeof(*u->rules));
 	if (u->dwfl)
-		dwfl_end(u->dwfl);
+		mp_dwfl_end(u->dwfl);
 	free(u->ranges);
 	u->dwfl = NULL;
 	u->ranges = NULL;

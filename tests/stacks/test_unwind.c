@@ -17,6 +17,7 @@
 #include "fixture.h"
 #include "inline.h"
 #include "modules.h"
+#include "symtab.h"
 #include "procmaps.h"
 #include "unwind.h"
 
@@ -57,7 +58,7 @@ static void symtab_init(struct symtab *s)
 
 static void symtab_fini(struct symtab *s)
 {
-	dwfl_end(s->dwfl);
+	mp_dwfl_end(s->dwfl);
 	mp_procmaps_free(s->maps);
 }
 
