@@ -2,11 +2,13 @@
 #include "collect.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "stacks.h"
 #include "util.h"
 
@@ -55,6 +57,15 @@ void mp_stack_collector_free(struct mp_stack_collector *c)
 {
 	if (!c)
 		return;
+	if (c->unwinder && c->stacks) {
+		uint64_t fast, slow;
+
+		mp_unwinder_stats(c->unwinder, &fast, &slow);
+		log_debug("pid %d: %" PRIu64 " stacks unwound with cached rules, %" PRIu64
+			  " by libdwfl, %" PRIu64 " rules looked up, %u distinct stacks",
+			  (int)c->pid, fast, slow, mp_unwinder_rule_fills(c->unwinder),
+			  mp_stack_table_count(c->stacks));
+	}
 	mp_unwinder_free(c->unwinder);
 	mp_procmaps_free(c->maps);
 	mp_stack_table_free(c->stacks);
@@ -124,6 +135,21 @@ static void note_frames(struct mp_stack_collector *c, const struct mp_collect_ta
 	c->maps = fresh;
 }
 
+/* The id of c->frames[0..n); the frames of a stack seen for the first
+ * time are looked up in the maps (a known stack's were), and of one the
+ * table has no room for, the caller its site keeps. */
+static uint32_t intern(struct mp_stack_collector *c, const struct mp_collect_target *t, uint32_t n,
+		       bool trunc)
+{
+	uint32_t before = mp_stack_table_count(c->stacks);
+	uint32_t id = mp_stack_table_intern(c->stacks, c->frames, n,
+					    trunc ? MP_STACK_F_TRUNCATED : 0);
+
+	if (!id || mp_stack_table_count(c->stacks) != before)
+		note_frames(c, t, c->frames, id ? (int)n : 1);
+	return id;
+}
+
 uint32_t mp_stack_collect_event(struct mp_stack_collector *c, const struct mp_collect_target *t,
 				const struct mp_unwind_regs *regs, const void *bytes, uint32_t len)
 {
@@ -143,9 +169,7 @@ uint32_t mp_stack_collect_event(struct mp_stack_collector *c, const struct mp_co
 	}
 	if (n <= 0)
 		return 0;
-	note_frames(c, t, c->frames, n);
-	return mp_stack_table_intern(c->stacks, c->frames, (uint32_t)n,
-				     trunc ? MP_STACK_F_TRUNCATED : 0);
+	return intern(c, t, (uint32_t)n, trunc);
 }
 
 uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_collect_target *t,
@@ -181,9 +205,7 @@ uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_col
 		n = (int)c->depth;
 		trunc = true;
 	}
-	note_frames(c, t, c->frames, n);
-	return mp_stack_table_intern(c->stacks, c->frames, (uint32_t)n,
-				     trunc ? MP_STACK_F_TRUNCATED : 0);
+	return intern(c, t, (uint32_t)n, trunc);
 }
 
 int mp_stack_collect_unwind(struct mp_stack_collector *c, const struct mp_collect_target *t,

@@ -4,16 +4,16 @@
 #include <stdlib.h>
 
 #include "inline.h"
+#include "symtab.h"
 
 /* The ELF symbol containing @pc (not past the end of a sized symbol: a
  * stripped file's nearest dynamic symbol can be far below). */
 static const char *symbol_at(Dwfl_Module *mod, uint64_t pc)
 {
-	GElf_Off off;
-	GElf_Sym sym;
-	const char *name = dwfl_module_addrinfo(mod, pc, &off, &sym, NULL, NULL, NULL);
+	uint64_t off, size;
+	const char *name = mp_symtab_lookup(mod, pc, &off, &size);
 
-	if (name && sym.st_size && off >= sym.st_size)
+	if (name && size && off >= size)
 		return NULL;
 	return name;
 }

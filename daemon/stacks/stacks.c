@@ -105,6 +105,11 @@ drop:
 	return 0;
 }
 
+uint32_t mp_stack_table_count(const struct mp_stack_table *t)
+{
+	return t->n;
+}
+
 const struct mp_stack *mp_stack_table_get(const struct mp_stack_table *t, uint32_t id)
 {
 	return id && id <= t->n ? &t->stacks[id - 1] : NULL;

@@ -27,6 +27,8 @@ void mp_stack_table_set_max(struct mp_stack_table *t, uint32_t max_stacks, uint6
  * 0 when the table is full or out of memory (counted). */
 uint32_t mp_stack_table_intern(struct mp_stack_table *t, const uint64_t *frames, uint32_t n,
 			       uint32_t flags);
+/* The number of stacks in the table (the highest id). */
+uint32_t mp_stack_table_count(const struct mp_stack_table *t);
 /* The stack of @id, or NULL. */
 const struct mp_stack *mp_stack_table_get(const struct mp_stack_table *t, uint32_t id);
 

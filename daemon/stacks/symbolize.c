@@ -13,6 +13,7 @@
 
 #include "inline.h"
 #include "modules.h"
+#include "symtab.h"
 #include "symbolize.h"
 
 /* Objects reported to one Dwfl: distinct file mappings holding callers. */
@@ -184,29 +185,79 @@ struct symbolization {
 	Dwfl *dwfl;
 };
 
+/* A set of addresses while they are collected (open addressing, at most
+ * half full; 0 is kept apart, as the empty slot's mark). */
+struct addr_set {
+	uint64_t *slot;
+	size_t cap, n;
+	bool zero;
+};
+
+static size_t addr_home(uint64_t a, size_t cap)
+{
+	return (size_t)((a * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+}
+
+static int addr_add(struct addr_set *set, uint64_t a)
+{
+	size_t j;
+
+	if (!a) {
+		set->zero = true;
+		return 0;
+	}
+	if (2 * (set->n + 1) > set->cap) {
+		size_t cap = set->cap ? set->cap * 2 : 4096;
+		uint64_t *t = calloc(cap, sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		for (size_t i = 0; i < set->cap; i++) {
+			if (!set->slot[i])
+				continue;
+			for (j = addr_home(set->slot[i], cap); t[j]; j = (j + 1) & (cap - 1))
+				;
+			t[j] = set->slot[i];
+		}
+		free(set->slot);
+		set->slot = t;
+		set->cap = cap;
+	}
+	for (j = addr_home(a, set->cap); set->slot[j]; j = (j + 1) & (set->cap - 1))
+		if (set->slot[j] == a)
+			return 0;
+	set->slot[j] = a;
+	set->n++;
+	return 0;
+}
+
 /* The distinct callers of the profile's sites and the frames of their
- * stacks, sorted. */
+ * stacks, sorted: the stacks of a big program hold millions of frames
+ * and some tens of thousands of addresses, so they are deduplicated
+ * before they are sorted. */
 static int sym_callers(struct symbolization *y, const struct mp_profile *p)
 {
-	size_t total, k = p->n_sites;
+	struct addr_set set = { 0 };
+	int r = 0;
 
-	/* Every address to symbolize: the sites' callers and every frame of
-	 * their stacks. */
-	total = p->n_sites;
-	for (uint32_t i = 0; i < p->n_stacks; i++)
-		total += p->stacks[i].n_frames;
-	y->callers = malloc((total ? total : 1) * sizeof(*y->callers));
-	if (!y->callers)
+	for (uint32_t i = 0; i < p->n_sites && r == 0; i++)
+		r = addr_add(&set, p->sites[i].caller);
+	for (uint32_t i = 0; i < p->n_stacks && r == 0; i++)
+		for (uint32_t j = 0; j < p->stacks[i].n_frames && r == 0; j++)
+			r = addr_add(&set, p->stacks[i].frames[j]);
+	if (r == 0)
+		y->callers = malloc((set.n + 1) * sizeof(*y->callers));
+	if (r < 0 || !y->callers) {
+		free(set.slot);
 		return -ENOMEM;
-	for (uint32_t i = 0; i < p->n_sites; i++)
-		y->callers[i] = p->sites[i].caller;
-	for (uint32_t i = 0; i < p->n_stacks; i++)
-		for (uint32_t j = 0; j < p->stacks[i].n_frames; j++)
-			y->callers[k++] = p->stacks[i].frames[j];
-	qsort(y->callers, total, sizeof(*y->callers), cmp_u64);
-	for (size_t i = 0; i < total; i++)
-		if (!y->n || y->callers[y->n - 1] != y->callers[i])
-			y->callers[y->n++] = y->callers[i];
+	}
+	if (set.zero)
+		y->callers[y->n++] = 0;
+	for (size_t i = 0; i < set.cap; i++)
+		if (set.slot[i])
+			y->callers[y->n++] = set.slot[i];
+	free(set.slot);
+	qsort(y->callers, y->n, sizeof(*y->callers), cmp_u64);
 	return 0;
 }
 
@@ -362,7 +413,7 @@ int mp_symbolize(struct mp_profile *p, const struct mp_procmaps *maps,
 		y.n_mobjs = 0;
 	}
 	if (y.dwfl)
-		dwfl_end(y.dwfl);
+		mp_dwfl_end(y.dwfl);
 	locations_free(y.locs, y.locs ? y.n : 0);
 	objects_free(y.mobjs, y.n_mobjs);
 	free(y.objs);

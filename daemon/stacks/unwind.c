@@ -7,6 +7,7 @@
 
 #include "inline.h"
 #include "modules.h"
+#include "symtab.h"
 #include "unwind.h"
 
 /* x86-64 DWARF register numbers (System V psABI). */
@@ -16,9 +17,14 @@
 
 /* The rule cache: per code address, the CFI rules of its frame when they
  * are the simple ones -O2 code has (CFA = rsp or rbp + offset, return
- * address and rbp saved at CFA + offset, or rbp unchanged). Direct-mapped,
- * so bounded; refilled from libdw on a miss. */
-#define RULE_CACHE 16384
+ * address and rbp saved at CFA + offset, or rbp unchanged). A hash table
+ * by address (linear probing, at most half full) that grows from
+ * RULE_MIN to RULE_MAX slots (24 bytes each: 24 MiB at most); full, a new
+ * address's rule is looked up every time. Filled from libdw on a miss. A PyTorch
+ * program's stacks hold some 40,000 return addresses: the direct-mapped
+ * table of 16,384 slots this replaces missed on a third of them. */
+#define RULE_MIN 4096u
+#define RULE_MAX (1u << 20)
 
 enum rule_kind {
 	RULE_EMPTY = 0,
@@ -55,9 +61,12 @@ struct mp_unwinder {
 	uint32_t max, n;
 	bool more;
 	bool refused; /* a read outside the slice and the files */
-	struct rule *rules; /* RULE_CACHE entries, allocated at first use */
+	struct rule *rules; /* n_rules_cap slots, allocated at first use */
+	uint32_t n_rules, n_rules_cap, max_rules; /* slots: used, allocated, bound */
+	struct rule scratch; /* a rule the full table has no room for */
 	bool no_rules; /* mp_unwinder_set_rule_cache(false) */
 	uint64_t fast, slow; /* stacks unwound by the rule walk / by libdwfl */
+	uint64_t fills; /* rules looked up in libdw */
 };
 
 /* Stack memory: the copied slice only; anything else is either code or
@@ -196,9 +205,10 @@ static void teardown(struct mp_unwinder *u)
 {
 	/* the rules came from the modules going away */
 	if (u->rules)
-		memset(u->rules, 0, RULE_CACHE * sizeof(*u->rules));
+		memset(u->rules, 0, u->n_rules_cap * sizeof(*u->rules));
+	u->n_rules = 0;
 	if (u->dwfl)
-		dwfl_end(u->dwfl);
+		mp_dwfl_end(u->dwfl);
 	free(u->ranges);
 	u->dwfl = NULL;
 	u->ranges = NULL;
@@ -217,6 +227,7 @@ int mp_unwinder_new(pid_t pid, const struct mp_procmaps *maps, struct mp_unwinde
 	if (!u)
 		return -ENOMEM;
 	u->pid = pid;
+	u->max_rules = RULE_MAX;
 	r = build(u, maps);
 	if (r < 0) {
 		mp_unwinder_free(u);
@@ -368,16 +379,62 @@ out:
 	free(frame);
 }
 
+static uint32_t rule_home(uint64_t pc, uint32_t cap)
+{
+	pc *= 0x9e3779b97f4a7c15ull;
+	return (uint32_t)(pc >> 32) & (cap - 1);
+}
+
+/* Twice the slots, the rules rehashed; false without memory (the table
+ * stays as it is). */
+static bool rules_grow(struct mp_unwinder *u)
+{
+	uint32_t cap = u->n_rules_cap ? u->n_rules_cap * 2 :
+			u->max_rules < RULE_MIN ? u->max_rules : RULE_MIN;
+	struct rule *t = calloc(cap, sizeof(*t));
+
+	if (!t)
+		return false;
+	for (uint32_t i = 0; i < u->n_rules_cap; i++) {
+		uint32_t j = rule_home(u->rules[i].pc, cap);
+
+		if (u->rules[i].kind == RULE_EMPTY)
+			continue;
+		while (t[j].kind != RULE_EMPTY)
+			j = (j + 1) & (cap - 1);
+		t[j] = u->rules[i];
+	}
+	free(u->rules);
+	u->rules = t;
+	u->n_rules_cap = cap;
+	return true;
+}
+
 static const struct rule *rule_at(struct mp_unwinder *u, uint64_t pc)
 {
-	struct rule *ru;
+	uint32_t j;
 
-	if (!u->rules && !(u->rules = calloc(RULE_CACHE, sizeof(*u->rules))))
+	if (!u->rules && !rules_grow(u))
 		return NULL;
-	ru = &u->rules[(pc ^ (pc >> 14)) & (RULE_CACHE - 1)];
-	if (ru->kind == RULE_EMPTY || ru->pc != pc)
-		rule_fill(u, pc, ru);
-	return ru;
+	for (j = rule_home(pc, u->n_rules_cap); u->rules[j].kind != RULE_EMPTY;
+	     j = (j + 1) & (u->n_rules_cap - 1))
+		if (u->rules[j].pc == pc)
+			return &u->rules[j];
+	/* A miss: into the free slot the probe ended at, while the table
+	 * is at most half full (grown if it may); full, the rule is looked
+	 * up for this frame alone. */
+	u->fills++;
+	if (2 * (u->n_rules + 1) > u->n_rules_cap) {
+		if (u->n_rules_cap < u->max_rules && rules_grow(u)) {
+			u->fills--;
+			return rule_at(u, pc);
+		}
+		rule_fill(u, pc, &u->scratch);
+		return &u->scratch;
+	}
+	u->n_rules++;
+	rule_fill(u, pc, &u->rules[j]);
+	return &u->rules[j];
 }
 
 static bool slice_word(const struct mp_unwind_regs *regs, const unsigned char *stack, size_t len,
@@ -497,6 +554,24 @@ void mp_unwinder_stats(const struct mp_unwinder *u, uint64_t *ret_fast, uint64_t
 		*ret_fast = u->fast;
 	if (ret_slow)
 		*ret_slow = u->slow;
+}
+
+void mp_unwinder_set_rule_slots(struct mp_unwinder *u, uint32_t max)
+{
+	uint32_t m = 8;
+
+	while (m < max && m < RULE_MAX)
+		m *= 2;
+	u->max_rules = m;
+	/* before the first rule */
+	free(u->rules);
+	u->rules = NULL;
+	u->n_rules = u->n_rules_cap = 0;
+}
+
+uint64_t mp_unwinder_rule_fills(const struct mp_unwinder *u)
+{
+	return u->fills;
 }
 
 int mp_unwinder_sym_frames(struct mp_unwinder *u, uint64_t addr, struct mp_sym_frame *ret, int max)

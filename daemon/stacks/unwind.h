@@ -68,6 +68,13 @@ int mp_unwind(struct mp_unwinder *u, const struct mp_unwind_regs *regs, const vo
  * (either may be NULL) count the stacks each way. */
 void mp_unwinder_set_rule_cache(struct mp_unwinder *u, bool on);
 void mp_unwinder_stats(const struct mp_unwinder *u, uint64_t *ret_fast, uint64_t *ret_slow);
+/* The rule cache's bound in slots (rounded up to a power of two, at
+ * least 8; by default 2^20); empties it. For tests: a full cache looks
+ * the rules it has no room for up at every frame. */
+void mp_unwinder_set_rule_slots(struct mp_unwinder *u, uint32_t max);
+/* How many times a frame's rules were looked up in the CFI (a miss of
+ * the cache). */
+uint64_t mp_unwinder_rule_fills(const struct mp_unwinder *u);
 
 struct mp_sym_frame;
 /* The source frames of the return address @addr (inline.h), from the

@@ -17,6 +17,7 @@
 #include "fixture.h"
 #include "inline.h"
 #include "modules.h"
+#include "symtab.h"
 #include "procmaps.h"
 #include "unwind.h"
 
@@ -57,7 +58,7 @@ static void symtab_init(struct symtab *s)
 
 static void symtab_fini(struct symtab *s)
 {
-	dwfl_end(s->dwfl);
+	mp_dwfl_end(s->dwfl);
 	mp_procmaps_free(s->maps);
 }
 
@@ -167,6 +168,64 @@ Test(unwind, rule_cache_same_as_libdwfl)
 	mp_unwinder_free(v);
 	symtab_fini(&s);
 	capture_free(c);
+}
+
+/* The rule cache past its bound (a full table looks new rules up each
+ * time) and across its growth: the walk still gives libdwfl's
+ * frames, for captures of several depths (recursion) and with random
+ * code addresses churning the table in between. */
+Test(unwind, rule_cache_full_same_as_libdwfl)
+{
+	struct unwfix_capture *cs[3] = { capture(1), capture(4), capture(9) };
+	uint64_t a[MP_UNWIND_DEFAULT_DEPTH], b[MP_UNWIND_DEFAULT_DEPTH], fills_small, fills_big;
+	struct mp_unwinder *small, *big, *ref;
+	struct mp_procmaps *maps;
+
+	cr_assert_eq(mp_procmaps_read(getpid(), &maps), 0);
+	cr_assert_eq(mp_unwinder_new(getpid(), maps, &small), 0);
+	cr_assert_eq(mp_unwinder_new(getpid(), maps, &big), 0);
+	cr_assert_eq(mp_unwinder_new(getpid(), maps, &ref), 0);
+	mp_unwinder_set_rule_slots(small, 8);
+	mp_unwinder_set_rule_cache(ref, false);
+	srandom(5);
+	for (int round = 0; round < 30; round++) {
+		struct unwfix_capture *c = cs[round % 3];
+		struct mp_unwind_regs regs = { c->regs.ip, c->regs.sp, c->regs.bp };
+		struct mp_unwinder *us[2] = { small, big };
+
+		for (int k = 0; k < 2; k++) {
+			bool ta = false, tb = true;
+			int na = mp_unwind(us[k], &regs, c->stack, c->len, MP_UNWIND_DEFAULT_DEPTH,
+					   a, &ta);
+			int nb = mp_unwind(ref, &regs, c->stack, c->len, MP_UNWIND_DEFAULT_DEPTH,
+					   b, &tb);
+
+			cr_assert_eq(na, nb, "round %d: %d frames, libdwfl %d", round, na, nb);
+			cr_assert_arr_eq(a, b, (size_t)na * sizeof(a[0]), "round %d", round);
+			cr_assert_eq(ta, tb, "round %d", round);
+		}
+		/* other code addresses into both caches (the big one grows
+		 * past its first 4,096 slots: half full, it grows) */
+		for (int i = 0; i < 80; i++) {
+			struct mp_unwind_regs r = { c->regs.ip + (uint64_t)(random() % 65536) - 32768,
+						    c->regs.sp, c->regs.bp };
+			bool t;
+
+			mp_unwind(small, &r, c->stack, 64, 2, a, &t);
+			mp_unwind(big, &r, c->stack, 64, 2, a, &t);
+		}
+	}
+	fills_small = mp_unwinder_rule_fills(small);
+	fills_big = mp_unwinder_rule_fills(big);
+	/* the small cache looked rules up again */
+	cr_assert_gt(fills_small, fills_big);
+	cr_assert_gt(fills_big, 2048);
+	mp_unwinder_free(small);
+	mp_unwinder_free(big);
+	mp_unwinder_free(ref);
+	mp_procmaps_free(maps);
+	for (int i = 0; i < 3; i++)
+		capture_free(cs[i]);
 }
 
 Test(unwind, depth_limit_truncates)
