@@ -142,8 +142,8 @@ static uint32_t intern(struct mp_stack_collector *c, const struct mp_collect_tar
 		       bool trunc)
 {
 	uint32_t before = mp_stack_table_count(c->stacks);
-	uint32_t id = mp_stack_table_intern(c->stacks, c->frames, n,
-					    trunc ? MP_STACK_F_TRUNCATED : 0);
+	uint32_t id =
+		mp_stack_table_intern(c->stacks, c->frames, n, trunc ? MP_STACK_F_TRUNCATED : 0);
 
 	if (!id || mp_stack_table_count(c->stacks) != before)
 		note_frames(c, t, c->frames, id ? (int)n : 1);

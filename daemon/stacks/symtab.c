@@ -89,8 +89,7 @@ static int part_build(Dwfl_Module *mod, int from, int to, struct part *p)
 		GElf_Sym sym;
 		GElf_Addr addr;
 		GElf_Word shndx;
-		const char *name =
-			dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, NULL, NULL);
+		const char *name = dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, NULL, NULL);
 
 		if (!name || !name[0] || sym.st_shndx == SHN_UNDEF ||
 		    GELF_ST_TYPE(sym.st_info) == STT_SECTION ||
@@ -254,9 +253,11 @@ static int search(Dwfl_Module *mod, const struct part *p, uint64_t addr, struct 
 
 		if (label && label->ndx > e->ndx)
 			continue;
-		if (e->shndx >= SHN_LORESERVE ? e->value == addr :
-		    (f->addr_shndx == (size_t)-1 ? (f->addr_shndx = section_at(mod, addr)) :
-						   f->addr_shndx) == section_at(mod, e->value))
+		if (e->shndx >= SHN_LORESERVE ?
+			    e->value == addr :
+			    (f->addr_shndx == (size_t)-1 ?
+				     (f->addr_shndx = section_at(mod, addr)) :
+				     f->addr_shndx) == section_at(mod, e->value))
 			label = e;
 	}
 	if (label)
@@ -264,8 +265,7 @@ static int search(Dwfl_Module *mod, const struct part *p, uint64_t addr, struct 
 	return 0;
 }
 
-const char *mp_symtab_lookup(Dwfl_Module *mod, uint64_t addr, uint64_t *ret_off,
-			     uint64_t *ret_size)
+const char *mp_symtab_lookup(Dwfl_Module *mod, uint64_t addr, uint64_t *ret_off, uint64_t *ret_size)
 {
 	struct index *x = index_of(mod);
 	struct found f = { .addr_shndx = (size_t)-1 };

@@ -389,8 +389,9 @@ static uint32_t rule_home(uint64_t pc, uint32_t cap)
  * stays as it is). */
 static bool rules_grow(struct mp_unwinder *u)
 {
-	uint32_t cap = u->n_rules_cap ? u->n_rules_cap * 2 :
-			u->max_rules < RULE_MIN ? u->max_rules : RULE_MIN;
+	uint32_t cap = u->n_rules_cap	       ? u->n_rules_cap * 2 :
+		       u->max_rules < RULE_MIN ? u->max_rules :
+						 RULE_MIN;
 	struct rule *t = calloc(cap, sizeof(*t));
 
 	if (!t)

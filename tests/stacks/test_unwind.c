@@ -197,8 +197,8 @@ Test(unwind, rule_cache_full_same_as_libdwfl)
 			bool ta = false, tb = true;
 			int na = mp_unwind(us[k], &regs, c->stack, c->len, MP_UNWIND_DEFAULT_DEPTH,
 					   a, &ta);
-			int nb = mp_unwind(ref, &regs, c->stack, c->len, MP_UNWIND_DEFAULT_DEPTH,
-					   b, &tb);
+			int nb = mp_unwind(ref, &regs, c->stack, c->len, MP_UNWIND_DEFAULT_DEPTH, b,
+					   &tb);
 
 			cr_assert_eq(na, nb, "round %d: %d frames, libdwfl %d", round, na, nb);
 			cr_assert_arr_eq(a, b, (size_t)na * sizeof(a[0]), "round %d", round);
@@ -207,7 +207,8 @@ Test(unwind, rule_cache_full_same_as_libdwfl)
 		/* other code addresses into both caches (the big one grows
 		 * past its first 4,096 slots: half full, it grows) */
 		for (int i = 0; i < 80; i++) {
-			struct mp_unwind_regs r = { c->regs.ip + (uint64_t)(random() % 65536) - 32768,
+			struct mp_unwind_regs r = { c->regs.ip + (uint64_t)(random() % 65536) -
+							    32768,
 						    c->regs.sp, c->regs.bp };
 			bool t;
 
