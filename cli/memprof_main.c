@@ -552,6 +552,10 @@ static int cmd_convert(int argc, char **argv)
 
 /* --- service client: attach, detach, dump, list, status --- */
 
+/* The service takes at most 64 of each kind (its configuration's
+ * included); this bounds what one command line can send. */
+#define CLIENT_MAX_RULES 192
+
 struct client_args {
 	const char *control;
 	const char *output;
@@ -564,6 +568,11 @@ struct client_args {
 	bool stacks;
 	const char *tracer;
 	uint64_t max_memory; /* limits: 0, the service's share */
+	/* --owner, --wrapper, --wrapper-fn in the order given */
+	const char *rules[CLIENT_MAX_RULES];
+	const char *rule_keys[CLIENT_MAX_RULES];
+	size_t n_rules;
+	bool no_default_wrappers;
 };
 
 static void client_usage(void)
@@ -571,6 +580,8 @@ static void client_usage(void)
 	printf("Usage: memprof attach PID [--duration S] [-o FILE] [--stream URL]...\n"
 	       "                   [--mode precise|sampled|rss] [--sample-bytes N] [--stacks]\n"
 	       "                   [--tracer auto|inprocess|bpf] [--max-memory N]\n"
+	       "                   [--owner GLOB=NAME]... [--wrapper GLOB]...\n"
+	       "                   [--wrapper-fn SYMBOL]... [--no-default-wrappers]\n"
 	       "       memprof detach PID\n"
 	       "       memprof dump PID [-o FILE]\n"
 	       "       memprof list | status\n"
@@ -607,6 +618,16 @@ static int client_opt(const char *cmd, bool opts_out, const struct mp_option *o,
 		log_error("too many --stream");
 		return 2;
 	}
+	if (o->id == MP_OPT_ID_OWNER || o->id == MP_OPT_ID_WRAPPER ||
+	    o->id == MP_OPT_ID_WRAPPER_FN) {
+		if (a->n_rules >= CLIENT_MAX_RULES) {
+			log_error("too many --%s", o->name);
+			return 2;
+		}
+		a->rule_keys[a->n_rules] = o->key;
+		a->rules[a->n_rules++] = arg;
+		return 0;
+	}
 	if (o->id == MP_OPT_ID_OUTPUT)
 		a->output = arg;
 	else if (o->id == MP_OPT_ID_DURATION)
@@ -623,6 +644,8 @@ static int client_opt(const char *cmd, bool opts_out, const struct mp_option *o,
 		a->tracer = arg;
 	else if (o->id == MP_OPT_ID_MAX_MEMORY)
 		a->max_memory = v.u;
+	else if (o->id == MP_OPT_ID_NO_DEFAULT_WRAPPERS)
+		a->no_default_wrappers = true;
 	return 0;
 }
 
@@ -782,6 +805,10 @@ static int cmd_attach(int argc, char **argv)
 		mp_ctl_add(b, "tracer", "%s", a.tracer);
 	if (a.max_memory)
 		mp_ctl_add(b, "max_memory", "%" PRIu64, a.max_memory);
+	if (a.no_default_wrappers)
+		mp_ctl_add(b, "no_default_wrappers", "1");
+	for (size_t i = 0; i < a.n_rules; i++)
+		mp_ctl_add(b, a.rule_keys[i], "%s", a.rules[i]);
 	if (a.output && open_output("attach", a.output, &of) < 0) {
 		r = 1;
 		goto out;

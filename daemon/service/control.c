@@ -121,6 +121,15 @@ static bool key_known(const struct ctl_cmd *c, const char *k)
 	return o && (o->where & MP_OPT_ATTACH);
 }
 
+/* Keys a request may give more than once: the repeatable options. */
+static bool key_repeats(const char *k)
+{
+	const struct mp_option *o = mp_opt_by_key(k);
+
+	return o && (o->id == MP_OPT_ID_STREAM || o->id == MP_OPT_ID_OWNER ||
+		     o->id == MP_OPT_ID_WRAPPER || o->id == MP_OPT_ID_WRAPPER_FN);
+}
+
 int mp_ctl_check_request(const struct mp_ctl_msg *m, char *why, size_t why_len)
 {
 	const struct ctl_cmd *c = NULL;
@@ -143,7 +152,7 @@ int mp_ctl_check_request(const struct mp_ctl_msg *m, char *why, size_t why_len)
 			snprintf(why, why_len, "unknown key '%s' for %s", k, c->name);
 			return -EBADMSG;
 		}
-		if (!strcmp(k, "stream"))
+		if (key_repeats(k))
 			continue;
 		for (size_t j = 0; j < i; j++)
 			if (!strcmp(m->f[j].key, k)) {

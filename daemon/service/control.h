@@ -67,7 +67,8 @@ int mp_ctl_build_end(const struct mp_ctl_builder *b);
 /* Checks a parsed request against the commands the service knows
  * (attach, detach, dump, list, status): "cmd" first, every key known to
  * that command (attach: pid and the keys of the option table marked
- * MP_OPT_ATTACH), no key but "stream" twice. -EBADMSG (unknown key,
+ * MP_OPT_ATTACH), no key twice but the repeatable options' (stream,
+ * owner, wrapper, wrapper_fn). -EBADMSG (unknown key,
  * repeated key, no cmd) or -EOPNOTSUPP (unknown command) with the reason
  * in @why. */
 int mp_ctl_check_request(const struct mp_ctl_msg *m, char *why, size_t why_len);

@@ -401,7 +401,34 @@ struct attach_req {
 	uint64_t stacks; /* 0 or 1; UINT64_MAX: the configured default */
 	uint32_t tracer; /* enum mp_tracer_path, 0 auto; UINT32_MAX: configured */
 	uint64_t max_memory; /* 0: the target's share */
+	uint64_t no_default_wrappers; /* 0 or 1; UINT64_MAX: configured */
 };
+
+/* The request's repeatable attribution rules: --owner, --wrapper,
+ * --wrapper-fn (owner=, wrapper=, wrapper_fn=). */
+static const enum mp_opt_id rule_ids[] = { MP_OPT_ID_OWNER, MP_OPT_ID_WRAPPER,
+					   MP_OPT_ID_WRAPPER_FN };
+
+/* Every rule of the request is a valid value of its option. */
+static int rules_check(struct request *q)
+{
+	for (size_t i = 0; i < q->msg.n; i++)
+		for (size_t k = 0; k < sizeof(rule_ids) / sizeof(rule_ids[0]); k++) {
+			const struct mp_option *o = &mp_options_table[rule_ids[k]];
+			struct mp_opt_value x;
+			char hint[128];
+
+			if (strcmp(q->msg.f[i].key, o->key))
+				continue;
+			if (!q->msg.f[i].value[0] ||
+			    mp_opt_parse(o, MP_OPT_REQUEST, q->msg.f[i].value, &x) < 0) {
+				mp_opt_hint(o, MP_OPT_REQUEST, hint, sizeof(hint));
+				return fail(q, -EINVAL, "invalid %s '%s' (%s)", o->key,
+					    q->msg.f[i].value, hint);
+			}
+		}
+	return 0;
+}
 
 /* Field @id of the request (the option table's key, type and bounds);
  * *@ret is left alone when the request does not say. */
@@ -425,19 +452,28 @@ static int attach_opt(struct request *q, enum mp_opt_id id, uint64_t *ret)
 /* Parses and authorizes an attach request; replies on failure. */
 static int attach_parse(struct request *q, struct attach_req *a)
 {
-	static const enum mp_opt_id ids[] = { MP_OPT_ID_DURATION,     MP_OPT_ID_MODE,
-					      MP_OPT_ID_SAMPLE_BYTES, MP_OPT_ID_STACKS,
-					      MP_OPT_ID_TRACER,	      MP_OPT_ID_MAX_MEMORY };
+	static const enum mp_opt_id ids[] = { MP_OPT_ID_DURATION,
+					      MP_OPT_ID_MODE,
+					      MP_OPT_ID_SAMPLE_BYTES,
+					      MP_OPT_ID_STACKS,
+					      MP_OPT_ID_TRACER,
+					      MP_OPT_ID_MAX_MEMORY,
+					      MP_OPT_ID_NO_DEFAULT_WRAPPERS };
 	uint64_t mode = UINT32_MAX, tracer = UINT32_MAX;
-	uint64_t *dst[] = { &a->duration_ns, &mode,   &a->sample_bytes,
-			    &a->stacks,	     &tracer, &a->max_memory };
+	uint64_t *dst[] = { &a->duration_ns, &mode,	     &a->sample_bytes,	     &a->stacks,
+			    &tracer,	     &a->max_memory, &a->no_default_wrappers };
 	char why[256];
 	int r;
 
-	*a = (struct attach_req){ .mode = UINT32_MAX, .stacks = UINT64_MAX, .tracer = UINT32_MAX };
+	*a = (struct attach_req){ .mode = UINT32_MAX,
+				  .stacks = UINT64_MAX,
+				  .tracer = UINT32_MAX,
+				  .no_default_wrappers = UINT64_MAX };
 	r = get_pid(q, &a->pid);
 	for (size_t i = 0; r == 0 && i < sizeof(ids) / sizeof(ids[0]); i++)
 		r = attach_opt(q, ids[i], dst[i]);
+	if (r == 0)
+		r = rules_check(q);
 	if (r < 0)
 		return r;
 	a->mode = (uint32_t)mode;
@@ -525,6 +561,58 @@ static int target_add_streams(struct request *q, struct target *t)
 	return 0;
 }
 
+/* A copy of rule @v in @own, listed in @dst (the session's options). */
+static int rule_add(struct request *q, char **own, const char **dst, size_t *n, const char *key,
+		    const char *v)
+{
+	if (*n >= MP_CONFIG_MAX_OWNERS)
+		return fail(q, -E2BIG, "at most %u %s rules, the configuration's included",
+			    (unsigned)MP_CONFIG_MAX_OWNERS, key);
+	own[*n] = strdup(v);
+	if (!own[*n])
+		return fail(q, -ENOMEM, "out of memory");
+	dst[*n] = own[*n];
+	(*n)++;
+	return 0;
+}
+
+/* The target's owner and wrapper rules: the request's first (an owner
+ * rule that matches first wins), then the configuration's. */
+static int target_rules(struct request *q, struct target *t, const struct mp_config *cfg)
+{
+	_Static_assert(MP_SESSION_MAX_OWNER_RULES >= MP_CONFIG_MAX_OWNERS &&
+			       MP_SESSION_MAX_WRAPPERS >= MP_CONFIG_MAX_OWNERS,
+		       "a target's rules fit its session's");
+	struct {
+		char **own;
+		const char **dst;
+		size_t *n;
+		char *const *cfg;
+		size_t n_cfg;
+	} kinds[] = {
+		{ t->owners, t->sopts.owner_rules, &t->sopts.n_owner_rules, cfg->owners,
+		  cfg->n_owners },
+		{ t->wrappers, t->sopts.wrapper_dsos, &t->sopts.n_wrapper_dsos, cfg->wrappers,
+		  cfg->n_wrappers },
+		{ t->wrapper_fns, t->sopts.wrapper_fns, &t->sopts.n_wrapper_fns, cfg->wrapper_fns,
+		  cfg->n_wrapper_fns },
+	};
+	int r = 0;
+
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		const char *key = mp_options_table[rule_ids[k]].key;
+
+		for (size_t i = 0; r == 0 && i < q->msg.n; i++)
+			if (!strcmp(q->msg.f[i].key, key))
+				r = rule_add(q, kinds[k].own, kinds[k].dst, kinds[k].n, key,
+					     q->msg.f[i].value);
+		for (size_t i = 0; r == 0 && i < kinds[k].n_cfg; i++)
+			r = rule_add(q, kinds[k].own, kinds[k].dst, kinds[k].n, key,
+				     kinds[k].cfg[i]);
+	}
+	return r;
+}
+
 /* Under svc->lock: admission (shutdown, max_targets, one session per
  * pid), then the session settings from the request and the
  * configuration. */
@@ -580,29 +668,10 @@ static int target_configure_locked(struct request *q, struct target *t, const st
 	t->ctl.on_snapshot = on_snapshot;
 	t->ctl.want_periodic = want_periodic;
 	t->ctl.ctx = t;
-	for (size_t i = 0; i < cfg->n_owners && r == 0; i++) {
-		t->owners[i] = strdup(cfg->owners[i]);
-		if (!t->owners[i])
-			r = fail(q, -ENOMEM, "out of memory");
-		else
-			t->sopts.owner_rules[t->sopts.n_owner_rules++] = t->owners[i];
-	}
-	t->sopts.no_default_wrappers = cfg->no_default_wrappers;
-	for (size_t i = 0; i < cfg->n_wrappers && r == 0; i++) {
-		t->wrappers[i] = strdup(cfg->wrappers[i]);
-		if (!t->wrappers[i])
-			r = fail(q, -ENOMEM, "out of memory");
-		else
-			t->sopts.wrapper_dsos[t->sopts.n_wrapper_dsos++] = t->wrappers[i];
-	}
-	for (size_t i = 0; i < cfg->n_wrapper_fns && r == 0; i++) {
-		t->wrapper_fns[i] = strdup(cfg->wrapper_fns[i]);
-		if (!t->wrapper_fns[i])
-			r = fail(q, -ENOMEM, "out of memory");
-		else
-			t->sopts.wrapper_fns[t->sopts.n_wrapper_fns++] = t->wrapper_fns[i];
-	}
-	return r;
+	t->sopts.no_default_wrappers = a->no_default_wrappers != UINT64_MAX ?
+					       a->no_default_wrappers == 1 :
+					       cfg->no_default_wrappers;
+	return target_rules(q, t, cfg);
 }
 
 /* Under svc->lock: waits (bounded) for the session to attach, replies. */

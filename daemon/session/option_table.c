@@ -73,18 +73,18 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "trace the device allocators of the CUDA runtime and\n"
 	  "driver or of HIP as pools (cuda, cuda-managed,\n"
 	  "cuda-host; hip, hip-managed, hip-host)" },
-	{ MP_OPT_ID_OWNER, "owner", 0, "owner", MP_OPT_OWNER, FG | MP_OPT_CONFIG, 0, 0, "GLOB=NAME",
+	{ MP_OPT_ID_OWNER, "owner", 0, "owner", MP_OPT_OWNER, FG | MP_OPT_ATTACH | MP_OPT_CONFIG, 0, 0, "GLOB=NAME",
 	  "GLOB=NAME",
 	  "report allocations whose caller is in an object\n"
 	  "whose file name matches GLOB as owner NAME\n"
 	  "(e.g. 'libxnnpack*=xnnpack'); repeatable" },
-	{ MP_OPT_ID_WRAPPER, "wrapper", 0, "wrapper", MP_OPT_TEXT, FG | MP_OPT_CONFIG, 0, 0, NULL,
+	{ MP_OPT_ID_WRAPPER, "wrapper", 0, "wrapper", MP_OPT_TEXT, FG | MP_OPT_ATTACH | MP_OPT_CONFIG, 0, 0, NULL,
 	  "GLOB",
 	  "every function of the objects whose file name\n"
 	  "matches GLOB is an allocator wrapper: owners and\n"
 	  "sites are the first caller outside the wrappers\n"
 	  "(e.g. 'libmyalloc*'); repeatable" },
-	{ MP_OPT_ID_WRAPPER_FN, "wrapper-fn", 0, "wrapper_fn", MP_OPT_TEXT, FG | MP_OPT_CONFIG, 0, 0,
+	{ MP_OPT_ID_WRAPPER_FN, "wrapper-fn", 0, "wrapper_fn", MP_OPT_TEXT, FG | MP_OPT_ATTACH | MP_OPT_CONFIG, 0, 0,
 	  NULL, "SYMBOL",
 	  "the functions whose symbol matches SYMBOL (a glob,\n"
 	  "mangled for C++) are allocator wrappers; repeatable\n"
@@ -92,7 +92,7 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "PyMem/PyObject allocators, jemalloc, tcmalloc and\n"
 	  "mimalloc entry points; docs/PROFILE.md \"Owners\")" },
 	{ MP_OPT_ID_NO_DEFAULT_WRAPPERS, "no-default-wrappers", 0, "no_default_wrappers",
-	  MP_OPT_FLAG, FG | MP_OPT_CONFIG, 0, 1, NULL, NULL,
+	  MP_OPT_FLAG, FG | MP_OPT_ATTACH | MP_OPT_CONFIG, 0, 1, NULL, NULL,
 	  "without the default wrapper list: the owner is the\n"
 	  "allocator's direct caller unless --wrapper says" },
 	{ MP_OPT_ID_RSS_HZ, "rss-hz", 0, "rss_hz", MP_OPT_UINT, FG | MP_OPT_CONFIG, 0, MP_RSS_MAX_HZ,
@@ -385,6 +385,9 @@ void mp_opt_hint(const struct mp_option *o, enum mp_opt_front front, char *buf, 
 	switch (o->type) {
 	case MP_OPT_FLAG:
 		snprintf(buf, len, "%s", front == MP_OPT_FILE ? "yes or no" : "0 or 1");
+		break;
+	case MP_OPT_TEXT:
+		snprintf(buf, len, "%s", o->arg ? o->arg : "text");
 		break;
 	case MP_OPT_SECONDS:
 		if (front == MP_OPT_REQUEST)

@@ -141,6 +141,13 @@ Test(control, invalid_attach_values_say_what_is_valid, .timeout = 60, .fini = cl
 		{ "cmd=attach\npid=1\ntracer=ebpf\n", "invalid tracer (auto, inprocess or bpf)" },
 		{ "cmd=attach\npid=1\nduration_ns=1.5\n",
 		  "invalid duration_ns (nanoseconds, at most 1000000000000000000)" },
+		/* repeatable rules: each one is checked */
+		{ "cmd=attach\npid=1\nowner=libfoo*=foo\nowner=libbar\n",
+		  "invalid owner 'libbar' (GLOB=NAME)" },
+		{ "cmd=attach\npid=1\nwrapper=libfoo*\nwrapper=\n", "invalid wrapper '' (GLOB)" },
+		{ "cmd=attach\npid=1\nwrapper_fn=\n", "invalid wrapper_fn '' (SYMBOL)" },
+		{ "cmd=attach\npid=1\nno_default_wrappers=yes\n",
+		  "invalid no_default_wrappers (0 or 1)" },
 	};
 	struct daemon d;
 

@@ -300,6 +300,72 @@ Test(service, attach_can_ask_for_stacks, .timeout = 120, .fini = cleanup)
 	cr_assert_eq(daemon_stop(&d), 0);
 }
 
+/* The owner of the fixture's 700-byte block (allocated by its main) in
+ * @p: the name of the owner that has bytes, NULL when none has. */
+static const char *owner_of_700(const struct mp_profile *p)
+{
+	for (uint32_t k = 0; k < p->n_owners; k++)
+		if (p->owners[k].mem.alloc_bytes == 700)
+			return p->owners[k].name;
+	return NULL;
+}
+
+/* `attach --owner`, `--wrapper`, `--wrapper-fn`, `--no-default-wrappers`
+ * (repeatable control keys owner, wrapper, wrapper_fn): the request's
+ * rules apply to its target alone. The fixture's main allocates the
+ * 700-byte block: --owner names it; with the fixture itself a wrapper,
+ * the block goes to the first caller outside it (libc's), and a rule
+ * that names the fixture no longer matches. */
+Test(service, attach_takes_owner_and_wrapper_rules, .timeout = 120, .fini = cleanup)
+{
+	struct daemon d;
+	char out[4096], ps[32], file[3][512];
+
+	need_root();
+	daemon_start(&d, "", NULL);
+	for (int i = 0; i < 3; i++) {
+		pid_t f = fixture_start(NULL);
+		struct mp_profile *p;
+		const char *owner;
+		int r;
+
+		snprintf(ps, sizeof(ps), "%d", (int)f);
+		snprintf(file[i], sizeof(file[i]), "%s/rules%d.memprof", tmpdir, i);
+		if (i == 0)
+			r = client(out, sizeof(out), &d, "attach", ps, "--mode", "precise", "-o",
+				   file[i], "--owner", "fixture-att*=mine", "--owner",
+				   "libc.so*=libc", NULL);
+		else if (i == 1)
+			r = client(out, sizeof(out), &d, "attach", ps, "--mode", "precise", "-o",
+				   file[i], "--no-default-wrappers", "--wrapper", "fixture-att*",
+				   "--wrapper-fn", "no_such_function_*", "--owner",
+				   "fixture-att*=mine", NULL);
+		else
+			r = client(out, sizeof(out), &d, "attach", ps, "--mode", "precise", "-o",
+				   file[i], NULL);
+		cr_assert_eq(r, 0, "attach %d: %s", i, out);
+		fixture_finish(f);
+		wait_no_targets(&d);
+		p = load(file[i]);
+		owner = owner_of_700(p);
+		cr_assert(p->wrappers.on, "attach %d: wrappers off", i);
+		cr_assert_eq(p->wrappers.default_list, i != 1, "attach %d", i);
+		if (i == 0) {
+			cr_assert(owner && !strcmp(owner, "mine"), "owner %s", owner ? owner : "-");
+		} else if (i == 1) {
+			/* main was looked through: libc's caller owns the block */
+			cr_assert(owner && strcmp(owner, "mine"), "owner %s", owner ? owner : "-");
+			cr_assert_geq(p->wrappers.objects, 1);
+			cr_assert_geq(p->wrappers.skipped, 1);
+		} else {
+			/* the rules were the first target's alone */
+			cr_assert(!owner || strcmp(owner, "mine"), "owner %s", owner);
+		}
+		mp_profile_free(p);
+	}
+	cr_assert_eq(daemon_stop(&d), 0);
+}
+
 Test(service, many_independent_targets, .timeout = 180, .fini = cleanup)
 {
 	enum { N = 64 };
