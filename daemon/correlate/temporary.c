@@ -155,7 +155,10 @@ int mp_correlator_apply_temporary(struct mp_correlator *c, const struct mp_raw_e
 	    al->size > CORR_SIZE_LIMIT - c->live_bytes || al->type != MP_RAW_ALLOC || !al->addr ||
 	    (al->fn & MP_LIVE_FN_SCALED) || (al->fn < FN_POOL_MAX && c->fn_pool[al->fn]) ||
 	    fr->type != MP_RAW_FREE || fr->addr != al->addr || fr->tid != al->tid ||
-	    fr->fn == MP_FN_MUNMAP || (fr->fn & MP_LIVE_FN_SCALED))
+	    fr->fn == MP_FN_MUNMAP || (fr->fn & MP_LIVE_FN_SCALED) ||
+	    /* a free whose size field corr_size_refused() would refuse
+	     * after the allocation: refused there, as in two steps */
+	    fr->size > CORR_SIZE_LIMIT - c->live_bytes - al->size)
 		goto two_steps;
 	/* as the allocation's own step: the table grows at the same point;
 	 * a table at its bound still takes a temporary, which needs no slot */

@@ -261,7 +261,8 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events, bo
 			/* a temporary allocation: freed by the next event,
 			 * mostly on the same thread, at times at an address
 			 * still live, of a size whose levels wrap, failed, by
-			 * a pool function, scaled, or freed by munmap */
+			 * a pool function, scaled, or freed by munmap, or
+			 * freed by a record whose (unused) size is hostile */
 			uint32_t v = (uint32_t)(x >> 32) % 40;
 			uint64_t addr = v == 0 && *slot ? *slot : 0x10000 + 64 * (k + 1);
 
@@ -280,6 +281,7 @@ static void run_stream(uint64_t seed, uint64_t sample_bytes, uint32_t events, bo
 						    .tid = v == 6 ? 100 + (th + 1) % 4 : tid,
 						    .ts_ns = ++ts,
 						    .addr = v == 7 ? addr + 64 : addr,
+						    .size = v == 8 ? UINT64_MAX - (x >> 56) : 0,
 						    .caller = ev.caller + 16 };
 			both_heap(&a, &b, &c, &ev, 0);
 			continue;
