@@ -6,6 +6,7 @@
  * (which its table keeps for equal figures). The model keeps owners in the
  * order they first allocated.
  */
+#include "html.h"
 #include "maps_helpers.h"
 
 /* Callers in four objects. */
@@ -108,5 +109,29 @@ Test(owners, table_by_bytes_allocated_then_name)
 			(const char *const[]){ "\nlibsmall.so ", "\nlibtie_a.so ", "\nlibbig.so " },
 			3);
 	free(txt);
+	mp_profile_free(p);
+}
+
+Test(owners, html_data_by_bytes_allocated_then_name)
+{
+	struct mp_profile *p = owners_profile();
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	const char *owners;
+
+	cr_assert_not_null(f);
+	cr_assert_eq(mp_html_write_data(p, f), 0);
+	cr_assert_eq(fclose(f), 0);
+	owners = strstr(buf, "\"owners\":[");
+	cr_assert_not_null(owners, "%s", buf);
+	expect_in_order(owners,
+			(const char *const[]){ "{\"name\":\"libbig.so\",\"allocBytes\":9000,",
+					       "{\"name\":\"libtie_a.so\",\"allocBytes\":500,",
+					       "{\"name\":\"libtie_b.so\",\"allocBytes\":500,",
+					       "{\"name\":\"libsmall.so\",\"allocBytes\":100,",
+					       "\"tags\":[" },
+			5);
+	free(buf);
 	mp_profile_free(p);
 }
