@@ -70,7 +70,10 @@
 	(function decode() { /* html.c writes times and parents as differences */
 		var b = new Float64Array(N), e = new Float64Array(N), par = new Int32Array(N), t = 0;
 		var tot = new Float64Array(N), pk = new Float64Array(N), live = 0;
+		var mp = new Float64Array(N), mlive = 0;
 		for (var i = 0; i < N; i++) {
+			mlive += INV.maps[i];
+			mp[i] = mlive;
 			t += INV.begin[i];
 			b[i] = t;
 			e[i] = t + INV.dur[i];
@@ -79,7 +82,7 @@
 			tot[i] = live;
 			pk[i] = live + INV.peak[i];
 		}
-		INV.begin = b; INV.end = e; INV.parent = par; INV.total = tot; INV.peak = pk;
+		INV.begin = b; INV.end = e; INV.parent = par; INV.total = tot; INV.peak = pk; INV.maps = mp;
 	})();
 	var app = el('div', { id: 'mp-app' });
 
@@ -199,29 +202,27 @@
 		return { t: T, v: V };
 	}
 
-	/* The live heap where the model knows it: 0 at attach, every RSS
-	 * sample's reading, every kernel's end, newBytes at the end. */
-	function heapSeries() {
+	/* A figure where the model knows it: 0 at attach, every RSS sample's
+	 * reading (@atRss, null where unknown), every kernel's end (@atEnd),
+	 * @last at the end. */
+	function knownSeries(atRss, atEnd, last) {
 		var r = D.rss, n = 0, i, T = new Float64Array(r.t.length + N + 2), V = new Float64Array(T.length);
 		T[n] = 0; V[n++] = 0;
-		for (i = 0; i < r.t.length; i++) if (r.heap[i] !== null) { T[n] = r.t[i]; V[n++] = r.heap[i]; }
-		for (i = 0; i < N; i++) { T[n] = INV.end[i]; V[n++] = INV.total[i]; }
-		T[n] = D.windowNs; V[n++] = D.newBytes;
+		for (i = 0; i < r.t.length; i++) if (atRss[i] !== null) { T[n] = r.t[i]; V[n++] = atRss[i]; }
+		for (i = 0; i < N; i++) { T[n] = INV.end[i]; V[n++] = atEnd[i]; }
+		T[n] = D.windowNs; V[n++] = last;
 		T = T.subarray(0, n); V = V.subarray(0, n);
 		var T0 = T.slice(), V0 = V.slice();
 		return sortNearly(T, V) ? { t: T, v: V } : seriesFrom(Array.from(T0), Array.from(V0));
 	}
 
-	/* The reserved bytes of the mappings, as the heap: 0 at attach, every
-	 * RSS sample's, every kernel's end, the end; none when unknown. */
+	/* The live heap: newBytes at the end. */
+	function heapSeries() { return knownSeries(D.rss.heap, INV.total, D.newBytes); }
+
+	/* The mappings' reserved bytes, as the heap; none when unknown. */
 	function mapsSeries() {
 		if (!D.mapsRecorded) return { t: new Float64Array(0), v: new Float64Array(0) };
-		var r = D.rss, n = 0, i, live = 0, T = new Float64Array(r.t.length + N + 2), V = new Float64Array(T.length);
-		T[n] = 0; V[n++] = 0;
-		for (i = 0; i < r.t.length; i++) if (r.maps[i] !== null) { T[n] = r.t[i]; V[n++] = r.maps[i]; }
-		for (i = 0; i < N; i++) { live += INV.maps[i]; T[n] = INV.end[i]; V[n++] = live; }
-		T[n] = D.windowNs; V[n++] = D.mapsLive;
-		return seriesFrom(Array.from(T.subarray(0, n)), Array.from(V.subarray(0, n)));
+		return knownSeries(D.rss.maps, INV.maps, D.mapsLive);
 	}
 
 	/* A lane per (thread, depth), threads in order of their first kernel;
