@@ -24,6 +24,9 @@ static const char *const metric_names[MP_DIFF_N_METRICS] = {
 	[MP_DIFF_PEAK_ADDED] = "peak_added",
 	[MP_DIFF_PEAK_LIVE] = "peak_live",
 	[MP_DIFF_RSS] = "rss",
+	[MP_DIFF_MAPPED] = "mapped",
+	[MP_DIFF_MAPPED_PEAK] = "maps_peak",
+	[MP_DIFF_MAPPED_LIVE] = "maps_live",
 };
 
 static const char *const scope_names[MP_DIFF_N_SCOPES] = {
@@ -32,25 +35,35 @@ static const char *const scope_names[MP_DIFF_N_SCOPES] = {
 };
 
 #define M(x) (1u << (x))
+#define MAPS_ALL (M(MP_DIFF_MAPPED) | M(MP_DIFF_MAPPED_PEAK) | M(MP_DIFF_MAPPED_LIVE))
 /* The metrics each scope has. */
 static const unsigned scope_metrics[MP_DIFF_N_SCOPES] = {
-	[MP_DIFF_PROFILE] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK) | M(MP_DIFF_RSS),
-	[MP_DIFF_KERNEL] =
-		M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_ADDED) | M(MP_DIFF_PEAK_LIVE) | M(MP_DIFF_RSS),
-	[MP_DIFF_PHASE] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_LIVE) | M(MP_DIFF_RSS),
-	[MP_DIFF_OWNER] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_LIVE),
-	[MP_DIFF_TAG] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_LIVE),
+	[MP_DIFF_PROFILE] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK) | M(MP_DIFF_RSS) | MAPS_ALL,
+	[MP_DIFF_KERNEL] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_ADDED) | M(MP_DIFF_PEAK_LIVE) |
+			   M(MP_DIFF_RSS) | M(MP_DIFF_MAPPED) | M(MP_DIFF_MAPPED_PEAK),
+	[MP_DIFF_PHASE] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_LIVE) | M(MP_DIFF_RSS) |
+			  M(MP_DIFF_MAPPED) | M(MP_DIFF_MAPPED_PEAK),
+	[MP_DIFF_OWNER] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_LIVE) | MAPS_ALL,
+	[MP_DIFF_TAG] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_LIVE) | MAPS_ALL,
 };
 
 static const char *const scope_metrics_why[MP_DIFF_N_SCOPES] = {
-	[MP_DIFF_PROFILE] = "the whole profile's metrics are alloc, peak and rss "
-			    "(peak_added and peak_live need a scope: kernel:NAME.peak_added)",
-	[MP_DIFF_KERNEL] = "a kernel's metrics are alloc, peak_added, peak_live and rss "
-			   "(peak is the whole profile's heap peak)",
-	[MP_DIFF_PHASE] = "a phase's metrics are alloc, peak_live and rss",
-	[MP_DIFF_OWNER] = "an owner's metrics are alloc and peak_live",
-	[MP_DIFF_TAG] = "a tag's metrics are alloc and peak_live",
+	[MP_DIFF_PROFILE] = "the whole profile's metrics are alloc, peak, rss, mapped, "
+			    "maps_peak and maps_live (peak_added and peak_live need a "
+			    "scope: kernel:NAME.peak_added)",
+	[MP_DIFF_KERNEL] = "a kernel's metrics are alloc, peak_added, peak_live, rss, mapped "
+			   "and maps_peak (peak is the whole profile's heap peak)",
+	[MP_DIFF_PHASE] = "a phase's metrics are alloc, peak_live, rss, mapped and maps_peak",
+	[MP_DIFF_OWNER] = "an owner's metrics are alloc, peak_live, mapped, maps_peak and "
+			  "maps_live",
+	[MP_DIFF_TAG] = "a tag's metrics are alloc, peak_live, mapped, maps_peak and "
+			"maps_live",
 };
+
+bool mp_diff_metric_is_maps(enum mp_diff_metric m)
+{
+	return (unsigned)m < MP_DIFF_N_METRICS && (MAPS_ALL & M(m));
+}
 
 const char *mp_diff_metric_name(enum mp_diff_metric m)
 {
@@ -191,7 +204,8 @@ int mp_diff_limit_parse(const char *spec, struct mp_diff_limit *ret, const char 
 	if (dot)
 		metric = dot + 1;
 	if (parse_metric(metric, (size_t)(eq - metric), &l.metric) < 0)
-		WHY("unknown metric: alloc, peak, peak_added, peak_live or rss");
+		WHY("unknown metric: alloc, peak, peak_added, peak_live, rss, mapped, maps_peak "
+		    "or maps_live");
 	r = parse_value(eq + 1, &l, ret_why);
 	if (r < 0)
 		return r;
@@ -282,10 +296,12 @@ static int ents_add(struct ents *es, enum mp_diff_scope scope, const char *name,
 	return 0;
 }
 
-/* Owners and tags are listed whether or not they allocated anything. */
+/* Owners and tags are listed whether or not they allocated or mapped
+ * anything. */
 static bool pool_active(const struct mp_pool *o)
 {
-	return o->mem.alloc_count || o->mem.alloc_bytes || o->peak_bytes;
+	return o->mem.alloc_count || o->mem.alloc_bytes || o->peak_bytes || o->maps.alloc_count ||
+	       o->maps.free_count || o->maps.peak_bytes;
 }
 
 static int ents_collect(struct ents *es, const struct mp_profile *p, int side)
@@ -337,8 +353,26 @@ static struct fig fig_u(uint64_t v, double var)
 	return (struct fig){ clamp_u(v), var_of(var), true };
 }
 
+/* A mapping figure of @ms: bytes mapped, reserved peak, reserved at the
+ * end. */
+static struct fig fig_maps(const struct mp_map_stats *ms, enum mp_diff_metric m)
+{
+	switch (m) {
+	case MP_DIFF_MAPPED:
+		return fig_u(ms->alloc_bytes, 0);
+	case MP_DIFF_MAPPED_PEAK:
+		return fig_u(ms->peak_bytes, 0);
+	case MP_DIFF_MAPPED_LIVE:
+		return fig_u(ms->live_bytes, 0);
+	default:
+		return (struct fig){ 0 };
+	}
+}
+
 static struct fig fig_profile(const struct mp_profile *p, enum mp_diff_metric m)
 {
+	if (mp_diff_metric_is_maps(m))
+		return fig_maps(&p->maps, m);
 	switch (m) {
 	case MP_DIFF_ALLOC:
 		return fig_u(p->mem.alloc_bytes, p->mem.alloc_var);
@@ -353,6 +387,8 @@ static struct fig fig_profile(const struct mp_profile *p, enum mp_diff_metric m)
 
 static struct fig fig_kernel(const struct mp_kernel *k, enum mp_diff_metric m)
 {
+	if (mp_diff_metric_is_maps(m))
+		return fig_maps(&k->maps, m);
 	switch (m) {
 	case MP_DIFF_ALLOC:
 		return fig_u(k->incl.alloc_bytes, k->incl.alloc_var);
@@ -370,6 +406,8 @@ static struct fig fig_kernel(const struct mp_kernel *k, enum mp_diff_metric m)
 static struct fig fig_phase(const struct mp_profile *p, const struct mp_phase *ph,
 			    enum mp_diff_metric m)
 {
+	if (mp_diff_metric_is_maps(m))
+		return fig_maps(&ph->maps, m);
 	switch (m) {
 	case MP_DIFF_ALLOC:
 		return fig_u(ph->mem.alloc_bytes, ph->mem.alloc_var);
@@ -385,6 +423,8 @@ static struct fig fig_phase(const struct mp_profile *p, const struct mp_phase *p
 
 static struct fig fig_pool(const struct mp_pool *o, enum mp_diff_metric m)
 {
+	if (mp_diff_metric_is_maps(m))
+		return fig_maps(&o->maps, m);
 	switch (m) {
 	case MP_DIFF_ALLOC:
 		return fig_u(o->mem.alloc_bytes, o->mem.alloc_var);
@@ -395,10 +435,14 @@ static struct fig fig_pool(const struct mp_pool *o, enum mp_diff_metric m)
 	}
 }
 
-/* Figure @m of entity @x of @p; an absent entity has 0, exactly. */
+/* Figure @m of entity @x of @p; an absent entity has 0, exactly. The
+ * mapping figures of a file written before they were recorded are unknown,
+ * never 0. */
 static struct fig figure(const struct mp_profile *p, enum mp_diff_scope s, const void *x,
 			 enum mp_diff_metric m)
 {
+	if (mp_diff_metric_is_maps(m) && !p->maps_recorded)
+		return (struct fig){ 0 };
 	if (!x)
 		return (struct fig){ 0, 0, true };
 	switch (s) {
@@ -470,18 +514,25 @@ static int row_cmp(const void *pa, const void *pb)
 	return (a->metric > b->metric) - (a->metric < b->metric);
 }
 
+/* The metrics of @s compared here: no mapping rows when neither profile
+ * recorded mappings. */
+static unsigned metrics_of(const struct mp_diff *d, enum mp_diff_scope s)
+{
+	return scope_metrics[s] & (d->maps ? ~0u : ~MAPS_ALL);
+}
+
 static int rows_build(struct mp_diff *d, const struct ents *es)
 {
 	uint32_t n = 0;
 
 	for (uint32_t i = 0; i < es->n; i++)
-		n += (uint32_t)__builtin_popcount(scope_metrics[es->v[i].scope]);
+		n += (uint32_t)__builtin_popcount(metrics_of(d, es->v[i].scope));
 	d->rows = calloc(n ? n : 1, sizeof(*d->rows));
 	if (!d->rows)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < es->n; i++)
 		for (unsigned m = 0; m < MP_DIFF_N_METRICS; m++)
-			if (scope_metrics[es->v[i].scope] & M(m))
+			if (metrics_of(d, es->v[i].scope) & M(m))
 				row_fill(d, &es->v[i], (enum mp_diff_metric)m,
 					 &d->rows[d->n_rows++]);
 	qsort(d->rows, d->n_rows, sizeof(*d->rows), row_cmp);
@@ -548,8 +599,13 @@ int mp_diff_new(const struct mp_profile *old, const struct mp_profile *new_,
 	*d = (struct mp_diff){ .old = old,
 			       .new_ = new_,
 			       .sigmas = isfinite(sigmas) && sigmas > 0 ? sigmas : 0,
+			       .maps = old->maps_recorded || new_->maps_recorded,
 			       .limits = limits,
 			       .n_limits = n_limits };
+	/* a limit on a mapping figure is checked, or said to be unknown */
+	for (uint32_t i = 0; i < n_limits; i++)
+		if (mp_diff_metric_is_maps(limits[i].metric))
+			d->maps = true;
 	d->checks = calloc(n_limits ? n_limits : 1, sizeof(*d->checks));
 	r = d->checks ? 0 : -ENOMEM;
 	if (r >= 0)

@@ -34,6 +34,11 @@ enum mp_diff_metric {
 	MP_DIFF_PEAK_ADDED, /* a kernel's highest net bytes in one call */
 	MP_DIFF_PEAK_LIVE, /* live bytes peak (an owner's, a tag's: its own) */
 	MP_DIFF_RSS, /* profile, phase: VmRSS peak; kernel: summed RSS deltas */
+	/* Anonymous mappings, apart from the heap (docs/PROFILE.md "Heap and
+	 * mappings"); unknown in a file written before they were recorded. */
+	MP_DIFF_MAPPED, /* bytes mapped (a kernel: inclusive) */
+	MP_DIFF_MAPPED_PEAK, /* reserved peak: own (profile, owner, tag), else the process's */
+	MP_DIFF_MAPPED_LIVE, /* reserved at the end: profile, owner, tag */
 	MP_DIFF_N_METRICS,
 };
 
@@ -63,6 +68,9 @@ struct mp_diff_limit {
 	double value;
 };
 
+/* Whether @m is a figure of the anonymous mappings. */
+bool mp_diff_metric_is_maps(enum mp_diff_metric m);
+
 /* One figure of one entity in both profiles. */
 struct mp_diff_row {
 	enum mp_diff_scope scope;
@@ -89,6 +97,9 @@ struct mp_diff_check {
 struct mp_diff {
 	const struct mp_profile *old, *new_;
 	double sigmas;
+	/* Mapping figures are compared: at least one profile recorded them
+	 * (else no mapping rows). */
+	bool maps;
 	uint32_t n_rows;
 	struct mp_diff_row *rows; /* by decreasing |delta|, unknown ones last */
 	uint32_t n_limits;

@@ -40,7 +40,7 @@ static uint64_t stderr_bytes(double sd)
 
 /* ---- warnings: what makes a comparison less than exact ---- */
 
-#define MAX_WARNINGS 6
+#define MAX_WARNINGS 8
 
 struct warnings {
 	unsigned n;
@@ -92,6 +92,12 @@ static void profile_warnings(struct warnings *w, const char *which, const struct
 static void collect_warnings(const struct mp_diff *d, struct warnings *w)
 {
 	w->n = 0;
+	if (d->maps && !d->old->maps_recorded)
+		warn(w, "OLD was written before mappings were recorded: its mapping figures are "
+			"unknown, and its heap figures may include mappings");
+	if (d->maps && !d->new_->maps_recorded)
+		warn(w, "NEW was written before mappings were recorded: its mapping figures are "
+			"unknown, and its heap figures may include mappings");
 	if (d->old->trace_mode != d->new_->trace_mode)
 		warn(w,
 		     "OLD was traced in mode %s and NEW in mode %s: their heap figures are not "
@@ -230,7 +236,9 @@ static void table_limit(const struct mp_diff *d, uint32_t i, FILE *f)
 		fprintf(f, ": held over %" PRIu32 " figure%s", checked, checked == 1 ? "" : "s");
 	}
 	if (c->unknown)
-		fprintf(f, "; %" PRIu32 " not checked (RSS unknown)", c->unknown);
+		fprintf(f, "; %" PRIu32 " not checked (%s)", c->unknown,
+			mp_diff_metric_is_maps(d->limits[i].metric) ? "mappings not recorded" :
+								      "RSS unknown");
 	fputc('\n', f);
 }
 
@@ -246,11 +254,64 @@ static void table_header(const char *tag, const char *label, const struct mp_pro
 	fputc('\n', f);
 }
 
+/* The whole profile's figure @m, or NULL. */
+static const struct mp_diff_row *profile_row(const struct mp_diff *d, enum mp_diff_metric m)
+{
+	for (uint32_t i = 0; i < d->n_rows; i++)
+		if (d->rows[i].scope == MP_DIFF_PROFILE && d->rows[i].metric == m)
+			return &d->rows[i];
+	return NULL;
+}
+
+static void put_total(FILE *f, const struct mp_diff *d, const char *sep, const char *what,
+		      enum mp_diff_metric m)
+{
+	const struct mp_diff_row *r = profile_row(d, m);
+
+	if (!r)
+		return;
+	fprintf(f, "%s%s ", sep, what);
+	if (r->known)
+		fprintf(f, "%" PRId64 " -> %" PRId64 " B (%+" PRId64 ")", r->old_v, r->new_v,
+			r->delta);
+	else
+		fputs("unknown", f);
+}
+
+/* The heap and the mappings, apart, changed or not: a mapping that grew
+ * under an unchanged heap reads as such. Only when mappings are compared. */
+static void table_totals(const struct mp_diff *d, FILE *f)
+{
+	if (!d->maps)
+		return;
+	fputc('\n', f);
+	put_total(f, d, "heap: ", "peak", MP_DIFF_PEAK);
+	put_total(f, d, ", ", "allocated", MP_DIFF_ALLOC);
+	fputc('\n', f);
+	put_total(f, d, "mappings: ", "reserved peak", MP_DIFF_MAPPED_PEAK);
+	put_total(f, d, ", ", "at the end", MP_DIFF_MAPPED_LIVE);
+	put_total(f, d, ", ", "mapped", MP_DIFF_MAPPED);
+	fputc('\n', f);
+}
+
+/* Why the unknown figures are unknown. */
+static void put_unknown(FILE *f, uint32_t rss, uint32_t maps)
+{
+	if (!rss && !maps)
+		return;
+	fprintf(f, ", %" PRIu32 " unknown (", rss + maps);
+	if (rss)
+		fputs("RSS without samples", f);
+	if (maps)
+		fprintf(f, "%smappings not recorded", rss ? ", " : "");
+	fputc(')', f);
+}
+
 static int write_table(const struct mp_diff *d, const char *old_label, const char *new_label,
 		       FILE *f)
 {
 	bool sampled = diff_sampled(d);
-	uint32_t unchanged = 0, unknown = 0, shown = 0;
+	uint32_t unchanged = 0, unknown = 0, unknown_maps = 0, shown = 0;
 	struct warnings w;
 
 	table_header("old", old_label, d->old, f);
@@ -260,6 +321,7 @@ static int write_table(const struct mp_diff *d, const char *old_label, const cha
 		fprintf(f, "warning: %s\n", w.text[i]);
 	table_presence(d, MP_DIFF_APPEARED, "appeared in NEW: ", f);
 	table_presence(d, MP_DIFF_VANISHED, "vanished from NEW: ", f);
+	table_totals(d, f);
 	for (uint32_t i = 0; i < d->n_rows; i++) {
 		const struct mp_diff_row *r = &d->rows[i];
 
@@ -272,14 +334,15 @@ static int write_table(const struct mp_diff *d, const char *old_label, const cha
 			table_row(r, sampled, f);
 		} else if (r->known) {
 			unchanged++;
+		} else if (mp_diff_metric_is_maps(r->metric)) {
+			unknown_maps++;
 		} else {
 			unknown++;
 		}
 	}
 	fprintf(f, "\n%" PRIu32 " figure%s changed, %" PRIu32 " unchanged", shown,
 		shown == 1 ? "" : "s", unchanged);
-	if (unknown)
-		fprintf(f, ", %" PRIu32 " unknown (RSS without samples)", unknown);
+	put_unknown(f, unknown, unknown_maps);
 	fputs("\n", f);
 	if (sampled)
 		fprintf(f,

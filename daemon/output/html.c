@@ -8,6 +8,7 @@
 
 #include "html.h"
 #include "json.h"
+#include "rank.h"
 
 /* daemon/output/html/report.{js,css}, embedded by embed.py at build time. */
 extern const char mp_html_js[];
@@ -50,6 +51,22 @@ static void opt_u64(struct mp_json *j, const char *key, uint64_t v)
 		mp_json_null(j, key);
 	else
 		mp_json_u64(j, key, v);
+}
+
+/* A holder's mapping figures: bytes mapped, reserved peak and reserved live
+ * at the end; null in a file written before mappings were recorded
+ * (unknown, never 0). */
+static void maps_fields(struct mp_json *j, const struct mp_profile *p, const struct mp_map_stats *m)
+{
+	if (!p->maps_recorded) {
+		mp_json_null(j, "mapsAlloc");
+		mp_json_null(j, "mapsPeak");
+		mp_json_null(j, "mapsLive");
+		return;
+	}
+	mp_json_u64(j, "mapsAlloc", m->alloc_bytes);
+	mp_json_u64(j, "mapsPeak", m->peak_bytes);
+	mp_json_u64(j, "mapsLive", m->live_bytes);
 }
 
 /* ---- flags: what the reader must know before trusting a figure ---- */
@@ -227,6 +244,12 @@ static void data_summary(struct mp_json *j, const struct mp_profile *p)
 	mp_json_u64(j, "rssPeak", p->rss_peak);
 	mp_json_u64(j, "rssSamples", p->rss_samples);
 	opt_u64(j, "vmHwm", p->vm_hwm);
+	mp_json_bool(j, "mapsRecorded", p->maps_recorded);
+	maps_fields(j, p, &p->maps);
+	mp_json_u64(j, "mapsAllocCount", p->maps.alloc_count);
+	mp_json_u64(j, "mapsFree", p->maps.free_bytes);
+	mp_json_u64(j, "mapsFreeCount", p->maps.free_count);
+	opt_u64(j, "mapsResidentPeak", p->maps_recorded ? p->maps_resident_peak : MP_UNKNOWN);
 	mp_json_u64(j, "invocationsDropped", p->invocations_dropped);
 	mp_json_array_begin(j, "flags");
 	flags_drops(j, p);
@@ -265,6 +288,7 @@ static void data_kernels(struct mp_json *j, const struct mp_profile *p)
 			mp_json_i64(j, "rssDelta", k->rss_delta_sum);
 		else
 			mp_json_null(j, "rssDelta");
+		maps_fields(j, p, &k->maps);
 		mp_json_u64(j, "markersLost", k->markers_lost);
 		mp_json_u64(j, "truncated", k->truncated);
 		if (err) {
@@ -283,7 +307,8 @@ static void data_kernels(struct mp_json *j, const struct mp_profile *p)
  * short: "begin" from the previous invocation's begin, "dur" from its own
  * begin, "parent" back from its own index (0: none), "total" from the
  * previous invocation's, "peak" from its own total; the script adds them
- * up again. */
+ * up again. "maps", the process's reserved mapping bytes at the end, is
+ * written from the previous invocation's. */
 enum inv_col {
 	COL_NAME,
 	COL_TID,
@@ -299,12 +324,13 @@ enum inv_col {
 	COL_PEAK_ADDED,
 	COL_ALLOC,
 	COL_FLAGS,
+	COL_MAPS,
 	COL_N,
 };
 
 static const char *const inv_col_names[COL_N] = {
-	"name",	 "tid",	   "parent", "depth", "begin",	   "dur",   "added",
-	"total", "tadded", "ttotal", "peak",  "peakAdded", "alloc", "flags",
+	"name",	  "tid",    "parent", "depth",	   "begin", "dur",   "added", "total",
+	"tadded", "ttotal", "peak",   "peakAdded", "alloc", "flags", "maps",
 };
 
 static void inv_value(struct mp_json *j, const struct mp_profile *p, uint32_t i, enum inv_col c)
@@ -355,6 +381,11 @@ static void inv_value(struct mp_json *j, const struct mp_profile *p, uint32_t i,
 	case COL_ALLOC:
 		mp_json_u64(j, NULL, v->incl.alloc_bytes);
 		break;
+	case COL_MAPS:
+		mp_json_i64(j, NULL,
+			    (int64_t)(v->maps.live_bytes -
+				      (i ? p->invocations[i - 1].maps.live_bytes : 0)));
+		break;
 	case COL_FLAGS:
 	case COL_N:
 		mp_json_u64(j, NULL, v->flags);
@@ -391,7 +422,7 @@ static void data_invocations(struct mp_json *j, const struct mp_profile *p)
 
 static void data_rss(struct mp_json *j, const struct mp_profile *p)
 {
-	static const char *const keys[] = { "t", "rss", "anon", "file", "shmem", "heap" };
+	static const char *const keys[] = { "t", "rss", "anon", "file", "shmem", "heap", "maps" };
 
 	mp_json_object_begin(j, "rss");
 	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
@@ -403,7 +434,8 @@ static void data_rss(struct mp_json *j, const struct mp_profile *p)
 					       pt->rss_anon,
 					       pt->rss_file,
 					       pt->rss_shmem,
-					       pt->heap_live };
+					       pt->heap_live,
+					       p->maps_recorded ? pt->maps_live : MP_UNKNOWN };
 
 			if (k == 0)
 				mp_json_i64(j, NULL, rel(p, pt->ts_ns));
@@ -434,32 +466,40 @@ static void data_phases(struct mp_json *j, const struct mp_profile *p)
 		if (err)
 			mp_json_u64(j, "peakBytesStderr", stderr_of(ph->peak_var));
 		mp_json_u64(j, "rssPeak", ph->rss_peak);
+		maps_fields(j, p, &ph->maps);
 		mp_json_object_end(j);
 	}
 	mp_json_array_end(j);
 }
 
+/* Owners or tags that allocated, freed, mapped or unmapped something, in
+ * the order of @order (NULL: as they are): the page keeps it for equal
+ * figures. */
 static void data_buckets(struct mp_json *j, const struct mp_profile *p, const char *key,
-			 const struct mp_pool *v, uint32_t n)
+			 const struct mp_pool *v, uint32_t n, const uint32_t *order)
 {
 	bool err = has_stderr(p);
 
 	mp_json_array_begin(j, key);
-	for (uint32_t i = 0; i < n; i++) {
-		if (!v[i].mem.alloc_count && !v[i].mem.free_count)
+	for (uint32_t k = 0; k < n; k++) {
+		const struct mp_pool *o = &v[order ? order[k] : k];
+
+		if (!o->mem.alloc_count && !o->mem.free_count && !o->maps.alloc_count &&
+		    !o->maps.free_count)
 			continue;
 		mp_json_object_begin(j, NULL);
-		mp_json_str(j, "name", v[i].name);
-		mp_json_u64(j, "allocBytes", v[i].mem.alloc_bytes);
-		mp_json_u64(j, "allocCount", v[i].mem.alloc_count);
-		mp_json_u64(j, "liveBytes", v[i].live_bytes);
-		mp_json_u64(j, "peakBytes", v[i].peak_bytes);
-		mp_json_i64(j, "netBytes", v[i].mem.bytes_added);
+		mp_json_str(j, "name", o->name);
+		mp_json_u64(j, "allocBytes", o->mem.alloc_bytes);
+		mp_json_u64(j, "allocCount", o->mem.alloc_count);
+		mp_json_u64(j, "liveBytes", o->live_bytes);
+		mp_json_u64(j, "peakBytes", o->peak_bytes);
+		mp_json_i64(j, "netBytes", o->mem.bytes_added);
 		if (err) {
-			mp_json_u64(j, "liveBytesStderr", stderr_of(v[i].live_var));
-			mp_json_u64(j, "peakBytesStderr", stderr_of(v[i].peak_var));
-			mp_json_u64(j, "peakBytesBiasBound", bytes_of(v[i].peak_bias_bound));
+			mp_json_u64(j, "liveBytesStderr", stderr_of(o->live_var));
+			mp_json_u64(j, "peakBytesStderr", stderr_of(o->peak_var));
+			mp_json_u64(j, "peakBytesBiasBound", bytes_of(o->peak_bias_bound));
 		}
+		maps_fields(j, p, &o->maps);
 		mp_json_object_end(j);
 	}
 	mp_json_array_end(j);
@@ -574,6 +614,8 @@ static void data_sites(struct mp_json *j, const struct mp_profile *p)
 int mp_html_write_data(const struct mp_profile *p, FILE *f)
 {
 	struct mp_json j;
+	uint32_t *owners = NULL;
+	int r;
 
 	mp_json_init(&j, f, false);
 	mp_json_object_begin(&j, NULL);
@@ -588,12 +630,19 @@ int mp_html_write_data(const struct mp_profile *p, FILE *f)
 	data_invocations(&j, p);
 	data_rss(&j, p);
 	data_phases(&j, p);
-	data_buckets(&j, p, "owners", p->owners, p->n_owners);
-	data_buckets(&j, p, "tags", p->tags, p->n_tags);
+	/* owners by bytes allocated, equal ones by name (rank.h) */
+	r = mp_rank_pools(p->owners, p->n_owners, MP_RANK_ALLOC, &owners);
+	data_buckets(&j, p, "owners", p->owners, p->n_owners, owners);
+	free(owners);
+	data_buckets(&j, p, "tags", p->tags, p->n_tags, NULL);
 	data_mempools(&j, p);
 	data_execs(&j, p);
 	data_sites(&j, p);
 	mp_json_object_end(&j);
+	if (r < 0) {
+		(void)mp_json_finish(&j);
+		return r;
+	}
 	return mp_json_finish(&j);
 }
 

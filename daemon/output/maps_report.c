@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Anonymous mappings in the table and JSON reports. */
 #include "maps_report.h"
+#include "rank.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool mp_maps_any(const struct mp_map_stats *m)
@@ -64,10 +66,12 @@ static const char *kernel_name(const struct mp_profile *p, uint32_t id)
 	return id < p->n_names ? p->names[id] : "?";
 }
 
-/* Rows of the @n figures @at gives, named by @name_at. */
+/* Rows of the @n figures @at gives, named by @name_at, in the order of
+ * @order (NULL: as they are). */
 static void put_section(FILE *f, const char *title, const struct mp_profile *p, uint32_t n,
 			const struct mp_map_stats *(*at)(const struct mp_profile *, uint32_t),
-			const char *(*name_at)(const struct mp_profile *, uint32_t))
+			const char *(*name_at)(const struct mp_profile *, uint32_t),
+			const uint32_t *order)
 {
 	int w = 32;
 	bool any = false;
@@ -82,9 +86,12 @@ static void put_section(FILE *f, const char *title, const struct mp_profile *p, 
 		return;
 	fprintf(f, "\n%-*s %14s %14s %14s %14s %14s\n", w, title, "MAPPED_BYTES", "UNMAPPED_BYTES",
 		"NET_BYTES", "LIVE_BYTES", "PEAK_BYTES");
-	for (uint32_t i = 0; i < n; i++)
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t i = order ? order[k] : k;
+
 		if (mp_maps_any(at(p, i)))
 			put_row(f, name_at(p, i), w, at(p, i));
+	}
 }
 
 static const struct mp_map_stats *kernel_at(const struct mp_profile *p, uint32_t i)
@@ -129,16 +136,22 @@ static const char *tag_name_at(const struct mp_profile *p, uint32_t i)
 
 void mp_maps_table(const struct mp_profile *p, FILE *f)
 {
+	uint32_t *order = NULL;
+
 	if (!mp_maps_any(&p->maps))
 		return;
 	fputs("\nanonymous mappings (a separate view: mmap/mremap/munmap the program made itself, "
 	      "reserved bytes;\nin no heap figure above; KERNEL and PHASE rows: LIVE and PEAK "
 	      "are the process's)\n",
 	      f);
-	put_section(f, "KERNEL", p, p->n_kernels, kernel_at, kernel_name_at);
-	put_section(f, "PHASE", p, p->n_phases, phase_at, phase_name_at);
-	put_section(f, "OWNER", p, p->n_owners, owner_at, owner_name_at);
-	put_section(f, "TAG", p, p->n_tags, tag_at, tag_name_at);
+	put_section(f, "KERNEL", p, p->n_kernels, kernel_at, kernel_name_at, NULL);
+	put_section(f, "PHASE", p, p->n_phases, phase_at, phase_name_at, NULL);
+	/* owners by bytes mapped, the highest first (as first seen without
+	 * memory for the order) */
+	(void)mp_rank_pools(p->owners, p->n_owners, MP_RANK_MAPPED, &order);
+	put_section(f, "OWNER", p, p->n_owners, owner_at, owner_name_at, order);
+	free(order);
+	put_section(f, "TAG", p, p->n_tags, tag_at, tag_name_at, NULL);
 }
 
 void mp_maps_json(struct mp_json *j, const char *key, const struct mp_map_stats *m)

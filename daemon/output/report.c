@@ -2,11 +2,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "html.h"
 #include "json.h"
 #include "maps_report.h"
+#include "rank.h"
 #include "report.h"
 
 int mp_report_format_parse(const char *s, enum mp_report_format *ret)
@@ -1127,12 +1129,17 @@ static void table_phases(const struct mp_profile *p, bool sampled, FILE *f)
 	}
 }
 
+/* Owners by bytes allocated, the highest first (rank.h); tags as first
+ * seen. Without memory for the order, as first seen. */
 static void table_owners_tags(const struct mp_profile *p, bool sampled, FILE *f)
 {
 	for (int t = 0; t < 2; t++) {
 		const struct mp_pool *v = t ? p->tags : p->owners;
-		uint32_t n = t ? p->n_tags : p->n_owners;
+		uint32_t n = t ? p->n_tags : p->n_owners, *order = NULL;
 		int w = 32;
+
+		if (!t)
+			(void)mp_rank_pools(v, n, MP_RANK_ALLOC, &order);
 
 		for (uint32_t i = 0; i < n; i++)
 			if (v[i].mem.alloc_count)
@@ -1140,19 +1147,22 @@ static void table_owners_tags(const struct mp_profile *p, bool sampled, FILE *f)
 		fprintf(f, "\n%-*s %14s %14s %14s%s %14s\n", w, t ? "TAG" : "OWNER", "ALLOC_BYTES",
 			"LIVE_BYTES", "PEAK_BYTES",
 			sampled ? "     ±PEAK_BYTES         BIAS<=" : "", "NET_BYTES");
-		for (uint32_t i = 0; i < n; i++) {
-			if (!v[i].mem.alloc_count)
+		for (uint32_t k = 0; k < n; k++) {
+			const struct mp_pool *o = &v[order ? order[k] : k];
+
+			if (!o->mem.alloc_count)
 				continue;
-			put_name(f, v[i].name, w);
-			put_bytes(f, (int64_t)v[i].mem.alloc_bytes);
-			put_bytes(f, (int64_t)v[i].live_bytes);
-			put_bytes(f, (int64_t)v[i].peak_bytes);
+			put_name(f, o->name, w);
+			put_bytes(f, (int64_t)o->mem.alloc_bytes);
+			put_bytes(f, (int64_t)o->live_bytes);
+			put_bytes(f, (int64_t)o->peak_bytes);
 			if (sampled)
-				fprintf(f, " ±%14" PRIu64 " %14" PRIu64, stderr_of(v[i].peak_var),
-					bytes_of(v[i].peak_bias_bound));
-			put_bytes(f, v[i].mem.bytes_added);
+				fprintf(f, " ±%14" PRIu64 " %14" PRIu64, stderr_of(o->peak_var),
+					bytes_of(o->peak_bias_bound));
+			put_bytes(f, o->mem.bytes_added);
 			fputc('\n', f);
 		}
+		free(order);
 	}
 }
 

@@ -12,9 +12,9 @@ static const struct {
 	char key;
 	const char *name;
 } sorts[] = {
-	[MP_TOP_BY_LIVE] = { 'l', "live" },   [MP_TOP_BY_PEAK] = { 'p', "peak" },
-	[MP_TOP_BY_CALLS] = { 'c', "calls" }, [MP_TOP_BY_ALLOC] = { 'a', "alloc" },
-	[MP_TOP_BY_NAME] = { 'n', "name" },
+	[MP_TOP_BY_LIVE] = { 'l', "live" },	[MP_TOP_BY_PEAK] = { 'p', "peak" },
+	[MP_TOP_BY_CALLS] = { 'c', "calls" },	[MP_TOP_BY_ALLOC] = { 'a', "alloc" },
+	[MP_TOP_BY_MAPPED] = { 'm', "mapped" }, [MP_TOP_BY_NAME] = { 'n', "name" },
 };
 
 int mp_top_sort_of_key(int ch, enum mp_top_sort *ret)
@@ -67,6 +67,8 @@ static uint64_t key_of(const struct mp_top_row *r, enum mp_top_sort by)
 		return r->calls;
 	case MP_TOP_BY_ALLOC:
 		return r->alloc;
+	case MP_TOP_BY_MAPPED:
+		return r->mapped;
 	case MP_TOP_BY_NAME:
 		break;
 	}
@@ -101,6 +103,7 @@ int mp_top_rows(const struct mp_profile *p, enum mp_top_sort by, struct mp_top_r
 		r->live = kn->retained_bytes;
 		r->peak = kn->peak_added;
 		r->alloc = kn->incl.alloc_bytes;
+		r->mapped = kn->maps.alloc_bytes;
 		k[i].key = key_of(r, by);
 		k[i].index = i;
 	}
@@ -170,6 +173,9 @@ int mp_top_view_copy(const struct mp_profile *p, struct mp_profile **ret)
 	q->rss_samples = p->rss_samples;
 	q->vm_hwm = p->vm_hwm;
 	q->truncated = p->truncated;
+	q->maps = p->maps;
+	q->maps_resident_peak = p->maps_resident_peak;
+	q->maps_recorded = p->maps_recorded;
 	*ret = q;
 	return 0;
 }
@@ -268,7 +274,28 @@ static const char *mode_text(const struct mp_profile *p)
 	}
 }
 
-/* Process, mode and window, heap and RSS. */
+/* The anonymous mappings the program made, apart from the heap: reserved
+ * bytes now and at their peak, and the bound on their resident bytes. */
+static void put_maps(struct screen *s, const struct mp_profile *p)
+{
+	char a[256], live[32], peak[32], res[32];
+
+	if (!p->maps_recorded) {
+		put_line(s, "mappings: unknown (this profile has no mapping figures)", NULL, false);
+		return;
+	}
+	fmt_bytes(live, sizeof(live), p->maps.live_bytes);
+	fmt_bytes(peak, sizeof(peak), p->maps.peak_bytes);
+	if (p->maps_resident_peak == MP_UNKNOWN)
+		snprintf(res, sizeof(res), "unknown");
+	else
+		fmt_bytes(res, sizeof(res), p->maps_resident_peak);
+	snprintf(a, sizeof(a), "mappings: reserved %s, peak %s; resident peak <= %s (not in heap)",
+		 live, peak, res);
+	put_line(s, a, NULL, false);
+}
+
+/* Process, mode and window, heap, mappings and RSS. */
 static void put_totals(struct screen *s, const struct mp_profile *p)
 {
 	char a[512], live[32], peak[32], rss[32], rss_peak[32];
@@ -302,6 +329,7 @@ static void put_totals(struct screen *s, const struct mp_profile *p)
 			 p->mem.tensors_added, peak);
 	}
 	put_line(s, a, NULL, false);
+	put_maps(s, p);
 }
 
 static void put_keys(struct screen *s)
@@ -309,7 +337,7 @@ static void put_keys(struct screen *s)
 	char a[256];
 
 	snprintf(a, sizeof(a),
-		 "sorted by %s; keys: l live, p peak, c calls, a alloc, n name, q quit",
+		 "sorted by %s; keys: l live, p peak, c calls, a alloc, m mapped, n name, q quit",
 		 mp_top_sort_name(s->v->by));
 	put_line(s, a, NULL, false);
 }
@@ -317,9 +345,9 @@ static void put_keys(struct screen *s)
 /* The column header, the sorted column marked with '*'. */
 static void put_header(struct screen *s)
 {
-	static const char *const cols[] = { "CALLS", "LIVE", "PEAK", "ALLOC" };
+	static const char *const cols[] = { "CALLS", "LIVE", "PEAK", "ALLOC", "MAPPED" };
 	static const enum mp_top_sort by[] = { MP_TOP_BY_CALLS, MP_TOP_BY_LIVE, MP_TOP_BY_PEAK,
-					       MP_TOP_BY_ALLOC };
+					       MP_TOP_BY_ALLOC, MP_TOP_BY_MAPPED };
 	char a[128], h[16];
 	size_t n = 0;
 
@@ -333,7 +361,7 @@ static void put_header(struct screen *s)
 
 static void put_rows(struct screen *s, const struct mp_top_row *rows, uint32_t n)
 {
-	char a[128], live[32], peak[32], alloc[32];
+	char a[192], live[32], peak[32], alloc[32], mapped[32];
 	uint32_t fit = s->height - s->lines, shown = n <= fit ? n : (fit ? fit - 1 : 0);
 
 	if (!n) {
@@ -345,8 +373,9 @@ static void put_rows(struct screen *s, const struct mp_top_row *rows, uint32_t n
 		fmt_bytes(live, sizeof(live), rows[i].live);
 		fmt_bytes(peak, sizeof(peak), rows[i].peak);
 		fmt_bytes(alloc, sizeof(alloc), rows[i].alloc);
-		snprintf(a, sizeof(a), "%11" PRIu64 "%11s%11s%11s  ", rows[i].calls, live, peak,
-			 alloc);
+		fmt_bytes(mapped, sizeof(mapped), rows[i].mapped);
+		snprintf(a, sizeof(a), "%11" PRIu64 "%11s%11s%11s%11s  ", rows[i].calls, live, peak,
+			 alloc, mapped);
 		put_line(s, a, rows[i].name, false);
 	}
 	if (shown < n) {

@@ -18,6 +18,7 @@ enum mp_top_sort {
 	MP_TOP_BY_PEAK, /* key p */
 	MP_TOP_BY_CALLS, /* key c */
 	MP_TOP_BY_ALLOC, /* key a */
+	MP_TOP_BY_MAPPED, /* key m */
 	MP_TOP_BY_NAME, /* key n */
 };
 
@@ -28,11 +29,15 @@ struct mp_top_row {
 	uint64_t live; /* its own blocks still live (retained_bytes) */
 	uint64_t peak; /* the most one call held above its start (peak_added) */
 	uint64_t alloc; /* bytes allocated, nested kernels included */
+	/* bytes of anonymous mappings made, nested kernels included (apart
+	 * from the heap: maps.alloc_bytes) */
+	uint64_t mapped;
 };
 
-/* The sort of key @ch: 'l', 'p', 'c', 'a' or 'n'; -EINVAL for any other. */
+/* The sort of key @ch: 'l', 'p', 'c', 'a', 'm' or 'n'; -EINVAL for any
+ * other. */
 int mp_top_sort_of_key(int ch, enum mp_top_sort *ret);
-/* "live", "peak", "calls", "alloc", "name". */
+/* "live", "peak", "calls", "alloc", "mapped", "name". */
 const char *mp_top_sort_name(enum mp_top_sort by);
 
 /* One row per kernel of @p in *@ret_rows (free() it; NULL when there is
@@ -42,8 +47,9 @@ int mp_top_rows(const struct mp_profile *p, enum mp_top_sort by, struct mp_top_r
 		uint32_t *ret_n);
 
 /* The part of @p the screen shows, in *@ret (free it with
- * mp_profile_free()): process, window, mode, drops, heap totals, the last
- * RSS point, names and kernel aggregates without their breakdowns; no
+ * mp_profile_free()): process, window, mode, drops, heap and mapping
+ * totals, the last RSS point, names and kernel aggregates without their
+ * breakdowns; no
  * invocations, sites or stacks. It renders as @p does, and a screen that
  * keeps it between snapshots holds a fraction of the profile. -ENOMEM. */
 int mp_top_view_copy(const struct mp_profile *p, struct mp_profile **ret);

@@ -4,7 +4,8 @@
  * the real `memprof run`: the same model twice passes the gate (exit 0), a
  * model grown in kernel matmul fails it (exit 1) and is named, kernels that
  * appear and vanish are named, the JSON passes validate_diff.py, sampled
- * profiles of the same model are within their noise, and bad input exits 2.
+ * profiles of the same model are within their noise, a mapping grown under
+ * the same heap shows as such, and bad input exits 2.
  * Needs root (BPF, ptrace).
  */
 #include <inttypes.h>
@@ -38,6 +39,9 @@ static const char *path_in(const char *name)
 	return p;
 }
 
+/* MEMPROF_DIFF_MAP of the next profile() (0: unset). */
+static int map_mib;
+
 /* Profiles the fixture into DIR/@name; @grow: MEMPROF_DIFF_GROW (0: the
  * base model); @sample_bytes: 0 precise, else sampled with that interval. */
 static const char *profile(const char *name, int grow, unsigned sample_bytes)
@@ -70,8 +74,14 @@ static const char *profile(const char *name, int grow, unsigned sample_bytes)
 	} else {
 		cr_assert_eq(unsetenv("MEMPROF_DIFF_GROW"), 0);
 	}
+	if (map_mib) {
+		snprintf(g, sizeof(g), "%d", map_mib);
+		cr_assert_eq(setenv("MEMPROF_DIFF_MAP", g, 1), 0);
+	}
 	r = run_cmd(argv, NULL);
 	unsetenv("MEMPROF_DIFF_GROW");
+	unsetenv("MEMPROF_DIFF_MAP");
+	map_mib = 0;
 	cr_assert_eq(r.status, 0, "memprof run (grow %d): %s", grow, r.err);
 	run_free(&r);
 	return out;
@@ -146,7 +156,7 @@ Test(diff_real, same_model_passes_grown_model_fails_and_is_named)
 	r = diff(base, again, gate);
 	cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
 	cr_expect(strstr(r.out, "\nlimits:\n  ok    peak=5%: held over 1 figure\n"
-				"  ok    kernel:*.peak_added=10%: held over 4 figures\n"
+				"  ok    kernel:*.peak_added=10%: held over 5 figures\n"
 				"  ok    kernel:matmul.alloc=10%: held over 1 figure\n"
 				"result: pass, 0 of 3 limits exceeded\n"),
 		  "%s", r.out);
@@ -219,6 +229,77 @@ Test(diff_real, same_model_passes_grown_model_fails_and_is_named)
 	cr_expect(!strncmp(v, "ok changes=", 11) && strstr(v, " limits=3 exceeded=0 result=pass"),
 		  "%s", v);
 	free(v);
+	run_free(&r);
+}
+
+/* The line of @text that starts with @start ("\nNAME"), with its newline,
+ * in a static buffer. */
+static const char *line_of(const char *text, const char *start)
+{
+	static char buf[2][512];
+	static int i;
+	const char *a = strstr(text, start);
+	char *b = buf[i++ % 2];
+
+	cr_assert_not_null(a, "no '%s' in %s", start + 1, text);
+	a++;
+	snprintf(b, 512, "%.*s", (int)(strcspn(a, "\n") + 1), a);
+	return b;
+}
+
+/* Kernel reserve maps 8 MiB more under the same heap: the mapping figures
+ * grow by exactly that, the heap's by nothing, and a gate on the mappings'
+ * peak fails while one on the heap's peak holds. */
+Test(diff_real, mapping_grown_under_the_same_heap)
+{
+	static const char *const args[] = { "--max-increase", "peak=0", "--max-increase",
+					    "maps_peak=5%", NULL };
+	static const char *const args_json[] = { "--format", "json",	       "--max-increase",
+						 "peak=0",   "--max-increase", "maps_peak=5%",
+						 NULL };
+	const char *base = profile("base.memprof", 0, 0), *mapped;
+	const char *heap, *maps;
+	struct run r;
+	char *v;
+
+	map_mib = 8;
+	mapped = profile("mapped.memprof", 0, 0);
+	r = diff(base, mapped, args);
+	cr_expect_eq(r.status, 1, "%s%s", r.out, r.err);
+	heap = line_of(r.out, "\nheap: peak ");
+	maps = line_of(r.out, "\nmappings: reserved peak ");
+	/* heap: peak A -> A B (+0), allocated B -> B B (+0) */
+	cr_expect(strstr(heap, " B (+0), allocated ") && strstr(heap, " B (+0)\n"), "%s", r.out);
+	cr_expect(strstr(maps, " B (+8388608), at the end ") &&
+			  strstr(maps, " B (+8388608), mapped ") && strstr(maps, " B (+8388608)\n"),
+		  "%s", r.out);
+	cr_expect(strstr(r.out, "\n              +8388608    from 0               0         8388608"
+				"  mapped     kernel:reserve\n"),
+		  "%s", r.out);
+	cr_expect_null(strstr(r.out, "  alloc      "), "%s", r.out);
+	cr_expect_null(strstr(r.out, "  peak       "), "%s", r.out);
+	cr_expect(strstr(r.out,
+			 "\n  ok    peak=0: held over 1 figure\n  FAIL  maps_peak=5%: profile "
+			 "+8388608 B ("),
+		  "%s", r.out);
+	cr_expect_str_empty(r.err);
+	run_free(&r);
+
+	r = diff(base, mapped, args_json);
+	cr_expect_eq(r.status, 1, "%s", r.err);
+	v = validate(r.out);
+	cr_expect(!strncmp(v, "ok changes=", 11) && strstr(v, " limits=2 exceeded=1 result=fail"),
+		  "%s", v);
+	free(v);
+	cr_expect(strstr(r.out, "      \"scope\": \"kernel\",\n"
+				"      \"name\": \"reserve\",\n"
+				"      \"metric\": \"mapped\",\n"
+				"      \"presence\": \"both\",\n"
+				"      \"status\": \"changed\",\n"
+				"      \"old\": 0,\n"
+				"      \"new\": 8388608,\n"
+				"      \"delta\": 8388608,\n"),
+		  "%s", r.out);
 	run_free(&r);
 }
 
@@ -323,7 +404,7 @@ Test(diff_real, bad_input_exits_2)
 	expect_bad(bad, base, NULL, want);
 	expect_bad(base, base, (const char *const[]){ "--max-increase", "kernel:matmul=5%", NULL },
 		   "memprof diff: --max-increase 'kernel:matmul=5%': unknown metric: alloc, peak, "
-		   "peak_added, peak_live or rss\n");
+		   "peak_added, peak_live, rss, mapped, maps_peak or maps_live\n");
 	expect_bad(base, base,
 		   (const char *const[]){ "--max-increase", "kernel:matmull.alloc=5%", NULL },
 		   "memprof diff: --max-increase 'kernel:matmull.alloc=5%': no kernel 'matmull' "

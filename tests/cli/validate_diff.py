@@ -14,12 +14,13 @@ import math
 import sys
 
 SCOPES = {"profile", "kernel", "phase", "owner", "tag"}
+MAPS = {"mapped", "maps_peak", "maps_live"}
 METRICS = {
-    "profile": {"alloc", "peak", "rss"},
-    "kernel": {"alloc", "peak_added", "peak_live", "rss"},
-    "phase": {"alloc", "peak_live", "rss"},
-    "owner": {"alloc", "peak_live"},
-    "tag": {"alloc", "peak_live"},
+    "profile": {"alloc", "peak", "rss"} | MAPS,
+    "kernel": {"alloc", "peak_added", "peak_live", "rss", "mapped", "maps_peak"},
+    "phase": {"alloc", "peak_live", "rss", "mapped", "maps_peak"},
+    "owner": {"alloc", "peak_live"} | MAPS,
+    "tag": {"alloc", "peak_live"} | MAPS,
 }
 PRESENCE = {"both", "appeared", "vanished"}
 STATUS = {"unchanged", "changed", "unknown", "noise", "ok", "fail"}

@@ -468,6 +468,12 @@ Test(diff, limit_grammar_accepts)
 		{ "phase:inference.rss=10%", MP_DIFF_PHASE, "inference", MP_DIFF_RSS, true, 10 },
 		{ "owner:libxnnpack*.alloc=1%", MP_DIFF_OWNER, "libxnnpack*", MP_DIFF_ALLOC, true,
 		  1 },
+		{ "maps_peak=5%", MP_DIFF_PROFILE, NULL, MP_DIFF_MAPPED_PEAK, true, 5 },
+		{ "maps_live=0", MP_DIFF_PROFILE, NULL, MP_DIFF_MAPPED_LIVE, false, 0 },
+		{ "kernel:init.mapped=8M", MP_DIFF_KERNEL, "init", MP_DIFF_MAPPED, false, 8 << 20 },
+		{ "phase:load.maps_peak=1%", MP_DIFF_PHASE, "load", MP_DIFF_MAPPED_PEAK, true, 1 },
+		{ "owner:libv8*.maps_live=10%", MP_DIFF_OWNER, "libv8*", MP_DIFF_MAPPED_LIVE, true,
+		  10 },
 		{ "tag:weights.peak_live=0", MP_DIFF_TAG, "weights", MP_DIFF_PEAK_LIVE, false, 0 },
 	};
 
@@ -517,6 +523,12 @@ Test(diff, limit_grammar_refuses_with_reason)
 		{ "kernel:.alloc=1M", "NAME is empty" },
 		{ "matmul.alloc=1M", "a scope is kernel:NAME" },
 		{ "op:matmul.alloc=1M", "unknown scope" },
+		{ "kernel:init.maps_live=1M",
+		  "a kernel's metrics are alloc, peak_added, peak_live, "
+		  "rss, mapped and maps_peak" },
+		{ "phase:load.maps_live=1M", "a phase's metrics" },
+		{ "mapped_peak=1M", "unknown metric: alloc, peak, peak_added, peak_live, rss, "
+				    "mapped, maps_peak or maps_live" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -859,4 +871,191 @@ Test(diff, format_names)
 	cr_expect_eq(f, MP_DIFF_JSON);
 	cr_expect_eq(mp_diff_format_parse("tfjs", &f), -EINVAL);
 	cr_expect_eq(mp_diff_format_parse(NULL, &f), -EINVAL);
+}
+
+/* ---- anonymous mappings, apart from the heap ---- */
+
+static void set_maps(struct mp_map_stats *m, uint64_t mapped, uint64_t peak, uint64_t live)
+{
+	*m = (struct mp_map_stats){ .alloc_bytes = mapped,
+				    .alloc_count = mapped ? 1 : 0,
+				    .free_bytes = mapped - live,
+				    .free_count = mapped > live ? 1 : 0,
+				    .live_bytes = live,
+				    .peak_bytes = peak };
+}
+
+/* The same heap in both (kernel init allocates 4096 B, owner libapp.so);
+ * NEW reserves 8 MiB more in init, by libv8.so, and keeps it. */
+static void reserving(struct mp_profile **ret_old, struct mp_profile **ret_new)
+{
+	struct mp_profile *p[2];
+
+	for (int i = 0; i < 2; i++) {
+		uint64_t m = i ? 8u << 20 : 0;
+		struct mp_kernel *k;
+		struct mp_pool *o;
+
+		p[i] = prof(4096, 4096, 0);
+		p[i]->maps_recorded = true;
+		p[i]->maps_resident_peak = MP_UNKNOWN;
+		set_maps(&p[i]->maps, 65536 + m, 65536 + m, 65536 + m);
+		k = kernel(p[i], "init", 4096, 4096, 4096);
+		set_maps(&k->maps, 65536 + m, 65536 + m, 65536 + m);
+		pool(&p[i]->owners, &p[i]->n_owners, "libapp.so", 4096, 4096);
+		o = pool(&p[i]->owners, &p[i]->n_owners, "libv8.so", 0, 0);
+		set_maps(&o->maps, 65536 + m, 65536 + m, 65536 + m);
+	}
+	*ret_old = p[0];
+	*ret_new = p[1];
+}
+
+Test(diff, mapping_growth_under_an_unchanged_heap_whole_table)
+{
+	static const char *const specs[] = { "peak=0", "maps_peak=10%" };
+	struct mp_profile *a, *b;
+	struct mp_diff_limit *l = limits(specs, 2);
+	struct mp_diff *d;
+	char *text;
+
+	reserving(&a, &b);
+	cr_assert_eq(mp_diff_new(a, b, l, 2, 3, &d), 0);
+	cr_expect(d->maps);
+	cr_expect_eq(d->exceeded, 1);
+	text = render(d, MP_DIFF_TABLE);
+	cr_expect_str_eq(
+		text,
+		"old: old.memprof: pid 7 /bin/model, precise\n"
+		"new: new.memprof: pid 7 /bin/model, precise\n"
+		"\n"
+		"heap: peak 4096 -> 4096 B (+0), allocated 4096 -> 4096 B (+0)\n"
+		"mappings: reserved peak 65536 -> 8454144 B (+8388608), at the end 65536 -> "
+		"8454144 B (+8388608), mapped 65536 -> 8454144 B (+8388608)\n"
+		"\n"
+		"STATUS           DELTA  RELATIVE             OLD             NEW  METRIC     WHERE\n"
+		"              +8388608 +12800.0%           65536         8454144  mapped     profile\n"
+		"FAIL          +8388608 +12800.0%           65536         8454144  maps_peak  profile\n"
+		"              +8388608 +12800.0%           65536         8454144  maps_live  profile\n"
+		"              +8388608 +12800.0%           65536         8454144  mapped     "
+		"kernel:init\n"
+		"              +8388608 +12800.0%           65536         8454144  maps_peak  "
+		"kernel:init\n"
+		"              +8388608 +12800.0%           65536         8454144  mapped     "
+		"owner:libv8.so\n"
+		"              +8388608 +12800.0%           65536         8454144  maps_peak  "
+		"owner:libv8.so\n"
+		"              +8388608 +12800.0%           65536         8454144  maps_live  "
+		"owner:libv8.so\n"
+		"\n"
+		"8 figures changed, 12 unchanged, 2 unknown (RSS without samples)\n"
+		"\n"
+		"limits:\n"
+		"  ok    peak=0: held over 1 figure\n"
+		"  FAIL  maps_peak=10%: profile +8388608 B (+12800.0%), allows +6553 B\n"
+		"result: FAIL, 1 of 2 limits exceeded\n");
+	free(text);
+	mp_diff_free(d);
+	limits_free(l, 2);
+	mp_profile_free(a);
+	mp_profile_free(b);
+}
+
+/* The JSON has the heap's and the mappings' figures as separate rows: the
+ * heap's peak unchanged, the mappings' grown. */
+Test(diff, mapping_growth_json)
+{
+	struct mp_profile *a, *b;
+	struct mp_diff *d;
+	json_object *root, *changes;
+	char *text;
+	int seen = 0;
+
+	reserving(&a, &b);
+	cr_assert_eq(mp_diff_new(a, b, NULL, 0, 3, &d), 0);
+	text = render(d, MP_DIFF_JSON);
+	root = json_tokener_parse(text);
+	cr_assert_not_null(root, "%s", text);
+	cr_assert(json_object_object_get_ex(root, "changes", &changes));
+	for (size_t i = 0; i < json_object_array_length(changes); i++) {
+		json_object *c = json_object_array_get_idx(changes, i), *v;
+		const char *scope, *metric;
+		int64_t delta;
+
+		json_object_object_get_ex(c, "scope", &v);
+		scope = json_object_get_string(v);
+		json_object_object_get_ex(c, "metric", &v);
+		metric = json_object_get_string(v);
+		json_object_object_get_ex(c, "delta", &v);
+		delta = json_object_get_int64(v);
+		if (!strcmp(scope, "rss") || !strcmp(metric, "rss"))
+			continue;
+		if (!strcmp(metric, "mapped") || !strcmp(metric, "maps_peak") ||
+		    !strcmp(metric, "maps_live")) {
+			bool grows =
+				strcmp(scope, "owner") ||
+				!strcmp(json_object_get_string(json_object_object_get(c, "name")),
+					"libv8.so");
+
+			cr_expect_eq(delta, grows ? 8 << 20 : 0, "%s %s", scope, metric);
+		} else {
+			cr_expect_eq(delta, 0, "heap %s %s changed", scope, metric);
+		}
+		if (!strcmp(scope, "profile") &&
+		    (!strcmp(metric, "peak") || !strcmp(metric, "maps_peak")))
+			seen++;
+	}
+	cr_expect_eq(seen, 2, "the heap's and the mappings' peaks, each a row");
+	json_object_put(root);
+	free(text);
+	mp_diff_free(d);
+	mp_profile_free(a);
+	mp_profile_free(b);
+}
+
+/* A file written before mappings were recorded: its mapping figures are
+ * unknown (never 0), a limit on them is not checked, and a warning says
+ * its heap figures may hold mappings. Two such files: no mapping rows. */
+Test(diff, mappings_unknown_in_an_older_file)
+{
+	static const char *const specs[] = { "maps_peak=0" };
+	struct mp_profile *a, *b;
+	struct mp_diff_limit *l = limits(specs, 1);
+	struct mp_diff *d;
+	char *text;
+
+	reserving(&a, &b);
+	a->maps_recorded = false;
+	cr_assert_eq(mp_diff_new(a, b, l, 1, 3, &d), 0);
+	cr_expect_eq(d->exceeded, 0);
+	cr_expect_eq(row(d, MP_DIFF_PROFILE, NULL, MP_DIFF_MAPPED_PEAK)->status, MP_DIFF_UNKNOWN);
+	cr_expect_eq(row(d, MP_DIFF_OWNER, "libv8.so", MP_DIFF_MAPPED)->status, MP_DIFF_UNKNOWN);
+	text = render(d, MP_DIFF_TABLE);
+	cr_expect(strstr(text, "warning: OLD was written before mappings were recorded: its "
+			       "mapping figures are unknown, and its heap figures may include "
+			       "mappings\n"),
+		  "%s", text);
+	cr_expect(strstr(text, "mappings: reserved peak unknown, at the end unknown, mapped "
+			       "unknown\n"),
+		  "%s", text);
+	cr_expect(strstr(text, "1 figure changed, 9 unchanged, 12 unknown (RSS without samples, "
+			       "mappings not recorded)\n"),
+		  "%s", text);
+	cr_expect(strstr(text, "  ?     maps_peak=0: held over 0 figures; 1 not checked "
+			       "(mappings not recorded)\n"),
+		  "%s", text);
+	free(text);
+	mp_diff_free(d);
+
+	b->maps_recorded = false;
+	cr_assert_eq(mp_diff_new(a, b, NULL, 0, 3, &d), 0);
+	cr_expect(!d->maps);
+	for (uint32_t i = 0; i < d->n_rows; i++)
+		cr_expect(!mp_diff_metric_is_maps(d->rows[i].metric), "a mapping row");
+	text = render(d, MP_DIFF_TABLE);
+	cr_expect(!strstr(text, "mappings"), "%s", text);
+	free(text);
+	mp_diff_free(d);
+	limits_free(l, 1);
+	mp_profile_free(a);
+	mp_profile_free(b);
 }

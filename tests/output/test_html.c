@@ -4,13 +4,14 @@
  * its script runs without an error, the kernel table holds the kernels'
  * full names (a hostile one stays text), the peak and the flags are on the
  * page, the timeline is drawn, and a profile of 100,000 invocations is
- * drawn in under 5 s, as measured in the page.
+ * drawn in under 5 s, as measured in the page. The anonymous mappings are
+ * figures beside the heap's, "unknown" in a file without them.
  */
 #include <inttypes.h>
 
-#include "helpers.h"
 #include "html.h"
 #include "html_helpers.h"
+#include "maps_helpers.h"
 
 static char dir[128];
 
@@ -294,6 +295,143 @@ Test(html, flame_graph_of_bytes_live_at_the_peak)
 	cr_expect_not_null(strstr(dom, "id=\"mp-flame-nopeak\""), "no note");
 	cr_expect_null(strstr(dom, "name=\"mp-flame-kind\" value=\"4\""), "a switch to it");
 	free(fl);
+	free(dom);
+	free(text);
+	mp_profile_free(p);
+}
+
+/* The cell of column @col (0-based) in the row of @table whose first cell
+ * is @name, in @buf. */
+static const char *cell(const char *table, const char *name, int col, char *buf, size_t size)
+{
+	char key[256];
+	const char *at;
+
+	snprintf(key, sizeof(key), "%s</td>", name);
+	at = strstr(table, key);
+	cr_assert_not_null(at, "no row %s: %s", name, table);
+	for (int i = 0; i < col; i++) {
+		at = strstr(at, "<td");
+		cr_assert_not_null(at, "row %s has no column %d", name, col);
+		at += 3;
+	}
+	at = strchr(at, '>');
+	cr_assert_not_null(at);
+	at++;
+	snprintf(buf, size, "%.*s", (int)strcspn(at, "<"), at);
+	return buf;
+}
+
+/* The column index of header @title in @table. */
+static int column(const char *table, const char *title)
+{
+	char key[64];
+	const char *at;
+	int n = 0;
+
+	snprintf(key, sizeof(key), ">%s</th>", title);
+	at = strstr(table, key);
+	cr_assert_not_null(at, "no column %s: %s", title, table);
+	/* header cells before it and its own ("<thead" is not one) */
+	for (const char *t = table; (t = strstr(t, "<th")) && t < at; t++)
+		if (t[3] == ' ' || t[3] == '>')
+			n++;
+	return n - 1;
+}
+
+/* A program that reserves 8 MiB (of which RSS sees 1 MiB) under a heap of
+ * 5000 B, as node's V8 does at scale: the headline shows the heap peak,
+ * the mapping peak and the RSS peak side by side, the kernel, phase and
+ * owner tables their mapping columns, the timeline a mapping series. */
+#define MAPPED (8ull << 20)
+
+static struct mp_profile *reserving(void)
+{
+	struct stream s;
+	struct mp_profile *p;
+	struct block a;
+
+	stream_init(&s, NULL);
+	phase(&s, "load");
+	kbegin(&s, 1, "reserve");
+	a = alloc(&s, 1, 5000);
+	map_make(&s, 1, 0x7f0000000000ull, MAPPED);
+	rss_at(&s, 3u << 20, 1u << 20);
+	kend(&s, 1);
+	phase(&s, "inference");
+	kbegin(&s, 1, "compute");
+	release(&s, 1, &a);
+	rss_at(&s, 3u << 20, 1u << 20);
+	kend(&s, 1);
+	p = finish(&s);
+	cr_assert_eq(mp_profile_set_process(p, 42, "/usr/bin/node", NULL, NULL), 0);
+	cr_assert_eq(p->peak_bytes, 5000);
+	cr_assert_eq(p->maps.peak_bytes, MAPPED);
+	cr_assert_eq(p->maps_resident_peak, 1u << 20);
+	return p;
+}
+
+Test(html, mappings_beside_the_heap)
+{
+	struct mp_profile *p = reserving();
+	char *text, *dom, *kt, *pt, *ot, *head, buf[64];
+	const char *path = write_page(p, "maps.html", &text);
+
+	dom = html_dom(path);
+	html_expect_ran(dom);
+	head = section(dom, "<div class=\"cards\" id=\"mp-headline\">", "<h2");
+	cr_expect_not_null(strstr(head, "id=\"mp-head-heap\">5,000 B<"), "%s", head);
+	cr_expect_not_null(strstr(head, "id=\"mp-head-maps\">8,388,608 B<"), "%s", head);
+	cr_expect_not_null(strstr(head, "resident at most 1,048,576 B"), "%s", head);
+	cr_expect_not_null(strstr(head, "id=\"mp-head-rss\">3,145,728 B<"), "%s", head);
+	cr_expect_not_null(strstr(dom, "id=\"mp-maps-peak\">8,388,608 B<"));
+	cr_expect_not_null(strstr(dom, "id=\"mp-maps-live\">8,388,608 B<"));
+	cr_expect_not_null(strstr(dom, "id=\"mp-maps-alloc\">8,388,608 B<"));
+	cr_expect_not_null(strstr(dom, "id=\"mp-maps-resident\">1,048,576 B<"));
+	/* the heap's figures hold no mapping */
+	cr_expect_not_null(strstr(dom, "id=\"mp-peak\">5,000 B<"));
+
+	kt = section(dom, "<table id=\"mp-kernels\">", "</table>");
+	cr_expect_str_eq(cell(kt, "reserve", column(kt, "MAPPED_BYTES"), buf, sizeof(buf)),
+			 "8,388,608");
+	cr_expect_str_eq(cell(kt, "reserve", column(kt, "MAPS_PEAK"), buf, sizeof(buf)),
+			 "8,388,608");
+	cr_expect_str_eq(cell(kt, "reserve", column(kt, "ALLOC_BYTES"), buf, sizeof(buf)), "5,000");
+	cr_expect_str_eq(cell(kt, "compute", column(kt, "MAPPED_BYTES"), buf, sizeof(buf)), "0");
+	cr_expect_str_eq(cell(kt, "compute", column(kt, "MAPS_LIVE"), buf, sizeof(buf)),
+			 "8,388,608");
+	pt = section(dom, "<table id=\"mp-phases\">", "</table>");
+	cr_expect_str_eq(cell(pt, "load", column(pt, "MAPPED_BYTES"), buf, sizeof(buf)),
+			 "8,388,608");
+	cr_expect_str_eq(cell(pt, "inference", column(pt, "MAPPED_BYTES"), buf, sizeof(buf)), "0");
+	ot = section(dom, "<table id=\"mp-owners\">", "</table>");
+	cr_expect_str_eq(cell(ot, "(unknown)", column(ot, "MAPPED_BYTES"), buf, sizeof(buf)),
+			 "8,388,608");
+	cr_expect_str_eq(cell(ot, "(unknown)", column(ot, "MAPS_PEAK"), buf, sizeof(buf)),
+			 "8,388,608");
+	cr_expect_str_eq(cell(ot, "(unknown)", column(ot, "MAPS_LIVE"), buf, sizeof(buf)),
+			 "8,388,608");
+	cr_expect_gt(html_num(dom, "<canvas id=\"mp-timeline\"", "data-maps-columns"), 0);
+	free(kt);
+	free(pt);
+	free(ot);
+	free(head);
+	free(dom);
+	free(text);
+
+	/* a file written before mappings were recorded: unknown, never 0 */
+	p->maps_recorded = false;
+	path = write_page(p, "old-maps.html", &text);
+	dom = html_dom(path);
+	html_expect_ran(dom);
+	cr_expect_not_null(strstr(dom, "id=\"mp-head-maps\">unknown<"), "%s", dom);
+	cr_expect_not_null(strstr(dom, "id=\"mp-maps-peak\">unknown<"), "%s", dom);
+	kt = section(dom, "<table id=\"mp-kernels\">", "</table>");
+	cr_expect_str_eq(cell(kt, "reserve", column(kt, "MAPPED_BYTES"), buf, sizeof(buf)),
+			 "unknown");
+	cr_expect_str_eq(cell(kt, "compute", column(kt, "MAPS_PEAK"), buf, sizeof(buf)), "unknown");
+	cr_expect_eq(html_num(dom, "<canvas id=\"mp-timeline\"", "data-maps-columns"), 0);
+	free(kt);
 	free(dom);
 	free(text);
 	mp_profile_free(p);

@@ -5,7 +5,7 @@
  * whole screen's text, and the fitting to a terminal: long and hostile
  * names, more rows than lines, a tiny terminal.
  */
-#include "helpers.h"
+#include "maps_helpers.h"
 #include "top_view.h"
 
 #define U MP_UNKNOWN
@@ -108,9 +108,9 @@ Test(top_view, keys_name_the_sorts)
 		enum mp_top_sort by;
 		const char *name;
 	} want[] = {
-		{ 'l', MP_TOP_BY_LIVE, "live" },   { 'p', MP_TOP_BY_PEAK, "peak" },
-		{ 'c', MP_TOP_BY_CALLS, "calls" }, { 'a', MP_TOP_BY_ALLOC, "alloc" },
-		{ 'n', MP_TOP_BY_NAME, "name" },
+		{ 'l', MP_TOP_BY_LIVE, "live" },     { 'p', MP_TOP_BY_PEAK, "peak" },
+		{ 'c', MP_TOP_BY_CALLS, "calls" },   { 'a', MP_TOP_BY_ALLOC, "alloc" },
+		{ 'm', MP_TOP_BY_MAPPED, "mapped" }, { 'n', MP_TOP_BY_NAME, "name" },
 	};
 	enum mp_top_sort by = MP_TOP_BY_NAME;
 
@@ -174,17 +174,18 @@ Test(top_view, whole_screen)
 	char *text = screen(p, &v, &header);
 
 	cr_expect_str_eq(
-		text, "memprof top: pid 42 (direct) /usr/bin/tiny\n"
-		      "window 0.0 s; mode precise\n"
-		      "heap: live 2.9 KiB in 3 blocks, peak 51.8 KiB; rss: 8.0 KiB, peak 8.0 KiB\n"
-		      "sorted by live; keys: l live, p peak, c calls, a alloc, n name, q quit\n"
-		      "\n"
-		      "      CALLS      *LIVE       PEAK      ALLOC  KERNEL                "
-		      "            \n"
-		      "          3    2.9 KiB     1000 B    2.9 KiB  keep\n"
-		      "          1        0 B   48.8 KiB   48.8 KiB  burst\n"
-		      "         10        0 B        8 B       80 B  tiny\n");
-	cr_expect_eq(header, 5);
+		text,
+		"memprof top: pid 42 (direct) /usr/bin/tiny\n"
+		"window 0.0 s; mode precise\n"
+		"heap: live 2.9 KiB in 3 blocks, peak 51.8 KiB; rss: 8.0 KiB, peak 8.0 KiB\n"
+		"mappings: reserved 0 B, peak 0 B; resident peak <= 0 B (not in heap)\n"
+		"sorted by live; keys: l live, p peak, c calls, a alloc, m mapped, n name, q quit\n"
+		"\n"
+		"      CALLS      *LIVE       PEAK      ALLOC     MAPPED  KERNEL                 \n"
+		"          3    2.9 KiB     1000 B    2.9 KiB        0 B  keep\n"
+		"          1        0 B   48.8 KiB   48.8 KiB        0 B  burst\n"
+		"         10        0 B        8 B       80 B        0 B  tiny\n");
+	cr_expect_eq(header, 6);
 	free(text);
 
 	/* another key, a status line, the sorted column marked */
@@ -193,11 +194,11 @@ Test(top_view, whole_screen)
 	text = screen(p, &v, &header);
 	cr_expect(strstr(text, "sorted by calls;"), "%s", text);
 	cr_expect(strstr(text, "\npid 42 exited: its final profile is shown; q quits\n"
-			       "     *CALLS       LIVE       PEAK      ALLOC  KERNEL"),
+			       "     *CALLS       LIVE       PEAK      ALLOC     MAPPED  KERNEL"),
 		  "%s", text);
-	cr_expect(strstr(text, "         10        0 B        8 B       80 B  tiny\n"
-			       "          3    2.9 KiB     1000 B    2.9 KiB  keep\n"
-			       "          1        0 B   48.8 KiB   48.8 KiB  burst\n"),
+	cr_expect(strstr(text, "         10        0 B        8 B       80 B        0 B  tiny\n"
+			       "          3    2.9 KiB     1000 B    2.9 KiB        0 B  keep\n"
+			       "          1        0 B   48.8 KiB   48.8 KiB        0 B  burst\n"),
 		  "%s", text);
 	free(text);
 	mp_profile_free(p);
@@ -237,10 +238,10 @@ Test(top_view, long_names_end_in_an_ellipsis_at_the_width)
 	p = named(names, 2);
 	text = screen(p, &v, &header);
 	check_fits(text, 100);
-	/* 100 columns: 46 of figures and gap, 51 of the name, "..." */
+	/* 100 columns: 57 of figures and gap, 40 of the name, "..." */
 	line = strstr(text, "Lxxx");
 	cr_assert_not_null(line, "%s", text);
-	cr_expect_eq(strchr(line, '\n') - line, 51 + 3, "%s", text);
+	cr_expect_eq(strchr(line, '\n') - line, 40 + 3, "%s", text);
 	cr_expect(!strncmp(strchr(line, '\n') - 4, "x...\n", 5), "%s", text);
 	cr_expect(strstr(text, "  short\n"), "a name that fits is whole: %s", text);
 	free(text);
@@ -251,7 +252,7 @@ Test(top_view, long_names_end_in_an_ellipsis_at_the_width)
 	line = strstr(text, "Lxxx");
 	cr_assert_not_null(line);
 	cr_expect(!strncmp(strchr(line, '\n') - 4, "x\xe2\x80\xa6\n", 5), "%s", text);
-	cr_expect_eq(columns(line, (size_t)(strchr(line, '\n') - line)), 54, "%s", text);
+	cr_expect_eq(columns(line, (size_t)(strchr(line, '\n') - line)), 43, "%s", text);
 	free(text);
 
 	/* wide enough: the whole name */
@@ -296,13 +297,13 @@ Test(top_view, rows_beyond_the_height_are_counted)
 	uint32_t header;
 	char *text = screen(p, &v, &header);
 
-	/* 6 lines above the rows, 3 rows (k9, k8, k7: the highest live),
-	 * the count of the 7 others */
+	/* 7 lines above the rows, 2 rows (k9, k8: the highest live), the
+	 * count of the 8 others */
 	cr_expect_eq(check_fits(text, 80), 10, "%s", text);
 	cr_expect(strstr(text, "  k9\n"), "%s", text);
-	cr_expect(strstr(text, "  k7\n... 7 more kernels (a taller terminal shows them)\n"), "%s",
+	cr_expect(strstr(text, "  k8\n... 8 more kernels (a taller terminal shows them)\n"), "%s",
 		  text);
-	cr_expect(!strstr(text, "  k6\n"), "%s", text);
+	cr_expect(!strstr(text, "  k7\n"), "%s", text);
 	free(text);
 
 	/* a tiny terminal: its lines, its width, never more */
@@ -326,10 +327,11 @@ Test(top_view, before_the_first_profile)
 			 "memprof top: pid 99 (memprofd)\n"
 			 "waiting for the first snapshot\n"
 			 "\n"
-			 "sorted by live; keys: l live, p peak, c calls, a alloc, n name, q quit\n"
+			 "sorted by live; keys: l live, p peak, c calls, a alloc, m mapped, n "
+			 "name, q quit\n"
 			 "\n"
-			 "      CALLS      *LIVE       PEAK      ALLOC  KERNEL                "
-			 "            \n");
+			 "      CALLS      *LIVE       PEAK      ALLOC     MAPPED  KERNEL        "
+			 "         \n");
 	cr_expect_eq(header, 5);
 	free(text);
 }
@@ -347,10 +349,14 @@ Test(top_view, bytes_in_binary_units)
 	p->kernels[2].retained_bytes = 5ull << 30;
 	p->kernels[3].retained_bytes = UINT64_MAX;
 	text = screen(p, &v, &header);
-	cr_expect(strstr(text, "          1     1023 B        0 B        0 B  a\n"), "%s", text);
-	cr_expect(strstr(text, "          1    1.0 KiB        0 B        0 B  b\n"), "%s", text);
-	cr_expect(strstr(text, "          1    5.0 GiB        0 B        0 B  c\n"), "%s", text);
-	cr_expect(strstr(text, "          1   16.0 EiB        0 B        0 B  d\n"), "%s", text);
+	cr_expect(strstr(text, "          1     1023 B        0 B        0 B        0 B  a\n"),
+		  "%s", text);
+	cr_expect(strstr(text, "          1    1.0 KiB        0 B        0 B        0 B  b\n"),
+		  "%s", text);
+	cr_expect(strstr(text, "          1    5.0 GiB        0 B        0 B        0 B  c\n"),
+		  "%s", text);
+	cr_expect(strstr(text, "          1   16.0 EiB        0 B        0 B        0 B  d\n"),
+		  "%s", text);
 	free(text);
 	mp_profile_free(p);
 }
@@ -378,5 +384,75 @@ Test(top_view, the_copy_renders_as_the_profile)
 	}
 	cr_expect(p->n_invocations > 0);
 	mp_profile_free(q);
+	mp_profile_free(p);
+}
+
+/* Mappings beside the heap: a kernel that maps 8 MiB (RSS sees 1 MiB of
+ * it) and frees nothing of the heap shows them in its MAPPED column and
+ * the header's mapping line; sorting by m puts it first. A profile without
+ * mapping figures says "unknown", never 0. */
+Test(top_view, mapped_bytes_beside_the_heap)
+{
+	struct mp_top_view v = {
+		.width = 100, .height = 20, .by = MP_TOP_BY_MAPPED, .via = "direct"
+	};
+	struct mp_profile *p, *q = NULL;
+	struct mp_top_row *rows = NULL;
+	struct stream s;
+	uint32_t header, n;
+	char *text;
+
+	stream_init(&s, NULL);
+	kbegin(&s, 1, "heap_only");
+	alloc(&s, 1, 4096);
+	kend(&s, 1);
+	kbegin(&s, 1, "reserve");
+	map_make(&s, 1, 0x7f0000000000ull, 8u << 20);
+	rss_at(&s, 3u << 20, 1u << 20);
+	map_make(&s, 1, 0x7f0001000000ull, 1u << 20);
+	map_release(&s, 1, 0x7f0001000000ull, 1u << 20);
+	kend(&s, 1);
+	p = finish(&s);
+	cr_assert_eq(mp_profile_set_process(p, 42, "/usr/bin/node", NULL, NULL), 0);
+
+	cr_assert_eq(mp_top_rows(p, MP_TOP_BY_MAPPED, &rows, &n), 0);
+	cr_assert_eq(n, 2);
+	cr_expect_str_eq(rows[0].name, "reserve");
+	cr_expect_eq(rows[0].mapped, 9u << 20);
+	cr_expect_eq(rows[0].alloc, 0);
+	cr_expect_str_eq(rows[1].name, "heap_only");
+	cr_expect_eq(rows[1].mapped, 0);
+	cr_expect_eq(rows[1].alloc, 4096);
+	free(rows);
+
+	text = screen(p, &v, &header);
+	check_fits(text, 100);
+	cr_expect(strstr(text, "heap: live 4.0 KiB in 1 blocks, peak 4.0 KiB; rss: 3.0 MiB, "
+			       "peak 3.0 MiB\n"
+			       "mappings: reserved 8.0 MiB, peak 9.0 MiB; resident peak <= 1.0 MiB "
+			       "(not in heap)\n"
+			       "sorted by mapped;"),
+		  "%s", text);
+	cr_expect(strstr(text, "      CALLS       LIVE       PEAK      ALLOC    *MAPPED  KERNEL"),
+		  "%s", text);
+	cr_expect(strstr(text,
+			 "          1        0 B        0 B        0 B    9.0 MiB  reserve\n"
+			 "          1    4.0 KiB    4.0 KiB    4.0 KiB        0 B  heap_only\n"),
+		  "%s", text);
+	free(text);
+
+	/* the screen's copy keeps them */
+	cr_assert_eq(mp_top_view_copy(p, &q), 0);
+	text = screen(q, &v, &header);
+	cr_expect(strstr(text, "mappings: reserved 8.0 MiB, peak 9.0 MiB;"), "%s", text);
+	cr_expect(strstr(text, "    9.0 MiB  reserve\n"), "%s", text);
+	free(text);
+	mp_profile_free(q);
+
+	p->maps_recorded = false;
+	text = screen(p, &v, &header);
+	cr_expect(strstr(text, "\nmappings: unknown (this profile has no mapping figures)\n"), "%s",
+		  text);
+	free(text);
 	mp_profile_free(p);
 }

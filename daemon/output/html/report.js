@@ -70,7 +70,10 @@
 	(function decode() { /* html.c writes times and parents as differences */
 		var b = new Float64Array(N), e = new Float64Array(N), par = new Int32Array(N), t = 0;
 		var tot = new Float64Array(N), pk = new Float64Array(N), live = 0;
+		var mp = new Float64Array(N), mlive = 0;
 		for (var i = 0; i < N; i++) {
+			mlive += INV.maps[i];
+			mp[i] = mlive;
 			t += INV.begin[i];
 			b[i] = t;
 			e[i] = t + INV.dur[i];
@@ -79,7 +82,7 @@
 			tot[i] = live;
 			pk[i] = live + INV.peak[i];
 		}
-		INV.begin = b; INV.end = e; INV.parent = par; INV.total = tot; INV.peak = pk;
+		INV.begin = b; INV.end = e; INV.parent = par; INV.total = tot; INV.peak = pk; INV.maps = mp;
 	})();
 	var app = el('div', { id: 'mp-app' });
 
@@ -109,7 +112,48 @@
 		if (extra) add(c, el('div', { class: 'e' }, extra));
 	}
 
+	/* A mapping figure: null in a file written before mappings were
+	 * recorded, which is unknown, never 0. */
+	function mapped(v) { return v === null || v === undefined ? 'unknown' : group(v); }
+	var MAPS_UNKNOWN = 'this file was written before mappings were recorded';
+
+	/* The heap, the anonymous mappings and RSS side by side: where RSS went. */
+	function headline() {
+		add(app, el('h2', null, 'Memory'));
+		var box = add(app, el('div', { class: 'cards', id: 'mp-headline' }));
+		card(box, 'heap peak (malloc family)', pm(D.peakBytes, D.peakBytesStderr) + ' B',
+			human(D.peakBytes), 'mp-head-heap');
+		card(box, 'mappings reserved peak (mmap)', D.mapsRecorded ? mapped(D.mapsPeak) + ' B' : 'unknown',
+			D.mapsRecorded ? human(D.mapsPeak) + (D.mapsResidentPeak !== null ?
+				'; resident at most ' + group(D.mapsResidentPeak) + ' B' : '') : MAPS_UNKNOWN,
+			'mp-head-maps');
+		card(box, 'RSS peak (sampled)', D.rssSamples ? group(D.rssPeak) + ' B' : 'unknown',
+			D.rssSamples ? human(D.rssPeak) : 'no RSS sample', 'mp-head-rss');
+	}
+
+	function mappings() {
+		add(app, el('h2', null, 'Anonymous mappings'));
+		add(app, el('div', { class: 'muted' }, 'A separate view: the mmap, mremap and munmap calls the ' +
+			'program made itself (reserved bytes), in no heap figure. Resident bytes are bounded by ' +
+			'RssAnon at each RSS sample.'));
+		var box = add(app, el('div', { class: 'cards' }));
+		if (!D.mapsRecorded) {
+			card(box, 'reserved peak', 'unknown', MAPS_UNKNOWN, 'mp-maps-peak');
+			return;
+		}
+		card(box, 'reserved peak', group(D.mapsPeak) + ' B', human(D.mapsPeak), 'mp-maps-peak');
+		card(box, 'reserved at the end', group(D.mapsLive) + ' B', human(D.mapsLive), 'mp-maps-live');
+		card(box, 'mapped', group(D.mapsAlloc) + ' B', human(D.mapsAlloc) + ' in ' +
+			group(D.mapsAllocCount) + ' mappings', 'mp-maps-alloc');
+		card(box, 'unmapped', group(D.mapsFree) + ' B', human(D.mapsFree) + ' in ' +
+			group(D.mapsFreeCount) + ' calls');
+		card(box, 'resident peak at most', D.mapsResidentPeak === null ? 'unknown' :
+			group(D.mapsResidentPeak) + ' B', D.mapsResidentPeak === null ? 'no RSS sample' :
+			'min(reserved, RssAnon) at the samples', 'mp-maps-resident');
+	}
+
 	function summary() {
+		headline();
 		add(app, el('h2', null, 'Heap'));
 		var box = add(app, el('div', { class: 'cards' }));
 		card(box, 'peak live bytes (peakBytes)', pm(D.peakBytes, D.peakBytesStderr) + ' B',
@@ -126,6 +170,7 @@
 		if (D.rssSamples)
 			card(box, 'RSS peak (sampled)', group(D.rssPeak) + ' B', human(D.rssPeak) +
 				' over ' + group(D.rssSamples) + ' samples');
+		mappings();
 	}
 
 	/* ---- the timeline: heap and RSS, phases and kernels under them ---- */
@@ -157,17 +202,27 @@
 		return { t: T, v: V };
 	}
 
-	/* The live heap where the model knows it: 0 at attach, every RSS
-	 * sample's reading, every kernel's end, newBytes at the end. */
-	function heapSeries() {
+	/* A figure where the model knows it: 0 at attach, every RSS sample's
+	 * reading (@atRss, null where unknown), every kernel's end (@atEnd),
+	 * @last at the end. */
+	function knownSeries(atRss, atEnd, last) {
 		var r = D.rss, n = 0, i, T = new Float64Array(r.t.length + N + 2), V = new Float64Array(T.length);
 		T[n] = 0; V[n++] = 0;
-		for (i = 0; i < r.t.length; i++) if (r.heap[i] !== null) { T[n] = r.t[i]; V[n++] = r.heap[i]; }
-		for (i = 0; i < N; i++) { T[n] = INV.end[i]; V[n++] = INV.total[i]; }
-		T[n] = D.windowNs; V[n++] = D.newBytes;
+		for (i = 0; i < r.t.length; i++) if (atRss[i] !== null) { T[n] = r.t[i]; V[n++] = atRss[i]; }
+		for (i = 0; i < N; i++) { T[n] = INV.end[i]; V[n++] = atEnd[i]; }
+		T[n] = D.windowNs; V[n++] = last;
 		T = T.subarray(0, n); V = V.subarray(0, n);
 		var T0 = T.slice(), V0 = V.slice();
 		return sortNearly(T, V) ? { t: T, v: V } : seriesFrom(Array.from(T0), Array.from(V0));
+	}
+
+	/* The live heap: newBytes at the end. */
+	function heapSeries() { return knownSeries(D.rss.heap, INV.total, D.newBytes); }
+
+	/* The mappings' reserved bytes, as the heap; none when unknown. */
+	function mapsSeries() {
+		if (!D.mapsRecorded) return { t: new Float64Array(0), v: new Float64Array(0) };
+		return knownSeries(D.rss.maps, INV.maps, D.mapsLive);
 	}
 
 	/* A lane per (thread, depth), threads in order of their first kernel;
@@ -212,6 +267,7 @@
 			'<span style="background:#2f6fd0"></span>heap live bytes' +
 			'<span style="background:rgba(47,111,208,0.3);height:10px"></span>heap peak inside kernels' +
 			'<span style="background:#d2691e"></span>RSS' +
+			'<span style="background:#8e44ad"></span>mappings (reserved, on the RSS scale)' +
 			' &nbsp; drag to pan, wheel to zoom, click a kernel for its tf.profile region';
 		var box = add(app, el('div', { id: 'mp-timeline-box' }));
 		var cv = add(box, el('canvas', { id: 'mp-timeline' }));
@@ -220,6 +276,7 @@
 		TL.cv = cv; TL.tip = tip;
 		TL.heap = heapSeries();
 		TL.rss = seriesFrom(D.rss.t, D.rss.rss);
+		TL.maps = mapsSeries();
 		lanes();
 		var lo = 0, hi = D.windowNs;
 		for (var i = 0; i < N; i++) { if (INV.begin[i] < lo) lo = INV.begin[i]; if (INV.end[i] > hi) hi = INV.end[i]; }
@@ -373,23 +430,27 @@
 		var dpr = layout(), W = TL.w, ctx = TL.cv.getContext('2d');
 		ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
 		ctx.clearRect(0, 0, TL.w, TL.h);
-		var hb = buckets(TL.heap, W), rb = buckets(TL.rss, W);
-		/* each on its own scale: RSS is often many times the heap */
-		var pc = peakColumns(W), ht = Math.max(hb.top, pc.top, 1) * 1.08, rt = Math.max(rb.top, 1) * 1.08;
+		var hb = buckets(TL.heap, W), rb = buckets(TL.rss, W), mb = buckets(TL.maps, W);
+		/* the heap on its own scale (RSS is often many times the heap), the
+		 * mappings on RSS's: reserved bytes next to resident ones */
+		var pc = peakColumns(W), ht = Math.max(hb.top, pc.top, 1) * 1.08;
+		var rt = Math.max(rb.top, mb.top, 1) * 1.08;
 		var hy = function (v) { return 16 + (CHART_H - 16) * (1 - v / ht); };
 		var ry = function (v) { return 16 + (CHART_H - 16) * (1 - v / rt); };
 		drawAxis(ctx, W, CHART_H);
 		ctx.font = '11px sans-serif';
 		ctx.fillStyle = '#2f6fd0';
 		ctx.fillText('heap, top ' + human(ht / 1.08), 4, 12);
-		var rc = 0;
-		if (TL.rss.t.length) {
-			var label = 'RSS, top ' + human(rt / 1.08);
+		var rc = 0, mc = 0;
+		if (TL.rss.t.length || TL.maps.t.length) {
+			var label = (TL.maps.t.length ? 'RSS and mappings' : 'RSS') + ', top ' + human(rt / 1.08);
 			ctx.fillStyle = '#d2691e';
 			ctx.fillText(label, W - 6 - ctx.measureText(label).width, 12);
-			rc = drawSeries(ctx, TL.rss, rb, W, ry, '#d2691e');
 		}
+		if (TL.maps.t.length) mc = drawSeries(ctx, TL.maps, mb, W, ry, '#8e44ad');
+		if (TL.rss.t.length) rc = drawSeries(ctx, TL.rss, rb, W, ry, '#d2691e');
 		TL.cv.setAttribute('data-rss-drawn', TL.rss.t.length && TL.drawn ? '1' : '0');
+		TL.cv.setAttribute('data-maps-columns', String(mc));
 		ctx.fillStyle = 'rgba(47,111,208,0.16)';
 		for (var c = 0; c < W; c++) if (pc.pk[c] > 0) ctx.fillRect(c, hy(pc.pk[c]), 1, CHART_H - hy(pc.pk[c]));
 		var hc = drawSeries(ctx, TL.heap, hb, W, hy, '#2f6fd0');
@@ -424,10 +485,12 @@
 	function hover(ev) {
 		var r = TL.cv.getBoundingClientRect(), x = ev.clientX - r.left, yy = ev.clientY - r.top;
 		var t = TL.view[0] + x / TL.w * (TL.view[1] - TL.view[0]);
-		var h = valueAt(TL.heap, t), s = valueAt(TL.rss, t), ph = phaseAt(t);
+		var h = valueAt(TL.heap, t), s = valueAt(TL.rss, t), ph = phaseAt(t), mv = valueAt(TL.maps, t);
 		var lines = ['t = ' + timeLabel(t) + ' from attach',
 			'heap live ' + (h === null ? '-' : group(h) + ' B (' + human(h) + ')'),
-			'RSS ' + (s === null ? '-' : group(s) + ' B (' + human(s) + ')')];
+			'RSS ' + (s === null ? '-' : group(s) + ' B (' + human(s) + ')'),
+			'mappings reserved ' + (!D.mapsRecorded ? 'unknown' : mv === null ? '-' :
+				group(mv) + ' B (' + human(mv) + ')')];
 		if (ph) lines.push('phase ' + ph.name);
 		var i = invAt(x, yy);
 		if (i >= 0) {
@@ -489,6 +552,14 @@
 
 	/* ---- tables ---- */
 
+	/* Mapping columns of the kernel, phase, owner and tag tables ('m':
+	 * "unknown" when the file has no mapping figures). */
+	var MAPS_COLS = [['MAPPED_BYTES', 'mapsAlloc', 'm'], ['MAPS_PEAK', 'mapsPeak', 'm'],
+		['MAPS_LIVE', 'mapsLive', 'm']];
+	var MAPS_NOTE = 'MAPPED_BYTES: bytes of anonymous mappings made (nested kernels included); ' +
+		'MAPS_PEAK and MAPS_LIVE: reserved mapping bytes, the highest and at the end; of a kernel ' +
+		'or phase they are the process\'s (while it ran, at its last end), of an owner or tag its own.';
+
 	/* cols: [title, key or function(row), kind ('n' numbers, 's' text)] */
 	function table(parent, id, cols, rows, opts) {
 		opts = opts || {};
@@ -520,7 +591,8 @@
 							tg.onclick = function (ev) { ev.stopPropagation(); item.toggle(); render(); };
 						} else add(td, el('span', { class: 'tree' }));
 					}
-					td.appendChild(document.createTextNode(c[2] === 's' ? String(v) : c[2] === 'x' ? v : group(v)));
+					td.appendChild(document.createTextNode(c[2] === 's' ? String(v) : c[2] === 'x' ? v :
+						c[2] === 'm' ? mapped(v) : group(v)));
 				});
 			});
 			Array.prototype.forEach.call(head.children, function (th, i) {
@@ -584,6 +656,7 @@
 		if (S) cols.push(['±PEAK_ADDED', 'peakAddedStderr'], ['BIAS_ADDED<=', 'peakAddedBiasBound']);
 		cols.push(['PEAK_LIVE', 'peakBytes']);
 		if (S) cols.push(['±PEAK_LIVE', 'peakBytesStderr']);
+		cols.push.apply(cols, MAPS_COLS);
 		cols.push(['RSS_DELTA', 'rssDelta'], ['TIME_MS', function (k) { return ms(k.totalNs); }, 'x',
 			function (k) { return k.totalNs; }]);
 		var tb = table(app, 'mp-kernels', cols, ks, {
@@ -595,6 +668,7 @@
 			}
 		});
 		nest.onchange = tb.render;
+		add(app, el('div', { class: 'muted' }, MAPS_NOTE));
 		if (S) add(app, el('div', { class: 'muted' }, 'Sampled peaks: PEAK_LIVE is biased up by at most ' +
 			group(D.peakBytesBiasBound) + ' B (as the process peak); PEAK_ADDED by at most BIAS_ADDED.'));
 	}
@@ -826,6 +900,7 @@
 				function (p) { return p.durationNs; }], ['ENTRIES', 'entries'], ['NET_BYTES', 'bytesAdded'],
 				['ALLOC_BYTES', 'allocBytes'], ['PEAK_BYTES', 'peakBytes']];
 			if (S) c.push(['±PEAK_BYTES', 'peakBytesStderr']);
+			c.push.apply(c, MAPS_COLS);
 			c.push(['RSS_PEAK', 'rssPeak']);
 			table(app, 'mp-phases', c, D.phases);
 		}
@@ -837,6 +912,7 @@
 			c.push(['PEAK_BYTES', 'peakBytes']);
 			if (S) c.push(['±PEAK_BYTES', 'peakBytesStderr'], ['BIAS<=', 'peakBytesBiasBound']);
 			c.push(['NET_BYTES', 'netBytes']);
+			c.push.apply(c, MAPS_COLS);
 			table(app, 'mp-' + o[2], c, D[o[2]], { sort: { col: 1, dir: -1 } });
 		});
 		var used = D.pools.filter(function (p) { return p.used; });
