@@ -32,7 +32,8 @@ struct mp_stack_table {
 	uint64_t max_frames; /* on frames_total */
 	uint32_t max_nodes; /* max_frames / MP_STACKS_FRAMES_PER_NODE */
 	uint64_t bytes; /* chunks and chunk directories */
-	struct mp_stack scratch; /* mp_stack_table_get() */
+	struct mp_stack scratch; /* mp_stack_table_get(): stack scratch_id */
+	uint32_t scratch_id;
 	uint64_t scratch_frames[MP_STACKS_MAX_DEPTH];
 };
 
@@ -251,6 +252,10 @@ const struct mp_stack *mp_stack_table_get(struct mp_stack_table *t, uint32_t id)
 {
 	if (!id || id > t->n)
 		return NULL;
+	/* stacks never change: the one asked for last is still laid out */
+	if (id == t->scratch_id)
+		return &t->scratch;
+	t->scratch_id = id;
 	t->scratch.frames = t->scratch_frames;
 	t->scratch.n_frames = frames_of(t, id, t->scratch_frames, &t->scratch.flags);
 	return &t->scratch;

@@ -27,9 +27,16 @@ Test(stack_table, ids_and_export)
 	cr_assert_eq(mp_stack_table_intern(t, a + 1, 2, 0), 5);
 	cr_assert_null(mp_stack_table_get(t, 0));
 	cr_assert_null(mp_stack_table_get(t, 6));
-	s = mp_stack_table_get(t, 2);
-	cr_assert_eq(s->n_frames, 2);
-	cr_assert_arr_eq(s->frames, b, sizeof(b));
+	for (int round = 0; round < 2; round++) {
+		s = mp_stack_table_get(t, 2);
+		cr_assert_eq(s->n_frames, 2);
+		cr_assert_arr_eq(s->frames, b, sizeof(b));
+		cr_assert_eq(mp_stack_table_get(t, 2), s);
+		s = mp_stack_table_get(t, 3);
+		cr_assert_eq(s->n_frames, 3);
+		cr_assert_eq(s->flags, MP_STACK_F_TRUNCATED);
+		cr_assert_arr_eq(s->frames, a, sizeof(a));
+	}
 	cr_assert_eq(mp_stack_table_export(t, &p), 0);
 	cr_assert_eq(p.n_stacks, 5);
 	cr_assert_eq(p.stacks_dropped, 0);
