@@ -1,8 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Call stacks in memprof.proto: a profile with more stacks than the 2^18
- * files once held survives write -> read exactly, in far fewer bytes than
- * its frames; files of the list encoding still read; a prefix tree that
+ * Call stacks in memprof.proto: a profile with more than 2^18 stacks
+ * survives write -> read exactly, in far fewer bytes than its frames; files of the list encoding still read; a prefix tree that
  * breaks the rules (a parent after its child, which is what a cycle needs,
  * an index out of range, a stack too deep) is refused with -EBADMSG and a
  * reason.

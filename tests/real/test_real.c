@@ -577,9 +577,9 @@ Test(real, torch_heap_peak_like_heaptrack, .timeout = 600)
 }
 
 /* `--stacks` with the default options keeps every stack of PyTorch: its
- * static initializers alone make more distinct stacks than the 2^18 the
- * stack table once held, and the table drops none of them, each read back
- * from the file with its frames. */
+ * static initializers alone make more than 2^18 distinct stacks, and the
+ * table drops none of them, each read back from the file with its
+ * frames. */
 Test(real, torch_stacks_none_dropped, .timeout = 600)
 {
 	char *opts[] = { "--stacks", "--print", "none", "-o", in_dir("t.pb") };

@@ -59,7 +59,7 @@ Test(stack_table, ids_and_export)
 
 /* A program's stacks: DEPTH frames, the outer ones the same callers, the
  * inner SPREAD a path through a tree of fan-out 8 picked by @i. */
-#define N_STACKS 300000u /* more than the 2^18 the table once held */
+#define N_STACKS 300000u /* more than 2^18 */
 #define DEPTH 32u
 #define SPREAD 7u
 
