@@ -20,6 +20,11 @@
  * feeds it, an allocation held for the free that follows it
  * (mp_correlator_apply_temporary()); the two profiles must encode to the
  * same bytes.
+ *
+ * Inputs starting with 'T' are a prefix tree of call stacks (memprof.proto
+ * Profile.stack_*) built from the bytes, parents and indices in and out of
+ * range, chains of any depth: what decodes renders, and re-encodes to the
+ * same stacks.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -28,6 +33,7 @@
 #include <stdlib.h>
 
 #include "correlator.h"
+#include "memprof.pb-c.h"
 #include "live.h"
 #include "chrome.h"
 #include "diff.h"
@@ -382,6 +388,71 @@ static void drive_fused(const uint8_t *d, size_t n)
 	mp_correlator_free(q.c);
 }
 
+/* The stacks of @p and @q are the same. */
+static void same_stacks(const struct mp_profile *p, const struct mp_profile *q)
+{
+	if (p->n_stacks != q->n_stacks)
+		abort();
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		if (p->stacks[i].n_frames != q->stacks[i].n_frames ||
+		    p->stacks[i].flags != q->stacks[i].flags ||
+		    memcmp(p->stacks[i].frames, q->stacks[i].frames,
+			   p->stacks[i].n_frames * sizeof(uint64_t)))
+			abort();
+}
+
+#define TREE_MAX 512
+
+/* 3 bytes per node (up, address index, whether a stack ends there and
+ * with which flag), the addresses from the last bytes. */
+static void drive_tree(const uint8_t *d, size_t n)
+{
+	static uint32_t up[TREE_MAX], node_addrs[TREE_MAX], leaves[TREE_MAX];
+	static uint64_t addrs[8];
+	Memprof__Profile m = MEMPROF__PROFILE__INIT;
+	struct mp_profile *p = NULL, *q = NULL;
+	size_t nodes = n / 3 < TREE_MAX ? n / 3 : TREE_MAX, len;
+	uint8_t *buf;
+
+	for (size_t i = 0; i < 8; i++)
+		addrs[i] = n > i ? (uint64_t)d[n - 1 - i] << (i * 5) : i;
+	m.format_version = MP_PROFILE_FORMAT_STACK_TREE;
+	m.n_stack_addrs = n ? d[0] % 9 : 0;
+	m.stack_addrs = addrs;
+	for (size_t i = 0; i < nodes; i++) {
+		const uint8_t *b = d + 3 * i;
+
+		/* mostly a parent just before: deep chains */
+		up[i] = b[0] < 0xc0 ? 1 + b[0] % 4 : b[0] - 0xc0;
+		node_addrs[i] = b[1] % 9;
+		if (b[2] & 1)
+			leaves[m.n_stack_leaves++] =
+				b[2] >> 1 ? (uint32_t)(i + 1) << 1 | (b[2] >> 1 & 1) : b[2];
+	}
+	m.n_stack_node_up = m.n_stack_node_addrs = nodes;
+	m.stack_node_up = up;
+	m.stack_node_addrs = node_addrs;
+	m.stack_leaves = leaves;
+	len = memprof__profile__get_packed_size(&m);
+	buf = malloc(len ? len : 1);
+	if (!buf)
+		return;
+	memprof__profile__pack(&m, buf);
+	if (mp_profile_decode(buf, len, &p, NULL) == 0) {
+		exercise(p);
+		free(buf);
+		buf = NULL;
+		if (mp_profile_encode(p, &buf, &len) == 0) {
+			if (mp_profile_decode(buf, len, &q, NULL) != 0)
+				abort();
+			same_stacks(p, q);
+		}
+	}
+	free(buf);
+	mp_profile_free(q);
+	mp_profile_free(p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct mp_profile *p = NULL;
@@ -392,6 +463,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (size && data[0] == 'L') {
 		drive_fused(data + 1, size - 1);
+		return 0;
+	}
+	if (size && data[0] == 'T') {
+		drive_tree(data + 1, size - 1);
 		return 0;
 	}
 

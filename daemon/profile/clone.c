@@ -200,17 +200,27 @@ static int clone_symbols(const struct mp_profile *p, struct mp_profile *q)
 	return 0;
 }
 
-/* Call stacks, each with its own frames. */
+/* Call stacks, their frames in one array. */
 static int clone_stacks(const struct mp_profile *p, struct mp_profile *q)
 {
-	if (dup_exact(p->stacks, p->n_stacks, sizeof(*p->stacks), (void **)&q->stacks) < 0)
+	uint64_t total = 0, off = 0;
+
+	q->stacks = NULL;
+	q->stack_frames = NULL;
+	if (!p->n_stacks)
+		return 0;
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		total += p->stacks[i].n_frames;
+	if (mp_profile_stacks_alloc(q, p->n_stacks, total) < 0)
 		return -ENOMEM;
-	for (uint32_t i = 0; i < p->n_stacks; i++)
-		q->stacks[i].frames = NULL;
-	for (uint32_t i = 0; i < p->n_stacks; i++)
-		if (dup_exact(p->stacks[i].frames, p->stacks[i].n_frames,
-			      sizeof(*p->stacks[i].frames), (void **)&q->stacks[i].frames) < 0)
-			return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_stacks; i++) {
+		q->stacks[i] = p->stacks[i];
+		q->stacks[i].frames = q->stack_frames + off;
+		if (p->stacks[i].n_frames)
+			memcpy(q->stacks[i].frames, p->stacks[i].frames,
+			       p->stacks[i].n_frames * sizeof(uint64_t));
+		off += p->stacks[i].n_frames;
+	}
 	return 0;
 }
 
@@ -256,6 +266,7 @@ static void clear_pointers(struct mp_profile *q)
 	q->mempools = NULL;
 	q->execs = NULL;
 	q->stacks = NULL;
+	q->stack_frames = NULL;
 }
 
 /* Counts of arrays a failed phase left unallocated, so that freeing the

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,35 @@ static void invocation_release(struct mp_invocation *inv)
 	free(inv->tags);
 	free(inv->pools);
 	free(inv->pool_tags);
+}
+
+int mp_profile_stacks_alloc(struct mp_profile *p, uint32_t n, uint64_t n_frames)
+{
+	p->stacks = calloc(n ? n : 1, sizeof(*p->stacks));
+	p->stack_frames = n_frames <= SIZE_MAX / sizeof(uint64_t) ?
+				  malloc((n_frames ? n_frames : 1) * sizeof(uint64_t)) :
+				  NULL;
+	if (!p->stacks || !p->stack_frames) {
+		free(p->stacks);
+		free(p->stack_frames);
+		p->stacks = NULL;
+		p->stack_frames = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void mp_profile_stacks_free(struct mp_profile *p)
+{
+	if (p->stack_frames)
+		free(p->stack_frames);
+	else
+		for (uint32_t i = 0; p->stacks && i < p->n_stacks; i++)
+			free(p->stacks[i].frames);
+	free(p->stacks);
+	p->stacks = NULL;
+	p->stack_frames = NULL;
+	p->n_stacks = 0;
 }
 
 void mp_profile_free(struct mp_profile *p)
@@ -78,9 +108,7 @@ void mp_profile_free(struct mp_profile *p)
 		free(p->locations[i].inlined);
 	}
 	free(p->locations);
-	for (uint32_t i = 0; i < p->n_stacks; i++)
-		free(p->stacks[i].frames);
-	free(p->stacks);
+	mp_profile_stacks_free(p);
 	for (uint32_t i = 0; i < p->n_mempools; i++) {
 		free(p->mempools[i].name);
 		free(p->mempools[i].tags);

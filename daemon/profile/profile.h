@@ -52,8 +52,12 @@ const char *mp_tracer_path_name(uint32_t path);
 int mp_trace_mode_parse(const char *s, uint32_t *ret);
 const char *mp_trace_mode_name(uint32_t mode);
 
-/* 2: call stacks (stack table, per-site stack id). */
+/* 2: call stacks (stack table, per-site stack id), the version of a new
+ * profile. 3: the stacks as a prefix tree in the file, the version of
+ * profiles with stacks (the others read as version 2 files); the newest
+ * version read. */
 #define MP_PROFILE_FORMAT_VERSION 2
+#define MP_PROFILE_FORMAT_STACK_TREE 3
 #define MP_PROFILE_MAX_EXECS 256
 
 /* "No such index" (parent of a top-level invocation, phase before any
@@ -489,6 +493,9 @@ struct mp_profile {
 	 * the depth limit of the run (0: stacks off). */
 	uint32_t n_stacks;
 	struct mp_stack *stacks;
+	/* One array holding every stack's frames (mp_profile_stacks_alloc()),
+	 * or NULL: each stack's frames are an allocation of their own. */
+	uint64_t *stack_frames;
 	uint32_t stack_depth;
 	uint64_t stacks_dropped; /* allocations whose stack was not kept */
 	/* Limits: the bounds of the run's tables and what passed them. */
@@ -517,7 +524,11 @@ struct mp_profile {
 /* Bounds of the stack table, as the daemon keeps it (daemon/stacks) and as
  * the decoder accepts it: stacks, frames per stack, inlined frames per
  * location. */
-#define MP_PROFILE_MAX_STACKS (1u << 18)
+#define MP_PROFILE_MAX_STACKS (1u << 24)
+/* Frames of all stacks laid out one after the other, and nodes of the
+ * file's prefix tree of them. */
+#define MP_PROFILE_MAX_STACK_FRAMES (1u << 27)
+#define MP_PROFILE_MAX_STACK_NODES (1u << 28)
 #define MP_PROFILE_MAX_DEPTH 256
 #define MP_PROFILE_MAX_INLINE 16
 
@@ -604,6 +615,12 @@ struct mp_location {
 	uint32_t n_inlined;
 	struct mp_inline_frame *inlined;
 };
+
+/* p->stacks for @n stacks (zeroed) and p->stack_frames for @n_frames
+ * frames in all, replacing nothing (both NULL before). 0 or -ENOMEM. */
+int mp_profile_stacks_alloc(struct mp_profile *p, uint32_t n, uint64_t n_frames);
+/* Frees p->stacks and their frames; none are left. */
+void mp_profile_stacks_free(struct mp_profile *p);
 
 struct mp_profile *mp_profile_new(void);
 void mp_profile_free(struct mp_profile *p);

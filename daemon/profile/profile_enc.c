@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashmap.h"
 #include "memprof.pb-c.h"
 #include "pb_copy.h"
 #include "profile_pb.h"
@@ -344,23 +345,139 @@ static Memprof__Pool **enc_pools(struct arena *a, const struct mp_pool *v, uint3
 	return r;
 }
 
+/* The stacks as a prefix tree (memprof.proto, Profile.stack_*): nodes in
+ * order of creation, so that a parent comes before its children. */
+struct tree {
+	uint64_t *frame; /* per node */
+	uint32_t *parent;
+	uint32_t n, cap;
+	struct mp_hashmap ids; /* (parent, frame) -> node id - 1 */
+};
+
+struct tree_key {
+	uint64_t frame;
+	uint32_t parent;
+};
+
+static bool same_node(const void *ctx, uint32_t id, const void *key)
+{
+	const struct tree *t = ctx;
+	const struct tree_key *k = key;
+
+	return t->frame[id] == k->frame && t->parent[id] == k->parent;
+}
+
+/* The id of node (@parent, @frame), added if new; 0 when out of memory. */
+static uint32_t tree_node(struct tree *t, uint32_t parent, uint64_t frame)
+{
+	struct tree_key k = { .frame = frame, .parent = parent };
+	uint64_t h = mp_hash_combine(mp_hash_u64(frame), parent);
+	uint32_t id;
+
+	if (mp_hashmap_find(&t->ids, h, same_node, t, &k, &id) == 0)
+		return id + 1;
+	if (t->n == t->cap) {
+		uint32_t ncap = t->cap ? t->cap * 2 : 1024;
+		uint64_t *nf = realloc(t->frame, ncap * sizeof(*nf));
+		uint32_t *np;
+
+		if (!nf)
+			return 0;
+		t->frame = nf;
+		np = realloc(t->parent, ncap * sizeof(*np));
+		if (!np)
+			return 0;
+		t->parent = np;
+		t->cap = ncap;
+	}
+	if (mp_hashmap_insert(&t->ids, h, t->n) < 0)
+		return 0;
+	t->frame[t->n] = frame;
+	t->parent[t->n] = parent;
+	return ++t->n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The distinct addresses of @t's nodes, ascending (delta-coded into
+ * o->stack_addrs), and each node's index among them. */
+static int enc_tree_addrs(struct arena *a, const struct tree *t, Memprof__Profile *o)
+{
+	uint64_t *sorted = malloc((t->n ? t->n : 1) * sizeof(*sorted));
+	size_t n = 0;
+
+	o->stack_node_addrs = arena_alloc(a, t->n, sizeof(uint32_t));
+	if (!sorted || !o->stack_node_addrs) {
+		free(sorted);
+		return -ENOMEM;
+	}
+	memcpy(sorted, t->frame, t->n * sizeof(*sorted));
+	qsort(sorted, t->n, sizeof(*sorted), cmp_u64);
+	for (uint32_t i = 0; i < t->n; i++)
+		if (!n || sorted[n - 1] != sorted[i])
+			sorted[n++] = sorted[i];
+	for (uint32_t i = 0; i < t->n; i++) {
+		const uint64_t *f = bsearch(&t->frame[i], sorted, n, sizeof(*sorted), cmp_u64);
+
+		o->stack_node_addrs[i] = (uint32_t)(f - sorted);
+	}
+	o->stack_addrs = arena_alloc(a, n, sizeof(uint64_t));
+	if (!o->stack_addrs) {
+		free(sorted);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		o->stack_addrs[i] = sorted[i] - (i ? sorted[i - 1] : 0);
+	o->n_stack_addrs = n;
+	o->n_stack_node_addrs = t->n;
+	free(sorted);
+	return 0;
+}
+
+/* Each stack's innermost node, its frames interned outermost first. */
+static int enc_tree(struct arena *a, const struct mp_profile *p, struct tree *t,
+		    Memprof__Profile *o)
+{
+	o->stack_leaves = arena_alloc(a, p->n_stacks, sizeof(uint32_t));
+	if (!o->stack_leaves)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_stacks; i++) {
+		const struct mp_stack *s = &p->stacks[i];
+		uint32_t node = 0;
+
+		for (uint32_t j = s->n_frames; j > 0; j--)
+			if (!(node = tree_node(t, node, s->frames[j - 1])))
+				return -ENOMEM;
+		o->stack_leaves[i] = node << 1 | !!(s->flags & MP_STACK_F_TRUNCATED);
+	}
+	o->n_stack_leaves = p->n_stacks;
+	o->stack_node_up = arena_alloc(a, t->n, sizeof(uint32_t));
+	if (!o->stack_node_up)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->n; i++)
+		o->stack_node_up[i] = i + 1 - t->parent[i];
+	o->n_stack_node_up = t->n;
+	return enc_tree_addrs(a, t, o);
+}
+
 static void enc_stacks(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
 {
-	Memprof__Stack *so = arena_alloc(a, p->n_stacks, sizeof(*so));
+	struct tree t = { 0 };
 
-	o->stacks = arena_alloc(a, p->n_stacks, sizeof(*o->stacks));
-	if (!so || !o->stacks)
-		return;
-	for (uint32_t i = 0; i < p->n_stacks; i++) {
-		memprof__stack__init(&so[i]);
-		so[i].n_frames = p->stacks[i].n_frames;
-		so[i].frames = p->stacks[i].frames;
-		so[i].truncated = !!(p->stacks[i].flags & MP_STACK_F_TRUNCATED);
-		o->stacks[i] = &so[i];
-	}
-	o->n_stacks = p->n_stacks;
 	o->stack_depth = p->stack_depth;
 	o->stacks_dropped = p->stacks_dropped;
+	if (!p->n_stacks)
+		return;
+	if (enc_tree(a, p, &t, o) < 0)
+		a->failed = true;
+	free(t.frame);
+	free(t.parent);
+	mp_hashmap_free(&t.ids);
 }
 
 static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
@@ -551,7 +668,10 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	if (!o || !proc || !smp || !drops || !an || !rss)
 		return NULL;
 	memprof__profile__init(o);
-	o->format_version = p->format_version;
+	/* the stacks as a prefix tree (enc_stacks()) */
+	o->format_version = p->n_stacks && p->format_version < MP_PROFILE_FORMAT_STACK_TREE ?
+				    MP_PROFILE_FORMAT_STACK_TREE :
+				    p->format_version;
 	memprof__process__init(proc);
 	proc->pid = p->pid;
 	proc->exe = str_or_empty(p->exe);

@@ -408,38 +408,135 @@ static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_
 	return 0;
 }
 
-/* Stacks: bounded as the daemon bounds them (MP_PROFILE_MAX_STACKS stacks,
- * MP_PROFILE_MAX_DEPTH frames each); sites refer to them. */
-static int dec_stacks(const Memprof__Profile *o, struct mp_profile *p, uint64_t *ret_frames,
-		      const char **ret_why)
+/* Stacks written as a list (format version 2): bounded as the daemon
+ * bounds them (MP_PROFILE_MAX_STACKS stacks, MP_PROFILE_MAX_DEPTH frames
+ * each, MP_PROFILE_MAX_STACK_FRAMES in all); sites refer to them. */
+static int dec_stack_list(const Memprof__Profile *o, struct mp_profile *p, uint64_t *ret_frames,
+			  const char **ret_why)
 {
-	uint64_t total = 0;
+	uint64_t total = 0, off = 0;
 
-	if (o->n_stacks > MP_PROFILE_MAX_STACKS || o->stack_depth > MP_PROFILE_MAX_DEPTH)
-		BAD("more stacks or a deeper limit than memprofd writes");
-	if (o->n_stacks) {
-		p->stacks = calloc(o->n_stacks, sizeof(*p->stacks));
-		if (!p->stacks)
-			return -ENOMEM;
-	}
 	for (size_t i = 0; i < o->n_stacks; i++) {
 		const Memprof__Stack *sk = o->stacks[i];
 
 		if (!sk || !sk->n_frames || sk->n_frames > MP_PROFILE_MAX_DEPTH)
 			BAD("empty stack or one deeper than memprofd writes");
-		p->stacks[i].frames = malloc(sk->n_frames * sizeof(uint64_t));
-		if (!p->stacks[i].frames)
-			return -ENOMEM;
-		p->n_stacks = i + 1;
-		memcpy(p->stacks[i].frames, sk->frames, sk->n_frames * sizeof(uint64_t));
-		p->stacks[i].n_frames = sk->n_frames;
-		p->stacks[i].flags = sk->truncated ? MP_STACK_F_TRUNCATED : 0;
 		total += sk->n_frames;
 	}
-	p->stack_depth = o->stack_depth;
-	p->stacks_dropped = o->stacks_dropped;
+	if (total > MP_PROFILE_MAX_STACK_FRAMES)
+		BAD("more stack frames than memprofd writes");
+	if (mp_profile_stacks_alloc(p, (uint32_t)o->n_stacks, total) < 0)
+		return -ENOMEM;
+	p->n_stacks = (uint32_t)o->n_stacks;
+	for (size_t i = 0; i < o->n_stacks; i++) {
+		const Memprof__Stack *sk = o->stacks[i];
+
+		p->stacks[i].frames = p->stack_frames + off;
+		memcpy(p->stacks[i].frames, sk->frames, sk->n_frames * sizeof(uint64_t));
+		p->stacks[i].n_frames = (uint32_t)sk->n_frames;
+		p->stacks[i].flags = sk->truncated ? MP_STACK_F_TRUNCATED : 0;
+		off += sk->n_frames;
+	}
 	*ret_frames = total;
 	return 0;
+}
+
+/* The tree's nodes: each parent before its child (so no cycle), an
+ * address that exists, depth within MP_PROFILE_MAX_DEPTH. Their depths in
+ * @depth. */
+static int dec_tree_nodes(const Memprof__Profile *o, uint16_t *depth, const char **ret_why)
+{
+	for (size_t i = 0; i < o->n_stack_node_up; i++) {
+		uint32_t up = o->stack_node_up[i];
+		size_t parent = i + 1 - up;
+
+		if (!up || up > i + 1)
+			BAD("stack node whose parent does not come before it");
+		if (o->stack_node_addrs[i] >= o->n_stack_addrs)
+			BAD("stack node refers to no address");
+		depth[i] = parent ? depth[parent - 1] + 1 : 1;
+		if (depth[i] > MP_PROFILE_MAX_DEPTH)
+			BAD("stack deeper than memprofd writes");
+	}
+	return 0;
+}
+
+/* The frames of the tree's stacks, laid out one after the other. */
+static int dec_tree_frames(const Memprof__Profile *o, struct mp_profile *p, const uint16_t *depth,
+			   uint64_t *ret_frames, const char **ret_why)
+{
+	uint64_t total = 0, off = 0, *addrs;
+
+	for (size_t i = 0; i < o->n_stack_leaves; i++) {
+		uint32_t leaf = o->stack_leaves[i] >> 1;
+
+		if (!leaf || leaf > o->n_stack_node_up)
+			BAD("empty stack or one that refers to no node");
+		total += depth[leaf - 1];
+	}
+	if (total > MP_PROFILE_MAX_STACK_FRAMES)
+		BAD("more stack frames than memprofd writes");
+	addrs = malloc((o->n_stack_addrs ? o->n_stack_addrs : 1) * sizeof(*addrs));
+	if (!addrs || mp_profile_stacks_alloc(p, (uint32_t)o->n_stack_leaves, total) < 0) {
+		free(addrs);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < o->n_stack_addrs; i++)
+		addrs[i] = o->stack_addrs[i] + (i ? addrs[i - 1] : 0);
+	p->n_stacks = (uint32_t)o->n_stack_leaves;
+	for (size_t i = 0; i < o->n_stack_leaves; i++) {
+		struct mp_stack *s = &p->stacks[i];
+		size_t node = o->stack_leaves[i] >> 1;
+
+		s->frames = p->stack_frames + off;
+		s->flags = o->stack_leaves[i] & 1 ? MP_STACK_F_TRUNCATED : 0;
+		for (; node; node -= o->stack_node_up[node - 1])
+			s->frames[s->n_frames++] = addrs[o->stack_node_addrs[node - 1]];
+		off += s->n_frames;
+	}
+	free(addrs);
+	*ret_frames = total;
+	return 0;
+}
+
+/* Stacks written as a prefix tree (format version 3). */
+static int dec_stack_tree(const Memprof__Profile *o, struct mp_profile *p, uint64_t *ret_frames,
+			  const char **ret_why)
+{
+	uint16_t *depth;
+	int r;
+
+	if (o->n_stacks)
+		BAD("stacks both as a list and as a tree");
+	if (o->n_stack_node_up != o->n_stack_node_addrs ||
+	    o->n_stack_node_up > MP_PROFILE_MAX_STACK_NODES)
+		BAD("stack nodes without an address or a parent, or more than memprofd writes");
+	depth = malloc((o->n_stack_node_up ? o->n_stack_node_up : 1) * sizeof(*depth));
+	if (!depth)
+		return -ENOMEM;
+	r = dec_tree_nodes(o, depth, ret_why);
+	if (r == 0)
+		r = dec_tree_frames(o, p, depth, ret_frames, ret_why);
+	free(depth);
+	return r;
+}
+
+static int dec_stacks(const Memprof__Profile *o, struct mp_profile *p, uint64_t *ret_frames,
+		      const char **ret_why)
+{
+	int r = 0;
+
+	*ret_frames = 0;
+	if (o->n_stacks > MP_PROFILE_MAX_STACKS || o->n_stack_leaves > MP_PROFILE_MAX_STACKS ||
+	    o->stack_depth > MP_PROFILE_MAX_DEPTH)
+		BAD("more stacks or a deeper limit than memprofd writes");
+	if (o->n_stack_leaves || o->n_stack_node_up || o->n_stack_node_addrs)
+		r = dec_stack_tree(o, p, ret_frames, ret_why);
+	else if (o->n_stacks)
+		r = dec_stack_list(o, p, ret_frames, ret_why);
+	p->stack_depth = o->stack_depth;
+	p->stacks_dropped = o->stacks_dropped;
+	return r;
 }
 
 static int dec_site_list(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
@@ -673,7 +770,7 @@ static int dec_header(const Memprof__Profile *o, struct mp_profile *p, const cha
 
 	if (o->format_version == 0)
 		BAD("no format version: not a memprof profile");
-	if (o->format_version > MP_PROFILE_FORMAT_VERSION) {
+	if (o->format_version > MP_PROFILE_FORMAT_STACK_TREE) {
 		*ret_why = "profile written by a newer, incompatible memprofd";
 		return -EPROTONOSUPPORT;
 	}

@@ -154,8 +154,9 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "allocation sites kept (default: from --max-memory);\n"
 	  "the rest are counted in \"(other sites)\"" },
 	{ MP_OPT_ID_MAX_STACKS, "max-stacks", 0, "max_stacks", MP_OPT_UINT, FG | MP_OPT_CONFIG, 1, MP_PROFILE_MAX_STACKS, NULL, "N",
-	  "distinct call stacks kept with --stacks (default\n"
-	  "262144); later ones keep their caller alone" },
+	  "distinct call stacks kept with --stacks, up to\n"
+	  "16777216 (default: from --max-memory, 838860 for\n"
+	  "512M); later ones keep their caller alone" },
 	{ MP_OPT_ID_TRACER, "tracer", 0, "tracer", MP_OPT_TRACER, FG | MP_OPT_ATTACH | MP_OPT_CONFIG,
 	  0, 0, "auto, inprocess or bpf", "PATH",
 	  "how allocator calls are seen: auto (default) uses\n"

@@ -186,7 +186,7 @@ void mp_session_limits(uint64_t max_memory, uint32_t max_sites, struct mp_sessio
 		.sites = sites > MP_SESSION_MAX_SITES ? MP_SESSION_MAX_SITES :
 			 sites			      ? (uint32_t)sites :
 							1,
-		.stack_frames = m / 4 / sizeof(uint64_t),
+		.stack_frames = m / 2 / sizeof(uint64_t),
 	};
 }
 

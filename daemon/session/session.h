@@ -110,8 +110,10 @@ struct mp_session_opts {
 
 /* How the memory bound @max_memory (0: the default) is shared out: half
  * to the live-allocation table's slots, an eighth to the sites (128 bytes
- * each, with their map and their growth), a quarter to the stacks' frames
- * (8 bytes each); @max_sites, when set, replaces the sites' share. */
+ * each, with their map and their growth), and to the stack table a bound
+ * in frames whose stacks laid out take half of it (8 bytes a frame), the
+ * table itself a quarter at most (daemon/stacks/stacks.h); @max_sites,
+ * when set, replaces the sites' share. */
 struct mp_session_limits {
 	uint64_t memory;
 	uint64_t live_bytes;

@@ -2,8 +2,21 @@
 /*
  * The stack table of one profile: call stacks deduplicated as they are
  * unwound (one id per distinct list of frames and truncation flag), so a
- * site refers to its stack by id. Bounded: beyond MP_STACKS_MAX stacks or
- * MP_STACKS_MAX_FRAMES frames in all, new stacks get no id.
+ * site refers to its stack by id.
+ *
+ * The stacks of one program share long runs of callers, so the table keeps
+ * them as a prefix tree: a node is one frame and the node of its caller
+ * (the outermost frame's parent is the root), interned, and a stack is the
+ * node of its innermost frame and its flags. A stack costs 4 bytes and an
+ * index slot, plus a node (16 bytes and an index slot) for each frame that
+ * no stack stored before it has below the same callers. Entries grow in
+ * chunks that never move.
+ *
+ * Bounded (mp_stack_table_set_max()): in stacks; in frames laid out one
+ * stack after the other, as mp_stack_table_export() lays them out (8 bytes
+ * each); and in frames stored, tree nodes (at most 38 bytes each with
+ * their index), one for every MP_STACKS_FRAMES_PER_NODE frames of the
+ * bound. Past a bound a new stack gets no id and is counted.
  */
 #ifndef MP_STACKS_H
 #define MP_STACKS_H
@@ -12,15 +25,27 @@
 
 #include "profile.h"
 
+/* The most stacks and frames a table holds, whatever its memory. */
 #define MP_STACKS_MAX MP_PROFILE_MAX_STACKS
-#define MP_STACKS_MAX_FRAMES (1u << 23) /* the default; mp_stack_table_set_max() */
+#define MP_STACKS_MAX_FRAMES MP_PROFILE_MAX_STACK_FRAMES
+/* Frames per stack: deeper stacks get no id. */
+#define MP_STACKS_MAX_DEPTH MP_PROFILE_MAX_DEPTH
+/* The bound in frames of a new table: what --max-memory's default gives. */
+#define MP_STACKS_DEFAULT_FRAMES (1u << 25)
+/* Frames of the bound per tree node the table may store, and per stack
+ * when no bound in stacks is set: with 38 and 26 bytes at most for a node
+ * and a stack, a table holds at most half what its frames laid out take. */
+#define MP_STACKS_FRAMES_PER_NODE 12
+#define MP_STACKS_FRAMES_PER_STACK 40
 
 struct mp_stack_table;
 
 int mp_stack_table_new(struct mp_stack_table **ret);
 void mp_stack_table_free(struct mp_stack_table *t);
-/* Lower bounds than the defaults (0: keep one), before the first stack:
- * at most @max_stacks stacks (<= MP_STACKS_MAX) and @max_frames frames. */
+/* Bounds, before the first stack: at most @max_frames frames laid out
+ * (<= MP_STACKS_MAX_FRAMES; 0: MP_STACKS_DEFAULT_FRAMES), of which
+ * @max_frames / MP_STACKS_FRAMES_PER_NODE stored, and @max_stacks stacks
+ * (<= MP_STACKS_MAX; 0: @max_frames / MP_STACKS_FRAMES_PER_STACK). */
 void mp_stack_table_set_max(struct mp_stack_table *t, uint32_t max_stacks, uint64_t max_frames);
 
 /* The id (>= 1) of @frames[0..n) with @flags (MP_STACK_F_*), added if new;
@@ -29,11 +54,14 @@ uint32_t mp_stack_table_intern(struct mp_stack_table *t, const uint64_t *frames,
 			       uint32_t flags);
 /* The number of stacks in the table (the highest id). */
 uint32_t mp_stack_table_count(const struct mp_stack_table *t);
-/* The stack of @id, or NULL. */
-const struct mp_stack *mp_stack_table_get(const struct mp_stack_table *t, uint32_t id);
+/* The memory the table holds: chunks, their directories and its indexes. */
+uint64_t mp_stack_table_bytes(const struct mp_stack_table *t);
+/* The stack of @id, or NULL; its frames are valid until the next call. */
+const struct mp_stack *mp_stack_table_get(struct mp_stack_table *t, uint32_t id);
 
-/* Copies the table into p->stacks (replacing them) and the count of stacks
- * that found no room into p->stacks_dropped. 0 or -ENOMEM. */
+/* Copies the table into p->stacks (replacing them; every stack's frames in
+ * one array, p->stack_frames), the count of stacks that found no room
+ * into p->stacks_dropped and the bounds into p->limits. 0 or -ENOMEM. */
 int mp_stack_table_export(const struct mp_stack_table *t, struct mp_profile *p);
 
 #endif /* MP_STACKS_H */

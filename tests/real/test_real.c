@@ -575,3 +575,31 @@ Test(real, torch_heap_peak_like_heaptrack, .timeout = 600)
 		  100.0 * ((double)p->peak_bytes - (double)theirs) / (double)theirs);
 	mp_profile_free(p);
 }
+
+/* `--stacks` with the default options keeps every stack of PyTorch: its
+ * static initializers alone make more than 2^18 distinct stacks, and the
+ * table drops none of them, each read back from the file with its
+ * frames. */
+Test(real, torch_stacks_none_dropped, .timeout = 600)
+{
+	char *opts[] = { "--stacks", "--print", "none", "-o", in_dir("t.pb") };
+	struct mp_profile *p;
+	uint64_t frames = 0;
+
+	run_torch(opts, 5);
+	p = load(in_dir("t.pb"));
+	for (uint32_t i = 0; i < p->n_stacks; i++) {
+		cr_assert_geq(p->stacks[i].n_frames, 1);
+		cr_assert_leq(p->stacks[i].n_frames, p->stack_depth);
+		frames += p->stacks[i].n_frames;
+	}
+	cr_log_info("torch --stacks: %" PRIu32 " stacks, %" PRIu64 " frames, bounds %" PRIu32
+		    " stacks and %" PRIu64 " frames",
+		    p->n_stacks, frames, p->limits.stacks, p->limits.stack_frames);
+	cr_assert_eq(p->limits.reached & MP_LIMIT_STACKS, 0,
+		     "stack table full: %" PRIu64 " allocations kept their caller alone",
+		     p->stacks_dropped);
+	cr_assert_eq(p->stacks_dropped, 0);
+	cr_assert_gt(p->n_stacks, 1u << 18, "%" PRIu32 " stacks", p->n_stacks);
+	mp_profile_free(p);
+}

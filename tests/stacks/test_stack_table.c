@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* daemon/stacks/stacks.c: the stack table's ids (first sight order, one
- * per distinct frames and flags), its bound and its export. */
+ * per distinct frames and flags), its bounds, its prefix sharing and its
+ * export. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
@@ -8,10 +9,10 @@
 
 Test(stack_table, ids_and_export)
 {
-	static const uint64_t a[] = { 0x401000, 0x402000, 0x403000 };
-	static const uint64_t b[] = { 0x401000, 0x402000 };
-	struct mp_stack_table *t;
+	uint64_t a[] = { 0x10, 0x20, 0x30 }, b[] = { 0x40, 0x30 };
 	struct mp_profile p = { 0 };
+	struct mp_stack_table *t;
+	const struct mp_stack *s;
 
 	cr_assert_eq(mp_stack_table_new(&t), 0);
 	cr_assert_eq(mp_stack_table_intern(t, a, 3, 0), 1);
@@ -22,12 +23,24 @@ Test(stack_table, ids_and_export)
 	cr_assert_eq(mp_stack_table_intern(t, a, 3, 0), 1);
 	cr_assert_eq(mp_stack_table_intern(t, a, 3, MP_STACK_F_TRUNCATED), 3);
 	cr_assert_eq(mp_stack_table_intern(t, NULL, 0, 0), 4);
+	/* a suffix of a known stack (its callers) is a stack of its own */
+	cr_assert_eq(mp_stack_table_intern(t, a + 1, 2, 0), 5);
 	cr_assert_null(mp_stack_table_get(t, 0));
-	cr_assert_null(mp_stack_table_get(t, 5));
-	cr_assert_eq(mp_stack_table_get(t, 2)->n_frames, 2);
+	cr_assert_null(mp_stack_table_get(t, 6));
+	for (int round = 0; round < 2; round++) {
+		s = mp_stack_table_get(t, 2);
+		cr_assert_eq(s->n_frames, 2);
+		cr_assert_arr_eq(s->frames, b, sizeof(b));
+		cr_assert_eq(mp_stack_table_get(t, 2), s);
+		s = mp_stack_table_get(t, 3);
+		cr_assert_eq(s->n_frames, 3);
+		cr_assert_eq(s->flags, MP_STACK_F_TRUNCATED);
+		cr_assert_arr_eq(s->frames, a, sizeof(a));
+	}
 	cr_assert_eq(mp_stack_table_export(t, &p), 0);
-	cr_assert_eq(p.n_stacks, 4);
+	cr_assert_eq(p.n_stacks, 5);
 	cr_assert_eq(p.stacks_dropped, 0);
+	cr_assert_eq(p.limits.reached, 0);
 	cr_assert_eq(p.stacks[0].n_frames, 3);
 	cr_assert_eq(p.stacks[0].flags, 0);
 	cr_assert_arr_eq(p.stacks[0].frames, a, sizeof(a));
@@ -37,36 +50,150 @@ Test(stack_table, ids_and_export)
 	cr_assert_eq(p.stacks[2].flags, MP_STACK_F_TRUNCATED);
 	cr_assert_arr_eq(p.stacks[2].frames, a, sizeof(a));
 	cr_assert_eq(p.stacks[3].n_frames, 0);
-	for (uint32_t i = 0; i < p.n_stacks; i++)
-		free(p.stacks[i].frames);
-	free(p.stacks);
+	cr_assert_eq(p.stacks[4].n_frames, 2);
+	cr_assert_arr_eq(p.stacks[4].frames, a + 1, 2 * sizeof(*a));
+	mp_profile_stacks_free(&p);
 	mp_stack_table_free(t);
 	mp_stack_table_free(NULL);
 }
 
-/* Past MP_STACKS_MAX stacks a new stack gets no id and is counted; known
+/* A program's stacks: DEPTH frames, the outer ones the same callers, the
+ * inner SPREAD a path through a tree of fan-out 8 picked by @i. */
+#define N_STACKS 300000u /* more than 2^18 */
+#define DEPTH 32u
+#define SPREAD 7u
+
+static void program_stack(uint32_t i, uint64_t *f)
+{
+	for (uint32_t j = 0; j < DEPTH; j++)
+		f[j] = 0x7f0000001000ull + j * 0x100 + (j < SPREAD ? (i >> (3 * j) & 7) * 8 : 0);
+	/* the innermost frame sets the stacks of one path apart */
+	f[0] += (uint64_t)(i >> (3 * SPREAD)) << 20;
+}
+
+/* More than 2^18 distinct stacks, each read back as interned, with the
+ * same id on every sight; far less memory than their frames laid out. */
+Test(stack_table, many_stacks_exact_and_shared, .timeout = 60)
+{
+	struct mp_profile p = { 0 };
+	struct mp_stack_table *t;
+	uint64_t f[DEPTH], flat = (uint64_t)N_STACKS * DEPTH * sizeof(uint64_t), bytes;
+
+	cr_assert_eq(mp_stack_table_new(&t), 0);
+	for (uint32_t i = 0; i < N_STACKS; i++) {
+		program_stack(i, f);
+		cr_assert_eq(mp_stack_table_intern(t, f, DEPTH, i % 5 == 0), i + 1, "stack %u", i);
+	}
+	cr_assert_eq(mp_stack_table_count(t), N_STACKS);
+	for (uint32_t i = 0; i < N_STACKS; i += 7) {
+		const struct mp_stack *s;
+
+		program_stack(i, f);
+		cr_assert_eq(mp_stack_table_intern(t, f, DEPTH, i % 5 == 0), i + 1, "stack %u", i);
+		s = mp_stack_table_get(t, i + 1);
+		cr_assert_eq(s->n_frames, DEPTH);
+		cr_assert_eq(s->flags, i % 5 == 0 ? MP_STACK_F_TRUNCATED : 0);
+		cr_assert_arr_eq(s->frames, f, sizeof(f), "stack %u", i);
+	}
+	bytes = mp_stack_table_bytes(t);
+	cr_log_info("%u stacks of %u frames: %llu bytes (%.1f a stack), laid out %llu", N_STACKS,
+		    DEPTH, (unsigned long long)bytes, (double)bytes / N_STACKS,
+		    (unsigned long long)flat);
+	/* a node per frame would take more than the frames laid out: sharing
+	 * is what keeps the table at a fraction of them */
+	cr_assert_lt(bytes * 4, flat, "%llu bytes for %llu laid out", (unsigned long long)bytes,
+		     (unsigned long long)flat);
+	cr_assert_eq(mp_stack_table_export(t, &p), 0);
+	cr_assert_eq(p.n_stacks, N_STACKS);
+	cr_assert_eq(p.stacks_dropped, 0);
+	cr_assert_not_null(p.stack_frames);
+	for (uint32_t i = 0; i < N_STACKS; i++) {
+		program_stack(i, f);
+		cr_assert_eq(p.stacks[i].n_frames, DEPTH);
+		cr_assert_eq(p.stacks[i].flags, i % 5 == 0 ? MP_STACK_F_TRUNCATED : 0);
+		cr_assert_arr_eq(p.stacks[i].frames, f, sizeof(f), "stack %u", i);
+	}
+	mp_profile_stacks_free(&p);
+	mp_stack_table_free(t);
+}
+
+/* Exports @t into @p and checks the drops are counted and named. */
+static void expect_dropped(struct mp_stack_table *t, uint32_t kept, uint64_t dropped)
+{
+	struct mp_profile p = { 0 };
+
+	cr_assert_eq(mp_stack_table_count(t), kept);
+	cr_assert_eq(mp_stack_table_export(t, &p), 0);
+	cr_assert_eq(p.n_stacks, kept);
+	cr_assert_eq(p.stacks_dropped, dropped);
+	cr_assert_eq(p.limits.reached, MP_LIMIT_STACKS);
+	mp_profile_stacks_free(&p);
+	mp_stack_table_free(t);
+}
+
+/* Past its bound in stacks a new stack gets no id and is counted; known
  * stacks keep theirs. */
-Test(stack_table, bound)
+Test(stack_table, bound_in_stacks)
 {
 	struct mp_stack_table *t;
-	struct mp_profile p = { 0 };
 	uint64_t f;
 
 	cr_assert_eq(mp_stack_table_new(&t), 0);
-	for (uint32_t i = 0; i < MP_STACKS_MAX; i++) {
-		f = 0x400000 + i;
+	mp_stack_table_set_max(t, 1000, 0);
+	for (uint32_t i = 0; i < 1000; i++) {
+		f = 0x1000 + i;
 		cr_assert_eq(mp_stack_table_intern(t, &f, 1, 0), i + 1);
 	}
-	f = 0x300000;
+	f = 0x9000;
 	cr_assert_eq(mp_stack_table_intern(t, &f, 1, 0), 0);
 	cr_assert_eq(mp_stack_table_intern(t, &f, 1, 0), 0);
-	f = 0x400000 + 7;
+	f = 0x1007;
 	cr_assert_eq(mp_stack_table_intern(t, &f, 1, 0), 8);
-	cr_assert_eq(mp_stack_table_export(t, &p), 0);
-	cr_assert_eq(p.n_stacks, MP_STACKS_MAX);
-	cr_assert_eq(p.stacks_dropped, 2);
-	for (uint32_t i = 0; i < p.n_stacks; i++)
-		free(p.stacks[i].frames);
-	free(p.stacks);
-	mp_stack_table_free(t);
+	expect_dropped(t, 1000, 2);
+}
+
+/* The memory bound: stacks sharing nothing reach the bound on stored
+ * frames (tree nodes), stacks sharing their callers the bound on frames
+ * laid out; neither lets the table past what its bound in frames gives. */
+Test(stack_table, bound_in_frames)
+{
+	const uint64_t max = DEPTH * 100; /* 266 nodes */
+	struct mp_stack_table *t;
+	uint64_t f[DEPTH];
+	uint32_t i;
+
+	cr_assert_eq(mp_stack_table_new(&t), 0);
+	mp_stack_table_set_max(t, 1000, max);
+	for (i = 0; i < 100; i++) {
+		for (uint32_t j = 0; j < DEPTH; j++)
+			f[j] = (uint64_t)i << 16 | j;
+		if (!mp_stack_table_intern(t, f, DEPTH, 0))
+			break;
+	}
+	cr_assert_eq(i, max / MP_STACKS_FRAMES_PER_NODE / DEPTH, "%u stacks sharing nothing", i);
+	cr_assert_eq(mp_stack_table_intern(t, f, DEPTH, 0), 0);
+	expect_dropped(t, i, 2);
+
+	cr_assert_eq(mp_stack_table_new(&t), 0);
+	mp_stack_table_set_max(t, 1000, max);
+	for (i = 0; i < 1000; i++) {
+		program_stack(i, f);
+		if (!mp_stack_table_intern(t, f, DEPTH, 0))
+			break;
+	}
+	cr_assert_eq(i, 100, "%u stacks sharing their callers", i);
+	expect_dropped(t, 100, 1);
+}
+
+/* Deeper stacks than a profile holds get no id. */
+Test(stack_table, too_deep_dropped)
+{
+	uint64_t f[MP_STACKS_MAX_DEPTH + 1] = { 0 };
+	struct mp_stack_table *t;
+
+	cr_assert_eq(mp_stack_table_new(&t), 0);
+	cr_assert_eq(mp_stack_table_intern(t, f, MP_STACKS_MAX_DEPTH, 0), 1);
+	cr_assert_eq(mp_stack_table_get(t, 1)->n_frames, MP_STACKS_MAX_DEPTH);
+	cr_assert_eq(mp_stack_table_intern(t, f, MP_STACKS_MAX_DEPTH + 1, 0), 0);
+	expect_dropped(t, 1, 1);
 }

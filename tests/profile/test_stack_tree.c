@@ -1,0 +1,234 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Call stacks in memprof.proto: a profile with more than 2^18 stacks
+ * survives write -> read exactly, in far fewer bytes than its frames; files of the list encoding still read; a prefix tree that
+ * breaks the rules (a parent after its child, which is what a cycle needs,
+ * an index out of range, a stack too deep) is refused with -EBADMSG and a
+ * reason.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memprof.pb-c.h"
+#include "profile_pb.h"
+
+#define N_STACKS 300000u
+#define DEPTH 40u
+
+/* Stack @i of a program: outer callers shared, inner frames a path of a
+ * tree of fan-out 8 picked by @i, the innermost frame its own. */
+static void program_stack(uint32_t i, uint64_t *f, uint32_t *n)
+{
+	*n = DEPTH - i % 9;
+	for (uint32_t j = 0; j < *n; j++)
+		f[j] = 0x7f3a00001000ull + j * 0x340 + (j < 7 ? (i >> (3 * j) & 7) * 16 : 0);
+	f[0] += (uint64_t)(i >> 21) << 24;
+}
+
+static struct mp_profile *many_stacks(void)
+{
+	struct mp_profile *p = mp_profile_new();
+	uint64_t total = 0, f[DEPTH], off = 0;
+	uint32_t n;
+
+	cr_assert_not_null(p);
+	for (uint32_t i = 0; i < N_STACKS; i++) {
+		program_stack(i, f, &n);
+		total += n;
+	}
+	cr_assert_eq(mp_profile_stacks_alloc(p, N_STACKS, total), 0);
+	p->n_stacks = N_STACKS;
+	for (uint32_t i = 0; i < N_STACKS; i++) {
+		struct mp_stack *s = &p->stacks[i];
+
+		program_stack(i, f, &n);
+		s->frames = p->stack_frames + off;
+		s->n_frames = n;
+		s->flags = i % 3 == 0 ? MP_STACK_F_TRUNCATED : 0;
+		memcpy(s->frames, f, n * sizeof(*f));
+		off += n;
+	}
+	p->stack_depth = DEPTH;
+	p->stacks_dropped = 7;
+	return p;
+}
+
+Test(stack_tree, many_stacks_round_trip_compact, .timeout = 120)
+{
+	struct mp_profile *p = many_stacks(), *q = NULL;
+	const char *why = NULL;
+	uint64_t frames = 0;
+	uint8_t *buf;
+	size_t len;
+
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		frames += p->stacks[i].n_frames;
+	cr_assert_eq(mp_profile_file_encode(p, &buf, &len), 0);
+	cr_log_info("%u stacks, %llu frames: %zu bytes (%.2f a frame)", p->n_stacks,
+		    (unsigned long long)frames, len, (double)len / (double)frames);
+	/* a list of frames takes 5 to 6 bytes for each of these addresses */
+	cr_assert_lt(len, frames / 4, "%zu bytes for %llu frames", len, (unsigned long long)frames);
+	cr_assert_eq(mp_profile_file_decode(buf, len, &q, &why), 0, "%s", why ? why : "?");
+	cr_assert_eq(q->format_version, MP_PROFILE_FORMAT_STACK_TREE);
+	cr_assert_eq(q->n_stacks, N_STACKS);
+	cr_assert_eq(q->stack_depth, DEPTH);
+	cr_assert_eq(q->stacks_dropped, 7);
+	for (uint32_t i = 0; i < N_STACKS; i++) {
+		cr_assert_eq(q->stacks[i].n_frames, p->stacks[i].n_frames, "stack %u", i);
+		cr_assert_eq(q->stacks[i].flags, p->stacks[i].flags, "stack %u", i);
+		cr_assert_arr_eq(q->stacks[i].frames, p->stacks[i].frames,
+				 p->stacks[i].n_frames * sizeof(uint64_t), "stack %u", i);
+	}
+	free(buf);
+	mp_profile_free(q);
+	mp_profile_free(p);
+}
+
+/* A bare message; the decoder's verdict and its reason. */
+static int decode_msg(const Memprof__Profile *m, const char **why)
+{
+	size_t len = memprof__profile__get_packed_size(m);
+	uint8_t *buf = malloc(len + 1);
+	struct mp_profile *q = NULL;
+	int r;
+
+	*why = NULL;
+	memprof__profile__pack(m, buf);
+	r = mp_profile_decode(buf, len, &q, why);
+	if (r == 0) {
+		cr_assert_eq(q->n_stacks, m->n_stack_leaves + m->n_stacks);
+		for (uint32_t i = 0; i < q->n_stacks; i++)
+			cr_assert_leq(q->stacks[i].n_frames, MP_PROFILE_MAX_DEPTH);
+	}
+	free(buf);
+	mp_profile_free(q);
+	return r;
+}
+
+/* Format version 2 files list every stack's frames: still read. */
+Test(stack_tree, list_encoding_still_reads)
+{
+	uint64_t fa[] = { 0x10, 0x20 }, fb[] = { 0x30 };
+	Memprof__Stack a = MEMPROF__STACK__INIT, b = MEMPROF__STACK__INIT, *sv[] = { &a, &b };
+	Memprof__Profile m = MEMPROF__PROFILE__INIT;
+	size_t len;
+	uint8_t *buf;
+	struct mp_profile *q = NULL;
+	const char *why = NULL;
+
+	a.n_frames = 2;
+	a.frames = fa;
+	b.n_frames = 1;
+	b.frames = fb;
+	b.truncated = true;
+	m.format_version = 2;
+	m.n_stacks = 2;
+	m.stacks = sv;
+	len = memprof__profile__get_packed_size(&m);
+	buf = malloc(len);
+	memprof__profile__pack(&m, buf);
+	cr_assert_eq(mp_profile_decode(buf, len, &q, &why), 0, "%s", why ? why : "?");
+	cr_assert_eq(q->n_stacks, 2);
+	cr_assert_arr_eq(q->stacks[0].frames, fa, sizeof(fa));
+	cr_assert_eq(q->stacks[0].flags, 0);
+	cr_assert_arr_eq(q->stacks[1].frames, fb, sizeof(fb));
+	cr_assert_eq(q->stacks[1].flags, MP_STACK_F_TRUNCATED);
+	free(buf);
+	mp_profile_free(q);
+}
+
+#define N_NODES (MP_PROFILE_MAX_DEPTH + 1)
+
+Test(stack_tree, malformed_tree_refused)
+{
+	static uint32_t up[N_NODES], node_addrs[N_NODES];
+	uint64_t addrs[] = { 0x1000, 0x10 }; /* 0x1000, 0x1010 */
+	uint32_t leaves[] = { 3 << 1 | 1, 1 << 1 };
+	uint64_t fr[] = { 1 };
+	Memprof__Stack st = MEMPROF__STACK__INIT, *sv[] = { &st };
+	Memprof__Profile m = MEMPROF__PROFILE__INIT;
+	const char *why;
+
+	/* a chain 1 <- 2 <- 3 <- ...: node i's parent is i - 1 */
+	for (uint32_t i = 0; i < N_NODES; i++) {
+		up[i] = 1;
+		node_addrs[i] = i % 2;
+	}
+	m.format_version = 3;
+	m.n_stack_addrs = 2;
+	m.stack_addrs = addrs;
+	m.n_stack_node_up = m.n_stack_node_addrs = 3;
+	m.stack_node_up = up;
+	m.stack_node_addrs = node_addrs;
+	m.n_stack_leaves = 2;
+	m.stack_leaves = leaves;
+	cr_assert_eq(decode_msg(&m, &why), 0, "%s", why);
+
+	/* what it reads as: stack 1 is 3 frames, innermost first */
+	{
+		size_t len = memprof__profile__get_packed_size(&m);
+		uint8_t *buf = malloc(len);
+		struct mp_profile *q = NULL;
+		uint64_t want[] = { 0x1000, 0x1010, 0x1000 };
+
+		memprof__profile__pack(&m, buf);
+		cr_assert_eq(mp_profile_decode(buf, len, &q, &why), 0);
+		cr_assert_eq(q->stacks[0].n_frames, 3);
+		cr_assert_eq(q->stacks[0].flags, MP_STACK_F_TRUNCATED);
+		cr_assert_arr_eq(q->stacks[0].frames, want, sizeof(want));
+		cr_assert_eq(q->stacks[1].n_frames, 1);
+		cr_assert_eq(q->stacks[1].frames[0], 0x1000);
+		free(buf);
+		mp_profile_free(q);
+	}
+
+	/* a node that is its own parent (a cycle) or whose parent comes later */
+	up[1] = 0;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "stack node whose parent does not come before it");
+	up[1] = 3;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "stack node whose parent does not come before it");
+	up[1] = 1;
+
+	node_addrs[2] = 2;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "stack node refers to no address");
+	node_addrs[2] = 0;
+
+	leaves[1] = 4 << 1;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "empty stack or one that refers to no node");
+	leaves[1] = 0;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "empty stack or one that refers to no node");
+	leaves[1] = 1 << 1;
+
+	m.n_stack_node_addrs = 2;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "stack nodes without an address or a parent, or more than memprofd "
+			      "writes");
+	m.n_stack_node_addrs = 3;
+
+	/* a chain one frame deeper than a stack may be */
+	m.n_stack_node_up = m.n_stack_node_addrs = N_NODES;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "stack deeper than memprofd writes");
+	m.n_stack_node_up = m.n_stack_node_addrs = N_NODES - 1;
+	leaves[0] = (N_NODES - 1) << 1;
+	cr_expect_eq(decode_msg(&m, &why), 0, "%s", why);
+	leaves[0] = 3 << 1;
+
+	st.n_frames = 1;
+	st.frames = fr;
+	m.n_stacks = 1;
+	m.stacks = sv;
+	cr_expect_eq(decode_msg(&m, &why), -EBADMSG);
+	cr_expect_str_eq(why, "stacks both as a list and as a tree");
+	m.n_stacks = 0;
+
+	m.format_version = MP_PROFILE_FORMAT_STACK_TREE + 1;
+	cr_expect_eq(decode_msg(&m, &why), -EPROTONOSUPPORT);
+}
