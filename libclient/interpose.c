@@ -437,15 +437,18 @@ static inline __attribute__((always_inline)) void put(uint8_t type, uint8_t flag
 	unsigned nw = type == MP_REC_REALLOC ? 4 : 3;
 	enum mp_rw_wait wait = mode == MP_ALLOC_PRECISE ? MP_RW_WAIT : MP_RW_NOWAIT;
 	const struct mp_ring_hdr *h = LOAD(&mp_alloc_hdr, RELAXED);
-	uint32_t sb;
+	uint32_t sb, depth = 0;
 
-	/* a new block gets the call stack, when the consumer asked or when
-	 * its caller is an allocator wrapper */
+	/* a new block gets the call stack, when the consumer asked (frames
+	 * unwound here, when it says how deep) or when its caller is an
+	 * allocator wrapper */
 	if (type != MP_REC_FREE && addr &&
 	    ((sb = LOAD(&h->alloc_stack_bytes, RELAXED)) || (sb = wrapped(h, caller)))) {
 		const struct stack_bounds *b = thread_stack();
 
-		mp_stack_put(type, flags, fn, w, nw, wait, b->lo, b->end, sb);
+		if (LOAD(&h->alloc_stack_bytes, RELAXED))
+			depth = LOAD(&h->alloc_stack_depth, RELAXED);
+		mp_stack_put(type, flags, fn, w, nw, wait, b->lo, b->end, sb, depth);
 		return;
 	}
 	mp_ring_write(type, flags, fn, w, nw, wait);
