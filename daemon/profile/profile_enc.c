@@ -361,6 +361,8 @@ static void enc_stacks(struct arena *a, const struct mp_profile *p, Memprof__Pro
 	o->n_stacks = p->n_stacks;
 	o->stack_depth = p->stack_depth;
 	o->stacks_dropped = p->stacks_dropped;
+	o->stacks_unwound = p->stacks_unwound;
+	o->stacks_copied = p->stacks_copied;
 }
 
 static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)

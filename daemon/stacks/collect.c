@@ -208,6 +208,19 @@ uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_col
 	return intern(c, t, (uint32_t)n, trunc);
 }
 
+uint32_t mp_stack_collect_given(struct mp_stack_collector *c, const struct mp_collect_target *t,
+				const uint64_t *frames, uint32_t n, bool truncated)
+{
+	if (!c->stacks || !n)
+		return 0;
+	if (n > c->depth) {
+		n = c->depth;
+		truncated = true;
+	}
+	memcpy(c->frames, frames, (size_t)n * sizeof(*c->frames));
+	return intern(c, t, n, truncated);
+}
+
 int mp_stack_collect_unwind(struct mp_stack_collector *c, const struct mp_collect_target *t,
 			    const struct mp_unwind_regs *regs, const void *bytes, uint32_t len,
 			    uint64_t caller, uint64_t *ret, uint32_t max, bool *ret_truncated)

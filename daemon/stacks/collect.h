@@ -57,6 +57,12 @@ uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_col
 			       const struct mp_unwind_regs *regs, const void *bytes, uint32_t len,
 			       uint64_t caller);
 
+/* The stack id of frames unwound by the target itself (a FRAMES record:
+ * @n return addresses, innermost first, hostile values), cut to the
+ * collector's depth; 0: none. */
+uint32_t mp_stack_collect_given(struct mp_stack_collector *c, const struct mp_collect_target *t,
+				const uint64_t *frames, uint32_t n, bool truncated);
+
 /* The frames of a capture without interning them (allocator wrappers:
  * the first caller outside them), into @ret, at most @max, innermost
  * first; for an in-process capture (@caller nonzero) from the frame
