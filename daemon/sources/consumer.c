@@ -411,6 +411,7 @@ static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts 
 			return r;
 	}
 	c->attach_ns = mp_now_ns();
+	c->stack_depth = o ? o->alloc_stack_depth : 0;
 	c->strict = c->map || (o && o->strict);
 	c->heap_ok = !c->strict;
 	c->ts_lo = c->strict && c->attach_ns > TS_SLACK_NS ? c->attach_ns - TS_SLACK_NS : 0;
@@ -424,7 +425,6 @@ static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts 
 		STORE(&c->hdr->alloc_stack_bytes, o->alloc_stack_bytes, RELAXED);
 		STORE(&c->hdr->alloc_stack_depth, o->alloc_stack_bytes ? o->alloc_stack_depth : 0,
 		      RELAXED);
-		c->stack_depth = o->alloc_stack_depth;
 		alloc_mode_on(c, o->alloc_mode, o->alloc_sample_bytes);
 	}
 	STORE(&c->hdr->attached, mp_lease_attached(c->hdr, c->lease), SEQ_CST);
