@@ -31,6 +31,7 @@
 
 #include "ring_abi.h"
 #include "ring_writer.h"
+#include "local_unwind.h"
 #include "stack_capture.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -897,4 +898,25 @@ EXPORT size_t malloc_usable_size(void *p)
 	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolve())
 		return 0;
 	return next.malloc_usable_size ? next.malloc_usable_size(p) : 0;
+}
+
+/* ---- dlclose: what the in-process unwinder cached of an unloaded
+ * object must not outlive it (another may be mapped at its address) ---- */
+
+EXPORT int dlclose(void *handle)
+{
+	static int (*next_dlclose)(void *);
+	int (*f)(void *) = LOAD(&next_dlclose, ACQUIRE);
+	int r;
+
+	if (unlikely(!f)) {
+		f = (int (*)(void *))SYM("dlclose");
+		if (!f)
+			return -1;
+		STORE(&next_dlclose, f, RELEASE);
+	}
+	r = f(handle);
+	if (r == 0)
+		mp_unwind_forget();
+	return r;
 }
