@@ -29,8 +29,8 @@ enum mp_lu_kind {
  * return addresses of the frames from the one returning into the
  * allocating function (@caller) on, innermost first: at most @depth into
  * @ret_frames, *@ret_truncated when the stack goes on beyond them. Every
- * stack read lies in [regs[1], @lim). The walk is the one memprofd does
- * on a copy of [regs[1], @lim) (daemon/stacks/unwind.c fast_unwind() and
+ * stack read lies in [regs[1], @lim) (the thread's stack end). The walk is
+ * the one memprofd does on a copy of [regs[1], @lim) (daemon/stacks/unwind.c fast_unwind() and
  * collect.c mp_stack_collect_ring(): at most @depth + MP_FRAMES_OWN_MAX
  * frames in all). Returns how many frames (>= 1), or -1 when it cannot
  * give that walk's result (no unwind info, rules that are not simple, a

@@ -29,17 +29,19 @@ MP_HIDDEN __attribute__((noinline)) int mp_stack_put(uint8_t type, uint8_t flags
 	 * stack would have the copy run off its end. */
 	uint64_t len = regs[1] >= stack_lo && regs[1] < stack_end ? stack_end - regs[1] : 0;
 
-	if (len > max)
-		len = max;
-	if (depth) {
+	/* the walk reads the whole stack up to its end, not only the part
+	 * a copy would carry: a stack deeper than @max is not cut there */
+	if (depth && len) {
 		uint64_t frames[MP_FRAMES_MAX];
 		bool trunc;
-		int n = mp_unwind_local(regs, regs[1] + len, w[2], depth, frames, &trunc);
+		int n = mp_unwind_local(regs, stack_end, w[2], depth, frames, &trunc);
 
 		if (n > 0)
 			return mp_ring_write_frames(type, flags, name_id, w, nw, wait, frames,
 						    (uint32_t)n, trunc);
 	}
+	if (len > max)
+		len = max;
 	return mp_ring_write_stacked(type, flags, name_id, w, nw, wait, regs,
 				     (const void *)(uintptr_t)regs[1], (uint32_t)len);
 }

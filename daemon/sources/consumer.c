@@ -736,6 +736,15 @@ int mp_consumer_set_alloc_stacks(struct mp_consumer *c, uint32_t bytes)
 	return 0;
 }
 
+int mp_consumer_set_alloc_stack_depth(struct mp_consumer *c, uint32_t depth)
+{
+	if (!c || !c->hdr || depth > MP_FRAMES_MAX)
+		return -EINVAL;
+	c->stack_depth = depth;
+	STORE(&c->hdr->alloc_stack_depth, depth, RELAXED);
+	return 0;
+}
+
 pid_t mp_consumer_pid(const struct mp_consumer *c)
 {
 	return c ? c->pid : 0;

@@ -219,6 +219,9 @@ int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c);
 /* Times an allocating thread of the target waited for ring space since
  * this consumer attached. */
 uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c);
+/* The FRAMES records' depth (as mp_consumer_opts.alloc_stack_depth, 0:
+ * copies only), after the open. -EINVAL beyond MP_FRAMES_MAX. */
+int mp_consumer_set_alloc_stack_depth(struct mp_consumer *c, uint32_t depth);
 /* Call stacks taken with heap records so far: unwound by the target
  * (FRAMES) into *@ret_unwound, sent as copies (STACK) into *@ret_copied. */
 void mp_consumer_stack_counts(const struct mp_consumer *c, uint64_t *ret_unwound,
