@@ -21,6 +21,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <link.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 
 #include "ring_abi.h"
@@ -485,11 +487,42 @@ static enum mp_lu_kind fde_rule(uintptr_t fde, uintptr_t map_end, uint64_t pc, s
 	return MP_LU_STEP;
 }
 
+/* The span of the main program's loaded segments, from its program
+ * headers (getauxval: async-signal-safe), found once: for it,
+ * _dl_find_object() may give only the segment holding the address, and
+ * its unwind info lies in another. Empty when unknown. */
+static uintptr_t main_lo, main_hi;
+static int main_state; /* 0 not yet, 1 known */
+
+static void main_span(void)
+{
+	const ElfW(Phdr) *ph = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+	unsigned long n = getauxval(AT_PHNUM);
+	uintptr_t bias = 0, lo = UINTPTR_MAX, hi = 0;
+
+	for (unsigned long i = 0; ph && i < n; i++)
+		if (ph[i].p_type == PT_PHDR)
+			bias = (uintptr_t)ph - ph[i].p_vaddr;
+	for (unsigned long i = 0; ph && i < n; i++) {
+		if (ph[i].p_type != PT_LOAD)
+			continue;
+		if (bias + ph[i].p_vaddr < lo)
+			lo = bias + ph[i].p_vaddr;
+		if (bias + ph[i].p_vaddr + ph[i].p_memsz > hi)
+			hi = bias + ph[i].p_vaddr + ph[i].p_memsz;
+	}
+	if (lo < hi) {
+		__atomic_store_n(&main_lo, lo, __ATOMIC_RELAXED);
+		__atomic_store_n(&main_hi, hi, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&main_state, 1, __ATOMIC_RELEASE);
+}
+
 /* The FDE of @pc through the object's .eh_frame_hdr search table. */
 static enum mp_lu_kind rule_lookup(uint64_t pc, struct lrule *ru)
 {
 	struct dl_find_object fo;
-	uintptr_t hdr, table, map_end, fde;
+	uintptr_t hdr, table, map_start, map_end, fde;
 	uint64_t count, lo, hi;
 	uint8_t enc_ptr, enc_count, enc_table;
 	struct rd r;
@@ -497,9 +530,20 @@ static enum mp_lu_kind rule_lookup(uint64_t pc, struct lrule *ru)
 	if (_dl_find_object((void *)(uintptr_t)pc, &fo) != 0 || !fo.dlfo_eh_frame)
 		return MP_LU_NOFDE;
 	hdr = (uintptr_t)fo.dlfo_eh_frame;
+	map_start = (uintptr_t)fo.dlfo_map_start;
 	map_end = (uintptr_t)fo.dlfo_map_end;
-	if (hdr < (uintptr_t)fo.dlfo_map_start || hdr >= map_end)
-		return MP_LU_HARD;
+	if (hdr < map_start || hdr >= map_end) {
+		/* the main program's unwind info in another of its segments */
+		if (!__atomic_load_n(&main_state, __ATOMIC_ACQUIRE))
+			main_span();
+		if (pc < __atomic_load_n(&main_lo, __ATOMIC_RELAXED) ||
+		    pc >= __atomic_load_n(&main_hi, __ATOMIC_RELAXED))
+			return MP_LU_HARD;
+		map_start = main_lo;
+		map_end = main_hi;
+		if (hdr < map_start || hdr >= map_end)
+			return MP_LU_HARD;
+	}
 	r = (struct rd){ .p = hdr, .end = map_end };
 	if (rd_n(&r, 1) != 1)
 		return MP_LU_HARD;
@@ -536,7 +580,7 @@ static enum mp_lu_kind rule_lookup(uint64_t pc, struct lrule *ru)
 			return MP_LU_NOFDE;
 		fde = hdr + (uint64_t)(int64_t)w[1];
 	}
-	if (fde < (uintptr_t)fo.dlfo_map_start || fde >= map_end)
+	if (fde < map_start || fde >= map_end)
 		return MP_LU_HARD;
 	return fde_rule(fde, map_end, pc, ru);
 }
