@@ -631,6 +631,10 @@ int mp_sess_drain_tracer(struct session *s)
  * events past ring records it had not read yet, into the wrong kernel). */
 #define RING_STALL_LAGS 10
 
+/* FRAMES records are the frames this daemon would take from a copy. */
+_Static_assert(MP_COLLECT_RING_SKIP == MP_FRAMES_OWN_MAX && MP_UNWIND_MAX_DEPTH == MP_FRAMES_MAX,
+	       "libmemprof's unwinder walks as the daemon's");
+
 /* A record read from the ring, to the ordering stage. A stack is unwound
  * now: the consumer's copy of its bytes ends when this callback returns.
  * A marker held keeps the reader (its name's owner) alive. */

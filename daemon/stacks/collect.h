@@ -25,6 +25,10 @@
 #include "unwind.h"
 
 #define MP_COLLECT_MAPS_REREAD_NS (100 * 1000 * 1000ull)
+/* An in-process capture's unwind goes through at most this many frames
+ * beyond the depth (libmemprof's own, dropped); libmemprof's unwinder
+ * walks as many (MP_FRAMES_OWN_MAX). */
+#define MP_COLLECT_RING_SKIP 8
 
 struct mp_stack_collector;
 
