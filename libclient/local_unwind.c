@@ -669,6 +669,9 @@ static enum mp_lu_kind rule_of(uint64_t pc, struct lrule *ru)
 	enum mp_lu_kind k;
 	uint64_t h, v;
 
+	/* 0 is the key of an empty slot (and never code) */
+	if (!pc)
+		return MP_LU_NOFDE;
 	if (__builtin_expect(!t, 0)) {
 		if (!__atomic_load_n(&cache_state, __ATOMIC_RELAXED))
 			cache_map();
