@@ -15,6 +15,9 @@
 #include "consumer.h"
 #include "ring_abi.h"
 
+/* The depth the consumer asks FRAMES records to keep to. */
+#define FUZZ_DEPTH 64u
+
 /* A heap record names a builtin function and carries no name, even in the
  * record the reader reuses after a marker's. */
 static int check_ring_rec(void *ctx, uint32_t ring, const struct mp_record *rec)
@@ -36,6 +39,12 @@ static int check_ring_rec(void *ctx, uint32_t ring, const struct mp_record *rec)
 			__builtin_trap();
 		for (uint32_t j = 0; j < rec->stack->len; j++)
 			sum += rec->stack->bytes[j];
+		/* frames unwound by the target: 1 to the depth asked */
+		if (rec->stack->frames &&
+		    (rec->stack->len || !rec->stack->n_frames || rec->stack->n_frames > FUZZ_DEPTH))
+			__builtin_trap();
+		for (uint32_t j = 0; rec->stack->frames && j < rec->stack->n_frames; j++)
+			sum += (unsigned)rec->stack->frames[j];
 		if (sum == 0xffffffffu)
 			__builtin_trap();
 	}
@@ -125,21 +134,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					ring[p & mask].clock = (uint8_t)((clkv + i) % 3);
 			}
 			/* a STACK record (type 24) at the consumer's position,
-			 * any length: continuation slots and the heap record
-			 * after it are whatever the input made them */
+			 * any length, or a FRAMES record (type 25) of any
+			 * count and flags: continuation slots and the heap
+			 * record after it are whatever the input made them */
 			if (flags & 64) {
 				struct mp_slot *st = &ring[t->tail & mask];
 
-				st->type = MP_REC_STACK;
-				st->dims[3] = (int64_t)((uint64_t)st->dims[3] %
-							(slots * MP_STACK_SLOT_BYTES + 256));
+				if (clkv & 0x80) {
+					st->type = MP_REC_FRAMES;
+					st->dims[0] = (int64_t)((uint64_t)st->dims[0] %
+								(MP_FRAMES_MAX + 16));
+					st->flags &= clkv & 0x40 ? 0xff : MP_FRAMES_F_TRUNCATED;
+				} else {
+					st->type = MP_REC_STACK;
+					st->dims[3] =
+						(int64_t)((uint64_t)st->dims[3] %
+							  (slots * MP_STACK_SLOT_BYTES + 256));
+				}
 			}
 		}
 	}
 
 	/* strict: stamps and thread ids checked as a live target's */
 	if (mp_consumer_open_mem_opts(mem, (flags & 8) ? len - shrink % 64 : len,
-				      &(struct mp_consumer_opts){ .strict = clk & 1 }, &c) == 0) {
+				      &(struct mp_consumer_opts){ .strict = clk & 1,
+								  .alloc_stack_depth = FUZZ_DEPTH },
+				      &c) == 0) {
 		/* turning the interposer on or off only writes the header */
 		(void)mp_consumer_set_alloc_mode(c, shrink % 4, flags & 32 ? 0 : 4096);
 		(void)mp_consumer_set_alloc_stacks(c, shrink & 64 ? 16384 : 0);
@@ -175,6 +195,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		(void)mp_consumer_alloc_waits(c);
 		(void)mp_consumer_alloc_tls_off(c);
 		(void)mp_consumer_pid(c);
+		{
+			uint64_t unwound, copied;
+
+			mp_consumer_stack_counts(c, &unwound, &copied);
+		}
 		mp_consumer_free(c);
 	}
 	free(mem);

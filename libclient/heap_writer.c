@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The writer of heap records (types 8-15) and of the STACK records that
- * precede them (type 24): what the allocator interposer (interpose.c) and
+ * The writer of heap records (types 8-15) and of the STACK and FRAMES
+ * records that precede them (types 24, 25): what the allocator interposer (interpose.c) and
  * the stack capture (stack_capture.c) put into the calling thread's ring
  * (docs/RING.md "Heap records"). Unlike markers, a precise-mode record
  * waits a bounded time for space, is stamped with the cheapest trusted
@@ -366,15 +366,16 @@ static inline void copy_bytes(void *dst, const void *src, size_t n)
 	__asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
 }
 
-MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_id,
-				    const uint64_t *w, unsigned nw, enum mp_rw_wait wait,
-				    const uint64_t regs[3], const void *stack, uint32_t len)
+/* The heap record preceded by a payload record (@ptype, @pflags, header
+ * words @pw) whose @len bytes at @src follow it in continuation slots:
+ * STACK and FRAMES records alike (ring_writer.h). */
+static int write_payload(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
+			 unsigned nw, enum mp_rw_wait wait, uint8_t ptype, uint8_t pflags,
+			 const uint64_t pw[4], const unsigned char *src, uint32_t len)
 {
 	uint32_t k = (len + MP_STACK_SLOT_BYTES - 1) / MP_STACK_SLOT_BYTES;
-	const unsigned char *src = stack;
 	struct mp_rw_tls *t = &mp_rw_tls;
 	struct mp_slot *s;
-	const uint64_t sw[4] = { regs[0], regs[1], regs[2], len };
 	uint64_t pos, last, ts;
 
 	if (len > MP_RING_STACK_MAX || unlikely(t->busy))
@@ -414,7 +415,7 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 		t->busy = 0;
 		return -ENOSPC;
 	}
-	/* The continuation slots and the heap record first, the STACK
+	/* The continuation slots and the heap record first, the payload
 	 * record's seq last: a consumer that sees it sees them all. */
 	for (uint32_t j = 0; j < k; j++) {
 		uint32_t n = len - j * MP_STACK_SLOT_BYTES;
@@ -429,11 +430,33 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 	slot_fill(s, t, ts, type, flags, name_id, w, nw);
 	STORE(&s->seq, last + 1, RELEASE);
 	s = &t->ring[pos & mp_rw.mask];
-	slot_fill(s, t, ts, MP_REC_STACK, 0, 0, sw, 4);
+	slot_fill(s, t, ts, ptype, pflags, 0, pw, 4);
 	STORE(&s->seq, pos + 1, RELEASE);
 	t->head = last + 1;
 	STORE(&t->thr->head, last + 1, RELAXED);
 	atomic_signal_fence(memory_order_seq_cst);
 	t->busy = 0;
 	return 0;
+}
+
+MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_id,
+				    const uint64_t *w, unsigned nw, enum mp_rw_wait wait,
+				    const uint64_t regs[3], const void *stack, uint32_t len)
+{
+	const uint64_t sw[4] = { regs[0], regs[1], regs[2], len };
+
+	return write_payload(type, flags, name_id, w, nw, wait, MP_REC_STACK, 0, sw, stack, len);
+}
+
+MP_HIDDEN int mp_ring_write_frames(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
+				   unsigned nw, enum mp_rw_wait wait, const uint64_t *frames,
+				   uint32_t n, bool truncated)
+{
+	const uint64_t fw[4] = { n, 0, 0, 0 };
+
+	if (!n || n > MP_FRAMES_MAX)
+		return mp_ring_write(type, flags, name_id, w, nw, wait);
+	return write_payload(type, flags, name_id, w, nw, wait, MP_REC_FRAMES,
+			     truncated ? MP_FRAMES_F_TRUNCATED : 0, fw,
+			     (const unsigned char *)frames, n * 8);
 }

@@ -31,6 +31,7 @@
 
 #include "ring_abi.h"
 #include "ring_writer.h"
+#include "local_unwind.h"
 #include "stack_capture.h"
 
 #define likely(x) __builtin_expect(!!(x), 1)
@@ -437,15 +438,18 @@ static inline __attribute__((always_inline)) void put(uint8_t type, uint8_t flag
 	unsigned nw = type == MP_REC_REALLOC ? 4 : 3;
 	enum mp_rw_wait wait = mode == MP_ALLOC_PRECISE ? MP_RW_WAIT : MP_RW_NOWAIT;
 	const struct mp_ring_hdr *h = LOAD(&mp_alloc_hdr, RELAXED);
-	uint32_t sb;
+	uint32_t sb, depth = 0;
 
-	/* a new block gets the call stack, when the consumer asked or when
-	 * its caller is an allocator wrapper */
+	/* a new block gets the call stack, when the consumer asked (frames
+	 * unwound here, when it says how deep) or when its caller is an
+	 * allocator wrapper */
 	if (type != MP_REC_FREE && addr &&
 	    ((sb = LOAD(&h->alloc_stack_bytes, RELAXED)) || (sb = wrapped(h, caller)))) {
 		const struct stack_bounds *b = thread_stack();
 
-		mp_stack_put(type, flags, fn, w, nw, wait, b->lo, b->end, sb);
+		if (LOAD(&h->alloc_stack_bytes, RELAXED))
+			depth = LOAD(&h->alloc_stack_depth, RELAXED);
+		mp_stack_put(type, flags, fn, w, nw, wait, b->lo, b->end, sb, depth);
 		return;
 	}
 	mp_ring_write(type, flags, fn, w, nw, wait);
@@ -894,4 +898,25 @@ EXPORT size_t malloc_usable_size(void *p)
 	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolve())
 		return 0;
 	return next.malloc_usable_size ? next.malloc_usable_size(p) : 0;
+}
+
+/* ---- dlclose: what the in-process unwinder cached of an unloaded
+ * object must not outlive it (another may be mapped at its address) ---- */
+
+EXPORT int dlclose(void *handle)
+{
+	static int (*next_dlclose)(void *);
+	int (*f)(void *) = LOAD(&next_dlclose, ACQUIRE);
+	int r;
+
+	if (unlikely(!f)) {
+		f = (int (*)(void *))SYM("dlclose");
+		if (!f)
+			return -1;
+		STORE(&next_dlclose, f, RELEASE);
+	}
+	r = f(handle);
+	if (r == 0)
+		mp_unwind_forget();
+	return r;
 }

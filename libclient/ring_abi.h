@@ -35,6 +35,12 @@
  * (all of a slot but its seq word). */
 #define MP_RING_STACK_MAX (32u << 10)
 #define MP_STACK_SLOT_BYTES 120u
+/* FRAMES records (type 25): at most MP_FRAMES_MAX return addresses,
+ * MP_FRAMES_PER_SLOT per continuation slot; the walk that made them went
+ * through at most MP_FRAMES_OWN_MAX frames of libmemprof's own first. */
+#define MP_FRAMES_MAX 256u
+#define MP_FRAMES_PER_SLOT (MP_STACK_SLOT_BYTES / 8u)
+#define MP_FRAMES_OWN_MAX 8u
 #define MP_TSTACK_MAX 16u
 /* Address ranges of allocator wrappers in the header (wrap). */
 #define MP_RING_WRAP_MAX 16u
@@ -137,7 +143,12 @@ struct mp_ring_hdr {
 	uint32_t wrap_stack_bytes;
 	uint64_t wrap_lo, wrap_hi;
 	uint32_t wrap_count;
-	uint32_t reserved5;
+	/* Call stacks unwound in process (written by the consumer only,
+	 * before alloc_mode, with alloc_stack_bytes): nonzero, an allocation
+	 * that carries alloc_stack_bytes of stack sends, where libmemprof can
+	 * unwind it, a FRAMES record (type 25) of at most this many frames
+	 * (<= MP_FRAMES_MAX) instead of its STACK record. 0: STACK only. */
+	uint32_t alloc_stack_depth;
 	struct {
 		uint64_t lo, hi;
 	} wrap[MP_RING_WRAP_MAX];
@@ -283,6 +294,14 @@ enum mp_record_type {
 	 * returned on its own: the consumer attaches it to that heap record
 	 * (mp_record.stack). */
 	MP_REC_STACK = 24,
+	/* The call stack of the heap record that follows it in the same
+	 * ring (ALLOC or REALLOC, always), unwound by libmemprof: dims[0] =
+	 * n (1..MP_FRAMES_MAX), flags MP_FRAMES_F_TRUNCATED or 0; then
+	 * ceil(n / MP_FRAMES_PER_SLOT) continuation slots holding the n
+	 * return addresses, innermost first (the first returns into the
+	 * allocating function), each slot's after its seq word. Attached
+	 * to that heap record as STACK is (mp_record.stack). */
+	MP_REC_FRAMES = 25,
 	/* 32-39 further markers. The process-wide phase ends (memprof_phase_end):
 	 * no phase is current until the next MP_REC_PHASE. */
 	MP_REC_PHASE_END = 32,
@@ -306,5 +325,7 @@ enum mp_record_type {
  * sampling interval; size is the requested size, which the consumer of the
  * record replaces by its unbiased estimate (as for MP_RAW_F_SCALED). */
 #define MP_REC_F_SCALED 0x8u
+/* FRAMES: the stack goes on beyond its frames (the depth bound). */
+#define MP_FRAMES_F_TRUNCATED 0x1u
 
 #endif /* MEMPROF_RING_ABI_H */

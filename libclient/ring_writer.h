@@ -78,6 +78,13 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 				    const uint64_t *w, unsigned nw, enum mp_rw_wait wait,
 				    const uint64_t regs[3], const void *stack, uint32_t len);
 
+/* The same with a FRAMES record (type 25) carrying the @n (1..
+ * MP_FRAMES_MAX) return addresses at @frames instead, flagged
+ * MP_FRAMES_F_TRUNCATED when @truncated. */
+MP_HIDDEN int mp_ring_write_frames(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
+				   unsigned nw, enum mp_rw_wait wait, const uint64_t *frames,
+				   uint32_t n, bool truncated);
+
 /* Counts one heap record as dropped (drops and alloc_drops). */
 MP_HIDDEN void mp_ring_count_alloc_drop(void);
 

@@ -3,7 +3,9 @@
  * The capture of a call stack for the in-process path's STACK records
  * (type 24): the registers of the caller of mp_stack_put() at the call
  * and a copy of the thread's stack from there up, for memprofd to unwind
- * out of process exactly as the eBPF path's copies. Compiled with frame
+ * out of process exactly as the eBPF path's copies; or, where the
+ * consumer asked for it and the in-process unwinder (local_unwind.c) can walk
+ * that copy as memprofd would, the frames alone (FRAMES, type 25). Compiled with frame
  * pointers (meson.build): this function's frame record is where its
  * caller's rbp and return address are, whatever the rest of the library
  * was compiled with.
@@ -11,11 +13,13 @@
 #include <stdint.h>
 
 #include "stack_capture.h"
+#include "local_unwind.h"
 
 MP_HIDDEN __attribute__((noinline)) int mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id,
 						     const uint64_t *w, unsigned nw,
 						     enum mp_rw_wait wait, uint64_t stack_lo,
-						     uint64_t stack_end, uint32_t max)
+						     uint64_t stack_end, uint32_t max,
+						     uint32_t depth)
 {
 	/* [fp] the caller's rbp, [fp + 8] the return address into it, and
 	 * its stack pointer after the return is fp + 16. */
@@ -25,6 +29,17 @@ MP_HIDDEN __attribute__((noinline)) int mp_stack_put(uint8_t type, uint8_t flags
 	 * stack would have the copy run off its end. */
 	uint64_t len = regs[1] >= stack_lo && regs[1] < stack_end ? stack_end - regs[1] : 0;
 
+	/* the walk reads the whole stack up to its end, not only the part
+	 * a copy would carry: a stack deeper than @max is not cut there */
+	if (depth && len) {
+		uint64_t frames[MP_FRAMES_MAX];
+		bool trunc;
+		int n = mp_unwind_local(regs, stack_end, w[2], depth, frames, &trunc);
+
+		if (n > 0)
+			return mp_ring_write_frames(type, flags, name_id, w, nw, wait, frames,
+						    (uint32_t)n, trunc);
+	}
 	if (len > max)
 		len = max;
 	return mp_ring_write_stacked(type, flags, name_id, w, nw, wait, regs,

@@ -647,6 +647,17 @@ static void json_limits(struct mp_json *j, const struct mp_profile *p)
 	mp_json_object_end(j);
 }
 
+/* Call stacks on the in-process path: unwound by the target or copied. */
+static void json_stacks(struct mp_json *j, const struct mp_profile *p)
+{
+	if (!p->stack_depth || (!p->stacks_unwound && !p->stacks_copied))
+		return;
+	mp_json_object_begin(j, "stackCapture");
+	mp_json_u64(j, "unwoundInProcess", p->stacks_unwound);
+	mp_json_u64(j, "copied", p->stacks_copied);
+	mp_json_object_end(j);
+}
+
 /* Allocator wrappers (docs/PROFILE.md "Owners"): when the run used them. */
 static void json_wrappers(struct mp_json *j, const struct mp_profile *p)
 {
@@ -731,6 +742,7 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_json_object_end(&j);
 	json_hardening(&j, p);
 	json_limits(&j, p);
+	json_stacks(&j, p);
 	json_wrappers(&j, p);
 	mp_json_array_begin(&j, "kernels");
 	for (uint32_t i = 0; i < p->n_kernels; i++)
@@ -861,6 +873,17 @@ static void put_limits(FILE *f, const struct mp_profile *p)
 			l->stacks, l->stack_frames, p->stacks_dropped);
 	if (l->reached & MP_LIMIT_NAMES)
 		fputs("limit reached: kernel names (65535): later names are \"(other)\"\n", f);
+}
+
+/* Call stacks on the in-process path: how they were taken. */
+static void put_stacks(FILE *f, const struct mp_profile *p)
+{
+	if (!p->stack_depth || (!p->stacks_unwound && !p->stacks_copied))
+		return;
+	fprintf(f,
+		"stacks: %" PRIu64 " unwound in process, %" PRIu64
+		" copied and unwound by memprofd\n",
+		p->stacks_unwound, p->stacks_copied);
 }
 
 /* Allocator wrappers: owners and sites are the first caller beyond them. */
@@ -1205,6 +1228,7 @@ static int write_table(const struct mp_profile *p, FILE *f)
 	put_corruption_head(f, p);
 	put_mode(f, p);
 	put_limits(f, p);
+	put_stacks(f, p);
 	put_wrappers(f, p);
 	if (sampled)
 		put_sampled_heap(f, p);

@@ -498,6 +498,10 @@ struct mp_profile {
 	uint64_t *stack_frames;
 	uint32_t stack_depth;
 	uint64_t stacks_dropped; /* allocations whose stack was not kept */
+	/* In-process path: call stacks the target unwound itself (FRAMES
+	 * records) and those it sent as copies memprofd unwound (STACK
+	 * records, where its unwinder could not give memprofd's walk). */
+	uint64_t stacks_unwound, stacks_copied;
 	/* Limits: the bounds of the run's tables and what passed them. */
 	struct mp_limits limits;
 	/* Anonymous mappings (docs/PROFILE.md "Mappings"): the whole

@@ -471,6 +471,8 @@ static void enc_stacks(struct arena *a, const struct mp_profile *p, Memprof__Pro
 
 	o->stack_depth = p->stack_depth;
 	o->stacks_dropped = p->stacks_dropped;
+	o->stacks_unwound = p->stacks_unwound;
+	o->stacks_copied = p->stacks_copied;
 	if (!p->n_stacks)
 		return;
 	if (enc_tree(a, p, &t, o) < 0)

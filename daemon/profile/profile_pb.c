@@ -536,6 +536,8 @@ static int dec_stacks(const Memprof__Profile *o, struct mp_profile *p, uint64_t 
 		r = dec_stack_list(o, p, ret_frames, ret_why);
 	p->stack_depth = o->stack_depth;
 	p->stacks_dropped = o->stacks_dropped;
+	p->stacks_unwound = o->stacks_unwound;
+	p->stacks_copied = o->stacks_copied;
 	return r;
 }
 

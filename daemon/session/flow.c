@@ -235,6 +235,13 @@ static void ring_retire(struct session *s)
 	s->ring_drops_closed += mp_consumer_drops(ref->c);
 	s->heap_drops_closed += mp_consumer_alloc_drops(ref->c);
 	s->heap_waits_closed += mp_consumer_alloc_waits(ref->c);
+	{
+		uint64_t unwound, copied;
+
+		mp_consumer_stack_counts(ref->c, &unwound, &copied);
+		s->stacks_unwound_closed += unwound;
+		s->stacks_copied_closed += copied;
+	}
 	s->corruption |= mp_sess_ring_rejects(ref->c, s->rejected, &s->stuck_rings);
 	s->ring = NULL;
 	s->ring_ref = NULL;
@@ -624,6 +631,10 @@ int mp_sess_drain_tracer(struct session *s)
  * events past ring records it had not read yet, into the wrong kernel). */
 #define RING_STALL_LAGS 10
 
+/* FRAMES records are the frames this daemon would take from a copy. */
+_Static_assert(MP_COLLECT_RING_SKIP == MP_FRAMES_OWN_MAX && MP_UNWIND_MAX_DEPTH == MP_FRAMES_MAX,
+	       "libmemprof's unwinder walks as the daemon's");
+
 /* A record read from the ring, to the ordering stage. A stack is unwound
  * now: the consumer's copy of its bytes ends when this callback returns.
  * A marker held keeps the reader (its name's owner) alive. */
@@ -639,14 +650,21 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 		const struct mp_rec_stack *st = rec->stack;
 		struct mp_collect_target t = target(s);
 
-		stack = mp_stack_collect_ring(
-			s->collect, &t,
-			&(struct mp_unwind_regs){ .ip = st->ip, .sp = st->sp, .bp = st->bp },
-			st->bytes, st->len, rec->heap.caller);
+		if (st->frames)
+			stack = mp_stack_collect_given(s->collect, &t, st->frames, st->n_frames,
+						       st->truncated);
+		else
+			stack = mp_stack_collect_ring(s->collect, &t,
+						      &(struct mp_unwind_regs){ .ip = st->ip,
+										.sp = st->sp,
+										.bp = st->bp },
+						      st->bytes, st->len, rec->heap.caller);
 	}
 	if (s->wrappers && ring != MP_CONSUMER_RING_SYNTH &&
 	    (rec->type == MP_REC_ALLOC || rec->type == MP_REC_REALLOC) && rec->heap.addr) {
-		const struct mp_rec_stack *st = rec->stack;
+		/* frames unwound by the target are found through their stack */
+		const struct mp_rec_stack *st =
+			rec->stack && !rec->stack->frames ? rec->stack : NULL;
 		const struct mp_unwind_regs regs = { .ip = st ? st->ip : 0,
 						     .sp = st ? st->sp : 0,
 						     .bp = st ? st->bp : 0 };
@@ -696,6 +714,8 @@ static int ring_open(struct session *s)
 		o.alloc_mode = s->o->mode == MP_TRACE_SAMPLED ? MP_ALLOC_SAMPLED : MP_ALLOC_PRECISE;
 		o.alloc_sample_bytes = s->o->sample_bytes;
 		o.alloc_stack_bytes = s->o->stacks ? session_stack_bytes(s->o) : 0;
+		o.alloc_stack_depth =
+			s->o->stack_depth ? s->o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
 		o.before_attach = before_attach;
 		o.ctx = s;
 	}

@@ -438,6 +438,12 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 		p->corruption |= mp_sess_ring_rejects(s->ring, p->rejected, &p->stuck_rings);
 	p->limits.memory = o->max_memory ? o->max_memory : MP_SESSION_DEFAULT_MEMORY;
 	if (o->stacks) {
+		uint64_t unwound = 0, copied = 0;
+
+		if (s->ring)
+			mp_consumer_stack_counts(s->ring, &unwound, &copied);
+		p->stacks_unwound = s->stacks_unwound_closed + unwound;
+		p->stacks_copied = s->stacks_copied_closed + copied;
 		p->stack_depth = o->stack_depth ? o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
 		r = mp_stack_collect_export(s->collect, p);
 		if (r < 0)

@@ -126,6 +126,7 @@ struct session {
 	uint64_t ring_retry_ns;
 	uint64_t ring_drops_closed; /* drops of rings closed at exec */
 	uint64_t heap_drops_closed, heap_waits_closed; /* the same, heap records */
+	uint64_t stacks_unwound_closed, stacks_copied_closed; /* and stacks */
 	uint32_t path; /* enum mp_tracer_path */
 	uint64_t last_ts;
 	uint64_t read_ns; /* the clock before the current read (0: none) */

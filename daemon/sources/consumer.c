@@ -371,7 +371,7 @@ static int check_opts(const struct mp_consumer_opts *o)
 		return 0;
 	if (o->alloc_mode > MP_ALLOC_SAMPLED ||
 	    (o->alloc_mode == MP_ALLOC_SAMPLED && !o->alloc_sample_bytes) ||
-	    o->alloc_stack_bytes > MP_RING_STACK_MAX)
+	    o->alloc_stack_bytes > MP_RING_STACK_MAX || o->alloc_stack_depth > MP_FRAMES_MAX)
 		return -EINVAL;
 	return 0;
 }
@@ -411,6 +411,7 @@ static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts 
 			return r;
 	}
 	c->attach_ns = mp_now_ns();
+	c->stack_depth = o ? o->alloc_stack_depth : 0;
 	c->strict = c->map || (o && o->strict);
 	c->heap_ok = !c->strict;
 	c->ts_lo = c->strict && c->attach_ns > TS_SLACK_NS ? c->attach_ns - TS_SLACK_NS : 0;
@@ -422,6 +423,8 @@ static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts 
 		mp_lease_clear(c->hdr);
 	if (o && o->alloc_mode) {
 		STORE(&c->hdr->alloc_stack_bytes, o->alloc_stack_bytes, RELAXED);
+		STORE(&c->hdr->alloc_stack_depth, o->alloc_stack_bytes ? o->alloc_stack_depth : 0,
+		      RELAXED);
 		alloc_mode_on(c, o->alloc_mode, o->alloc_sample_bytes);
 	}
 	STORE(&c->hdr->attached, mp_lease_attached(c->hdr, c->lease), SEQ_CST);
@@ -678,6 +681,13 @@ int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c)
 	return c && c->hdr ? LOAD(&c->hdr->alloc_tls_off, RELAXED) : 0;
 }
 
+void mp_consumer_stack_counts(const struct mp_consumer *c, uint64_t *ret_unwound,
+			      uint64_t *ret_copied)
+{
+	*ret_unwound = c ? c->n_unwound : 0;
+	*ret_copied = c ? c->n_copied : 0;
+}
+
 uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c)
 {
 	return c && c->hdr ? LOAD(&c->hdr->alloc_waits, RELAXED) - c->alloc_waits_base : 0;
@@ -726,6 +736,15 @@ int mp_consumer_set_alloc_stacks(struct mp_consumer *c, uint32_t bytes)
 	return 0;
 }
 
+int mp_consumer_set_alloc_stack_depth(struct mp_consumer *c, uint32_t depth)
+{
+	if (!c || !c->hdr || depth > MP_FRAMES_MAX)
+		return -EINVAL;
+	c->stack_depth = depth;
+	STORE(&c->hdr->alloc_stack_depth, depth, RELAXED);
+	return 0;
+}
+
 pid_t mp_consumer_pid(const struct mp_consumer *c)
 {
 	return c ? c->pid : 0;
@@ -766,6 +785,8 @@ const char *mp_record_type_name(uint32_t type)
 		return "pool_declare";
 	case MP_REC_STACK:
 		return "stack";
+	case MP_REC_FRAMES:
+		return "frames";
 	default:
 		return "unknown";
 	}
@@ -887,27 +908,48 @@ static inline __attribute__((always_inline)) bool tid_check(struct mp_consumer *
  * ring may hold (a longer one is malformed). */
 #define STACK_ARENA (sizeof(struct mp_rec_stack) + MP_RING_STACK_MAX)
 
+/* The payload bytes of a STACK or FRAMES record in @copy (a FRAMES
+ * record's n words; beyond the ring's reach when malformed), and whether
+ * they are more than the consumer takes (a unit skipped whole). */
+static uint64_t payload_len(const struct mp_consumer *c, const struct mp_slot *copy, bool *ret_over)
+{
+	uint64_t n = (uint64_t)copy->dims[0],
+		 depth = c->stack_depth ? c->stack_depth : MP_FRAMES_MAX;
+
+	if (copy->type == MP_REC_STACK) {
+		*ret_over = (uint64_t)copy->dims[3] > MP_RING_STACK_MAX;
+		return copy->flags ? UINT64_MAX : (uint64_t)copy->dims[3];
+	}
+	*ret_over = !n || n > depth;
+	if ((copy->flags & ~MP_FRAMES_F_TRUNCATED) || n > UINT64_MAX / 8)
+		return UINT64_MAX;
+	return n * 8;
+}
+
 /*
- * A STACK record at position t->pos of ring @ring (its first cache line in
- * @copy), with its continuation slots and the heap record it belongs to:
- * taken all together into @r (the heap record, carrying the stack), or not
- * at all. Returns the slots taken, 0 when they are not all there yet,
- * -EBADMSG for a malformed one. *@bad: 0, or the unit is taken to be
- * skipped: 1 or 2, its heap record's stamp is outside the window
- * (heap_ts()); 3, the stack is longer than MP_RING_STACK_MAX.
+ * A STACK or FRAMES record at position t->pos of ring @ring (its first
+ * cache line in @copy), with its continuation slots and the heap record it
+ * belongs to: taken all together into @r (the heap record, carrying the
+ * stack), or not at all. Returns the slots taken, 0 when they are not all
+ * there yet, -EBADMSG for a malformed one. *@bad: 0, or the unit is taken
+ * to be skipped: 1 or 2, its heap record's stamp is outside the window
+ * (heap_ts()); 3, the stack is longer than MP_RING_STACK_MAX, or the
+ * frames are none or more than the depth asked for.
  */
 static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
 		      const struct mp_slot *copy, struct mp_record *r, bool *dirty, int *bad)
 {
-	uint64_t len = (uint64_t)copy->dims[3], k, pos = t->pos;
+	uint64_t len, k, pos = t->pos;
 	struct mp_rec_stack *st;
 	struct mp_slot *s, heap;
 	unsigned char *bytes;
 	uint64_t seq;
+	bool over;
 	int ret;
 
+	len = payload_len(c, copy, &over);
 	/* a length whose unit could not fit the ring cannot be skipped */
-	if (copy->flags || copy->rank || copy->name_id || len > (uint64_t)c->slot_count * 128)
+	if (copy->rank || copy->name_id || len > (uint64_t)c->slot_count * 128)
 		return -EBADMSG;
 	k = (len + MP_STACK_SLOT_BYTES - 1) / MP_STACK_SLOT_BYTES;
 	if (k + 2 > c->slot_count)
@@ -917,7 +959,7 @@ static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
 	seq = LOAD(&s->seq, ACQUIRE);
 	if (seq != pos + k + 2)
 		return (int64_t)(seq - (pos + k + 2)) > 0 ? -EBADMSG : 0;
-	if (len > MP_RING_STACK_MAX) {
+	if (over) {
 		*bad = 3;
 		return (int)(k + 2);
 	}
@@ -947,11 +989,16 @@ static int take_stack(struct mp_consumer *c, uint32_t ring, struct tstate *t,
 	if (ret < 0)
 		return ret;
 	*bad = ret;
-	*st = (struct mp_rec_stack){ .ip = (uint64_t)copy->dims[0],
-				     .sp = (uint64_t)copy->dims[1],
-				     .bp = (uint64_t)copy->dims[2],
-				     .len = (uint32_t)len,
-				     .bytes = bytes };
+	if (copy->type == MP_REC_FRAMES)
+		*st = (struct mp_rec_stack){ .frames = (const uint64_t *)bytes,
+					     .n_frames = (uint32_t)(len / 8),
+					     .truncated = copy->flags & MP_FRAMES_F_TRUNCATED };
+	else
+		*st = (struct mp_rec_stack){ .ip = (uint64_t)copy->dims[0],
+					     .sp = (uint64_t)copy->dims[1],
+					     .bp = (uint64_t)copy->dims[2],
+					     .len = (uint32_t)len,
+					     .bytes = bytes };
 	r->stack = st;
 	return (int)(k + 2);
 }
@@ -1052,6 +1099,10 @@ static int take_stacked(struct mp_consumer *c, uint32_t i, struct tstate *t, str
 		return mp_cons_reject_(c, MP_CONSUMER_REJECT_THREAD, skipped);
 	if (bad)
 		return mp_cons_ts_reject_(c, t, bad, r->seq, skipped);
+	if (r->stack->frames)
+		c->n_unwound++;
+	else
+		c->n_copied++;
 	return 1;
 }
 
@@ -1114,7 +1165,7 @@ take(struct mp_consumer *c, uint32_t i, struct mp_record *r, bool *skipped, bool
 	/* the first cache line: every record's header, and a heap record
 	 * whole but for a realloc's old address */
 	copy_first_line(&copy, s);
-	if (copy.type == MP_REC_STACK)
+	if (copy.type == MP_REC_STACK || copy.type == MP_REC_FRAMES)
 		return take_stacked(c, i, t, s, &copy, r, skipped, dirty);
 	return take_marker(c, t, s, &copy, r, skipped, dirty);
 }

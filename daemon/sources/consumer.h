@@ -18,11 +18,18 @@
 
 #include "ring_abi.h"
 
-/* A call stack captured with a heap record (MP_REC_STACK). */
+/* A call stack captured with a heap record: the registers and the copy
+ * of the stack (MP_REC_STACK), or the frames libmemprof unwound
+ * (MP_REC_FRAMES: @frames set, the rest zero). */
 struct mp_rec_stack {
 	uint64_t ip, sp, bp;
 	uint32_t len; /* bytes of stack from sp up, <= MP_RING_STACK_MAX */
 	const unsigned char *bytes;
+	/* FRAMES: n_frames (1..the depth asked for) return addresses,
+	 * innermost first, arbitrary values; truncated: the stack goes on */
+	const uint64_t *frames;
+	uint32_t n_frames;
+	bool truncated;
 };
 
 /* A decoded, validated record. */
@@ -96,6 +103,11 @@ int mp_consumer_open_pid(pid_t pid, struct mp_consumer **ret);
 struct mp_consumer_opts {
 	uint32_t alloc_mode;
 	uint32_t alloc_stack_bytes;
+	/* With alloc_stack_bytes: the target unwinds in process and sends
+	 * FRAMES records of at most this many frames (<= MP_FRAMES_MAX)
+	 * where it can; FRAMES records deeper than this are refused. 0: it
+	 * sends copies only. */
+	uint32_t alloc_stack_depth;
 	uint64_t alloc_sample_bytes;
 	int (*before_attach)(void *ctx, struct mp_consumer *c);
 	void *ctx;
@@ -106,8 +118,8 @@ struct mp_consumer_opts {
 	 * opened by pid. */
 	bool strict;
 };
-/* -EINVAL: an unknown mode, a sampled mode without an interval, or more
- * stack bytes than MP_RING_STACK_MAX. */
+/* -EINVAL: an unknown mode, a sampled mode without an interval, more
+ * stack bytes than MP_RING_STACK_MAX, or frames than MP_FRAMES_MAX. */
 int mp_consumer_open_pid_opts(pid_t pid, const struct mp_consumer_opts *o,
 			      struct mp_consumer **ret);
 /* Same, over a caller-owned memory image (tests, fuzzing). @mem must stay
@@ -207,6 +219,13 @@ int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c);
 /* Times an allocating thread of the target waited for ring space since
  * this consumer attached. */
 uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c);
+/* The FRAMES records' depth (as mp_consumer_opts.alloc_stack_depth, 0:
+ * copies only), after the open. -EINVAL beyond MP_FRAMES_MAX. */
+int mp_consumer_set_alloc_stack_depth(struct mp_consumer *c, uint32_t depth);
+/* Call stacks taken with heap records so far: unwound by the target
+ * (FRAMES) into *@ret_unwound, sent as copies (STACK) into *@ret_copied. */
+void mp_consumer_stack_counts(const struct mp_consumer *c, uint64_t *ret_unwound,
+			      uint64_t *ret_copied);
 
 /* Turns the target's interposer on (enum mp_alloc_mode of ring_abi.h,
  * @sample_bytes for MP_ALLOC_SAMPLED) or off (MP_ALLOC_OFF). The

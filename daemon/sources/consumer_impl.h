@@ -114,6 +114,9 @@ struct mp_consumer {
 	/* alloc_drops and alloc_waits at attach: an earlier consumer's are
 	 * not this one's */
 	uint64_t alloc_drops_base, alloc_waits_base;
+	/* FRAMES records refused beyond this depth (0: MP_FRAMES_MAX) */
+	uint32_t stack_depth;
+	uint64_t n_unwound, n_copied; /* FRAMES and STACK records taken */
 	/* A stuck ring counts as read up to stall_ns before each read once it
 	 * has been stuck that long (mp_consumer_opts.stall_ns). */
 	uint64_t stall_ns;

@@ -15,7 +15,6 @@
 /* Frames of libmemprof itself at the start of an in-process stack (the
  * capture, the record writer's caller, the traced twin, the interposed
  * function), dropped after the unwind. */
-#define RING_STACK_SKIP 8
 
 struct mp_stack_collector {
 	pid_t pid;
@@ -42,7 +41,7 @@ int mp_stack_collector_new(pid_t pid, bool stacks, uint32_t depth, struct mp_sta
 	c->pid = pid;
 	c->depth = depth;
 	if (stacks) {
-		c->frames = calloc(depth + RING_STACK_SKIP, sizeof(*c->frames));
+		c->frames = calloc(depth + MP_COLLECT_RING_SKIP, sizeof(*c->frames));
 		r = c->frames ? mp_stack_table_new(&c->stacks) : -ENOMEM;
 	}
 	if (r < 0) {
@@ -176,7 +175,7 @@ uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_col
 			       const struct mp_unwind_regs *regs, const void *bytes, uint32_t len,
 			       uint64_t caller)
 {
-	uint32_t max = c->depth + RING_STACK_SKIP, skip = 0;
+	uint32_t max = c->depth + MP_COLLECT_RING_SKIP, skip = 0;
 	struct mp_unwinder *u;
 	bool trunc = true;
 	int n = 0;
@@ -206,6 +205,19 @@ uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_col
 		trunc = true;
 	}
 	return intern(c, t, (uint32_t)n, trunc);
+}
+
+uint32_t mp_stack_collect_given(struct mp_stack_collector *c, const struct mp_collect_target *t,
+				const uint64_t *frames, uint32_t n, bool truncated)
+{
+	if (!c->stacks || !n)
+		return 0;
+	if (n > c->depth) {
+		n = c->depth;
+		truncated = true;
+	}
+	memcpy(c->frames, frames, (size_t)n * sizeof(*c->frames));
+	return intern(c, t, n, truncated);
 }
 
 int mp_stack_collect_unwind(struct mp_stack_collector *c, const struct mp_collect_target *t,

@@ -25,6 +25,10 @@
 #include "unwind.h"
 
 #define MP_COLLECT_MAPS_REREAD_NS (100 * 1000 * 1000ull)
+/* An in-process capture's unwind goes through at most this many frames
+ * beyond the depth (libmemprof's own, dropped); libmemprof's unwinder
+ * walks as many (MP_FRAMES_OWN_MAX). */
+#define MP_COLLECT_RING_SKIP 8
 
 struct mp_stack_collector;
 
@@ -56,6 +60,12 @@ uint32_t mp_stack_collect_event(struct mp_stack_collector *c, const struct mp_co
 uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_collect_target *t,
 			       const struct mp_unwind_regs *regs, const void *bytes, uint32_t len,
 			       uint64_t caller);
+
+/* The stack id of frames unwound by the target itself (a FRAMES record:
+ * @n return addresses, innermost first, hostile values), cut to the
+ * collector's depth; 0: none. */
+uint32_t mp_stack_collect_given(struct mp_stack_collector *c, const struct mp_collect_target *t,
+				const uint64_t *frames, uint32_t n, bool truncated);
 
 /* The frames of a capture without interning them (allocator wrappers:
  * the first caller outside them), into @ret, at most @max, innermost

@@ -394,3 +394,43 @@ Test(stacks, chrome_trace_no_debug_info)
 
 	check_chrome("tests/stacks/stacks-fixture-nodebug", want, 3, 4);
 }
+
+/* The number after "@key": in @json, or -1 when the key is absent. */
+static long long json_count(const char *json, const char *key)
+{
+	const char *p = strstr(json, key);
+
+	if (!p)
+		return -1;
+	p += strlen(key);
+	while (*p == '"' || *p == ':' || *p == ' ')
+		p++;
+	return strtoll(p, NULL, 10);
+}
+
+/* On the in-process path, the fixture's stacks (plain -O2 C code with
+ * CFI) are unwound by libmemprof itself: every one, none sent as a copy.
+ * A silent fallback to copies would still pass the chains above. The eBPF
+ * path copies stacks in the kernel: no such counts. */
+Test(stacks, unwound_in_process)
+{
+	char *mp[] = { (char *)build_path("cli/memprof"),
+		       "run",
+		       "--stacks",
+		       "--print",
+		       "json",
+		       "--",
+		       (char *)build_path("tests/stacks/stacks-fixture"),
+		       NULL };
+	const char *t = getenv("MEMPROF_TEST_TRACER");
+	char *out;
+
+	cr_assert_eq(run((char **)mp_test_argv(mp), &out), 0, "memprof run failed");
+	if (t && !strcmp(t, "bpf")) {
+		cr_assert_null(strstr(out, "\"stackCapture\""), "%s", out);
+	} else {
+		cr_assert_geq(json_count(out, "\"unwoundInProcess\""), 3, "%s", out);
+		cr_assert_eq(json_count(out, "\"copied\""), 0, "%s", out);
+	}
+	free(out);
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internal to libmemprof (hidden): the in-process unwinder of the
+ * interposer's FRAMES records (x86-64). It walks the calling thread's
+ * stack with the DWARF CFI of the loaded objects (.eh_frame, found with
+ * _dl_find_object()) and gives the same frames as memprofd's
+ * out-of-process unwinder on a copy of that stack, or says it cannot
+ * (the caller then sends the copy). Never allocates, takes no lock, makes
+ * no syscall but the one mmap of its rule cache.
+ */
+#ifndef MEMPROF_LOCAL_UNWIND_H
+#define MEMPROF_LOCAL_UNWIND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ring_writer.h"
+
+/* Outcome of one rule lookup (exported for the tests). */
+enum mp_lu_kind {
+	MP_LU_STEP = 1, /* CFA = rsp or rbp + off, RA at CFA + off */
+	MP_LU_LAST = 2, /* the return address is undefined: outermost */
+	MP_LU_HARD = 3, /* an FDE whose rules are not simple */
+	MP_LU_NOFDE = 4, /* no unwind info at all (JIT code, stripped) */
+};
+
+/*
+ * From the registers @regs (ip, sp, bp) of a frame inside libmemprof, the
+ * return addresses of the frames from the one returning into the
+ * allocating function (@caller) on, innermost first: at most @depth into
+ * @ret_frames, *@ret_truncated when the stack goes on beyond them. Every
+ * stack read lies in [regs[1], @lim) (the thread's stack end). The walk is
+ * the one memprofd does on a copy of [regs[1], @lim) (daemon/stacks/unwind.c fast_unwind() and
+ * collect.c mp_stack_collect_ring(): at most @depth + MP_FRAMES_OWN_MAX
+ * frames in all). Returns how many frames (>= 1), or -1 when it cannot
+ * give that walk's result (no unwind info, rules that are not simple, a
+ * read outside the bounds, @caller not reached): the caller then sends
+ * the copy.
+ */
+MP_HIDDEN int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t caller, uint32_t depth,
+			      uint64_t *ret_frames, bool *ret_truncated);
+
+/* Forgets every cached rule (a library was unloaded: another one may be
+ * mapped where it was). */
+MP_HIDDEN void mp_unwind_forget(void);
+
+/* For tests: the kind of the rule of @pc (looked up as for a frame's own
+ * pc, no -1), bypassing nothing (the cache is used). */
+MP_HIDDEN enum mp_lu_kind mp_unwind_rule_kind(uint64_t pc);
+
+#endif /* MEMPROF_LOCAL_UNWIND_H */
