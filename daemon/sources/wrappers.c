@@ -363,7 +363,9 @@ static int elf_open(struct elf_obj *e, int fd)
 		if (read_at(e, ph, n * sizeof(*ph), eh.e_phoff) < 0)
 			n = 0;
 		for (size_t i = 0; i < n; i++)
-			if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X))
+			if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X) &&
+			    ph[i].p_offset <= e->fsize &&
+			    ph[i].p_filesz <= e->fsize - ph[i].p_offset)
 				e->load[e->n_load++] = ph[i];
 	}
 	n = eh.e_shnum < MAX_SHDRS ? eh.e_shnum : MAX_SHDRS;
@@ -378,7 +380,8 @@ static int elf_open(struct elf_obj *e, int fd)
 	return 0;
 }
 
-/* The file offset of code at @vaddr, in an executable segment; 0: none. */
+/* The file offset of code at @vaddr, in an executable segment (inside the
+ * file); 0: none. */
 static uint64_t code_offset(const struct elf_obj *e, uint64_t vaddr)
 {
 	for (size_t i = 0; i < e->n_load; i++) {
@@ -402,10 +405,11 @@ struct matcher {
 
 static void matcher_add(struct matcher *m, const struct pattern *p)
 {
-	uint64_t bit = 1ull << m->n;
+	uint64_t bit;
 
-	if (m->n == MAX_FN_PATTERNS)
+	if (m->n >= MAX_FN_PATTERNS)
 		return;
+	bit = 1ull << m->n;
 	m->p[m->n++] = p;
 	if (!p->prefix)
 		m->any1 |= bit;
@@ -677,7 +681,7 @@ static int lookup_exact(const struct elf_obj *e, const struct matcher *m, struct
 	*ret_bad = false;
 	if (!hash_open(e, &h))
 		return -EBADMSG;
-	for (size_t i = 0; i < m->n && r == 0; i++) {
+	for (size_t i = 0; i < m->n && i < MAX_FN_PATTERNS && r == 0; i++) {
 		size_t k = f->n;
 
 		if (!m->p[i]->exact)
@@ -708,7 +712,7 @@ static int scan_elf(const struct elf_obj *e, const struct matcher *m, unsigned f
 	uint64_t exact = 0, found = 0;
 	int r = 0;
 
-	for (size_t i = 0; i < m->n; i++)
+	for (size_t i = 0; i < m->n && i < MAX_FN_PATTERNS; i++)
 		exact |= (uint64_t)m->p[i]->exact << i;
 	if (exact && !(flags & MP_WRAPPERS_FULL_SCAN)) {
 		r = lookup_exact(e, m, f, &found, &st->hash_bad);
@@ -717,7 +721,7 @@ static int scan_elf(const struct elf_obj *e, const struct matcher *m, unsigned f
 			return r;
 	}
 	/* .dynsym: the globs, and the exact names when no table answered */
-	for (size_t i = 0; i < m->n; i++)
+	for (size_t i = 0; i < m->n && i < MAX_FN_PATTERNS; i++)
 		if (!m->p[i]->exact || !st->hashed)
 			matcher_add(&rest, m->p[i]);
 	r = scan_table(e, &e->dynsym, &e->dynstr, &rest, f, &st->symbols);
@@ -726,7 +730,7 @@ static int scan_elf(const struct elf_obj *e, const struct matcher *m, unsigned f
 	/* .symtab: the globs and the exact names .dynsym does not hold */
 	if (st->hashed) {
 		memset(&rest, 0, sizeof(rest));
-		for (size_t i = 0; i < m->n; i++)
+		for (size_t i = 0; i < m->n && i < MAX_FN_PATTERNS; i++)
 			if (!(found >> i & 1))
 				matcher_add(&rest, m->p[i]);
 	}
@@ -782,7 +786,8 @@ int mp_wrappers_scan_fd(const struct mp_wrappers *w, int fd, unsigned flags,
 	}
 	if (r == 0) {
 		r = (int)found_sort(&f);
-		memcpy(ret, f.a, (f.n < max ? f.n : max) * sizeof(*ret));
+		if (f.n)
+			memcpy(ret, f.a, (f.n < max ? f.n : max) * sizeof(*ret));
 	}
 	free(f.a);
 	free(e);
@@ -963,7 +968,7 @@ static int step(struct mp_wrappers *w, const struct mp_procmaps *maps, uint64_t 
 	if (r == 0 && (i = queued_at(w, first)) < w->n_queue)
 		r = resolve_queued(w, i);
 	if (r == 0 && w->n_queue && now >= w->next_slice_ns) {
-		uint64_t end = now + slice;
+		uint64_t end = t0 + slice;
 
 		while (r == 0 && w->n_queue && (slice == UINT64_MAX || now_ns() < end))
 			r = resolve_queued(w, 0);
