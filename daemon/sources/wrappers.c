@@ -592,7 +592,7 @@ static int gnu_lookup(const struct elf_obj *e, const struct hash_table *h, const
 	uint64_t bloom, base = 4 + 2ull * nbloom, chain = base + nb, i;
 	int r;
 
-	if (!nb || !nbloom || (nbloom & (nbloom - 1)) || shift >= 64 || chain > h->n ||
+	if (!nb || !nbloom || (nbloom & (nbloom - 1)) || shift >= 32 || chain > h->n ||
 	    symoff > h->nsyms)
 		return -EBADMSG;
 	bloom = (uint64_t)h->w[4 + 2 * ((hv / 64) & (nbloom - 1))] |
