@@ -7,26 +7,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz_memfd.h"
 #include "symbols.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static int memfd_with(const uint8_t *data, size_t size)
-{
-	int fd = memfd_create("fuzz-elf", MFD_CLOEXEC);
-	size_t off = 0;
-
-	if (fd < 0)
-		__builtin_trap();
-	while (off < size) {
-		ssize_t w = write(fd, data + off, size - off);
-
-		if (w <= 0)
-			__builtin_trap();
-		off += (size_t)w;
-	}
-	return fd;
-}
 
 static void lookup(struct mp_symbols *s, const char *name, const char *object, size_t size)
 {
@@ -53,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int fds[2];
 	struct mp_symbols *s;
 
-	fds[0] = memfd_with(data, size);
+	fds[0] = mp_fuzz_memfd("fuzz-elf", data, size);
 	fds[1] = dup(fds[0]);
 	if (fds[1] < 0)
 		__builtin_trap();

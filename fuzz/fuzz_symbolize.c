@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fuzz_memfd.h"
 #include "procmaps.h"
 #include "profile.h"
 #include "symbolize.h"
@@ -22,23 +23,6 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define N_ADDR 12
-
-static int memfd_with(const uint8_t *data, size_t size)
-{
-	int fd = memfd_create("fuzz-symbolize", MFD_CLOEXEC);
-	size_t off = 0;
-
-	if (fd < 0)
-		__builtin_trap();
-	while (off < size) {
-		ssize_t w = write(fd, data + off, size - off);
-
-		if (w <= 0)
-			__builtin_trap();
-		off += (size_t)w;
-	}
-	return fd;
-}
 
 static const uint64_t starts[] = { 0x7f0000000000, 0x7f0000100000, 0x7f0000400000, 0x7f0001000000 };
 static const uint64_t offsets[] = { 0, 0x1000, 0, 0 };
@@ -80,7 +64,7 @@ static void check(const struct mp_profile *p, const uint64_t *a)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	int fd = memfd_with(data, size);
+	int fd = mp_fuzz_memfd("fuzz-symbolize", data, size);
 	struct mp_symbolize_stats st;
 	struct mp_procmaps *maps;
 	struct mp_profile *p;

@@ -73,7 +73,8 @@ static bool free_mapped(void *ctx, uint64_t addr, uint64_t ts_ns)
 #define WRAP_FRAMES 32
 /* How often a caller in no known mapping may re-read the maps for its
  * wrappers: the sooner a library's are published, the fewer of its first
- * allocations go by without a stack (resolving them takes ~1 ms). */
+ * allocations go by without a stack (its object is resolved first, in
+ * well under 1 ms). */
 #define WRAP_REREAD_NS (5 * 1000 * 1000ull)
 
 /* The target's filter (ring_abi.h wrap, the BPF side's wrap): at most
@@ -104,10 +105,28 @@ void mp_sess_wrappers_publish(struct session *s)
 		mp_consumer_set_wrappers(s->ring, lohi, n, MP_SESSION_WRAP_STACK_BYTES);
 }
 
+/* The objects of the maps just read are queued and resolved a slice at a
+ * time (wrappers.h mp_wrappers_step()), the one holding @first at once:
+ * the event loop never stops for a whole import's libraries. */
+static void wrap_step(struct session *s, const struct mp_procmaps *maps, uint64_t first)
+{
+	size_t pending = mp_wrappers_pending(s->wrappers);
+	struct mp_wrappers_cost c;
+
+	if (s->wrappers && mp_wrappers_step(s->wrappers, maps, first, mp_now_ns()) > 0)
+		mp_sess_wrappers_publish(s);
+	if (!s->wrappers || !pending || mp_wrappers_pending(s->wrappers))
+		return;
+	mp_wrappers_cost(s->wrappers, &c);
+	log_debug("pid %d: wrappers: %" PRIu64 " objects resolved in %.1f ms (%.1f ms CPU), "
+		  "the event loop held at most %.1f ms at once",
+		  (int)s->o->pid, c.objects, (double)c.wall_ns / 1e6, (double)c.cpu_ns / 1e6,
+		  (double)c.max_step_ns / 1e6);
+}
+
 void mp_sess_wrappers_update(struct session *s)
 {
-	if (s->wrappers && mp_wrappers_update(s->wrappers, s->maps) > 0)
-		mp_sess_wrappers_publish(s);
+	wrap_step(s, s->maps, 0);
 }
 
 /* An allocation from @caller, as it is read: a caller in no mapping known
@@ -118,6 +137,8 @@ static void wrap_note_caller(struct session *s, uint64_t caller)
 	const struct mp_mapping *m;
 	struct mp_procmaps *fresh;
 
+	if (mp_wrappers_pending(s->wrappers))
+		wrap_step(s, NULL, caller);
 	if (caller - s->wrap_map_lo < s->wrap_map_hi - s->wrap_map_lo)
 		return;
 	m = s->maps ? mp_procmaps_find(s->maps, caller) : NULL;
@@ -126,7 +147,7 @@ static void wrap_note_caller(struct session *s, uint64_t caller)
 		if (mp_procmaps_read(s->o->pid, &fresh) == 0) {
 			mp_procmaps_free(s->maps);
 			s->maps = fresh;
-			mp_sess_wrappers_update(s);
+			wrap_step(s, s->maps, caller);
 			m = mp_procmaps_find(s->maps, caller);
 		}
 	}

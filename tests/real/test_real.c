@@ -603,3 +603,26 @@ Test(real, torch_stacks_none_dropped, .timeout = 600)
 	cr_assert_gt(p->n_stacks, 1u << 18, "%" PRIu32 " stacks", p->n_stacks);
 	mp_profile_free(p);
 }
+
+/* Allocations stay at a wrapper (operator new, c10's allocator) only when
+ * the daemon could not look past it: on PyTorch, whose import maps ~400
+ * libraries while it allocates, at most 0.1% of those charged past the
+ * wrappers (the profile's wrappers.fallbacks against wrappers.skipped). */
+Test(real, torch_few_left_at_a_wrapper, .timeout = 300)
+{
+	struct mp_profile *p = profile_torch();
+
+	cr_log_info("torch: wrappers: %" PRIu32 " functions in %" PRIu32 " objects, %" PRIu64
+		    " allocations charged past them, %" PRIu64 " left at a wrapper",
+		    p->wrappers.functions, p->wrappers.objects, p->wrappers.skipped,
+		    p->wrappers.fallbacks);
+	cr_assert(p->wrappers.on && p->wrappers.default_list, "the default wrapper list is off");
+	cr_assert_gt(p->wrappers.skipped, 100000, "%" PRIu64 " allocations charged past wrappers",
+		     p->wrappers.skipped);
+	cr_expect_leq(p->wrappers.fallbacks * 1000, p->wrappers.skipped,
+		      "torch: %" PRIu64 " allocations left at a wrapper, %" PRIu64
+		      " charged past them (%.3f%%, at most 0.1%%)",
+		      p->wrappers.fallbacks, p->wrappers.skipped,
+		      100.0 * (double)p->wrappers.fallbacks / (double)p->wrappers.skipped);
+	mp_profile_free(p);
+}
