@@ -442,13 +442,15 @@ static inline __attribute__((always_inline)) void put(uint8_t type, uint8_t flag
 
 	/* a new block gets the call stack, when the consumer asked (frames
 	 * unwound here, when it says how deep) or when its caller is an
-	 * allocator wrapper */
+	 * allocator wrapper (then at most MP_WRAP_FRAMES frames: enough to
+	 * reach the first caller outside the wrappers) */
 	if (type != MP_REC_FREE && addr &&
 	    ((sb = LOAD(&h->alloc_stack_bytes, RELAXED)) || (sb = wrapped(h, caller)))) {
 		const struct stack_bounds *b = thread_stack();
 
-		if (LOAD(&h->alloc_stack_bytes, RELAXED))
-			depth = LOAD(&h->alloc_stack_depth, RELAXED);
+		depth = LOAD(&h->alloc_stack_depth, RELAXED);
+		if (!LOAD(&h->alloc_stack_bytes, RELAXED) && depth > MP_WRAP_FRAMES)
+			depth = MP_WRAP_FRAMES;
 		mp_stack_put(type, flags, fn, w, nw, wait, b->lo, b->end, sb, depth);
 		return;
 	}

@@ -44,6 +44,8 @@
 #define MP_TSTACK_MAX 16u
 /* Address ranges of allocator wrappers in the header (wrap). */
 #define MP_RING_WRAP_MAX 16u
+/* Frames of a FRAMES record sent for a wrapped allocation alone. */
+#define MP_WRAP_FRAMES 16u
 
 /* Ring record types are enum mp_record_type, at the end of this file. */
 
@@ -147,7 +149,10 @@ struct mp_ring_hdr {
 	 * before alloc_mode, with alloc_stack_bytes): nonzero, an allocation
 	 * that carries alloc_stack_bytes of stack sends, where libmemprof can
 	 * unwind it, a FRAMES record (type 25) of at most this many frames
-	 * (<= MP_FRAMES_MAX) instead of its STACK record. 0: STACK only. */
+	 * (<= MP_FRAMES_MAX) instead of its STACK record; an allocation that
+	 * carries a stack because its caller is an allocator wrapper (wrap),
+	 * one of at most min(alloc_stack_depth, MP_WRAP_FRAMES) frames.
+	 * 0: STACK only. */
 	uint32_t alloc_stack_depth;
 	struct {
 		uint64_t lo, hi;

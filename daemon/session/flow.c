@@ -159,12 +159,13 @@ static void wrap_note_caller(struct session *s, uint64_t caller)
 
 /* The caller an allocation from @caller is charged to: when @caller is in
  * a wrapper, the first frame outside the wrappers, from stack @stack
- * (--stacks) or else from the capture @regs, @bytes (@ring: an in-process
- * one, whose frames start inside libmemprof). Left at @caller and counted
+ * (--stacks), or the frames the target unwound @given (a FRAMES record
+ * that has no stack id), or else from the capture @regs, @bytes (@ring:
+ * an in-process one, whose frames start inside libmemprof). Left at @caller and counted
  * when no frame is found. */
 static uint64_t wrap_caller(struct session *s, uint64_t caller, uint32_t stack,
-			    const struct mp_unwind_regs *regs, const void *bytes, uint32_t len,
-			    bool ring)
+			    const struct mp_rec_stack *given, const struct mp_unwind_regs *regs,
+			    const void *bytes, uint32_t len, bool ring)
 {
 	uint64_t frames[WRAP_FRAMES];
 	const uint64_t *f = frames;
@@ -178,6 +179,10 @@ static uint64_t wrap_caller(struct session *s, uint64_t caller, uint32_t stack,
 	t = (struct mp_collect_target){ .maps = s->maps, .exited = s->exited };
 	if (stack) {
 		n = mp_stack_collect_frames(s->collect, stack, &f);
+	} else if (given) {
+		/* frames the target unwound itself (FRAMES, stacks off) */
+		f = given->frames;
+		n = given->n_frames;
 	} else if (regs) {
 		int k = mp_stack_collect_unwind(s->collect, &t, regs, bytes, len, ring ? caller : 0,
 						frames, WRAP_FRAMES, &trunc);
@@ -621,7 +626,7 @@ static int on_raw(void *ctx, const struct mp_raw_event *ev)
 						     .sp = sv ? sv->sp : 0,
 						     .bp = sv ? sv->bp : 0 };
 
-		item.ev.caller = wrap_caller(s, ev->caller, item.stack, sv ? &regs : NULL,
+		item.ev.caller = wrap_caller(s, ev->caller, item.stack, NULL, sv ? &regs : NULL,
 					     sv ? sv->bytes : NULL, sv ? sv->len : 0, false);
 		ev = &item.ev;
 	}
@@ -683,13 +688,16 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 	}
 	if (s->wrappers && ring != MP_CONSUMER_RING_SYNTH &&
 	    (rec->type == MP_REC_ALLOC || rec->type == MP_REC_REALLOC) && rec->heap.addr) {
-		/* frames unwound by the target are found through their stack */
+		/* frames unwound by the target: through their stack, or as
+		 * they are when stacks are off */
 		const struct mp_rec_stack *st =
 			rec->stack && !rec->stack->frames ? rec->stack : NULL;
+		const struct mp_rec_stack *given =
+			rec->stack && rec->stack->frames && !stack ? rec->stack : NULL;
 		const struct mp_unwind_regs regs = { .ip = st ? st->ip : 0,
 						     .sp = st ? st->sp : 0,
 						     .bp = st ? st->bp : 0 };
-		uint64_t c = wrap_caller(s, rec->heap.caller, stack, st ? &regs : NULL,
+		uint64_t c = wrap_caller(s, rec->heap.caller, stack, given, st ? &regs : NULL,
 					 st ? st->bytes : NULL, st ? st->len : 0, true);
 
 		if (c != rec->heap.caller) {

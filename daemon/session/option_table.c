@@ -141,8 +141,9 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "deeper stacks are marked truncated" },
 	{ MP_OPT_ID_STACK_BYTES, "stack-bytes", 0, NULL, MP_OPT_UINT, FG, 64, MP_STACK_MAX_BYTES,
 	  NULL, "N",
-	  "bytes of the thread's stack copied per allocation\n"
-	  "for unwinding (default 16384, max 32768)" },
+	  "bytes of the thread's stack copied for the daemon to\n"
+	  "unwind (eBPF path, and code libmemprof cannot unwind\n"
+	  "itself; default 16384, max 32768)" },
 	{ MP_OPT_ID_MAX_MEMORY, "max-memory", 0, "max_memory", MP_OPT_SIZE,
 	  FG | MP_OPT_ATTACH | MP_OPT_CONFIG, MP_SESSION_MIN_MEMORY, 1ull << 44, NULL, "N",
 	  "memory for this target's tables: live blocks,\n"

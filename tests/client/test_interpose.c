@@ -219,6 +219,62 @@ Test(interpose, stack_records)
 	mp_consumer_free(c);
 }
 
+/* An allocator wrapper of this test: its call into malloc is the
+ * allocation's caller. */
+static __attribute__((noinline)) void *wrapper_alloc(size_t n)
+{
+	void *p = ip_malloc(n);
+
+	__asm__ volatile("" : : "r"(p) : "memory"); /* not a tail call */
+	return p;
+}
+
+/* Stacks off, the caller an allocator wrapper: a consumer that says how
+ * deep it reads FRAMES gets the frames unwound here (at most
+ * MP_WRAP_FRAMES, the first the caller's, the next the wrapper's
+ * caller's), one that does not gets the stack copy. */
+Test(interpose, wrapped_allocation_sends_frames)
+{
+	struct mp_consumer *c = setup();
+	uint64_t lo = (uint64_t)(uintptr_t)wrapper_alloc;
+	uint64_t lohi[2] = { lo, lo + 256 };
+	struct mp_record r;
+	void *p[2];
+
+	cr_assert_eq(mp_consumer_set_wrappers(c, lohi, 1, 2048), 0);
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_PRECISE, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		int seen = 0;
+
+		cr_assert_eq(mp_consumer_set_alloc_stack_depth(c, i ? 0 : 64), 0);
+		p[i] = wrapper_alloc(77);
+		while (read_one(c, &r) == 1) {
+			if (r.type != MP_REC_ALLOC || r.heap.addr != (uint64_t)(uintptr_t)p[i])
+				continue;
+			cr_assert(r.heap.caller >= lohi[0] && r.heap.caller < lohi[1]);
+			cr_assert_not_null(r.stack);
+			if (i) {
+				cr_assert_null(r.stack->frames);
+				cr_assert(stack_holds_caller(&r, 2048));
+			} else {
+				cr_assert_not_null(r.stack->frames, "no frames: a copy of %u bytes",
+						   r.stack->len);
+				cr_assert(r.stack->n_frames >= 2 &&
+						  r.stack->n_frames <= MP_WRAP_FRAMES,
+					  "%u frames", r.stack->n_frames);
+				cr_assert_eq(r.stack->frames[0], r.heap.caller);
+				cr_assert(r.stack->frames[1] < lohi[0] ||
+					  r.stack->frames[1] >= lohi[1]);
+			}
+			seen++;
+		}
+		cr_assert_eq(seen, 1, "round %d", i);
+		ip_free(p[i]);
+	}
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
+	mp_consumer_free(c);
+}
+
 #define N 20000
 #define SIZE 64
 #define INTERVAL 4096
