@@ -88,14 +88,24 @@ static inline int read_keep(void *ctx, uint32_t ring, const struct mp_record *re
 	*r = *rec;
 	b->rings[b->n++] = ring;
 	if (rec->stack) {
-		size_t size, need = sizeof(*rec->stack) + rec->stack->len;
+		/* a STACK record's bytes, or a FRAMES record's frames */
+		size_t body = rec->stack->frames ? rec->stack->n_frames * sizeof(uint64_t) :
+						   rec->stack->len;
+		size_t size, need = sizeof(*rec->stack) + body;
 		unsigned char *arena = read_stacks(&size);
 		struct mp_rec_stack *st = (struct mp_rec_stack *)(arena + b->stk_used);
 
 		cr_assert_leq(need, size - b->stk_used, "the read's stacks do not fit");
 		*st = *rec->stack;
-		memcpy(st + 1, rec->stack->bytes, rec->stack->len);
-		st->bytes = (const unsigned char *)(st + 1);
+		if (body)
+			memcpy(st + 1,
+			       rec->stack->frames ? (const void *)rec->stack->frames :
+						    (const void *)rec->stack->bytes,
+			       body);
+		if (rec->stack->frames)
+			st->frames = (const uint64_t *)(st + 1);
+		else
+			st->bytes = (const unsigned char *)(st + 1);
 		r->stack = st;
 		b->stk_used += (need + 7) & ~(size_t)7;
 	}
