@@ -18,6 +18,9 @@
 /* The depth the consumer asks FRAMES records to keep to. */
 #define FUZZ_DEPTH 64u
 
+/* Where the checks leave what they read, so that the reads stay. */
+static volatile unsigned fuzz_sink;
+
 /* A heap record names a builtin function and carries no name, even in the
  * record the reader reuses after a marker's. */
 static int check_ring_rec(void *ctx, uint32_t ring, const struct mp_record *rec)
@@ -45,8 +48,8 @@ static int check_ring_rec(void *ctx, uint32_t ring, const struct mp_record *rec)
 			__builtin_trap();
 		for (uint32_t j = 0; rec->stack->frames && j < rec->stack->n_frames; j++)
 			sum += (unsigned)rec->stack->frames[j];
-		if (sum == 0xffffffffu)
-			__builtin_trap();
+		/* kept, not judged: frames are any 64-bit values */
+		fuzz_sink = sum;
 	}
 	return 0;
 }
