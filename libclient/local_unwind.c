@@ -587,7 +587,14 @@ static enum mp_lu_kind rule_lookup(uint64_t pc, struct lrule *ru)
 
 /* ---- the rule cache ---- */
 
-#define CACHE_SLOTS (1u << 16) /* 1 MiB */
+/* The table reserves CACHE_SLOTS slots and uses the first 2^cache_bits:
+ * 2^CACHE_BITS_MIN (1 MiB) at first, four times as many once half of them
+ * hold a pc (a big runtime's code has more distinct return addresses than
+ * that: PyTorch's import unwinds through ~80,000). Pages never used are
+ * never touched, so a small program pays for what it uses. */
+#define CACHE_BITS_MIN 16
+#define CACHE_BITS_MAX 18
+#define CACHE_SLOTS (1u << CACHE_BITS_MAX) /* 4 MiB reserved */
 #define CACHE_PROBE 16
 
 struct centry {
@@ -597,6 +604,8 @@ struct centry {
 static struct centry *cache;
 static int cache_state; /* 0 none, 1 mapping, 2 ready, 3 failed */
 static uint32_t cache_gen = 1;
+static uint32_t cache_bits = CACHE_BITS_MIN;
+static uint32_t cache_used; /* pcs that took a slot since cache_bits last grew */
 
 /* A rule as one word: generation (16 bits, never 0) << 48, the offsets
  * (cfa 24 bits signed; ra, rbp in words, 8 bits signed), the kind,
@@ -666,6 +675,8 @@ static enum mp_lu_kind rule_of(uint64_t pc, struct lrule *ru)
 {
 	struct centry *t = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
 	uint32_t gen = __atomic_load_n(&cache_gen, __ATOMIC_ACQUIRE);
+	uint32_t bits = __atomic_load_n(&cache_bits, __ATOMIC_RELAXED);
+	uint32_t mask = (1u << bits) - 1;
 	enum mp_lu_kind k;
 	uint64_t h, v;
 
@@ -677,18 +688,26 @@ static enum mp_lu_kind rule_of(uint64_t pc, struct lrule *ru)
 			cache_map();
 		return rule_lookup(pc, ru);
 	}
-	h = pc * 0x9e3779b97f4a7c15ull >> 40;
+	h = pc * 0x9e3779b97f4a7c15ull >> (64 - bits);
 	for (unsigned i = 0; i < CACHE_PROBE; i++) {
-		struct centry *e = &t[(h + i) & (CACHE_SLOTS - 1)];
+		struct centry *e = &t[(h + i) & mask];
 		uint64_t key = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
 
 		if (!key) {
 			uint64_t zero = 0;
 
 			if (!__atomic_compare_exchange_n(&e->key, &zero, pc, false,
-							 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
-			    zero != pc)
-				continue;
+							 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				if (zero != pc)
+					continue;
+			} else if (bits < CACHE_BITS_MAX &&
+				   __atomic_add_fetch(&cache_used, 1, __ATOMIC_RELAXED) ==
+					   (mask + 1) / 2) {
+				/* half full: four times the slots (the pcs
+				 * cached so far are looked up again once) */
+				__atomic_store_n(&cache_used, 0, __ATOMIC_RELAXED);
+				__atomic_store_n(&cache_bits, bits + 2, __ATOMIC_RELAXED);
+			}
 			key = pc;
 		}
 		if (key != pc)
@@ -710,13 +729,21 @@ void mp_unwind_forget(void)
 {
 	struct centry *t = __atomic_load_n(&cache, __ATOMIC_ACQUIRE);
 	uint32_t g = __atomic_add_fetch(&cache_gen, 1, __ATOMIC_ACQ_REL);
+	uint32_t used = 1u << __atomic_load_n(&cache_bits, __ATOMIC_RELAXED);
 
 	if (!(g & 0xffff))
 		__atomic_add_fetch(&cache_gen, 1, __ATOMIC_ACQ_REL);
 	/* values of the old generation no longer match; clearing them
-	 * keeps a generation that wraps around from reviving one */
-	for (uint32_t i = 0; t && i < CACHE_SLOTS; i++)
-		__atomic_store_n(&t[i].val, 0, __ATOMIC_RELAXED);
+	 * keeps a generation that wraps around from reviving one (a slot
+	 * holding none is left untouched: its page may never have been) */
+	for (uint32_t i = 0; t && i < used; i++)
+		if (__atomic_load_n(&t[i].val, __ATOMIC_RELAXED))
+			__atomic_store_n(&t[i].val, 0, __ATOMIC_RELAXED);
+}
+
+uint32_t mp_unwind_cache_slots(void)
+{
+	return 1u << __atomic_load_n(&cache_bits, __ATOMIC_RELAXED);
 }
 
 enum mp_lu_kind mp_unwind_rule_kind(uint64_t pc)

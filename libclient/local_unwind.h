@@ -47,5 +47,8 @@ MP_HIDDEN void mp_unwind_forget(void);
 /* For tests: the kind of the rule of @pc (looked up as for a frame's own
  * pc, no -1), bypassing nothing (the cache is used). */
 MP_HIDDEN enum mp_lu_kind mp_unwind_rule_kind(uint64_t pc);
+/* For tests: the slots of the rule cache in use (it grows with the code
+ * it has seen). */
+MP_HIDDEN uint32_t mp_unwind_cache_slots(void);
 
 #endif /* MEMPROF_LOCAL_UNWIND_H */

@@ -13,6 +13,8 @@
  * unwind info (JIT), a signal frame.
  */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -225,6 +227,50 @@ Test(local_unwind, rules_and_forget)
 	lu_plain(3);
 	same_as_daemon(&r);
 	mp_unwind_forget();
+	result_init(&r, 64);
+	lu_plain(3);
+	same_as_daemon(&r);
+}
+
+/* The executable segment of the object holding @addr. */
+static void text_of(const void *addr, uint64_t *lo, uint64_t *hi)
+{
+	struct link_map *lm = NULL;
+	const ElfW(Ehdr) * eh;
+	const ElfW(Phdr) * ph;
+	Dl_info info;
+
+	cr_assert_neq(dladdr1(addr, &info, (void **)&lm, RTLD_DL_LINKMAP), 0);
+	eh = info.dli_fbase;
+	ph = (const ElfW(Phdr) *)((const char *)eh + eh->e_phoff);
+	*lo = *hi = 0;
+	for (unsigned i = 0; i < eh->e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD && (ph[i].p_flags & PF_X)) {
+			*lo = lm->l_addr + ph[i].p_vaddr;
+			*hi = *lo + ph[i].p_memsz;
+		}
+	cr_assert_gt(*hi, *lo);
+}
+
+/* A big runtime's code has more return addresses than the cache's first
+ * slots: past half of them it grows (four times), and every rule it
+ * gives is still the one of its pc, before and after. */
+Test(local_unwind, cache_grows_with_the_code, .timeout = 60)
+{
+	enum { N = 60000 };
+	static uint8_t kind[N];
+	uint64_t lo, hi, step;
+	uint32_t first = mp_unwind_cache_slots();
+	struct lu_result r;
+
+	text_of((const void *)(uintptr_t)&malloc, &lo, &hi);
+	step = (hi - lo) / N;
+	cr_assert_geq(step, 1, "libc's code is smaller than %d bytes", N);
+	for (uint32_t i = 0; i < N; i++)
+		kind[i] = (uint8_t)mp_unwind_rule_kind(lo + i * step);
+	cr_assert_gt(mp_unwind_cache_slots(), first, "%u slots for %d pcs", first, N);
+	for (uint32_t i = 0; i < N; i++)
+		cr_assert_eq(mp_unwind_rule_kind(lo + i * step), kind[i], "pc %u", i);
 	result_init(&r, 64);
 	lu_plain(3);
 	same_as_daemon(&r);
