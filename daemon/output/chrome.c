@@ -565,12 +565,14 @@ static int site_frame(struct frames *fr, const struct mp_profile *p, const struc
 {
 	const struct mp_stack *st =
 		s->stack && s->stack <= p->n_stacks ? &p->stacks[s->stack - 1] : NULL;
+	uint64_t buf[MP_PROFILE_MAX_DEPTH];
+	const uint64_t *frames = st ? mp_profile_stack_frames(p, s->stack - 1, buf) : NULL;
 	uint32_t id = 0;
 	int r = 0;
 
 	if (st && st->n_frames)
 		for (uint32_t j = st->n_frames; r >= 0 && j-- > 0;)
-			r = frames_add_addr(fr, p, st->frames[j], &id);
+			r = frames_add_addr(fr, p, frames[j], &id);
 	else
 		r = frames_add_addr(fr, p, s->caller, &id);
 	*ret = id;

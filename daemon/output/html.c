@@ -571,6 +571,7 @@ static void frame_names(struct mp_json *j, const struct mp_profile *p, uint64_t 
  * (files written before sites recorded it know none). */
 static void data_sites(struct mp_json *j, const struct mp_profile *p)
 {
+	uint64_t buf[MP_PROFILE_MAX_DEPTH];
 	bool at_peak = true;
 
 	for (uint32_t i = 0; i < p->n_sites; i++)
@@ -593,11 +594,13 @@ static void data_sites(struct mp_json *j, const struct mp_profile *p)
 		mp_json_i64(j, NULL, st->name < p->n_names ? (int64_t)st->name : -1);
 		mp_json_array_begin(j, NULL);
 		if (sk) {
+			const uint64_t *fr = mp_profile_stack_frames(p, st->stack - 1, buf);
+
 			for (uint32_t f = sk->n_frames < MP_PROFILE_MAX_DEPTH ?
 						  sk->n_frames :
 						  MP_PROFILE_MAX_DEPTH;
 			     f-- > 0;)
-				frame_names(j, p, sk->frames[f]);
+				frame_names(j, p, fr[f]);
 		} else {
 			frame_names(j, p, st->caller);
 		}

@@ -330,8 +330,11 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 	size_t total = p->n_sites, nlines = 0, li = 0;
 	int r;
 
-	for (uint32_t i = 0; i < p->n_stacks; i++)
-		total += p->stacks[i].n_frames;
+	if (p->stack_tree)
+		total += p->stack_tree->n_nodes;
+	else
+		for (uint32_t i = 0; i < p->n_stacks; i++)
+			total += p->stacks[i].n_frames;
 	b->callers = malloc((total ? total : 1) * sizeof(*b->callers));
 	if (!b->callers)
 		return -ENOMEM;
@@ -339,9 +342,13 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 	for (uint32_t i = 0; i < p->n_sites; i++)
 		if (!(p->sites[i].flags & MP_SITE_F_OTHER))
 			b->callers[total++] = p->sites[i].caller;
-	for (uint32_t i = 0; i < p->n_stacks; i++)
-		for (uint32_t j = 0; j < p->stacks[i].n_frames; j++)
-			b->callers[total++] = p->stacks[i].frames[j];
+	if (p->stack_tree)
+		for (uint32_t i = 0; i < p->stack_tree->n_nodes; i++)
+			b->callers[total++] = p->stack_tree->frame[i];
+	else
+		for (uint32_t i = 0; i < p->n_stacks; i++)
+			for (uint32_t j = 0; j < p->stacks[i].n_frames; j++)
+				b->callers[total++] = p->stacks[i].frames[j];
 	qsort(b->callers, total, sizeof(*b->callers), cmp_u64);
 	for (size_t i = 0; i < total; i++)
 		if (!n || b->callers[n - 1] != b->callers[i])
@@ -543,9 +550,11 @@ static int build_samples(struct build *b, const struct mp_profile *p,
 		} else if (st->stack && st->stack <= p->n_stacks &&
 			   p->stacks[st->stack - 1].n_frames) {
 			const struct mp_stack *sk = &p->stacks[st->stack - 1];
+			uint64_t buf[MP_PROFILE_MAX_DEPTH];
+			const uint64_t *fr = mp_profile_stack_frames(p, st->stack - 1, buf);
 
 			for (uint32_t j = 0; j < sk->n_frames; j++)
-				b->loc_ids[id++] = location_id(b, sk->frames[j]);
+				b->loc_ids[id++] = location_id(b, fr[j]);
 			s->n_location_id = sk->n_frames;
 		} else {
 			b->loc_ids[id++] = location_id(b, st->caller);

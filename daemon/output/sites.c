@@ -71,6 +71,8 @@ static void frame(const struct mp_profile *p, uint64_t addr, FILE *f)
 int mp_report_sites(const struct mp_profile *p, uint32_t n, FILE *f)
 {
 	struct row *rows = calloc(p->n_sites ? p->n_sites : 1, sizeof(*rows));
+	uint64_t buf[MP_PROFILE_MAX_DEPTH];
+	const uint64_t *frames;
 	uint32_t nr = 0;
 
 	if (!rows)
@@ -139,8 +141,9 @@ int mp_report_sites(const struct mp_profile *p, uint32_t n, FILE *f)
 			frame(p, r->caller, f);
 			continue;
 		}
+		frames = mp_profile_stack_frames(p, r->stack - 1, buf);
 		for (uint32_t j = 0; j < st->n_frames; j++)
-			frame(p, st->frames[j], f);
+			frame(p, frames[j], f);
 		if (st->flags & MP_STACK_F_TRUNCATED)
 			fputs("      ... (truncated)\n", f);
 	}

@@ -200,15 +200,34 @@ static int clone_symbols(const struct mp_profile *p, struct mp_profile *q)
 	return 0;
 }
 
-/* Call stacks, their frames in one array. */
+/* A prefix tree of stacks (mp_stack_table_export()), with its stacks. */
+static int clone_stack_tree(const struct mp_profile *p, struct mp_profile *q)
+{
+	const struct mp_stack_tree *t = p->stack_tree;
+	struct mp_stack_tree *u = calloc(1, sizeof(*u));
+
+	q->stack_tree = u;
+	if (!u || dup_exact(p->stacks, p->n_stacks, sizeof(*p->stacks), (void **)&q->stacks) < 0 ||
+	    dup_exact(t->frame, t->n_nodes, sizeof(*t->frame), (void **)&u->frame) < 0 ||
+	    dup_exact(t->parent, t->n_nodes, sizeof(*t->parent), (void **)&u->parent) < 0 ||
+	    dup_exact(t->leaf, p->n_stacks, sizeof(*t->leaf), (void **)&u->leaf) < 0)
+		return -ENOMEM;
+	u->n_nodes = t->n_nodes;
+	return 0;
+}
+
+/* Call stacks, their frames in one array (or their tree). */
 static int clone_stacks(const struct mp_profile *p, struct mp_profile *q)
 {
 	uint64_t total = 0, off = 0;
 
 	q->stacks = NULL;
 	q->stack_frames = NULL;
+	q->stack_tree = NULL;
 	if (!p->n_stacks)
 		return 0;
+	if (p->stack_tree)
+		return clone_stack_tree(p, q);
 	for (uint32_t i = 0; i < p->n_stacks; i++)
 		total += p->stacks[i].n_frames;
 	if (mp_profile_stacks_alloc(q, p->n_stacks, total) < 0)
@@ -267,6 +286,7 @@ static void clear_pointers(struct mp_profile *q)
 	q->execs = NULL;
 	q->stacks = NULL;
 	q->stack_frames = NULL;
+	q->stack_tree = NULL;
 }
 
 /* Counts of arrays a failed phase left unallocated, so that freeing the

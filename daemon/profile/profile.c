@@ -53,10 +53,34 @@ void mp_profile_stacks_free(struct mp_profile *p)
 	else
 		for (uint32_t i = 0; p->stacks && i < p->n_stacks; i++)
 			free(p->stacks[i].frames);
+	if (p->stack_tree) {
+		free(p->stack_tree->frame);
+		free(p->stack_tree->parent);
+		free(p->stack_tree->leaf);
+		free(p->stack_tree);
+	}
 	free(p->stacks);
 	p->stacks = NULL;
 	p->stack_frames = NULL;
+	p->stack_tree = NULL;
 	p->n_stacks = 0;
+}
+
+const uint64_t *mp_profile_stack_frames(const struct mp_profile *p, uint32_t i,
+					uint64_t buf[MP_PROFILE_MAX_DEPTH])
+{
+	const struct mp_stack_tree *t = p->stack_tree;
+	uint32_t node, n = 0;
+
+	if (!t || p->stacks[i].frames)
+		return p->stacks[i].frames;
+	for (node = t->leaf[i];
+	     node && node <= t->n_nodes && n < p->stacks[i].n_frames && n < MP_PROFILE_MAX_DEPTH;
+	     node = t->parent[node - 1])
+		buf[n++] = t->frame[node - 1];
+	while (n < p->stacks[i].n_frames && n < MP_PROFILE_MAX_DEPTH)
+		buf[n++] = 0;
+	return buf;
 }
 
 void mp_profile_free(struct mp_profile *p)

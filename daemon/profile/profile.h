@@ -496,6 +496,10 @@ struct mp_profile {
 	/* One array holding every stack's frames (mp_profile_stacks_alloc()),
 	 * or NULL: each stack's frames are an allocation of their own. */
 	uint64_t *stack_frames;
+	/* Or the stacks as the prefix tree the daemon's stack table keeps
+	 * (mp_stack_table_export()), their frames NULL: read a stack's
+	 * frames with mp_profile_stack_frames(). */
+	struct mp_stack_tree *stack_tree;
 	uint32_t stack_depth;
 	uint64_t stacks_dropped; /* allocations whose stack was not kept */
 	/* In-process path: call stacks the target unwound itself (FRAMES
@@ -548,6 +552,17 @@ struct mp_stack {
 	uint32_t n_frames;
 	uint32_t flags;
 	uint64_t *frames;
+};
+
+/* Call stacks as a prefix tree: node i (from 1) is return address
+ * frame[i - 1] called from node parent[i - 1] (0: the outermost frame), a
+ * parent's id below its children's; stack k is the path up from its
+ * innermost node leaf[k] (0: no frames), p->stacks[k].n_frames long. */
+struct mp_stack_tree {
+	uint32_t n_nodes;
+	uint64_t *frame;
+	uint32_t *parent;
+	uint32_t *leaf;
 };
 
 /* An allocation site: allocations with the same caller address charged
@@ -623,8 +638,13 @@ struct mp_location {
 /* p->stacks for @n stacks (zeroed) and p->stack_frames for @n_frames
  * frames in all, replacing nothing (both NULL before). 0 or -ENOMEM. */
 int mp_profile_stacks_alloc(struct mp_profile *p, uint32_t n, uint64_t n_frames);
-/* Frees p->stacks and their frames; none are left. */
+/* Frees p->stacks and their frames (or tree); none are left. */
 void mp_profile_stacks_free(struct mp_profile *p);
+/* The frames of p->stacks[@i] (p->stacks[i].n_frames of them, at most
+ * MP_PROFILE_MAX_DEPTH): its own, or laid out from p->stack_tree into
+ * @buf. */
+const uint64_t *mp_profile_stack_frames(const struct mp_profile *p, uint32_t i,
+					uint64_t buf[MP_PROFILE_MAX_DEPTH]);
 
 struct mp_profile *mp_profile_new(void);
 void mp_profile_free(struct mp_profile *p);

@@ -404,39 +404,72 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static bool same_addr(const void *ctx, uint32_t id, const void *key)
+{
+	return ((const uint64_t *)ctx)[id] == *(const uint64_t *)key;
+}
+
 /* The distinct addresses of @t's nodes, ascending (delta-coded into
- * o->stack_addrs), and each node's index among them. */
+ * o->stack_addrs), and each node's index among them. A program's stacks
+ * have millions of nodes and some tens of thousands of addresses: the
+ * addresses are told apart by a hash, and only the distinct ones sorted. */
 static int enc_tree_addrs(struct arena *a, const struct tree *t, Memprof__Profile *o)
 {
-	uint64_t *sorted = malloc((t->n ? t->n : 1) * sizeof(*sorted));
-	size_t n = 0;
+	struct mp_hashmap ids = { 0 };
+	uint64_t *uniq = NULL, *sorted = NULL;
+	uint32_t *rank = NULL, n = 0, cap = 0;
+	int r = -ENOMEM;
 
 	o->stack_node_addrs = arena_alloc(a, t->n, sizeof(uint32_t));
-	if (!sorted || !o->stack_node_addrs) {
-		free(sorted);
+	if (!o->stack_node_addrs)
 		return -ENOMEM;
-	}
-	memcpy(sorted, t->frame, t->n * sizeof(*sorted));
-	qsort(sorted, t->n, sizeof(*sorted), cmp_u64);
-	for (uint32_t i = 0; i < t->n; i++)
-		if (!n || sorted[n - 1] != sorted[i])
-			sorted[n++] = sorted[i];
+	/* o->stack_node_addrs[i]: first the index in order of first sight */
 	for (uint32_t i = 0; i < t->n; i++) {
-		const uint64_t *f = bsearch(&t->frame[i], sorted, n, sizeof(*sorted), cmp_u64);
+		uint64_t f = t->frame[i];
+		uint32_t id;
+		int k;
 
-		o->stack_node_addrs[i] = (uint32_t)(f - sorted);
+		if (n == cap) {
+			uint32_t ncap = cap ? cap * 2 : 4096;
+			uint64_t *nu = realloc(uniq, ncap * sizeof(*nu));
+
+			if (!nu)
+				goto out;
+			uniq = nu;
+			cap = ncap;
+		}
+		k = mp_hashmap_intern(&ids, mp_hash_u64(f), same_addr, uniq, &f, n, &id);
+		if (k < 0)
+			goto out;
+		if (k)
+			uniq[n++] = f;
+		o->stack_node_addrs[i] = id;
 	}
+	sorted = malloc((n ? n : 1) * sizeof(*sorted));
+	rank = malloc((n ? n : 1) * sizeof(*rank));
 	o->stack_addrs = arena_alloc(a, n, sizeof(uint64_t));
-	if (!o->stack_addrs) {
-		free(sorted);
-		return -ENOMEM;
+	if (!sorted || !rank || !o->stack_addrs)
+		goto out;
+	memcpy(sorted, uniq, n * sizeof(*sorted));
+	qsort(sorted, n, sizeof(*sorted), cmp_u64);
+	for (uint32_t i = 0; i < n; i++) {
+		const uint64_t *f = bsearch(&uniq[i], sorted, n, sizeof(*sorted), cmp_u64);
+
+		rank[i] = (uint32_t)(f - sorted);
 	}
-	for (size_t i = 0; i < n; i++)
+	for (uint32_t i = 0; i < t->n; i++)
+		o->stack_node_addrs[i] = rank[o->stack_node_addrs[i]];
+	for (uint32_t i = 0; i < n; i++)
 		o->stack_addrs[i] = sorted[i] - (i ? sorted[i - 1] : 0);
 	o->n_stack_addrs = n;
 	o->n_stack_node_addrs = t->n;
+	r = 0;
+out:
+	mp_hashmap_free(&ids);
+	free(uniq);
 	free(sorted);
-	return 0;
+	free(rank);
+	return r;
 }
 
 /* Each stack's innermost node, its frames interned outermost first. */
@@ -465,6 +498,26 @@ static int enc_tree(struct arena *a, const struct mp_profile *p, struct tree *t,
 	return enc_tree_addrs(a, t, o);
 }
 
+/* The tree the profile holds (the daemon's stack table's), as it is. */
+static int enc_given_tree(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
+{
+	const struct mp_stack_tree *g = p->stack_tree;
+	struct tree t = { .frame = g->frame, .parent = g->parent, .n = g->n_nodes };
+
+	o->stack_leaves = arena_alloc(a, p->n_stacks, sizeof(uint32_t));
+	o->stack_node_up = arena_alloc(a, g->n_nodes, sizeof(uint32_t));
+	if (!o->stack_leaves || !o->stack_node_up)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		o->stack_leaves[i] =
+			g->leaf[i] << 1 | !!(p->stacks[i].flags & MP_STACK_F_TRUNCATED);
+	o->n_stack_leaves = p->n_stacks;
+	for (uint32_t i = 0; i < g->n_nodes; i++)
+		o->stack_node_up[i] = i + 1 - g->parent[i];
+	o->n_stack_node_up = g->n_nodes;
+	return enc_tree_addrs(a, &t, o);
+}
+
 static void enc_stacks(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
 {
 	struct tree t = { 0 };
@@ -475,6 +528,11 @@ static void enc_stacks(struct arena *a, const struct mp_profile *p, Memprof__Pro
 	o->stacks_copied = p->stacks_copied;
 	if (!p->n_stacks)
 		return;
+	if (p->stack_tree) {
+		if (enc_given_tree(a, p, o) < 0)
+			a->failed = true;
+		return;
+	}
 	if (enc_tree(a, p, &t, o) < 0)
 		a->failed = true;
 	free(t.frame);

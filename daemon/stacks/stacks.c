@@ -25,9 +25,10 @@ struct mp_stack_table {
 	uint32_t **stacks; /* chunks; per stack its leaf node << 1 | truncated */
 	uint32_t n, stack_chunks, stack_dir;
 	struct mp_hashmap node_ids; /* (parent, frame) -> node id - 1 */
-	struct mp_hashmap ids; /* frames and flags -> stack id - 1 */
+	struct mp_hashmap ids; /* (leaf node, flags) -> stack id - 1 */
 	uint64_t frames_total; /* sum of the stacks' depths */
 	uint64_t dropped;
+	uint32_t last_new; /* frames of the last stack interned that had no node */
 	uint32_t max_stacks; /* bounds (mp_stack_table_set_max()) */
 	uint64_t max_frames; /* on frames_total */
 	uint32_t max_nodes; /* max_frames / MP_STACKS_FRAMES_PER_NODE */
@@ -35,6 +36,13 @@ struct mp_stack_table {
 	struct mp_stack scratch; /* mp_stack_table_get(): stack scratch_id */
 	uint32_t scratch_id;
 	uint64_t scratch_frames[MP_STACKS_MAX_DEPTH];
+	/* The path of the last stack interned, from the outermost frame:
+	 * its frames and their nodes, as far as they exist (path_n). The
+	 * next stack shares its outer callers more often than not: those
+	 * nodes are known without a lookup. */
+	uint64_t path_frames[MP_STACKS_MAX_DEPTH];
+	uint32_t path_nodes[MP_STACKS_MAX_DEPTH];
+	uint32_t path_n;
 };
 
 int mp_stack_table_new(struct mp_stack_table **ret)
@@ -137,87 +145,106 @@ static bool same_node(const void *ctx, uint32_t id, const void *key)
 }
 
 struct stack_key {
-	const uint64_t *frames;
-	uint32_t n, flags;
+	uint32_t v; /* leaf node << 1 | truncated */
 };
 
-/* Walks the stack's path from its leaf (frames[0]) to the outermost
- * frame: the nodes of a stack seen often stay in the cache. */
 static bool same_stack(const void *ctx, uint32_t id, const void *key)
 {
-	const struct mp_stack_table *t = ctx;
-	const struct stack_key *k = key;
-	uint32_t v = stack_at(t, id + 1), leaf = v >> 1;
-
-	if ((v & 1) != k->flags || (leaf ? node_at(t, leaf)->depth : 0) != k->n)
-		return false;
-	for (uint32_t i = 0; i < k->n; i++) {
-		const struct node *n = node_at(t, leaf);
-
-		if (n->frame != k->frames[i])
-			return false;
-		leaf = n->parent;
-	}
-	return true;
+	return stack_at(ctx, id + 1) == ((const struct stack_key *)key)->v;
 }
 
-/* The leaf node of @frames[0..n), its missing nodes added (root first, so
- * that a parent's id is below its children's). 0 and no node added when
- * the bound in frames leaves no room for them. */
-static uint32_t intern_path(struct mp_stack_table *t, const uint64_t *frames, uint32_t n)
+static inline uint64_t stack_hash(uint32_t v)
 {
-	uint32_t parent = 0, i = n, id;
+	return mp_hash_u64(v);
+}
 
-	for (; i > 0; i--) {
-		struct node_key k = { .parent = parent, .frame = frames[i - 1] };
+/* The nodes of @frames[0..n) that exist, from the outermost frame, into
+ * t->path_*: those shared with the last stack's path as they are, the
+ * rest looked up. How many exist (n: the whole path). */
+static uint32_t find_path(struct mp_stack_table *t, const uint64_t *frames, uint32_t n)
+{
+	uint32_t d = 0, parent, id;
+
+	while (d < n && d < t->path_n && t->path_frames[d] == frames[n - 1 - d])
+		d++;
+	parent = d ? t->path_nodes[d - 1] : 0;
+	for (; d < n; d++) {
+		struct node_key k = { .parent = parent, .frame = frames[n - 1 - d] };
 
 		if (mp_hashmap_find(&t->node_ids, node_hash(parent, k.frame), same_node, t, &k,
 				    &id) < 0)
 			break;
 		parent = id + 1;
+		t->path_frames[d] = k.frame;
+		t->path_nodes[d] = parent;
 	}
-	if (t->n_nodes + (uint64_t)i > t->max_nodes)
-		return 0;
-	for (; i > 0; i--) {
+	t->path_n = d;
+	return d;
+}
+
+/* Adds the nodes of @frames[0..n) past the @d that exist (root first, so
+ * that a parent's id is below its children's). false when out of
+ * memory, the nodes added so far kept (and in t->path_*). */
+static bool add_path(struct mp_stack_table *t, const uint64_t *frames, uint32_t n, uint32_t d)
+{
+	uint32_t parent = d ? t->path_nodes[d - 1] : 0;
+
+	for (; d < n; d++) {
+		uint64_t frame = frames[n - 1 - d];
 		struct node *nd;
 
 		if (chunk_room(t, (void ***)&t->nodes, &t->node_chunks, &t->node_dir, t->n_nodes,
 			       sizeof(struct node)) < 0 ||
-		    mp_hashmap_insert(&t->node_ids, node_hash(parent, frames[i - 1]), t->n_nodes) <
-			    0)
-			return 0;
+		    mp_hashmap_insert(&t->node_ids, node_hash(parent, frame), t->n_nodes) < 0)
+			return false;
 		nd = &t->nodes[t->n_nodes >> CHUNK_BITS][t->n_nodes & (CHUNK - 1)];
-		*nd = (struct node){ .frame = frames[i - 1],
-				     .parent = parent,
-				     .depth = parent ? node_at(t, parent)->depth + 1 : 1 };
+		*nd = (struct node){ .frame = frame, .parent = parent, .depth = d + 1 };
 		parent = ++t->n_nodes;
+		t->path_frames[d] = frame;
+		t->path_nodes[d] = parent;
+		t->path_n = d + 1;
 	}
-	return parent;
+	return true;
 }
 
 uint32_t mp_stack_table_intern(struct mp_stack_table *t, const uint64_t *frames, uint32_t n,
 			       uint32_t flags)
 {
-	const struct stack_key k = { .frames = frames, .n = n, .flags = flags & 1 };
-	uint64_t h = mp_hash_bytes(frames, n * sizeof(*frames), (uint64_t)n << 1 | k.flags);
-	uint32_t id, leaf = 0;
+	struct stack_key k = { 0 };
+	uint32_t id, d;
 
-	if (mp_hashmap_find(&t->ids, h, same_stack, t, &k, &id) == 0)
-		return id + 1;
-	if (t->n >= t->max_stacks || n > MP_STACKS_MAX_DEPTH || t->frames_total + n > t->max_frames)
+	t->last_new = 0;
+	if (n > MP_STACKS_MAX_DEPTH)
 		goto drop;
-	if (n && !(leaf = intern_path(t, frames, n)))
+	d = find_path(t, frames, n);
+	if (d == n) {
+		k.v = (n ? t->path_nodes[n - 1] : 0) << 1 | (flags & 1);
+		if (mp_hashmap_find(&t->ids, stack_hash(k.v), same_stack, t, &k, &id) == 0)
+			return id + 1;
+	}
+	/* a stack not seen before */
+	if (t->n >= t->max_stacks || t->frames_total + n > t->max_frames ||
+	    t->n_nodes + (uint64_t)(n - d) > t->max_nodes)
 		goto drop;
+	t->last_new = n - d;
+	if (!add_path(t, frames, n, d))
+		goto drop;
+	k.v = (n ? t->path_nodes[n - 1] : 0) << 1 | (flags & 1);
 	if (chunk_room(t, (void ***)&t->stacks, &t->stack_chunks, &t->stack_dir, t->n,
 		       sizeof(uint32_t)) < 0 ||
-	    mp_hashmap_insert(&t->ids, h, t->n) < 0)
+	    mp_hashmap_insert(&t->ids, stack_hash(k.v), t->n) < 0)
 		goto drop;
-	t->stacks[t->n >> CHUNK_BITS][t->n & (CHUNK - 1)] = leaf << 1 | k.flags;
+	t->stacks[t->n >> CHUNK_BITS][t->n & (CHUNK - 1)] = k.v;
 	t->frames_total += n;
 	return ++t->n;
 drop:
 	t->dropped++;
 	return 0;
+}
+
+uint32_t mp_stack_table_last_new(const struct mp_stack_table *t)
+{
+	return t->last_new;
 }
 
 uint32_t mp_stack_table_count(const struct mp_stack_table *t)
@@ -263,21 +290,44 @@ const struct mp_stack *mp_stack_table_get(struct mp_stack_table *t, uint32_t id)
 
 int mp_stack_table_export(const struct mp_stack_table *t, struct mp_profile *p)
 {
-	struct mp_profile q = { 0 };
-	uint64_t off = 0;
+	struct mp_stack_tree *tr = calloc(1, sizeof(*tr));
+	uint32_t nn = t->n_nodes;
+	struct mp_stack *st = calloc(t->n ? t->n : 1, sizeof(*st));
 
-	if (mp_profile_stacks_alloc(&q, t->n, t->frames_total) < 0)
+	if (tr) {
+		tr->frame = malloc((nn ? nn : 1) * sizeof(*tr->frame));
+		tr->parent = malloc((nn ? nn : 1) * sizeof(*tr->parent));
+		tr->leaf = malloc((t->n ? t->n : 1) * sizeof(*tr->leaf));
+	}
+	if (!tr || !st || !tr->frame || !tr->parent || !tr->leaf) {
+		if (tr) {
+			free(tr->frame);
+			free(tr->parent);
+			free(tr->leaf);
+		}
+		free(tr);
+		free(st);
 		return -ENOMEM;
-	for (uint32_t i = 0; i < t->n; i++) {
-		struct mp_stack *s = &q.stacks[i];
+	}
+	tr->n_nodes = nn;
+	for (uint32_t c = 0; c < t->node_chunks; c++) {
+		uint32_t lo = c << CHUNK_BITS, k = nn - lo < CHUNK ? nn - lo : CHUNK;
 
-		s->frames = q.stack_frames + off;
-		s->n_frames = frames_of(t, i + 1, s->frames, &s->flags);
-		off += s->n_frames;
+		for (uint32_t i = 0; i < k; i++) {
+			tr->frame[lo + i] = t->nodes[c][i].frame;
+			tr->parent[lo + i] = t->nodes[c][i].parent;
+		}
+	}
+	for (uint32_t i = 0; i < t->n; i++) {
+		uint32_t v = stack_at(t, i + 1), leaf = v >> 1;
+
+		tr->leaf[i] = leaf;
+		st[i] = (struct mp_stack){ .n_frames = leaf ? node_at(t, leaf)->depth : 0,
+					   .flags = v & 1 ? MP_STACK_F_TRUNCATED : 0 };
 	}
 	mp_profile_stacks_free(p);
-	p->stacks = q.stacks;
-	p->stack_frames = q.stack_frames;
+	p->stacks = st;
+	p->stack_tree = tr;
 	p->n_stacks = t->n;
 	if (t->n && p->format_version < MP_PROFILE_FORMAT_STACK_TREE)
 		p->format_version = MP_PROFILE_FORMAT_STACK_TREE;

@@ -52,6 +52,10 @@ void mp_stack_table_set_max(struct mp_stack_table *t, uint32_t max_stacks, uint6
  * 0 when the table is full or out of memory (counted). */
 uint32_t mp_stack_table_intern(struct mp_stack_table *t, const uint64_t *frames, uint32_t n,
 			       uint32_t flags);
+/* Of the frames given to the last mp_stack_table_intern() call, how many
+ * (from frames[0]) the table had stored below none of the stacks before:
+ * 0 for a stack already known, or one that found no room. */
+uint32_t mp_stack_table_last_new(const struct mp_stack_table *t);
 /* The number of stacks in the table (the highest id). */
 uint32_t mp_stack_table_count(const struct mp_stack_table *t);
 /* The memory the table holds: chunks, their directories and its indexes. */
@@ -59,9 +63,10 @@ uint64_t mp_stack_table_bytes(const struct mp_stack_table *t);
 /* The stack of @id, or NULL; its frames are valid until the next call. */
 const struct mp_stack *mp_stack_table_get(struct mp_stack_table *t, uint32_t id);
 
-/* Copies the table into p->stacks (replacing them; every stack's frames in
- * one array, p->stack_frames), the count of stacks that found no room
- * into p->stacks_dropped and the bounds into p->limits. 0 or -ENOMEM. */
+/* Copies the table into p->stacks (replacing them) as its prefix tree,
+ * p->stack_tree (mp_profile_stack_frames() reads a stack's frames), the
+ * count of stacks that found no room into p->stacks_dropped and the
+ * bounds into p->limits. 0 or -ENOMEM. */
 int mp_stack_table_export(const struct mp_stack_table *t, struct mp_profile *p);
 
 #endif /* MP_STACKS_H */

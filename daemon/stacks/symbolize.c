@@ -242,9 +242,13 @@ static int sym_callers(struct symbolization *y, const struct mp_profile *p)
 
 	for (uint32_t i = 0; i < p->n_sites && r == 0; i++)
 		r = addr_add(&set, p->sites[i].caller);
-	for (uint32_t i = 0; i < p->n_stacks && r == 0; i++)
-		for (uint32_t j = 0; j < p->stacks[i].n_frames && r == 0; j++)
-			r = addr_add(&set, p->stacks[i].frames[j]);
+	if (p->stack_tree)
+		for (uint32_t i = 0; i < p->stack_tree->n_nodes && r == 0; i++)
+			r = addr_add(&set, p->stack_tree->frame[i]);
+	else
+		for (uint32_t i = 0; i < p->n_stacks && r == 0; i++)
+			for (uint32_t j = 0; j < p->stacks[i].n_frames && r == 0; j++)
+				r = addr_add(&set, p->stacks[i].frames[j]);
 	if (r == 0)
 		y->callers = malloc((set.n + 1) * sizeof(*y->callers));
 	if (r < 0 || !y->callers) {

@@ -13,6 +13,7 @@
 
 #include "memprof.pb-c.h"
 #include "profile_pb.h"
+#include "stacks.h"
 
 #define N_STACKS 300000u
 #define DEPTH 40u
@@ -84,6 +85,61 @@ Test(stack_tree, many_stacks_round_trip_compact, .timeout = 120)
 	free(buf);
 	mp_profile_free(q);
 	mp_profile_free(p);
+}
+
+/* The daemon's stack table hands its prefix tree to the profile as it is
+ * (no stack laid out): the file is the same, byte for byte, as the one
+ * written from the same stacks laid out, also from a clone, and it reads
+ * back to the same frames. */
+Test(stack_tree, table_tree_written_as_it_is, .timeout = 120)
+{
+	struct mp_profile *p = many_stacks(), *t = mp_profile_new(), *c = NULL, *q = NULL;
+	struct mp_stack_table *tab;
+	uint8_t *want, *got, *got_clone;
+	size_t want_len, got_len, clone_len;
+	uint64_t buf[MP_PROFILE_MAX_DEPTH];
+	const char *why = NULL;
+
+	cr_assert_not_null(t);
+	cr_assert_eq(mp_stack_table_new(&tab), 0);
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		cr_assert_eq(mp_stack_table_intern(tab, p->stacks[i].frames, p->stacks[i].n_frames,
+						   p->stacks[i].flags),
+			     i + 1);
+	cr_assert_eq(mp_stack_table_export(tab, t), 0);
+	cr_assert_not_null(t->stack_tree);
+	cr_assert_null(t->stack_frames);
+	t->stack_depth = p->stack_depth;
+	t->stacks_dropped = p->stacks_dropped;
+	p->limits = t->limits;
+	p->format_version = t->format_version;
+	for (uint32_t i = 0; i < p->n_stacks; i += 97) {
+		cr_assert_eq(t->stacks[i].n_frames, p->stacks[i].n_frames);
+		cr_assert_arr_eq(mp_profile_stack_frames(t, i, buf), p->stacks[i].frames,
+				 p->stacks[i].n_frames * sizeof(uint64_t), "stack %u", i);
+	}
+	cr_assert_eq(mp_profile_file_encode(p, &want, &want_len), 0);
+	cr_assert_eq(mp_profile_file_encode(t, &got, &got_len), 0);
+	cr_assert_eq(got_len, want_len);
+	cr_assert_arr_eq(got, want, want_len);
+	cr_assert_eq(mp_profile_clone(t, &c), 0);
+	cr_assert_not_null(c->stack_tree);
+	cr_assert_eq(mp_profile_file_encode(c, &got_clone, &clone_len), 0);
+	cr_assert_eq(clone_len, want_len);
+	cr_assert_arr_eq(got_clone, want, want_len);
+	cr_assert_eq(mp_profile_file_decode(got, got_len, &q, &why), 0, "%s", why ? why : "?");
+	cr_assert_eq(q->n_stacks, p->n_stacks);
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		cr_assert_arr_eq(q->stacks[i].frames, p->stacks[i].frames,
+				 p->stacks[i].n_frames * sizeof(uint64_t), "stack %u", i);
+	free(want);
+	free(got);
+	free(got_clone);
+	mp_profile_free(q);
+	mp_profile_free(c);
+	mp_profile_free(t);
+	mp_profile_free(p);
+	mp_stack_table_free(tab);
 }
 
 /* A bare message; the decoder's verdict and its reason. */

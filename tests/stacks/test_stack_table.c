@@ -4,12 +4,13 @@
  * export. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "stacks.h"
 
 Test(stack_table, ids_and_export)
 {
-	uint64_t a[] = { 0x10, 0x20, 0x30 }, b[] = { 0x40, 0x30 };
+	uint64_t a[] = { 0x10, 0x20, 0x30 }, b[] = { 0x40, 0x30 }, buf[MP_PROFILE_MAX_DEPTH];
 	struct mp_profile p = { 0 };
 	struct mp_stack_table *t;
 	const struct mp_stack *s;
@@ -43,18 +44,41 @@ Test(stack_table, ids_and_export)
 	cr_assert_eq(p.limits.reached, 0);
 	cr_assert_eq(p.stacks[0].n_frames, 3);
 	cr_assert_eq(p.stacks[0].flags, 0);
-	cr_assert_arr_eq(p.stacks[0].frames, a, sizeof(a));
+	cr_assert_arr_eq(mp_profile_stack_frames(&p, 0, buf), a, sizeof(a));
 	cr_assert_eq(p.stacks[1].n_frames, 2);
-	cr_assert_arr_eq(p.stacks[1].frames, b, sizeof(b));
+	cr_assert_arr_eq(mp_profile_stack_frames(&p, 1, buf), b, sizeof(b));
 	cr_assert_eq(p.stacks[2].n_frames, 3);
 	cr_assert_eq(p.stacks[2].flags, MP_STACK_F_TRUNCATED);
-	cr_assert_arr_eq(p.stacks[2].frames, a, sizeof(a));
+	cr_assert_arr_eq(mp_profile_stack_frames(&p, 2, buf), a, sizeof(a));
 	cr_assert_eq(p.stacks[3].n_frames, 0);
 	cr_assert_eq(p.stacks[4].n_frames, 2);
-	cr_assert_arr_eq(p.stacks[4].frames, a + 1, 2 * sizeof(*a));
+	cr_assert_arr_eq(mp_profile_stack_frames(&p, 4, buf), a + 1, 2 * sizeof(*a));
 	mp_profile_stacks_free(&p);
 	mp_stack_table_free(t);
 	mp_stack_table_free(NULL);
+}
+
+/* How many of a stack's frames the table stored for the first time (the
+ * collector looks only those up in the maps): the innermost ones, below
+ * callers it already holds. */
+Test(stack_table, frames_stored_first)
+{
+	uint64_t a[] = { 0x10, 0x20, 0x30 }, b[] = { 0x40, 0x50, 0x20, 0x30 };
+	struct mp_stack_table *t;
+
+	cr_assert_eq(mp_stack_table_new(&t), 0);
+	cr_assert_eq(mp_stack_table_intern(t, a, 3, 0), 1);
+	cr_assert_eq(mp_stack_table_last_new(t), 3);
+	cr_assert_eq(mp_stack_table_intern(t, b, 4, 0), 2);
+	cr_assert_eq(mp_stack_table_last_new(t), 2);
+	cr_assert_eq(mp_stack_table_intern(t, a, 3, 0), 1);
+	cr_assert_eq(mp_stack_table_last_new(t), 0);
+	/* new stacks of known nodes: a suffix, and a flag */
+	cr_assert_eq(mp_stack_table_intern(t, b + 2, 2, 0), 3);
+	cr_assert_eq(mp_stack_table_last_new(t), 0);
+	cr_assert_eq(mp_stack_table_intern(t, a, 3, MP_STACK_F_TRUNCATED), 4);
+	cr_assert_eq(mp_stack_table_last_new(t), 0);
+	mp_stack_table_free(t);
 }
 
 /* A program's stacks: DEPTH frames, the outer ones the same callers, the
@@ -78,6 +102,7 @@ Test(stack_table, many_stacks_exact_and_shared, .timeout = 60)
 	struct mp_profile p = { 0 };
 	struct mp_stack_table *t;
 	uint64_t f[DEPTH], flat = (uint64_t)N_STACKS * DEPTH * sizeof(uint64_t), bytes;
+	uint64_t buf[MP_PROFILE_MAX_DEPTH];
 
 	cr_assert_eq(mp_stack_table_new(&t), 0);
 	for (uint32_t i = 0; i < N_STACKS; i++) {
@@ -106,12 +131,12 @@ Test(stack_table, many_stacks_exact_and_shared, .timeout = 60)
 	cr_assert_eq(mp_stack_table_export(t, &p), 0);
 	cr_assert_eq(p.n_stacks, N_STACKS);
 	cr_assert_eq(p.stacks_dropped, 0);
-	cr_assert_not_null(p.stack_frames);
+	cr_assert_not_null(p.stack_tree);
 	for (uint32_t i = 0; i < N_STACKS; i++) {
 		program_stack(i, f);
 		cr_assert_eq(p.stacks[i].n_frames, DEPTH);
 		cr_assert_eq(p.stacks[i].flags, i % 5 == 0 ? MP_STACK_F_TRUNCATED : 0);
-		cr_assert_arr_eq(p.stacks[i].frames, f, sizeof(f), "stack %u", i);
+		cr_assert_arr_eq(mp_profile_stack_frames(&p, i, buf), f, sizeof(f), "stack %u", i);
 	}
 	mp_profile_stacks_free(&p);
 	mp_stack_table_free(t);
@@ -196,4 +221,62 @@ Test(stack_table, too_deep_dropped)
 	cr_assert_eq(mp_stack_table_get(t, 1)->n_frames, MP_STACKS_MAX_DEPTH);
 	cr_assert_eq(mp_stack_table_intern(t, f, MP_STACKS_MAX_DEPTH + 1, 0), 0);
 	expect_dropped(t, 1, 1);
+}
+
+/* Random stacks of a small program (few frames to pick from, so that
+ * stacks share callers, repeat, extend and cut each other short, with
+ * and without the truncation mark) against a plain list of those seen:
+ * the same id on every sight, new ids in order of first sight, and the
+ * frames given back exactly. */
+Test(stack_table, random_stacks_as_a_list_says, .timeout = 60)
+{
+	enum { ROUNDS = 20000, MAXN = 12, KEEP = 4096 };
+	static uint64_t seen[KEEP][MAXN];
+	static uint32_t seen_n[KEEP], seen_flags[KEEP];
+	uint64_t f[MAXN], prev[MAXN] = { 0 }, buf[MP_PROFILE_MAX_DEPTH];
+	uint32_t n_seen = 0, prev_n = 0, rng = 12345;
+	struct mp_profile p = { 0 };
+	struct mp_stack_table *t;
+
+	cr_assert_eq(mp_stack_table_new(&t), 0);
+	for (uint32_t r = 0; r < ROUNDS && n_seen < KEEP; r++) {
+		uint32_t n, flags, id, want = 0;
+
+		rng = rng * 1103515245u + 12345u;
+		n = (rng >> 16) % (MAXN + 1);
+		/* often the outer frames of the stack before, then others */
+		for (uint32_t d = 0; d < n; d++) {
+			rng = rng * 1103515245u + 12345u;
+			f[n - 1 - d] = d < prev_n && (rng >> 16) % 4 ?
+					       prev[prev_n - 1 - d] :
+					       0x1000 + ((rng >> 20) % 5) * 0x10;
+		}
+		rng = rng * 1103515245u + 12345u;
+		flags = (rng >> 16) % 5 == 0 ? MP_STACK_F_TRUNCATED : 0;
+		for (uint32_t i = 0; i < n_seen && !want; i++)
+			if (seen_n[i] == n && seen_flags[i] == flags &&
+			    !memcmp(seen[i], f, n * sizeof(*f)))
+				want = i + 1;
+		if (!want) {
+			memcpy(seen[n_seen], f, n * sizeof(*f));
+			seen_n[n_seen] = n;
+			seen_flags[n_seen] = flags;
+			want = ++n_seen;
+		}
+		id = mp_stack_table_intern(t, f, n, flags);
+		cr_assert_eq(id, want, "round %u: id %u, a list says %u", r, id, want);
+		memcpy(prev, f, n * sizeof(*f));
+		prev_n = n;
+	}
+	cr_assert_gt(n_seen, 1000, "only %u distinct stacks", n_seen);
+	cr_assert_eq(mp_stack_table_count(t), n_seen);
+	cr_assert_eq(mp_stack_table_export(t, &p), 0);
+	for (uint32_t i = 0; i < n_seen; i++) {
+		cr_assert_eq(p.stacks[i].n_frames, seen_n[i]);
+		cr_assert_eq(p.stacks[i].flags, seen_flags[i]);
+		cr_assert_arr_eq(mp_profile_stack_frames(&p, i, buf), seen[i],
+				 seen_n[i] * sizeof(uint64_t), "stack %u", i);
+	}
+	mp_profile_stacks_free(&p);
+	mp_stack_table_free(t);
 }
