@@ -158,11 +158,11 @@ static void wrap_note_caller(struct session *s, uint64_t caller)
 }
 
 /* The caller an allocation from @caller is charged to: when @caller is in
- * a wrapper, the first frame outside the wrappers, from stack @stack
- * (--stacks), or the frames the target unwound @given (a FRAMES record
- * that has no stack id), or else from the capture @regs, @bytes (@ring:
- * an in-process one, whose frames start inside libmemprof). Left at @caller and counted
- * when no frame is found. */
+ * a wrapper, the first frame outside the wrappers, from the frames the
+ * target unwound @given (a FRAMES record), or stack @stack (--stacks), or
+ * else from the capture @regs, @bytes (@ring: an in-process one, whose
+ * frames start inside libmemprof). Left at @caller and counted when no
+ * frame is found. */
 static uint64_t wrap_caller(struct session *s, uint64_t caller, uint32_t stack,
 			    const struct mp_rec_stack *given, const struct mp_unwind_regs *regs,
 			    const void *bytes, uint32_t len, bool ring)
@@ -177,12 +177,13 @@ static uint64_t wrap_caller(struct session *s, uint64_t caller, uint32_t stack,
 	if (!mp_wrappers_has(s->wrappers, caller))
 		return caller;
 	t = (struct mp_collect_target){ .maps = s->maps, .exited = s->exited };
-	if (stack) {
-		n = mp_stack_collect_frames(s->collect, stack, &f);
-	} else if (given) {
-		/* frames the target unwound itself (FRAMES, stacks off) */
+	if (given) {
+		/* frames the target unwound itself (FRAMES): as they came,
+		 * not laid out again from the stack table */
 		f = given->frames;
 		n = given->n_frames;
+	} else if (stack) {
+		n = mp_stack_collect_frames(s->collect, stack, &f);
 	} else if (regs) {
 		int k = mp_stack_collect_unwind(s->collect, &t, regs, bytes, len, ring ? caller : 0,
 						frames, WRAP_FRAMES, &trunc);
@@ -693,7 +694,7 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 		const struct mp_rec_stack *st =
 			rec->stack && !rec->stack->frames ? rec->stack : NULL;
 		const struct mp_rec_stack *given =
-			rec->stack && rec->stack->frames && !stack ? rec->stack : NULL;
+			rec->stack && rec->stack->frames ? rec->stack : NULL;
 		const struct mp_unwind_regs regs = { .ip = st ? st->ip : 0,
 						     .sp = st ? st->sp : 0,
 						     .bp = st ? st->bp : 0 };

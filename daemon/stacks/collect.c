@@ -134,18 +134,18 @@ static void note_frames(struct mp_stack_collector *c, const struct mp_collect_ta
 	c->maps = fresh;
 }
 
-/* The id of c->frames[0..n); the frames of a stack seen for the first
- * time are looked up in the maps (a known stack's were), and of one the
- * table has no room for, the caller its site keeps. */
+/* The id of c->frames[0..n); the frames the table stores for the first
+ * time are looked up in the maps (the others were when they were new),
+ * and of a stack the table has no room for, the caller its site keeps. */
 static uint32_t intern(struct mp_stack_collector *c, const struct mp_collect_target *t, uint32_t n,
 		       bool trunc)
 {
-	uint32_t before = mp_stack_table_count(c->stacks);
 	uint32_t id =
 		mp_stack_table_intern(c->stacks, c->frames, n, trunc ? MP_STACK_F_TRUNCATED : 0);
+	uint32_t fresh = id ? mp_stack_table_last_new(c->stacks) : 1;
 
-	if (!id || mp_stack_table_count(c->stacks) != before)
-		note_frames(c, t, c->frames, id ? (int)n : 1);
+	if (fresh)
+		note_frames(c, t, c->frames, (int)fresh);
 	return id;
 }
 
