@@ -430,6 +430,14 @@ static inline __attribute__((always_inline)) uint32_t wrapped(const struct mp_ri
 	return 0;
 }
 
+/* Whether @pc, a return address past an allocation's caller, is outside
+ * every allocator wrapper: the caller the allocation is charged to, where
+ * the walk of a wrapped allocation ends. */
+static bool beyond_wrappers(uint64_t pc)
+{
+	return !wrapped(LOAD(&mp_alloc_hdr, RELAXED), pc);
+}
+
 static inline __attribute__((always_inline)) void put(uint8_t type, uint8_t flags, uint32_t fn,
 						      uint64_t addr, uint64_t size, uint64_t caller,
 						      uint64_t old, uint32_t mode)
@@ -442,16 +450,18 @@ static inline __attribute__((always_inline)) void put(uint8_t type, uint8_t flag
 
 	/* a new block gets the call stack, when the consumer asked (frames
 	 * unwound here, when it says how deep) or when its caller is an
-	 * allocator wrapper (then at most MP_WRAP_FRAMES frames: enough to
-	 * reach the first caller outside the wrappers) */
+	 * allocator wrapper (then the frames up to the first caller outside
+	 * the wrappers, at most MP_WRAP_FRAMES) */
 	if (type != MP_REC_FREE && addr &&
 	    ((sb = LOAD(&h->alloc_stack_bytes, RELAXED)) || (sb = wrapped(h, caller)))) {
 		const struct stack_bounds *b = thread_stack();
+		bool whole = LOAD(&h->alloc_stack_bytes, RELAXED);
 
 		depth = LOAD(&h->alloc_stack_depth, RELAXED);
-		if (!LOAD(&h->alloc_stack_bytes, RELAXED) && depth > MP_WRAP_FRAMES)
+		if (!whole && depth > MP_WRAP_FRAMES)
 			depth = MP_WRAP_FRAMES;
-		mp_stack_put(type, flags, fn, w, nw, wait, b->lo, b->end, sb, depth);
+		mp_stack_put(type, flags, fn, w, nw, wait, b->lo, b->end, sb, depth,
+			     whole ? NULL : beyond_wrappers);
 		return;
 	}
 	mp_ring_write(type, flags, fn, w, nw, wait);

@@ -764,7 +764,7 @@ static bool stack_word(uint64_t lo, uint64_t lim, uint64_t addr, uint64_t *ret)
 }
 
 int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t caller, uint32_t depth,
-		    uint64_t *ret_frames, bool *ret_truncated)
+		    uint64_t *ret_frames, bool *ret_truncated, bool (*stop)(uint64_t pc))
 {
 	uint64_t pc = regs[0], sp = regs[1], bp = regs[2], lo = regs[1];
 	uint32_t max = depth + MP_FRAMES_OWN_MAX, n = 0, k = 0;
@@ -794,6 +794,10 @@ int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t caller, uint3
 		}
 		if (kind == MP_LU_LAST) {
 			trunc = false;
+			break;
+		}
+		if (stop && k >= 2 && stop(pc)) {
+			trunc = true;
 			break;
 		}
 		if (ru.cfa_reg == DWARF_RBP && !bp_known)

@@ -35,10 +35,13 @@ enum mp_lu_kind {
  * frames in all). Returns how many frames (>= 1), or -1 when it cannot
  * give that walk's result (no unwind info, rules that are not simple, a
  * read outside the bounds, @caller not reached): the caller then sends
- * the copy.
+ * the copy. With @stop, the walk ends early at the first frame past the
+ * caller's for which @stop(return address) is true, that frame kept and
+ * the stack marked truncated (an allocator wrapper's caller: the frames
+ * beyond it are not wanted).
  */
 MP_HIDDEN int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t caller, uint32_t depth,
-			      uint64_t *ret_frames, bool *ret_truncated);
+			      uint64_t *ret_frames, bool *ret_truncated, bool (*stop)(uint64_t pc));
 
 /* Forgets every cached rule (a library was unloaded: another one may be
  * mapped where it was). */

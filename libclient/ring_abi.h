@@ -151,8 +151,9 @@ struct mp_ring_hdr {
 	 * unwind it, a FRAMES record (type 25) of at most this many frames
 	 * (<= MP_FRAMES_MAX) instead of its STACK record; an allocation that
 	 * carries a stack because its caller is an allocator wrapper (wrap),
-	 * one of at most min(alloc_stack_depth, MP_WRAP_FRAMES) frames.
-	 * 0: STACK only. */
+	 * one of at most min(alloc_stack_depth, MP_WRAP_FRAMES) frames, that
+	 * ends at the first frame past the caller outside every wrap range
+	 * (marked truncated). 0: STACK only. */
 	uint32_t alloc_stack_depth;
 	struct {
 		uint64_t lo, hi;

@@ -19,7 +19,7 @@ MP_HIDDEN __attribute__((noinline)) int mp_stack_put(uint8_t type, uint8_t flags
 						     const uint64_t *w, unsigned nw,
 						     enum mp_rw_wait wait, uint64_t stack_lo,
 						     uint64_t stack_end, uint32_t max,
-						     uint32_t depth)
+						     uint32_t depth, bool (*stop)(uint64_t pc))
 {
 	/* [fp] the caller's rbp, [fp + 8] the return address into it, and
 	 * its stack pointer after the return is fp + 16. */
@@ -34,7 +34,7 @@ MP_HIDDEN __attribute__((noinline)) int mp_stack_put(uint8_t type, uint8_t flags
 	if (depth && len) {
 		uint64_t frames[MP_FRAMES_MAX];
 		bool trunc;
-		int n = mp_unwind_local(regs, stack_end, w[2], depth, frames, &trunc);
+		int n = mp_unwind_local(regs, stack_end, w[2], depth, frames, &trunc, stop);
 
 		if (n > 0)
 			return mp_ring_write_frames(type, flags, name_id, w, nw, wait, frames,

@@ -17,9 +17,11 @@
  * @stack_end) (a signal stack). With @depth nonzero, the frames of the
  * stack from the caller w[2] on, at most @depth (mp_ring_write_frames()),
  * wherever the in-process unwinder can walk them (reading up to
- * @stack_end) as memprofd would walk a copy. */
+ * @stack_end) as memprofd would walk a copy; with @stop, up to the first
+ * frame past the caller's that @stop says ends the walk
+ * (mp_unwind_local()). */
 MP_HIDDEN int mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
 			   unsigned nw, enum mp_rw_wait wait, uint64_t stack_lo, uint64_t stack_end,
-			   uint32_t max, uint32_t depth);
+			   uint32_t max, uint32_t depth, bool (*stop)(uint64_t pc));
 
 #endif /* MEMPROF_STACK_CAPTURE_H */

@@ -229,42 +229,69 @@ static __attribute__((noinline)) void *wrapper_alloc(size_t n)
 	return p;
 }
 
+/* A wrapper of that wrapper. */
+static __attribute__((noinline)) void *wrapper_outer(size_t n)
+{
+	void *p = wrapper_alloc(n);
+
+	__asm__ volatile("" : : "r"(p) : "memory");
+	return p;
+}
+
+/* Whether @pc is in one of the @n ranges @lohi. */
+static bool in_ranges(const uint64_t *lohi, int n, uint64_t pc)
+{
+	for (int i = 0; i < n; i++)
+		if (pc >= lohi[2 * i] && pc < lohi[2 * i + 1])
+			return true;
+	return false;
+}
+
 /* Stacks off, the caller an allocator wrapper: a consumer that says how
- * deep it reads FRAMES gets the frames unwound here (at most
- * MP_WRAP_FRAMES, the first the caller's, the next the wrapper's
- * caller's), one that does not gets the stack copy. */
+ * deep it reads FRAMES gets the frames unwound here, the first the
+ * caller's, up to the first caller outside the wrappers and no further
+ * (through one wrapper and through two), one that does not gets the
+ * stack copy. */
 Test(interpose, wrapped_allocation_sends_frames)
 {
 	struct mp_consumer *c = setup();
-	uint64_t lo = (uint64_t)(uintptr_t)wrapper_alloc;
-	uint64_t lohi[2] = { lo, lo + 256 };
+	uint64_t in = (uint64_t)(uintptr_t)wrapper_alloc, out = (uint64_t)(uintptr_t)wrapper_outer;
+	uint64_t a = in < out ? in : out, b = in < out ? out : in;
+	/* sorted by their start, as the consumer publishes them: the first
+	 * wrapper up to the second, the second's first 256 bytes */
+	uint64_t lohi[4] = { a, b, b, b + 256 }, wrap_in[2] = { in, in == a ? b : in + 256 };
 	struct mp_record r;
-	void *p[2];
+	void *p[3];
 
-	cr_assert_eq(mp_consumer_set_wrappers(c, lohi, 1, 2048), 0);
+	cr_assert_eq(mp_consumer_set_wrappers(c, lohi, 2, 2048), 0);
 	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_PRECISE, 0), 0);
-	for (int i = 0; i < 2; i++) {
+	for (int i = 0; i < 3; i++) {
 		int seen = 0;
 
-		cr_assert_eq(mp_consumer_set_alloc_stack_depth(c, i ? 0 : 64), 0);
-		p[i] = wrapper_alloc(77);
+		cr_assert_eq(mp_consumer_set_alloc_stack_depth(c, i == 1 ? 0 : 64), 0);
+		p[i] = i == 2 ? wrapper_outer(77) : wrapper_alloc(77);
 		while (read_one(c, &r) == 1) {
 			if (r.type != MP_REC_ALLOC || r.heap.addr != (uint64_t)(uintptr_t)p[i])
 				continue;
-			cr_assert(r.heap.caller >= lohi[0] && r.heap.caller < lohi[1]);
+			cr_assert(in_ranges(wrap_in, 1, r.heap.caller));
 			cr_assert_not_null(r.stack);
-			if (i) {
+			if (i == 1) {
 				cr_assert_null(r.stack->frames);
 				cr_assert(stack_holds_caller(&r, 2048));
 			} else {
+				/* the caller's frame, the outer wrapper's
+				 * (round 2), then the test's, the walk's end */
+				uint32_t n = i == 2 ? 3 : 2;
+
 				cr_assert_not_null(r.stack->frames, "no frames: a copy of %u bytes",
 						   r.stack->len);
-				cr_assert(r.stack->n_frames >= 2 &&
-						  r.stack->n_frames <= MP_WRAP_FRAMES,
-					  "%u frames", r.stack->n_frames);
+				cr_assert_eq(r.stack->n_frames, n, "%u frames, not %u",
+					     r.stack->n_frames, n);
+				cr_assert(r.stack->truncated);
 				cr_assert_eq(r.stack->frames[0], r.heap.caller);
-				cr_assert(r.stack->frames[1] < lohi[0] ||
-					  r.stack->frames[1] >= lohi[1]);
+				if (i == 2)
+					cr_assert(in_ranges(lohi, 2, r.stack->frames[1]));
+				cr_assert(!in_ranges(lohi, 2, r.stack->frames[n - 1]));
 			}
 			seen++;
 		}

@@ -35,7 +35,8 @@ __attribute__((noinline)) void lu_capture(struct lu_result *r, uint64_t caller)
 	r->regs[2] = regs[2];
 	r->len = len;
 	r->caller = caller;
-	r->n = mp_unwind_local(regs, regs[1] + len, caller, r->depth, r->frames, &r->truncated);
+	r->n = mp_unwind_local(regs, regs[1] + len, caller, r->depth, r->frames, &r->truncated,
+			       NULL);
 }
 
 __attribute__((noinline)) void *lu_alloc(size_t n)
