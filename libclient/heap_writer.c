@@ -448,6 +448,13 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 	return write_payload(type, flags, name_id, w, nw, wait, MP_REC_STACK, 0, sw, stack, len);
 }
 
+MP_HIDDEN struct mp_unwind_memo *mp_rw_unwind_memo(void)
+{
+	struct thread_priv *pv = mp_rw_tls.priv;
+
+	return pv ? &pv->unwind_memo : NULL;
+}
+
 MP_HIDDEN int mp_ring_write_frames(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
 				   unsigned nw, enum mp_rw_wait wait, const uint64_t *frames,
 				   uint32_t n, bool truncated)

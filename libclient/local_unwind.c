@@ -763,61 +763,209 @@ static bool stack_word(uint64_t lo, uint64_t lim, uint64_t addr, uint64_t *ret)
 	return true;
 }
 
-int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t caller, uint32_t depth,
-		    uint64_t *ret_frames, bool *ret_truncated, bool (*stop)(uint64_t pc))
+/* A frame of the memo's last walk with the registers @pc, @sp, @bp,
+ * @bp_known at walk position @n, searched from *@scan on (the frames' sp
+ * ascend): its index, or -1. */
+static int memo_find(const struct mp_unwind_memo_frame *old, uint32_t old_n, uint32_t *scan,
+		     uint64_t pc, uint64_t sp, uint64_t bp, bool bp_known, uint32_t n)
 {
-	uint64_t pc = regs[0], sp = regs[1], bp = regs[2], lo = regs[1];
-	uint32_t max = depth + MP_FRAMES_OWN_MAX, n = 0, k = 0;
-	bool bp_known = true, found = false, trunc;
+	const struct mp_unwind_memo_frame *f;
 
-	if (!depth || depth > MP_FRAMES_MAX || !pc || !caller)
+	while (*scan < old_n && old[*scan].sp < sp)
+		(*scan)++;
+	if (*scan >= old_n)
+		return -1;
+	f = &old[*scan];
+	if (f->sp != sp || f->pc != pc || f->bp != bp || f->bp_known != bp_known ||
+	    (*scan == 0) != (n == 0) || !f->kind)
+		return -1;
+	return (int)*scan;
+}
+
+/* Whether the step from the memo's frame @j to @j + 1 reads what it read:
+ * the return address, and rbp where it was saved. */
+static bool memo_holds(const struct mp_unwind_memo_frame *old, uint32_t old_n, uint32_t j,
+		       uint64_t lo, uint64_t lim)
+{
+	const struct mp_unwind_memo_frame *f = &old[j], *g;
+	uint64_t w;
+
+	if (j + 1 >= old_n || f->ra_off == MP_UNWIND_MEMO_NONE)
+		return false;
+	g = &old[j + 1];
+	if (!stack_word(lo, lim, g->sp + (uint64_t)(int64_t)f->ra_off, &w) || w != g->pc)
+		return false;
+	return f->rbp_off == MP_UNWIND_MEMO_NONE ||
+	       (stack_word(lo, lim, g->sp + (uint64_t)(int64_t)f->rbp_off, &w) && w == g->bp);
+}
+
+static inline int16_t memo_off(int32_t off)
+{
+	return off > MP_UNWIND_MEMO_NONE && off <= INT16_MAX ? (int16_t)off : MP_UNWIND_MEMO_NONE;
+}
+
+/* The registers of a walk at its current frame, and the stack's bounds. */
+struct walk {
+	uint64_t pc, sp, bp, lo, lim;
+	bool bp_known;
+};
+
+/* The step to the caller's frame by the frame's rule @ru; where it read
+ * into @rec (when not NULL). false when the walk cannot go on. */
+static bool step_rule(struct walk *w, const struct lrule *ru, struct mp_unwind_memo_frame *rec)
+{
+	uint64_t cfa, ra, nbp = w->bp;
+
+	if (ru->cfa_reg == DWARF_RBP && !w->bp_known)
+		return false;
+	cfa = (ru->cfa_reg == DWARF_RSP ? w->sp : w->bp) + (uint64_t)(int64_t)ru->cfa_off;
+	if (cfa <= w->sp || !stack_word(w->lo, w->lim, cfa + (uint64_t)(int64_t)ru->ra_off, &ra))
+		return false;
+	if (ru->rbp == RBP_SAVED) {
+		if (!stack_word(w->lo, w->lim, cfa + (uint64_t)(int64_t)ru->rbp_off, &nbp))
+			return false;
+	} else if (ru->rbp == RBP_LOST) {
+		w->bp_known = false;
+	}
+	if (!ra)
+		return false;
+	if (rec) {
+		rec->ra_off = memo_off(ru->ra_off);
+		rec->rbp_off = ru->rbp == RBP_SAVED ? memo_off(ru->rbp_off) : MP_UNWIND_MEMO_NONE;
+		/* a saved rbp the memo cannot check: not replayed */
+		if (ru->rbp == RBP_SAVED && rec->rbp_off == MP_UNWIND_MEMO_NONE)
+			rec->ra_off = MP_UNWIND_MEMO_NONE;
+	}
+	w->pc = ra;
+	w->sp = cfa;
+	w->bp = nbp;
+	return true;
+}
+
+/* The memo's last walk into *@old (none when the rule cache changed
+ * since, generation @gen), and the buffer this walk records into; NULL
+ * when a walk this one interrupts holds the memo. */
+static struct mp_unwind_memo_frame *memo_begin(struct mp_unwind_memo *memo, uint32_t gen,
+					       const struct mp_unwind_memo_frame **old,
+					       uint32_t *old_n)
+{
+	*old = NULL;
+	*old_n = 0;
+	if (!memo || memo->busy)
+		return NULL;
+	memo->busy = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	if (memo->gen == gen && memo->cur < 2 && memo->n[memo->cur] < MP_UNWIND_MEMO_FRAMES) {
+		*old = memo->f[memo->cur];
+		*old_n = memo->n[memo->cur];
+	}
+	return memo->f[memo->cur == 1 ? 0 : 1];
+}
+
+/* The walk's @nn frames recorded become the memo's last walk when it
+ * succeeded (@ok); the memo is free again. */
+static void memo_end(struct mp_unwind_memo *memo, uint32_t gen, uint32_t nn, bool ok)
+{
+	if (ok) {
+		memo->n[memo->cur == 1 ? 0 : 1] = nn;
+		memo->cur = memo->cur == 1 ? 0 : 1;
+		memo->gen = gen;
+	}
+	atomic_signal_fence(memory_order_seq_cst);
+	memo->busy = 0;
+}
+
+int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t caller, uint32_t depth,
+		    uint64_t *ret_frames, bool *ret_truncated, bool (*stop)(uint64_t pc),
+		    struct mp_unwind_memo *memo)
+{
+	struct walk w = { .pc = regs[0],
+			  .sp = regs[1],
+			  .bp = regs[2],
+			  .lo = regs[1],
+			  .lim = lim,
+			  .bp_known = true };
+	uint32_t max = depth + MP_FRAMES_OWN_MAX, n = 0, k = 0, old_n, scan = 0, nn = 0;
+	uint32_t gen = __atomic_load_n(&cache_gen, __ATOMIC_ACQUIRE);
+	const struct mp_unwind_memo_frame *old;
+	struct mp_unwind_memo_frame *rec;
+	bool found = false, trunc = false, ok = false;
+	int j = -1;
+
+	if (!depth || depth > MP_FRAMES_MAX || !w.pc || !caller)
 		return -1;
 	if (max > MP_FRAMES_MAX)
 		max = MP_FRAMES_MAX;
+	/* a walk that interrupts another (a signal handler's) has none */
+	rec = memo_begin(memo, gen, &old, &old_n);
 	for (;;) {
+		/* a frame's own pc for the first, a return address after */
+		uint64_t rpc = n ? w.pc - 1 : w.pc;
 		struct lrule ru;
-		enum mp_lu_kind kind = rule_of(n ? pc - 1 : pc, &ru);
-		uint64_t cfa, ra, nbp = bp;
+		enum mp_lu_kind kind;
+		bool have_ru = false;
 
+		if (j < 0 && old_n)
+			j = memo_find(old, old_n, &scan, w.pc, w.sp, w.bp, w.bp_known, n);
+		if (j >= 0) {
+			kind = (enum mp_lu_kind)old[j].kind;
+		} else {
+			kind = rule_of(rpc, &ru);
+			have_ru = true;
+		}
 		if (kind != MP_LU_STEP && kind != MP_LU_LAST)
-			return -1;
+			break;
+		if (rec)
+			rec[nn] = (struct mp_unwind_memo_frame){ .pc = w.pc,
+								 .sp = w.sp,
+								 .bp = w.bp,
+								 .ra_off = MP_UNWIND_MEMO_NONE,
+								 .rbp_off = MP_UNWIND_MEMO_NONE,
+								 .kind = (uint8_t)kind,
+								 .bp_known = w.bp_known };
+		nn++;
 		if (n == max) {
 			trunc = kind != MP_LU_LAST;
+			ok = true;
 			break;
 		}
 		n++;
-		found = found || pc == caller;
+		found = found || w.pc == caller;
 		if (found) {
 			if (k < depth)
-				ret_frames[k] = pc;
+				ret_frames[k] = w.pc;
 			k++;
 		}
-		if (kind == MP_LU_LAST) {
-			trunc = false;
+		if (kind == MP_LU_LAST || (stop && k >= 2 && stop(w.pc))) {
+			trunc = kind != MP_LU_LAST;
+			ok = true;
 			break;
 		}
-		if (stop && k >= 2 && stop(pc)) {
-			trunc = true;
+		if (j >= 0 && memo_holds(old, old_n, (uint32_t)j, w.lo, w.lim)) {
+			/* the same words as the last walk: its next frame */
+			const struct mp_unwind_memo_frame *g = &old[j + 1];
+
+			if (rec) {
+				rec[nn - 1].ra_off = old[j].ra_off;
+				rec[nn - 1].rbp_off = old[j].rbp_off;
+			}
+			w.pc = g->pc;
+			w.sp = g->sp;
+			w.bp = g->bp;
+			w.bp_known = g->bp_known;
+			j++;
+			memo->replayed++;
+			continue;
+		}
+		j = -1;
+		if ((!have_ru && rule_of(rpc, &ru) != kind) ||
+		    !step_rule(&w, &ru, rec ? &rec[nn - 1] : NULL))
 			break;
-		}
-		if (ru.cfa_reg == DWARF_RBP && !bp_known)
-			return -1;
-		cfa = (ru.cfa_reg == DWARF_RSP ? sp : bp) + (uint64_t)(int64_t)ru.cfa_off;
-		if (cfa <= sp || !stack_word(lo, lim, cfa + (uint64_t)(int64_t)ru.ra_off, &ra))
-			return -1;
-		if (ru.rbp == RBP_SAVED) {
-			if (!stack_word(lo, lim, cfa + (uint64_t)(int64_t)ru.rbp_off, &nbp))
-				return -1;
-		} else if (ru.rbp == RBP_LOST) {
-			bp_known = false;
-		}
-		if (!ra)
-			return -1;
-		pc = ra;
-		sp = cfa;
-		bp = nbp;
 	}
-	if (!found)
+	ok = ok && found;
+	if (rec)
+		memo_end(memo, gen, nn, ok);
+	if (!ok)
 		return -1;
 	if (k > depth) {
 		k = depth;

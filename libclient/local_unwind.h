@@ -16,6 +16,34 @@
 
 #include "ring_writer.h"
 
+/* A thread's last walk, frame by frame, for its next one (the memo): the
+ * registers at each frame, the kind of its rule, and where the step to
+ * the next frame read the return address and rbp (offsets from the next
+ * frame's sp, the CFA; MP_UNWIND_MEMO_NONE: no read, or a step the memo
+ * cannot replay). A walk that reaches a frame of the last walk with the
+ * same registers replays that walk from there instead of looking the
+ * rules up again, for as long as each step's stack words still hold what
+ * they held: from the same registers over the same words, the walk is
+ * the same. The program's outer callers, under every stack, cost two
+ * loads a frame. Two buffers: the walk reads the last one and writes the
+ * other. */
+#define MP_UNWIND_MEMO_FRAMES (MP_FRAMES_MAX + 1)
+#define MP_UNWIND_MEMO_NONE INT16_MIN
+struct mp_unwind_memo_frame {
+	uint64_t pc, sp, bp;
+	int16_t ra_off, rbp_off;
+	uint8_t kind; /* enum mp_lu_kind */
+	uint8_t bp_known;
+};
+struct mp_unwind_memo {
+	uint32_t busy; /* a walk is using it: a signal handler's walk does not */
+	uint32_t gen; /* of the rule cache the last walk saw (mp_unwind_forget()) */
+	uint32_t cur; /* the buffer of the last walk */
+	uint32_t n[2];
+	uint64_t replayed; /* frames taken from the memo (for tests) */
+	struct mp_unwind_memo_frame f[2][MP_UNWIND_MEMO_FRAMES];
+};
+
 /* Outcome of one rule lookup (exported for the tests). */
 enum mp_lu_kind {
 	MP_LU_STEP = 1, /* CFA = rsp or rbp + off, RA at CFA + off */
@@ -38,10 +66,12 @@ enum mp_lu_kind {
  * the copy. With @stop, the walk ends early at the first frame past the
  * caller's for which @stop(return address) is true, that frame kept and
  * the stack marked truncated (an allocator wrapper's caller: the frames
- * beyond it are not wanted).
+ * beyond it are not wanted). @memo: the calling thread's memo (above), or
+ * NULL.
  */
 MP_HIDDEN int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t caller, uint32_t depth,
-			      uint64_t *ret_frames, bool *ret_truncated, bool (*stop)(uint64_t pc));
+			      uint64_t *ret_frames, bool *ret_truncated, bool (*stop)(uint64_t pc),
+			      struct mp_unwind_memo *memo);
 
 /* Forgets every cached rule (a library was unloaded: another one may be
  * mapped where it was). */

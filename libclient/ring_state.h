@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "local_unwind.h"
 #include "ring_abi.h"
 #include "ring_writer.h"
 
@@ -50,6 +51,10 @@ struct thread_priv {
 	/* Slots [0, populated) of this thread slot's ring are mapped in
 	 * this process (ring_populate()). */
 	uint64_t populated;
+	/* The in-process unwinder's memo of this thread's last walk (a
+	 * thread taking the slot over starts from it: the walk checks every
+	 * stack word it replays). */
+	struct mp_unwind_memo unwind_memo;
 };
 
 /* The ring of this process (ring.c ring_create()). */

@@ -78,6 +78,11 @@ MP_HIDDEN int mp_ring_write_stacked(uint8_t type, uint8_t flags, uint32_t name_i
 				    const uint64_t *w, unsigned nw, enum mp_rw_wait wait,
 				    const uint64_t regs[3], const void *stack, uint32_t len);
 
+/* The calling thread's memo of its last stack walk (local_unwind.h), in
+ * its thread slot's private data; NULL before the thread's first record. */
+struct mp_unwind_memo;
+MP_HIDDEN struct mp_unwind_memo *mp_rw_unwind_memo(void);
+
 /* The same with a FRAMES record (type 25) carrying the @n (1..
  * MP_FRAMES_MAX) return addresses at @frames instead, flagged
  * MP_FRAMES_F_TRUNCATED when @truncated. */

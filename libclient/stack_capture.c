@@ -34,7 +34,8 @@ MP_HIDDEN __attribute__((noinline)) int mp_stack_put(uint8_t type, uint8_t flags
 	if (depth && len) {
 		uint64_t frames[MP_FRAMES_MAX];
 		bool trunc;
-		int n = mp_unwind_local(regs, stack_end, w[2], depth, frames, &trunc, stop);
+		int n = mp_unwind_local(regs, stack_end, w[2], depth, frames, &trunc, stop,
+					mp_rw_unwind_memo());
 
 		if (n > 0)
 			return mp_ring_write_frames(type, flags, name_id, w, nw, wait, frames,

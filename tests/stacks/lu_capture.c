@@ -16,6 +16,9 @@ __thread struct mp_alloc_tls mp_alloc_tls __attribute__((tls_model("initial-exec
 
 struct lu_result *lu_cur;
 
+/* The walks go through a thread's memo, as libmemprof's do. */
+__thread struct mp_unwind_memo lu_memo;
+
 __attribute__((noinline)) void lu_capture(struct lu_result *r, uint64_t caller)
 {
 	const uint64_t *fp = __builtin_frame_address(0);
@@ -36,7 +39,7 @@ __attribute__((noinline)) void lu_capture(struct lu_result *r, uint64_t caller)
 	r->len = len;
 	r->caller = caller;
 	r->n = mp_unwind_local(regs, regs[1] + len, caller, r->depth, r->frames, &r->truncated,
-			       NULL);
+			       NULL, &lu_memo);
 }
 
 __attribute__((noinline)) void *lu_alloc(size_t n)

@@ -30,6 +30,9 @@ void *lu_alloc(size_t n);
 /* The capture below it (frame pointers, as libmemprof's). */
 void lu_capture(struct lu_result *r, uint64_t caller);
 extern struct lu_result *lu_cur;
+/* The memo of the walks lu_capture() makes on this thread. */
+struct mp_unwind_memo;
+extern __thread struct mp_unwind_memo lu_memo;
 
 /* Chains (lu_fixture.c, -O2 -fomit-frame-pointer): */
 void *lu_plain(int levels); /* recursion, then lu_alloc */

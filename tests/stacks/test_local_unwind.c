@@ -275,3 +275,52 @@ Test(local_unwind, cache_grows_with_the_code, .timeout = 60)
 	lu_plain(3);
 	same_as_daemon(&r);
 }
+
+/* Two callers of the same chain with the same frame (so the chain's
+ * frames sit at the same addresses under either), told apart by what they
+ * write. */
+static volatile int outer_seen[2];
+
+static __attribute__((noinline, noipa)) void *outer_a(int levels)
+{
+	void *p = lu_plain(levels);
+
+	outer_seen[0]++;
+	return p;
+}
+
+static __attribute__((noinline, noipa)) void *outer_b(int levels)
+{
+	void *p = lu_plain(levels);
+
+	outer_seen[1] += 2;
+	return p;
+}
+
+/* Walk after walk on one thread, each through the memo of the one before:
+ * deeper, shallower, through other chains and under another caller at the
+ * same addresses (the memo's words then differ: the walk looks again).
+ * Every walk gives exactly the frames memprofd takes from the copy, and
+ * the memo spared most of the lookups. */
+Test(local_unwind, memo_replays_only_what_holds, .timeout = 120)
+{
+	void *(*chain[])(int) = { lu_plain, lu_tail, lu_big, lu_fp, outer_a, outer_b };
+	uint32_t rng = 7, frames = 0;
+	struct lu_result r;
+
+	for (int i = 0; i < 300; i++) {
+		int c, levels;
+
+		rng = rng * 1103515245u + 12345u;
+		c = (int)((rng >> 16) % 6);
+		levels = 1 + (int)((rng >> 8) % 6);
+		result_init(&r, i % 7 == 0 ? 3 : 64);
+		chain[c](levels);
+		frames += same_as_daemon(&r);
+	}
+	cr_log_info("%u frames in 300 walks, %llu replayed from the memo", frames,
+		    (unsigned long long)lu_memo.replayed);
+	cr_assert_gt(lu_memo.replayed, frames / 4, "%llu of %u frames replayed",
+		     (unsigned long long)lu_memo.replayed, frames);
+	cr_assert_gt(outer_seen[0] + outer_seen[1], 0);
+}
