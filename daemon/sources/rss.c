@@ -25,8 +25,10 @@ struct mp_rss_sampler {
 	int smaps_fd; /* -1 when Pss is never read */
 	int timer_fd;
 	unsigned pss_every_n;
+	unsigned pss_cost_ratio; /* mp_rss_sampler_set_pss_cost_ratio() */
 	unsigned tick;
-	uint64_t missed;
+	uint64_t pss_not_before; /* CLOCK_MONOTONIC ns */
+	uint64_t missed, pss_deferred;
 	char *buf;
 	size_t buf_size;
 };
@@ -206,6 +208,7 @@ int mp_rss_sampler_new(pid_t pid, unsigned hz, unsigned pss_every_n, struct mp_r
 	s->pid = pid;
 	s->status_fd = s->thread_fd = s->smaps_fd = s->timer_fd = -1;
 	s->pss_every_n = pss_every_n;
+	s->pss_cost_ratio = MP_RSS_PSS_COST_RATIO;
 	s->buf_size = READ_BUF_INITIAL;
 	s->buf = malloc(s->buf_size);
 	if (!s->buf) {
@@ -436,5 +439,34 @@ int mp_rss_sampler_sample(struct mp_rss_sampler *s, struct mp_rss_sample *ret)
 		s->missed += expirations - 1;
 	with_pss = s->pss_every_n && s->tick % s->pss_every_n == 0;
 	s->tick++;
+	if (with_pss && s->pss_cost_ratio) {
+		struct timespec t0, t1;
+		uint64_t a, b;
+		int r;
+
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		a = (uint64_t)t0.tv_sec * 1000000000u + (uint64_t)t0.tv_nsec;
+		if (a < s->pss_not_before) {
+			s->pss_deferred++;
+			return mp_rss_sampler_read(s, false, ret);
+		}
+		r = mp_rss_sampler_read(s, true, ret);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		b = (uint64_t)t1.tv_sec * 1000000000u + (uint64_t)t1.tv_nsec;
+		/* the read's cost, status included: an upper bound on the
+		 * walk of the target's page tables */
+		s->pss_not_before = b + (b - a) * s->pss_cost_ratio;
+		return r;
+	}
 	return mp_rss_sampler_read(s, with_pss, ret);
+}
+
+void mp_rss_sampler_set_pss_cost_ratio(struct mp_rss_sampler *s, unsigned ratio)
+{
+	s->pss_cost_ratio = ratio;
+}
+
+uint64_t mp_rss_sampler_pss_deferred(const struct mp_rss_sampler *s)
+{
+	return s ? s->pss_deferred : 0;
 }

@@ -21,6 +21,10 @@
 #define MP_RSS_MAX_HZ 10000
 /* smaps_rollup walks every page table of the target; read it less often. */
 #define MP_RSS_DEFAULT_PSS_EVERY 10
+/* and, on a big target, no more than 1/(1 + this) of the time: a Pss
+ * read that took d defers the next timed one by this many d (a 5 ms walk
+ * of a 350 MB PyTorch process, every 250 ms at most). */
+#define MP_RSS_PSS_COST_RATIO 50
 
 /*
  * Parse the text of /proc/PID/status. Sets every field of @ret: the six
@@ -43,7 +47,9 @@ struct mp_rss_sampler;
 /*
  * Open /proc/@pid/status (and smaps_rollup unless @pss_every_n is 0) and arm
  * a CLOCK_MONOTONIC timerfd at @hz (1..MP_RSS_MAX_HZ). Every @pss_every_n-th
- * timer sample, starting with the first, also reads Pss.
+ * timer sample, starting with the first, also reads Pss, unless the last
+ * timed Pss read was less than MP_RSS_PSS_COST_RATIO times its own cost
+ * ago (counted: mp_rss_sampler_pss_deferred()).
  * Returns 0, -EINVAL, -ESRCH (no such process), -EACCES (smaps_rollup needs
  * ptrace read access), -ENOMEM, or the errno of open/timerfd_create.
  */
@@ -69,5 +75,11 @@ int mp_rss_sampler_read(struct mp_rss_sampler *s, bool with_pss, struct mp_rss_s
 /* Timer expirations that were not turned into samples because the caller
  * was late (the timerfd coalesces them). */
 uint64_t mp_rss_sampler_missed(const struct mp_rss_sampler *s);
+
+/* The bound on timed Pss reads' share of the time, as a ratio (default
+ * MP_RSS_PSS_COST_RATIO; 0: none, every @pss_every_n-th sample), and the
+ * timed samples that went without Pss because of it. */
+void mp_rss_sampler_set_pss_cost_ratio(struct mp_rss_sampler *s, unsigned ratio);
+uint64_t mp_rss_sampler_pss_deferred(const struct mp_rss_sampler *s);
 
 #endif /* MP_RSS_H */

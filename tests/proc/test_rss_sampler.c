@@ -207,6 +207,7 @@ Test(rss_sampler, pss_cadence_and_on_demand)
 	int status;
 
 	cr_assert(eq(int, mp_rss_sampler_new(c.pid, 200, 3, &s), 0));
+	mp_rss_sampler_set_pss_cost_ratio(s, 0);
 	/* Pss on samples 0 and 3 of the timer cadence, never on others */
 	for (int i = 0; i < 7; i++)
 		timed_sample(s, i % 3 == 0);
@@ -225,6 +226,35 @@ Test(rss_sampler, pss_cadence_and_on_demand)
 	usleep(60 * 1000);
 	timed_sample(s, 0);
 	cr_expect(ge(u64, mp_rss_sampler_missed(s), 5));
+
+	command(&c, 'q');
+	cr_assert(eq(int, waitpid(c.pid, &status, 0), c.pid));
+	mp_rss_sampler_free(s);
+	close(c.cmd);
+	close(c.done);
+}
+
+/* Pss on every sample asked for, but the reads' cost bounds them: samples
+ * taken back to back (each costs about what a Pss read does) get Pss only
+ * once the bound's ratio of its cost has passed, so at most one in ten
+ * here; the others are counted as deferred. */
+Test(rss_sampler, pss_bounded_by_its_cost)
+{
+	struct child c = start_child();
+	struct mp_rss_sampler *s = NULL;
+	struct mp_rss_sample got;
+	unsigned with = 0;
+	int status;
+
+	cr_assert(eq(int, mp_rss_sampler_new(c.pid, 1000, 1, &s), 0));
+	for (int i = 0; i < 100; i++) {
+		cr_assert(eq(int, mp_rss_sampler_sample(s, &got), 0));
+		with += got.pss != UINT64_MAX;
+	}
+	cr_log_info("%u of 100 back-to-back samples with Pss", with);
+	cr_expect(ge(u32, with, 1));
+	cr_expect(le(u32, with, 10));
+	cr_expect(eq(u64, mp_rss_sampler_pss_deferred(s), 100 - with));
 
 	command(&c, 'q');
 	cr_assert(eq(int, waitpid(c.pid, &status, 0), c.pid));
