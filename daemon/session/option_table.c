@@ -102,7 +102,8 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	{ MP_OPT_ID_PSS_EVERY, "pss-every", 0, "pss_every", MP_OPT_UINT, FG | MP_OPT_CONFIG, 0,
 	  1000000, NULL, "N",
 	  "read smaps_rollup (Pss) every Nth sample\n"
-	  "(default 10, 0 = never)" },
+	  "(default 10, 0 = never), at most ~2% of the time\n"
+	  "(a big target's walk is slow: docs/RSS.md)" },
 	{ MP_OPT_ID_RSS_EXACT, "rss-exact", 0, NULL, MP_OPT_FLAG, FG, 0, 1, NULL, NULL,
 	  "attribute every RSS change to its kernel with the\n"
 	  "kernel's rss_stat tracepoint" },
