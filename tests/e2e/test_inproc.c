@@ -334,16 +334,18 @@ Test(inproc, dlopened_code_allocating)
 	mp_profile_free(p);
 }
 
-/* fixture-inproc race RACE_N: every mmap and munmap in "map" (in its
- * mapping figures, none in its heap figures), its 100-byte blocks there
- * too, each 7-byte block in "heap", exact. */
+/* fixture-inproc race N: every mmap and munmap in "map" (in its mapping
+ * figures, none in its heap figures), its 100-byte blocks there too, each
+ * 7-byte block in "heap", exact. */
 #define RACE_N 100000
+/* Against a stopped daemon: long enough for several stops wherever the
+ * unstopped run takes a fraction of a second. */
+#define RACE_N_STOPPED 400000
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-static void assert_race(const struct mp_profile *p)
+static void assert_race(const struct mp_profile *p, uint64_t n)
 {
-	const long n = RACE_N;
 	const struct mp_mem_stats map = { .alloc_bytes = n * 100,
 					  .alloc_count = n,
 					  .free_bytes = n * 100,
@@ -382,7 +384,7 @@ Test(inproc, syscall_events_stay_inside_the_ring_kernels_racing_them, .timeout =
 
 	need_root();
 	p = run(NULL, NULL, "tests/e2e/fixture-inproc", "race", STR(RACE_N));
-	assert_race(p);
+	assert_race(p, RACE_N);
 	mp_profile_free(p);
 }
 
@@ -419,7 +421,7 @@ Test(inproc, syscall_events_stay_inside_their_kernels_behind_a_stopped_daemon, .
 	cr_assert_geq(fd, 0);
 	close(fd);
 	pid = run_start("inprocess", NULL, path, "tests/e2e/fixture-inproc",
-			(const char *[]){ "race", STR(RACE_N), NULL });
+			(const char *[]){ "race", STR(RACE_N_STOPPED), NULL });
 	nanosleep(&start, NULL);
 	for (;;) {
 		pid_t w;
@@ -437,7 +439,7 @@ Test(inproc, syscall_events_stay_inside_their_kernels_behind_a_stopped_daemon, .
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprof run status %d", st);
 	p = load(path);
 	cr_assert_gt(stops, 2, "%d stops", stops);
-	assert_race(p);
+	assert_race(p, RACE_N_STOPPED);
 	mp_profile_free(p);
 }
 
