@@ -47,8 +47,11 @@ Test(html_real, demo_report)
 
 	snprintf(profile, sizeof(profile), "%s/demo.memprof", dir);
 	snprintf(page, sizeof(page), "%s/demo.html", dir);
-	r = run_cmd((char *[]){ (char *)memprof_bin(), "run", "--stacks", "-o", profile, "--",
-				mp_test_build_path("tests/output/html-demo"), "3", NULL },
+	/* RSS at 1 kHz: the three steps take ~12 ms, about one tick at the
+	 * default 100 Hz, none when the machine is faster */
+	r = run_cmd((char *[]){ (char *)memprof_bin(), "run", "--stacks", "--rss-hz", "1000", "-o",
+				profile, "--", mp_test_build_path("tests/output/html-demo"), "3",
+				NULL },
 		    NULL);
 	cr_assert_eq(r.status, 0, "memprof run: %s", r.err);
 	run_free(&r);
