@@ -70,6 +70,12 @@ enum mp_alloc_mode {
 	MP_ALLOC_SAMPLED = 2, /* byte-weighted Poisson samples; never waits */
 };
 
+/* mp_ring_hdr.creator_flags. */
+/* The creator's process registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED: a
+ * consumer's attach barrier (docs/RING.md "Attach") can be the expedited
+ * one, IPIs to the CPUs running its threads, instead of a grace period. */
+#define MP_RING_F_MEMBARRIER_EXPEDITED 0x1u
+
 struct mp_ring_hdr {
 	/* Written once by the creator before the memfd is visible. */
 	uint64_t magic;
@@ -83,7 +89,7 @@ struct mp_ring_hdr {
 	uint32_t thread_count; /* thread slots, and as many rings */
 	uint32_t str_max; /* entries in the string table, id 0 reserved */
 	uint32_t blob_size; /* bytes of string storage */
-	uint32_t reserved0;
+	uint32_t creator_flags; /* MP_RING_F_* (0 from an older creator) */
 	uint64_t ring_off; /* thread_count rings of slot_count slots */
 	uint64_t threads_off;
 	uint64_t strent_off;

@@ -271,15 +271,28 @@ static int snapshot(struct mp_consumer *c, uint64_t attach_ts)
 	return 0;
 }
 
-static void barrier_all(bool membarrier)
+static void barrier_all(struct mp_consumer *c, bool membarrier)
 {
 	/* Producers read the attached flag after publishing their stack
 	 * update, with no fence of their own (it would cost ~20 ns per
-	 * marker). MEMBARRIER_CMD_GLOBAL makes every running thread pass a
-	 * full barrier: afterwards each marker is either in our snapshot or
-	 * sees attached != 0 and goes to the ring. */
-	if (membarrier && syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0)
+	 * marker). A membarrier makes every running thread pass a full
+	 * barrier: afterwards each marker is either in our snapshot or sees
+	 * attached != 0 and goes to the ring. The expedited one reaches the
+	 * threads of the processes registered for it (the ring's creator
+	 * says it is) by IPIs, in microseconds; the global one waits for a
+	 * grace period (~10-20 ms). A thread not running passes a full
+	 * barrier when it is scheduled again, either way. */
+	c->attach_barrier = MP_ATTACH_BARRIER_NONE;
+	if (membarrier &&
+	    (LOAD(&c->hdr->creator_flags, RELAXED) & MP_RING_F_MEMBARRIER_EXPEDITED) &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0) {
+		c->attach_barrier = MP_ATTACH_BARRIER_EXPEDITED;
 		return;
+	}
+	if (membarrier && syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0) {
+		c->attach_barrier = MP_ATTACH_BARRIER_GLOBAL;
+		return;
+	}
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	if (membarrier) {
 		/* Kernel without membarrier: give every producer ample time to
@@ -287,7 +300,13 @@ static void barrier_all(bool membarrier)
 		struct timespec ts = { .tv_nsec = 20 * 1000 * 1000 };
 
 		nanosleep(&ts, NULL);
+		c->attach_barrier = MP_ATTACH_BARRIER_SLEEP;
 	}
+}
+
+enum mp_attach_barrier mp_consumer_attach_barrier(const struct mp_consumer *c)
+{
+	return c ? (enum mp_attach_barrier)c->attach_barrier : MP_ATTACH_BARRIER_NONE;
 }
 
 /* At the start of every read, once TSC records come: records read in this
@@ -430,7 +449,7 @@ static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts 
 	STORE(&c->hdr->attached, mp_lease_attached(c->hdr, c->lease), SEQ_CST);
 	c->attached = true;
 	/* every thread now sees the mode and the flag (RING.md) */
-	barrier_all(membarrier);
+	barrier_all(c, membarrier);
 	r = snapshot(c, c->attach_ns > ATTACH_TS_EARLY_NS ? c->attach_ns - ATTACH_TS_EARLY_NS : 0);
 	if (r < 0)
 		return r;

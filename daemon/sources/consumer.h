@@ -219,6 +219,17 @@ int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c);
 /* Times an allocating thread of the target waited for ring space since
  * this consumer attached. */
 uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c);
+/* The barrier the attach made every producer pass (docs/RING.md
+ * "Attach"): none (mp_consumer_open_mem), the expedited membarrier (the
+ * ring's creator registered for it), the global one (a grace period), or
+ * a 20 ms sleep (no membarrier). */
+enum mp_attach_barrier {
+	MP_ATTACH_BARRIER_NONE,
+	MP_ATTACH_BARRIER_EXPEDITED,
+	MP_ATTACH_BARRIER_GLOBAL,
+	MP_ATTACH_BARRIER_SLEEP,
+};
+enum mp_attach_barrier mp_consumer_attach_barrier(const struct mp_consumer *c);
 /* The FRAMES records' depth (as mp_consumer_opts.alloc_stack_depth, 0:
  * copies only), after the open. -EINVAL beyond MP_FRAMES_MAX. */
 int mp_consumer_set_alloc_stack_depth(struct mp_consumer *c, uint32_t depth);

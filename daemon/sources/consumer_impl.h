@@ -121,6 +121,7 @@ struct mp_consumer {
 	 * has been stuck that long (mp_consumer_opts.stall_ns). */
 	uint64_t stall_ns;
 	bool attached; /* we set the header's attached flag */
+	uint8_t attach_barrier; /* enum mp_attach_barrier of the attach */
 	bool lease; /* we hold the ring's lease (lease.h) */
 	bool alloc_on; /* we turned the interposer on */
 	/* Heap records are expected: this consumer turned the interposer on

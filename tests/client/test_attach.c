@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Late attach: kernels open before the consumer attaches are seen once. */
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "memprof.h"
@@ -222,4 +225,29 @@ Test(attach, concurrent_with_busy_threads)
 	__atomic_store_n(&hot_stop, 1, __ATOMIC_RELEASE);
 	for (int i = 0; i < HOT_THREADS; i++)
 		pthread_join(th[i], NULL);
+}
+
+/* The attach's barrier: this process's ring says its creator registered
+ * for the expedited membarrier wherever the kernel has it (no seccomp
+ * here), and the consumer then uses it, in microseconds, instead of the
+ * global one's grace period; elsewhere the global one. */
+Test(attach, expedited_barrier_where_registered)
+{
+	int cmds = (int)syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	bool expedited = cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) &&
+			 (cmds & MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED);
+	struct mp_consumer *c;
+	uint64_t t0, t1;
+
+	cr_assert_eq(memprof_kernel_begin("k"), 0); /* the ring exists */
+	cr_assert_eq(memprof_kernel_end(), 0);
+	t0 = test_now_ns();
+	cr_assert_eq(mp_consumer_open_pid(getpid(), &c), 0);
+	t1 = test_now_ns();
+	cr_log_info("membarrier commands %#x: attach barrier %d, attach %.3f ms", (unsigned)cmds,
+		    (int)mp_consumer_attach_barrier(c), (double)(t1 - t0) / 1e6);
+	cr_assert_eq(mp_consumer_attach_barrier(c), expedited ? MP_ATTACH_BARRIER_EXPEDITED :
+						    cmds > 0  ? MP_ATTACH_BARRIER_GLOBAL :
+								MP_ATTACH_BARRIER_SLEEP);
+	mp_consumer_free(c);
 }
