@@ -46,6 +46,16 @@ int mp_profile_stacks_alloc(struct mp_profile *p, uint32_t n, uint64_t n_frames)
 	return 0;
 }
 
+void mp_stack_tree_free(struct mp_stack_tree *t)
+{
+	if (!t)
+		return;
+	free(t->frame);
+	free(t->parent);
+	free(t->leaf);
+	free(t);
+}
+
 void mp_profile_stacks_free(struct mp_profile *p)
 {
 	if (p->stack_frames)
@@ -53,12 +63,7 @@ void mp_profile_stacks_free(struct mp_profile *p)
 	else
 		for (uint32_t i = 0; p->stacks && i < p->n_stacks; i++)
 			free(p->stacks[i].frames);
-	if (p->stack_tree) {
-		free(p->stack_tree->frame);
-		free(p->stack_tree->parent);
-		free(p->stack_tree->leaf);
-		free(p->stack_tree);
-	}
+	mp_stack_tree_free(p->stack_tree);
 	free(p->stacks);
 	p->stacks = NULL;
 	p->stack_frames = NULL;

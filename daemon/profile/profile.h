@@ -638,6 +638,8 @@ struct mp_location {
 /* p->stacks for @n stacks (zeroed) and p->stack_frames for @n_frames
  * frames in all, replacing nothing (both NULL before). 0 or -ENOMEM. */
 int mp_profile_stacks_alloc(struct mp_profile *p, uint32_t n, uint64_t n_frames);
+/* Frees a stack tree and its arrays (NULL: nothing). */
+void mp_stack_tree_free(struct mp_stack_tree *t);
 /* Frees p->stacks and their frames (or tree); none are left. */
 void mp_profile_stacks_free(struct mp_profile *p);
 /* The frames of p->stacks[@i] (p->stacks[i].n_frames of them, at most

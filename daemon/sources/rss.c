@@ -440,19 +440,15 @@ int mp_rss_sampler_sample(struct mp_rss_sampler *s, struct mp_rss_sample *ret)
 	with_pss = s->pss_every_n && s->tick % s->pss_every_n == 0;
 	s->tick++;
 	if (with_pss && s->pss_cost_ratio) {
-		struct timespec t0, t1;
-		uint64_t a, b;
+		uint64_t a = mp_now_ns(), b;
 		int r;
 
-		clock_gettime(CLOCK_MONOTONIC, &t0);
-		a = (uint64_t)t0.tv_sec * 1000000000u + (uint64_t)t0.tv_nsec;
 		if (a < s->pss_not_before) {
 			s->pss_deferred++;
 			return mp_rss_sampler_read(s, false, ret);
 		}
 		r = mp_rss_sampler_read(s, true, ret);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		b = (uint64_t)t1.tv_sec * 1000000000u + (uint64_t)t1.tv_nsec;
+		b = mp_now_ns();
 		/* the read's cost, status included: an upper bound on the
 		 * walk of the target's page tables */
 		s->pss_not_before = b + (b - a) * s->pss_cost_ratio;

@@ -300,12 +300,7 @@ int mp_stack_table_export(const struct mp_stack_table *t, struct mp_profile *p)
 		tr->leaf = malloc((t->n ? t->n : 1) * sizeof(*tr->leaf));
 	}
 	if (!tr || !st || !tr->frame || !tr->parent || !tr->leaf) {
-		if (tr) {
-			free(tr->frame);
-			free(tr->parent);
-			free(tr->leaf);
-		}
-		free(tr);
+		mp_stack_tree_free(tr);
 		free(st);
 		return -ENOMEM;
 	}
