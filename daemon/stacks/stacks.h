@@ -7,14 +7,14 @@
  * The stacks of one program share long runs of callers, so the table keeps
  * them as a prefix tree: a node is one frame and the node of its caller
  * (the outermost frame's parent is the root), interned, and a stack is the
- * node of its innermost frame and its flags. A stack costs 4 bytes and an
- * index slot, plus a node (16 bytes and an index slot) for each frame that
- * no stack stored before it has below the same callers. Entries grow in
- * chunks that never move.
+ * node of its innermost frame and its flags, found from that node. A stack
+ * costs 4 bytes, plus a node (24 bytes and an index slot) for each frame
+ * that no stack stored before it has below the same callers. Entries grow
+ * in chunks that never move.
  *
  * Bounded (mp_stack_table_set_max()): in stacks; in frames laid out one
  * stack after the other, as mp_stack_table_export() lays them out (8 bytes
- * each); and in frames stored, tree nodes (at most 38 bytes each with
+ * each); and in frames stored, tree nodes (at most 46 bytes each with
  * their index), one for every MP_STACKS_FRAMES_PER_NODE frames of the
  * bound. Past a bound a new stack gets no id and is counted.
  */
@@ -33,7 +33,7 @@
 /* The bound in frames of a new table: what --max-memory's default gives. */
 #define MP_STACKS_DEFAULT_FRAMES (1u << 25)
 /* Frames of the bound per tree node the table may store, and per stack
- * when no bound in stacks is set: with 38 and 26 bytes at most for a node
+ * when no bound in stacks is set: with 46 and 4 bytes at most for a node
  * and a stack, a table holds at most half what its frames laid out take. */
 #define MP_STACKS_FRAMES_PER_NODE 12
 #define MP_STACKS_FRAMES_PER_STACK 40
