@@ -122,6 +122,9 @@ struct mp_tracer {
 	int cb_err;
 	int n_delivered;
 	uint64_t n_heap_events; /* allocator events since attach */
+	/* mp_tracer_detach_begin(): the thread detaching the probes */
+	pthread_t detach_th;
+	bool detaching;
 };
 
 const char *mp_alloc_fn_name(uint32_t fn)
@@ -137,6 +140,12 @@ const char *mp_tracer_fn_name(const struct mp_tracer *t, uint32_t fn)
 		return t->extra[fn - MP_FN_CUSTOM].name;
 	return mp_alloc_fn_name(fn);
 }
+
+/* The stack of the threads that close links: a thread's static TLS comes
+ * out of its stack, and the daemon's is 70 KiB (collect.c, sampling.c):
+ * pthread_create() refuses a smaller stack (64 KiB did, and every link
+ * was then closed one after the other). Address space only. */
+#define CLOSER_STACK (1u << 20)
 
 static void *close_thread(void *arg)
 {
@@ -159,7 +168,7 @@ static void close_parallel(int *fds, size_t n)
 	bool attr_ok = pthread_attr_init(&attr) == 0;
 
 	if (attr_ok)
-		pthread_attr_setstacksize(&attr, 64 << 10);
+		pthread_attr_setstacksize(&attr, CLOSER_STACK);
 	for (size_t i = 0; i < n && i < MP_MAX_MULTI; i++) {
 		if (fds[i] < 0)
 			continue;
@@ -194,10 +203,38 @@ static void detach_probes(struct mp_tracer *t)
 	t->hint_link = NULL;
 }
 
+static void *detach_thread(void *arg)
+{
+	detach_probes(arg);
+	return NULL;
+}
+
+void mp_tracer_detach_begin(struct mp_tracer *t)
+{
+	pthread_attr_t attr;
+	bool attr_ok;
+
+	if (!t || t->detaching || (!t->n_multi && !t->n_probes && !t->hint_link))
+		return;
+	attr_ok = pthread_attr_init(&attr) == 0;
+	if (attr_ok)
+		pthread_attr_setstacksize(&attr, CLOSER_STACK);
+	t->detaching = pthread_create(&t->detach_th, attr_ok ? &attr : NULL, detach_thread, t) == 0;
+	if (attr_ok)
+		pthread_attr_destroy(&attr);
+}
+
+bool mp_tracer_detaching(const struct mp_tracer *t)
+{
+	return t->detaching;
+}
+
 void mp_tracer_free(struct mp_tracer *t)
 {
 	if (!t)
 		return;
+	if (t->detaching)
+		pthread_join(t->detach_th, NULL);
 	detach_probes(t);
 	if (t->in_hub)
 		mp_hub_remove(t->opts.pid, t->hub_slot);
@@ -1067,7 +1104,8 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 		t->exited = true;
 		/* The duty cycle's active time ends with the target. */
 		mp_duty_switched_off(&t->duty, mp_now_ns());
-		detach_probes(t);
+		/* while the session builds the profile */
+		mp_tracer_detach_begin(t);
 		ev.ts_ns = mp_now_ns();
 		t->n_delivered++;
 		if (cb) {

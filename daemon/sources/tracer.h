@@ -123,6 +123,16 @@ typedef int (*mp_raw_cb)(void *ctx, const struct mp_raw_event *ev);
 int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret);
 /* Detaches every probe and unloads every program. */
 void mp_tracer_free(struct mp_tracer *t);
+/* Begins detaching the probes in a thread of its own (mp_tracer_consume()
+ * does once the target is gone and its last events are read): the kernel
+ * takes a grace period or more per link (closing a uprobe_multi link
+ * takes 20-25 ms here), which then passes while the profile is built.
+ * Nothing may be asked of the probes after it; mp_tracer_free() waits for
+ * the thread. Without probes, or when no thread starts, a no-op (then
+ * mp_tracer_free() detaches them). */
+void mp_tracer_detach_begin(struct mp_tracer *t);
+/* Whether mp_tracer_detach_begin() started its thread (for tests). */
+bool mp_tracer_detaching(const struct mp_tracer *t);
 
 /* Events are batched: the fd becomes readable when a batch is pending, at
  * an exec or exit of the target; poll it with a timeout of at most

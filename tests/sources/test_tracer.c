@@ -335,6 +335,8 @@ static void run(char *const argv[], bool exec_mode, const struct mp_tracer_opts 
 	for (int i = 0; i < 200 && !mp_tracer_exited(t); i++)
 		pump(t, &ev, 100);
 	cr_assert(mp_tracer_exited(t), "no exit seen");
+	/* the probes go in the background once the target is gone */
+	cr_assert(!r->n_probes || mp_tracer_detaching(t), "probes detached in the foreground");
 	cr_assert_eq(mp_tracer_consume(t, collect, &ev), -ESRCH);
 	r->drops = mp_tracer_drops(t);
 	mp_tracer_free(t);
