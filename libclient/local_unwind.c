@@ -799,6 +799,20 @@ static bool memo_holds(const struct mp_unwind_memo_frame *old, uint32_t old_n, u
 	       (stack_word(lo, lim, g->sp + (uint64_t)(int64_t)f->rbp_off, &w) && w == g->bp);
 }
 
+/* How many frames after the memo's frame @j (whose step holds) have a
+ * step that holds too, at most @budget: the run a walk replays at once.
+ * The stack words are read one after another without the walk's
+ * bookkeeping between them, so that their loads overlap. */
+static uint32_t memo_run(const struct mp_unwind_memo_frame *old, uint32_t old_n, uint32_t j,
+			 uint64_t lo, uint64_t lim, uint32_t budget)
+{
+	uint32_t e = j + 1;
+
+	while (e - j <= budget && memo_holds(old, old_n, e, lo, lim))
+		e++;
+	return e - 1 - j;
+}
+
 static inline int16_t memo_off(int32_t off)
 {
 	return off > MP_UNWIND_MEMO_NONE && off <= INT16_MAX ? (int16_t)off : MP_UNWIND_MEMO_NONE;
@@ -809,6 +823,42 @@ struct walk {
 	uint64_t pc, sp, bp, lo, lim;
 	bool bp_known;
 };
+
+/* The frame the walk @w is at, of rule @kind, recorded (where its step
+ * read: not yet). */
+static inline void memo_rec(struct mp_unwind_memo_frame *r, const struct walk *w,
+			    enum mp_lu_kind kind)
+{
+	*r = (struct mp_unwind_memo_frame){ .pc = w->pc,
+					    .sp = w->sp,
+					    .bp = w->bp,
+					    .ra_off = MP_UNWIND_MEMO_NONE,
+					    .rbp_off = MP_UNWIND_MEMO_NONE,
+					    .kind = (uint8_t)kind,
+					    .bp_known = w->bp_known };
+}
+
+/* The walk @w moved to the memo's frame @g. */
+static inline void walk_to(struct walk *w, const struct mp_unwind_memo_frame *g)
+{
+	w->pc = g->pc;
+	w->sp = g->sp;
+	w->bp = g->bp;
+	w->bp_known = g->bp_known;
+}
+
+/* The memo's frames @j + 1 .. @j + @c taken as they are, each one the walk
+ * would record and count past the caller: into @rec, and their return
+ * addresses into @ret_frames from @k on (below @depth). */
+static inline void memo_take(const struct mp_unwind_memo_frame *old, uint32_t j, uint32_t c,
+			     struct mp_unwind_memo_frame *rec, uint64_t *ret_frames, uint32_t k,
+			     uint32_t depth)
+{
+	__builtin_memcpy(rec, &old[j + 1], c * sizeof(*rec));
+	for (uint32_t i = 1; i <= c; i++, k++)
+		if (k < depth)
+			ret_frames[k] = old[j + i].pc;
+}
 
 /* The step to the caller's frame by the frame's rule @ru; where it read
  * into @rec (when not NULL). false when the walk cannot go on. */
@@ -916,13 +966,7 @@ int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t caller, uint3
 		if (kind != MP_LU_STEP && kind != MP_LU_LAST)
 			break;
 		if (rec)
-			rec[nn] = (struct mp_unwind_memo_frame){ .pc = w.pc,
-								 .sp = w.sp,
-								 .bp = w.bp,
-								 .ra_off = MP_UNWIND_MEMO_NONE,
-								 .rbp_off = MP_UNWIND_MEMO_NONE,
-								 .kind = (uint8_t)kind,
-								 .bp_known = w.bp_known };
+			memo_rec(&rec[nn], &w, kind);
 		nn++;
 		if (n == max) {
 			trunc = kind != MP_LU_LAST;
@@ -942,19 +986,21 @@ int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t caller, uint3
 			break;
 		}
 		if (j >= 0 && memo_holds(old, old_n, (uint32_t)j, w.lo, w.lim)) {
-			/* the same words as the last walk: its next frame */
-			const struct mp_unwind_memo_frame *g = &old[j + 1];
+			/* the same words as the last walk: its next frame, and
+			 * the c after it whose own steps hold as well */
+			uint32_t c = found && !stop ? memo_run(old, old_n, (uint32_t)j, w.lo, w.lim,
+							       max - n) :
+						      0;
 
-			if (rec) {
-				rec[nn - 1].ra_off = old[j].ra_off;
-				rec[nn - 1].rbp_off = old[j].rbp_off;
-			}
-			w.pc = g->pc;
-			w.sp = g->sp;
-			w.bp = g->bp;
-			w.bp_known = g->bp_known;
-			j++;
-			memo->replayed++;
+			rec[nn - 1].ra_off = old[j].ra_off;
+			rec[nn - 1].rbp_off = old[j].rbp_off;
+			memo_take(old, (uint32_t)j, c, rec + nn, ret_frames, k, depth);
+			nn += c;
+			n += c;
+			k += c;
+			memo->replayed += c + 1;
+			j += (int)c + 1;
+			walk_to(&w, &old[j]);
 			continue;
 		}
 		j = -1;
