@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The profile model -> memprof.proto (mp_profile_encode()). The decoder
- * and the file format are profile_pb.c. */
+/* The profile model -> memprof.proto (mp_profile_encode()): protobuf-c
+ * packs the profile, the sites are written by hand. The decoder and the
+ * file format are profile_pb.c. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -540,45 +541,17 @@ static void enc_stacks(struct arena *a, const struct mp_profile *p, Memprof__Pro
 	mp_hashmap_free(&t.ids);
 }
 
-static void enc_sites(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
+/* The symbols of the sites' callers and the stacks. The sites themselves
+ * are written apart (put_sites()). */
+static void enc_symbols(struct arena *a, const struct mp_profile *p, Memprof__Profile *o)
 {
-	Memprof__Site *so = arena_alloc(a, p->n_sites, sizeof(*so));
 	Memprof__ObjectMapping *mo = arena_alloc(a, p->n_objects, sizeof(*mo));
 	Memprof__Location *lo = arena_alloc(a, p->n_locations, sizeof(*lo));
 
-	o->sites = arena_alloc(a, p->n_sites, sizeof(*o->sites));
 	o->mappings = arena_alloc(a, p->n_objects, sizeof(*o->mappings));
 	o->locations = arena_alloc(a, p->n_locations, sizeof(*o->locations));
-	if (!so || !mo || !lo || !o->sites || !o->mappings || !o->locations)
+	if (!mo || !lo || !o->mappings || !o->locations)
 		return;
-	for (uint32_t i = 0; i < p->n_sites; i++) {
-		const struct mp_site *st = &p->sites[i];
-
-		memprof__site__init(&so[i]);
-		so[i].caller = st->caller;
-		so[i].kernel = st->name;
-		so[i].phase = st->phase;
-		so[i].owner = st->owner;
-		so[i].tid = st->tid;
-		so[i].alloc_objects = st->alloc_objects;
-		so[i].alloc_space = st->alloc_space;
-		so[i].inuse_objects = st->inuse_objects;
-		so[i].inuse_space = st->inuse_space;
-		if (st->peak_space != MP_UNKNOWN) {
-			so[i].peak_objects = st->peak_objects;
-			so[i].peak_space = st->peak_space;
-			so[i].peak_recorded = true;
-		}
-		if (p->site_vars) {
-			so[i].alloc_space_var = p->site_vars[i].alloc_space;
-			so[i].inuse_space_var = p->site_vars[i].inuse_space;
-		}
-		so[i].pool = st->pool;
-		so[i].stack = st->stack;
-		so[i].other = !!(st->flags & MP_SITE_F_OTHER); /* limits */
-		o->sites[i] = &so[i];
-	}
-	o->n_sites = p->n_sites;
 	for (uint32_t i = 0; i < p->n_objects; i++) {
 		const struct mp_object *ob = &p->objects[i];
 
@@ -851,34 +824,252 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	rss->exact_unattributed = p->rss_exact_unattributed;
 	rss->heap_live_recorded = true;
 	o->rss = rss;
-	enc_sites(a, p, o);
+	enc_symbols(a, p, o);
 	enc_hardening(a, p, o);
 	enc_limits(a, p, o);
 	enc_wrappers(a, p, o);
 	return a->failed ? NULL : o;
 }
 
-int mp_profile_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret_len)
+/* ---- the sites, written by hand: a program's half million Site
+ * messages cost protobuf-c a struct each and a walk of every field by
+ * reflection, twice (size, then pack). The bytes are those protobuf-c
+ * writes: its fields in ascending number, a proto3 scalar left out when it
+ * is 0 (a double: when it compares equal to 0, -0.0 too), no presence. ---- */
+
+enum { PB_VARINT = 0, PB_FIXED64 = 1, PB_LEN = 2, PB_FIXED32 = 5 };
+
+#define PB_SITES 21 /* memprof.Profile.sites */
+/* The bytes of the largest site: its key, its length and its fields. */
+#define PB_SITE_MAX (2 + 2 + 138)
+
+static uint8_t *put_varint(uint8_t *b, uint64_t v)
+{
+	while (v >= 0x80) {
+		*b++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*b++ = (uint8_t)v;
+	return b;
+}
+
+/* 7 bits a byte, without a branch: sizing half a million sites costs
+ * what writing them does otherwise. */
+static size_t varint_len(uint64_t v)
+{
+	return ((63 - __builtin_clzll(v | 1)) * 9 + 73) / 64;
+}
+
+static size_t uint_len(uint32_t field, uint64_t v)
+{
+	return v ? varint_len((uint64_t)field << 3 | PB_VARINT) + varint_len(v) : 0;
+}
+
+static uint8_t *put_uint(uint8_t *b, uint32_t field, uint64_t v)
+{
+	if (!v)
+		return b;
+	b = put_varint(b, (uint64_t)field << 3 | PB_VARINT);
+	return put_varint(b, v);
+}
+
+static size_t double_len(uint32_t field, double v)
+{
+	return v != 0 ? varint_len((uint64_t)field << 3 | PB_FIXED64) + 8 : 0;
+}
+
+static uint8_t *put_double(uint8_t *b, uint32_t field, double v)
+{
+	uint64_t u;
+
+	if (v == 0)
+		return b;
+	b = put_varint(b, (uint64_t)field << 3 | PB_FIXED64);
+	memcpy(&u, &v, sizeof(u));
+	for (int i = 0; i < 8; i++)
+		*b++ = (uint8_t)(u >> 8 * i);
+	return b;
+}
+
+/* The fields of site @st (@var: its variances, or NULL) as the protobuf-c
+ * encoder before wrote them (peak_* only when known): site_len() bytes,
+ * which put_site() writes, field for field (at most 138). */
+static size_t site_len(const struct mp_site *st, const struct mp_site_var *var)
+{
+	bool peak = st->peak_space != MP_UNKNOWN;
+	size_t n;
+
+	n = uint_len(1, st->caller) + uint_len(2, st->name) + uint_len(3, st->phase) +
+	    uint_len(4, st->owner) + uint_len(5, st->tid) + uint_len(6, st->alloc_objects) +
+	    uint_len(7, st->alloc_space) + uint_len(8, st->inuse_objects) +
+	    uint_len(9, st->inuse_space) + uint_len(10, peak ? st->peak_objects : 0) +
+	    uint_len(11, peak ? st->peak_space : 0) + uint_len(12, peak);
+	if (var)
+		n += double_len(40, var->alloc_space) + double_len(41, var->inuse_space);
+	return n + uint_len(50, st->pool) + uint_len(60, st->stack) +
+	       uint_len(80, !!(st->flags & MP_SITE_F_OTHER));
+}
+
+static uint8_t *put_site(uint8_t *b, const struct mp_site *st, const struct mp_site_var *var)
+{
+	bool peak = st->peak_space != MP_UNKNOWN;
+
+	b = put_uint(b, 1, st->caller);
+	b = put_uint(b, 2, st->name);
+	b = put_uint(b, 3, st->phase);
+	b = put_uint(b, 4, st->owner);
+	b = put_uint(b, 5, st->tid);
+	b = put_uint(b, 6, st->alloc_objects);
+	b = put_uint(b, 7, st->alloc_space);
+	b = put_uint(b, 8, st->inuse_objects);
+	b = put_uint(b, 9, st->inuse_space);
+	b = put_uint(b, 10, peak ? st->peak_objects : 0);
+	b = put_uint(b, 11, peak ? st->peak_space : 0);
+	b = put_uint(b, 12, peak);
+	if (var) {
+		b = put_double(b, 40, var->alloc_space);
+		b = put_double(b, 41, var->inuse_space);
+	}
+	b = put_uint(b, 50, st->pool);
+	b = put_uint(b, 60, st->stack);
+	return put_uint(b, 80, !!(st->flags & MP_SITE_F_OTHER)); /* limits */
+}
+
+/* Profile.sites: each site a key, a length and its fields. */
+static size_t sites_len(const struct mp_profile *p)
+{
+	size_t n = p->n_sites * varint_len(PB_SITES << 3 | PB_LEN);
+
+	for (uint32_t i = 0; i < p->n_sites; i++) {
+		size_t l = site_len(&p->sites[i], p->site_vars ? &p->site_vars[i] : NULL);
+
+		n += varint_len(l) + l;
+	}
+	return n;
+}
+
+/* The sites_len() bytes of Profile.sites up to @end: each site's fields
+ * written after a 1-byte length, moved up by one in the rare site of 128
+ * bytes or more (sites_len() counted 2 bytes for its length). NULL (a bug:
+ * site_len() and put_site() differ) past @end, at most PB_SITE_MAX bytes
+ * past it. */
+static uint8_t *put_sites(uint8_t *b, const uint8_t *end, const struct mp_profile *p)
+{
+	for (uint32_t i = 0; i < p->n_sites && b <= end; i++) {
+		const struct mp_site_var *var = p->site_vars ? &p->site_vars[i] : NULL;
+		size_t l;
+
+		b = put_varint(b, PB_SITES << 3 | PB_LEN);
+		l = put_site(b + 1, &p->sites[i], var) - (b + 1);
+		if (l >= 0x80)
+			memmove(b + 2, b + 1, l);
+		b = put_varint(b, l) + l;
+	}
+	return b == end ? b : NULL;
+}
+
+static int get_varint(const uint8_t *m, size_t len, size_t *at, uint64_t *ret)
+{
+	uint64_t v = 0;
+
+	for (unsigned s = 0; s < 64 && *at < len; s += 7) {
+		uint8_t c = m[(*at)++];
+
+		v |= (uint64_t)(c & 0x7f) << s;
+		if (!(c & 0x80)) {
+			*ret = v;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* Where in the packed message @m protobuf-c, which writes fields in
+ * ascending number, would have put field @field: the offset of the first
+ * field numbered above it. -EINVAL (a bug) if @m is not a well-formed
+ * message or already holds @field. */
+static int field_offset(const uint8_t *m, size_t len, uint32_t field, size_t *ret)
+{
+	size_t at = 0;
+
+	while (at < len) {
+		size_t start = at;
+		uint64_t key, v;
+
+		if (get_varint(m, len, &at, &key) < 0 || key >> 3 == field)
+			return -EINVAL;
+		if (key >> 3 > field) {
+			*ret = start;
+			return 0;
+		}
+		switch (key & 7) {
+		case PB_VARINT:
+			if (get_varint(m, len, &at, &v) < 0)
+				return -EINVAL;
+			break;
+		case PB_FIXED64:
+		case PB_FIXED32:
+			v = (key & 7) == PB_FIXED64 ? 8 : 4;
+			if (v > len - at)
+				return -EINVAL;
+			at += v;
+			break;
+		case PB_LEN:
+			if (get_varint(m, len, &at, &v) < 0 || v > len - at)
+				return -EINVAL;
+			at += v;
+			break;
+		default:
+			return -EINVAL;
+		}
+	}
+	*ret = len;
+	return 0;
+}
+
+/* protobuf-c packs the profile without its sites at the end of the buffer;
+ * the fields before the sites move down to make room for them. */
+int mp_profile_encode_room(const struct mp_profile *p, size_t room, uint8_t **ret_buf,
+			   size_t *ret_len)
 {
 	struct arena a = { 0 };
 	Memprof__Profile *o;
-	uint8_t *buf;
-	size_t len;
+	uint8_t *buf = NULL, *m;
+	size_t len, sites, at;
+	int r = -ENOMEM;
 
 	o = enc_profile(&a, p);
-	if (!o) {
-		arena_free(&a);
-		return -ENOMEM;
-	}
+	if (!o)
+		goto out;
 	len = memprof__profile__get_packed_size(o);
-	buf = malloc(len ? len : 1);
-	if (!buf) {
-		arena_free(&a);
-		return -ENOMEM;
+	sites = sites_len(p);
+	if (sites > SIZE_MAX - PB_SITE_MAX - room || len > SIZE_MAX - PB_SITE_MAX - room - sites)
+		goto out;
+	buf = malloc(room + sites + len + PB_SITE_MAX); /* see put_sites() */
+	if (!buf)
+		goto out;
+	m = buf + room;
+	memprof__profile__pack(o, m + sites);
+	r = field_offset(m + sites, len, PB_SITES, &at);
+	if (r < 0)
+		goto out;
+	if (sites) {
+		memmove(m, m + sites, at);
+		if (!put_sites(m + at, m + at + sites, p)) {
+			r = -EINVAL;
+			goto out;
+		}
 	}
-	memprof__profile__pack(o, buf);
-	arena_free(&a);
 	*ret_buf = buf;
-	*ret_len = len;
-	return 0;
+	*ret_len = sites + len;
+	buf = NULL;
+out:
+	free(buf);
+	arena_free(&a);
+	return r;
+}
+
+int mp_profile_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret_len)
+{
+	return mp_profile_encode_room(p, 0, ret_buf, ret_len);
 }

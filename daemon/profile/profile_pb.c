@@ -1068,21 +1068,14 @@ void mp_profile_file_header(const uint8_t *msg, size_t len, uint8_t *hdr)
 
 int mp_profile_file_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret_len)
 {
-	uint8_t *msg, *buf;
+	uint8_t *buf;
 	size_t len;
 	int r;
 
-	r = mp_profile_encode(p, &msg, &len);
+	r = mp_profile_encode_room(p, MP_PROFILE_FILE_HEADER, &buf, &len);
 	if (r < 0)
 		return r;
-	buf = malloc(MP_PROFILE_FILE_HEADER + len);
-	if (!buf) {
-		free(msg);
-		return -ENOMEM;
-	}
-	mp_profile_file_header(msg, len, buf);
-	memcpy(buf + MP_PROFILE_FILE_HEADER, msg, len);
-	free(msg);
+	mp_profile_file_header(buf + MP_PROFILE_FILE_HEADER, len, buf);
 	*ret_buf = buf;
 	*ret_len = MP_PROFILE_FILE_HEADER + len;
 	return 0;

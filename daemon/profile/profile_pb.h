@@ -33,6 +33,10 @@
 /* Serializes @p as a bare memprof.Profile message (streams carry these,
  * length-delimited) into a new buffer the caller frees. */
 int mp_profile_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret_len);
+/* Same, with @room bytes left free before the message (the file header):
+ * the message is *@ret_len bytes at *@ret_buf + @room. */
+int mp_profile_encode_room(const struct mp_profile *p, size_t room, uint8_t **ret_buf,
+			   size_t *ret_len);
 /* Parses a bare message; on failure *@ret_why (if not NULL) explains. */
 int mp_profile_decode(const void *buf, size_t len, struct mp_profile **ret, const char **ret_why);
 
