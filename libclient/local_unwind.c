@@ -784,8 +784,9 @@ static int memo_find(const struct mp_unwind_memo_frame *old, uint32_t old_n, uin
 
 /* Whether the step from the memo's frame @j to @j + 1 reads what it read:
  * the return address, and rbp where it was saved. */
-static bool memo_holds(const struct mp_unwind_memo_frame *old, uint32_t old_n, uint32_t j,
-		       uint64_t lo, uint64_t lim)
+static inline __attribute__((always_inline)) bool memo_holds(const struct mp_unwind_memo_frame *old,
+							     uint32_t old_n, uint32_t j,
+							     uint64_t lo, uint64_t lim)
 {
 	const struct mp_unwind_memo_frame *f = &old[j], *g;
 	uint64_t w;
