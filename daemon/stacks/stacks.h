@@ -9,8 +9,9 @@
  * (the outermost frame's parent is the root), interned, and a stack is the
  * node of its innermost frame and its flags, found from that node. A stack
  * costs 4 bytes, plus a node (24 bytes and an index slot) for each frame
- * that no stack stored before it has below the same callers. Entries grow
- * in chunks that never move.
+ * that no stack stored before it has below the same callers, and 256 KiB
+ * for a table (the index's front). Entries grow in chunks that never
+ * move.
  *
  * Bounded (mp_stack_table_set_max()): in stacks; in frames laid out one
  * stack after the other, as mp_stack_table_export() lays them out (8 bytes
