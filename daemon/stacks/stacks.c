@@ -61,6 +61,9 @@ struct mp_stack_table {
 	uint64_t path_frames[MP_STACKS_MAX_DEPTH];
 	uint32_t path_nodes[MP_STACKS_MAX_DEPTH];
 	uint32_t path_n;
+	/* The index's hash of each node of the path (node_hash()); past
+	 * path_n, of the frames of the stack being interned. */
+	uint64_t path_hash[MP_STACKS_MAX_DEPTH];
 };
 
 int mp_stack_table_new(struct mp_stack_table **ret)
@@ -148,9 +151,38 @@ struct node_key {
 	uint64_t frame;
 };
 
-static inline uint64_t node_hash(uint32_t parent, uint64_t frame)
+/* The index's hash of the node of @frame below the node whose hash is @h
+ * (below the root: PATH_SEED). A hash of the frames from the outermost
+ * one, which is the parent's identity: a stack's hashes are all known
+ * before any of its nodes is found, so their slots are fetched at once
+ * instead of one cache miss after the other. */
+#define PATH_SEED 0x6a09e667f3bcc909ull
+/* Slots fetched ahead of the lookups: a stack's frames past the last
+ * stack's path are a few; a new path's are not looked up past its first
+ * missing node. */
+#define PATH_PREFETCH 16
+
+static inline uint64_t node_hash(uint64_t h, uint64_t frame)
 {
-	return mp_hash_combine(mp_hash_u64(frame), parent);
+	return mp_hash_combine(h, frame);
+}
+
+/* The hashes of the nodes of @frames[0..n) from depth @d on (below the
+ * path's node at @d - 1) into t->path_hash, their slots (and fronts)
+ * fetched. */
+static void path_hashes(struct mp_stack_table *t, const uint64_t *frames, uint32_t n, uint32_t d)
+{
+	uint64_t h = d ? t->path_hash[d - 1] : PATH_SEED;
+
+	for (uint32_t e = d; e < n; e++) {
+		h = node_hash(h, frames[n - 1 - e]);
+		t->path_hash[e] = h;
+		if (e - d < PATH_PREFETCH) {
+			mp_hashmap_prefetch(&t->node_ids, h);
+			if (t->near)
+				__builtin_prefetch(&t->near[h >> (64 - NEAR_BITS)]);
+		}
+	}
 }
 
 static bool same_node(const void *ctx, uint32_t id, const void *key)
@@ -170,10 +202,11 @@ static uint32_t find_path(struct mp_stack_table *t, const uint64_t *frames, uint
 
 	while (d < n && d < t->path_n && t->path_frames[d] == frames[n - 1 - d])
 		d++;
+	path_hashes(t, frames, n, d);
 	parent = d ? t->path_nodes[d - 1] : 0;
 	for (; d < n; d++) {
 		struct node_key k = { .parent = parent, .frame = frames[n - 1 - d] };
-		uint64_t h = node_hash(parent, k.frame);
+		uint64_t h = t->path_hash[d];
 		struct near *e = t->near ? &t->near[h >> (64 - NEAR_BITS)] : NULL;
 
 		if (e && e->id1 && e->frame == k.frame && e->parent == parent) {
@@ -208,7 +241,7 @@ static bool add_path(struct mp_stack_table *t, const uint64_t *frames, uint32_t 
 		t->bytes += (1u << NEAR_BITS) * sizeof(*t->near);
 	}
 	for (; d < n; d++) {
-		uint64_t frame = frames[n - 1 - d], h = node_hash(parent, frame);
+		uint64_t frame = frames[n - 1 - d], h = t->path_hash[d];
 		struct node *nd;
 
 		if (chunk_room(t, (void ***)&t->nodes, &t->node_chunks, &t->node_dir, t->n_nodes,

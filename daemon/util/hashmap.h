@@ -91,6 +91,14 @@ static inline uint32_t mp_hashmap_fold(uint64_t hash)
 	return (uint32_t)(hash ^ hash >> 32);
 }
 
+/* Fetches the slot where a lookup of @hash begins into the cache, ahead
+ * of the lookup. */
+static inline void mp_hashmap_prefetch(const struct mp_hashmap *m, uint64_t hash)
+{
+	if (m->slots)
+		__builtin_prefetch(&m->slots[mp_hashmap_fold(hash) & m->mask]);
+}
+
 /* The id of the entry with @hash for which @eq(@ctx, id, @key) holds, in
  * *@ret_id. 0 or -ENOENT (*@ret_id untouched). Never allocates. Inline so
  * that a static @eq inlines into the probe loop: stacks are looked up on
