@@ -135,6 +135,9 @@ int mp_correlator_apply_temporary(struct mp_correlator *c, const struct mp_raw_e
  * mp_live_lookup(), mp_live_foreach()); valid until mp_correlator_free(). */
 struct mp_live;
 const struct mp_live *mp_correlator_live(const struct mp_correlator *c);
+/* A heap record at @addr (and a realloc's @old_addr, 0: none) is applied
+ * soon: its live-table slots are fetched into the cache. */
+void mp_correlator_prefetch_heap(const struct mp_correlator *c, uint64_t addr, uint64_t old_addr);
 /* The process replaced its image (exec) at @ts_ns on thread @tid; @path is
  * the new image (NULL if unknown). Every open kernel is closed, flagged
  * truncated and exec; tags and the phase end; the event is recorded. */

@@ -251,6 +251,16 @@ bool mp_correlator_heap_refused(struct mp_correlator *c, const struct mp_raw_eve
 	return corr_size_refused(c, ev);
 }
 
+void mp_correlator_prefetch_heap(const struct mp_correlator *c, uint64_t addr, uint64_t old_addr)
+{
+	const struct mp_live *l = c->live;
+
+	if (addr)
+		__builtin_prefetch(&l->slots[mp_live_slot_of_(l, addr)]);
+	if (old_addr)
+		__builtin_prefetch(&l->slots[mp_live_slot_of_(l, old_addr)]);
+}
+
 const struct mp_live *mp_correlator_live(const struct mp_correlator *c)
 {
 	return c->live;

@@ -51,6 +51,8 @@ int mp_order_new(const struct mp_order_opts *opts, const struct mp_order_sink *s
 		mp_order_free(o);
 		return r;
 	}
+	if (sink->prefetch)
+		mp_ringq_set_prefetch(o->rq, sink->prefetch, sink->ctx);
 	*ret = o;
 	return 0;
 }

@@ -58,6 +58,8 @@ struct mp_order_sink {
 	int (*item)(void *ctx, const struct mp_merge_item *it);
 	/* Nothing more is released for now (may be NULL). */
 	int (*idle)(void *ctx);
+	/* A held heap record released soon (may be NULL): mp_ringq_pf. */
+	void (*prefetch)(void *ctx, const struct mp_ringq_rec *rec);
 };
 
 struct mp_order_opts {

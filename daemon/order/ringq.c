@@ -29,7 +29,18 @@ struct mp_ringq {
 	uint32_t *mfree; /* unused marker indices */
 	uint32_t nmfree, mcap;
 	uint64_t pending, released_ts;
+	mp_ringq_pf pf; /* mp_ringq_set_prefetch() */
+	void *pf_ctx;
 };
+
+/* How far ahead of its release a record is shown to the prefetch. */
+#define PF_AHEAD 8u
+
+void mp_ringq_set_prefetch(struct mp_ringq *q, mp_ringq_pf pf, void *ctx)
+{
+	q->pf = pf;
+	q->pf_ctx = ctx;
+}
 
 #define Q_MIN_CAP 1024u
 
@@ -244,6 +255,13 @@ int64_t mp_ringq_release(struct mp_ringq *q, uint64_t at_most, uint64_t before, 
 
 			if (e->ts > at_most || e->ts >= before || e->ts > next)
 				break;
+			if (q->pf && qu->n > PF_AHEAD) {
+				const struct mp_ringq_rec *a =
+					&qu->v[(qu->head + PF_AHEAD) & qu->mask];
+
+				if (a->type >= MP_REC_ALLOC && a->type <= MP_REC_REALLOC)
+					q->pf(q->pf_ctx, a);
+			}
 			qu->head++;
 			qu->n--;
 			q->pending--;

@@ -83,6 +83,13 @@ uint64_t mp_ringq_next_ts(const struct mp_ringq *q);
 typedef int (*mp_ringq_cb)(void *ctx, const struct mp_ringq_rec *rec,
 			   const struct mp_record *marker, void *ref);
 
+/* Shown a held heap record a few before its release (@rec), so that the
+ * memory its release will touch is fetched while the records before it
+ * go: the live table's slots of its addresses, 2-3 cache misses a record
+ * otherwise taken one after the other. */
+typedef void (*mp_ringq_pf)(void *ctx, const struct mp_ringq_rec *rec);
+void mp_ringq_set_prefetch(struct mp_ringq *q, mp_ringq_pf pf, void *ctx);
+
 /* Releases, oldest first, every held record whose timestamp is at most
  * @at_most and below @before (the caller passes its watermark and the
  * timestamp of its other streams' next item, which goes first on a tie).

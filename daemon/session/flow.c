@@ -853,6 +853,13 @@ int mp_sess_cycle(struct session *s)
 	return mp_order_release(s->order, t0, s->ring);
 }
 
+void mp_sess_prefetch_heap(void *ctx, const struct mp_ringq_rec *rec)
+{
+	const struct session *s = ctx;
+
+	mp_correlator_prefetch_heap(s->corr, rec->addr, rec->old_addr);
+}
+
 int mp_sess_on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct mp_record *marker,
 			void *ref)
 {

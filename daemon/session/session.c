@@ -242,7 +242,8 @@ static int setup_order(struct session *s)
 	const struct mp_order_sink sink = { .ctx = s,
 					    .ring = mp_sess_on_ring_rec,
 					    .item = mp_sess_dispatch,
-					    .idle = mp_sess_on_idle };
+					    .idle = mp_sess_on_idle,
+					    .prefetch = mp_sess_prefetch_heap };
 	int r = mp_order_new(&oopts, &sink, &s->order);
 
 	if (r < 0)

@@ -170,6 +170,8 @@ int mp_sess_on_ring_rec(void *ctx, const struct mp_ringq_rec *rec, const struct 
 			void *ref);
 int mp_sess_dispatch(void *ctx, const struct mp_merge_item *it);
 int mp_sess_on_idle(void *ctx);
+/* The order's prefetch hook: a heap record's live-table slots. */
+void mp_sess_prefetch_heap(void *ctx, const struct mp_ringq_rec *rec);
 /* The correlator's questions to the session: owners from the maps,
  * frames from the stack collector, and the --dump-events observer. */
 void mp_sess_correlator_hooks(struct session *s, struct mp_correlator_opts *o);

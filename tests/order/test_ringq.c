@@ -292,3 +292,44 @@ Test(ringq, snapshot_markers_come_back_as_ring_records_in_order)
 	cr_assert_eq(seen.idle, 1);
 	mp_order_free(o);
 }
+
+/* The prefetch hook is shown each heap record eight before its release
+ * (markers are not shown), never one already released. */
+struct shown {
+	uint64_t ts[64];
+	int n;
+	struct seen *released;
+};
+
+static void on_prefetch(void *ctx, const struct mp_ringq_rec *rec)
+{
+	struct shown *sh = ctx;
+
+	cr_assert(rec->type >= MP_REC_ALLOC && rec->type <= MP_REC_REALLOC);
+	cr_assert_lt(sh->n, 64);
+	for (int i = 0; i < sh->released->n; i++)
+		cr_assert_neq(sh->released->ts[i], rec->ts, "record %llu shown after its release",
+			      (unsigned long long)rec->ts);
+	sh->ts[sh->n++] = rec->ts;
+}
+
+Test(ringq, prefetch_shows_records_ahead)
+{
+	struct mp_ringq *q;
+	struct seen s = { 0 };
+	struct shown sh = { .released = &s };
+
+	cr_assert_eq(mp_ringq_new(1, &q), 0);
+	mp_ringq_set_prefetch(q, on_prefetch, &sh);
+	for (uint64_t ts = 1; ts <= 30; ts++)
+		push(q, 0, ts == 20 ? MP_REC_KERNEL_BEGIN : MP_REC_ALLOC, ts);
+	cr_assert_eq(mp_ringq_release(q, UINT64_MAX, UINT64_MAX, on_rec, &s), 30);
+	/* records 9..30 are shown as 1..22 go, but the marker at 20 */
+	cr_assert_eq(sh.n, 21);
+	for (int i = 0, ts = 9; i < sh.n; i++, ts++) {
+		if (ts == 20)
+			ts++;
+		cr_assert_eq(sh.ts[i], (uint64_t)ts);
+	}
+	mp_ringq_free(q);
+}
