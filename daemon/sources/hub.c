@@ -195,6 +195,25 @@ out:
 	return r;
 }
 
+int mp_hub_preload(const struct mp_hub_load_opts *lo)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&lock);
+	if (!hub)
+		r = hub_load(lo);
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+void mp_hub_unload_unused(void)
+{
+	pthread_mutex_lock(&lock);
+	if (!n_targets && hub)
+		hub_unload();
+	pthread_mutex_unlock(&lock);
+}
+
 void mp_hub_remove(pid_t pid, uint32_t slot)
 {
 	uint32_t key = (uint32_t)pid, v;

@@ -32,5 +32,12 @@ int mp_hub_add(const struct mp_hub_load_opts *lo, pid_t pid, const struct mp_hub
 	       uint32_t *ret_slot);
 /* No call reaches the target's programs once this returns. */
 void mp_hub_remove(pid_t pid, uint32_t slot);
+/* Loads the hub now if it is not (0 or the error), for a target about to
+ * be added: its load may then overlap the target's own. The hub stays
+ * until mp_hub_unload_unused() or the last target's removal. */
+int mp_hub_preload(const struct mp_hub_load_opts *lo);
+/* Unloads a hub that has no target (one preloaded for an add that did not
+ * come). */
+void mp_hub_unload_unused(void);
 
 #endif /* MP_HUB_H */

