@@ -58,13 +58,50 @@ static int bind_rank(unsigned char info)
 	}
 }
 
-static int ent_cmp(const void *a, const void *b)
+/* Sorts @e[0..n), given in ascending ndx (part_build()), by value and
+ * ndx: by value, stably, an LSD radix sort of the bytes in
+ * which the values differ (three or four for a library). qsort() with a
+ * call per comparison took ~20 ms on the symbols of libtorch_cpu at the
+ * end of a run. -ENOMEM. */
+static int sort_ents(struct ent *e, uint32_t n)
 {
-	const struct ent *x = a, *y = b;
+	uint64_t any = 0, all = ~0ull;
+	struct ent *tmp, *src = e, *dst;
 
-	if (x->value != y->value)
-		return x->value < y->value ? -1 : 1;
-	return x->ndx < y->ndx ? -1 : x->ndx > y->ndx;
+	for (uint32_t i = 0; i < n; i++) {
+		any |= e[i].value;
+		all &= e[i].value;
+	}
+	if (n < 2 || any == all)
+		return 0;
+	tmp = malloc((size_t)n * sizeof(*tmp));
+	if (!tmp)
+		return -ENOMEM;
+	dst = tmp;
+	for (unsigned shift = 0; shift < 64; shift += 8) {
+		uint32_t count[256] = { 0 }, at = 0;
+		struct ent *t;
+
+		if (!(((any ^ all) >> shift) & 0xff))
+			continue;
+		for (uint32_t i = 0; i < n; i++)
+			count[(src[i].value >> shift) & 0xff]++;
+		for (unsigned d = 0; d < 256; d++) {
+			uint32_t c = count[d];
+
+			count[d] = at;
+			at += c;
+		}
+		for (uint32_t i = 0; i < n; i++)
+			dst[count[(src[i].value >> shift) & 0xff]++] = src[i];
+		t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != e)
+		memcpy(e, src, (size_t)n * sizeof(*e));
+	free(tmp);
+	return 0;
 }
 
 static void part_free(struct part *p)
@@ -102,7 +139,8 @@ static int part_build(Dwfl_Module *mod, int from, int to, struct part *p)
 					     .ndx = (uint32_t)i,
 					     .bind = (uint8_t)bind_rank(sym.st_info) };
 	}
-	qsort(p->e, p->n, sizeof(*p->e), ent_cmp);
+	if (sort_ents(p->e, p->n) < 0)
+		return -ENOMEM;
 	p->max_end = malloc((p->n ? p->n : 1) * sizeof(*p->max_end));
 	p->prev_sizeless = malloc((p->n ? p->n : 1) * sizeof(*p->prev_sizeless));
 	if (!p->max_end || !p->prev_sizeless)
