@@ -156,10 +156,11 @@ struct mp_ring_hdr {
 	 * that carries alloc_stack_bytes of stack sends, where libmemprof can
 	 * unwind it, a FRAMES record (type 25) of at most this many frames
 	 * (<= MP_FRAMES_MAX) instead of its STACK record; an allocation that
-	 * carries a stack because its caller is an allocator wrapper (wrap),
-	 * one of at most min(alloc_stack_depth, MP_WRAP_FRAMES) frames, that
-	 * ends at the first frame past the caller outside every wrap range
-	 * (marked truncated). 0: STACK only. */
+	 * has its caller in an allocator wrapper (wrap) is walked at most
+	 * min(alloc_stack_depth, MP_WRAP_FRAMES) frames, up to the first
+	 * frame past the caller outside every wrap range, which becomes the
+	 * record's caller (MP_REC_F_PAST_WRAPPER; a walk that ends inside
+	 * the wrappers sends its frames). 0: STACK only. */
 	uint32_t alloc_stack_depth;
 	struct {
 		uint64_t lo, hi;
@@ -337,6 +338,13 @@ enum mp_record_type {
  * sampling interval; size is the requested size, which the consumer of the
  * record replaces by its unbiased estimate (as for MP_RAW_F_SCALED). */
 #define MP_REC_F_SCALED 0x8u
+/* ALLOC / REALLOC whose direct caller was in an allocator wrapper the
+ * consumer published (ring header's wrapper table): libmemprof walked
+ * past the wrappers and caller is the first frame outside them, to which
+ * the block is charged; no FRAMES record comes with it. */
+#define MP_REC_F_PAST_WRAPPER 0x10u
+/* The flags a heap record may carry. */
+#define MP_REC_HEAP_FLAGS (MP_REC_F_SCALED | MP_REC_F_PAST_WRAPPER)
 /* FRAMES: the stack goes on beyond its frames (the depth bound). */
 #define MP_FRAMES_F_TRUNCATED 0x1u
 

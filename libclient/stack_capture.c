@@ -37,6 +37,14 @@ MP_HIDDEN __attribute__((noinline)) int mp_stack_put(uint8_t type, uint8_t flags
 		int n = mp_unwind_local(regs, stack_end, w[2], depth, frames, &trunc, stop,
 					mp_rw_unwind_memo());
 
+		/* a wrapped allocation reached the first caller outside the
+		 * wrappers: charged to it in the record itself */
+		if (stop && n >= 2 && stop(frames[n - 1])) {
+			uint64_t cw[4] = { w[0], w[1], frames[n - 1], nw > 3 ? w[3] : 0 };
+
+			return mp_ring_write(type, flags | MP_REC_F_PAST_WRAPPER, name_id, cw, nw,
+					     wait);
+		}
 		if (n > 0)
 			return mp_ring_write_frames(type, flags, name_id, w, nw, wait, frames,
 						    (uint32_t)n, trunc);

@@ -701,6 +701,9 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 		uint64_t c = wrap_caller(s, rec->heap.caller, stack, given, st ? &regs : NULL,
 					 st ? st->bytes : NULL, st ? st->len : 0, true);
 
+		/* charged past the wrappers by libmemprof itself */
+		s->wrap_skipped += !!(rec->flags & MP_REC_F_PAST_WRAPPER);
+
 		if (c != rec->heap.caller) {
 			wrapped = *rec;
 			wrapped.heap.caller = c;

@@ -873,7 +873,8 @@ static inline __attribute__((always_inline)) int decode(struct mp_consumer *c, s
 		/* fn: a builtin allocator function (enum mp_alloc_fn); a
 		 * scaled sample is only an allocation. */
 		if (copy->rank || copy->name_id >= MP_HEAP_FN_MAX ||
-		    (copy->flags & ~MP_REC_F_SCALED) || (copy->flags && copy->type == MP_REC_FREE))
+		    (copy->flags & ~MP_REC_HEAP_FLAGS) ||
+		    (copy->flags && copy->type == MP_REC_FREE))
 			return -EBADMSG;
 		r->fn = copy->name_id;
 		r->stack = NULL; /* a STACK record sets it after us */
@@ -1065,7 +1066,7 @@ static inline __attribute__((always_inline)) int take_heap(struct mp_consumer *c
 	}
 	/* fn: a builtin allocator function (enum mp_alloc_fn); a scaled
 	 * sample is only an allocation. */
-	if (rank || fn >= MP_HEAP_FN_MAX || (flags & ~MP_REC_F_SCALED) ||
+	if (rank || fn >= MP_HEAP_FN_MAX || (flags & ~MP_REC_HEAP_FLAGS) ||
 	    (flags && type == MP_REC_FREE)) {
 		c->err_pending = -EBADMSG;
 		return -EBADMSG;
