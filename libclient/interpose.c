@@ -461,7 +461,7 @@ static inline __attribute__((always_inline)) void put(uint8_t type, uint8_t flag
 		if (!whole && depth > MP_WRAP_FRAMES)
 			depth = MP_WRAP_FRAMES;
 		mp_stack_put(type, flags, fn, w, nw, wait, b->lo, b->end, sb, depth,
-			     whole ? NULL : beyond_wrappers);
+			     whole ? NULL : beyond_wrappers, whole ? NULL : mp_alloc_tls.entry_fp);
 		return;
 	}
 	mp_ring_write(type, flags, fn, w, nw, wait);
@@ -503,6 +503,17 @@ static __attribute__((noinline)) void on_alloc(uint32_t mode, uint32_t fn, void 
 		return;
 	put(MP_REC_ALLOC, how == SAMPLED_SCALED ? MP_REC_F_SCALED : 0, fn, (uintptr_t)p, size,
 	    caller, 0, mode);
+}
+
+/* on_alloc() of a traced call whose interposed function has the frame
+ * record @fp (its caller's rbp and the return address to it): where a
+ * wrapped allocation's walk may begin. */
+static inline __attribute__((always_inline)) void
+on_alloc_at(uint32_t mode, uint32_t fn, void *p, uint64_t size, uint64_t caller, const void *fp)
+{
+	mp_alloc_tls.entry_fp = fp;
+	on_alloc(mode, fn, p, size, caller);
+	mp_alloc_tls.entry_fp = NULL;
 }
 
 static __attribute__((noinline)) void on_free(uint32_t mode, void *p, uint64_t caller)
@@ -644,7 +655,7 @@ static __attribute__((noinline)) void *malloc_traced(uint32_t m, size_t n, uint6
 	p = next.malloc(n);
 	LEAVE();
 	if (p)
-		on_alloc(m, FN_MALLOC, p, n, caller);
+		on_alloc_at(m, FN_MALLOC, p, n, caller, __builtin_frame_address(0));
 	return p;
 }
 
@@ -728,7 +739,8 @@ static __attribute__((noinline)) void *calloc_on(const struct mp_ring_hdr *h, ui
 	p = next.calloc(n, size);
 	LEAVE();
 	if (p)
-		on_alloc(m, FN_CALLOC, p, (uint64_t)n * size, caller);
+		on_alloc_at(m, FN_CALLOC, p, (uint64_t)n * size, caller,
+			    __builtin_frame_address(0));
 	return p;
 }
 
@@ -853,14 +865,26 @@ static void *aligned_traced(uint32_t fn, size_t align, size_t n, size_t size, ui
 	p = aligned_next(fn, align, n);
 	LEAVE();
 	if (p)
-		on_alloc(m, fn, p, size, caller);
+		on_alloc_at(m, fn, p, size, caller, __builtin_frame_address(0));
 	return p;
+}
+
+static __attribute__((noinline)) int posix_memalign_traced(uint32_t m, void **ret, size_t align,
+							   size_t n, uint64_t caller)
+{
+	int r;
+
+	ENTER();
+	r = next.posix_memalign(ret, align, n);
+	LEAVE();
+	if (r == 0 && *ret)
+		on_alloc_at(m, FN_POSIX_MEMALIGN, *ret, n, caller, __builtin_frame_address(0));
+	return r;
 }
 
 EXPORT int posix_memalign(void **ret, size_t align, size_t n)
 {
 	uint32_t m;
-	int r;
 
 	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolve()) {
 		*ret = arena_alloc(n, align);
@@ -871,12 +895,7 @@ EXPORT int posix_memalign(void **ret, size_t align, size_t n)
 	m = mode_now();
 	if (likely(!m) || mp_alloc_tls.in_alloc)
 		return next.posix_memalign(ret, align, n);
-	ENTER();
-	r = next.posix_memalign(ret, align, n);
-	LEAVE();
-	if (r == 0 && *ret)
-		on_alloc(m, FN_POSIX_MEMALIGN, *ret, n, CALLER);
-	return r;
+	return posix_memalign_traced(m, ret, align, n, CALLER);
 }
 
 EXPORT void *aligned_alloc(size_t align, size_t n)

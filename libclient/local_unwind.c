@@ -1021,3 +1021,73 @@ int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t caller, uint3
 	*ret_truncated = trunc;
 	return (int)k;
 }
+
+/* The rule of the return address @pc into an allocator wrapper: the same
+ * one call after call (operator new's call of malloc), so the thread
+ * keeps its last one beside the shared cache, whose slot is a cache miss
+ * once the program has run a while. A signal handler that allocates may
+ * rewrite it under a reader: the reader copies it, then checks that its
+ * pc still holds. */
+static __thread struct {
+	uint64_t pc;
+	uint32_t gen;
+	uint32_t kind;
+	struct lrule ru;
+} wrap_rule __attribute__((tls_model("initial-exec")));
+
+static enum mp_lu_kind wrapper_rule(uint64_t pc, struct lrule *ru)
+{
+	uint32_t gen = __atomic_load_n(&cache_gen, __ATOMIC_ACQUIRE);
+	enum mp_lu_kind k;
+
+	if (wrap_rule.pc == pc) {
+		uint32_t g, kind;
+
+		atomic_signal_fence(memory_order_seq_cst);
+		g = wrap_rule.gen;
+		kind = wrap_rule.kind;
+		*ru = wrap_rule.ru;
+		atomic_signal_fence(memory_order_seq_cst);
+		if (wrap_rule.pc == pc && g == gen)
+			return (enum mp_lu_kind)kind;
+	}
+	k = rule_of(pc, ru);
+	if (k == MP_LU_STEP) {
+		wrap_rule.pc = 0;
+		atomic_signal_fence(memory_order_seq_cst);
+		wrap_rule.gen = gen;
+		wrap_rule.kind = (uint32_t)k;
+		wrap_rule.ru = *ru;
+		atomic_signal_fence(memory_order_seq_cst);
+		wrap_rule.pc = pc;
+	}
+	return k;
+}
+
+int mp_unwind_local_past(const uint64_t regs[3], uint64_t lim, uint32_t depth, uint64_t *ret_frames,
+			 bool (*stop)(uint64_t pc))
+{
+	struct walk w = { .pc = regs[0],
+			  .sp = regs[1],
+			  .bp = regs[2],
+			  .lo = regs[1],
+			  .lim = lim,
+			  .bp_known = true };
+	uint32_t k = 0;
+
+	if (!w.pc || depth > MP_FRAMES_MAX)
+		return -1;
+	while (k < depth) {
+		struct lrule ru;
+		enum mp_lu_kind kind;
+
+		ret_frames[k++] = w.pc;
+		if (k >= 2 && stop(w.pc))
+			return (int)k;
+		/* every frame's pc a return address: its call's rule */
+		kind = k == 1 ? wrapper_rule(w.pc - 1, &ru) : rule_of(w.pc - 1, &ru);
+		if (kind != MP_LU_STEP || !step_rule(&w, &ru, NULL))
+			return -1;
+	}
+	return -1;
+}

@@ -73,6 +73,20 @@ MP_HIDDEN int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t cal
 			      uint64_t *ret_frames, bool *ret_truncated, bool (*stop)(uint64_t pc),
 			      struct mp_unwind_memo *memo);
 
+/*
+ * A wrapped allocation's walk, from the frame that @regs (ip, sp, bp)
+ * describe: the wrapper's, ip the return address into it (the frame
+ * record of the interposed function the wrapper called). Every frame's
+ * rule is its call's (pc - 1). Returns how many frames (>= 2) it put into
+ * @ret_frames up to and with the first one past the first for which
+ * @stop(return address) is true, or -1 when the walk cannot say (a rule
+ * it cannot follow, a read out of [regs[1], @lim), @depth frames all in
+ * the wrappers). Without libmemprof's own frames to climb first, nor a
+ * memo.
+ */
+MP_HIDDEN int mp_unwind_local_past(const uint64_t regs[3], uint64_t lim, uint32_t depth,
+				   uint64_t *ret_frames, bool (*stop)(uint64_t pc));
+
 /* Forgets every cached rule (a library was unloaded: another one may be
  * mapped where it was). */
 MP_HIDDEN void mp_unwind_forget(void);

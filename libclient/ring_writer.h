@@ -44,6 +44,12 @@ struct mp_alloc_tls {
 	int64_t countdown; /* bytes left before the next sample */
 	uint64_t rng;
 	bool seeded;
+	/* While a traced call records its allocation: the frame record
+	 * (saved rbp, return address) of the interposed function the
+	 * program called, when it has one, else NULL. A wrapped allocation's
+	 * walk starts there, at the wrapper's frame, instead of climbing
+	 * libmemprof's own frames first (stack_capture.c). */
+	const uint64_t *entry_fp;
 };
 extern MP_HIDDEN __thread struct mp_alloc_tls mp_alloc_tls
 	__attribute__((tls_model("initial-exec")));

@@ -15,11 +15,39 @@
 #include "stack_capture.h"
 #include "local_unwind.h"
 
-MP_HIDDEN __attribute__((noinline)) int mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id,
-						     const uint64_t *w, unsigned nw,
-						     enum mp_rw_wait wait, uint64_t stack_lo,
-						     uint64_t stack_end, uint32_t max,
-						     uint32_t depth, bool (*stop)(uint64_t pc))
+/* The record of a wrapped allocation charged to the first caller past
+ * the wrappers, walking from the interposed function's frame record
+ * @entry_fp: 0, or -1 when that walk cannot say (no record, a record
+ * that is not the caller's, no frame past the wrappers found). */
+static int past_wrappers(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
+			 unsigned nw, enum mp_rw_wait wait, uint64_t stack_lo, uint64_t stack_end,
+			 uint32_t depth, bool (*stop)(uint64_t pc), const uint64_t *entry_fp)
+{
+	uint64_t fp = (uint64_t)(uintptr_t)entry_fp, frames[MP_WRAP_FRAMES], regs[3];
+	int n;
+
+	if (!entry_fp || fp < stack_lo || fp >= stack_end || stack_end - fp < 16 || (fp & 7) ||
+	    entry_fp[1] != w[2])
+		return -1;
+	regs[0] = entry_fp[1];
+	regs[1] = fp + 16;
+	regs[2] = entry_fp[0];
+	n = mp_unwind_local_past(regs, stack_end, depth < MP_WRAP_FRAMES ? depth : MP_WRAP_FRAMES,
+				 frames, stop);
+	if (n < 2)
+		return -1;
+	{
+		uint64_t cw[4] = { w[0], w[1], frames[n - 1], nw > 3 ? w[3] : 0 };
+
+		mp_ring_write(type, flags | MP_REC_F_PAST_WRAPPER, name_id, cw, nw, wait);
+	}
+	return 0;
+}
+
+MP_HIDDEN __attribute__((noinline)) int
+mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w, unsigned nw,
+	     enum mp_rw_wait wait, uint64_t stack_lo, uint64_t stack_end, uint32_t max,
+	     uint32_t depth, bool (*stop)(uint64_t pc), const uint64_t *entry_fp)
 {
 	/* [fp] the caller's rbp, [fp + 8] the return address into it, and
 	 * its stack pointer after the return is fp + 16. */
@@ -29,6 +57,13 @@ MP_HIDDEN __attribute__((noinline)) int mp_stack_put(uint8_t type, uint8_t flags
 	 * stack would have the copy run off its end. */
 	uint64_t len = regs[1] >= stack_lo && regs[1] < stack_end ? stack_end - regs[1] : 0;
 
+	/* a wrapped allocation, the interposed function's frame record at
+	 * hand (on this stack, its return address the caller's): the walk
+	 * begins at the wrapper's frame */
+	if (stop && depth && len &&
+	    past_wrappers(type, flags, name_id, w, nw, wait, stack_lo, stack_end, depth, stop,
+			  entry_fp) == 0)
+		return 0;
 	/* the walk reads the whole stack up to its end, not only the part
 	 * a copy would carry: a stack deeper than @max is not cut there */
 	if (depth && len) {

@@ -22,6 +22,7 @@
  * (mp_unwind_local()). */
 MP_HIDDEN int mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w,
 			   unsigned nw, enum mp_rw_wait wait, uint64_t stack_lo, uint64_t stack_end,
-			   uint32_t max, uint32_t depth, bool (*stop)(uint64_t pc));
+			   uint32_t max, uint32_t depth, bool (*stop)(uint64_t pc),
+			   const uint64_t *entry_fp);
 
 #endif /* MEMPROF_STACK_CAPTURE_H */

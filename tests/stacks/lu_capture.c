@@ -15,6 +15,7 @@
 __thread struct mp_alloc_tls mp_alloc_tls __attribute__((tls_model("initial-exec")));
 
 struct lu_result *lu_cur;
+bool (*lu_past_stop)(uint64_t pc);
 
 /* The walks go through a thread's memo, as libmemprof's do. */
 __thread struct mp_unwind_memo lu_memo;
@@ -40,6 +41,10 @@ __attribute__((noinline)) void lu_capture(struct lu_result *r, uint64_t caller)
 	r->caller = caller;
 	r->n = mp_unwind_local(regs, regs[1] + len, caller, r->depth, r->frames, &r->truncated,
 			       NULL, &lu_memo);
+	/* regs: lu_alloc's frame, whose return address is into it */
+	r->past_n = lu_past_stop ?
+			    mp_unwind_local_past(regs, regs[1] + len, 64, r->past, lu_past_stop) :
+			    0;
 }
 
 __attribute__((noinline)) void *lu_alloc(size_t n)

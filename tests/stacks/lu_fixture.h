@@ -23,7 +23,12 @@ struct lu_result {
 	int n;
 	bool truncated;
 	uint64_t frames[256];
+	/* with lu_past_stop set: the walk of a wrapped allocation from
+	 * lu_alloc's frame (mp_unwind_local_past()), lu_alloc the wrapper */
+	int past_n;
+	uint64_t past[64];
 };
+extern bool (*lu_past_stop)(uint64_t pc);
 
 /* The allocator stand-in: captures into the current result. */
 void *lu_alloc(size_t n);

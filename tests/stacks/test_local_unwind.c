@@ -324,3 +324,73 @@ Test(local_unwind, memo_replays_only_what_holds, .timeout = 120)
 		     (unsigned long long)lu_memo.replayed, frames);
 	cr_assert_gt(outer_seen[0] + outer_seen[1], 0);
 }
+
+/* The pcs the wrappers of past_wrappers_as_the_walk_says hold. */
+static uint64_t wrap_pcs[64];
+static int n_wrap_pcs;
+
+static bool outside_wraps(uint64_t pc)
+{
+	for (int i = 0; i < n_wrap_pcs; i++)
+		if (wrap_pcs[i] == pc)
+			return false;
+	return true;
+}
+
+/* A wrapped allocation's walk from the wrapper's own frame (lu_alloc's,
+ * as the interposed function's frame record gives it) reaches the frame
+ * the whole walk has after the wrappers: each chain cut after each of its
+ * first frames, those frames' return addresses the wrappers (the whole
+ * walk, then the cut one, from the same call). */
+Test(local_unwind, past_wrappers_as_the_walk_says, .timeout = 60)
+{
+	void *(*chain[])(int) = { lu_plain, lu_tail, lu_big, lu_fp };
+	uint32_t checked = 0;
+
+	for (size_t c = 0; c < sizeof(chain) / sizeof(chain[0]); c++) {
+		for (int levels = 1; levels <= 4; levels++) {
+			for (int t = 1; t < 8; t++) {
+				struct lu_result whole, r;
+				bool skip = false;
+
+				for (int pass = 0; pass < 2 && !skip; pass++) {
+					lu_past_stop = pass ? outside_wraps : NULL;
+					result_init(pass ? &r : &whole, 64);
+					chain[c](levels);
+					lu_past_stop = NULL;
+					if (pass)
+						break;
+					cr_assert_gt(whole.n, 2, "chain %zu: %d frames", c,
+						     whole.n);
+					skip = t >= whole.n;
+					/* the cut's frame, the first past the wrappers */
+					for (int i = 0; i < t && !skip; i++)
+						skip = whole.frames[i] == whole.frames[t];
+					memcpy(wrap_pcs, whole.frames,
+					       (size_t)t * sizeof(uint64_t));
+					n_wrap_pcs = t;
+				}
+				free(whole.copy);
+				if (skip)
+					continue;
+				/* the chain's frames alike (the test's own call of it
+				 * may be two: the compiler peels the pass loop) */
+				cr_assert_eq(r.n, whole.n);
+				for (int i = 0; i <= t && !skip; i++)
+					skip = r.frames[i] != whole.frames[i];
+				if (skip) {
+					free(r.copy);
+					continue;
+				}
+				cr_assert_eq(r.past_n, t + 2, "chain %zu, cut %d: %d frames", c, t,
+					     r.past_n);
+				cr_assert_eq(r.past[0], r.regs[0]);
+				cr_assert_arr_eq(r.past + 1, whole.frames,
+						 (size_t)(t + 1) * sizeof(uint64_t));
+				free(r.copy);
+				checked++;
+			}
+		}
+	}
+	cr_assert_geq(checked, 16, "%u cuts", checked);
+}
