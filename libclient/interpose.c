@@ -461,7 +461,7 @@ static inline __attribute__((always_inline)) void put(uint8_t type, uint8_t flag
 		if (!whole && depth > MP_WRAP_FRAMES)
 			depth = MP_WRAP_FRAMES;
 		mp_stack_put(type, flags, fn, w, nw, wait, b->lo, b->end, sb, depth,
-			     whole ? NULL : beyond_wrappers, whole ? NULL : mp_alloc_tls.entry_fp);
+			     whole ? NULL : beyond_wrappers, mp_alloc_tls.entry_fp);
 		return;
 	}
 	mp_ring_write(type, flags, fn, w, nw, wait);

@@ -950,8 +950,9 @@ int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t caller, uint3
 	/* a walk that interrupts another (a signal handler's) has none */
 	rec = memo_begin(memo, gen, &old, &old_n);
 	for (;;) {
-		/* a frame's own pc for the first, a return address after */
-		uint64_t rpc = n ? w.pc - 1 : w.pc;
+		/* a frame's own pc for the first, a return address after (and
+		 * first, when the walk begins at the caller's frame) */
+		uint64_t rpc = n || w.pc == caller ? w.pc - 1 : w.pc;
 		struct lrule ru;
 		enum mp_lu_kind kind;
 		bool have_ru = false;

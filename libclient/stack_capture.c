@@ -15,6 +15,24 @@
 #include "stack_capture.h"
 #include "local_unwind.h"
 
+/* The registers of the caller's frame from the interposed function's
+ * frame record @entry_fp (its caller's rbp, the return address): false
+ * when there is none, or it is not on this stack, or not the caller's
+ * (@caller). */
+static bool entry_regs(const uint64_t *entry_fp, uint64_t caller, uint64_t stack_lo,
+		       uint64_t stack_end, uint64_t regs[3])
+{
+	uint64_t fp = (uint64_t)(uintptr_t)entry_fp;
+
+	if (!entry_fp || fp < stack_lo || fp >= stack_end || stack_end - fp < 16 || (fp & 7) ||
+	    entry_fp[1] != caller)
+		return false;
+	regs[0] = entry_fp[1];
+	regs[1] = fp + 16;
+	regs[2] = entry_fp[0];
+	return true;
+}
+
 /* The record of a wrapped allocation charged to the first caller past
  * the wrappers, walking from the interposed function's frame record
  * @entry_fp: 0, or -1 when that walk cannot say (no record, a record
@@ -23,15 +41,11 @@ static int past_wrappers(uint8_t type, uint8_t flags, uint32_t name_id, const ui
 			 unsigned nw, enum mp_rw_wait wait, uint64_t stack_lo, uint64_t stack_end,
 			 uint32_t depth, bool (*stop)(uint64_t pc), const uint64_t *entry_fp)
 {
-	uint64_t fp = (uint64_t)(uintptr_t)entry_fp, frames[MP_WRAP_FRAMES], regs[3];
+	uint64_t frames[MP_WRAP_FRAMES], regs[3];
 	int n;
 
-	if (!entry_fp || fp < stack_lo || fp >= stack_end || stack_end - fp < 16 || (fp & 7) ||
-	    entry_fp[1] != w[2])
+	if (!entry_regs(entry_fp, w[2], stack_lo, stack_end, regs))
 		return -1;
-	regs[0] = entry_fp[1];
-	regs[1] = fp + 16;
-	regs[2] = entry_fp[0];
 	n = mp_unwind_local_past(regs, stack_end, depth < MP_WRAP_FRAMES ? depth : MP_WRAP_FRAMES,
 				 frames, stop);
 	if (n < 2)
@@ -67,10 +81,13 @@ mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w, u
 	/* the walk reads the whole stack up to its end, not only the part
 	 * a copy would carry: a stack deeper than @max is not cut there */
 	if (depth && len) {
-		uint64_t frames[MP_FRAMES_MAX];
+		uint64_t frames[MP_FRAMES_MAX], er[3];
 		bool trunc;
-		int n = mp_unwind_local(regs, stack_end, w[2], depth, frames, &trunc, stop,
-					mp_rw_unwind_memo());
+		/* from the caller's own frame where its record says where it
+		 * is (libmemprof's frames not climbed), else from ours */
+		int n = mp_unwind_local(
+			!stop && entry_regs(entry_fp, w[2], stack_lo, stack_end, er) ? er : regs,
+			stack_end, w[2], depth, frames, &trunc, stop, mp_rw_unwind_memo());
 
 		/* a wrapped allocation reached the first caller outside the
 		 * wrappers: charged to it in the record itself */

@@ -219,6 +219,55 @@ Test(interpose, stack_records)
 	mp_consumer_free(c);
 }
 
+/* An allocation through malloc or through realloc(NULL, n), from one
+ * function: the call sites differ, the callers above them do not. */
+static __attribute__((noinline)) void *alloc_via(int how, size_t n)
+{
+	void *p = how ? ip_realloc(NULL, n) : ip_malloc(n);
+
+	__asm__ volatile("" : : "r"(p) : "memory"); /* not a tail call */
+	return p;
+}
+
+/* With stacks, malloc's walk begins at its caller's frame (the frame
+ * record malloc_traced() keeps), realloc's at libmemprof's own and climbs
+ * to the caller: the two give the same frames above the call sites. */
+Test(interpose, frames_from_the_callers_frame_as_from_ours)
+{
+	struct mp_consumer *c = setup();
+	uint64_t f[2][64];
+	uint32_t n[2] = { 0, 0 };
+	struct mp_record r;
+	void *p[2];
+
+	cr_assert_eq(mp_consumer_set_alloc_stacks(c, 4096), 0);
+	cr_assert_eq(mp_consumer_set_alloc_stack_depth(c, 64), 0);
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_PRECISE, 0), 0);
+	/* one call site for both (a volatile count: not unrolled) */
+	for (volatile int i = 0; i < 2; i++)
+		p[i] = alloc_via(i, 40);
+	while (read_one(c, &r) == 1) {
+		for (int i = 0; i < 2; i++) {
+			if (r.type == MP_REC_FREE || r.heap.addr != (uint64_t)(uintptr_t)p[i])
+				continue;
+			cr_assert_not_null(r.stack);
+			cr_assert_not_null(r.stack->frames, "%s sent a copy",
+					   i ? "realloc" : "malloc");
+			cr_assert_eq(r.stack->frames[0], r.heap.caller);
+			n[i] = r.stack->n_frames < 64 ? r.stack->n_frames : 64;
+			memcpy(f[i], r.stack->frames, n[i] * sizeof(uint64_t));
+		}
+	}
+	cr_assert_gt(n[0], 2, "%u frames", n[0]);
+	cr_assert_eq(n[0], n[1], "malloc %u frames, realloc %u", n[0], n[1]);
+	cr_assert_neq(f[0][0], f[1][0]);
+	cr_assert_arr_eq(f[0] + 1, f[1] + 1, (n[0] - 1) * sizeof(uint64_t));
+	ip_free(p[0]);
+	ip_free(p[1]);
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
+	mp_consumer_free(c);
+}
+
 /* An allocator wrapper of this test: its call into malloc is the
  * allocation's caller. */
 static __attribute__((noinline)) void *wrapper_alloc(size_t n)
