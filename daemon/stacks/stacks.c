@@ -354,6 +354,7 @@ int mp_stack_table_export(const struct mp_stack_table *t, struct mp_profile *p)
 	struct mp_stack_tree *tr = calloc(1, sizeof(*tr));
 	uint32_t nn = t->n_nodes;
 	struct mp_stack *st = calloc(t->n ? t->n : 1, sizeof(*st));
+	uint32_t *depth;
 
 	if (tr) {
 		tr->frame = malloc((nn ? nn : 1) * sizeof(*tr->frame));
@@ -366,21 +367,30 @@ int mp_stack_table_export(const struct mp_stack_table *t, struct mp_profile *p)
 		return -ENOMEM;
 	}
 	tr->n_nodes = nn;
+	/* the nodes' depths laid out as they are read: a stack's depth is
+	 * then a read of 4 bytes, not of its leaf's node, a cache miss each
+	 * (~600,000 stacks on PyTorch) */
+	depth = malloc((nn ? nn : 1) * sizeof(*depth));
 	for (uint32_t c = 0; c < t->node_chunks; c++) {
 		uint32_t lo = c << CHUNK_BITS, k = nn - lo < CHUNK ? nn - lo : CHUNK;
 
 		for (uint32_t i = 0; i < k; i++) {
 			tr->frame[lo + i] = t->nodes[c][i].frame;
 			tr->parent[lo + i] = t->nodes[c][i].parent;
+			if (depth)
+				depth[lo + i] = t->nodes[c][i].depth;
 		}
 	}
 	for (uint32_t i = 0; i < t->n; i++) {
 		uint32_t v = stack_at(t, i + 1), leaf = v >> 1;
 
 		tr->leaf[i] = leaf;
-		st[i] = (struct mp_stack){ .n_frames = leaf ? node_at(t, leaf)->depth : 0,
+		st[i] = (struct mp_stack){ .n_frames = !leaf ? 0 :
+						       depth ? depth[leaf - 1] :
+							       node_at(t, leaf)->depth,
 					   .flags = v & 1 ? MP_STACK_F_TRUNCATED : 0 };
 	}
+	free(depth);
 	mp_profile_stacks_free(p);
 	p->stacks = st;
 	p->stack_tree = tr;
