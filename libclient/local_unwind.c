@@ -861,6 +861,18 @@ static inline void memo_take(const struct mp_unwind_memo_frame *old, uint32_t j,
 			ret_frames[k] = old[j + i].pc;
 }
 
+/* A walk at the frame of the registers @regs (ip, sp, bp), reading the
+ * stack in [sp, @lim). */
+static inline struct walk walk_at(const uint64_t regs[3], uint64_t lim)
+{
+	return (struct walk){ .pc = regs[0],
+			      .sp = regs[1],
+			      .bp = regs[2],
+			      .lo = regs[1],
+			      .lim = lim,
+			      .bp_known = true };
+}
+
 /* The step to the caller's frame by the frame's rule @ru; where it read
  * into @rec (when not NULL). false when the walk cannot go on. */
 static bool step_rule(struct walk *w, const struct lrule *ru, struct mp_unwind_memo_frame *rec)
@@ -930,12 +942,7 @@ int mp_unwind_local(const uint64_t regs[3], uint64_t lim, uint64_t caller, uint3
 		    uint64_t *ret_frames, bool *ret_truncated, bool (*stop)(uint64_t pc),
 		    struct mp_unwind_memo *memo)
 {
-	struct walk w = { .pc = regs[0],
-			  .sp = regs[1],
-			  .bp = regs[2],
-			  .lo = regs[1],
-			  .lim = lim,
-			  .bp_known = true };
+	struct walk w = walk_at(regs, lim);
 	uint32_t max = depth + MP_FRAMES_OWN_MAX, n = 0, k = 0, old_n, scan = 0, nn = 0;
 	uint32_t gen = __atomic_load_n(&cache_gen, __ATOMIC_ACQUIRE);
 	const struct mp_unwind_memo_frame *old;
@@ -1068,12 +1075,7 @@ static enum mp_lu_kind wrapper_rule(uint64_t pc, struct lrule *ru)
 int mp_unwind_local_past(const uint64_t regs[3], uint64_t lim, uint32_t depth, uint64_t *ret_frames,
 			 bool (*stop)(uint64_t pc))
 {
-	struct walk w = { .pc = regs[0],
-			  .sp = regs[1],
-			  .bp = regs[2],
-			  .lo = regs[1],
-			  .lim = lim,
-			  .bp_known = true };
+	struct walk w = walk_at(regs, lim);
 	uint32_t k = 0;
 
 	if (!w.pc || depth > MP_FRAMES_MAX)
