@@ -557,12 +557,27 @@ static bool is_exe(pid_t pid, const char *path)
 	return !strcmp(exe, want);
 }
 
+/* The static program without any allocator, started and past its exec
+ * (until then the child is a copy of this test, with an allocator). */
+static pid_t start_nomalloc(void)
+{
+	char *argv[] = { FIXTURE_NOMALLOC, NULL };
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	cr_assert(MP_TEST_WAIT_FOR(is_exe(pid, argv[0]), 30000), "%s never ran", argv[0]);
+	return pid;
+}
+
 Test(tracer, attach_errors, .timeout = 60)
 {
 	struct mp_tracer_opts o = { .pid = 0x3ffffff0 };
 	struct mp_tracer *t = NULL;
 	struct mp_tracer_func fx;
-	char *argv[] = { FIXTURE_NOMALLOC, NULL };
 	volatile pid_t tid = 0;
 	pthread_t th;
 	pid_t pid;
@@ -575,15 +590,7 @@ Test(tracer, attach_errors, .timeout = 60)
 	o.pid = tid;
 	cr_assert_eq(mp_tracer_new(&o, &t), -EINVAL);
 	/* A static program without any allocator. */
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	/* Until the exec is done, the child is a copy of this test, with
-	 * an allocator. */
-	cr_assert(MP_TEST_WAIT_FOR(is_exe(pid, argv[0]), 30000), "%s never ran", argv[0]);
+	pid = start_nomalloc();
 	o.pid = pid;
 	cr_assert_eq(mp_tracer_new(&o, &t), -ENOENT);
 	/* A custom function nothing defines. */
@@ -969,20 +976,13 @@ Test(tracer, detach_leaves_nothing, .timeout = 60)
 Test(tracer, failed_attach_leaves_nothing, .timeout = 60)
 {
 	static uint32_t before[BPF_KINDS][MAX_IDS], after[BPF_KINDS][MAX_IDS];
-	char *argv[] = { FIXTURE_NOMALLOC, NULL };
 	struct mp_tracer_opts o = { 0 };
 	struct mp_tracer *t = NULL;
 	size_t nb[BPF_KINDS], na[BPF_KINDS];
 	pid_t pid;
 
 	require_root();
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (pid == 0) {
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	cr_assert(MP_TEST_WAIT_FOR(is_exe(pid, argv[0]), 30000), "%s never ran", argv[0]);
+	pid = start_nomalloc();
 	for (int k = 0; k < BPF_KINDS; k++)
 		nb[k] = own_bpf_ids((enum bpf_kind)k, before[k], MAX_IDS);
 	o.pid = pid;
