@@ -139,3 +139,48 @@ Test(frames, unknown_flags_are_corruption)
 	cr_assert_eq(s.n, 0);
 	mp_consumer_free(c);
 }
+
+/* MP_REC_F_PAST_WRAPPER: a caller libmemprof charged past the wrappers.
+ * A target may set it on any allocation (it only counts one more
+ * allocation charged past a wrapper, docs/RING.md); on a free, or beside
+ * a flag no one defined, the record is corruption. */
+Test(frames, past_wrapper_flag_on_allocations_only)
+{
+	static const struct {
+		uint8_t type, flags;
+		int want;
+	} cases[] = {
+		{ MP_REC_ALLOC, MP_REC_F_PAST_WRAPPER, 1 },
+		{ MP_REC_REALLOC, MP_REC_F_PAST_WRAPPER, 1 },
+		{ MP_REC_ALLOC, MP_REC_F_PAST_WRAPPER | MP_REC_F_SCALED, 1 },
+		{ MP_REC_FREE, MP_REC_F_PAST_WRAPPER, -EBADMSG },
+		{ MP_REC_ALLOC, MP_REC_F_PAST_WRAPPER << 1, -EBADMSG },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct seen s = { 0 };
+		struct mp_consumer *c;
+		struct mp_slot *sl;
+
+		/* a fresh image each time: a consumer moves its ring's tail */
+		teardown();
+		setup();
+		sl = img_put(&m, 0, cases[i].type, 8, 1, 1, FN_MALLOC);
+		sl->flags = cases[i].flags;
+		sl->dims[0] = 0x2000;
+		sl->dims[1] = cases[i].type == MP_REC_FREE ? 0 : 32;
+		sl->dims[2] = 0x400123;
+		cr_assert_eq(mp_consumer_open_mem(m.mem, m.len, &c), 0);
+		{
+			int r = mp_consumer_read_rings_at(c, 64, 1, keep_cb, &s);
+
+			cr_assert_eq(r, cases[i].want, "case %zu: %d", i, r);
+		}
+		if (cases[i].want == 1) {
+			cr_assert_eq(s.rec.flags, cases[i].flags, "case %zu", i);
+			cr_assert_eq(s.rec.heap.caller, 0x400123);
+			cr_assert(!s.had_stack);
+		}
+		mp_consumer_free(c);
+	}
+}
