@@ -31,6 +31,7 @@
 
 #include "ring_abi.h"
 #include "ring_writer.h"
+#include "inject.h"
 #include "local_unwind.h"
 #include "stack_capture.h"
 
@@ -126,6 +127,12 @@ static int resolve_state;
 static __thread bool resolving __attribute__((tls_model("initial-exec")));
 
 #define SYM(name) dlsym(RTLD_NEXT, name)
+/* Injected (got.c, memprof__inject): dlopen'ed into a running process, out
+ * of its global scope, behind GOT slots that point here. The next allocator
+ * is then the process's own first one, not the next after us in our local
+ * scope (which would be libc's whatever the process uses). */
+static bool injected;
+#define NEXT_SYM(name) dlsym(LOAD(&injected, RELAXED) ? RTLD_DEFAULT : RTLD_NEXT, name)
 
 /* @fn when it comes from the object of @malloc_fn: an allocator without
  * pvalloc (jemalloc) must not get glibc's, whose blocks it cannot free.
@@ -154,28 +161,51 @@ static bool resolve(void)
 					 __ATOMIC_ACQUIRE))
 		return LOAD(&resolve_state, ACQUIRE) == RES_DONE;
 	resolving = true;
-	m = SYM("malloc");
-	f = SYM("free");
+	m = NEXT_SYM("malloc");
+	f = NEXT_SYM("free");
 	if (!m || !f) {
 		/* no allocator after us: the arena is all there is */
 		resolving = false;
 		STORE(&resolve_state, RES_NONE, RELEASE);
 		return false;
 	}
-	next.calloc = SYM("calloc");
-	next.realloc = SYM("realloc");
-	next.reallocarray = same_object(m, SYM("reallocarray"));
-	next.posix_memalign = same_object(m, SYM("posix_memalign"));
-	next.aligned_alloc = same_object(m, SYM("aligned_alloc"));
-	next.memalign = same_object(m, SYM("memalign"));
-	next.valloc = same_object(m, SYM("valloc"));
-	next.pvalloc = same_object(m, SYM("pvalloc"));
-	next.malloc_usable_size = same_object(m, SYM("malloc_usable_size"));
+	next.calloc = NEXT_SYM("calloc");
+	next.realloc = NEXT_SYM("realloc");
+	next.reallocarray = same_object(m, NEXT_SYM("reallocarray"));
+	next.posix_memalign = same_object(m, NEXT_SYM("posix_memalign"));
+	next.aligned_alloc = same_object(m, NEXT_SYM("aligned_alloc"));
+	next.memalign = same_object(m, NEXT_SYM("memalign"));
+	next.valloc = same_object(m, NEXT_SYM("valloc"));
+	next.pvalloc = same_object(m, NEXT_SYM("pvalloc"));
+	next.malloc_usable_size = same_object(m, NEXT_SYM("malloc_usable_size"));
 	STORE(&next.free, (void (*)(void *))f, RELEASE);
 	STORE(&next.malloc, (void *(*)(size_t))m, RELEASE);
 	resolving = false;
 	STORE(&resolve_state, RES_DONE, RELEASE);
 	return true;
+}
+
+/* got.c: the allocator the process calls, resolved before any slot points
+ * here. -EALREADY when ours is the process's first malloc; -EBUSY when the
+ * next one is already known and is another. */
+MP_HIDDEN int mp_interpose_inject(void)
+{
+	void *m = dlsym(RTLD_DEFAULT, "malloc");
+	int s;
+
+	if (!m)
+		return -ENOENT;
+	if (m == (void *)mp_own_malloc)
+		return -EALREADY;
+	s = LOAD(&resolve_state, ACQUIRE);
+	if (s == RES_NONE) {
+		STORE(&injected, true, RELAXED);
+		if (!resolve())
+			return -EBUSY;
+	} else if (s == RES_BUSY) {
+		return -EBUSY;
+	}
+	return (void *)LOAD(&next.malloc, ACQUIRE) == m ? 0 : -EBUSY;
 }
 
 static void *boot_malloc(size_t n)
@@ -951,3 +981,24 @@ EXPORT int dlclose(void *handle)
 		mp_unwind_forget();
 	return r;
 }
+
+/* Our definitions under names that bind here (got.c): in the C code of a
+ * library not first in lookup order, malloc means the process's. */
+#if defined(__has_attribute) && __has_attribute(copy)
+#define OWN_ATTRS(f) __attribute__((copy(f)))
+#else
+#define OWN_ATTRS(f)
+#endif
+#define OWN(f) extern __typeof(f) mp_own_##f OWN_ATTRS(f) __attribute__((alias(#f)))
+OWN(malloc);
+OWN(free);
+OWN(calloc);
+OWN(realloc);
+OWN(reallocarray);
+OWN(posix_memalign);
+OWN(aligned_alloc);
+OWN(memalign);
+OWN(valloc);
+OWN(pvalloc);
+OWN(malloc_usable_size);
+OWN(dlclose);
