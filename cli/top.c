@@ -52,7 +52,7 @@ struct ui {
 static void usage(FILE *f)
 {
 	fputs("Usage: memprof top PID [--direct | --control PATH] [--mode precise|sampled|rss]\n"
-	      "                   [--sample-bytes N] [--tracer auto|inprocess|bpf]\n"
+	      "                   [--sample-bytes N] [--tracer auto|inject|inprocess|bpf]\n"
 	      "\n"
 	      "A live view of PID's kernels, refreshed every second: per kernel name its\n"
 	      "calls, LIVE (bytes of its own blocks still live), PEAK (the most one call\n"
@@ -78,7 +78,7 @@ static void usage(FILE *f)
 	      "      --mode MODE         precise, sampled or rss; default: precise with\n"
 	      "                          --direct, the service's `mode` through it\n"
 	      "      --sample-bytes N    mean sampling interval (implies --mode sampled)\n"
-	      "      --tracer PATH       auto, inprocess or bpf (as memprofd --tracer)\n"
+	      "      --tracer PATH       auto, inject, inprocess or bpf (as memprofd --tracer)\n"
 	      "\n"
 	      "Needs a terminal; `memprof dump PID` prints one table instead.\n",
 	      f);

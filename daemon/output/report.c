@@ -701,6 +701,8 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	if (p->tracer_path) {
 		mp_json_str(&j, "tracerPath", mp_tracer_path_name(p->tracer_path));
 		mp_json_u64(&j, "heapWaits", p->heap_waits);
+		mp_json_bool(&j, "injected", p->injected);
+		mp_json_str(&j, "tracerPathReason", p->tracer_path_reason);
 	}
 	mp_json_object_end(&j);
 	mp_json_u64(&j, "beginNs", p->begin_ns);
@@ -834,7 +836,10 @@ static void put_mode(FILE *f, const struct mp_profile *p)
 		break;
 	}
 	if (p->tracer_path == MP_PATH_INPROCESS)
-		fputs("path: in-process (libmemprof interposer)\n", f);
+		fprintf(f, "path: in-process (libmemprof %s)\n",
+			p->tracer_path_reason[0] ? p->tracer_path_reason : "interposer");
+	else if (p->tracer_path == MP_PATH_BPF && p->tracer_path_reason[0])
+		fprintf(f, "path: eBPF uprobes (%s)\n", p->tracer_path_reason);
 	else if (p->tracer_path == MP_PATH_BPF)
 		fputs("path: eBPF uprobes\n", f);
 	if (p->drops_heap)

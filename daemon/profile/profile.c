@@ -379,6 +379,10 @@ int mp_tracer_choice_parse(const char *s, uint32_t *ret)
 		*ret = 0;
 		return 0;
 	}
+	if (!strcmp(s, "inject")) {
+		*ret = MP_TRACER_INJECT;
+		return 0;
+	}
 	return mp_tracer_path_parse(s, ret);
 }
 

@@ -41,9 +41,15 @@ enum mp_tracer_path {
 	MP_PATH_INPROCESS = 2, /* libmemprof's interposer, through the ring */
 };
 
+/* --tracer inject: the in-process path, by injection when libmemprof is
+ * not the target's malloc; a choice, never a path a profile records. */
+#define MP_TRACER_INJECT 3
+#define MP_PROFILE_REASON_MAX 320
+
 /* "bpf", "inprocess" <-> enum mp_tracer_path; -EINVAL otherwise. */
 int mp_tracer_path_parse(const char *s, uint32_t *ret);
-/* The same, and "auto" -> 0 (the daemon picks per target): --tracer. */
+/* The same, "auto" -> 0 (the daemon picks per target) and "inject" ->
+ * MP_TRACER_INJECT: --tracer. */
 int mp_tracer_choice_parse(const char *s, uint32_t *ret);
 /* "unknown" for MP_PATH_UNKNOWN and values out of range. */
 const char *mp_tracer_path_name(uint32_t path);
@@ -483,6 +489,10 @@ struct mp_profile {
 	 * target dropped (heap figures are then lower bounds) and the times
 	 * an allocating thread waited for ring space. */
 	uint32_t tracer_path;
+	/* Why the path is what it is ("" when there is nothing to say), and
+	 * whether libmemprof was injected into the running process. */
+	char tracer_path_reason[MP_PROFILE_REASON_MAX];
+	bool injected;
 	uint64_t drops_heap;
 	uint64_t heap_waits;
 	/* Pools, in order of first sight. */

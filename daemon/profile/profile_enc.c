@@ -725,6 +725,8 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	smp->duty_active_ns = p->duty_active_ns;
 	smp->tracer_path = (Memprof__TracerPath)p->tracer_path;
 	smp->heap_waits = p->heap_waits;
+	smp->tracer_path_reason = str_or_empty(p->tracer_path_reason);
+	smp->injected = p->injected;
 	o->sampling = smp;
 	o->begin_ns = p->begin_ns;
 	o->end_ns = p->end_ns;

@@ -719,6 +719,12 @@ static int dec_mode(const Memprof__Sampling *o, struct mp_profile *p, const char
 		BAD("unknown tracer path (written by a newer memprofd?)");
 	p->tracer_path = (uint32_t)o->tracer_path;
 	p->heap_waits = o->heap_waits;
+	if (o->tracer_path_reason)
+		snprintf(p->tracer_path_reason, sizeof(p->tracer_path_reason), "%s",
+			 o->tracer_path_reason);
+	p->injected = o->injected;
+	if (p->injected && p->tracer_path != MP_PATH_INPROCESS)
+		BAD("injected without the in-process path");
 	return 0;
 }
 

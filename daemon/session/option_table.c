@@ -160,12 +160,14 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "16777216 (default: from --max-memory, 838860 for\n"
 	  "512M); later ones keep their caller alone" },
 	{ MP_OPT_ID_TRACER, "tracer", 0, "tracer", MP_OPT_TRACER, FG | MP_OPT_ATTACH | MP_OPT_CONFIG,
-	  0, 0, "auto, inprocess or bpf", "PATH",
+	  0, 0, "auto, inject, inprocess or bpf", "PATH",
 	  "how allocator calls are seen: auto (default) uses\n"
-	  "libmemprof's in-process interposer whenever the\n"
-	  "target's malloc is libmemprof's (~10-20 ns per\n"
-	  "call), else eBPF uprobes; inprocess or bpf force\n"
-	  "one (docs/TRACER.md \"Two allocation paths\")" },
+	  "libmemprof's in-process interposer (~10-20 ns per\n"
+	  "call), injecting it into a running process that\n"
+	  "lacks it (ptrace), else eBPF uprobes, with the\n"
+	  "reason in the profile; inject (or inprocess) fails\n"
+	  "instead of falling back; bpf forces uprobes\n"
+	  "(docs/TRACER.md \"Two allocation paths\")" },
 	{ MP_OPT_ID_NO_PRELOAD, "no-preload", 0, NULL, MP_OPT_FLAG, MP_OPT_RUN, 0, 1, NULL, NULL,
 	  "do not LD_PRELOAD libmemprof into CMD (its\n"
 	  "allocator calls then go through eBPF uprobes\n"

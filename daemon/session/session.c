@@ -254,12 +254,42 @@ static int setup_order(struct session *s)
 	return 0;
 }
 
+/* The allocation path (path.c): libmemprof's interposer, injected when
+ * it must be, or eBPF uprobes. */
+static int pick_path(struct session *s)
+{
+	const struct mp_session_opts *o = s->o;
+	const char *tmo = getenv("MEMPROFD_INJECT_TIMEOUT_MS");
+	char lib[PATH_MAX];
+	struct mp_path_opts po = {
+		.pid = o->pid,
+		.requested = o->tracer,
+		.mode = o->mode,
+		.duty_period_ns = o->duty_period_ns,
+		.inject_lib = mp_path_inject_lib(lib, sizeof(lib)),
+		.inject_timeout_ns = tmo ? strtoull(tmo, NULL, 10) * 1000000ull : 0,
+	};
+	struct mp_path_choice c;
+	int r;
+
+	r = mp_path_pick(&po, &c);
+	if (r == -EOPNOTSUPP)
+		return log_error_errno(r, "pid %d: --tracer %s: %s", (int)o->pid,
+				       o->tracer == MP_TRACER_INJECT ? "inject" : "inprocess",
+				       c.reason);
+	if (r < 0)
+		return log_error_errno(r, "pid %d: choosing the allocation path: %m", (int)o->pid);
+	s->path = c.path;
+	s->injected = c.injected;
+	snprintf(s->path_reason, sizeof(s->path_reason), "%s", c.reason);
+	return 0;
+}
+
 /* The stages: maps, stack collector, ordering, tracer,
  * correlator, RSS sampler. */
 static int setup_pipeline(struct session *s)
 {
 	const struct mp_session_opts *o = s->o;
-	const char *why = "";
 	int r;
 
 	/* The address space as it is now: the owners of allocations made by
@@ -290,11 +320,9 @@ static int setup_pipeline(struct session *s)
 	if (r < 0)
 		return r;
 	describe_process(s);
-	r = mp_path_pick(o->pid, o->tracer, o->mode, o->duty_period_ns, &s->path, &why);
-	if (r == -EOPNOTSUPP)
-		return log_error_errno(r, "pid %d: --tracer inprocess: %s", (int)o->pid, why);
+	r = pick_path(s);
 	if (r < 0)
-		return log_error_errno(r, "pid %d: choosing the allocation path: %m", (int)o->pid);
+		return r;
 	r = setup_order(s);
 	if (r == 0)
 		r = setup_tracer(s);
@@ -429,6 +457,8 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 		p->duty_active_ns = p->end_ns - p->begin_ns;
 	p->drops_ring = s->ring_drops_closed + (s->ring ? mp_consumer_drops(s->ring) : 0);
 	p->tracer_path = s->path;
+	p->injected = s->injected;
+	snprintf(p->tracer_path_reason, sizeof(p->tracer_path_reason), "%s", s->path_reason);
 	p->drops_heap = s->heap_drops_closed + (s->ring ? mp_consumer_alloc_drops(s->ring) : 0);
 	p->heap_waits = s->heap_waits_closed + (s->ring ? mp_consumer_alloc_waits(s->ring) : 0);
 	for (int i = 0; i < MP_REJECT_COUNT; i++)

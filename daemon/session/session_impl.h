@@ -128,6 +128,8 @@ struct session {
 	uint64_t heap_drops_closed, heap_waits_closed; /* the same, heap records */
 	uint64_t stacks_unwound_closed, stacks_copied_closed; /* and stacks */
 	uint32_t path; /* enum mp_tracer_path */
+	bool injected; /* libmemprof injected (path.c) */
+	char path_reason[MP_PROFILE_REASON_MAX];
 	uint64_t last_ts;
 	uint64_t read_ns; /* the clock before the current read (0: none) */
 	uint64_t tick_ns; /* the tick's current period */

@@ -138,7 +138,8 @@ Test(control, invalid_attach_values_say_what_is_valid, .timeout = 60, .fini = cl
 		  "invalid sample_bytes (1 to 1099511627776, suffix K, M or G)" },
 		{ "cmd=attach\npid=1\nstacks=yes\n", "invalid stacks (0 or 1)" },
 		{ "cmd=attach\npid=1\nmode=fast\n", "invalid mode (precise, sampled or rss)" },
-		{ "cmd=attach\npid=1\ntracer=ebpf\n", "invalid tracer (auto, inprocess or bpf)" },
+		{ "cmd=attach\npid=1\ntracer=ebpf\n",
+		  "invalid tracer (auto, inject, inprocess or bpf)" },
 		{ "cmd=attach\npid=1\nduration_ns=1.5\n",
 		  "invalid duration_ns (nanoseconds, at most 1000000000000000000)" },
 		/* repeatable rules: each one is checked */
