@@ -579,7 +579,7 @@ static void client_usage(void)
 {
 	printf("Usage: memprof attach PID [--duration S] [-o FILE] [--stream URL]...\n"
 	       "                   [--mode precise|sampled|rss] [--sample-bytes N] [--stacks]\n"
-	       "                   [--tracer auto|inprocess|bpf] [--max-memory N]\n"
+	       "                   [--tracer auto|inject|inprocess|bpf] [--max-memory N]\n"
 	       "                   [--owner GLOB=NAME]... [--wrapper GLOB]...\n"
 	       "                   [--wrapper-fn SYMBOL]... [--no-default-wrappers]\n"
 	       "       memprof detach PID\n"

@@ -34,6 +34,27 @@ static int read_ids(const char *text, const char *key, unsigned long ids[4])
 	return 0;
 }
 
+const char *mp_service_inject_refusal(uid_t uid, const char *yama_path, char *buf, size_t len)
+{
+	FILE *f;
+	int scope = 0;
+
+	if (uid == 0)
+		return NULL;
+	f = fopen(yama_path ? yama_path : "/proc/sys/kernel/yama/ptrace_scope", "re");
+	if (f) {
+		if (fscanf(f, "%d", &scope) != 1)
+			scope = 0;
+		fclose(f);
+	}
+	if (scope == 0)
+		return NULL;
+	snprintf(buf, len,
+		 "uid %u may not ptrace it (Yama ptrace_scope %d: only root's requests inject)",
+		 (unsigned)uid, scope);
+	return buf;
+}
+
 int mp_service_authorize(uid_t uid, gid_t gid, pid_t pid, char *why, size_t why_len)
 {
 	char path[64], text[8192];

@@ -652,6 +652,8 @@ static int target_configure_locked(struct request *q, struct target *t, const st
 	t->sopts.sample_bytes = a->sample_bytes ? a->sample_bytes : cfg->sample_bytes;
 	t->sopts.stacks = a->stacks != UINT64_MAX ? a->stacks == 1 : cfg->stacks;
 	t->sopts.tracer = a->tracer != UINT32_MAX ? a->tracer : cfg->tracer;
+	t->sopts.no_inject = mp_service_inject_refusal(q->uid, getenv("MEMPROFD_TEST_YAMA_SCOPE"),
+						       t->no_inject, sizeof(t->no_inject));
 	t->sopts.stack_depth = cfg->stack_depth;
 	/* Limits: the target's share for its tables; a request may ask less */
 	t->sopts.max_memory = mp_service_target_tables(svc->budget, cfg->max_memory);

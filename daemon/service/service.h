@@ -36,6 +36,18 @@ int mp_service_run(const struct mp_service_opts *o);
 int mp_service_authorize(uid_t uid, gid_t gid, pid_t pid, char *why, size_t why_len);
 
 /*
+ * Whether the service may inject libmemprof (ptrace, docs/TRACER.md
+ * "Injection") into a target that mp_service_authorize() let @uid attach
+ * to: root's requests may; another user's only where the user could
+ * ptrace the process itself, which past the credentials checked there
+ * Yama decides (ptrace_scope 0: a user may attach to its own processes;
+ * 1 and up: not to those it did not start, whatever the service could
+ * do). NULL when it may, else the reason in @buf. @yama_path: NULL for
+ * /proc/sys/kernel/yama/ptrace_scope (tests name a file).
+ */
+const char *mp_service_inject_refusal(uid_t uid, const char *yama_path, char *buf, size_t len);
+
+/*
  * The memory a target of @mode (enum mp_trace_mode) costs the service at
  * least: its BPF ring buffer (@ring_bytes, 0: the mode's default) plus
  * MP_SERVICE_TARGET_BASE for the other BPF maps and programs and the

@@ -41,6 +41,7 @@ struct target {
 	uid_t uid; /* who attached */
 	gid_t gid;
 	char exe[PATH_MAX];
+	char no_inject[160]; /* sopts.no_inject's text */
 	uint64_t started_ns;
 	uint64_t cost; /* mp_service_target_cost() */
 	uint64_t ring_bytes;

@@ -107,6 +107,10 @@ int mp_path_pick(const struct mp_path_opts *o, struct mp_path_choice *ret)
 		ret->path = MP_PATH_INPROCESS;
 		return 0;
 	}
+	if (o->no_inject) {
+		snprintf(ret->reason, sizeof(ret->reason), "not injected: %s", o->no_inject);
+		return o->requested ? -EOPNOTSUPP : 0;
+	}
 	r = inject(o, ret);
 	if (r == -ESRCH)
 		return r;

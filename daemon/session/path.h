@@ -30,6 +30,8 @@ struct mp_path_opts {
 	 * made in the target (0: the default) */
 	const char *inject_lib;
 	uint64_t inject_timeout_ns;
+	/* why injection is not allowed here (NULL: it is) */
+	const char *no_inject;
 };
 
 struct mp_path_choice {

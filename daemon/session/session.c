@@ -268,6 +268,7 @@ static int pick_path(struct session *s)
 		.duty_period_ns = o->duty_period_ns,
 		.inject_lib = mp_path_inject_lib(lib, sizeof(lib)),
 		.inject_timeout_ns = tmo ? strtoull(tmo, NULL, 10) * 1000000ull : 0,
+		.no_inject = o->no_inject,
 	};
 	struct mp_path_choice c;
 	int r;

@@ -84,10 +84,13 @@ struct mp_session_opts {
 	bool stacks;
 	uint32_t stack_depth;
 	uint32_t stack_bytes;
-	/* --tracer: MP_PATH_BPF, MP_PATH_INPROCESS (enum mp_tracer_path), or
-	 * 0 for auto (in-process whenever the target's malloc is
-	 * libmemprof's). */
+	/* --tracer: MP_PATH_BPF, MP_PATH_INPROCESS (enum mp_tracer_path),
+	 * MP_TRACER_INJECT, or 0 for auto (in-process whenever the target's
+	 * malloc is libmemprof's or libmemprof can be injected). */
 	uint32_t tracer;
+	/* Why libmemprof may not be injected into this target (the service:
+	 * its requester may not ptrace it); NULL: it may. */
+	const char *no_inject;
 	/* Limits (docs/PROFILE.md "Limits"): the memory the target's tables
 	 * may take (0: MP_SESSION_DEFAULT_MEMORY), shared out by
 	 * mp_session_limits(); the sites and stacks kept (0: from it). */

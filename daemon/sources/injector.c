@@ -168,9 +168,12 @@ static int check_policy(struct ctx *c)
 	const char *yama = c->o->yama_path ? c->o->yama_path : "/proc/sys/kernel/yama/ptrace_scope";
 	long tracer = status_field(c->o->pid, "TracerPid");
 	long sc = status_field(c->o->pid, "Seccomp");
-	FILE *f = fopen(yama, "re");
+	FILE *f;
 	int scope = 0;
 
+	if (c->o->pid == getpid())
+		return refuse(c, -EINVAL, "the daemon itself");
+	f = fopen(yama, "re");
 	if (f) {
 		if (fscanf(f, "%d", &scope) != 1)
 			scope = 0;
@@ -488,13 +491,20 @@ static int stop_all(struct ctx *c, size_t skip)
 	return seize_all(c);
 }
 
+/* Every thread detached. A detach needs the thread stopped: one whose
+ * stop never came is stopped first, so that no thread stays traced by a
+ * daemon that goes on living (its next signal would stop it for good). */
 static void release_all(struct ctx *c)
 {
 	for (size_t i = 0; i < c->ts.n; i++) {
 		struct thread *t = &c->ts.v[i];
 
-		if (!t->gone)
-			(void)ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(uintptr_t)t->sig);
+		if (t->gone || ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(uintptr_t)t->sig) == 0)
+			continue;
+		if (ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL) == 0 && wait_stopped(t) == 0 &&
+		    !t->gone && ptrace(PTRACE_DETACH, t->tid, NULL, (void *)(uintptr_t)t->sig) < 0)
+			log_error("pid %d: thread %d could not be detached: %m", (int)c->o->pid,
+				  (int)t->tid);
 	}
 	free(c->ts.v);
 	c->ts = (struct threads){ 0 };

@@ -13,6 +13,7 @@
 #include "option_table.h"
 #include "profile.h"
 #include "control.h"
+#include "service.h"
 #include "stream.h"
 
 static struct mp_ctl_msg msg;
@@ -409,4 +410,40 @@ Test(stream, varints)
 	}
 	memset(buf, 0xff, sizeof(buf));
 	cr_assert_eq(mp_varint_decode(buf, 10, &v), -EBADMSG);
+}
+
+/* The service injects libmemprof only where its requester could ptrace
+ * the target itself: root always; another user where Yama lets a user
+ * attach to its own processes (ptrace_scope 0, or no Yama). */
+Test(authorize, injection_follows_the_requesters_ptrace_rights)
+{
+	char dir[] = "/tmp/memprof-yama-XXXXXX", scope[64], why[160];
+	FILE *f;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(scope, sizeof(scope), "%s/ptrace_scope", dir);
+	cr_assert_null(mp_service_inject_refusal(0, scope, why, sizeof(why)), "no file");
+	cr_assert_null(mp_service_inject_refusal(1000, scope, why, sizeof(why)), "no Yama");
+	for (int s = 0; s <= 3; s++) {
+		f = fopen(scope, "w");
+		cr_assert_not_null(f);
+		fprintf(f, "%d\n", s);
+		fclose(f);
+		cr_assert_null(mp_service_inject_refusal(0, scope, why, sizeof(why)), "root, %d",
+			       s);
+		if (s == 0) {
+			cr_assert_null(mp_service_inject_refusal(1000, scope, why, sizeof(why)));
+			continue;
+		}
+		cr_assert_eq(mp_service_inject_refusal(1000, scope, why, sizeof(why)), why);
+		char want[160];
+
+		snprintf(want, sizeof(want),
+			 "uid 1000 may not ptrace it (Yama ptrace_scope %d: only root's requests "
+			 "inject)",
+			 s);
+		cr_assert_str_eq(why, want);
+	}
+	unlink(scope);
+	rmdir(dir);
 }
