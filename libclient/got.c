@@ -75,8 +75,10 @@ static const char *const hook_name[H_N] = {
 /* Set once by the first memprof__inject, before any slot is written. */
 static bool ready;
 static uintptr_t ours[H_N];
-/* The process's first definition of each name: what a slot to patch holds. */
-static uintptr_t theirs[H_N];
+/* The process's first definition of each name: what a slot to patch holds;
+ * and where a non-PIE executable takes its address, that executable's PLT
+ * entry, which the other objects' GLOB_DAT slots hold (0: none). */
+static uintptr_t theirs[H_N], theirs_plt[H_N];
 /* What our dlopen hook and dlclose call: libc's, the next after us in our
  * own scope. A slot holding it is patched too (a deep-bound object's). */
 static uintptr_t libc_dl[H_N];
@@ -308,7 +310,8 @@ static int classify(const struct obj *o, int h, uintptr_t v, uint32_t type)
 		return S_LEAVE; /* an undefined weak reference */
 	if (v == ours[h])
 		return S_OURS;
-	if (v == theirs[h] || (libc_dl[h] && v == libc_dl[h]))
+	if (v == theirs[h] || (theirs_plt[h] && v == theirs_plt[h]) ||
+	    (libc_dl[h] && v == libc_dl[h]))
 		return S_PATCH;
 	/* lazy binding: not yet resolved, back into its own PLT */
 	if (type == R_JUMP_SLOT && within(o->info, v, 1, PF_X))
@@ -591,15 +594,6 @@ static void *hook_dlopen(const char *file, int mode)
 
 /* ---- the entry point ---- */
 
-/* Whether @fn is where a symbol is defined: not a non-PIE executable's
- * canonical PLT entry, which jumps through a slot we are about to patch. */
-static bool defined_at(void *fn)
-{
-	Dl_info di;
-
-	return dladdr(fn, &di) && di.dli_saddr == fn;
-}
-
 static int setup(void)
 {
 	static const void *const own[H_N] = {
@@ -626,11 +620,13 @@ static int setup(void)
 	if (dlsym(RTLD_DEFAULT, "malloc") == (void *)mp_own_malloc)
 		return -EALREADY;
 	for (int h = 0; h < H_N; h++) {
-		void *f = dlsym(RTLD_DEFAULT, hook_name[h]);
+		void *d = dlsym(RTLD_DEFAULT, hook_name[h]), *f = mp_default_sym(hook_name[h]);
 
-		if (f && h < H_ALLOC_N && !defined_at(f))
+		/* a canonical PLT entry standing for nothing we can find */
+		if (d && !f)
 			return -ENOTSUP;
 		theirs[h] = (uintptr_t)f;
+		theirs_plt[h] = d != f ? (uintptr_t)d : 0;
 		ours[h] = (uintptr_t)own[h];
 	}
 	libc_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");

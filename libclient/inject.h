@@ -20,8 +20,12 @@
  *               process's first malloc (the two would be mixed).
  *   -EAGAIN     a scan (another thread's dlopen) is under way: try again.
  *   -ENOTSUP    an allocator function of the process is a canonical PLT
- *               entry of a non-PIE executable (forwarding there would come
- *               back here), or the architecture is not supported.
+ *               entry of a non-PIE executable that stands for no definition
+ *               found after it (forwarding there would come back here), or
+ *               the architecture is not supported. A canonical PLT entry
+ *               with a definition behind it (Debian's python3 takes
+ *               malloc's address) is handled: the definition is forwarded
+ *               to, and slots holding either are patched.
  *   -ENOENT     the process has no malloc in its global scope.
  * It never allocates, logs or aborts. The slots stay patched after the
  * profiler detaches: the interposer's dormant path forwards at the cost of
@@ -40,6 +44,12 @@ __attribute__((visibility("default"))) int memprof__inject(void);
 /* interpose.c: forward to the process's first allocator (dlsym
  * RTLD_DEFAULT), resolved now; 0, -EALREADY, -EBUSY or -ENOENT as above. */
 MP_HIDDEN int mp_interpose_inject(void);
+
+/* interpose.c: dlsym(RTLD_DEFAULT, @name), but the definition itself where
+ * that is a non-PIE executable's canonical PLT entry (the executable takes
+ * the function's address: Debian's /usr/bin/python3 does for malloc and
+ * free); NULL when there is none. */
+MP_HIDDEN void *mp_default_sym(const char *name);
 
 /* interpose.c: its definitions, under names that bind to them (in this
  * library's code, malloc means the process's first malloc). */

@@ -15,6 +15,8 @@
  * that gets the address next.
  */
 #include <dlfcn.h>
+#include <elf.h>
+#include <link.h>
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -132,7 +134,41 @@ static __thread bool resolving __attribute__((tls_model("initial-exec")));
  * is then the process's own first one, not the next after us in our local
  * scope (which would be libc's whatever the process uses). */
 static bool injected;
-#define NEXT_SYM(name) dlsym(LOAD(&injected, RELAXED) ? RTLD_DEFAULT : RTLD_NEXT, name)
+#define NEXT_SYM(name) (LOAD(&injected, RELAXED) ? mp_default_sym(name) : SYM(name))
+
+MP_HIDDEN void *mp_default_sym(const char *name)
+{
+	void *f = dlsym(RTLD_DEFAULT, name), *g;
+	const ElfW(Sym) *sym = NULL;
+	struct link_map *lm = NULL, *at;
+	Dl_info di;
+
+	/* A non-PIE executable that takes @name's address defines it as its
+	 * own PLT entry (undefined, with a value: dladdr reports it as a
+	 * definition), which jumps through a GOT slot that got.c points at
+	 * us: forwarding there would come back here. The definition it stands
+	 * for is the first object after the executable that defines @name
+	 * itself (dlsym on a handle searches that object's scope: the object
+	 * that answers must be the one asked). A handle comes from dlopen
+	 * RTLD_NOLOAD of the object's name (a link map is not one for every
+	 * object: the vDSO's has no scope). */
+	if (!f || !dladdr1(f, &di, (void **)&sym, RTLD_DL_SYMENT) || !sym ||
+	    sym->st_shndx != SHN_UNDEF || !dladdr1(f, &di, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+		return f;
+	for (struct link_map *l = lm->l_next; l; l = l->l_next) {
+		void *h = l->l_name && l->l_name[0] ? dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD) :
+						      NULL;
+
+		if (!h)
+			continue;
+		g = dlsym(h, name);
+		at = NULL;
+		dlclose(h);
+		if (g && g != f && dladdr1(g, &di, (void **)&at, RTLD_DL_LINKMAP) && at == l)
+			return g;
+	}
+	return NULL;
+}
 
 /* @fn when it comes from the object of @malloc_fn: an allocator without
  * pvalloc (jemalloc) must not get glibc's, whose blocks it cannot free.
@@ -190,7 +226,7 @@ static bool resolve(void)
  * next one is already known and is another. */
 MP_HIDDEN int mp_interpose_inject(void)
 {
-	void *m = dlsym(RTLD_DEFAULT, "malloc");
+	void *m = mp_default_sym("malloc");
 	int s;
 
 	if (!m)

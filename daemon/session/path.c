@@ -78,7 +78,7 @@ static int inject(const struct mp_path_opts *o, struct mp_path_choice *ret)
 			 "injected by ptrace%s: %d GOT slots, %u threads held %.1f ms",
 			 res.loaded ? "" : " (already loaded)", (int)res.slots, res.threads,
 			 (double)res.stopped_ns / 1e6);
-	log_info("pid %d: libmemprof %s", (int)o->pid, ret->reason);
+	log_debug("pid %d: libmemprof %s", (int)o->pid, ret->reason);
 	return 0;
 }
 

@@ -30,7 +30,8 @@
  * but not its malloc. Without it the markers are no-ops. With
  * $MEMPROF_TOY_NOLOAD=1 the program does not load it: before each step it
  * looks whether it is there (RTLD_NOLOAD), so the markers start once a
- * profiler injected it.
+ * profiler injected it. $MEMPROF_TOY_NODEEP=1 loads libtoydeep without
+ * RTLD_DEEPBIND (AddressSanitizer refuses it).
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -49,6 +50,8 @@ void toy_op(void);
 static void (*_Atomic k_begin)(const char *);
 static void (*_Atomic k_end)(void);
 static atomic_int stop;
+/* RTLD_DEEPBIND, or 0 under AddressSanitizer, which refuses it */
+static int deepbind = RTLD_DEEPBIND;
 
 static void begin(const char *name)
 {
@@ -158,7 +161,7 @@ static void step(const char *dir)
 	end();
 	begin("load");
 	late_op = late_fn(late, "toy_late", 0);
-	deep_op = late_fn(deep, "toy_deep", RTLD_DEEPBIND);
+	deep_op = late_fn(deep, "toy_deep", deepbind);
 	end();
 	begin("late");
 	late_op();
@@ -191,7 +194,10 @@ int main(int argc, char **argv)
 		*slash = '\0';
 	const char *nl = getenv("MEMPROF_TOY_NOLOAD");
 	bool noload = nl && nl[0] == '1';
+	const char *nd = getenv("MEMPROF_TOY_NODEEP");
 
+	if (nd && nd[0] == '1')
+		deepbind = 0;
 	if (lib && lib[0] && !noload && !bind_markers(lib, 0)) {
 		fprintf(stderr, "fixture-toy: %s\n", dlerror());
 		return 2;

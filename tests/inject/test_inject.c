@@ -507,18 +507,15 @@ Test(inject, stress_attaches_to_a_busy_target_on_jemalloc, .timeout = 300)
 	stress(getenv("MEMPROF_TEST_JEMALLOC"), 25);
 }
 
-/* A fallback: @fixture (fixture-plain's protocol) with @fenv, attached
- * with @denv, reaches the eBPF path with @why in the profile, runs on and
- * exits cleanly, and its 700-byte block is seen. */
-static void falls_back(const char *fixture, const char *const *fenv, const char *const *denv,
-		       const char *why, bool traced)
+/* @fixture (fixture-plain's protocol: "ready", SIGUSR1, work, exit 0)
+ * with @fenv, attached with @denv (after the test seized it when
+ * @traced); it ran on and exited cleanly. The daemon's log in @log. */
+static struct mp_profile *plain_attached(const char *fixture, const char *const *fenv,
+					 const char *const *denv, bool traced, char *log,
+					 size_t loglen)
 {
-	static const struct mp_mem_stats plain_700 = {
-		.alloc_bytes = 700, .alloc_count = 1, .free_bytes = 700, .free_count = 1
-	};
 	char *argv[] = { mp_test_build_path(fixture), NULL };
-	char path[256], want[512];
-	struct mp_profile *p;
+	char path[256];
 	struct fixture f;
 	struct daemon d;
 
@@ -530,8 +527,22 @@ static void falls_back(const char *fixture, const char *const *fenv, const char 
 	kill(f.pid, SIGUSR1);
 	fixture_end(&f, NULL, 0);
 	daemon_end(&d);
-	p = load(path);
-	cr_assert_eq(p->tracer_path, MP_PATH_BPF, "%s:\n%s", p->tracer_path_reason, d.log);
+	snprintf(log, loglen, "%s", d.log);
+	return load(path);
+}
+
+/* A fallback: @fixture reaches the eBPF path with @why in the profile,
+ * runs on and exits cleanly, and its 700-byte block is seen. */
+static void falls_back(const char *fixture, const char *const *fenv, const char *const *denv,
+		       const char *why, bool traced)
+{
+	static const struct mp_mem_stats plain_700 = {
+		.alloc_bytes = 700, .alloc_count = 1, .free_bytes = 700, .free_count = 1
+	};
+	char want[512], log[16384];
+	struct mp_profile *p = plain_attached(fixture, fenv, denv, traced, log, sizeof(log));
+
+	cr_assert_eq(p->tracer_path, MP_PATH_BPF, "%s:\n%s", p->tracer_path_reason, log);
 	cr_assert_not(p->injected);
 	snprintf(want, sizeof(want), "not injected: %s", why);
 	cr_assert(!strncmp(p->tracer_path_reason, want, strlen(want)), "reason: %s, want %s",
@@ -632,4 +643,23 @@ Test(inject, a_second_attach_reuses_the_library, .timeout = 120)
 	kill(f.pid, SIGTERM);
 	fixture_end(&f, last, sizeof(last));
 	cr_assert(!strncmp(last, "done ", 5), "%s", last);
+}
+
+/* A non-PIE program that takes malloc's address (Debian's python3 does):
+ * malloc is its own PLT entry, which the injector must see through. */
+Test(inject, a_non_pie_program_taking_mallocs_address, .timeout = 120)
+{
+	static const struct mp_mem_stats want = {
+		.alloc_bytes = 1000, .alloc_count = 2, .free_bytes = 1000, .free_count = 2
+	};
+	const char *denv[] = { kv("MEMPROF_INJECT_LIB", inject_lib()), NULL };
+	char log[16384];
+	struct mp_profile *p;
+
+	mp_test_need_root("ptrace and BPF");
+	p = plain_attached("tests/inject/fixture-nopie", NULL, denv, false, log, sizeof(log));
+	assert_injected(p, log);
+	assert_mem(&p->mem, &want, "fixture-nopie");
+	cr_assert_eq(p->unknown_frees, 1);
+	mp_profile_free(p);
 }

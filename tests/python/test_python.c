@@ -3,9 +3,13 @@
  * interpreter: on its own (no profiler: markers work, errors are
  * exceptions), and under `memprof run`, where `import memprof` needs no
  * setup and the kernels, shapes, phases and tags of a script measure the
- * blocks it allocates inside them. */
+ * blocks it allocates inside them; and in a python3 started without
+ * memprof, attached later by `memprofd --pid` (libmemprof injected), with
+ * the same figures. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -388,4 +392,212 @@ Test(python, torch_attach_to_running_process, .timeout = 600)
 	cr_assert_not_null(mp_profile_phase(p, "inference"), "no phase inference");
 	mp_profile_free(p);
 	mp_test_rmtree(dir);
+}
+
+/* ---- attached by pid: libmemprof injected into a running python3 ---- */
+
+static char *envs[512];
+
+/* Our environment without LD_PRELOAD, PYTHONPATH and MEMPROF_*, plus
+ * @extra (NULL-terminated "K=V"): the target starts without memprof. */
+static char **env_with(const char *const *extra)
+{
+	size_t n = 0;
+
+	for (char **e = environ; *e && n + 16 < 512; e++)
+		if (strncmp(*e, "LD_PRELOAD=", 11) && strncmp(*e, "PYTHONPATH=", 11) &&
+		    strncmp(*e, "MEMPROF_", 8))
+			envs[n++] = *e;
+	for (size_t i = 0; extra && extra[i]; i++)
+		envs[n++] = (char *)extra[i];
+	envs[n] = NULL;
+	return envs;
+}
+
+/* Spawns @argv with @env, its fd @which (1 or 2) a pipe whose read end is
+ * returned; the child is killed if the test dies (no process outlives a
+ * failed test to hold meson's pipes). */
+static FILE *spawn_piped(char *const argv[], char **env, int which, pid_t *ret_pid)
+{
+	pid_t parent = getpid();
+	int fd[2];
+	FILE *f;
+
+	cr_assert_eq(pipe2(fd, O_CLOEXEC), 0);
+	*ret_pid = fork();
+	cr_assert_geq(*ret_pid, 0);
+	if (*ret_pid == 0) {
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+			_exit(126);
+		if (dup2(fd[1], which) < 0)
+			_exit(126);
+		execve(argv[0], argv, env);
+		_exit(127);
+	}
+	close(fd[1]);
+	f = fdopen(fd[0], "r");
+	cr_assert_not_null(f);
+	return f;
+}
+
+struct attached {
+	char dir[256], ready[300], go[300], pb[300];
+	pid_t target, daemon;
+	FILE *target_out, *daemon_err;
+	char log[16384];
+	size_t len;
+};
+
+static void log_line(struct attached *a, const char *line)
+{
+	a->len += (size_t)snprintf(a->log + a->len, sizeof(a->log) - a->len, "%s", line);
+	if (a->len >= sizeof(a->log))
+		a->len = sizeof(a->log) - 1;
+}
+
+/* PYTHON @script READY GO with the build tree's package on its path, and
+ * once it made READY, memprofd --pid (--tracer auto) until it says it
+ * attached; then GO. */
+static void attach_script(struct attached *a, const char *script)
+{
+	char ps[32], line[1024];
+	const char *tenv[] = { NULL, NULL };
+	char pythonpath[4200];
+	char *targv[] = { PYTHON, (char *)script, a->ready, a->go, NULL };
+	char *dargv[] = { mp_test_build_path("cli/memprofd"),
+			  "--pid",
+			  ps,
+			  "-o",
+			  a->pb,
+			  "--print",
+			  "none",
+			  "-v",
+			  NULL };
+
+	mp_test_tmpdir(a->dir, sizeof(a->dir), "python-attach");
+	snprintf(a->ready, sizeof(a->ready), "%s/ready", a->dir);
+	snprintf(a->go, sizeof(a->go), "%s/go", a->dir);
+	snprintf(a->pb, sizeof(a->pb), "%s/a.pb", a->dir);
+	snprintf(pythonpath, sizeof(pythonpath), "PYTHONPATH=%s", mp_test_build_path("python"));
+	tenv[0] = pythonpath;
+	a->target_out = spawn_piped(targv, env_with(tenv), 1, &a->target);
+	cr_assert(MP_TEST_WAIT_FOR(access(a->ready, F_OK) == 0, 60000), "%s never started", script);
+
+	snprintf(ps, sizeof(ps), "%d", (int)a->target);
+	a->len = 0;
+	/* MEMPROF_INJECT_LIB unset: the build tree's libmemprof beside
+	 * memprofd, the copy the package's extension opens */
+	a->daemon_err = spawn_piped(dargv, env_with(NULL), 2, &a->daemon);
+	for (;;) {
+		cr_assert_not_null(fgets(line, sizeof(line), a->daemon_err),
+				   "memprofd ended before attaching:\n%s", a->log);
+		log_line(a, line);
+		if (strstr(line, "attached to pid"))
+			break;
+	}
+	close(open(a->go, O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+}
+
+/* The script exits 0 having printed @done; memprofd, which ends with it,
+ * too; its profile. */
+static struct mp_profile *attach_end(struct attached *a, const char *done)
+{
+	struct mp_profile *p = NULL;
+	const char *why = NULL;
+	size_t n = 0;
+	int st;
+
+	while (n < sizeof(out) - 1 && fgets(out + n, (int)(sizeof(out) - n), a->target_out))
+		n += strlen(out + n);
+	out[n] = '\0';
+	fclose(a->target_out);
+	cr_assert_eq(waitpid(a->target, &st, 0), a->target);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "target status 0x%x:\n%s", st, out);
+	cr_assert(strstr(out, done), "%s", out);
+
+	{
+		char line[1024];
+
+		while (fgets(line, sizeof(line), a->daemon_err))
+			log_line(a, line);
+	}
+	fclose(a->daemon_err);
+	cr_assert_eq(waitpid(a->daemon, &st, 0), a->daemon);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprofd status 0x%x:\n%s", st, a->log);
+	cr_assert_eq(mp_profile_load(a->pb, &p, &why), 0, "%s: %s", a->pb, why ? why : "?");
+	cr_assert_eq(p->tracer_path, MP_PATH_INPROCESS, "path %u (%s):\n%s", p->tracer_path,
+		     p->tracer_path_reason, a->log);
+	cr_assert(p->injected, "not injected: %s", p->tracer_path_reason);
+	mp_test_rmtree(a->dir);
+	return p;
+}
+
+static void log_kernel(const char *how, const struct mp_profile *p, const char *name)
+{
+	const struct mp_kernel *k = kernel(p, name);
+
+	cr_log_info("%-11s %-57s calls %" PRIu64 " alloc %" PRIu64 "/%" PRIu64 " free %" PRIu64
+		    "/%" PRIu64 " added %" PRId64,
+		    how, name, k->calls, k->incl.alloc_bytes, k->incl.alloc_count,
+		    k->incl.free_bytes, k->incl.free_count, k->incl.bytes_added);
+}
+
+/* kernels.py's work in a python3 started without memprof that imported
+ * the package (whose extension opened libmemprof, dormant: not the
+ * process's malloc), attached by pid: the injector finds libmemprof there
+ * and patches the GOTs; the figures are those of `memprof run`. */
+Test(python, kernels_attached_by_pid, .timeout = 300)
+{
+	static const char *const names[] = {
+		"load_weights", "matmul", "softmax",
+		"encoder.layers.11.self_attention.output_projection:Linear"
+	};
+	struct mp_profile *p, *run = NULL;
+	struct attached a;
+
+	mp_test_need_root("memprofd --pid (ptrace and BPF)");
+	attach_script(&a, PY_SRC_DIR "/kernels_attach.py");
+	p = attach_end(&a, "kernels_attach.py: done");
+	cr_assert(!strncmp(p->tracer_path_reason, "injected by ptrace (already loaded)", 35),
+		  "reason: %s", p->tracer_path_reason);
+	cr_log_info("attached: %s", p->tracer_path_reason);
+	check_profile(p);
+
+	run_script("inprocess", &run);
+	check_profile(run);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		const struct mp_kernel *ki = kernel(p, names[i]), *kr = kernel(run, names[i]);
+
+		log_kernel("attached", p, names[i]);
+		log_kernel("memprof run", run, names[i]);
+		cr_expect_eq(ki->calls, kr->calls, "%s: %" PRIu64 " calls, memprof run %" PRIu64,
+			     names[i], ki->calls, kr->calls);
+		expect_range(ki->incl.bytes_added, kr->incl.bytes_added - SLACK,
+			     kr->incl.bytes_added + SLACK, names[i]);
+		expect_range((int64_t)ki->incl.alloc_bytes, (int64_t)kr->incl.alloc_bytes - SLACK,
+			     (int64_t)kr->incl.alloc_bytes + SLACK, names[i]);
+	}
+	mp_profile_free(run);
+	mp_profile_free(p);
+}
+
+/* A python3 that never imports memprof: the injector loads libmemprof
+ * into it, and its heap is seen from then on (8 MiB kept, 3 MiB freed). */
+Test(python, plain_python_attached_by_pid, .timeout = 120)
+{
+	struct mp_profile *p;
+	struct attached a;
+
+	mp_test_need_root("memprofd --pid (ptrace and BPF)");
+	attach_script(&a, PY_SRC_DIR "/plain_attach.py");
+	p = attach_end(&a, "plain_attach.py: done");
+	cr_assert(!strncmp(p->tracer_path_reason, "injected by ptrace:", 19), "reason: %s",
+		  p->tracer_path_reason);
+	cr_log_info("attached: %s; alloc %" PRIu64 "/%" PRIu64 " free %" PRIu64 "/%" PRIu64
+		    " added %" PRId64,
+		    p->tracer_path_reason, p->mem.alloc_bytes, p->mem.alloc_count,
+		    p->mem.free_bytes, p->mem.free_count, p->mem.bytes_added);
+	cr_expect_geq(p->mem.alloc_bytes, 11 * MIB);
+	expect_range(p->mem.bytes_added, 8 * MIB, 8 * MIB + SLACK, "process added");
+	mp_profile_free(p);
 }

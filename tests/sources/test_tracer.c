@@ -1426,7 +1426,7 @@ Test(tracer, custom_functions, .timeout = 60)
 	cr_assert_str_eq(r.probes[r.n_probes - 1].name, "fx_free");
 }
 
-/* memprofd itself: --dump-events output and summary, whole. */
+/* memprofd itself on the eBPF path: --dump-events output and summary, whole. */
 Test(tracer, memprofd_dump_events, .timeout = 60)
 {
 	char *fargv[] = { FIXTURE_GLIBC, "pre", NULL };
@@ -1449,8 +1449,8 @@ Test(tracer, memprofd_dump_events, .timeout = 60)
 	if (d == 0) {
 		dup2(errp[1], 2);
 		dup2(outp[1], 1);
-		execl(MEMPROFD, "memprofd", "--pid", pidarg, "--dump-events", "--rss-hz", "0",
-		      "--print", "none", (char *)NULL);
+		execl(MEMPROFD, "memprofd", "--pid", pidarg, "--tracer", "bpf", "--dump-events",
+		      "--rss-hz", "0", "--print", "none", (char *)NULL);
 		_exit(127);
 	}
 	close(errp[1]);
