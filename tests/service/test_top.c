@@ -562,3 +562,39 @@ Test(top, a_refused_user_gets_the_reason, .timeout = 120, .fini = top_cleanup)
 	fixture_finish(f);
 	cr_expect_eq(daemon_stop(&d), 0);
 }
+
+/* A process started without memprof (tests/inject's fixture-toy, which
+ * marks kernels once libmemprof is in it): top injects libmemprof and
+ * shows its kernels on the in-process path. */
+Test(top, a_plain_process_on_the_in_process_path, .timeout = 180, .fini = top_cleanup)
+{
+	char lib[4096], tl[4200], il[4200], *wrapper[] = { "/usr/bin/env",	   tl,	      il,
+							   "MEMPROF_TOY_NOLOAD=1", "/bin/sh", "-c",
+							   "exec \"$0\" 2 0 loop", NULL };
+	int st;
+	pid_t f;
+
+	need_root();
+	/* the libmemprof a plain process can load: tests/plain's in a
+	 * sanitizer build */
+	snprintf(lib, sizeof(lib), "%s", path_of("tests/plain/libmemprof.so.0"));
+	if (access(lib, R_OK))
+		snprintf(lib, sizeof(lib), "%s", path_of("libclient/libmemprof.so.0"));
+	snprintf(tl, sizeof(tl), "MEMPROF_TOY_LIB=%s", lib);
+	snprintf(il, sizeof(il), "MEMPROF_INJECT_LIB=%s", lib);
+	cr_assert_eq(setenv("MEMPROF_INJECT_LIB", lib, 1), 0);
+	f = fixture_start_of("tests/inject/fixture-toy", wrapper);
+	pane_start(NULL, 0, f, "--direct", NULL);
+	cr_assert(
+		MP_TEST_WAIT_FOR(strstr(screen(), "in-process path") && strstr(screen(), " conv\n"),
+				 60000),
+		"no kernel on the in-process path:\n%s", screen());
+	keys("q");
+	expect_clean_exit(f);
+	/* it ran on: its "done" line meets the closed pipe of its "ready" */
+	kill(f, SIGTERM);
+	cr_assert_eq(waitpid(f, &st, 0), f);
+	cr_assert((WIFEXITED(st) && WEXITSTATUS(st) == 0) ||
+			  (WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE),
+		  "fixture status %d", st);
+}
