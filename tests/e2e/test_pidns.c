@@ -259,7 +259,8 @@ Test(pidns, unmatched_probe_hits_are_reported, .timeout = 120, .fini = unmatched
 	snprintf(prof, sizeof(prof), "%s/p.memprof", dir);
 	path_of(memprofd, sizeof(memprofd), "cli/memprofd");
 	path_of(memprof, sizeof(memprof), "cli/memprof");
-	/* Without libmemprof: the eBPF path, the one with a pid filter. */
+	/* Without libmemprof, and --tracer bpf: the eBPF path, the one with a
+	 * pid filter. */
 	path_of(fx, sizeof(fx), "tests/e2e/fixture-plain");
 	f = fopen(conf, "w");
 	cr_assert_not_null(f);
@@ -316,8 +317,9 @@ Test(pidns, unmatched_probe_hits_are_reported, .timeout = 120, .fini = unmatched
 			     "the fixture is not two namespaces deep: %.40s", l);
 		snprintf(pid_s, sizeof(pid_s), "%d", a);
 	}
+	/* the eBPF path is the one under test (auto would inject libmemprof) */
 	cr_assert_eq(run((char *[]){ memprof, "attach", pid_s, "--control", ctl, "--mode",
-				     "precise", "-o", prof, NULL },
+				     "precise", "--tracer", "bpf", "-o", prof, NULL },
 			 out, sizeof(out)),
 		     0, "attach: %s", out);
 	kill(fixture, SIGUSR1);
