@@ -548,10 +548,14 @@ static const struct mp_mem_stats outer_700 = { .bytes_added = 700,
  * - fixture-attach links libmemprof, so the service traces it on the
  *   in-process path: kernel "outer" allocates one 700-byte block in precise
  *   mode (and frees the 500 allocated before attach: an unknown free);
- * - fixture-plain does not, so it is traced on the eBPF path (the path the
+ * - fixture-plain does not: in precise mode the service injects libmemprof
+ *   into it (docs/TRACER.md "Injection"; not in a sanitizer build, whose
+ *   installed libmemprof a plain process cannot load: the eBPF path
+ *   there), in sampled mode it is attached with --tracer bpf (the path the
  *   issue found silently empty in a container): 700 bytes allocated and
- *   freed in one block each, the 500-byte unknown free in precise mode;
- *   sampled mode with a one-byte interval samples every block;
+ *   freed in one block each on either path, the 500-byte unknown free in
+ *   precise mode; sampled mode with a one-byte interval samples every
+ *   block;
  * - rss mode has no allocator probes: no heap figures, RSS samples only. */
 static void profile_mode(const char *mode, enum mp_trace_mode want_mode, bool plain, int *attaches)
 {
@@ -559,15 +563,25 @@ static void profile_mode(const char *mode, enum mp_trace_mode want_mode, bool pl
 		.alloc_bytes = 700, .alloc_count = 1, .free_bytes = 700, .free_count = 1
 	};
 	bool bpf = plain, rss = want_mode == MP_TRACE_RSS;
+	bool force_bpf = plain && want_mode == MP_TRACE_SAMPLED;
+#ifdef MP_TEST_SANITIZED
+	bool injects = false;
+#else
+	bool injects = plain && want_mode == MP_TRACE_PRECISE;
+#endif
 	/* rss mode has no allocator path to choose: always the eBPF one
 	 * (tracepoints). */
-	enum mp_tracer_path want_path = plain || rss ? MP_PATH_BPF : MP_PATH_INPROCESS;
+	enum mp_tracer_path want_path =
+		rss || force_bpf || (plain && !injects) ? MP_PATH_BPF : MP_PATH_INPROCESS;
 	char out[4096], *file = fmt("%s/%s-%d.memprof", outdir, mode, (int)plain);
 	struct fixture f;
 	int r;
 
 	fixture_start(&f, bpf ? fixture_plain : fixture, 0, 0);
-	if (want_mode == MP_TRACE_SAMPLED)
+	if (force_bpf)
+		r = ct(out, MEMPROF, "attach", f.ns_s, "--mode", mode, "--sample-bytes", "1",
+		       "--tracer", "bpf", "-o", file);
+	else if (want_mode == MP_TRACE_SAMPLED)
 		r = ct(out, MEMPROF, "attach", f.ns_s, "--mode", mode, "--sample-bytes", "1", "-o",
 		       file);
 	else
@@ -590,8 +604,9 @@ static void profile_mode(const char *mode, enum mp_trace_mode want_mode, bool pl
 	cr_assert_eq(p->pid, f.ns);
 	cr_assert_str_eq(p->exe, bpf ? fixture_plain : fixture);
 	cr_assert_eq(p->trace_mode, want_mode, "mode %s: profile says %d", mode, p->trace_mode);
-	cr_assert_eq(p->tracer_path, want_path, "mode %s: tracer path %d, want %d", mode,
-		     p->tracer_path, want_path);
+	cr_assert_eq(p->tracer_path, want_path, "mode %s: tracer path %d, want %d (%s)", mode,
+		     p->tracer_path, want_path, p->tracer_path_reason);
+	cr_assert_eq(p->injected, injects, "mode %s: %s", mode, p->tracer_path_reason);
 	cr_assert_eq(p->n_invocations, bpf ? 0 : 1);
 	if (!bpf) {
 		cr_assert_str_eq(p->names[p->invocations[0].name], "outer");
