@@ -835,7 +835,10 @@ static void put_mode(FILE *f, const struct mp_profile *p)
 		fprintf(f, "mode: unknown (%" PRIu32 ")\n", p->trace_mode);
 		break;
 	}
-	if (p->tracer_path == MP_PATH_INPROCESS)
+	if (p->trace_mode == MP_TRACE_RSS && p->tracer_path == MP_PATH_BPF &&
+	    !p->tracer_path_reason[0])
+		fputs("path: none (rss mode: no allocator probes)\n", f);
+	else if (p->tracer_path == MP_PATH_INPROCESS)
 		fprintf(f, "path: in-process (libmemprof %s)\n",
 			p->tracer_path_reason[0] ? p->tracer_path_reason : "interposer");
 	else if (p->tracer_path == MP_PATH_BPF && p->tracer_path_reason[0])

@@ -1172,20 +1172,40 @@ Test(report, table_names_the_mode)
 		uint32_t mode;
 		uint64_t sample_bytes, on, period, active;
 		const char *lines;
+		uint32_t path;
+		const char *reason;
 	} cases[] = {
 		{ 1, 4096, 0, 0, 0,
-		  "mode: sampled, mean interval 4096 B (heap figures are estimates)\n" },
+		  "mode: sampled, mean interval 4096 B (heap figures are estimates)\n", 0, NULL },
 		{ 2, 0, 0, 0, 0,
 		  "mode: rss (no allocator probes: heap figures are the break (brk), anonymous "
-		  "mmaps the mappings)\n" },
+		  "mmaps the mappings)\n",
+		  0, NULL },
 		{ 0, 0, 10000000, 1000000000, 2500000000,
 		  "mode: precise\n"
-		  "duty cycle 10ms/1s, active 2.500 s: heap figures cover only those windows\n" },
+		  "duty cycle 10ms/1s, active 2.500 s: heap figures cover only those windows\n",
+		  0, NULL },
 		{ 1, 65536, 1500, 1000001, 3000,
 		  "mode: sampled, mean interval 65536 B (heap figures are estimates)\n"
 		  "duty cycle 1500ns/1000001ns, active 0.000 s: heap figures cover only those "
-		  "windows\n" },
-		{ 7, 0, 0, 0, 0, "mode: unknown (7)\n" },
+		  "windows\n",
+		  0, NULL },
+		{ 7, 0, 0, 0, 0, "mode: unknown (7)\n", 0, NULL },
+		/* rss mode on the eBPF tracer attaches no uprobe */
+		{ 2, 0, 0, 0, 0,
+		  "mode: rss (no allocator probes: heap figures are the break (brk), anonymous "
+		  "mmaps the mappings)\n"
+		  "path: none (rss mode: no allocator probes)\n",
+		  MP_PATH_BPF, "" },
+		{ 0, 0, 0, 0, 0, "mode: precise\npath: eBPF uprobes\n", MP_PATH_BPF, "" },
+		{ 0, 0, 0, 0, 0, "mode: precise\npath: eBPF uprobes (not injected: traced)\n",
+		  MP_PATH_BPF, "not injected: traced" },
+		{ 0, 0, 0, 0, 0, "mode: precise\npath: in-process (libmemprof interposer)\n",
+		  MP_PATH_INPROCESS, "" },
+		{ 0, 0, 0, 0, 0,
+		  "mode: precise\npath: in-process (libmemprof injected by ptrace: 6 GOT slots, 1 "
+		  "threads held 4.0 ms)\n",
+		  MP_PATH_INPROCESS, "injected by ptrace: 6 GOT slots, 1 threads held 4.0 ms" },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -1197,6 +1217,9 @@ Test(report, table_names_the_mode)
 		p->duty_on_ns = cases[i].on;
 		p->duty_period_ns = cases[i].period;
 		p->duty_active_ns = cases[i].active;
+		p->tracer_path = cases[i].path;
+		snprintf(p->tracer_path_reason, sizeof(p->tracer_path_reason), "%s",
+			 cases[i].reason ? cases[i].reason : "");
 		snprintf(want, sizeof(want), "%s%s%s", head, cases[i].lines, body);
 		txt = render(p, MP_REPORT_TABLE, NULL);
 		cr_expect_str_eq(txt, want, "cases[%zu]:\n%s", i, txt);
