@@ -451,18 +451,27 @@ static int lib_mappings(pid_t pid, const char *lib)
 	return n;
 }
 
-/* @n attaches of 0.1 s each to fixture-toy with 8 threads (4 allocating
- * in a loop, 4 blocked in read()) and steps running every millisecond:
- * the first loads libmemprof, every later one finds it; each gives exact
- * figures for every step it saw whole; the target never stops running and
- * ends cleanly. */
-static void stress(const char *preload, int n)
+/* @n attaches of 0.1 s each to tests/inject/@exe with 8 threads (4
+ * allocating in a loop, 4 blocked in read()) and steps running every
+ * millisecond, with @preload (NULL: none) preloaded; @deep: libtoydeep
+ * takes the process's malloc (not loaded with RTLD_DEEPBIND, or it binds
+ * the process's allocator itself). The first attach loads libmemprof,
+ * every later one finds it; each gives exact figures for every step it
+ * saw whole; the target never stops running and ends cleanly (exit 0:
+ * an ASan-built target aborts on a block freed by another allocator than
+ * the one that made it, and on a leak). */
+static void stress(const char *exe, const char *preload, bool deep, int n)
 {
 	const char *fenv[] = { kv("MEMPROF_TOY_LIB", inject_lib()), "MEMPROF_TOY_NOLOAD=1",
-			       preload ? kv("LD_PRELOAD", preload) : NULL, NULL };
+			       preload ? kv("LD_PRELOAD", preload) : NULL, NULL, NULL };
 	const char *denv[] = { kv("MEMPROF_INJECT_LIB", inject_lib()), NULL };
-	char *argv[] = { mp_test_build_path("tests/inject/fixture-toy"), "8", "0", "loop", NULL };
-	char path[256], last[256];
+	char exe_path[64], path[256], last[256];
+
+	/* ASan refuses RTLD_DEEPBIND */
+	if (strstr(exe, "asan"))
+		fenv[preload ? 3 : 2] = "MEMPROF_TOY_NODEEP=1";
+	snprintf(exe_path, sizeof(exe_path), "tests/inject/%s", exe);
+	char *argv[] = { mp_test_build_path(exe_path), "8", "0", "loop", NULL };
 	unsigned long steps = 0, seen = 0;
 	struct fixture f;
 	int lossy = 0;
@@ -487,7 +496,7 @@ static void stress(const char *preload, int n)
 		if (p->drops_heap)
 			lossy++;
 		else
-			seen += steps_exact(p, !preload);
+			seen += steps_exact(p, deep);
 		mp_profile_free(p);
 		cr_assert_eq(lib_mappings(f.pid, inject_lib()), 1);
 	}
@@ -503,13 +512,19 @@ static void stress(const char *preload, int n)
 Test(inject, stress_100_attaches_to_a_busy_target_on_glibc, .timeout = 600)
 {
 	mp_test_need_root("ptrace and BPF");
-	stress(NULL, 100);
+	stress("fixture-toy", NULL, true, 100);
+}
+
+Test(inject, stress_attaches_to_a_busy_asan_built_target, .timeout = 300)
+{
+	mp_test_need_root("ptrace and BPF");
+	stress("fixture-toy-asan", NULL, true, 25);
 }
 
 Test(inject, stress_attaches_to_a_busy_target_on_jemalloc, .timeout = 300)
 {
 	mp_test_need_root("ptrace and BPF");
-	stress(getenv("MEMPROF_TEST_JEMALLOC"), 25);
+	stress("fixture-toy", getenv("MEMPROF_TEST_JEMALLOC"), false, 25);
 }
 
 /* @fixture (fixture-plain's protocol: "ready", SIGUSR1, work, exit 0)
