@@ -117,8 +117,10 @@ int mp_procmaps_parse(const char *buf, size_t len, struct mp_procmaps **ret)
 			goto fail;
 		if (parse_line(p, le, m, &path, &plen) < 0)
 			goto fail;
-		if (pm->n && m->start < pm->maps[pm->n - 1].end)
+		if (pm->n && m->start < pm->maps[pm->n - 1].end) {
+			r = -EAGAIN;
 			goto fail;
+		}
 		memcpy(pm->strings + sp, path, plen);
 		pm->strings[sp + plen] = '\0';
 		m->path = (const char *)(uintptr_t)sp; /* fixed up below */
@@ -135,7 +137,7 @@ fail:
 	return r;
 }
 
-int mp_procmaps_read(pid_t pid, struct mp_procmaps **ret)
+static int read_once(pid_t pid, struct mp_procmaps **ret)
 {
 	char path[64], *buf = NULL;
 	size_t len = 0, cap = 0;
@@ -178,6 +180,21 @@ int mp_procmaps_read(pid_t pid, struct mp_procmaps **ret)
 out:
 	free(buf);
 	close(fd);
+	return r;
+}
+
+/* A read of the maps file is not one snapshot: the kernel takes the
+ * target's mappings a few at a time, and a target that maps or unmaps
+ * meanwhile can make a range appear twice or overlap the one before (a
+ * busy multi-threaded target does this often). Read again then. */
+#define MP_PROCMAPS_READS 16
+
+int mp_procmaps_read(pid_t pid, struct mp_procmaps **ret)
+{
+	int r = -EAGAIN;
+
+	for (int i = 0; i < MP_PROCMAPS_READS && r == -EAGAIN; i++)
+		r = read_once(pid, ret);
 	return r;
 }
 

@@ -34,10 +34,12 @@ struct mp_procmaps {
 	char *strings;
 };
 
-/* Parse the text of a maps file. Malformed lines, lines longer than
- * MP_PROCMAPS_MAX_LINE, unsorted or overlapping ranges give -EINVAL. */
+/* Parse the text of a maps file. Malformed lines and lines longer than
+ * MP_PROCMAPS_MAX_LINE give -EINVAL, unsorted or overlapping ranges
+ * -EAGAIN (a read torn by the target's own mapping changes). */
 int mp_procmaps_parse(const char *buf, size_t len, struct mp_procmaps **ret);
-/* Read and parse /proc/PID/maps. */
+/* Read and parse /proc/PID/maps, read again (up to 16 times) while the
+ * ranges come out torn: -EAGAIN when they always did. */
 int mp_procmaps_read(pid_t pid, struct mp_procmaps **ret);
 void mp_procmaps_free(struct mp_procmaps *m);
 
