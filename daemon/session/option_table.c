@@ -162,11 +162,12 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	{ MP_OPT_ID_TRACER, "tracer", 0, "tracer", MP_OPT_TRACER, FG | MP_OPT_ATTACH | MP_OPT_CONFIG,
 	  0, 0, "auto, inject, inprocess or bpf", "PATH",
 	  "how allocator calls are seen: auto (default) uses\n"
-	  "libmemprof's in-process interposer (~10-20 ns per\n"
-	  "call), injecting it into a running process that\n"
-	  "lacks it (ptrace), else eBPF uprobes, with the\n"
-	  "reason in the profile; inject (or inprocess) fails\n"
-	  "instead of falling back; bpf forces uprobes\n"
+	  "libmemprof's in-process interposer (tens of ns per\n"
+	  "call, 30x or more below a uprobe), injecting it into\n"
+	  "a running process that lacks it (ptrace), else eBPF\n"
+	  "uprobes, with the reason in the profile; inject (or\n"
+	  "inprocess) fails instead of falling back; bpf\n"
+	  "forces uprobes\n"
 	  "(docs/TRACER.md \"Two allocation paths\")" },
 	{ MP_OPT_ID_NO_PRELOAD, "no-preload", 0, NULL, MP_OPT_FLAG, MP_OPT_RUN, 0, 1, NULL, NULL,
 	  "do not LD_PRELOAD libmemprof into CMD (its\n"
