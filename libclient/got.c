@@ -8,6 +8,14 @@
  * and hooks dlopen the same way so that the objects loaded later, with
  * RTLD_DEEPBIND too, are patched when their dlopen returns.
  *
+ * Preloaded (or linked ahead of the allocator), libmemprof's malloc is the
+ * process's and every object binds to it, but one loaded with
+ * RTLD_DEEPBIND binds the allocator of its own scope (libc's) first. The
+ * library's dlopen passes every other call straight to libc's (a jump: the
+ * loader sees the program's call site, whose RUNPATH it searches) and,
+ * after a deep-bound load, patches the new objects' slots that hold the
+ * allocator libmemprof forwards to.
+ *
  * Rules: never allocate (the allocator may be unusable when this runs), no
  * lock of our own but one flag that keeps two scans apart, no log, no
  * abort; read an object's tables only within its loaded segments and the
@@ -72,8 +80,11 @@ static const char *const hook_name[H_N] = {
 	"dlclose",
 };
 
-/* Set once by the first memprof__inject, before any slot is written. */
+/* Set once by the first memprof__inject, or the first deep-bound dlopen
+ * of a process whose malloc is ours (preloaded), before any slot is
+ * written. */
 static bool ready;
+static bool preloaded;
 static uintptr_t ours[H_N];
 /* The process's first definition of each name: what a slot to patch holds;
  * and where a non-PIE executable takes its address, that executable's PLT
@@ -592,9 +603,79 @@ static void *hook_dlopen(const char *file, int mode)
 	return h;
 }
 
+/* ---- dlopen, exported: where libmemprof is first in lookup order ---- */
+
+MP_HIDDEN void *mp_next_dlopen;
+MP_HIDDEN void *mp_dlopen_deep(const char *file, int mode);
+static int setup_preloaded(void);
+
+#if defined(__x86_64__)
+/* Every call but a deep-bound one jumps to libc's dlopen with the caller's
+ * return address in place; a deep-bound one, or one before libc's is
+ * known, jumps to mp_dlopen_deep(), which finds the caller there too. */
+_Static_assert(RTLD_DEEPBIND == 8, "the test below");
+__asm__(".text\n"
+	".globl dlopen\n"
+	".type dlopen, @function\n"
+	"dlopen:\n"
+	".cfi_startproc\n"
+	"	testl $8, %esi\n"
+	"	jnz mp_dlopen_deep\n"
+	"	movq mp_next_dlopen(%rip), %rax\n"
+	"	testq %rax, %rax\n"
+	"	jz mp_dlopen_deep\n"
+	"	jmp *%rax\n"
+	".cfi_endproc\n"
+	".size dlopen, .-dlopen\n");
+#endif
+
+/* libc's dlopen, known before the program's first call where libmemprof
+ * is preloaded or linked (a constructor that runs earlier takes the slow
+ * way once). */
+__attribute__((constructor)) static void got_load(void)
+{
+	void *f = dlsym(RTLD_NEXT, "dlopen");
+
+	if (f) {
+		STORE(&libc_dlopen, (void *(*)(const char *, int))f, RELEASE);
+		STORE(&mp_next_dlopen, f, RELEASE);
+	}
+}
+
+MP_HIDDEN void *mp_dlopen_deep(const char *file, int mode)
+{
+	const void *caller = __builtin_return_address(0);
+	void *h;
+
+	if (!LOAD(&libc_dlopen, ACQUIRE)) {
+		void *f = dlsym(RTLD_NEXT, "dlopen");
+
+		if (!f)
+			return NULL;
+		STORE(&libc_dlopen, (void *(*)(const char *, int))f, RELEASE);
+		STORE(&mp_next_dlopen, f, RELEASE);
+	}
+	h = open_as(caller, file, mode);
+	if (!h || !(mode & RTLD_DEEPBIND))
+		return h;
+	/* injected: the slots that reach here are already patched ones */
+	if (LOAD(&ready, ACQUIRE) && !LOAD(&preloaded, RELAXED))
+		return h;
+	if (!try_busy()) {
+		rescan();
+		return h;
+	}
+	if (LOAD(&ready, ACQUIRE) || setup_preloaded() == 0)
+		scan(true);
+	STORE(&scan_busy, 0, RELEASE);
+	rescan();
+	return h;
+}
+
 /* ---- the entry point ---- */
 
-static int setup(void)
+/* What both uses share: our definitions, libc's dlopen and dlclose. */
+static int setup_common(void)
 {
 	static const void *const own[H_N] = {
 		(void *)mp_own_malloc,
@@ -611,14 +692,34 @@ static int setup(void)
 		(void *)hook_dlopen,
 		(void *)mp_own_dlclose,
 	};
+	void *dl = dlsym(RTLD_NEXT, "dlopen");
 	Dl_info di;
-	int r;
 
 #ifdef NO_GOT
 	return -ENOTSUP;
 #endif
+	for (int h = 0; h < H_N; h++)
+		ours[h] = (uintptr_t)own[h];
+	if (!dl || !dladdr1((void *)memprof__inject, &di, &self_lm, RTLD_DL_LINKMAP))
+		return -ENOENT;
+	STORE(&libc_dlopen, (void *(*)(const char *, int))dl, RELEASE);
+	STORE(&mp_next_dlopen, dl, RELEASE);
+	libc_dl[H_DLOPEN] = (uintptr_t)dl;
+	libc_dl[H_DLCLOSE] = (uintptr_t)dlsym(RTLD_NEXT, "dlclose");
+	vdso = getauxval(AT_SYSINFO_EHDR);
+	page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
+	return 0;
+}
+
+/* Injected: the slots to patch hold the process's first definitions. */
+static int setup(void)
+{
+	int r;
+
 	if (dlsym(RTLD_DEFAULT, "malloc") == (void *)mp_own_malloc)
 		return -EALREADY;
+	if ((r = setup_common()))
+		return r;
 	for (int h = 0; h < H_N; h++) {
 		void *d = dlsym(RTLD_DEFAULT, hook_name[h]), *f = mp_default_sym(hook_name[h]);
 
@@ -627,17 +728,36 @@ static int setup(void)
 			return -ENOTSUP;
 		theirs[h] = (uintptr_t)f;
 		theirs_plt[h] = d != f ? (uintptr_t)d : 0;
-		ours[h] = (uintptr_t)own[h];
 	}
-	libc_dlopen = (void *(*)(const char *, int))dlsym(RTLD_NEXT, "dlopen");
-	libc_dl[H_DLOPEN] = (uintptr_t)libc_dlopen;
-	libc_dl[H_DLCLOSE] = (uintptr_t)dlsym(RTLD_NEXT, "dlclose");
-	if (!libc_dlopen || !dladdr1((void *)memprof__inject, &di, &self_lm, RTLD_DL_LINKMAP))
-		return -ENOENT;
 	if ((r = mp_interpose_inject()) < 0)
 		return r;
-	vdso = getauxval(AT_SYSINFO_EHDR);
-	page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
+	STORE(&ready, true, RELEASE);
+	return 0;
+}
+
+/* Preloaded: the slots to patch hold what the interposer forwards to, the
+ * definitions after libmemprof in lookup order (an allocator without one
+ * of the functions forwards it to its own memalign: such a slot is another
+ * allocator's, left alone). With scan_busy held. */
+static int setup_preloaded(void)
+{
+	Dl_info m, f;
+	int r = setup_common();
+
+	if (r)
+		return r;
+	if (dlsym(RTLD_DEFAULT, "malloc") != (void *)mp_own_malloc)
+		return -ENOENT;
+	theirs[H_MALLOC] = (uintptr_t)dlsym(RTLD_NEXT, "malloc");
+	if (!theirs[H_MALLOC] || !dladdr((void *)theirs[H_MALLOC], &m))
+		return -ENOENT;
+	for (int h = H_FREE; h < H_ALLOC_N; h++) {
+		void *d = dlsym(RTLD_NEXT, hook_name[h]);
+
+		if (d && dladdr(d, &f) && f.dli_fbase == m.dli_fbase)
+			theirs[h] = (uintptr_t)d;
+	}
+	STORE(&preloaded, true, RELAXED);
 	STORE(&ready, true, RELEASE);
 	return 0;
 }

@@ -14,6 +14,7 @@
 
 fx_exercise_fn CAT(FX, exercise);
 fx_release_fn CAT(FX, release);
+fx_malloc_fn CAT(FX, malloc);
 
 __attribute__((visibility("default"))) void CAT(FX, exercise)(struct fx_blocks *b, size_t base)
 {
@@ -36,4 +37,10 @@ __attribute__((visibility("default"))) void CAT(FX, release)(struct fx_blocks *b
 	free(b->aa);
 	/* not a tail call: the record's caller is this object */
 	__asm__ volatile("" ::: "memory");
+}
+
+/* The malloc this object calls (its GOT slot). */
+__attribute__((visibility("default"))) fx_malloc_t *CAT(FX, malloc)(void)
+{
+	return malloc;
 }

@@ -16,6 +16,8 @@ struct fx_blocks {
 
 typedef void fx_exercise_fn(struct fx_blocks *b, size_t base);
 typedef void fx_release_fn(struct fx_blocks *b);
+typedef void *fx_malloc_t(size_t n);
+typedef fx_malloc_t *fx_malloc_fn(void);
 
 fx_exercise_fn needed_exercise, relro_exercise;
 fx_release_fn needed_release, relro_release;

@@ -352,10 +352,12 @@ Test(inject, bare_name_searched_as_the_caller)
 }
 
 /* In a program linked with libmemprof, its malloc is the first one:
- * nothing to do. */
+ * nothing to do. A library it loads with RTLD_DEEPBIND binds libc's
+ * malloc, and libmemprof's dlopen points it at libmemprof's (as when
+ * libmemprof is preloaded: tests/inject's memprof run). */
 Test(inject, linked_is_already)
 {
-	char out[32] = "";
+	char out[32] = "", *nl;
 	int fd[2], st;
 	ssize_t len;
 	pid_t pid;
@@ -365,7 +367,7 @@ Test(inject, linked_is_already)
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		dup2(fd[1], 1);
-		execl(LINKED_HELPER, LINKED_HELPER, (char *)NULL);
+		execl(LINKED_HELPER, LINKED_HELPER, DEEP_PATH, (char *)NULL);
 		_exit(127);
 	}
 	close(fd[1]);
@@ -375,4 +377,7 @@ Test(inject, linked_is_already)
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "helper status %#x", st);
 	cr_assert_gt(len, 0);
 	cr_assert_eq(atoi(out), -EALREADY, "memprof__inject in a linked program: %s", out);
+	nl = strchr(out, '\n');
+	cr_assert(nl && !strcmp(nl + 1, "1\n"),
+		  "a deep-bound library's malloc in a linked program is not libmemprof's: %s", out);
 }
