@@ -1060,7 +1060,9 @@ static void put_hardening(FILE *f, const struct mp_profile *p)
 			"lost markers: %" PRIu64 " gaps; %" PRIu64
 			" invocations left out of the kernel figures\n",
 			p->marker_gaps, lost);
-	if (p->corruption)
+	/* refused records and stuck rings have the CORRUPTION line */
+	if (p->corruption &
+	    (MP_CORRUPT_RING_HEADER | MP_CORRUPT_RING_RECORDS | MP_CORRUPT_RING_OPEN))
 		fprintf(f, "CORRUPTED marker ring:%s%s%s; marker figures are incomplete\n",
 			p->corruption & MP_CORRUPT_RING_HEADER ? " header counters" : "",
 			p->corruption & MP_CORRUPT_RING_RECORDS ? " records" : "",

@@ -304,5 +304,12 @@ Test(exec, exporters_show_execs_lost_markers_and_corruption)
 	cr_expect(strstr(buf, "\"markersLost\":true"), "%s", buf);
 	cr_expect(strstr(buf, "\"corruption\":3"), "%s", buf);
 	free(buf);
+	/* refused records alone: the CORRUPTION line, not the marker ring's */
+	p->corruption = MP_CORRUPT_RECORDS_REJECTED;
+	p->rejected[MP_REJECT_FREE_UNMAPPED] = 2;
+	txt = render(p, MP_REPORT_TABLE, NULL);
+	cr_expect(strstr(txt, "CORRUPTION: refused records: 2 freeUnmapped"), "%s", txt);
+	cr_expect(!strstr(txt, "CORRUPTED marker ring"), "%s", txt);
+	free(txt);
 	mp_profile_free(p);
 }
