@@ -68,6 +68,11 @@ struct mp_correlator_opts {
 	 * false: refused (rejected free_unmapped), never an unknown free.
 	 * NULL: only the address's range and alignment are checked. */
 	bool (*free_mapped)(void *ctx, uint64_t addr, uint64_t ts_ns);
+	/* Whether an unknown free's @caller lies inside the allocator's own
+	 * object: the allocator freeing a block itself (glibc flushing an
+	 * exiting thread's cache through free's entry, where a uprobe sees
+	 * it). Counted in the profile's internal_frees instead. NULL: never. */
+	bool (*free_internal)(void *ctx, uint64_t caller);
 	void *free_ctx;
 };
 

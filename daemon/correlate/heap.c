@@ -149,8 +149,12 @@ static __attribute__((noinline)) void unknown_free(struct mp_correlator *c,
 		why = MP_REJECT_FREE;
 	else if (ev->fn < MP_FN_MMAP && ev->addr % MALLOC_MIN_ALIGN)
 		why = MP_REJECT_FREE_MISALIGNED;
-	else if (ev->fn < MP_FN_MMAP && c->opts.free_mapped &&
-		 !c->opts.free_mapped(c->opts.free_ctx, ev->addr, ev->ts_ns))
+	else if (ev->fn < MP_FN_MMAP && c->opts.free_internal &&
+		 c->opts.free_internal(c->opts.free_ctx, ev->caller)) {
+		c->p->internal_frees++;
+		return;
+	} else if (ev->fn < MP_FN_MMAP && c->opts.free_mapped &&
+		   !c->opts.free_mapped(c->opts.free_ctx, ev->addr, ev->ts_ns))
 		why = MP_REJECT_FREE_UNMAPPED;
 	if (why == MP_REJECT_COUNT) {
 		c->p->unknown_frees++;

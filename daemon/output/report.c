@@ -741,6 +741,9 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	/* Only when it happened: it means the heap figures are not real. */
 	if (p->probe_hits_unmatched)
 		mp_json_u64(&j, "probeHitsUnmatched", p->probe_hits_unmatched);
+	/* Only when it happened, as files from before it have none. */
+	if (p->internal_frees)
+		mp_json_u64(&j, "allocatorInternalFrees", p->internal_frees);
 	mp_json_object_end(&j);
 	json_hardening(&j, p);
 	json_limits(&j, p);
@@ -1249,6 +1252,11 @@ static int write_table(const struct mp_profile *p, FILE *f)
 			" B in %" PRIu64 " blocks, unknown frees %" PRIu64 "\n",
 			p->mem.bytes_added, p->mem.tensors_added, p->peak_bytes, p->mem.alloc_bytes,
 			p->mem.alloc_count, p->mem.free_bytes, p->mem.free_count, p->unknown_frees);
+	if (p->internal_frees)
+		fprintf(f,
+			"allocator's own frees of blocks never seen allocated: %" PRIu64
+			" (a thread's cache flushed at its exit; in no figure)\n",
+			p->internal_frees);
 	mp_maps_table_head(p, f);
 	if (p->rss_samples)
 		fprintf(f, "rss: peak %" PRIu64 " B over %" PRIu64 " samples\n", p->rss_peak,

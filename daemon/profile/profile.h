@@ -420,6 +420,10 @@ struct mp_profile {
 	 * bound on peak_bytes' upward bias. */
 	double added_var, peak_var, peak_bias_bound;
 	uint64_t unknown_frees; /* frees of blocks allocated before attach */
+	/* The allocator's own frees of blocks never seen allocated, called
+	 * from inside its object (glibc flushing an exiting thread's cache:
+	 * blocks the program had freed already); in no figure. */
+	uint64_t internal_frees;
 	uint64_t unmatched_ends, unmatched_tag_ends, orphan_shapes;
 	uint64_t drops_ring, drops_bpf; /* filled in by the daemon */
 	uint64_t invocations_dropped; /* beyond the record cap */

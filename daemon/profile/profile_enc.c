@@ -755,6 +755,7 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	an->orphan_shapes = p->orphan_shapes;
 	an->accounting_errors = p->accounting_errors;
 	an->probe_hits_unmatched = p->probe_hits_unmatched;
+	an->allocator_internal_frees = p->internal_frees;
 	o->anomalies = an;
 	o->truncated = p->truncated;
 

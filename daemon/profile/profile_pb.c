@@ -829,6 +829,7 @@ static int dec_header(const Memprof__Profile *o, struct mp_profile *p, const cha
 		p->orphan_shapes = o->anomalies->orphan_shapes;
 		p->accounting_errors = o->anomalies->accounting_errors;
 		p->probe_hits_unmatched = o->anomalies->probe_hits_unmatched;
+		p->internal_frees = o->anomalies->allocator_internal_frees;
 	}
 	p->truncated = o->truncated;
 	r = dec_hardening(o, p, ret_why);

@@ -66,6 +66,45 @@ static bool free_mapped(void *ctx, uint64_t addr, uint64_t ts_ns)
 	return !s->freecheck || mp_freecheck_mapped(s->freecheck, addr, ts_ns);
 }
 
+/* The correlator's free_internal hook: on the eBPF path, whether an
+ * unknown free was called from inside the object whose free is probed
+ * (its executable mappings at the attach). glibc's free is its internal
+ * __libc_free too, which flushes an exiting thread's cache: the uprobe
+ * sees frees the program never made. The in-process interposer sees only
+ * calls that came through a GOT slot: no such free reaches it. */
+static bool free_internal(void *ctx, uint64_t caller)
+{
+	struct session *s = ctx;
+
+	if (s->path != MP_PATH_BPF || !s->tracer)
+		return false;
+	/* after an exec, once the new image's maps were read */
+	if (!s->alloc_text_known && s->maps) {
+		const struct mp_probe_info *pi;
+		size_t n = mp_tracer_probes(s->tracer, &pi);
+		const char *obj = NULL;
+
+		s->alloc_text_known = true;
+		for (size_t i = 0; i < n && !obj; i++)
+			if (pi[i].fn == MP_FN_FREE)
+				obj = pi[i].path;
+		for (size_t i = 0; obj && i < s->maps->n; i++) {
+			const struct mp_mapping *m = &s->maps->maps[i];
+
+			if (!(m->perms & MP_MAP_X) || strcmp(m->path, obj) ||
+			    s->alloc_text_n == ALLOC_TEXT_MAX)
+				continue;
+			s->alloc_text[2 * s->alloc_text_n] = m->start;
+			s->alloc_text[2 * s->alloc_text_n + 1] = m->end;
+			s->alloc_text_n++;
+		}
+	}
+	for (uint32_t i = 0; i < s->alloc_text_n; i++)
+		if (caller >= s->alloc_text[2 * i] && caller < s->alloc_text[2 * i + 1])
+			return true;
+	return false;
+}
+
 /* ---- allocator wrappers (docs/PROFILE.md "Owners") ---- */
 
 /* Frames an unwind looks through for the first caller outside the
@@ -379,6 +418,8 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t
 		s->maps = NULL;
 		s->maps_read_ns = 0;
 		mp_freecheck_exec(s->freecheck);
+		s->alloc_text_known = false;
+		s->alloc_text_n = 0;
 		s->wrap_map_lo = s->wrap_map_hi = 0;
 		if (s->wrappers) {
 			mp_wrappers_reset(s->wrappers);
@@ -878,5 +919,6 @@ void mp_sess_correlator_hooks(struct session *s, struct mp_correlator_opts *o)
 	o->observe_heap = s->o->dump ? dump_heap : NULL;
 	o->observe_ctx = s;
 	o->free_mapped = free_mapped;
+	o->free_internal = free_internal;
 	o->free_ctx = s;
 }

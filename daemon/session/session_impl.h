@@ -81,6 +81,8 @@ struct ring_ref {
 
 enum { EP_TRACER = 1, EP_TICK, EP_RSS, EP_SIGNAL, EP_DEADLINE, EP_STOP, EP_SNAPSHOT, EP_PERIODIC };
 
+#define ALLOC_TEXT_MAX 4
+
 struct session {
 	const struct mp_session_opts *o;
 	struct mp_tracer *tracer;
@@ -104,6 +106,11 @@ struct session {
 	uint64_t maps_read_ns;
 	/* where a free of a block never seen allocated may point */
 	struct mp_freecheck *freecheck;
+	/* The executable ranges of the object whose free the eBPF path
+	 * probes [lo, hi), found at the first unknown free (flow.c). */
+	uint64_t alloc_text[2 * ALLOC_TEXT_MAX];
+	uint32_t alloc_text_n;
+	bool alloc_text_known;
 	/* the unwinder and --stacks' stack table */
 	struct mp_stack_collector *collect;
 	/* Allocator wrappers (NULL: none): the allocations charged past

@@ -920,6 +920,60 @@ Test(correlator, implausible_unknown_frees_refused_by_reason)
 	mp_profile_free(p);
 }
 
+/* The free_internal hook of the next test: callers in [0x7000, 0x8000)
+ * are inside the allocator's object. */
+static bool inside_allocator(void *ctx, uint64_t caller)
+{
+	++*(int *)ctx;
+	return caller >= 0x7000 && caller < 0x8000;
+}
+
+/* An unknown free the allocator made itself (glibc's thread cache flushed
+ * at a thread's exit, through free's entry) is counted apart: no unknown
+ * free, no refusal even where the address looks unmapped, no figure; the
+ * address checks that need no caller come first; known frees never ask. */
+Test(correlator, the_allocators_own_unknown_frees_counted_apart)
+{
+	int asked = 0;
+	struct mp_correlator_opts o = { .free_mapped = mapped_below,
+					.free_internal = inside_allocator,
+					.free_ctx = &asked };
+	struct mp_heap_event ev = { .kind = MP_HEAP_UNKNOWN_FREE, .fn = MP_FN_FREE, .tid = 1 };
+	const uint64_t addrs[] = { 0x30000, 0x10010, 0x30008, 0x10004, 1ull << 56 };
+	const uint64_t callers[] = { 0x7010, 0x7ff0, 0x9000, 0x7010, 0x7010 };
+	struct stream s;
+	struct mp_profile *p;
+	struct block b;
+	int mapped_asked;
+
+	stream_init(&s, &o);
+	kbegin(&s, 1, "k");
+	b = alloc(&s, 1, 64);
+	b.caller = 0x7010;
+	release(&s, 1, &b);
+	cr_expect_eq(asked, 0);
+	for (size_t i = 0; i < sizeof(addrs) / sizeof(addrs[0]); i++) {
+		ev.ts_ns = tick(&s);
+		ev.addr = addrs[i];
+		ev.caller = callers[i];
+		mp_correlator_on_heap(s.c, &ev);
+	}
+	kend(&s, 1);
+	p = finish(&s);
+
+	/* two inside (one unmapped), one outside and unmapped: refused;
+	 * misaligned and past every address space: refused before asking */
+	cr_expect_eq(p->internal_frees, 2);
+	cr_expect_eq(p->unknown_frees, 0);
+	cr_expect_eq(p->rejected[MP_REJECT_FREE_UNMAPPED], 1);
+	cr_expect_eq(p->rejected[MP_REJECT_FREE_MISALIGNED], 1);
+	cr_expect_eq(p->rejected[MP_REJECT_FREE], 1);
+	mapped_asked = asked - 3;
+	cr_expect_eq(mapped_asked, 1, "free_mapped asked %d times", mapped_asked);
+	expect_mem_eq("mem", &p->mem, &(struct mp_mem_stats)MEM(0, 0, 64, 1, 64, 1));
+	mp_profile_free(p);
+}
+
 static void rss_sample(struct stream *s, uint64_t vm_rss)
 {
 	struct mp_rss_sample smp = {

@@ -8,6 +8,10 @@
  *
  *   matrix           the malloc family and the realloc cases
  *   threads N        N short threads, each: kernel t, malloc 100 + free, malloc 7
+ *   together N       N threads started at once (a barrier), each: kernel w,
+ *                    10 rounds of 64 blocks of 16-1015 B allocated then
+ *                    freed; they exit together (glibc flushes each one's
+ *                    thread cache through free's entry as it exits)
  *   fork | forkexec  a child that allocates (and execs /bin/true)
  *   dlopen LIB       allocations by code of a dlopen'd library
  *   loop MS          kernel it: malloc 64 + free, every millisecond for MS ms
@@ -120,6 +124,43 @@ static void threads(int n)
 		free(kept);
 	}
 	end();
+}
+
+#define TOGETHER_MAX 64
+
+static pthread_barrier_t together_start;
+
+static void *together_worker(void *arg)
+{
+	void *b[64];
+
+	pthread_barrier_wait(&together_start);
+	begin("w");
+	for (int r = 0; r < 10; r++) {
+		for (int i = 0; i < 64; i++)
+			b[i] = malloc(16 + (size_t)(i * 37 % 1000));
+		for (int i = 0; i < 64; i++)
+			free(b[i]);
+	}
+	end();
+	return arg;
+}
+
+static int together(int n)
+{
+	pthread_t t[TOGETHER_MAX];
+
+	if (n < 1 || n > TOGETHER_MAX || pthread_barrier_init(&together_start, NULL, (unsigned)n))
+		return 2;
+	begin("spawn");
+	for (int i = 0; i < n; i++)
+		if (pthread_create(&t[i], NULL, together_worker, NULL))
+			_exit(4);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	end();
+	pthread_barrier_destroy(&together_start);
+	return 0;
 }
 
 static void forked(bool exec)
@@ -255,6 +296,8 @@ int main(int argc, char **argv)
 		matrix();
 	else if (!strcmp(argv[1], "threads") && argc > 2)
 		threads(atoi(argv[2]));
+	else if (!strcmp(argv[1], "together") && argc > 2)
+		return together(atoi(argv[2]));
 	else if (!strcmp(argv[1], "fork"))
 		forked(false);
 	else if (!strcmp(argv[1], "forkexec"))

@@ -111,7 +111,9 @@ static pid_t run_start(const char *tracer, const char *preload, char *path, cons
 
 	argv[n++] = path_of("cli/memprof");
 	argv[n++] = "run";
-	if (tracer) {
+	if (tracer && !strcmp(tracer, "no-preload")) {
+		argv[n++] = "--no-preload"; /* the eBPF path's probes on libc's */
+	} else if (tracer) {
 		argv[n++] = "--tracer";
 		argv[n++] = (char *)tracer;
 	}
@@ -279,6 +281,51 @@ Test(inproc, thousand_short_threads, .timeout = 120)
 	cr_assert_eq(k->calls, 1000);
 	assert_mem(&k->incl, &want, "t");
 	mp_profile_free(p);
+}
+
+/* 16 threads that start, allocate and exit together: no unknown free
+ * and no corruption on either path, and every block freed. On the eBPF
+ * path (a program started without libmemprof: the probes on libc's, and
+ * no markers) glibc's flush of each exiting thread's cache goes through
+ * free's entry, where the uprobe sees frees of blocks the program had
+ * freed already (and of the cache itself, never seen allocated): counted
+ * apart as the allocator's own, never as unknown frees or refused
+ * records. */
+Test(inproc, threads_exiting_together_are_not_corruption, .timeout = 120)
+{
+	const struct mp_mem_stats want = { .bytes_added = 0,
+					   .tensors_added = 0,
+					   .alloc_bytes = 16 * 10 * 30616,
+					   .alloc_count = 16 * 640,
+					   .free_bytes = 16 * 10 * 30616,
+					   .free_count = 16 * 640 };
+	struct mp_profile *p[2];
+
+	need_root();
+	p[0] = run("inprocess", NULL, "tests/e2e/fixture-inproc", "together", "16");
+	p[1] = run("no-preload", NULL, "tests/e2e/fixture-inproc", "together", "16");
+	for (int i = 0; i < 2; i++) {
+		const char *path = i ? "eBPF" : "in-process";
+
+		cr_assert_eq(p[i]->tracer_path, i ? MP_PATH_BPF : MP_PATH_INPROCESS);
+		cr_assert_eq(p[i]->drops_heap + p[i]->drops_bpf, 0, "%s: drops", path);
+		cr_expect_eq(p[i]->unknown_frees, 0, "%s: %" PRIu64 " unknown frees", path,
+			     p[i]->unknown_frees);
+		cr_expect_eq(p[i]->corruption, 0, "%s: corruption %#x (%" PRIu64 " freeUnmapped)",
+			     path, p[i]->corruption, p[i]->rejected[MP_REJECT_FREE_UNMAPPED]);
+		/* the workers' blocks, and a few of the runtime's own */
+		cr_expect_geq(p[i]->mem.alloc_count, want.alloc_count, "%s", path);
+		cr_expect_leq(p[i]->mem.tensors_added, 16, "%s: %" PRId64 " blocks left", path,
+			      p[i]->mem.tensors_added);
+	}
+	assert_mem(&kernel(p[0], "w")->incl, &want, "in-process");
+	cr_assert_eq(kernel(p[0], "w")->calls, 16);
+	cr_expect_eq(p[0]->internal_frees, 0);
+	/* each thread's cache holds blocks of some of its 64 sizes */
+	cr_expect_gt(p[1]->internal_frees, 16, "eBPF: %" PRIu64 " of the allocator's own frees",
+		     p[1]->internal_frees);
+	mp_profile_free(p[0]);
+	mp_profile_free(p[1]);
 }
 
 /* The child's 10,000 allocations (before and after exec) never reach the
