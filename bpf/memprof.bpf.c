@@ -85,7 +85,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, MP_DROP_KINDS);
 	__type(key, __u32);
 	__type(value, __u64);
 } drops SEC(".maps");
@@ -224,11 +224,24 @@ static __always_inline void count_unmatched(void)
 		*n += 1;
 }
 
-static __always_inline void count_drop(void)
+/* A lost event of @type (MP_RAW_*, flags allowed) from @fn: by kind
+ * (enum mp_drop_kind), since a lost free makes the live figures upper
+ * bounds and a lost allocation lower ones. */
+static __always_inline void count_drop(__u32 type, __u32 fn)
 {
-	__u32 zero = 0;
-	__u64 *n = bpf_map_lookup_elem(&drops, &zero);
+	__u32 kind = MP_DROP_OTHER;
+	__u64 *n;
 
+	if (fn < MP_FN_MMAP) {
+		type &= 0xff;
+		if (type == MP_RAW_ALLOC)
+			kind = MP_DROP_ALLOC;
+		else if (type == MP_RAW_FREE)
+			kind = MP_DROP_FREE;
+		else if (type == MP_RAW_REALLOC)
+			kind = MP_DROP_REALLOC;
+	}
+	n = bpf_map_lookup_elem(&drops, &kind);
 	if (n)
 		*n += 1;
 }
@@ -242,7 +255,7 @@ static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr
 
 	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	if (!e) {
-		count_drop();
+		count_drop(type, fn);
 		return 0;
 	}
 	e->type = type;
@@ -309,7 +322,7 @@ static __noinline int emit_stack(struct pt_regs *ctx, struct mp_stack_record *b,
 	avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 	wake = avail / wakeup_bytes != (avail + total + 8) / wakeup_bytes;
 	if (bpf_ringbuf_output(&events, b, total, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP))
-		count_drop();
+		count_drop(b->ev.type, b->ev.fn);
 	return 0;
 }
 
@@ -448,7 +461,8 @@ static __always_inline int keep_sampled(__u64 addr, int how)
 	if (!sample_bytes || how == NOT_SAMPLED)
 		return how;
 	if (bpf_map_update_elem(&sampled, &addr, &one, BPF_ANY)) {
-		count_drop();
+		/* neither the block nor its free is sent */
+		count_drop(MP_RAW_ALLOC, MP_FN_MALLOC);
 		return NOT_SAMPLED;
 	}
 	return how;

@@ -49,6 +49,18 @@ enum mp_alloc_fn {
 	MP_FN_CUSTOM = 32,
 };
 
+/* The BPF side's drops (events lost to a full ring buffer, or a sampled
+ * block it could not remember), counted by what they take from the heap
+ * figures: the malloc family's allocations, frees and reallocs; anything
+ * else (mappings, pools, exec) is OTHER. Keys of the drops map. */
+enum mp_drop_kind {
+	MP_DROP_ALLOC = 0,
+	MP_DROP_FREE,
+	MP_DROP_REALLOC,
+	MP_DROP_OTHER,
+	MP_DROP_KINDS,
+};
+
 /* Or'ed into @type by the BPF side in sampled mode for a sampled allocation
  * smaller than the sampling interval; the tracer replaces @size with its
  * unbiased estimate and clears the flag before delivering the event. */

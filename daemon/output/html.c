@@ -99,14 +99,13 @@ static void flags_drops(struct mp_json *j, const struct mp_profile *p)
 	if (p->drops_bpf)
 		flag(j, "warn",
 		     "%" PRIu64
-		     " allocator events were lost (the BPF ring buffer was full): the heap "
-		     "figures are incomplete.",
-		     p->drops_bpf);
+		     " allocator events were lost (the BPF ring buffer was full: %" PRIu64
+		     " allocations, %" PRIu64 " frees, %" PRIu64 " reallocs): %s.",
+		     p->drops_bpf, p->drops_bpf_allocs, p->drops_bpf_frees, p->drops_bpf_reallocs,
+		     mp_profile_heap_bound_text(p));
 	if (p->drops_heap)
-		flag(j, "warn",
-		     "%" PRIu64 " heap records were dropped in the process: the heap figures are "
-		     "lower bounds.",
-		     p->drops_heap);
+		flag(j, "warn", "%" PRIu64 " heap records were dropped in the process: %s.",
+		     p->drops_heap, mp_profile_heap_bound_text(p));
 	if (p->invocations_dropped)
 		flag(j, "warn",
 		     "%" PRIu64

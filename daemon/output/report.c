@@ -674,6 +674,31 @@ static void json_wrappers(struct mp_json *j, const struct mp_profile *p)
 	mp_json_object_end(j);
 }
 
+static void json_drops(struct mp_json *j, const struct mp_profile *p)
+{
+	mp_json_object_begin(j, "drops");
+	mp_json_u64(j, "ring", p->drops_ring);
+	mp_json_u64(j, "bpf", p->drops_bpf);
+	mp_json_u64(j, "invocations", p->invocations_dropped);
+	mp_json_u64(j, "markers", p->dropped_markers);
+	mp_json_u64(j, "sites", p->sites_dropped);
+	if (p->tracer_path)
+		mp_json_u64(j, "heap", p->drops_heap);
+	/* Only when something was lost: files without losses keep their shape. */
+	if (p->drops_bpf) {
+		mp_json_u64(j, "bpfAllocs", p->drops_bpf_allocs);
+		mp_json_u64(j, "bpfFrees", p->drops_bpf_frees);
+		mp_json_u64(j, "bpfReallocs", p->drops_bpf_reallocs);
+		mp_json_u64(j, "bpfOthers", p->drops_bpf_others);
+	}
+	if (p->drops_bpf || p->drops_heap)
+		mp_json_str(j, "heapBound", mp_heap_bound_name(mp_profile_heap_bound(p)));
+	/* Only when streaming lost something: older readers' shape stays. */
+	if (p->stream_chunks_lost)
+		mp_json_u64(j, "streamChunks", p->stream_chunks_lost);
+	mp_json_object_end(j);
+}
+
 static int write_json(const struct mp_profile *p, FILE *f)
 {
 	struct mp_json j;
@@ -720,18 +745,7 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	mp_maps_json_profile(&j, p);
 	mp_json_u64(&j, "unknownFrees", p->unknown_frees);
 	mp_json_bool(&j, "truncated", p->truncated);
-	mp_json_object_begin(&j, "drops");
-	mp_json_u64(&j, "ring", p->drops_ring);
-	mp_json_u64(&j, "bpf", p->drops_bpf);
-	mp_json_u64(&j, "invocations", p->invocations_dropped);
-	mp_json_u64(&j, "markers", p->dropped_markers);
-	mp_json_u64(&j, "sites", p->sites_dropped);
-	if (p->tracer_path)
-		mp_json_u64(&j, "heap", p->drops_heap);
-	/* Only when streaming lost something: older readers' shape stays. */
-	if (p->stream_chunks_lost)
-		mp_json_u64(&j, "streamChunks", p->stream_chunks_lost);
-	mp_json_object_end(&j);
+	json_drops(&j, p);
 	mp_json_object_begin(&j, "anomalies");
 	mp_json_u64(&j, "unmatchedEnds", p->unmatched_ends);
 	mp_json_u64(&j, "unmatchedTagEnds", p->unmatched_tag_ends);
@@ -813,6 +827,22 @@ static void put_span(FILE *f, uint64_t ns)
 	fprintf(f, "%" PRIu64 "ns", ns);
 }
 
+static void put_losses(FILE *f, const struct mp_profile *p)
+{
+	if (p->drops_heap)
+		fprintf(f,
+			"LOST: %" PRIu64 " heap records dropped in the process; %s; allocated "
+			"and freed totals are lower bounds\n",
+			p->drops_heap, mp_profile_heap_bound_text(p));
+	if (p->drops_bpf)
+		fprintf(f,
+			"LOST: %" PRIu64 " events (BPF ring buffer full): %" PRIu64
+			" allocations, %" PRIu64 " frees, %" PRIu64 " reallocs, %" PRIu64
+			" others; %s\n",
+			p->drops_bpf, p->drops_bpf_allocs, p->drops_bpf_frees,
+			p->drops_bpf_reallocs, p->drops_bpf_others, mp_profile_heap_bound_text(p));
+}
+
 /* What the heap figures below mean depends on how they were traced. */
 static void put_mode(FILE *f, const struct mp_profile *p)
 {
@@ -848,9 +878,7 @@ static void put_mode(FILE *f, const struct mp_profile *p)
 		fprintf(f, "path: eBPF uprobes (%s)\n", p->tracer_path_reason);
 	else if (p->tracer_path == MP_PATH_BPF)
 		fputs("path: eBPF uprobes\n", f);
-	if (p->drops_heap)
-		fprintf(f, "heap records dropped: %" PRIu64 " (heap figures are lower bounds)\n",
-			p->drops_heap);
+	put_losses(f, p);
 	if (p->duty_period_ns) {
 		fputs("duty cycle ", f);
 		put_span(f, p->duty_on_ns);

@@ -386,6 +386,41 @@ int mp_tracer_choice_parse(const char *s, uint32_t *ret)
 	return mp_tracer_path_parse(s, ret);
 }
 
+enum mp_heap_bound mp_profile_heap_bound(const struct mp_profile *p)
+{
+	bool lower = p->drops_bpf_allocs, upper = p->drops_bpf_frees;
+	uint64_t known = p->drops_bpf_allocs + p->drops_bpf_frees + p->drops_bpf_reallocs +
+			 p->drops_bpf_others;
+
+	if (p->drops_heap || p->drops_bpf_reallocs || (lower && upper) || p->drops_bpf > known)
+		return MP_BOUND_NONE;
+	return lower ? MP_BOUND_LOWER : upper ? MP_BOUND_UPPER : MP_BOUND_EXACT;
+}
+
+const char *mp_profile_heap_bound_text(const struct mp_profile *p)
+{
+	switch (mp_profile_heap_bound(p)) {
+	case MP_BOUND_LOWER:
+		return "new, live, leaked and peak heap figures are lower bounds (allocations "
+		       "lost)";
+	case MP_BOUND_UPPER:
+		return "new, live, leaked and peak heap figures are upper bounds (frees lost: "
+		       "their blocks stay live)";
+	case MP_BOUND_NONE:
+		return "new, live, leaked and peak heap figures are neither upper nor lower "
+		       "bounds (allocations and frees lost)";
+	default:
+		return "the heap figures are whole (only mapping, pool or exec events)";
+	}
+}
+
+const char *mp_heap_bound_name(enum mp_heap_bound b)
+{
+	static const char *const names[] = { "exact", "lower", "upper", "none" };
+
+	return (unsigned)b < sizeof(names) / sizeof(names[0]) ? names[b] : "none";
+}
+
 const char *mp_tracer_path_name(uint32_t path)
 {
 	return path < sizeof(tracer_path_names) / sizeof(tracer_path_names[0]) ?

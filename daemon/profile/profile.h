@@ -426,6 +426,12 @@ struct mp_profile {
 	uint64_t internal_frees;
 	uint64_t unmatched_ends, unmatched_tag_ends, orphan_shapes;
 	uint64_t drops_ring, drops_bpf; /* filled in by the daemon */
+	/* Of drops_bpf, the malloc family's allocations, frees and reallocs,
+	 * and the rest (mappings, pools, exec); drops_bpf above their sum
+	 * (a file from before they were counted): of unknown kind. Lost frees leave blocks live:
+	 * the live, leaked and peak figures are then upper bounds; lost
+	 * allocations make them lower bounds (mp_profile_heap_bound()). */
+	uint64_t drops_bpf_allocs, drops_bpf_frees, drops_bpf_reallocs, drops_bpf_others;
 	uint64_t invocations_dropped; /* beyond the record cap */
 	uint64_t dropped_markers; /* beyond stack/name/shape caps */
 	uint64_t accounting_errors; /* inconsistent frees, clamped */
@@ -707,5 +713,23 @@ struct mp_region {
 int mp_profile_region(const struct mp_profile *p, const char *spec, struct mp_region *ret);
 /* Whether invocation @i is @anc or nested (at any depth) in it. */
 bool mp_profile_inv_within(const struct mp_profile *p, uint32_t i, uint32_t anc);
+
+/* What lost heap events make of the live figures (new bytes and blocks,
+ * live, leaked, peak, per kernel, owner, tag and site; the allocated and
+ * freed totals are lower bounds whatever was lost): a lost free leaves
+ * its block live (upper bounds), a lost allocation leaves it out (lower
+ * bounds), both or a lost realloc: neither holds. In-process drops are of
+ * either kind (neither). docs/PROFILE.md "Drops". */
+enum mp_heap_bound {
+	MP_BOUND_EXACT, /* nothing of the malloc family was lost */
+	MP_BOUND_LOWER,
+	MP_BOUND_UPPER,
+	MP_BOUND_NONE,
+};
+enum mp_heap_bound mp_profile_heap_bound(const struct mp_profile *p);
+/* The same in words, for the report and the HTML page. */
+const char *mp_profile_heap_bound_text(const struct mp_profile *p);
+/* "exact", "lower", "upper", "none" (JSON drops.heapBound). */
+const char *mp_heap_bound_name(enum mp_heap_bound b);
 
 #endif /* MP_PROFILE_H */

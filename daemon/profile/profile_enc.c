@@ -748,6 +748,10 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	drops->sites = p->sites_dropped;
 	drops->heap = p->drops_heap;
 	drops->stream_chunks = p->stream_chunks_lost;
+	drops->bpf_allocs = p->drops_bpf_allocs;
+	drops->bpf_frees = p->drops_bpf_frees;
+	drops->bpf_reallocs = p->drops_bpf_reallocs;
+	drops->bpf_others = p->drops_bpf_others;
 	o->drops = drops;
 	memprof__anomalies__init(an);
 	an->unmatched_ends = p->unmatched_ends;

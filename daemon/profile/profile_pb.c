@@ -817,6 +817,10 @@ static int dec_header(const Memprof__Profile *o, struct mp_profile *p, const cha
 	if (o->drops) {
 		p->drops_ring = o->drops->ring;
 		p->drops_bpf = o->drops->bpf;
+		p->drops_bpf_allocs = o->drops->bpf_allocs;
+		p->drops_bpf_frees = o->drops->bpf_frees;
+		p->drops_bpf_reallocs = o->drops->bpf_reallocs;
+		p->drops_bpf_others = o->drops->bpf_others;
 		p->invocations_dropped = o->drops->invocations;
 		p->dropped_markers = o->drops->markers;
 		p->sites_dropped = o->drops->sites;

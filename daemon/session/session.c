@@ -443,7 +443,17 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 		return r;
 	p->rss_interval_ns = o->rss_hz ? 1000000000ull / o->rss_hz : 0;
 	p->pss_interval_ns = o->rss_hz && o->pss_every ? p->rss_interval_ns * o->pss_every : 0;
-	p->drops_bpf = mp_tracer_drops(s->tracer);
+	{
+		uint64_t k[MP_DROP_KINDS];
+
+		mp_tracer_drops_by_kind(s->tracer, k);
+		p->drops_bpf_allocs = k[MP_DROP_ALLOC];
+		p->drops_bpf_frees = k[MP_DROP_FREE];
+		p->drops_bpf_reallocs = k[MP_DROP_REALLOC];
+		p->drops_bpf_others = k[MP_DROP_OTHER];
+		p->drops_bpf =
+			k[MP_DROP_ALLOC] + k[MP_DROP_FREE] + k[MP_DROP_REALLOC] + k[MP_DROP_OTHER];
+	}
 	warn_unmatched(s, p);
 	/* rss mode implies rss_stat attribution */
 	p->rss_exact = o->rss_exact || o->mode == MP_TRACE_RSS;

@@ -1226,10 +1226,9 @@ void mp_tracer_set_wrappers(struct mp_tracer *t, const uint64_t *lohi, uint32_t 
 	__atomic_store_n(&b->wrap_hi, lohi[2 * n - 1], __ATOMIC_SEQ_CST);
 }
 
-static uint64_t percpu_sum(const struct bpf_map *map)
+static uint64_t percpu_sum_at(const struct bpf_map *map, uint32_t key)
 {
 	int ncpu = libbpf_num_possible_cpus();
-	uint32_t zero = 0;
 	uint64_t *v, sum = 0;
 
 	if (ncpu <= 0)
@@ -1237,16 +1236,32 @@ static uint64_t percpu_sum(const struct bpf_map *map)
 	v = calloc((size_t)ncpu, sizeof(*v));
 	if (!v)
 		return 0;
-	if (!bpf_map_lookup_elem(bpf_map__fd(map), &zero, v))
+	if (!bpf_map_lookup_elem(bpf_map__fd(map), &key, v))
 		for (int i = 0; i < ncpu; i++)
 			sum += v[i];
 	free(v);
 	return sum;
 }
 
+static uint64_t percpu_sum(const struct bpf_map *map)
+{
+	return percpu_sum_at(map, 0);
+}
+
 uint64_t mp_tracer_drops(const struct mp_tracer *t)
 {
-	return percpu_sum(t->skel->maps.drops);
+	uint64_t kinds[MP_DROP_KINDS], sum = 0;
+
+	mp_tracer_drops_by_kind(t, kinds);
+	for (int i = 0; i < MP_DROP_KINDS; i++)
+		sum += kinds[i];
+	return sum;
+}
+
+void mp_tracer_drops_by_kind(const struct mp_tracer *t, uint64_t ret[MP_DROP_KINDS])
+{
+	for (uint32_t i = 0; i < MP_DROP_KINDS; i++)
+		ret[i] = percpu_sum_at(t->skel->maps.drops, i);
 }
 
 uint64_t mp_tracer_unmatched(const struct mp_tracer *t)

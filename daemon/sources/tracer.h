@@ -180,6 +180,8 @@ void mp_tracer_set_inproc_tls(struct mp_tracer *t, int64_t tls_off);
 void mp_tracer_set_wrappers(struct mp_tracer *t, const uint64_t *lohi, uint32_t n);
 /* Events lost to a full ring buffer since attach (all CPUs). */
 uint64_t mp_tracer_drops(const struct mp_tracer *t);
+/* The same by what they lost (enum mp_drop_kind, memprof_events.h). */
+void mp_tracer_drops_by_kind(const struct mp_tracer *t, uint64_t ret[MP_DROP_KINDS]);
 /* Allocator probe hits that were not the target's, although the uprobes
  * are attached to the target alone: its pid was not recognised (a
  * vfork'ed child sharing its memory also counts). */

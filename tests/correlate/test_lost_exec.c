@@ -313,3 +313,68 @@ Test(exec, exporters_show_execs_lost_markers_and_corruption)
 	free(txt);
 	mp_profile_free(p);
 }
+
+/* Lost heap events: the report says, before any figure, which way the
+ * live figures are off (a lost free leaves its block live), in the table,
+ * the JSON and the HTML page. */
+Test(lost_events, the_bound_follows_what_was_lost)
+{
+	const struct {
+		uint64_t allocs, frees, reallocs, others, heap;
+		enum mp_heap_bound bound;
+		const char *words, *json;
+	} cases[] = {
+		{ 0, 0, 0, 0, 0, MP_BOUND_EXACT, NULL, NULL },
+		{ 0, 7, 0, 0, 0, MP_BOUND_UPPER, "are upper bounds (frees lost", "upper" },
+		{ 5, 0, 0, 0, 0, MP_BOUND_LOWER, "are lower bounds (allocations lost)", "lower" },
+		{ 5, 7, 0, 0, 0, MP_BOUND_NONE, "are neither upper nor lower bounds", "none" },
+		{ 0, 0, 1, 0, 0, MP_BOUND_NONE, "are neither upper nor lower bounds", "none" },
+		{ 0, 0, 0, 3, 0, MP_BOUND_EXACT, "heap figures are whole", "exact" },
+		{ 0, 0, 0, 0, 9, MP_BOUND_NONE, "are neither upper nor lower bounds", "none" },
+		/* counted before the kinds were: unknown */
+		{ 0, 0, 0, 0, 0, MP_BOUND_NONE, "are neither upper nor lower bounds", "none" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct stream s;
+		struct mp_profile *p;
+		char *txt, *lost, *heap, want[64];
+
+		stream_init(&s, NULL);
+		kbegin(&s, 1, "k");
+		kend(&s, 1);
+		p = finish(&s);
+		p->drops_bpf_allocs = cases[i].allocs;
+		p->drops_bpf_frees = cases[i].frees;
+		p->drops_bpf_reallocs = cases[i].reallocs;
+		p->drops_bpf_others = cases[i].others;
+		p->drops_bpf =
+			cases[i].allocs + cases[i].frees + cases[i].reallocs + cases[i].others;
+		p->drops_heap = cases[i].heap;
+		p->tracer_path = cases[i].heap ? MP_PATH_INPROCESS : MP_PATH_BPF;
+		if (i == sizeof(cases) / sizeof(cases[0]) - 1)
+			p->drops_bpf = 4;
+		cr_expect_eq(mp_profile_heap_bound(p), cases[i].bound, "cases[%zu]", i);
+
+		txt = render(p, MP_REPORT_TABLE, NULL);
+		lost = strstr(txt, "LOST: ");
+		heap = strstr(txt, "\nheap: ");
+		if (!cases[i].words) {
+			cr_expect_null(lost, "cases[%zu]:\n%s", i, txt);
+		} else {
+			cr_expect(lost && heap && lost < heap,
+				  "cases[%zu]: not before the figures:\n%s", i, txt);
+			cr_expect(lost && strstr(lost, cases[i].words), "cases[%zu]:\n%s", i, txt);
+		}
+		free(txt);
+		txt = render(p, MP_REPORT_JSON, NULL);
+		if (cases[i].json) {
+			snprintf(want, sizeof(want), "\"heapBound\": \"%s\"", cases[i].json);
+			cr_expect(strstr(txt, want), "cases[%zu]: no %s", i, want);
+		} else {
+			cr_expect_null(strstr(txt, "heapBound"), "cases[%zu]", i);
+		}
+		free(txt);
+		mp_profile_free(p);
+	}
+}

@@ -58,7 +58,7 @@ struct result {
 	size_t n_live, n_expected;
 	size_t n_exec, n_exit;
 	size_t n_events; /* everything delivered, EXIT included */
-	uint64_t drops;
+	uint64_t drops, drops_kind[MP_DROP_KINDS];
 	/* rss_stat, member ANON: first, highest, last value; events from
 	 * threads of other processes */
 	size_t n_rss, n_rss_foreign;
@@ -339,6 +339,7 @@ static void run(char *const argv[], bool exec_mode, const struct mp_tracer_opts 
 	cr_assert(!r->n_probes || mp_tracer_detaching(t), "probes detached in the foreground");
 	cr_assert_eq(mp_tracer_consume(t, collect, &ev), -ESRCH);
 	r->drops = mp_tracer_drops(t);
+	mp_tracer_drops_by_kind(t, r->drops_kind);
 	mp_tracer_free(t);
 	cr_assert_eq(waitpid(f.pid, &status, 0), f.pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "fixture status %d", status);
@@ -712,6 +713,11 @@ Test(tracer, drops_are_counted, .timeout = 60)
 	/* every event is either delivered or counted, none vanishes */
 	cr_assert_eq(r.drops, 2, "drops %llu, events %zu", (unsigned long long)r.drops, r.n_events);
 	cr_assert_eq(r.n_events, 63 + 1 /* EXIT */);
+	/* by what they lost: the script's last two events, frees */
+	cr_assert_eq(r.drops_kind[MP_DROP_FREE], 2);
+	cr_assert_eq(r.drops_kind[MP_DROP_ALLOC] + r.drops_kind[MP_DROP_REALLOC] +
+			     r.drops_kind[MP_DROP_OTHER],
+		     0);
 	cr_assert_eq(r.n_exit, 1);
 }
 
