@@ -38,11 +38,15 @@ HOT uint64_t heap_ts(void)
 	return likely(mp_rw_heap_clock == MP_TS_TSC) ? mp_rdtsc() : heap_ts_monotonic();
 }
 
-/* Bounded wait of a precise-mode heap record for ring space (heapprofd's
- * block_client model), at most WAIT_MAX_NS in all, by the clock (1 s: the
- * bound used to count 5,000 sleeps of a nominal 20 us, which took 0.35 s
- * to seconds; a true 100 ms dropped records of the exactness tests at
- * load 12, the daemon being off the CPU that long):
+/* Wait of a precise-mode heap record for ring space (heapprofd's
+ * block_client model), as long as the consumer holds the ring's lease when
+ * it asks so (alloc_max_wait_ns MP_WAIT_LEASE: precise stays exact however
+ * long the daemon is slow or stopped, and a daemon that dies releases the
+ * ring), else at most alloc_max_wait_ns, or WAIT_MAX_NS (an older
+ * consumer, or one without the lease), by the clock (1 s: the bound used
+ * to count 5,000 sleeps of a nominal 20 us, which took 0.35 s to seconds;
+ * a true 100 ms dropped records of the exactness tests at load 12, the
+ * daemon being off the CPU that long):
  * - spin WAIT_SPINS times: a daemon that is draining gives space back
  *   every 256 records it reads, some 10-20 us apart;
  * - then yield the CPU (sched_yield) until WAIT_YIELD_NS have passed: on
@@ -51,13 +55,16 @@ HOT uint64_t heap_ts(void)
  *   within that time; a sleep would oversleep it (a 20 us nanosleep takes
  *   70-250 us in a VM: the timer slack is 50 us);
  * - then sleep in WAIT_SLEEP_NS steps (a daemon that has backed off to a
- *   slower tick, or a stalled one).
+ *   slower tick, or a stalled one), WAIT_LONG_SLEEP_NS ones past
+ *   WAIT_MAX_NS (a stopped daemon: a thousand wake-ups a second, not
+ *   fifty thousand).
  * A thread whose wait timed out drops at once until the consumer moves
  * again, so a stalled consumer costs one timeout, not one per record. */
 #define WAIT_SPINS 1024
 #define WAIT_YIELD_NS (500 * 1000ull)
 #define WAIT_SLEEP_NS (20 * 1000)
 #define WAIT_MAX_NS (1000 * 1000 * 1000ull)
+#define WAIT_LONG_SLEEP_NS (1000 * 1000)
 
 /* Records ahead of the writer whose slot mp_ring_write() prefetches. */
 #define RING_PREFETCH 8
@@ -136,9 +143,20 @@ static inline __attribute__((always_inline)) bool lease_look(enum mp_rw_wait wai
 	       unlikely(ts - LOAD(&lease_look_ts, RELAXED) >= LEASE_TICKS) && lease_due(ts);
 }
 
+/* How long this wait may last (UINT64_MAX: while the lease holds). */
+static uint64_t wait_bound(void)
+{
+	uint64_t max = LOAD(&mp_rw.hdr->alloc_max_wait_ns, RELAXED);
+
+	if (!max ||
+	    (max == MP_WAIT_LEASE && !(LOAD(&mp_rw.hdr->attached, RELAXED) & MP_ATTACHED_LEASE)))
+		return WAIT_MAX_NS;
+	return max;
+}
+
 static bool ring_wait_inner(struct mp_rw_tls *t, uint64_t pos)
 {
-	uint64_t t0 = 0;
+	uint64_t t0 = 0, max = wait_bound();
 
 	__atomic_fetch_add(&mp_rw.hdr->alloc_waits, 1, __ATOMIC_RELAXED);
 	for (unsigned i = 0;; i++) {
@@ -152,14 +170,16 @@ static bool ring_wait_inner(struct mp_rw_tls *t, uint64_t pos)
 			spent = now - t0;
 			if (consumer_gone(now))
 				return false;
-			if (spent >= WAIT_MAX_NS) {
+			if (max != MP_WAIT_LEASE && spent >= max) {
 				t->gave_up = 1;
 				return false;
 			}
 			if (spent < WAIT_YIELD_NS) {
 				sched_yield();
 			} else {
-				struct timespec ts = { .tv_nsec = WAIT_SLEEP_NS };
+				struct timespec ts = { .tv_nsec = spent < WAIT_MAX_NS ?
+									  WAIT_SLEEP_NS :
+									  WAIT_LONG_SLEEP_NS };
 
 				nanosleep(&ts, NULL);
 			}

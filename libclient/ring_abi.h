@@ -12,6 +12,7 @@
 #define MEMPROF_RING_ABI_H
 
 #include <stdint.h>
+#include <stddef.h>
 
 /* memfd name; the consumer looks for "/memfd:" MP_RING_MEMFD_NAME in
  * /proc/PID/fd. */
@@ -62,6 +63,8 @@
  */
 #define MP_RING_LEASE_BYTE 0
 #define MP_ATTACHED_LEASE 0x80000000u
+/* mp_ring_hdr.alloc_max_wait_ns: no bound while the lease is held. */
+#define MP_WAIT_LEASE UINT64_MAX
 
 /* Values of mp_ring_hdr.alloc_mode. */
 enum mp_alloc_mode {
@@ -122,6 +125,13 @@ struct mp_ring_hdr {
 	 * the daemon's syscall tracepoints skip the allocator's own mappings
 	 * with it. Written once by the creator; 0 unknown. */
 	int64_t alloc_tls_off;
+	/* Precise mode, written by the consumer before alloc_mode: how long a
+	 * thread waits for room in its full ring before it drops the record
+	 * (docs/RING.md "Waiting for space"). 0 (an older consumer): 1 s.
+	 * MP_WAIT_LEASE: as long as the consumer holds the ring's lease (1 s
+	 * for a consumer without it). In what was padding before drops: no
+	 * other field moved. */
+	uint64_t alloc_max_wait_ns;
 	/* Records dropped because a ring was full, all threads. */
 	uint64_t drops __attribute__((aligned(64)));
 	/* Global order of memprof_phase() calls, for the attach snapshot. */
@@ -166,6 +176,10 @@ struct mp_ring_hdr {
 		uint64_t lo, hi;
 	} wrap[MP_RING_WRAP_MAX];
 };
+
+_Static_assert(offsetof(struct mp_ring_hdr, alloc_max_wait_ns) == 120 &&
+		       offsetof(struct mp_ring_hdr, drops) == 128,
+	       "alloc_max_wait_ns took the padding before drops");
 
 /* Values of mp_slot.clock (docs/RING.md "Clocks"). */
 enum mp_ts_clock {

@@ -309,6 +309,8 @@ static void ring_retire(struct session *s)
 		s->stacks_copied_closed += copied;
 	}
 	s->corruption |= mp_sess_ring_rejects(ref->c, s->rejected, &s->stuck_rings);
+	/* no thread may wait on a ring nobody reads any more */
+	mp_consumer_set_alloc_mode(ref->c, MP_ALLOC_OFF, 0);
 	s->ring = NULL;
 	s->ring_ref = NULL;
 	if (!ref->pending) {
@@ -317,6 +319,11 @@ static void ring_retire(struct session *s)
 	}
 	ref->next = s->retired;
 	s->retired = ref;
+}
+
+void mp_sess_ring_stop(struct session *s)
+{
+	ring_retire(s);
 }
 
 /* One item of @ref has been dispatched. */
@@ -787,6 +794,7 @@ static int ring_open(struct session *s)
 	if (s->path == MP_PATH_INPROCESS) {
 		o.alloc_mode = s->o->mode == MP_TRACE_SAMPLED ? MP_ALLOC_SAMPLED : MP_ALLOC_PRECISE;
 		o.alloc_sample_bytes = s->o->sample_bytes;
+		o.alloc_max_wait_ns = s->o->max_wait_ns ? s->o->max_wait_ns : MP_WAIT_LEASE;
 		o.alloc_stack_bytes = s->o->stacks ? session_stack_bytes(s->o) : 0;
 		o.alloc_stack_depth =
 			s->o->stack_depth ? s->o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;

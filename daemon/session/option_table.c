@@ -123,6 +123,12 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "mean sampling interval of --mode sampled in bytes\n"
 	  "(default 4096, K/M/G suffixes; allocations >= N\n"
 	  "always exact; implies --mode sampled)" },
+	{ MP_OPT_ID_MAX_WAIT, "max-wait", 0, NULL, MP_OPT_SECONDS, FG, 1, 3600 * NS_PER_S, NULL,
+	  "SECONDS",
+	  "precise mode, in-process path: how long a thread\n"
+	  "waits for room in its full ring before it drops the\n"
+	  "record (default: as long as the daemon lives, so\n"
+	  "that the figures stay exact however slow it is)" },
 	{ MP_OPT_ID_DUTY, "duty", 0, NULL, MP_OPT_TEXT, FG, 0, 0,
 	  "ON/PERIOD with 0 < ON < PERIOD, units ms or s", "ON/PERIOD",
 	  "attach the allocator probes only for ON of every\n"

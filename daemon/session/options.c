@@ -123,6 +123,7 @@ static const struct {
 	FIELD(RSS_EXACT, session.rss_exact),
 	FIELD(MODE, session.mode),
 	FIELD(SAMPLE_BYTES, session.sample_bytes),
+	FIELD(MAX_WAIT, session.max_wait_ns),
 	FIELD(STACKS, session.stacks),
 	FIELD(NO_DEFAULT_WRAPPERS, session.no_default_wrappers),
 	FIELD(STACK_DEPTH, session.stack_depth),

@@ -737,6 +737,8 @@ int mp_session_run(const struct mp_session_opts *opts, struct mp_profile **ret)
 			r = mp_sess_drain_ring(&s);
 		if (r == 0)
 			r = mp_order_release_to(s.order, UINT64_MAX);
+		if (r == 0)
+			mp_sess_ring_stop(&s);
 		if (r == 0 && opts->dump)
 			dump_summary(&s);
 	}

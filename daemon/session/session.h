@@ -70,6 +70,10 @@ struct mp_session_opts {
 	size_t n_wrapper_fns;
 	bool no_default_wrappers;
 	uint64_t lag_ns; /* merge watermark lag; 0: default (10 ms) */
+	/* Precise mode, in-process path: how long an allocating thread waits
+	 * for ring space before it drops; 0: as long as the daemon lives (it
+	 * holds the ring's lease). */
+	uint64_t max_wait_ns;
 	FILE *dump; /* print every event here in merged order (NULL: don't) */
 	bool verbose;
 	/* Called once everything is attached (memprof run resumes its child). */

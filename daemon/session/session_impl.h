@@ -165,6 +165,11 @@ struct session {
  * into the ordering stage, and what it releases to the correlator. */
 int mp_sess_cycle(struct session *s);
 int mp_sess_drain_tracer(struct session *s);
+/* The rings are read no more (the final drain is done): their counters
+ * are taken now and the interposer turned off, so that no thread waits
+ * for a ring while the profile is built (a precise-mode thread waits as
+ * long as the daemon holds the lease). */
+void mp_sess_ring_stop(struct session *s);
 int mp_sess_drain_ring(struct session *s);
 int mp_sess_sample_rss(struct session *s);
 /* The wrappers of the address space as s->maps has it, resolved and

@@ -444,6 +444,7 @@ static int consumer_attach(struct mp_consumer *c, const struct mp_consumer_opts 
 		STORE(&c->hdr->alloc_stack_bytes, o->alloc_stack_bytes, RELAXED);
 		/* the wrapped allocations' FRAMES too, stacks or not */
 		STORE(&c->hdr->alloc_stack_depth, o->alloc_stack_depth, RELAXED);
+		STORE(&c->hdr->alloc_max_wait_ns, o->alloc_max_wait_ns, RELAXED);
 		alloc_mode_on(c, o->alloc_mode, o->alloc_sample_bytes);
 	}
 	STORE(&c->hdr->attached, mp_lease_attached(c->hdr, c->lease), SEQ_CST);

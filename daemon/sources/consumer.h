@@ -109,6 +109,11 @@ struct mp_consumer_opts {
 	 * sends copies only. */
 	uint32_t alloc_stack_depth;
 	uint64_t alloc_sample_bytes;
+	/* Precise mode: how long an allocating thread waits for room in its
+	 * full ring before it drops (ring_abi.h alloc_max_wait_ns):
+	 * MP_WAIT_LEASE while this consumer holds the lease; 0: libmemprof's
+	 * old bound (1 s). */
+	uint64_t alloc_max_wait_ns;
 	int (*before_attach)(void *ctx, struct mp_consumer *c);
 	void *ctx;
 	uint64_t stall_ns;

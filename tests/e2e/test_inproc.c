@@ -773,3 +773,73 @@ Test(inproc, temporary_allocations_go_in_one_step_and_stay_exact, .timeout = 120
 	cr_assert_leq(pairs, n);
 	mp_profile_free(p);
 }
+
+/* `memprof run [--max-wait @max_wait] -- fixture-inproc temps 0 N`,
+ * stopped (SIGSTOP) for 2.5 s while the fixture fills its ring: the
+ * profile. */
+static struct mp_profile *stopped_for_long(const char *max_wait, long n)
+{
+	struct timespec warm = { .tv_nsec = 400 * 1000 * 1000 },
+			stop = { .tv_sec = 2, .tv_nsec = 500 * 1000 * 1000 };
+	char path[] = "/tmp/mp-inproc-XXXXXX", nbuf[32];
+	char *argv[16];
+	int fd, n_args = 0;
+	pid_t pid;
+
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	snprintf(nbuf, sizeof(nbuf), "%ld", n);
+	argv[n_args++] = path_of("cli/memprof");
+	argv[n_args++] = "run";
+	argv[n_args++] = "--tracer";
+	argv[n_args++] = "inprocess";
+	if (max_wait) {
+		argv[n_args++] = "--max-wait";
+		argv[n_args++] = (char *)max_wait;
+	}
+	argv[n_args++] = "-o";
+	argv[n_args++] = path;
+	argv[n_args++] = "--print";
+	argv[n_args++] = "none";
+	argv[n_args++] = "--";
+	argv[n_args++] = path_of("tests/e2e/fixture-inproc");
+	argv[n_args++] = "temps";
+	argv[n_args++] = "0";
+	argv[n_args++] = nbuf;
+	argv[n_args] = NULL;
+	cr_assert_eq(posix_spawn(&pid, argv[0], NULL, NULL, argv, env_with(NULL)), 0);
+	nanosleep(&warm, NULL);
+	cr_assert_eq(kill(pid, SIGSTOP), 0);
+	nanosleep(&stop, NULL);
+	cr_assert_eq(kill(pid, SIGCONT), 0);
+	cr_assert_eq(wait_exit(pid, "memprof run"), 0);
+	return load(path);
+}
+
+/* Precise mode stays exact while its daemon lives, however long it is
+ * stopped: a thread whose ring is full waits as long as the daemon holds
+ * the ring's lease (it used to drop after 1 s). --max-wait trades that
+ * for a bound: records are then dropped, and the profile says its live
+ * figures are neither upper nor lower bounds. */
+Test(inproc, precise_waits_for_a_stopped_daemon, .timeout = 120)
+{
+	const long n = 20 * 1000 * 1000;
+	struct mp_profile *p;
+
+	need_root();
+	if (strcmp(suite_path(), "inprocess"))
+		return;
+	p = stopped_for_long(NULL, n);
+	cr_assert_eq(p->drops_heap, 0, "%" PRIu64 " heap records dropped", p->drops_heap);
+	cr_assert_gt(p->heap_waits, 0);
+	cr_assert_eq(kernel(p, "temps")->incl.alloc_count, (uint64_t)n + TEMPS_KEPT);
+	cr_assert_eq(kernel(p, "temps")->incl.free_count, (uint64_t)n + TEMPS_KEPT);
+	cr_assert_eq(mp_profile_heap_bound(p), MP_BOUND_EXACT);
+	mp_profile_free(p);
+
+	p = stopped_for_long("0.2", n);
+	cr_assert_gt(p->drops_heap, 0, "no record dropped with --max-wait 0.2");
+	cr_assert_eq(mp_profile_heap_bound(p), MP_BOUND_NONE);
+	mp_profile_free(p);
+}
