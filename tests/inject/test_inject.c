@@ -454,8 +454,8 @@ static int lib_mappings(pid_t pid, const char *lib)
  * millisecond, with @preload (NULL: none) preloaded; @deep: libtoydeep
  * takes the process's malloc (not loaded with RTLD_DEEPBIND, or it binds
  * the process's allocator itself). The first attach loads libmemprof,
- * every later one finds it; each gives exact figures for every step it
- * saw whole; the target never stops running and ends cleanly (exit 0:
+ * every later one finds it; none loses a record, and each gives exact
+ * figures for every step it saw whole; the target never stops running and ends cleanly (exit 0:
  * an ASan-built target aborts on a block freed by another allocator than
  * the one that made it, and on a leak). */
 static void stress(const char *exe, const char *preload, bool deep, int n)
@@ -472,7 +472,6 @@ static void stress(const char *exe, const char *preload, bool deep, int n)
 	char *argv[] = { mp_test_build_path(exe_path), "8", "0", "loop", NULL };
 	unsigned long steps = 0, seen = 0;
 	struct fixture f;
-	int lossy = 0;
 
 	fixture_start(&f, argv, env_with(fenv));
 	for (int i = 0; i < n; i++) {
@@ -488,21 +487,18 @@ static void stress(const char *exe, const char *preload, bool deep, int n)
 		cr_assert(p->injected);
 		cr_assert_eq(!!strstr(p->tracer_path_reason, "(already loaded)"), i > 0,
 			     "attach %d: %s", i, p->tracer_path_reason);
-		/* precise mode drops after a writer waited 1 s for a daemon
-		 * that is not reading: the profile says so and its figures are
-		 * lower bounds (docs/TRACER.md), not checked here */
-		if (p->drops_heap)
-			lossy++;
-		else
-			seen += steps_exact(p, deep);
+		/* precise mode loses nothing while the daemon lives: a writer
+		 * waits as long as it holds the ring's lease */
+		cr_assert_eq(p->drops_heap, 0, "attach %d: %" PRIu64 " heap records dropped", i,
+			     p->drops_heap);
+		seen += steps_exact(p, deep);
 		mp_profile_free(p);
 		cr_assert_eq(lib_mappings(f.pid, inject_lib()), 1);
 	}
 	kill(f.pid, SIGTERM);
 	fixture_end(&f, last, sizeof(last));
 	cr_assert_eq(sscanf(last, "done %lu", &steps), 1, "fixture: %s", last);
-	cr_log_info("%d attaches, %d with heap records dropped, %lu complete steps checked", n,
-		    lossy, seen);
+	cr_log_info("%d attaches, %lu complete steps checked", n, seen);
 	cr_assert_gt(seen, (unsigned long)n / 2, "%lu complete steps in %d attaches", seen, n);
 	cr_assert_geq(steps, seen);
 }
