@@ -513,6 +513,9 @@ static bool try_busy(void)
  * still served by the same allocator). */
 static void rescan(void)
 {
+	/* nothing to patch for until a setup succeeded */
+	if (!LOAD(&ready, ACQUIRE))
+		return;
 	STORE(&scan_pending, 1, RELEASE);
 	while (LOAD(&scan_pending, ACQUIRE)) {
 		if (!try_busy())
@@ -665,6 +668,8 @@ MP_HIDDEN void *mp_dlopen_deep(const char *file, int mode)
 		rescan();
 		return h;
 	}
+	/* a process whose malloc is not ours (another allocator ahead of a
+	 * linked libmemprof, not injected) gets nothing patched */
 	if (LOAD(&ready, ACQUIRE) || setup_preloaded() == 0)
 		scan(true);
 	STORE(&scan_busy, 0, RELEASE);

@@ -351,13 +351,9 @@ Test(inject, bare_name_searched_as_the_caller)
 	mp_consumer_free(c);
 }
 
-/* In a program linked with libmemprof, its malloc is the first one:
- * nothing to do. A library it loads with RTLD_DEEPBIND binds libc's
- * malloc, and libmemprof's dlopen points it at libmemprof's (as when
- * libmemprof is preloaded: tests/inject's memprof run). */
-Test(inject, linked_is_already)
+/* LINKED_HELPER DEEP_PATH [@mode], with @preload preloaded: its output. */
+static void linked_run(const char *preload, const char *mode, char *out, size_t size)
 {
-	char out[32] = "", *nl;
 	int fd[2], st;
 	ssize_t len;
 	pid_t pid;
@@ -367,17 +363,43 @@ Test(inject, linked_is_already)
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		dup2(fd[1], 1);
-		execl(LINKED_HELPER, LINKED_HELPER, DEEP_PATH, (char *)NULL);
+		if (preload)
+			setenv("LD_PRELOAD", preload, 1);
+		execl(LINKED_HELPER, LINKED_HELPER, DEEP_PATH, mode, (char *)NULL);
 		_exit(127);
 	}
 	close(fd[1]);
-	len = read(fd[0], out, sizeof(out) - 1);
+	len = read(fd[0], out, size - 1);
 	close(fd[0]);
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "helper status %#x", st);
 	cr_assert_gt(len, 0);
+	out[len] = '\0';
+}
+
+/* In a program linked with libmemprof, its malloc is the first one:
+ * nothing to do. A library it loads with RTLD_DEEPBIND binds libc's
+ * malloc, and libmemprof's dlopen points it at libmemprof's (as when
+ * libmemprof is preloaded: tests/inject's memprof run). */
+Test(inject, linked_is_already)
+{
+	char out[32] = "", *nl;
+
+	linked_run(NULL, NULL, out, sizeof(out));
 	cr_assert_eq(atoi(out), -EALREADY, "memprof__inject in a linked program: %s", out);
 	nl = strchr(out, '\n');
 	cr_assert(nl && !strcmp(nl + 1, "1\n"),
 		  "a deep-bound library's malloc in a linked program is not libmemprof's: %s", out);
+}
+
+/* The same program with jemalloc ahead of libmemprof, and never injected:
+ * libmemprof's dlopen patches nothing (the process's malloc is not
+ * libmemprof's), the deep-bound library keeps libc's, and the program's
+ * first calls through its lazy slots still reach jemalloc. */
+Test(inject, linked_behind_another_allocator_patches_nothing)
+{
+	char out[32] = "";
+
+	linked_run(JEMALLOC_PATH, "other", out, sizeof(out));
+	cr_assert_str_eq(out, "0\n0\n1\n", "helper printed:\n%s", out);
 }
