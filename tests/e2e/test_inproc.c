@@ -774,13 +774,47 @@ Test(inproc, temporary_allocations_go_in_one_step_and_stay_exact, .timeout = 120
 	mp_profile_free(p);
 }
 
+/* CPU time (clock ticks) of @pid's first child, once it has one: the
+ * fixture that `memprof run` resumes once attached; -1 before. */
+static long child_ticks(pid_t pid)
+{
+	char p[64], buf[1024], *close_paren;
+	unsigned long ut, st;
+	pid_t child = 0;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "/proc/%d/task/%d/children", (int)pid, (int)pid);
+	f = fopen(p, "re");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &child) != 1)
+		child = 0;
+	fclose(f);
+	if (child <= 0)
+		return -1;
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)child);
+	f = fopen(p, "re");
+	if (!f)
+		return -1;
+	close_paren = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	/* after the name: state and 11 fields, then utime and stime */
+	if (!close_paren ||
+	    sscanf(close_paren + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
+		   &st) != 2)
+		return -1;
+	return (long)(ut + st);
+}
+
 /* `memprof run [--max-wait @max_wait] -- fixture-inproc temps 0 N`,
- * stopped (SIGSTOP) for 2.5 s while the fixture fills its ring: the
- * profile. */
+ * stopped (SIGSTOP) for 2.5 s once the fixture has run 50 ms of CPU
+ * (attached: memprof run resumes it then), so that it fills its ring
+ * while its daemon is stopped: the profile. */
 static struct mp_profile *stopped_for_long(const char *max_wait, long n)
 {
-	struct timespec warm = { .tv_nsec = 400 * 1000 * 1000 },
+	struct timespec poll = { .tv_nsec = 5 * 1000 * 1000 },
 			stop = { .tv_sec = 2, .tv_nsec = 500 * 1000 * 1000 };
+	long hz = sysconf(_SC_CLK_TCK);
 	char path[] = "/tmp/mp-inproc-XXXXXX", nbuf[32];
 	char *argv[16];
 	int fd, n_args = 0;
@@ -809,7 +843,10 @@ static struct mp_profile *stopped_for_long(const char *max_wait, long n)
 	argv[n_args++] = nbuf;
 	argv[n_args] = NULL;
 	cr_assert_eq(posix_spawn(&pid, argv[0], NULL, NULL, argv, env_with(NULL)), 0);
-	nanosleep(&warm, NULL);
+	for (int i = 0; child_ticks(pid) < (hz + 19) / 20; i++) {
+		cr_assert_lt(i, 6000, "the fixture did not run within 30 s");
+		nanosleep(&poll, NULL);
+	}
 	cr_assert_eq(kill(pid, SIGSTOP), 0);
 	nanosleep(&stop, NULL);
 	cr_assert_eq(kill(pid, SIGCONT), 0);
