@@ -195,7 +195,94 @@ int mp_procmaps_read(pid_t pid, struct mp_procmaps **ret)
 
 	for (int i = 0; i < MP_PROCMAPS_READS && r == -EAGAIN; i++)
 		r = read_once(pid, ret);
+	/* A process that has exited (a zombie, or one tearing its address
+	 * space down) reads as no mapping at all, which a live one never is:
+	 * a copy read before is worth more than that. */
+	if (r == 0 && !(*ret)->n) {
+		mp_procmaps_free(*ret);
+		*ret = NULL;
+		r = -ESRCH;
+	}
 	return r;
+}
+
+/* Whether a mapping of @m (sorted) overlaps [start, end). */
+static bool overlaps(const struct mp_procmaps *m, uint64_t start, uint64_t end)
+{
+	size_t lo = 0, hi = m->n;
+
+	/* the first mapping that ends past @start */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (m->maps[mid].end <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < m->n && m->maps[lo].start < end;
+}
+
+int mp_procmaps_merge(struct mp_procmaps **into, struct mp_procmaps *fresh)
+{
+	struct mp_procmaps *old = *into, *m;
+	size_t n = fresh->n, bytes = 0, i = 0, j = 0, sp = 0;
+	bool *keep;
+
+	if (!old) {
+		*into = fresh;
+		return 0;
+	}
+	keep = calloc(old->n ? old->n : 1, sizeof(*keep));
+	m = calloc(1, sizeof(*m));
+	if (!keep || !m) {
+		free(keep);
+		free(m);
+		mp_procmaps_free(fresh);
+		return -ENOMEM;
+	}
+	for (size_t k = 0; k < old->n; k++) {
+		keep[k] = !overlaps(fresh, old->maps[k].start, old->maps[k].end);
+		if (keep[k]) {
+			n++;
+			bytes += strlen(old->maps[k].path) + 1;
+		}
+	}
+	for (size_t k = 0; k < fresh->n; k++)
+		bytes += strlen(fresh->maps[k].path) + 1;
+	m->maps = calloc(n ? n : 1, sizeof(*m->maps));
+	m->strings = malloc(bytes ? bytes : 1);
+	if (!m->maps || !m->strings) {
+		mp_procmaps_free(m);
+		free(keep);
+		mp_procmaps_free(fresh);
+		return -ENOMEM;
+	}
+	/* both lists are sorted and what is kept of @old overlaps nothing
+	 * of @fresh: one sorted list */
+	while (i < old->n || j < fresh->n) {
+		const struct mp_mapping *src;
+		size_t len;
+
+		if (i < old->n && !keep[i]) {
+			i++;
+			continue;
+		}
+		if (j >= fresh->n || (i < old->n && old->maps[i].start < fresh->maps[j].start))
+			src = &old->maps[i++];
+		else
+			src = &fresh->maps[j++];
+		len = strlen(src->path) + 1;
+		m->maps[m->n] = *src;
+		memcpy(m->strings + sp, src->path, len);
+		m->maps[m->n++].path = m->strings + sp;
+		sp += len;
+	}
+	free(keep);
+	mp_procmaps_free(old);
+	mp_procmaps_free(fresh);
+	*into = m;
+	return 0;
 }
 
 void mp_procmaps_free(struct mp_procmaps *m)

@@ -39,8 +39,14 @@ struct mp_procmaps {
  * -EAGAIN (a read torn by the target's own mapping changes). */
 int mp_procmaps_parse(const char *buf, size_t len, struct mp_procmaps **ret);
 /* Read and parse /proc/PID/maps, read again (up to 16 times) while the
- * ranges come out torn: -EAGAIN when they always did. */
+ * ranges come out torn: -EAGAIN when they always did; -ESRCH when there
+ * is no mapping (the process has exited). */
 int mp_procmaps_read(pid_t pid, struct mp_procmaps **ret);
+/* What is known of an address space that changes: @fresh (taken over)
+ * replaces *@into where their ranges overlap, and what else *@into had
+ * stays (a library unmapped since still names the allocations it made
+ * before). -ENOMEM leaves *@into as it was. */
+int mp_procmaps_merge(struct mp_procmaps **into, struct mp_procmaps *fresh);
 void mp_procmaps_free(struct mp_procmaps *m);
 
 /* The mapping containing @addr, or NULL. */

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "procmaps.h"
@@ -119,4 +121,73 @@ Test(procmaps, reads_own_maps)
 	cr_assert(m->perms & MP_MAP_X);
 	mp_procmaps_free(pm);
 	cr_assert_eq(mp_procmaps_read(-1, &pm), -ENOENT);
+}
+
+/* An exited process (a zombie) shows no mapping at all: that is no
+ * address space to replace a copy read before with. */
+Test(procmaps, exited_process_reads_as_gone)
+{
+	struct mp_procmaps *pm = NULL;
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(0);
+	/* a zombie until reaped */
+	for (int i = 0; i < 2000; i++) {
+		char path[64], st[256] = "";
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		f = fopen(path, "r");
+		cr_assert_not_null(f);
+		cr_assert_not_null(fgets(st, sizeof(st), f));
+		fclose(f);
+		if (strstr(st, ") Z "))
+			break;
+		usleep(1000);
+	}
+	cr_assert_eq(mp_procmaps_read(pid, &pm), -ESRCH);
+	cr_assert_null(pm);
+	cr_assert_eq(waitpid(pid, NULL, 0), pid);
+}
+
+static struct mp_procmaps *parsed(const char *text)
+{
+	struct mp_procmaps *pm;
+
+	cr_assert_eq(mp_procmaps_parse(text, strlen(text), &pm), 0);
+	return pm;
+}
+
+Test(procmaps, merge_keeps_what_the_fresh_read_does_not_cover)
+{
+	struct mp_procmaps *known = parsed("1000-2000 r-xp 0 fe:1 1 /a\n"
+					   "3000-5000 r-xp 0 fe:1 2 /gone\n"
+					   "8000-9000 rw-p 0 0:0 0 \n"),
+			   *fresh = parsed("1000-2000 r-xp 0 fe:1 1 /a\n"
+					   "4000-6000 r-xp 0 fe:1 3 /new\n"
+					   "a000-b000 r-xp 0 fe:1 4 /later\n");
+	static const struct {
+		uint64_t start;
+		const char *path;
+	} want[] = { { 0x1000, "/a" }, { 0x4000, "/new" }, { 0x8000, "" }, { 0xa000, "/later" } };
+
+	cr_assert_eq(mp_procmaps_merge(&known, fresh), 0);
+	cr_assert_eq(known->n, 4);
+	for (size_t i = 0; i < 4; i++) {
+		cr_assert_eq(known->maps[i].start, want[i].start, "mapping %zu", i);
+		cr_assert_str_eq(known->maps[i].path, want[i].path, "mapping %zu", i);
+	}
+	/* /gone overlapped /new: the fresh read wins */
+	cr_assert_str_eq(mp_procmaps_find(known, 0x4800)->path, "/new");
+	cr_assert_null(mp_procmaps_find(known, 0x3800));
+	cr_assert_str_eq(mp_procmaps_find(known, 0x8800)->path, "");
+	mp_procmaps_free(known);
+
+	known = NULL;
+	fresh = parsed("1000-2000 r-xp 0 fe:1 1 /a\n");
+	cr_assert_eq(mp_procmaps_merge(&known, fresh), 0);
+	cr_assert_eq(known, fresh);
+	mp_procmaps_free(known);
 }
