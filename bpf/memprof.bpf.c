@@ -246,18 +246,9 @@ static __always_inline void count_drop(__u32 type, __u32 fn)
 		*n += 1;
 }
 
-static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr, __u64 size,
-				__u64 old_addr, __u64 caller)
+/* The fields of @e every event has: @type, @fn, ids and time. */
+static __always_inline void event_head(struct mp_raw_event *e, __u64 pid_tgid, __u32 type, __u32 fn)
 {
-	struct mp_raw_event *e;
-	__u64 avail;
-	bool wake;
-
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	if (!e) {
-		count_drop(type, fn);
-		return 0;
-	}
 	e->type = type;
 	e->fn = fn;
 	e->pid = pid_tgid >> 32;
@@ -271,6 +262,21 @@ static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr
 		e->tid = e->tid ? ns.pid : 0;
 	}
 	e->ts_ns = bpf_ktime_get_ns();
+}
+
+static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr, __u64 size,
+				__u64 old_addr, __u64 caller)
+{
+	struct mp_raw_event *e;
+	__u64 avail;
+	bool wake;
+
+	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (!e) {
+		count_drop(type, fn);
+		return 0;
+	}
+	event_head(e, pid_tgid, type, fn);
 	e->addr = addr;
 	e->size = size;
 	e->old_addr = old_addr;
@@ -735,6 +741,104 @@ int BPF_PROG(mp_sys_exit, struct pt_regs *regs, long ret)
 	return 0;
 }
 
+/* ---- objects the dynamic loader maps (dlopen) ----
+ *
+ * A library loaded and called by a process that exits at once is gone
+ * from /proc before the daemon reads its allocations: the loader's own
+ * notification names it while it is mapped. The loader calls
+ * _dl_debug_state() (a uprobe, not a return probe: dlopen finds its
+ * caller by its return address) with r_debug's state RT_ADD before it maps
+ * a new object and RT_CONSISTENT once every new object is mapped, each one
+ * appended to the list r_debug heads (struct link_map, <link.h>). dlopen
+ * runs one at a time in a process (the loader's lock). */
+struct mp_link_map {
+	__u64 l_addr, l_name, l_ld, l_next, l_prev;
+};
+
+#define R_DEBUG_MAP 8 /* r_debug.r_map */
+#define R_DEBUG_STATE 24 /* r_debug.r_state */
+#define MP_RT_CONSISTENT 0
+#define MP_RT_ADD 1
+#define DL_WALK_MAX 4096 /* objects in the list */
+#define DL_NEW_MAX 256 /* new objects reported after one load */
+
+/* _r_debug's address minus _dl_debug_state's in the target's loader, set by
+ * tracer.c (0: not known, nothing is reported). */
+volatile __s64 r_debug_delta = 0;
+/* The last object of the list when a load began (RT_ADD). */
+__u64 dl_tail = 0;
+__u32 dl_adding = 0;
+
+static __always_inline __u64 link_next(__u64 lm)
+{
+	__u64 next = 0;
+
+	bpf_probe_read_user(&next, sizeof(next),
+			    (void *)(lm + __builtin_offsetof(struct mp_link_map, l_next)));
+	return next;
+}
+
+SEC("uprobe")
+int mp_dl_state(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 r, lm = 0;
+	int state = -1;
+
+	if (!is_target(pid_tgid) || !r_debug_delta)
+		return 0;
+	/* a uprobe's handler sees the probed address */
+	r = PT_REGS_IP(ctx) + r_debug_delta;
+	if (bpf_probe_read_user(&state, sizeof(state), (void *)(r + R_DEBUG_STATE)))
+		return 0;
+	if (state == MP_RT_ADD) {
+		bpf_probe_read_user(&lm, sizeof(lm), (void *)(r + R_DEBUG_MAP));
+		for (int i = 0; i < DL_WALK_MAX && lm; i++) {
+			__u64 next = link_next(lm);
+
+			if (!next)
+				break;
+			lm = next;
+		}
+		dl_tail = lm;
+		dl_adding = 1;
+		return 0;
+	}
+	if (state != MP_RT_CONSISTENT || !dl_adding || !dl_tail) {
+		dl_adding = 0; /* RT_DELETE: a dlclose */
+		return 0;
+	}
+	dl_adding = 0;
+	/* from the tail on: the loader may have appended the first new
+	 * object before it said RT_ADD (glibc 2.36 does); an old one sent
+	 * again is known already */
+	lm = dl_tail;
+	for (int i = 0; i < DL_NEW_MAX && lm; i++) {
+		struct mp_link_map l;
+		struct mp_raw_object *o;
+
+		if (bpf_probe_read_user(&l, sizeof(l), (void *)lm))
+			break;
+		o = bpf_ringbuf_reserve(&events, sizeof(*o), 0);
+		if (!o) {
+			count_drop(MP_RAW_OBJECT, 0);
+			break;
+		}
+		event_head(&o->ev, pid_tgid, MP_RAW_OBJECT, 0);
+		o->ev.addr = l.l_addr;
+		o->ev.size = 0;
+		o->ev.old_addr = lm;
+		o->ev.caller = 0;
+		o->path[0] = '\0';
+		if (l.l_name)
+			bpf_probe_read_user_str(o->path, sizeof(o->path), (void *)l.l_name);
+		/* rare, and wanted before the process can exit */
+		bpf_ringbuf_submit(o, BPF_RB_FORCE_WAKEUP);
+		lm = l.l_next;
+	}
+	return 0;
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
@@ -748,6 +852,7 @@ int BPF_PROG(mp_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm 
 	st = thread_state(&calls, false);
 	if (st)
 		st->active = 0;
+	dl_adding = 0;
 	return emit(pid_tgid, MP_RAW_EXEC, 0, 0, 0, 0, 0);
 }
 

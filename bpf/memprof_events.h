@@ -26,6 +26,10 @@ enum mp_raw_type {
 	/* rss_stat: counter @fn (enum mp_rss_member) of the target's mm is now
 	 * @size bytes. */
 	MP_RAW_RSS_STAT = 6,
+	/* The dynamic loader mapped an object (dlopen): its load bias is
+	 * @addr, its struct link_map @old_addr; the record is struct
+	 * mp_raw_object (its path follows the event). */
+	MP_RAW_OBJECT = 7,
 };
 
 /* Which function produced the event. Custom --alloc/--free functions are
@@ -101,6 +105,14 @@ struct mp_raw_stack {
 	__u64 ip, sp, bp;
 	__u32 len; /* stack bytes that follow */
 	__u32 pad;
+};
+
+/* The path of an MP_RAW_OBJECT as the loader named it (l_name, cut to
+ * MP_OBJECT_PATH_MAX - 1 bytes, NUL-terminated). */
+#define MP_OBJECT_PATH_MAX 512
+struct mp_raw_object {
+	struct mp_raw_event ev;
+	char path[MP_OBJECT_PATH_MAX];
 };
 
 #endif /* MEMPROF_EVENTS_H */

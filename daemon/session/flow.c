@@ -27,6 +27,7 @@
 #include "rss.h"
 #include "session.h"
 #include "collect.h"
+#include "modules.h"
 #include "symbolize.h"
 #include "util.h"
 
@@ -46,9 +47,8 @@ static const char *resolve_owner(void *ctx, uint64_t addr)
 		struct mp_procmaps *fresh;
 
 		s->maps_read_ns = mp_now_ns();
-		if (mp_procmaps_read(s->o->pid, &fresh) == 0) {
-			mp_procmaps_free(s->maps);
-			s->maps = fresh;
+		if (mp_procmaps_read(s->o->pid, &fresh) == 0 &&
+		    mp_procmaps_merge(&s->maps, fresh) == 0) {
 			m = mp_procmaps_find(s->maps, addr);
 			mp_sess_wrappers_update(s);
 		}
@@ -183,9 +183,8 @@ static void wrap_note_caller(struct session *s, uint64_t caller)
 	m = s->maps ? mp_procmaps_find(s->maps, caller) : NULL;
 	if (!m && !s->exited && mp_now_ns() - s->maps_read_ns >= WRAP_REREAD_NS) {
 		s->maps_read_ns = mp_now_ns();
-		if (mp_procmaps_read(s->o->pid, &fresh) == 0) {
-			mp_procmaps_free(s->maps);
-			s->maps = fresh;
+		if (mp_procmaps_read(s->o->pid, &fresh) == 0 &&
+		    mp_procmaps_merge(&s->maps, fresh) == 0) {
 			wrap_step(s, s->maps, caller);
 			m = mp_procmaps_find(s->maps, caller);
 		}
@@ -656,6 +655,32 @@ static uint32_t stack_frames(void *ctx, uint32_t id, const uint64_t **ret_frames
 	return mp_stack_collect_frames(s->collect, id, ret_frames);
 }
 
+/* An object the dynamic loader mapped (MP_RAW_OBJECT) at load bias @bias,
+ * @path as it named it: its mappings are known from now on, from /proc
+ * while the process lives, else from its file, so that the allocations
+ * read after a process exited at once are still charged to it. */
+static void object_loaded(struct session *s, uint64_t bias, const char *path)
+{
+	const struct mp_mapping *m = s->maps ? mp_procmaps_find(s->maps, bias) : NULL;
+	struct mp_procmaps *fresh;
+
+	if (!path || !path[0])
+		return;
+	if (s->o->dump)
+		fprintf(s->o->dump, "object bias=0x%" PRIx64 " path=%s\n", bias, path);
+	if (m && m->path[0] == '/')
+		return;
+	if (!s->exited && mp_procmaps_read(s->o->pid, &fresh) == 0 &&
+	    mp_procmaps_merge(&s->maps, fresh) == 0) {
+		s->maps_read_ns = mp_now_ns();
+		m = mp_procmaps_find(s->maps, bias);
+	}
+	if ((!m || m->path[0] != '/') && mp_object_mappings(s->o->pid, path, bias, &fresh) == 0 &&
+	    mp_procmaps_merge(&s->maps, fresh) == 0)
+		s->objects_from_files++;
+	mp_sess_wrappers_update(s);
+}
+
 static int on_raw(void *ctx, const struct mp_raw_event *ev)
 {
 	struct session *s = ctx;
@@ -664,6 +689,10 @@ static int on_raw(void *ctx, const struct mp_raw_event *ev)
 		uint32_t stack;
 	} item = { .ev = *ev };
 
+	if (ev->type == MP_RAW_OBJECT) {
+		object_loaded(s, ev->addr, mp_tracer_object_path(s->tracer));
+		return 0;
+	}
 	if (ev->type == MP_RAW_EXIT)
 		s->exited = true;
 	if (ev->type == MP_RAW_EXEC)

@@ -297,6 +297,8 @@ static int setup_pipeline(struct session *s)
 	 * a process that exits before we process them are still known. */
 	s->maps_read_ns = mp_now_ns();
 	r = mp_procmaps_read(o->pid, &s->maps);
+	if (r == -ESRCH) /* gone already: what it sent is still read */
+		r = mp_procmaps_parse("", 0, &s->maps);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: reading /proc/%d/maps: %m", (int)o->pid,
 				       (int)o->pid);
@@ -670,6 +672,10 @@ static void teardown(struct session *s)
 		log_debug("pid %d: /proc/%d/maps re-read for frees of blocks never seen "
 			  "allocated: %" PRIu64,
 			  (int)s->o->pid, (int)s->o->pid, mp_freecheck_reads(s->freecheck));
+	if (s->objects_from_files)
+		log_debug("pid %d: %" PRIu64 " loaded objects placed from their files (gone from "
+			  "/proc/%d/maps when read)",
+			  (int)s->o->pid, s->objects_from_files, (int)s->o->pid);
 	if (s->wrap_fallbacks)
 		log_debug("pid %d: %" PRIu64 " allocations left at a wrapper, %" PRIu64
 			  " of them without a stack",

@@ -104,6 +104,9 @@ struct session {
 	struct mp_correlator *corr;
 	struct mp_procmaps *maps;
 	uint64_t maps_read_ns;
+	/* objects the loader named that /proc no longer showed: their
+	 * mappings taken from their files (flow.c object_loaded()) */
+	uint64_t objects_from_files;
 	/* where a free of a block never seen allocated may point */
 	struct mp_freecheck *freecheck;
 	/* The executable ranges of the object whose free the eBPF path

@@ -472,7 +472,7 @@ static int vaddr_to_offset(Elf *elf, uint64_t file_size, uint64_t vaddr, uint64_
 	return -ENOENT;
 }
 
-static int find_in(Elf *elf, GElf_Word type, const char *name, GElf_Sym *ret)
+static int find_in(Elf *elf, GElf_Word type, int sym_type, const char *name, GElf_Sym *ret)
 {
 	GElf_Shdr sh;
 	Elf_Scn *scn = find_section(elf, type, &sh);
@@ -493,7 +493,7 @@ static int find_in(Elf *elf, GElf_Word type, const char *name, GElf_Sym *ret)
 		if (!gelf_getsym(d, (int)i, &sym))
 			break;
 		bind = GELF_ST_BIND(sym.st_info);
-		if (sym.st_shndx == SHN_UNDEF || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+		if (sym.st_shndx == SHN_UNDEF || GELF_ST_TYPE(sym.st_info) != sym_type ||
 		    (bind != STB_GLOBAL && bind != STB_WEAK) || !sym.st_value)
 			continue;
 		sn = elf_strptr(elf, sh.sh_link, sym.st_name);
@@ -515,8 +515,8 @@ int mp_symbols_lookup(struct mp_symbols *s, const char *name, const char *object
 
 		if (!o->elf || (object && !object_matches(o, object)))
 			continue;
-		if (find_in(o->elf, SHT_DYNSYM, name, &sym) < 0 &&
-		    (i != 0 || find_in(o->elf, SHT_SYMTAB, name, &sym) < 0))
+		if (find_in(o->elf, SHT_DYNSYM, STT_FUNC, name, &sym) < 0 &&
+		    (i != 0 || find_in(o->elf, SHT_SYMTAB, STT_FUNC, name, &sym) < 0))
 			continue;
 		if (vaddr_to_offset(o->elf, o->size, sym.st_value, &off) < 0)
 			continue;
@@ -526,6 +526,29 @@ int mp_symbols_lookup(struct mp_symbols *s, const char *name, const char *object
 			.vaddr = sym.st_value,
 			.size = sym.st_size,
 			.offset = off,
+			.object = i,
+		};
+		return 0;
+	}
+	return -ENOENT;
+}
+
+int mp_symbols_lookup_data(struct mp_symbols *s, const char *name, const char *object,
+			   struct mp_symbol *ret_sym)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		struct mp_object *o = &s->objs[i];
+		GElf_Sym sym;
+
+		if (!o->elf || (object && !object_matches(o, object)))
+			continue;
+		if (find_in(o->elf, SHT_DYNSYM, STT_OBJECT, name, &sym) < 0)
+			continue;
+		*ret_sym = (struct mp_symbol){
+			.path = o->path,
+			.root_path = o->root_path,
+			.vaddr = sym.st_value,
+			.size = sym.st_size,
 			.object = i,
 		};
 		return 0;

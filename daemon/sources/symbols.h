@@ -48,6 +48,12 @@ const char *mp_symbols_object(const struct mp_symbols *s, size_t i);
 int mp_symbols_lookup(struct mp_symbols *s, const char *name, const char *object,
 		      struct mp_symbol *ret_sym);
 
+/* The exported data object @name (@object as above): its first definition
+ * in lookup order, the one every reference binds to. No file offset (it
+ * may lie in .bss). */
+int mp_symbols_lookup_data(struct mp_symbols *s, const char *name, const char *object,
+			   struct mp_symbol *ret_sym);
+
 /* Read up to @len bytes of code at @sym's start; *ret_len gets the count. */
 int mp_symbols_read_code(struct mp_symbols *s, const struct mp_symbol *sym, uint8_t *buf,
 			 size_t len, size_t *ret_len);

@@ -102,11 +102,14 @@ struct mp_tracer {
 	size_t rb_page;
 	/* The stack of the event being delivered (NULL outside). */
 	const struct mp_raw_stack_view *cur_stack;
+	/* The path of the MP_RAW_OBJECT being delivered (NULL outside). */
+	const char *cur_path;
 	/* The system-wide programs run through the hub (hub.h). */
 	bool in_hub;
 	uint32_t hub_slot;
 	struct probe probes[MP_MAX_PROBES];
 	struct bpf_link *hint_link;
+	struct bpf_link *dl_link; /* _dl_debug_state (mp_dl_state) */
 	bool multi; /* uprobe_multi links instead of perf-event uprobes */
 	int multi_fds[MP_MAX_MULTI];
 	size_t n_multi;
@@ -202,6 +205,8 @@ static void detach_probes(struct mp_tracer *t)
 	t->n_probes = 0;
 	bpf_link__destroy(t->hint_link);
 	t->hint_link = NULL;
+	bpf_link__destroy(t->dl_link);
+	t->dl_link = NULL;
 }
 
 static void *detach_thread(void *arg)
@@ -215,7 +220,7 @@ void mp_tracer_detach_begin(struct mp_tracer *t)
 	pthread_attr_t attr;
 	bool attr_ok;
 
-	if (!t || t->detaching || (!t->n_multi && !t->n_probes && !t->hint_link))
+	if (!t || t->detaching || (!t->n_multi && !t->n_probes && !t->hint_link && !t->dl_link))
 		return;
 	attr_ok = pthread_attr_init(&attr) == 0;
 	if (attr_ok)
@@ -522,6 +527,33 @@ static void pool_probe_args(const struct mp_tracer_func *f, uint32_t *ret_a, uin
 	*ret_flags = flags;
 }
 
+/* Best effort: the dynamic loader's notice of every load (bpf/memprof.bpf.c
+ * mp_dl_state), where _r_debug is the loader's own (not copied into the
+ * executable). Without it, objects loaded later are found in /proc while
+ * the process lives. */
+static void attach_dl_state(struct mp_tracer *t, struct mp_symbols *syms)
+{
+	struct mp_symbol fn, data;
+
+	if (mp_symbols_lookup(syms, "_dl_debug_state", NULL, &fn) < 0 ||
+	    mp_symbols_lookup_data(syms, "_r_debug", NULL, &data) < 0 || fn.object != data.object)
+		return;
+	t->skel->bss->r_debug_delta = (int64_t)(data.vaddr - fn.vaddr);
+	if (t->multi) {
+		uint64_t off = fn.offset, cookie = 0;
+		int fd = link_uprobe_multi(t, t->skel->progs.mp_dl_state, fn.root_path, &off,
+					   &cookie, 1, false);
+
+		if (fd >= 0 && t->n_multi < MP_MAX_MULTI)
+			t->multi_fds[t->n_multi++] = fd;
+		else if (fd >= 0)
+			close(fd);
+		return;
+	}
+	t->dl_link = bpf_program__attach_uprobe_opts(t->skel->progs.mp_dl_state, t->opts.pid,
+						     fn.root_path, fn.offset, NULL);
+}
+
 static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 {
 	struct mp_symbol sym;
@@ -581,6 +613,7 @@ static int attach_probes(struct mp_tracer *t, struct mp_symbols *syms)
 				sym.offset, NULL);
 		}
 	}
+	attach_dl_state(t, syms);
 	return 0;
 }
 
@@ -641,6 +674,11 @@ const struct mp_raw_stack_view *mp_tracer_stack(const struct mp_tracer *t)
 	return t->cur_stack;
 }
 
+const char *mp_tracer_object_path(const struct mp_tracer *t)
+{
+	return t->cur_path;
+}
+
 /* The registers and stack slice after the event of a stack record. */
 static bool stack_view(const void *data, size_t size, struct mp_raw_stack_view *ret)
 {
@@ -683,11 +721,21 @@ static int on_sample(void *ctx, void *data, size_t size)
 	}
 	if (ev.type == MP_RAW_EXEC)
 		t->exec_pending = true;
+	if (ev.type == MP_RAW_OBJECT) {
+		/* the target wrote the path: bounded, NUL-terminated here */
+		size_t room = size - sizeof(ev);
+
+		if (size <= sizeof(ev) || room > MP_OBJECT_PATH_MAX ||
+		    !memchr((const char *)data + sizeof(ev), '\0', room))
+			return 0;
+		t->cur_path = (const char *)data + sizeof(ev);
+	}
 	if (ev.type == MP_RAW_ALLOC || ev.type == MP_RAW_FREE || ev.type == MP_RAW_REALLOC)
 		t->n_heap_events++;
 	t->n_delivered++;
 	r = t->cb ? t->cb(t->cb_ctx, &ev) : 0;
 	t->cur_stack = NULL;
+	t->cur_path = NULL;
 	if (r < 0) {
 		t->cb_err = r;
 		return r;
@@ -928,7 +976,8 @@ static int tracer_open(struct mp_tracer *t)
 		struct bpf_program *up[] = {
 			t->skel->progs.mp_entry,      t->skel->progs.mp_return,
 			t->skel->progs.mp_free,	      t->skel->progs.mp_caller_hint,
-			t->skel->progs.mp_pool_entry, t->skel->progs.mp_pool_return
+			t->skel->progs.mp_pool_entry, t->skel->progs.mp_pool_return,
+			t->skel->progs.mp_dl_state
 		};
 
 		for (size_t i = 0; i < ARRAY_SIZE(up); i++)

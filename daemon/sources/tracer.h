@@ -160,6 +160,9 @@ struct mp_raw_stack_view {
 	uint32_t len;
 };
 const struct mp_raw_stack_view *mp_tracer_stack(const struct mp_tracer *t);
+/* During the callback of an MP_RAW_OBJECT: the object's path as the
+ * loader named it (NUL-terminated, possibly empty), else NULL. */
+const char *mp_tracer_object_path(const struct mp_tracer *t);
 
 /* Whether the uprobes are multi-uprobe BPF links (kernel 6.6+) rather than
  * one perf event each. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -254,4 +255,74 @@ int mp_dwfl_report_mapping(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, un
 	uint64_t map_bias;
 
 	return report(dwfl, m, pid, id, true, ret_mod, ret_bias, &map_bias);
+}
+
+/* Segments of a loaded object past this are not believed. */
+#define MAX_LOAD_SEGMENTS 32
+/* Nor addresses or sizes past a user address space (47 bits). */
+#define MAX_LOAD_VADDR (1ull << 47)
+
+int mp_object_mappings(pid_t pid, const char *path, uint64_t bias, struct mp_procmaps **ret)
+{
+	const struct mp_mapping want = { .path = path };
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	struct mp_procmaps *pm = NULL;
+	char opened[PATH_MAX + 32];
+	struct stat st;
+	Elf *elf = NULL;
+	size_t n = 0;
+	int fd, r = -ENOEXEC;
+
+	if (path[0] != '/')
+		return -EINVAL;
+	fd = open_object(&want, pid, opened, sizeof(opened));
+	if (fd < 0)
+		return fd;
+	if (fstat(fd, &st) < 0 || !(elf = elf_begin(fd, ELF_C_READ_MMAP, NULL)) ||
+	    elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &n) < 0 || !n ||
+	    n > MAX_LOAD_SEGMENTS)
+		goto out;
+	pm = calloc(1, sizeof(*pm));
+	if (!pm || !(pm->maps = calloc(n, sizeof(*pm->maps))) || !(pm->strings = strdup(path))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct mp_mapping *m = &pm->maps[pm->n];
+		GElf_Phdr ph;
+		uint64_t lo, hi;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		/* as the loader maps it: whole pages, the file's and the rest */
+		if (ph.p_vaddr > MAX_LOAD_VADDR || ph.p_memsz > MAX_LOAD_VADDR ||
+		    __builtin_add_overflow(bias, ph.p_vaddr & ~(page - 1), &lo) ||
+		    __builtin_add_overflow(bias, ph.p_vaddr + ph.p_memsz + page - 1, &hi))
+			goto out;
+		*m = (struct mp_mapping){ .start = lo,
+					  .end = hi & ~(page - 1),
+					  .offset = ph.p_offset & ~(page - 1),
+					  .inode = st.st_ino,
+					  .dev_major = major(st.st_dev),
+					  .dev_minor = minor(st.st_dev),
+					  .perms = (ph.p_flags & PF_R ? MP_MAP_R : 0) |
+						   (ph.p_flags & PF_W ? MP_MAP_W : 0) |
+						   (ph.p_flags & PF_X ? MP_MAP_X : 0),
+					  .path = pm->strings };
+		/* sorted and apart, as the ELF specification has them */
+		if (m->end <= m->start || (pm->n && m->start < pm->maps[pm->n - 1].end))
+			goto out;
+		pm->n++;
+	}
+	if (pm->n) {
+		*ret = pm;
+		pm = NULL;
+		r = 0;
+	}
+out:
+	mp_procmaps_free(pm);
+	if (elf)
+		elf_end(elf);
+	close(fd);
+	return r;
 }

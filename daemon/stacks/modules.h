@@ -51,4 +51,13 @@ int mp_mapping_bias(Elf *elf, const struct mp_mapping *m, uint64_t *ret_bias);
 /* Whether @m is a mapping of code from a file (worth a module). */
 bool mp_mapping_is_code(const struct mp_mapping *m);
 
+/*
+ * The mappings the dynamic loader makes of the ELF file @path (absolute)
+ * loaded at bias @bias: its PT_LOAD segments in whole pages. For an object
+ * a process named (dlopen) but may no longer show in /proc; the file is
+ * opened through /proc/@pid/root while the process lives, else by @path.
+ * -ENOEXEC when it is not such a file.
+ */
+int mp_object_mappings(pid_t pid, const char *path, uint64_t bias, struct mp_procmaps **ret);
+
 #endif /* MP_UNWIND_MODULES_H */

@@ -14,6 +14,9 @@
  *                    thread cache through free's entry as it exits)
  *   fork | forkexec  a child that allocates (and execs /bin/true)
  *   dlopen LIB       allocations by code of a dlopen'd library
+ *   dlexit LIB       the same, the library loaded with RTLD_DEEPBIND (its
+ *                    malloc bound to libc's own), and the process exits
+ *                    at once, its 222 B still allocated
  *   loop MS          kernel it: malloc 64 + free, every millisecond for MS ms
  *   window N         kernel win: 4,096 live blocks of 16-63 B, each of N
  *                    steps frees the oldest and allocates a new one (sizes
@@ -206,6 +209,25 @@ static void dlopened(const char *lib)
 	nanosleep(&(struct timespec){ .tv_nsec = 300 * 1000 * 1000 }, NULL);
 }
 
+/* Gone before the daemon has read its allocations: the library is named
+ * by the loader's notice alone. */
+static void dlexit(const char *lib)
+{
+	void *h = dlopen(lib, RTLD_NOW | RTLD_DEEPBIND);
+	void *(*fn)(size_t);
+
+	if (!h)
+		_exit(6);
+	fn = (void *(*)(size_t))dlsym(h, "owner_a_alloc");
+	if (!fn)
+		_exit(6);
+	begin("dl");
+	sink = fn(333);
+	free(sink);
+	sink = fn(222);
+	end();
+}
+
 static void loop(long ms)
 {
 	struct timespec d = { .tv_nsec = 1000 * 1000 };
@@ -304,6 +326,8 @@ int main(int argc, char **argv)
 		forked(true);
 	else if (!strcmp(argv[1], "dlopen") && argc > 2)
 		dlopened(argv[2]);
+	else if (!strcmp(argv[1], "dlexit") && argc > 2)
+		dlexit(argv[2]);
 	else if (!strcmp(argv[1], "loop") && argc > 2)
 		loop(atol(argv[2]));
 	else if (!strcmp(argv[1], "window") && argc > 2)

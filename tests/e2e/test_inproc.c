@@ -381,6 +381,42 @@ Test(inproc, dlopened_code_allocating)
 	mp_profile_free(p);
 }
 
+/* A deep-bound library whose process exits right after calling it: its
+ * allocations are seen on both paths (the in-process one patches its
+ * slots) and charged to it, by the loader's notice of the load, though
+ * /proc no longer shows it when they are read. */
+Test(inproc, library_of_a_process_that_exits_at_once_owns_its_bytes)
+{
+	const char *lib = path_of("tests/e2e/libowner_a.so");
+	const struct mp_mem_stats want = { .bytes_added = 222,
+					   .tensors_added = 1,
+					   .alloc_bytes = 555,
+					   .alloc_count = 2,
+					   .free_bytes = 333,
+					   .free_count = 1 };
+	struct mp_profile *p;
+	bool object = false;
+	uint32_t a;
+
+	need_root();
+	p = run(NULL, NULL, "tests/e2e/fixture-inproc", "dlexit", lib);
+	assert_exact(p);
+	assert_mem(&kernel(p, "dl")->incl, &want, "dl");
+	for (a = 0; a < p->n_owners && strcmp(p->owners[a].name, "libowner_a.so"); a++)
+		;
+	cr_assert_lt(a, p->n_owners, "no owner libowner_a.so");
+	cr_assert_eq(p->owners[a].mem.alloc_bytes, 555);
+	cr_assert_eq(p->owners[a].mem.alloc_count, 2);
+	/* every allocation of the run has a named owner */
+	cr_assert_eq(p->owners[MP_OWNER_UNKNOWN].mem.alloc_bytes, 0, "%llu B unowned",
+		     (unsigned long long)p->owners[MP_OWNER_UNKNOWN].mem.alloc_bytes);
+	for (uint32_t i = 0; i < p->n_objects; i++)
+		if (!strcmp(p->objects[i].path, lib))
+			object = true;
+	cr_assert(object, "%s not in the profile's objects", lib);
+	mp_profile_free(p);
+}
+
 /* fixture-inproc race N: every mmap and munmap in "map" (in its mapping
  * figures, none in its heap figures), its 100-byte blocks there too, each
  * 7-byte block in "heap", exact. */
