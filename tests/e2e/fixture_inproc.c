@@ -203,9 +203,8 @@ static void dlopened(const char *lib)
 	free(sink);
 	sink = fn(222);
 	end();
-	/* Stay alive while the daemon names the caller's object: the maps of
-	 * an exited process are gone (it reads them again for a caller it
-	 * does not know, i.e. in code loaded after it attached). */
+	/* Alive while the daemon reads its allocations: the caller's object
+	 * is found in /proc (dlexit covers a process already gone). */
 	nanosleep(&(struct timespec){ .tv_nsec = 300 * 1000 * 1000 }, NULL);
 }
 
