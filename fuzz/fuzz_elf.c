@@ -50,6 +50,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	lookup(s, "free", NULL, size);
 	lookup(s, "mp_fuzz_no_such_function", NULL, size);
 	lookup(s, "malloc", "libc", size);
+	{
+		struct mp_symbol d;
+
+		/* the loader's list head, as the tracer finds it */
+		if (mp_symbols_lookup_data(s, "_r_debug", NULL, &d) == 0 &&
+		    (d.object >= mp_symbols_count(s) || !d.path ||
+		     mp_symbols_object(s, d.object) != d.path))
+			__builtin_trap();
+	}
 	mp_symbols_free(s);
 	return 0;
 }
