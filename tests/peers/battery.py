@@ -355,7 +355,11 @@ def compare(x, ref, prog, label, v):
                 % (unseen, x["rejected"].get("freeUnmapped", 0)))
     else:
         if x["corruption"]:
-            v.fail(label, "corruption: " + ", ".join(x["corruption"]))
+            # what the daemon made of the frees of blocks it never saw
+            v.fail(label, "corruption: %s (unknown frees %d, allocator-internal frees %d, "
+                   "events lost %d, of them allocations %d)"
+                   % (", ".join(x["corruption"]), x["unknown"], x["internal"],
+                      x["drops_bpf"] + x["drops_heap"], x["lost_allocs"]))
         if x["unknown"] > (x["lost_allocs"] if lost else 0):
             v.fail(label, "%d unknown frees (%d allocations lost)"
                    % (x["unknown"], x["lost_allocs"] if lost else 0))
