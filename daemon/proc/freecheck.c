@@ -157,6 +157,11 @@ static void reread(struct mp_freecheck *fc, uint64_t t0)
 	fc->now = rs;
 }
 
+bool mp_freecheck_judged(const struct mp_freecheck *fc, uint64_t ts_ns)
+{
+	return fc->read_ns > ts_ns;
+}
+
 bool mp_freecheck_mapped(struct mp_freecheck *fc, uint64_t addr, uint64_t ts_ns)
 {
 	uint64_t now;

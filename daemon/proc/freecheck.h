@@ -49,6 +49,11 @@ void mp_freecheck_set_source(struct mp_freecheck *fc, mp_freecheck_read_fn read,
 /* Whether @addr, freed at @ts_ns, lies in a mapping where an allocator
  * could have put a block (above). May read the maps (bounded rate). */
 bool mp_freecheck_mapped(struct mp_freecheck *fc, uint64_t addr, uint64_t ts_ns);
+/* Whether a read of the maps taken after @ts_ns was had: a free at @ts_ns
+ * that mp_freecheck_mapped() finds in no mapping was then seen unmapped,
+ * not merely unread (the process gone before a read, a mapping made since
+ * the last one). */
+bool mp_freecheck_judged(const struct mp_freecheck *fc, uint64_t ts_ns);
 
 /* The attach is done (the uprobes attached, the interposer on): the
  * target's mappings now join the attach snapshot. A block allocated

@@ -63,7 +63,15 @@ static bool free_mapped(void *ctx, uint64_t addr, uint64_t ts_ns)
 {
 	struct session *s = ctx;
 
-	return !s->freecheck || mp_freecheck_mapped(s->freecheck, addr, ts_ns);
+	if (!s->freecheck || mp_freecheck_mapped(s->freecheck, addr, ts_ns))
+		return true;
+	/* The eBPF path sees the process's own calls of its allocator, which
+	 * a free of an unmapped address does not survive: one the maps cannot
+	 * judge (a block of an arena mapped since the last read, whose
+	 * allocation was lost, freed by a process gone before the next read)
+	 * is an unknown free, not a forged one. A ring's record is judged
+	 * strictly: the process writes it. */
+	return s->path == MP_PATH_BPF && !mp_freecheck_judged(s->freecheck, ts_ns);
 }
 
 /* The correlator's free_internal hook: on the eBPF path, whether an

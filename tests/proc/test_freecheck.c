@@ -206,3 +206,24 @@ Test(freecheck, the_snapshot_at_the_attach_joins_the_first)
 	cr_assert(mp_freecheck_mapped(fc, 0x7f3a50000040, 0));
 	mp_freecheck_free(fc);
 }
+
+/* A free in a mapping made after the last read, of a process gone before
+ * the next: not found, and not judged either (the eBPF path counts it as
+ * an unknown free); one a later read saw unmapped is judged. */
+Test(freecheck, a_free_no_read_followed_is_not_judged)
+{
+	struct src s = { .text = at_attach, .now = 1000 * MS };
+	struct mp_freecheck *fc = checker(&s, at_attach);
+	uint64_t t = s.now + 100 * MS;
+
+	s.now = t + 200 * MS;
+	s.text = NULL; /* gone */
+	cr_assert_not(mp_freecheck_mapped(fc, 0x7f3a50000100, t));
+	cr_assert_not(mp_freecheck_judged(fc, t));
+	/* alive again for the test's sake: a read after @t sees no mapping there */
+	s.text = later;
+	s.now += 2000 * MS;
+	cr_assert_not(mp_freecheck_mapped(fc, 0x7f3a60000100, t));
+	cr_assert(mp_freecheck_judged(fc, t));
+	mp_freecheck_free(fc);
+}
