@@ -75,6 +75,12 @@ volatile struct mp_bpf_wrap wrap[MP_WRAP_MAX] = {};
  * libmemprof's per-thread "inside an allocator call" word, set by the
  * daemon from the ring header; 0 when the path is off. */
 volatile __s64 inproc_tls_off = 0;
+/* Nonzero while the daemon sleeps without a tick (an idle target): a
+ * record below the wakeup_bytes marks then wakes it if the ring was empty
+ * (the kernel's adaptive wakeup), so that a target that starts again is
+ * read at once; 0 while it polls, when records below the marks wake
+ * nobody. */
+volatile __u32 consumer_idle = 0;
 /* A ring-buffer record: 8-byte header, body rounded up to 8. */
 #define RECORD_BYTES (8 + ((sizeof(struct mp_raw_event) + 7) & ~7ULL))
 
@@ -286,7 +292,7 @@ static __always_inline int emit(__u64 pid_tgid, __u32 type, __u32 fn, __u64 addr
 	 * record above it. */
 	avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 	wake = type == MP_RAW_EXEC || avail / wakeup_bytes != (avail - RECORD_BYTES) / wakeup_bytes;
-	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	bpf_ringbuf_submit(e, wake ? BPF_RB_FORCE_WAKEUP : consumer_idle ? 0 : BPF_RB_NO_WAKEUP);
 	return 0;
 }
 
@@ -327,7 +333,10 @@ static __noinline int emit_stack(struct pt_regs *ctx, struct mp_stack_record *b,
 		return 0;
 	avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA);
 	wake = avail / wakeup_bytes != (avail + total + 8) / wakeup_bytes;
-	if (bpf_ringbuf_output(&events, b, total, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP))
+	if (bpf_ringbuf_output(&events, b, total,
+			       wake	     ? BPF_RB_FORCE_WAKEUP :
+			       consumer_idle ? 0 :
+					       BPF_RB_NO_WAKEUP))
 		count_drop(b->ev.type, b->ev.fn);
 	return 0;
 }

@@ -372,6 +372,7 @@ MP_HIDDEN int mp_ring_write(uint8_t type, uint8_t flags, uint32_t name_id, const
 	__builtin_prefetch(&t->ring[(pos + RING_PREFETCH) & mp_rw.mask], 1);
 	atomic_signal_fence(memory_order_seq_cst);
 	t->busy = 0;
+	mp_rw_bell();
 	return 0;
 
 drop:
@@ -469,6 +470,7 @@ static int write_payload(uint8_t type, uint8_t flags, uint32_t name_id, const ui
 	}
 	atomic_signal_fence(memory_order_seq_cst);
 	t->busy = 0;
+	mp_rw_bell();
 	return 0;
 }
 

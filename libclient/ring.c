@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -197,7 +198,8 @@ static int ring_create(void)
 	h->hdr_size = sizeof(*h);
 	h->total_size = r.size;
 	h->creator_pid = (uint32_t)getpid();
-	h->creator_flags = membarrier_registered() ? MP_RING_F_MEMBARRIER_EXPEDITED : 0;
+	h->creator_flags =
+		MP_RING_F_BELL | (membarrier_registered() ? MP_RING_F_MEMBARRIER_EXPEDITED : 0);
 	h->slot_size = sizeof(struct mp_slot);
 	h->slot_count = slots;
 	h->thread_size = sizeof(struct mp_thread);
@@ -391,7 +393,19 @@ MP_HIDDEN int mp_rw_put(struct mp_rw_tls *t, uint8_t type, uint8_t flags, uint32
 	STORE(&t->thr->head, pos + 1, RELAXED);
 	atomic_signal_fence(memory_order_seq_cst);
 	t->busy = 0;
+	mp_rw_bell();
 	return 0;
+}
+
+/* The one producer that swaps the armed bell to quiet wakes the
+ * consumer's waiter; errno is the caller's (an allocator call). */
+MP_HIDDEN void mp_rw_bell_ring(void)
+{
+	int saved = errno;
+
+	if (__atomic_exchange_n(&mp_rw.hdr->bell, MP_BELL_QUIET, __ATOMIC_SEQ_CST) == MP_BELL_ARMED)
+		syscall(SYS_futex, &mp_rw.hdr->bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+	errno = saved;
 }
 
 static void word_key(struct cache_ent *e, const char *name, bool trunc)

@@ -78,6 +78,12 @@ enum mp_alloc_mode {
  * consumer's attach barrier (docs/RING.md "Attach") can be the expedited
  * one, IPIs to the CPUs running its threads, instead of a grace period. */
 #define MP_RING_F_MEMBARRIER_EXPEDITED 0x1u
+/* The creator rings the doorbell (mp_ring_hdr.bell, docs/RING.md
+ * "Doorbell"): a consumer may sleep on it instead of polling. */
+#define MP_RING_F_BELL 0x2u
+/* Values of mp_ring_hdr.bell. */
+#define MP_BELL_QUIET 0u /* the consumer polls: producers do nothing */
+#define MP_BELL_ARMED 1u /* the consumer sleeps: the next record wakes it */
 
 struct mp_ring_hdr {
 	/* Written once by the creator before the memfd is visible. */
@@ -175,6 +181,12 @@ struct mp_ring_hdr {
 	struct {
 		uint64_t lo, hi;
 	} wrap[MP_RING_WRAP_MAX];
+	/* The doorbell (MP_RING_F_BELL), a shared futex word: the consumer
+	 * stores MP_BELL_ARMED before it sleeps; a producer that publishes a
+	 * record and finds it armed swaps it to MP_BELL_QUIET and, if it was
+	 * the one to, wakes the futex (one syscall per sleep of the consumer,
+	 * none while it polls). In what was padding: no other field moved. */
+	uint32_t bell;
 };
 
 _Static_assert(offsetof(struct mp_ring_hdr, alloc_max_wait_ns) == 120 &&
@@ -250,6 +262,8 @@ struct mp_thread {
 typedef uint64_t mp_strent;
 
 _Static_assert(sizeof(struct mp_ring_hdr) == 512, "ring header ABI");
+_Static_assert(__builtin_offsetof(struct mp_ring_hdr, bell) == 456,
+	       "the doorbell took the padding after wrap");
 _Static_assert(__builtin_offsetof(struct mp_ring_hdr, attached) == 88 &&
 		       __builtin_offsetof(struct mp_ring_hdr, alloc_mode) == 92 &&
 		       __builtin_offsetof(struct mp_ring_hdr, attach_word) == 88,

@@ -103,6 +103,17 @@ struct mp_rw_tls {
 };
 
 extern MP_HIDDEN struct mp_rw mp_rw;
+
+/* The doorbell rung (ring.c): the consumer sleeps on it. */
+MP_HIDDEN void mp_rw_bell_ring(void);
+
+/* After a record is published: one load and a branch while the consumer
+ * polls; a sleeping consumer is woken (docs/RING.md "Doorbell"). */
+static inline void mp_rw_bell(void)
+{
+	if (unlikely(LOAD(&mp_rw.hdr->bell, RELAXED) == MP_BELL_ARMED))
+		mp_rw_bell_ring();
+}
 extern MP_HIDDEN int mp_rw_state;
 /* enum mp_ts_clock of heap records, chosen once at ring creation. */
 extern MP_HIDDEN uint8_t mp_rw_heap_clock;

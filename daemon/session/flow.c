@@ -851,7 +851,7 @@ int mp_sess_drain_ring(struct session *s)
 
 		if (s->exited || now < s->ring_retry_ns)
 			return 0;
-		s->ring_retry_ns = now + RING_RETRY_NS;
+		s->ring_retry_ns = now + mp_sess_ring_retry_ns(s);
 		r = ring_open(s);
 		if (r == -ENOENT || r == -ESRCH)
 			return 0;

@@ -575,6 +575,9 @@ static int loop(struct session *s)
 			return log_error_errno(-errno, "epoll_wait: %m");
 		}
 		for (int i = 0; i < n; i++) {
+			r = mp_sess_idle_event(s, evs[i].data.u32);
+			if (r < 0)
+				return r;
 			switch (evs[i].data.u32) {
 			case EP_TICK:
 				if (read(s->tickfd, &expirations, sizeof(expirations)) < 0 &&
@@ -583,7 +586,7 @@ static int loop(struct session *s)
 				ticked = true;
 				break;
 			case EP_RSS:
-				r = mp_sess_sample_rss(s);
+				r = mp_sess_idle_rss(s);
 				if (r < 0)
 					return r;
 				break;
@@ -622,6 +625,8 @@ static int loop(struct session *s)
 		r = mp_sess_cycle(s);
 		if (r == 0 && ticked)
 			r = tick_adapt(s);
+		if (r == 0 && ticked)
+			r = mp_sess_idle_tick(s);
 		if (r < 0)
 			return r;
 		if (ticked && s->o->ctl && s->o->ctl->tables_bytes)
@@ -660,6 +665,7 @@ static void dump_summary(struct session *s)
 
 static void teardown(struct session *s)
 {
+	mp_sess_idle_free(s);
 	if (s->drains)
 		log_debug("pid %d: %" PRIu64 " ring drains, %" PRIu64
 			  " of them at the batch limit; at most %" PRIu64

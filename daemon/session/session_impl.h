@@ -36,8 +36,17 @@
  * The period doubles after this many empty ticks (about 0.5 s from 0.5 ms
  * to 5 ms). */
 #define TICK_IDLE_AFTER 64
-/* How often to look for the target's marker ring until it has one. */
+/* How often to look for the target's marker ring until it has one: first
+ * after RING_RETRY_NS, then twice as long each time up to RING_RETRY_MAX_NS
+ * (idle.c mp_sess_ring_retry_ns()); from RING_RETRY_NS again after an exec
+ * and when an idle target wakes up. */
 #define RING_RETRY_NS (50 * 1000 * 1000ull)
+#define RING_RETRY_MAX_NS (1600 * 1000 * 1000ull)
+/* idle.c: empty ticks at TICK_NS before the session sleeps without a tick,
+ * and the RSS sampling period of a sleeping session whose RSS changes wake
+ * no event (the rss_stat tracepoint off). */
+#define IDLE_AFTER_TICKS 20
+#define IDLE_RSS_NS (1000 * 1000 * 1000ull)
 /* Bounded work per ring drain so one flooding producer can't starve the
  * rest of the loop. A drain that reads this many goes again at once, with
  * a fresh clock (drain_more): records published while a drain runs are
@@ -59,7 +68,7 @@
 /* Execs between two drains of the tracer beyond this get no path. */
 #define EXEC_PATHS 8
 
-static uint32_t session_stack_bytes(const struct mp_session_opts *o)
+static inline uint32_t session_stack_bytes(const struct mp_session_opts *o)
 {
 	return o->stack_bytes ? o->stack_bytes : MP_SESSION_STACK_BYTES;
 }
@@ -79,7 +88,38 @@ struct ring_ref {
 	struct ring_ref *next; /* retired list */
 };
 
-enum { EP_TRACER = 1, EP_TICK, EP_RSS, EP_SIGNAL, EP_DEADLINE, EP_STOP, EP_SNAPSHOT, EP_PERIODIC };
+enum {
+	EP_TRACER = 1,
+	EP_TICK,
+	EP_RSS,
+	EP_SIGNAL,
+	EP_DEADLINE,
+	EP_STOP,
+	EP_SNAPSHOT,
+	EP_PERIODIC,
+	EP_BELL
+};
+
+/* idle.c: a session with nothing to read sleeps without a tick. */
+enum idle_state {
+	IDLE_POLL = 0, /* the tick drains every source */
+	IDLE_GRACE, /* wake-ups armed, one more tick to see nothing was missed */
+	IDLE_ASLEEP, /* no tick: the sources' own wake-ups, a one-shot tick */
+};
+
+struct bell_waiter;
+
+struct sess_idle {
+	enum idle_state state;
+	uint32_t quiet_ticks;
+	uint64_t drains_seen, events_seen;
+	bool rss_changed; /* an RSS sample differed from the one before */
+	bool have_rss;
+	struct mp_rss_sample last_rss;
+	uint32_t ring_tries; /* marker ring searches in a row */
+	uint32_t *bell; /* the ring's doorbell armed, NULL: none */
+	struct bell_waiter *waiter; /* NULL until a ring has a doorbell */
+};
 
 #define ALLOC_TEXT_MAX 4
 
@@ -154,6 +194,7 @@ struct session {
 	 * the end of one (read after the drain's clock: held for the next) */
 	uint64_t drains, drains_full, held_max;
 	uint64_t pairs; /* allocations applied with their free (heap_record()) */
+	struct sess_idle idle;
 	int epfd, tickfd, sigfd, deadlinefd, periodicfd;
 	char exe[PATH_MAX];
 	char *cmdline;
@@ -162,6 +203,15 @@ struct session {
 	bool warned_unmatched;
 	int err;
 };
+
+/* idle.c: an event of the loop's (EP_*) before it is handled, a tick's
+ * end, an RSS sample, the delay before the next marker ring search, and
+ * the waiter's end. */
+int mp_sess_idle_event(struct session *s, uint32_t ep);
+int mp_sess_idle_tick(struct session *s);
+int mp_sess_idle_rss(struct session *s);
+uint64_t mp_sess_ring_retry_ns(struct session *s);
+void mp_sess_idle_free(struct session *s);
 
 /* flow.c: the per-event path. */
 /* One pass: the tracer's events, the rings' records and an RSS sample

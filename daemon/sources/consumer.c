@@ -701,6 +701,13 @@ int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c)
 	return c && c->hdr ? LOAD(&c->hdr->alloc_tls_off, RELAXED) : 0;
 }
 
+uint32_t *mp_consumer_bell(struct mp_consumer *c)
+{
+	if (!c || !c->hdr || !(LOAD(&c->hdr->creator_flags, RELAXED) & MP_RING_F_BELL))
+		return NULL;
+	return &c->hdr->bell;
+}
+
 void mp_consumer_stack_counts(const struct mp_consumer *c, uint64_t *ret_unwound,
 			      uint64_t *ret_copied)
 {

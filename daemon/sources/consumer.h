@@ -221,6 +221,9 @@ uint64_t mp_consumer_alloc_drops(const struct mp_consumer *c);
 /* The header's alloc_tls_off (ring_abi.h); hostile like every field: it
  * only ever locates a word in the target's own memory. */
 int64_t mp_consumer_alloc_tls_off(const struct mp_consumer *c);
+/* The ring's doorbell (docs/RING.md "Doorbell"), a futex word shared with
+ * the target, or NULL when its creator does not ring it. */
+uint32_t *mp_consumer_bell(struct mp_consumer *c);
 /* Times an allocating thread of the target waited for ring space since
  * this consumer attached. */
 uint64_t mp_consumer_alloc_waits(const struct mp_consumer *c);

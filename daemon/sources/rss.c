@@ -243,6 +243,11 @@ fail:
 	return r;
 }
 
+int mp_rss_sampler_set_period(struct mp_rss_sampler *s, uint64_t period_ns)
+{
+	return s ? mp_timer_arm(s->timer_fd, period_ns, period_ns) : -EINVAL;
+}
+
 int mp_rss_sampler_fd(const struct mp_rss_sampler *s)
 {
 	return s ? s->timer_fd : -EINVAL;

@@ -58,6 +58,8 @@ void mp_rss_sampler_free(struct mp_rss_sampler *s);
 
 /* The timerfd (non-blocking, CLOEXEC) to poll for EPOLLIN. Owned by @s. */
 int mp_rss_sampler_fd(const struct mp_rss_sampler *s);
+/* Samples every @period_ns from now on (0: none until set again). */
+int mp_rss_sampler_set_period(struct mp_rss_sampler *s, uint64_t period_ns);
 
 /*
  * Call when the timerfd is readable: consumes the expirations and takes one

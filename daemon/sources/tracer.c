@@ -125,6 +125,7 @@ struct mp_tracer {
 	void *cb_ctx;
 	int cb_err;
 	int n_delivered;
+	uint64_t delivered_total; /* events from the ring buffer, ever */
 	uint64_t n_heap_events; /* allocator events since attach */
 	/* mp_tracer_detach_begin(): the thread detaching the probes */
 	pthread_t detach_th;
@@ -733,6 +734,7 @@ static int on_sample(void *ctx, void *data, size_t size)
 	if (ev.type == MP_RAW_ALLOC || ev.type == MP_RAW_FREE || ev.type == MP_RAW_REALLOC)
 		t->n_heap_events++;
 	t->n_delivered++;
+	t->delivered_total++;
 	r = t->cb ? t->cb(t->cb_ctx, &ev) : 0;
 	t->cur_stack = NULL;
 	t->cur_path = NULL;
@@ -1253,6 +1255,16 @@ int mp_tracer_consume(struct mp_tracer *t, mp_raw_cb cb, void *ctx)
 void mp_tracer_set_inproc_tls(struct mp_tracer *t, int64_t tls_off)
 {
 	__atomic_store_n(&t->skel->bss->inproc_tls_off, tls_off, __ATOMIC_SEQ_CST);
+}
+
+uint64_t mp_tracer_delivered(const struct mp_tracer *t)
+{
+	return t ? t->delivered_total : 0;
+}
+
+void mp_tracer_set_idle(struct mp_tracer *t, bool idle)
+{
+	__atomic_store_n(&t->skel->bss->consumer_idle, idle ? 1u : 0u, __ATOMIC_SEQ_CST);
 }
 
 void mp_tracer_set_wrappers(struct mp_tracer *t, const uint64_t *lohi, uint32_t n)

@@ -178,6 +178,11 @@ uint64_t mp_tracer_duty_on_ns(const struct mp_tracer *t);
  * an allocator call (reported through the ring) and are not delivered.
  * 0 turns that off. */
 void mp_tracer_set_inproc_tls(struct mp_tracer *t, int64_t tls_off);
+/* The session sleeps without a tick (@idle) or polls again: while it
+ * sleeps, the first record in an empty ring buffer wakes its fd. */
+void mp_tracer_set_idle(struct mp_tracer *t, bool idle);
+/* Events read from the ring buffer since the tracer started. */
+uint64_t mp_tracer_delivered(const struct mp_tracer *t);
 /* The allocator wrappers' ranges the BPF side tests callers against:
  * @n (<= MP_WRAP_MAX) sorted ranges [lohi[2i], lohi[2i+1]); 0: none. */
 void mp_tracer_set_wrappers(struct mp_tracer *t, const uint64_t *lohi, uint32_t n);
