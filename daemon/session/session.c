@@ -622,7 +622,8 @@ static int loop(struct session *s)
 				break;
 			}
 		}
-		r = mp_sess_cycle(s);
+		/* asleep, an RSS sample equal to the last reads nothing */
+		r = s->idle.state == IDLE_ASLEEP && !ticked ? 0 : mp_sess_cycle(s);
 		if (r == 0 && ticked)
 			r = tick_adapt(s);
 		if (r == 0 && ticked)
