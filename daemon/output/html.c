@@ -106,6 +106,12 @@ static void flags_drops(struct mp_json *j, const struct mp_profile *p)
 	if (p->drops_heap)
 		flag(j, "warn", "%" PRIu64 " heap records were dropped in the process: %s.",
 		     p->drops_heap, mp_profile_heap_bound_text(p));
+	if (p->unseen_objects)
+		flag(j, "warn",
+		     "%" PRIu64 " object(s) call the allocator past the interposer, so their "
+		     "blocks are in no figure%s%s.",
+		     p->unseen_objects, p->n_unseen_names ? ", first: " : "",
+		     p->n_unseen_names ? p->unseen_names[0] : "");
 	if (p->invocations_dropped)
 		flag(j, "warn",
 		     "%" PRIu64

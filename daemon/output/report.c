@@ -758,6 +758,13 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	/* Only when it happened, as files from before it have none. */
 	if (p->internal_frees)
 		mp_json_u64(&j, "allocatorInternalFrees", p->internal_frees);
+	if (p->unseen_objects) {
+		mp_json_u64(&j, "unseenObjects", p->unseen_objects);
+		mp_json_array_begin(&j, "unseenObjectNames");
+		for (uint32_t i = 0; i < p->n_unseen_names; i++)
+			mp_json_str(&j, NULL, p->unseen_names[i]);
+		mp_json_array_end(&j);
+	}
 	mp_json_object_end(&j);
 	json_hardening(&j, p);
 	json_limits(&j, p);
@@ -841,6 +848,15 @@ static void put_losses(FILE *f, const struct mp_profile *p)
 			" others; %s\n",
 			p->drops_bpf, p->drops_bpf_allocs, p->drops_bpf_frees,
 			p->drops_bpf_reallocs, p->drops_bpf_others, mp_profile_heap_bound_text(p));
+	if (p->unseen_objects) {
+		fprintf(f,
+			"UNSEEN: %" PRIu64 " object%s the allocator past the interposer (their "
+			"blocks are in no figure):",
+			p->unseen_objects, p->unseen_objects == 1 ? " calls" : "s call");
+		for (uint32_t i = 0; i < p->n_unseen_names; i++)
+			fprintf(f, "%s %s", i ? ";" : "", p->unseen_names[i]);
+		fputs(p->unseen_objects > p->n_unseen_names ? "; ...\n" : "\n", f);
+	}
 }
 
 /* What the heap figures below mean depends on how they were traced. */

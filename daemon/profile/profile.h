@@ -65,6 +65,10 @@ const char *mp_trace_mode_name(uint32_t mode);
 #define MP_PROFILE_FORMAT_VERSION 2
 #define MP_PROFILE_FORMAT_STACK_TREE 3
 #define MP_PROFILE_MAX_EXECS 256
+/* Objects named that the in-process interposer cannot see, and their
+ * names' room. */
+#define MP_PROFILE_MAX_UNSEEN 8
+#define MP_PROFILE_UNSEEN_LEN 256
 
 /* "No such index" (parent of a top-level invocation, phase before any
  * phase marker) and "unknown value" (RSS without samples). */
@@ -424,6 +428,12 @@ struct mp_profile {
 	 * from inside its object (glibc flushing an exiting thread's cache:
 	 * blocks the program had freed already); in no figure. */
 	uint64_t internal_frees;
+	/* In-process path: objects whose allocator calls bypass the
+	 * interposer (their blocks in no figure), and the first
+	 * MP_PROFILE_MAX_UNSEEN of them, "PATH: SYMBOL -> OBJECT". */
+	uint64_t unseen_objects;
+	uint32_t n_unseen_names;
+	char unseen_names[MP_PROFILE_MAX_UNSEEN][MP_PROFILE_UNSEEN_LEN];
 	uint64_t unmatched_ends, unmatched_tag_ends, orphan_shapes;
 	uint64_t drops_ring, drops_bpf; /* filled in by the daemon */
 	/* Of drops_bpf, the malloc family's allocations, frees and reallocs,

@@ -760,6 +760,13 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 	an->accounting_errors = p->accounting_errors;
 	an->probe_hits_unmatched = p->probe_hits_unmatched;
 	an->allocator_internal_frees = p->internal_frees;
+	an->unseen_objects = p->unseen_objects;
+	an->n_unseen_object_names = p->n_unseen_names;
+	an->unseen_object_names = arena_alloc(a, p->n_unseen_names, sizeof(char *));
+	for (uint32_t i = 0; an->unseen_object_names && i < p->n_unseen_names; i++)
+		an->unseen_object_names[i] = (char *)p->unseen_names[i];
+	if (!an->unseen_object_names)
+		an->n_unseen_object_names = 0;
 	o->anomalies = an;
 	o->truncated = p->truncated;
 

@@ -834,6 +834,14 @@ static int dec_header(const Memprof__Profile *o, struct mp_profile *p, const cha
 		p->accounting_errors = o->anomalies->accounting_errors;
 		p->probe_hits_unmatched = o->anomalies->probe_hits_unmatched;
 		p->internal_frees = o->anomalies->allocator_internal_frees;
+		p->unseen_objects = o->anomalies->unseen_objects;
+		for (size_t i = 0; i < o->anomalies->n_unseen_object_names &&
+				   p->n_unseen_names < MP_PROFILE_MAX_UNSEEN;
+		     i++)
+			snprintf(p->unseen_names[p->n_unseen_names++], MP_PROFILE_UNSEEN_LEN, "%s",
+				 o->anomalies->unseen_object_names[i] ?
+					 o->anomalies->unseen_object_names[i] :
+					 "");
 	}
 	p->truncated = o->truncated;
 	r = dec_hardening(o, p, ret_why);

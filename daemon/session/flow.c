@@ -676,6 +676,7 @@ static void object_loaded(struct session *s, uint64_t bias, const char *path)
 		return;
 	if (s->o->dump)
 		fprintf(s->o->dump, "object bias=0x%" PRIx64 " path=%s\n", bias, path);
+	mp_sess_unseen_changed(s);
 	if (m && m->path[0] == '/')
 		return;
 	if (!s->exited && mp_procmaps_read(s->o->pid, &fresh) == 0 &&
@@ -939,6 +940,7 @@ int mp_sess_cycle(struct session *s)
 	mp_order_read_end(s->order);
 	if (r < 0)
 		return r;
+	mp_sess_unseen_step(s, false);
 	return mp_order_release(s->order, t0, s->ring);
 }
 

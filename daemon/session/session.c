@@ -500,6 +500,8 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 		p->wrappers.skipped = s->wrap_skipped;
 		p->wrappers.fallbacks = s->wrap_fallbacks;
 	}
+	mp_sess_unseen_step(s, final);
+	mp_sess_unseen_fill(s, p);
 	/* Best effort: a profile without symbols is still a profile. */
 	r = mp_symbolize(p, s->maps, mp_stack_collect_maps(s->collect), o->pid, &st);
 	if (r < 0)
@@ -702,6 +704,7 @@ static void teardown(struct session *s)
 	mp_freecheck_free(s->freecheck);
 	mp_stack_collector_free(s->collect);
 	mp_wrappers_free(s->wrappers);
+	mp_sess_unseen_free(s->unseen);
 	free(s->cmdline);
 	while (s->exec_n) {
 		free(s->exec_paths[s->exec_head]);

@@ -160,6 +160,8 @@ struct session {
 	 * them and those left at one; the mapping the last caller checked
 	 * was in (a caller in none re-reads the maps: dlopen). */
 	struct mp_wrappers *wrappers;
+	/* in-process path: objects past the interposer (unseen.c) */
+	struct mp_unseen *unseen;
 	uint64_t wrap_skipped, wrap_fallbacks, wrap_no_stack;
 	uint64_t wrap_map_lo, wrap_map_hi;
 	/* A heap allocation released to the correlator but not applied yet:
@@ -243,6 +245,15 @@ void mp_sess_prefetch_heap(void *ctx, const struct mp_ringq_rec *rec);
  * frames from the stack collector, and the --dump-events observer. */
 void mp_sess_correlator_hooks(struct session *s, struct mp_correlator_opts *o);
 void mp_sess_ring_ref_free(struct ring_ref *ref);
+/* unseen.c: a look at the objects loaded since the last (at most every
+ * 250 ms, a few ms at most; all of them when @final), and its result in a
+ * profile. */
+void mp_sess_unseen_step(struct session *s, bool final);
+void mp_sess_unseen_fill(const struct session *s, struct mp_profile *p);
+void mp_sess_unseen_free(struct mp_unseen *u);
+/* The loader mapped an object: the next look is at it (none is taken
+ * while nothing changed). */
+void mp_sess_unseen_changed(struct session *s);
 uint32_t mp_sess_corruption_of(uint32_t consumer_flags);
 /* What ring reader @c refused and found stuck, added to @rejected (enum
  * mp_reject) and *@stuck; its MP_CORRUPT_* bits. */

@@ -140,9 +140,7 @@ bool mp_mapping_is_code(const struct mp_mapping *m)
 	return (m->perms & MP_MAP_X) && m->path[0] == '/';
 }
 
-/* Opens the file of @m as the process sees it; @path receives the name
- * that was opened. */
-static int open_object(const struct mp_mapping *m, pid_t pid, char *path, size_t size)
+int mp_object_open(const struct mp_mapping *m, pid_t pid, char *path, size_t size)
 {
 	size_t len = strlen(m->path);
 	int fd = -ENOENT;
@@ -214,7 +212,7 @@ static int report(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, unsigned in
 	Dwfl_Module *mod;
 	int fd, r;
 
-	fd = open_object(m, pid, path, sizeof(path));
+	fd = mp_object_open(m, pid, path, sizeof(path));
 	if (fd < 0)
 		return fd;
 	r = load_bias(fd, m, &mod_bias, &map_bias);
@@ -273,9 +271,9 @@ int mp_object_mappings(pid_t pid, const char *path, uint64_t bias, struct mp_pro
 	size_t n = 0;
 	int fd, r = -ENOEXEC;
 
-	if (path[0] != '/')
+	if (path[0] != '/' || elf_version(EV_CURRENT) == EV_NONE)
 		return -EINVAL;
-	fd = open_object(&want, pid, opened, sizeof(opened));
+	fd = mp_object_open(&want, pid, opened, sizeof(opened));
 	if (fd < 0)
 		return fd;
 	if (fstat(fd, &st) < 0 || !(elf = elf_begin(fd, ELF_C_READ_MMAP, NULL)) ||

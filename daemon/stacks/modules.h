@@ -43,6 +43,11 @@ int mp_dwfl_report_mapping(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, un
 int mp_dwfl_report_file(Dwfl *dwfl, const struct mp_mapping *m, pid_t pid, unsigned int id,
 			Dwfl_Module **ret_mod, uint64_t *ret_mod_bias, uint64_t *ret_map_bias);
 
+/* Opens the file of mapping @m of process @pid as the process sees it
+ * (through /proc/@pid/root while it lives, else by its path; regular files
+ * only, with @m's inode unless 0); @path receives the name opened. */
+int mp_object_open(const struct mp_mapping *m, pid_t pid, char *path, size_t size);
+
 /* The bias (process address - ELF virtual address) mapping @m of the ELF
  * file @elf implies: from the PT_LOAD segment holding its file offset. 0
  * or -ENOEXEC. */

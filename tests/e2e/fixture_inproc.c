@@ -17,6 +17,9 @@
  *   dlexit LIB       the same, the library loaded with RTLD_DEEPBIND (its
  *                    malloc bound to libc's own), and the process exits
  *                    at once, its 222 B still allocated
+ *   direct LIB       kernel direct: LIB's direct_alloc (glibc's __libc_malloc)
+ *                    of 4000 B and malloc 100, both kept; stays 1 s (the
+ *                    daemon looks for such objects while it lives)
  *   loop MS          kernel it: malloc 64 + free, every millisecond for MS ms
  *   window N         kernel win: 4,096 live blocks of 16-63 B, each of N
  *                    steps frees the oldest and allocates a new one (sizes
@@ -227,6 +230,20 @@ static void dlexit(const char *lib)
 	end();
 }
 
+static void direct(const char *lib)
+{
+	void *h = dlopen(lib, RTLD_NOW);
+	void *(*fn)(size_t);
+
+	if (!h || !(fn = (void *(*)(size_t))dlsym(h, "direct_alloc")))
+		_exit(6);
+	begin("direct");
+	sink = fn(4000);
+	sink = malloc(100);
+	end();
+	nanosleep(&(struct timespec){ .tv_sec = 1 }, NULL);
+}
+
 static void loop(long ms)
 {
 	struct timespec d = { .tv_nsec = 1000 * 1000 };
@@ -325,6 +342,8 @@ int main(int argc, char **argv)
 		forked(true);
 	else if (!strcmp(argv[1], "dlopen") && argc > 2)
 		dlopened(argv[2]);
+	else if (!strcmp(argv[1], "direct") && argc > 2)
+		direct(argv[2]);
 	else if (!strcmp(argv[1], "dlexit") && argc > 2)
 		dlexit(argv[2]);
 	else if (!strcmp(argv[1], "loop") && argc > 2)

@@ -414,7 +414,49 @@ Test(inproc, library_of_a_process_that_exits_at_once_owns_its_bytes)
 		if (!strcmp(p->objects[i].path, lib))
 			object = true;
 	cr_assert(object, "%s not in the profile's objects", lib);
+	/* its slots were patched: nothing is past the interposer */
+	cr_assert_eq(p->unseen_objects, 0);
 	mp_profile_free(p);
+}
+
+/* An object that calls glibc's allocator by its own names: what is traced
+ * (the interposer; the eBPF path's probes, on libmemprof's functions where
+ * it is preloaded) cannot see its 4000 B, and the profile names it. The
+ * probes on libc's own malloc see the call (__libc_malloc is malloc). */
+static void past_the_traced_functions(const char *tracer, bool seen)
+{
+	const char *lib = path_of("tests/e2e/libdirect.so");
+	struct mp_profile *p = run(tracer, NULL, "tests/e2e/fixture-inproc", "direct", lib);
+	uint64_t direct = 0;
+	char want[512];
+
+	assert_exact(p);
+	/* without libmemprof no kernel: the library's own blocks */
+	for (uint32_t i = 0; i < p->n_owners; i++)
+		if (!strcmp(p->owners[i].name, "libdirect.so"))
+			direct = p->owners[i].mem.alloc_bytes;
+	cr_assert_eq(direct, seen ? 4000 : 0);
+	if (!seen) {
+		cr_assert_eq(kernel(p, "direct")->incl.alloc_count, 1);
+		cr_assert_eq(kernel(p, "direct")->incl.alloc_bytes, 100);
+	}
+	cr_assert_eq(p->unseen_objects, seen ? 0 : 1);
+	if (!seen) {
+		snprintf(want, sizeof(want), "%s: __libc_", lib);
+		cr_assert_eq(p->n_unseen_names, 1);
+		cr_assert(!strncmp(p->unseen_names[0], want, strlen(want)), "%s",
+			  p->unseen_names[0]);
+		cr_assert(strstr(p->unseen_names[0], "-> libc.so.6"), "%s", p->unseen_names[0]);
+	}
+	mp_profile_free(p);
+}
+
+Test(inproc, an_object_past_the_traced_functions_is_named)
+{
+	need_root();
+	past_the_traced_functions(NULL, false);
+	if (!strcmp(suite_path(), "bpf"))
+		past_the_traced_functions("no-preload", true);
 }
 
 /* fixture-inproc race N: every mmap and munmap in "map" (in its mapping
