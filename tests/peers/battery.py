@@ -63,9 +63,8 @@ ALLOWANCES = {
                 "mi_free by name, the eBPF path probes libmimalloc's malloc, calloc, realloc and "
                 "free, which are the same functions, and the in-process path interposes the "
                 "standard names only. Nobody sees mi_reallocarray and mi_reallocarr: the eBPF "
-                "path sees the frees of their 2 blocks, in memory mimalloc mapped after the "
-                "attach, and as the process has exited by then it cannot read the maps again "
-                "and refuses them (freeUnmapped) instead of counting unknown frees. Bound: in "
+                "path sees the frees of their 2 blocks, counted as unknown frees (no look at "
+                "the maps after them judged them: the process has exited). Bound: in "
                 "process, exactly heaptrack's figures less the executable's own blocks; with "
                 "eBPF, exactly heaptrack's and at most 2 frees of blocks never seen",
     "drops": "the eBPF path lost events (its ring buffer was full): its figures are bounds, "
@@ -344,15 +343,13 @@ def compare(x, ref, prog, label, v):
     for mi-names in process, the executable's own blocks)."""
     lost = x["drops_bpf"] or x["drops_heap"]
     ld_bound = LDSO_PER_BLOCK * max(ref["ld_calls"], x["ld_calls"])
-    unseen = x["unknown"] + x["rejected"].get("freeUnmapped", 0)
-    other_rejected = {k: n for k, n in x["rejected"].items() if n and k != "freeUnmapped"}
-    if prog.mi_names and label == "eBPF" and unseen and not other_rejected:
+    unseen = x["unknown"]
+    if prog.mi_names and label == "eBPF" and unseen and not x["corruption"]:
         # frees of the blocks mi_reallocarray and mi_reallocarr made
         if unseen > MI_UNSEEN_FREES:
             v.fail(label, "%d frees of blocks never seen, more than the program's %d"
                    % (unseen, MI_UNSEEN_FREES))
-        v.allow("mi-names", label, "%d frees of blocks never seen (%d refused as freeUnmapped)"
-                % (unseen, x["rejected"].get("freeUnmapped", 0)))
+        v.allow("mi-names", label, "%d frees of blocks never seen" % unseen)
     else:
         if x["corruption"]:
             # what the daemon made of the frees of blocks it never saw
