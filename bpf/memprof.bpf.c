@@ -787,29 +787,70 @@ static __always_inline __u64 link_next(__u64 lm)
 	return next;
 }
 
+/* The walks are bpf_loop() callbacks: verified once, not per step (a
+ * bounded loop of DL_WALK_MAX steps would cost the verifier, and every
+ * attach, that many). */
+struct dl_walk {
+	__u64 lm;
+	__u64 pid_tgid;
+};
+
+static long dl_to_tail(__u32 i, void *data)
+{
+	struct dl_walk *w = data;
+	__u64 next = link_next(w->lm);
+
+	if (!next)
+		return 1;
+	w->lm = next;
+	return 0;
+}
+
+static long dl_send(__u32 i, void *data)
+{
+	struct dl_walk *w = data;
+	struct mp_link_map l;
+	struct mp_raw_object *o;
+
+	if (!w->lm || bpf_probe_read_user(&l, sizeof(l), (void *)w->lm))
+		return 1;
+	o = bpf_ringbuf_reserve(&events, sizeof(*o), 0);
+	if (!o) {
+		count_drop(MP_RAW_OBJECT, 0);
+		return 1;
+	}
+	event_head(&o->ev, w->pid_tgid, MP_RAW_OBJECT, 0);
+	o->ev.addr = l.l_addr;
+	o->ev.size = 0;
+	o->ev.old_addr = w->lm;
+	o->ev.caller = 0;
+	o->path[0] = '\0';
+	if (l.l_name)
+		bpf_probe_read_user_str(o->path, sizeof(o->path), (void *)l.l_name);
+	/* rare, and wanted before the process can exit */
+	bpf_ringbuf_submit(o, BPF_RB_FORCE_WAKEUP);
+	w->lm = l.l_next;
+	return 0;
+}
+
 SEC("uprobe")
 int mp_dl_state(struct pt_regs *ctx)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 r, lm = 0;
+	struct dl_walk w = { .pid_tgid = bpf_get_current_pid_tgid() };
 	int state = -1;
+	__u64 r;
 
-	if (!is_target(pid_tgid) || !r_debug_delta)
+	if (!is_target(w.pid_tgid) || !r_debug_delta)
 		return 0;
 	/* a uprobe's handler sees the probed address */
 	r = PT_REGS_IP(ctx) + r_debug_delta;
 	if (bpf_probe_read_user(&state, sizeof(state), (void *)(r + R_DEBUG_STATE)))
 		return 0;
 	if (state == MP_RT_ADD) {
-		bpf_probe_read_user(&lm, sizeof(lm), (void *)(r + R_DEBUG_MAP));
-		for (int i = 0; i < DL_WALK_MAX && lm; i++) {
-			__u64 next = link_next(lm);
-
-			if (!next)
-				break;
-			lm = next;
-		}
-		dl_tail = lm;
+		bpf_probe_read_user(&w.lm, sizeof(w.lm), (void *)(r + R_DEBUG_MAP));
+		if (w.lm)
+			bpf_loop(DL_WALK_MAX, dl_to_tail, &w, 0);
+		dl_tail = w.lm;
 		dl_adding = 1;
 		return 0;
 	}
@@ -821,30 +862,8 @@ int mp_dl_state(struct pt_regs *ctx)
 	/* from the tail on: the loader may have appended the first new
 	 * object before it said RT_ADD (glibc 2.36 does); an old one sent
 	 * again is known already */
-	lm = dl_tail;
-	for (int i = 0; i < DL_NEW_MAX && lm; i++) {
-		struct mp_link_map l;
-		struct mp_raw_object *o;
-
-		if (bpf_probe_read_user(&l, sizeof(l), (void *)lm))
-			break;
-		o = bpf_ringbuf_reserve(&events, sizeof(*o), 0);
-		if (!o) {
-			count_drop(MP_RAW_OBJECT, 0);
-			break;
-		}
-		event_head(&o->ev, pid_tgid, MP_RAW_OBJECT, 0);
-		o->ev.addr = l.l_addr;
-		o->ev.size = 0;
-		o->ev.old_addr = lm;
-		o->ev.caller = 0;
-		o->path[0] = '\0';
-		if (l.l_name)
-			bpf_probe_read_user_str(o->path, sizeof(o->path), (void *)l.l_name);
-		/* rare, and wanted before the process can exit */
-		bpf_ringbuf_submit(o, BPF_RB_FORCE_WAKEUP);
-		lm = l.l_next;
-	}
+	w.lm = dl_tail;
+	bpf_loop(DL_NEW_MAX, dl_send, &w, 0);
 	return 0;
 }
 
