@@ -191,28 +191,38 @@ static void close_parallel(int *fds, size_t n)
 		pthread_attr_destroy(&attr);
 }
 
-static void detach_probes(struct mp_tracer *t)
+/* The links closed; what was probed (mp_tracer_probes()) stays known: the
+ * detach thread runs this while the session still reads it. */
+static void close_links(struct mp_tracer *t)
 {
 	close_parallel(t->multi_fds, t->n_multi);
 	t->n_multi = 0;
 	for (size_t i = 0; i < t->n_probes; i++) {
 		bpf_link__destroy(t->probes[i].entry);
 		bpf_link__destroy(t->probes[i].ret);
-		free(t->probes[i].name);
-		free(t->probes[i].path);
-		free(t->probes[i].root_path);
+		t->probes[i].entry = t->probes[i].ret = NULL;
 	}
-	memset(t->probes, 0, sizeof(t->probes));
-	t->n_probes = 0;
 	bpf_link__destroy(t->hint_link);
 	t->hint_link = NULL;
 	bpf_link__destroy(t->dl_link);
 	t->dl_link = NULL;
 }
 
+static void detach_probes(struct mp_tracer *t)
+{
+	close_links(t);
+	for (size_t i = 0; i < t->n_probes; i++) {
+		free(t->probes[i].name);
+		free(t->probes[i].path);
+		free(t->probes[i].root_path);
+	}
+	memset(t->probes, 0, sizeof(t->probes));
+	t->n_probes = 0;
+}
+
 static void *detach_thread(void *arg)
 {
-	detach_probes(arg);
+	close_links(arg);
 	return NULL;
 }
 

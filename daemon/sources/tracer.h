@@ -127,8 +127,8 @@ void mp_tracer_free(struct mp_tracer *t);
  * does once the target is gone and its last events are read): the kernel
  * takes a grace period or more per link (closing a uprobe_multi link
  * takes 20-25 ms here), which then passes while the profile is built.
- * Nothing may be asked of the probes after it; mp_tracer_free() waits for
- * the thread. Without probes, or when no thread starts, a no-op (then
+ * What was probed stays known (mp_tracer_probes()): the session still asks
+ * while it reads the last events. mp_tracer_free() waits for the thread. Without probes, or when no thread starts, a no-op (then
  * mp_tracer_free() detaches them). */
 void mp_tracer_detach_begin(struct mp_tracer *t);
 /* Whether mp_tracer_detach_begin() started its thread (for tests). */
