@@ -663,6 +663,9 @@ static uint32_t stack_frames(void *ctx, uint32_t id, const uint64_t **ret_frames
 	return mp_stack_collect_frames(s->collect, id, ret_frames);
 }
 
+#define OBJECT_REREAD_NS (1000 * 1000ull)
+#define OBJECTS_FROM_FILES 4096
+
 /* An object the dynamic loader mapped (MP_RAW_OBJECT) at load bias @bias,
  * @path as it named it: its mappings are known from now on, from /proc
  * while the process lives, else from its file, so that the allocations
@@ -672,15 +675,18 @@ static void object_loaded(struct session *s, uint64_t bias, const char *path)
 	const struct mp_mapping *m = s->maps ? mp_procmaps_find(s->maps, bias) : NULL;
 	struct mp_procmaps *fresh;
 
-	if (!path || !path[0])
+	/* The process writes the loader's list: a lying one may report
+	 * objects without end. /proc is read at most every OBJECT_REREAD_NS
+	 * for them, and at most OBJECTS_FROM_FILES are placed from files. */
+	if (!path || !path[0] || s->objects_from_files >= OBJECTS_FROM_FILES)
 		return;
 	if (s->o->dump)
 		fprintf(s->o->dump, "object bias=0x%" PRIx64 " path=%s\n", bias, path);
 	mp_sess_unseen_changed(s);
 	if (m && m->path[0] == '/')
 		return;
-	if (!s->exited && mp_procmaps_read(s->o->pid, &fresh) == 0 &&
-	    mp_procmaps_merge(&s->maps, fresh) == 0) {
+	if (!s->exited && mp_now_ns() - s->maps_read_ns >= OBJECT_REREAD_NS &&
+	    mp_procmaps_read(s->o->pid, &fresh) == 0 && mp_procmaps_merge(&s->maps, fresh) == 0) {
 		s->maps_read_ns = mp_now_ns();
 		m = mp_procmaps_find(s->maps, bias);
 	}
@@ -903,23 +909,6 @@ int mp_sess_drain_ring(struct session *s)
 		s->ring_retry_ns = UINT64_MAX;
 	}
 	return 0;
-}
-
-int mp_sess_sample_rss(struct session *s)
-{
-	struct mp_rss_sample rs;
-	int r;
-
-	r = mp_rss_sampler_sample(s->rss, &rs);
-	if (r == -ESRCH || r == -EAGAIN)
-		return 0;
-	if (r < 0) {
-		/* The process may be gone between its exit and our noticing. */
-		if (!s->exited)
-			log_warning_errno(r, "pid %d: RSS sample: %m", (int)s->o->pid);
-		return 0;
-	}
-	return mp_order_push(s->order, ITEM_RSS, rs.ts_ns, &rs, sizeof(rs));
 }
 
 /* One pass over every source, then release what is older than the

@@ -226,7 +226,6 @@ int mp_sess_drain_tracer(struct session *s);
  * long as the daemon holds the lease). */
 void mp_sess_ring_stop(struct session *s);
 int mp_sess_drain_ring(struct session *s);
-int mp_sess_sample_rss(struct session *s);
 /* The wrappers of the address space as s->maps has it, resolved and
  * published to the tracer and the ring when they changed. */
 void mp_sess_wrappers_update(struct session *s);
