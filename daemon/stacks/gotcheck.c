@@ -21,8 +21,10 @@
 #include "modules.h"
 
 /* Relocations of one object past this are not read (a large C++ library
- * has some 10^5). */
+ * has some 10^5), nor slots of allocator entry points past MAX_SLOTS (a
+ * real object has a handful; each is a read of the process's memory). */
 #define MAX_RELOCS (4u << 20)
+#define MAX_SLOTS 256
 
 /* The entry points whose calls the interposer (or a probe) takes, and glibc's own
  * names of its allocator (a call to those is never the interposer's). */
@@ -116,7 +118,7 @@ static int check_section(const struct mp_gotcheck *g, Elf *elf, Elf_Scn *scn, co
 	Elf_Scn *symscn = elf_getscn(elf, sh->sh_link);
 	GElf_Shdr symsh;
 	Elf_Data *syms;
-	size_t n;
+	size_t n, slots = 0;
 
 	if (!d || !symscn || !gelf_getshdr(symscn, &symsh) || symsh.sh_type != SHT_DYNSYM ||
 	    !(syms = elf_getdata(symscn, NULL)) || !sh->sh_entsize)
@@ -139,6 +141,8 @@ static int check_section(const struct mp_gotcheck *g, Elf *elf, Elf_Scn *scn, co
 		    !gelf_getsym(syms, (int)GELF_R_SYM(r.r_info), &sym) ||
 		    !(name = elf_strptr(elf, symsh.sh_link, sym.st_name)) || !is_entry_point(name))
 			continue;
+		if (++slots > MAX_SLOTS)
+			return -E2BIG;
 		if (__builtin_add_overflow(bias, r.r_offset, &slot) || slot > INT64_MAX ||
 		    pread(g->memfd, &v, sizeof(v), (off_t)slot) != (ssize_t)sizeof(v))
 			continue;
