@@ -292,6 +292,7 @@ static int cmd_run(int argc, char **argv)
 	o.session.pid = pid;
 	o.session.on_attached = resume;
 	o.session.on_attached_ctx = &pid;
+	o.session.release_detached = true;
 	r = mp_session_run(&o.session, &p);
 	if (r < 0) {
 		mp_launch_kill(pid);

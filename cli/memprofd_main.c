@@ -223,6 +223,7 @@ int main(int argc, char **argv)
 		log_error("unexpected argument '%s' (see --help)", argv[optind]);
 		return 2;
 	}
+	o.session.release_detached = true;
 	r = o.n_streams ? run_streaming(&o, &p) : mp_session_run(&o.session, &p);
 	if (r < 0)
 		return 1;

@@ -135,6 +135,7 @@ static int setup_tracer(struct session *s)
 		.duty_period_ns = o->duty_period_ns,
 		.stack_bytes = o->stacks ? session_stack_bytes(o) : 0,
 		.no_heap_probes = s->path == MP_PATH_INPROCESS,
+		.release_in_child = o->release_detached,
 		.wrap_stack_bytes = s->wrappers && !o->stacks ? MP_SESSION_WRAP_STACK_BYTES : 0,
 	};
 	int r;

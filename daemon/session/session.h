@@ -79,6 +79,10 @@ struct mp_session_opts {
 	/* Called once everything is attached (memprof run resumes its child). */
 	int (*on_attached)(void *ctx);
 	void *on_attached_ctx;
+	/* The kernel's release of the probes (tens of ms) is left to a short
+	 * process of its own that nobody waits for: for callers that exit
+	 * once the session is over (memprof run, memprofd --pid). */
+	bool release_detached;
 	/* NULL: stop on SIGINT/SIGTERM (foreground use). */
 	const struct mp_session_ctl *ctl;
 	uint32_t bpf_ring_bytes; /* 0: MP_TRACER_RING_BYTES */

@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <linux/capability.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -130,6 +131,9 @@ struct mp_tracer {
 	/* mp_tracer_detach_begin(): the thread detaching the probes */
 	pthread_t detach_th;
 	bool detaching;
+	/* release_in_child(): the write end the grandchild waits on */
+	int release_go;
+	bool handed_off;
 };
 
 const char *mp_alloc_fn_name(uint32_t fn)
@@ -208,6 +212,108 @@ static void close_links(struct mp_tracer *t)
 	t->dl_link = NULL;
 }
 
+/* Every open link's fd, at most @max. */
+static size_t link_fds(const struct mp_tracer *t, int *fds, size_t max)
+{
+	size_t n = 0;
+
+#define ADD_FD(fd)                       \
+	do {                             \
+		int fd_ = (fd);          \
+		if (fd_ >= 0 && n < max) \
+			fds[n++] = fd_;  \
+	} while (0)
+	for (size_t i = 0; i < t->n_multi; i++)
+		ADD_FD(t->multi_fds[i]);
+	for (size_t i = 0; i < t->n_probes; i++) {
+		if (t->probes[i].entry)
+			ADD_FD(bpf_link__fd(t->probes[i].entry));
+		if (t->probes[i].ret)
+			ADD_FD(bpf_link__fd(t->probes[i].ret));
+	}
+	if (t->hint_link)
+		ADD_FD(bpf_link__fd(t->hint_link));
+	if (t->dl_link)
+		ADD_FD(bpf_link__fd(t->dl_link));
+#undef ADD_FD
+	return n;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The kernel releases a uprobe link in the task that drops its last
+ * reference, and waits there for RCU grace periods (40-60 ms for the two
+ * links of the in-process path here, far more for perf-event links): a
+ * process that exits with links open waits for that before its parent
+ * sees it exit. Handed to a grandchild instead: it keeps its copies of the
+ * link fds and closes every other fd (so no pipe or socket of ours stays
+ * open after we exit: it says so by closing @ready), we close ours, and it
+ * exits when @go says we did, releasing them on its own time. Its parent
+ * exits at once, so it is reparented: nobody waits for it and no zombie of
+ * ours is left. False when it could not be started: the caller closes the
+ * links itself.
+ */
+static bool release_in_child(struct mp_tracer *t)
+{
+	int keep[MP_MAX_MULTI + 2 * MP_MAX_PROBES + 4], go[2], ready[2];
+	size_t n = link_fds(t, keep, ARRAY_SIZE(keep) - 2);
+	pid_t mid;
+	char c;
+
+	if (!n || pipe2(go, O_CLOEXEC) < 0)
+		return false;
+	if (pipe2(ready, O_CLOEXEC) < 0) {
+		close(go[0]);
+		close(go[1]);
+		return false;
+	}
+	keep[n++] = go[0];
+	keep[n++] = ready[1];
+	qsort(keep, n, sizeof(*keep), cmp_int);
+	mid = fork();
+	if (mid == 0) {
+		/* async-signal-safe calls only: the daemon has threads */
+		unsigned int lo = 0;
+
+		if (fork() != 0)
+			_exit(0);
+		for (size_t i = 0; i < n; i++) {
+			if ((unsigned int)keep[i] > lo)
+				syscall(SYS_close_range, lo, (unsigned int)keep[i] - 1, 0);
+			lo = (unsigned int)keep[i] + 1;
+		}
+		syscall(SYS_close_range, lo, ~0u, 0);
+		close(ready[1]);
+		while (read(go[0], &c, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(go[0]);
+	close(ready[1]);
+	if (mid > 0) {
+		while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
+			;
+		/* EOF once the grandchild holds nothing but the links */
+		while (read(ready[0], &c, 1) < 0 && errno == EINTR)
+			;
+	}
+	close(ready[0]);
+	if (mid < 0) {
+		close(go[1]);
+		return false;
+	}
+	/* A grandchild that failed to start took its copies with it: ours
+	 * are then the last, and closing them costs what it always did. */
+	t->release_go = go[1];
+	return true;
+}
+
 static void detach_probes(struct mp_tracer *t)
 {
 	close_links(t);
@@ -218,6 +324,20 @@ static void detach_probes(struct mp_tracer *t)
 	}
 	memset(t->probes, 0, sizeof(t->probes));
 	t->n_probes = 0;
+}
+
+/* The links handed to a grandchild that releases them, and ours closed
+ * (cheap: they are not the last references); false when not asked for or
+ * the grandchild could not be started. */
+static bool hand_off_links(struct mp_tracer *t)
+{
+	if (!t->opts.release_in_child || !release_in_child(t))
+		return false;
+	close_links(t);
+	close(t->release_go);
+	t->release_go = -1;
+	t->handed_off = true;
+	return true;
 }
 
 static void *detach_thread(void *arg)
@@ -233,6 +353,8 @@ void mp_tracer_detach_begin(struct mp_tracer *t)
 
 	if (!t || t->detaching || (!t->n_multi && !t->n_probes && !t->hint_link && !t->dl_link))
 		return;
+	if (hand_off_links(t))
+		return;
 	attr_ok = pthread_attr_init(&attr) == 0;
 	if (attr_ok)
 		pthread_attr_setstacksize(&attr, CLOSER_STACK);
@@ -243,7 +365,7 @@ void mp_tracer_detach_begin(struct mp_tracer *t)
 
 bool mp_tracer_detaching(const struct mp_tracer *t)
 {
-	return t->detaching;
+	return t->detaching || t->handed_off;
 }
 
 void mp_tracer_free(struct mp_tracer *t)
@@ -252,6 +374,8 @@ void mp_tracer_free(struct mp_tracer *t)
 		return;
 	if (t->detaching)
 		pthread_join(t->detach_th, NULL);
+	if (!t->detaching)
+		(void)hand_off_links(t);
 	detach_probes(t);
 	if (t->in_hub)
 		mp_hub_remove(t->opts.pid, t->hub_slot);
@@ -948,9 +1072,12 @@ static int tracer_open(struct mp_tracer *t)
 	if (opts->mode == MP_TRACE_SAMPLED) {
 		t->skel->rodata->sample_bytes = opts->sample_bytes;
 		fill_exp_table(t->skel->rodata->exp_table, MP_EXP_TABLE);
-		r = bpf_map__set_max_entries(t->skel->maps.sampled, opts->sampled_max ?
-									    opts->sampled_max :
-									    MP_TRACER_SAMPLED_MAX);
+		/* on the in-process path only --alloc functions' blocks */
+		r = bpf_map__set_max_entries(t->skel->maps.sampled,
+					     opts->sampled_max	   ? opts->sampled_max :
+					     !opts->no_heap_probes ? MP_TRACER_SAMPLED_MAX :
+					     opts->n_extra	   ? MP_TRACER_SAMPLED_MAX_EXTRA :
+								     1);
 		if (r < 0)
 			return r;
 	}
@@ -1007,6 +1134,15 @@ static int tracer_open(struct mp_tracer *t)
 			t->skel->rodata->wakeup_bytes = rb / 4;
 	}
 	bpf_program__set_autoload(t->skel->progs.mp_rss_stat, t->opts.rss_exact);
+	if ((opts->no_heap_probes || opts->mode == MP_TRACE_RSS)) {
+		bpf_program__set_autoload(t->skel->progs.mp_entry, false);
+		bpf_program__set_autoload(t->skel->progs.mp_return, false);
+		bpf_program__set_autoload(t->skel->progs.mp_free, false);
+	}
+	if (!opts->n_extra || opts->mode == MP_TRACE_RSS) {
+		bpf_program__set_autoload(t->skel->progs.mp_pool_entry, false);
+		bpf_program__set_autoload(t->skel->progs.mp_pool_return, false);
+	}
 	return 0;
 }
 
@@ -1143,7 +1279,7 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 	t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	t->pidfd = t->epfd = t->dutyfd = -1;
+	t->pidfd = t->epfd = t->dutyfd = t->release_go = -1;
 	for (size_t i = 0; i < MP_MAX_MULTI; i++)
 		t->multi_fds[i] = -1;
 	t->opts = *opts;

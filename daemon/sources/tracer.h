@@ -68,6 +68,11 @@ struct mp_tracer_opts {
 	 * marker ring, so no uprobe on it (--alloc/--free functions and the
 	 * syscall tracepoints stay). */
 	bool no_heap_probes;
+	/* The uprobe links are released by a short-lived child process of
+	 * their own, which nobody waits for (mp_tracer_detach_begin()): for a
+	 * caller that exits after the session, whose exit would otherwise
+	 * wait for the kernel's release (tens of ms). */
+	bool release_in_child;
 	/* BPF ring buffer size: a power of two, at least one page; 0 means
 	 * mp_tracer_ring_bytes(mode, 0). */
 	uint32_t ring_bytes;
@@ -92,6 +97,9 @@ struct mp_tracer_opts {
  * of the mode when it is 0. */
 uint32_t mp_tracer_ring_bytes(uint32_t mode, uint32_t configured);
 #define MP_TRACER_SAMPLED_MAX (1u << 20)
+/* In-process path, sampled mode: the --alloc functions' blocks alone
+ * (libmemprof samples the malloc family itself). */
+#define MP_TRACER_SAMPLED_MAX_EXTRA (1u << 16)
 
 /* Unbiased size estimate of a block of @size bytes sampled with mean
  * interval @interval (size < interval): size / (1 - exp(-size/interval)). */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -969,6 +970,76 @@ Test(tracer, detach_leaves_nothing, .timeout = 60)
 		      (o.rss_exact ? 8 + 4 : 7 + 3) + (multi ? 4 : 0),
 		      "%zu programs, %zu links made", ours.n[BPF_PROGS], ours.n[BPF_LINKS]);
 	cr_assert_gt(ours.n[BPF_MAPS], 0);
+	kill(f.pid, SIGKILL);
+	waitpid(f.pid, &status, 0);
+	close(f.to);
+	close(f.from);
+}
+
+/* A child other than @ctx (the fixture) reaped: the grandchild that held
+ * the links, reparented to this process (a subreaper). */
+static bool reaped_other(void *ctx)
+{
+	pid_t fixture = *(const pid_t *)ctx, r;
+
+	while ((r = waitpid(-1, NULL, WNOHANG | __WALL)) > 0)
+		if (r != fixture)
+			return true;
+	return false;
+}
+
+/*
+ * release_in_child (memprof run, memprofd --pid): the kernel's release of
+ * the links, tens of ms, is left to a grandchild that nobody waits for.
+ * This process is a subreaper, so the grandchild comes back to it: it is
+ * seen to exist and to exit. When mp_tracer_free() returns, this process
+ * holds no link of the tracer's and no other process holds an fd of ours
+ * (a pipe's write end closed here gives its read end EOF at once); once
+ * the grandchild is gone, so is every program, map and link.
+ */
+Test(tracer, release_in_child_leaves_nothing, .timeout = 60)
+{
+	static uint32_t before[BPF_KINDS][MAX_IDS], during[BPF_KINDS][MAX_IDS],
+		after[BPF_KINDS][MAX_IDS];
+	static struct bpf_made ours;
+	size_t nb[BPF_KINDS], nd[BPF_KINDS];
+	char *argv[] = { FIXTURE_GLIBC, "seq", NULL };
+	struct mp_tracer_opts o = { 0 };
+	struct pollfd pfd;
+	struct mp_tracer *t;
+	struct fixture f;
+	int status, pipefd[2], r;
+
+	require_root();
+	cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+	fx_start(&f, argv);
+	fx_expect_ready(&f);
+	for (int k = 0; k < BPF_KINDS; k++)
+		nb[k] = own_bpf_ids((enum bpf_kind)k, before[k], MAX_IDS);
+	o.pid = f.tpid;
+	o.release_in_child = true;
+	r = mp_tracer_new(&o, &t);
+	cr_assert_eq(r, 0, "mp_tracer_new: %s", strerror(-r));
+	for (int k = 0; k < BPF_KINDS; k++) {
+		nd[k] = own_bpf_ids((enum bpf_kind)k, during[k], MAX_IDS);
+		for (size_t i = 0; i < nd[k]; i++)
+			if (!has_id(before[k], nb[k], during[k][i]))
+				ours.ids[k][ours.n[k]++] = during[k][i];
+	}
+	cr_assert_gt(ours.n[BPF_LINKS], 0);
+	cr_assert_eq(pipe(pipefd), 0);
+	mp_tracer_free(t);
+	cr_assert_eq(own_bpf_ids(BPF_LINKS, after[BPF_LINKS], MAX_IDS), nb[BPF_LINKS],
+		     "links of the tracer still held here");
+	close(pipefd[1]);
+	pfd = (struct pollfd){ .fd = pipefd[0], .events = POLLIN };
+	cr_assert_eq(poll(&pfd, 1, 0), 1, "another process holds the pipe's write end");
+	cr_assert(pfd.revents & POLLHUP);
+	cr_assert(mp_test_wait_until(reaped_other, &f.pid, 30000),
+		  "no process released the links");
+	cr_assert(mp_test_wait_until(bpf_made_gone, &ours, 30000),
+		  "BPF objects of the tracer still alive 30 s after the release");
+	close(pipefd[0]);
 	kill(f.pid, SIGKILL);
 	waitpid(f.pid, &status, 0);
 	close(f.to);
