@@ -159,6 +159,7 @@ int mp_correlator_finish(struct mp_correlator *c, uint64_t end_ns, struct mp_pro
 	corr_sampled_settle(c, p);
 	corr_limits_fill(c, p);
 	corr_sites_settle(c, p);
+	corr_peak_parts_settle(c, p);
 	if (c->oom)
 		return -ENOMEM;
 	c->p = NULL;
@@ -219,7 +220,12 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 	if (c->cur_phase != MP_NONE) {
 		corr_pools_phase_leave(c, &q->phases[c->cur_phase]);
 		corr_maps_phase_leave(c, &q->phases[c->cur_phase]);
+		if (corr_peak_parts_phase(c, q, &q->phases[c->cur_phase]) < 0) {
+			mp_profile_free(q);
+			return -ENOMEM;
+		}
 	}
+	corr_peak_parts_settle(c, q);
 	if (!c->started)
 		q->begin_ns = c->opts.begin_ns ? c->opts.begin_ns : now_ns;
 	q->end_ns = now_ns;

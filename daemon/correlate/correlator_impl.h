@@ -167,6 +167,14 @@ struct mp_correlator {
 	 * peak_ver is not this one has not changed since that peak
 	 * (site_keep_peak()). */
 	uint64_t peak_ver;
+	/* The same for the current phase's peak (p->phases[cur_phase].
+	 * peak_bytes) and the owners' and tags' ph_share: bumped at each new
+	 * peak of the phase; ph_reached: the phase reached a new peak since it
+	 * was entered (a bump since then: no figures of another phase's peak
+	 * are read), so its breakdown is to be written when it is left
+	 * (corr_peak_parts_phase()). */
+	uint64_t ph_ver;
+	bool ph_reached;
 
 	uint32_t names_cap, kernels_cap, invs_cap, phases_cap, owners_cap, tags_cap, rss_cap;
 	struct mp_hashmap names; /* kernel name -> index in p->names */
@@ -253,6 +261,10 @@ void corr_sampled_settle(const struct mp_correlator *c, struct mp_profile *p);
 /* rss.c */
 void corr_pending_apply(struct mp_profile *p, const struct pending *pe);
 void corr_pending_flush(struct mp_correlator *c);
+
+/* peaks.c: who held the peaks, the process's and the phases' */
+int corr_peak_parts_phase(const struct mp_correlator *c, struct mp_profile *p, struct mp_phase *ph);
+void corr_peak_parts_settle(const struct mp_correlator *c, struct mp_profile *p);
 
 /* markers.c */
 int corr_aggregate(struct mp_profile *p, const struct mp_invocation *r);
@@ -450,6 +462,31 @@ static inline __attribute__((always_inline)) void site_keep_peak(const struct mp
 		st->peak_objects = st->inuse_objects;
 		st->peak_space = st->inuse_space;
 	}
+}
+
+/* Who held the peak (docs/PROFILE.md "Who held the peak"), before the live
+ * bytes of owner or tag @pl change: the figures it holds while nothing
+ * changed them since the current process peak, or the current phase's,
+ * are kept as its figures there. A new peak only bumps a version
+ * (c->peak_ver, c->ph_ver), so reaching one costs nothing per owner. */
+static inline __attribute__((always_inline)) void pool_keep_peak(const struct mp_correlator *c,
+								 struct mp_pool *pl)
+{
+	if (pl->peak_ver != c->peak_ver) {
+		pl->peak_ver = c->peak_ver;
+		pl->peak_share = pl->live_bytes;
+	}
+	if (pl->ph_ver != c->ph_ver) {
+		pl->ph_ver = c->ph_ver;
+		pl->ph_share = pl->live_bytes;
+	}
+}
+
+/* A new peak of the current phase, reached with live_bytes as they are. */
+static inline __attribute__((always_inline)) void phase_new_peak(struct mp_correlator *c)
+{
+	c->ph_ver++;
+	c->ph_reached = true;
 }
 
 /* A new process peak, reached with a block of @size of site @site (MP_NONE:

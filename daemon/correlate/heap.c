@@ -70,8 +70,8 @@ on_free_(struct mp_correlator *c, const struct mp_heap_event *ev, const bool sam
 	mem_free(&p->mem, ev->size, var);
 	if (c->cur_phase != MP_NONE)
 		mem_free(&p->phases[c->cur_phase].mem, ev->size, var);
-	pool_free(&p->owners[owner], ev->size, var);
-	pool_free(&p->tags[tag], ev->size, var);
+	pool_free(c, &p->owners[owner], ev->size, var);
+	pool_free(c, &p->tags[tag], ev->size, var);
 	if (name < p->n_kernels) {
 		sub_clamped(&p->kernels[name].retained_bytes, ev->size);
 		sub_clamped(&p->kernels[name].retained_count, 1);

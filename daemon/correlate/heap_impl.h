@@ -68,9 +68,10 @@ static inline int bucket_add(struct mp_bucket **v, uint32_t *n, uint32_t *hint, 
 	return 0;
 }
 
-static inline __attribute__((always_inline)) void pool_alloc(struct mp_pool *pl, uint64_t size,
-							     double var)
+static inline __attribute__((always_inline)) void
+pool_alloc(const struct mp_correlator *c, struct mp_pool *pl, uint64_t size, double var)
 {
+	pool_keep_peak(c, pl);
 	mem_alloc(&pl->mem, size, var);
 	pl->live_bytes += size;
 	pl->live_count++;
@@ -78,9 +79,10 @@ static inline __attribute__((always_inline)) void pool_alloc(struct mp_pool *pl,
 		pl->peak_bytes = pl->live_bytes;
 }
 
-static inline __attribute__((always_inline)) void pool_free(struct mp_pool *pl, uint64_t size,
-							    double var)
+static inline __attribute__((always_inline)) void
+pool_free(const struct mp_correlator *c, struct mp_pool *pl, uint64_t size, double var)
 {
+	pool_keep_peak(c, pl);
 	mem_free(&pl->mem, size, var);
 	sub_clamped(&pl->live_bytes, size);
 	sub_clamped(&pl->live_count, 1);
@@ -186,6 +188,10 @@ static inline __attribute__((always_inline)) uint64_t alloc_charge_(struct mp_co
 	c->live_bytes += ev->size;
 	c->live_count++;
 	mem_alloc(&p->mem, ev->size, var);
+	/* before the peaks: they keep what the owner and tag held before
+	 * (pool_keep_peak()), then a new peak sees the block in them */
+	pool_alloc(c, &p->owners[owner], ev->size, var);
+	pool_alloc(c, &p->tags[tag], ev->size, var);
 	if (c->live_bytes > p->peak_bytes) {
 		p->peak_bytes = c->live_bytes;
 		p->peak_var = c->live_var;
@@ -200,10 +206,9 @@ static inline __attribute__((always_inline)) uint64_t alloc_charge_(struct mp_co
 		if (c->live_bytes > ph->peak_bytes) {
 			ph->peak_bytes = c->live_bytes;
 			ph->peak_var = c->live_var;
+			phase_new_peak(c);
 		}
 	}
-	pool_alloc(&p->owners[owner], ev->size, var);
-	pool_alloc(&p->tags[tag], ev->size, var);
 
 	if (f) {
 		struct mp_invocation *r = inv_rec(c, f);

@@ -271,6 +271,9 @@ void corr_phase_leave(struct mp_correlator *c, uint64_t ts)
 		ph->duration_ns += ts - c->phase_entered;
 	corr_pools_phase_leave(c, ph);
 	corr_maps_phase_leave(c, ph);
+	if (corr_peak_parts_phase(c, c->p, ph) < 0)
+		c->oom = true;
+	c->ph_reached = false;
 }
 
 static int phase(struct mp_correlator *c, const struct mp_record *rec)
@@ -309,6 +312,7 @@ static int phase(struct mp_correlator *c, const struct mp_record *rec)
 	if (c->live_bytes > ph->peak_bytes) {
 		ph->peak_bytes = c->live_bytes;
 		ph->peak_var = c->live_var;
+		phase_new_peak(c);
 	}
 	if (c->last_rss.val != MP_UNKNOWN && c->last_rss.val > ph->rss_peak)
 		ph->rss_peak = c->last_rss.val;

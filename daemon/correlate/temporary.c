@@ -21,6 +21,23 @@ static inline __attribute__((always_inline)) void pool_temp(struct mp_pool *pl, 
 		pl->peak_bytes = pl->live_bytes + size;
 }
 
+/* A new peak (version @ver of the process's, or of the phase's: @phase)
+ * reached by a temporary block of @size of owner @o and tag @t: live there,
+ * though their live bytes never hold it. */
+static inline __attribute__((always_inline)) void
+pool_temp_peak(uint64_t ver, struct mp_pool *o, struct mp_pool *t, uint64_t size, bool phase)
+{
+	if (phase) {
+		o->ph_ver = t->ph_ver = ver;
+		o->ph_share = o->live_bytes + size;
+		t->ph_share = t->live_bytes + size;
+	} else {
+		o->peak_ver = t->peak_ver = ver;
+		o->peak_share = o->live_bytes + size;
+		t->peak_share = t->live_bytes + size;
+	}
+}
+
 static inline void bucket_temp(struct mp_bucket **v, uint32_t *n, uint32_t *hint, uint32_t id,
 			       uint64_t size, bool *oom)
 {
@@ -87,6 +104,7 @@ temp_charge_(struct mp_correlator *c, uint64_t size, const struct alloc_at *a)
 		p->peak_bytes = level;
 		p->peak_var = c->live_var;
 		site_new_peak(c, a->site, size);
+		pool_temp_peak(c->peak_ver, &p->owners[a->owner], &p->tags[a->tag], size, false);
 	}
 	if (c->live_count + 1 > p->peak_tensors)
 		p->peak_tensors = c->live_count + 1;
@@ -97,6 +115,9 @@ temp_charge_(struct mp_correlator *c, uint64_t size, const struct alloc_at *a)
 		if (level > ph->peak_bytes) {
 			ph->peak_bytes = level;
 			ph->peak_var = c->live_var;
+			phase_new_peak(c);
+			pool_temp_peak(c->ph_ver, &p->owners[a->owner], &p->tags[a->tag], size,
+				       true);
 		}
 	}
 	pool_temp(&p->owners[a->owner], size);

@@ -139,6 +139,7 @@ static int clone_phases_pools(const struct mp_profile *p, struct mp_profile *q)
 	for (uint32_t i = 0; i < p->n_phases; i++) {
 		q->phases[i].name = NULL;
 		q->phases[i].pools = NULL;
+		q->phases[i].peak_owners = q->phases[i].peak_tags = NULL;
 	}
 	for (uint32_t i = 0; i < p->n_owners; i++)
 		q->owners[i].name = NULL;
@@ -147,7 +148,12 @@ static int clone_phases_pools(const struct mp_profile *p, struct mp_profile *q)
 	for (uint32_t i = 0; i < p->n_phases; i++)
 		if (dup_str(p->phases[i].name, &q->phases[i].name) < 0 ||
 		    dup_small(p->phases[i].pools, p->phases[i].n_pools, sizeof(*p->phases[i].pools),
-			      (void **)&q->phases[i].pools) < 0)
+			      (void **)&q->phases[i].pools) < 0 ||
+		    dup_exact(p->phases[i].peak_owners, p->phases[i].n_peak_owners,
+			      sizeof(struct mp_peak_part),
+			      (void **)&q->phases[i].peak_owners) < 0 ||
+		    dup_exact(p->phases[i].peak_tags, p->phases[i].n_peak_tags,
+			      sizeof(struct mp_peak_part), (void **)&q->phases[i].peak_tags) < 0)
 			return -ENOMEM;
 	for (uint32_t i = 0; i < p->n_owners; i++)
 		if (dup_str(p->owners[i].name, &q->owners[i].name) < 0)

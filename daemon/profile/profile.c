@@ -111,6 +111,8 @@ void mp_profile_free(struct mp_profile *p)
 	for (uint32_t i = 0; i < p->n_phases; i++) {
 		free(p->phases[i].name);
 		free(p->phases[i].pools);
+		free(p->phases[i].peak_owners);
+		free(p->phases[i].peak_tags);
 	}
 	free(p->phases);
 	for (uint32_t i = 0; i < p->n_owners; i++)

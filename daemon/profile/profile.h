@@ -305,6 +305,12 @@ struct mp_exec {
 	char *path; /* the new image as /proc/PID/exe showed it, NULL if unknown */
 };
 
+/* An owner's or a tag's live bytes at a peak of the heap. */
+struct mp_peak_part {
+	uint32_t id; /* index into mp_profile.owners or mp_profile.tags */
+	uint64_t bytes;
+};
+
 /* A process-wide phase; re-entering a phase accumulates into one entry. */
 struct mp_phase {
 	char *name;
@@ -322,6 +328,12 @@ struct mp_phase {
 	struct mp_pool_bucket *pools;
 	double peak_var; /* sampled mode: its variance (bias: the process's) */
 	struct mp_map_stats maps; /* mapping traffic while current */
+	/* Who held peak_bytes (docs/PROFILE.md "Who held the peak"): the
+	 * bytes each owner and each tag had live when the phase first reached
+	 * it, those with none left out, in index order; each list sums to
+	 * peak_bytes. */
+	uint32_t n_peak_owners, n_peak_tags;
+	struct mp_peak_part *peak_owners, *peak_tags;
 };
 
 /* An owner (object file of the allocation's caller) or a tag. */
@@ -330,6 +342,14 @@ struct mp_pool {
 	struct mp_mem_stats mem;
 	uint64_t live_bytes, live_count; /* at profile end */
 	uint64_t peak_bytes; /* peak of live_bytes */
+	/* Its live bytes when the process heap first reached
+	 * mp_profile.peak_bytes (docs/PROFILE.md "Who held the peak"): the
+	 * owners' sum, and the tags', is that peak. */
+	uint64_t peak_share;
+	/* Correlator state (not in the file; 0 in a finished profile), beside
+	 * live_bytes: the process peak and the current phase's peak whose
+	 * figures peak_share and ph_share hold while each is the current one. */
+	uint64_t peak_ver, ph_ver, ph_share;
 	/* Sampled mode: the variance of live_bytes (at the end), and at
 	 * peak_bytes, the bound on peak_bytes' upward bias, and the highest
 	 * live_var reached (correlator state; not in the file). */
@@ -418,6 +438,10 @@ struct mp_profile {
 	struct mp_mem_stats mem; /* bytes_added = newBytes, tensors_added = newTensors */
 	uint64_t peak_bytes; /* peakBytes */
 	uint64_t peak_tensors;
+	/* Who held the peaks: mp_pool.peak_share and mp_phase.peak_owners,
+	 * .peak_tags are filled in; false in files written before they were
+	 * recorded. */
+	bool peak_parts;
 	/* Sampled mode (docs/PROFILE.md "Sampled figures"; 0 otherwise):
 	 * estimated variances of mem.bytes_added (the live bytes at the end)
 	 * and of the live bytes when peak_bytes was reached, and an upper

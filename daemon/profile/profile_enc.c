@@ -341,6 +341,24 @@ static Memprof__Pool **enc_pools(struct arena *a, const struct mp_pool *v, uint3
 		o[i].peak_bytes_var = v[i].peak_var;
 		o[i].peak_bias_bound = v[i].peak_bias_bound;
 		o[i].anon_maps = enc_maps(a, &v[i].maps);
+		o[i].peak_share = v[i].peak_share;
+		r[i] = &o[i];
+	}
+	return r;
+}
+
+/* Who held a phase's peak: its owners or tags (@n of @v). */
+static Memprof__PeakPart **enc_peak_parts(struct arena *a, const struct mp_peak_part *v, uint32_t n)
+{
+	Memprof__PeakPart **r = arena_alloc(a, n, sizeof(*r));
+	Memprof__PeakPart *o = arena_alloc(a, n, sizeof(*o));
+
+	if (!r || !o)
+		return NULL;
+	for (uint32_t i = 0; i < n; i++) {
+		memprof__peak_part__init(&o[i]);
+		o[i].id = v[i].id;
+		o[i].bytes = v[i].bytes;
 		r[i] = &o[i];
 	}
 	return r;
@@ -802,8 +820,13 @@ static Memprof__Profile *enc_profile(struct arena *a, const struct mp_profile *p
 		po->anon_maps = enc_maps(a, &ph->maps);
 		po->n_pools = ph->n_pools;
 		po->pools = enc_pool_buckets(a, ph->pools, ph->n_pools);
+		po->n_peak_owners = ph->n_peak_owners;
+		po->peak_owners = enc_peak_parts(a, ph->peak_owners, ph->n_peak_owners);
+		po->n_peak_tags = ph->n_peak_tags;
+		po->peak_tags = enc_peak_parts(a, ph->peak_tags, ph->n_peak_tags);
 		o->phases[i] = po;
 	}
+	o->peak_parts = p->peak_parts;
 	o->n_owners = p->n_owners;
 	o->owners = enc_pools(a, p->owners, p->n_owners);
 	o->n_tags = p->n_tags;

@@ -404,6 +404,81 @@ static int dec_pools(Memprof__Pool **in, size_t n, struct mp_pool **ret, uint32_
 		v[i].peak_var = variance(in[i]->peak_bytes_var);
 		v[i].peak_bias_bound = variance(in[i]->peak_bias_bound);
 		dec_maps(&v[i].maps, in[i]->anon_maps);
+		v[i].peak_share = in[i]->peak_share;
+	}
+	return 0;
+}
+
+/* Who held a peak of @peak bytes: parts of distinct owners or tags (@n_ids)
+ * in index order, none empty, summing to no more than the peak (the daemon
+ * writes exactly the peak). */
+static int dec_peak_parts(Memprof__PeakPart **in, size_t n, uint32_t n_ids, uint64_t peak,
+			  struct mp_peak_part **ret, uint32_t *ret_n, const char **ret_why)
+{
+	struct mp_peak_part *v;
+	uint64_t sum = 0;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (n > n_ids)
+		BAD("more parts of a peak than owners/tags");
+	if (!n)
+		return 0;
+	v = calloc(n, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	*ret = v;
+	for (size_t i = 0; i < n; i++) {
+		if (!in[i] || in[i]->id >= n_ids || (i && in[i]->id <= v[i - 1].id))
+			BAD("part of a peak refers to no owner/tag, or out of order");
+		if (!in[i]->bytes || in[i]->bytes > peak - sum)
+			BAD("parts of a peak empty or above the peak");
+		sum += in[i]->bytes;
+		v[i] = (struct mp_peak_part){ .id = in[i]->id, .bytes = in[i]->bytes };
+		*ret_n = i + 1;
+	}
+	return 0;
+}
+
+/* The owners' (tags') bytes at the process peak sum to no more than it. */
+static int check_peak_shares(const struct mp_pool *v, uint32_t n, uint64_t peak,
+			     const char **ret_why)
+{
+	uint64_t sum = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		if (v[i].peak_share > peak - sum)
+			BAD("owners' or tags' bytes at the peak above the peak");
+		sum += v[i].peak_share;
+	}
+	return 0;
+}
+
+/* Who held the peaks: the process's and each phase's, after the owners
+ * and tags they refer to. */
+static int dec_peak_parts_all(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)
+{
+	int r;
+
+	p->peak_parts = o->peak_parts;
+	r = check_peak_shares(p->owners, p->n_owners, p->peak_bytes, ret_why);
+	if (r < 0)
+		return r;
+	r = check_peak_shares(p->tags, p->n_tags, p->peak_bytes, ret_why);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < o->n_phases; i++) {
+		const Memprof__Phase *ph = o->phases[i];
+		struct mp_phase *q = &p->phases[i];
+
+		r = dec_peak_parts(ph->peak_owners, ph->n_peak_owners, p->n_owners, q->peak_bytes,
+				   &q->peak_owners, &q->n_peak_owners, ret_why);
+		if (r < 0)
+			return r;
+		r = dec_peak_parts(ph->peak_tags, ph->n_peak_tags, p->n_tags, q->peak_bytes,
+				   &q->peak_tags, &q->n_peak_tags, ret_why);
+		if (r < 0)
+			return r;
 	}
 	return 0;
 }
@@ -911,6 +986,9 @@ static int dec_pools_invocations(const Memprof__Profile *o, struct mp_profile *p
 		if (r < 0)
 			return r;
 	}
+	r = dec_peak_parts_all(o, p, ret_why);
+	if (r < 0)
+		return r;
 	if (o->n_invocations) {
 		p->invocations = calloc(o->n_invocations, sizeof(*p->invocations));
 		if (!p->invocations)

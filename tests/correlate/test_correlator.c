@@ -66,12 +66,14 @@ Test(tfjs, example1_model)
 				      .mem = MEM(12, 1, 36, 3, 24, 2),
 				      .live_bytes = 12,
 				      .live_count = 1,
-				      .peak_bytes = 24 } };
+				      .peak_bytes = 24,
+				      .peak_share = 24 } };
 	struct mp_pool tags[] = { { .name = "(untagged)",
 				    .mem = MEM(12, 1, 36, 3, 24, 2),
 				    .live_bytes = 12,
 				    .live_count = 1,
-				    .peak_bytes = 24 } };
+				    .peak_bytes = 24,
+				    .peak_share = 24 } };
 
 	for (int i = 0; i < 2; i++)
 		invs[i] = (struct mp_invocation){
@@ -107,6 +109,7 @@ Test(tfjs, example1_model)
 		.mem = MEM(12, 1, 36, 3, 24, 2),
 		.peak_bytes = 24,
 		.peak_tensors = 2,
+		.peak_parts = true,
 		.n_names = 1,
 		.names = names_square,
 		.n_invocations = 2,
@@ -223,12 +226,14 @@ Test(tfjs, example2_model)
 				      .mem = MEM(32, 3, 32, 3, 0, 0),
 				      .live_bytes = 32,
 				      .live_count = 3,
-				      .peak_bytes = 32 } };
+				      .peak_bytes = 32,
+				      .peak_share = 32 } };
 	struct mp_pool tags[] = { { .name = "(untagged)",
 				    .mem = MEM(32, 3, 32, 3, 0, 0),
 				    .live_bytes = 32,
 				    .live_count = 3,
-				    .peak_bytes = 32 } };
+				    .peak_bytes = 32,
+				    .peak_share = 32 } };
 	struct mp_profile want = {
 		.format_version = MP_PROFILE_FORMAT_VERSION,
 		.clock = MP_CLOCK_MONOTONIC,
@@ -236,6 +241,7 @@ Test(tfjs, example2_model)
 		.end_ns = 1009,
 		.mem = MEM(32, 3, 32, 3, 0, 0),
 		.peak_bytes = 32,
+		.peak_parts = true,
 		.peak_tensors = 3,
 		.n_names = 1,
 		.names = names,

@@ -508,6 +508,42 @@ static UNUSED void expect_exec_eq(const char *path, const struct mp_exec *g,
 		}                                                                                \
 	} while (0)
 
+static UNUSED void expect_peak_part_eq(const char *path, const struct mp_peak_part *g,
+				       const struct mp_peak_part *w)
+{
+	EQ(path, id, g, w);
+	EQ(path, bytes, g, w);
+}
+
+/* Who held the peaks: the owners' and tags' bytes at the process peak and
+ * each phase's breakdown. */
+static UNUSED void expect_peak_parts_eq(const struct mp_profile *g, const struct mp_profile *w)
+{
+	char sub[256];
+
+	cr_expect_eq(g->peak_parts, w->peak_parts, "profile.peak_parts");
+	for (uint32_t i = 0; i < g->n_owners && i < w->n_owners; i++)
+		cr_expect_eq(g->owners[i].peak_share, w->owners[i].peak_share,
+			     "owners[%u].peak_share: got %llu, want %llu", i,
+			     (unsigned long long)g->owners[i].peak_share,
+			     (unsigned long long)w->owners[i].peak_share);
+	for (uint32_t i = 0; i < g->n_tags && i < w->n_tags; i++)
+		cr_expect_eq(g->tags[i].peak_share, w->tags[i].peak_share,
+			     "tags[%u].peak_share: got %llu, want %llu", i,
+			     (unsigned long long)g->tags[i].peak_share,
+			     (unsigned long long)w->tags[i].peak_share);
+	for (uint32_t i = 0; i < g->n_phases && i < w->n_phases; i++) {
+		const struct mp_phase *gp = &g->phases[i], *wp = &w->phases[i];
+
+		snprintf(sub, sizeof(sub), "phases[%u].peak_owners", i);
+		EXPECT_ARRAY(sub, gp->peak_owners, gp->n_peak_owners, wp->peak_owners,
+			     wp->n_peak_owners, expect_peak_part_eq);
+		snprintf(sub, sizeof(sub), "phases[%u].peak_tags", i);
+		EXPECT_ARRAY(sub, gp->peak_tags, gp->n_peak_tags, wp->peak_tags, wp->n_peak_tags,
+			     expect_peak_part_eq);
+	}
+}
+
 /* Every field of the whole profile. */
 static UNUSED void expect_profile_eq(const struct mp_profile *g, const struct mp_profile *w)
 {
@@ -562,6 +598,7 @@ static UNUSED void expect_profile_eq(const struct mp_profile *g, const struct mp
 	EXPECT_ARRAY("profile.owners", g->owners, g->n_owners, w->owners, w->n_owners,
 		     expect_pool_eq);
 	EXPECT_ARRAY("profile.tags", g->tags, g->n_tags, w->tags, w->n_tags, expect_pool_eq);
+	expect_peak_parts_eq(g, w);
 	EXPECT_ARRAY("profile.rss", g->rss, g->n_rss, w->rss, w->n_rss, expect_rss_point_eq);
 	EQ(path, rss_stride, g, w);
 	EQ(path, rss_samples, g, w);
