@@ -8,6 +8,7 @@
 #include "html.h"
 #include "json.h"
 #include "maps_report.h"
+#include "peak_report.h"
 #include "rank.h"
 #include "report.h"
 
@@ -473,6 +474,8 @@ static void json_pools(struct mp_json *j, const struct mp_profile *p, const char
 		if (has_stderr(p))
 			mp_json_u64(j, "liveBytesStderr", stderr_of(v[i].live_var));
 		json_peak_err(j, p, "peakBytes", v[i].peak_var, v[i].peak_bias_bound);
+		if (p->peak_parts)
+			mp_json_u64(j, "peakShare", v[i].peak_share);
 		mp_maps_json(j, "anonMaps", &v[i].maps);
 		mp_json_object_end(j);
 	}
@@ -565,8 +568,10 @@ static void json_sites(struct mp_json *j, const struct mp_profile *p)
 	mp_json_array_end(j);
 }
 
-static void json_phases(struct mp_json *j, const struct mp_profile *p)
+static int json_phases(struct mp_json *j, const struct mp_profile *p)
 {
+	int r = 0;
+
 	mp_json_array_begin(j, "phases");
 	for (uint32_t i = 0; i < p->n_phases; i++) {
 		const struct mp_phase *ph = &p->phases[i];
@@ -582,9 +587,14 @@ static void json_phases(struct mp_json *j, const struct mp_profile *p)
 		mp_json_u64(j, "rssPeak", ph->rss_peak);
 		json_pool_buckets(j, p, ph->pools, ph->n_pools, NULL, 0);
 		mp_maps_json(j, "anonMaps", &ph->maps);
+		if (r == 0)
+			r = mp_peak_json(j, p, "peakOwners", i, false);
+		if (r == 0)
+			r = mp_peak_json(j, p, "peakTags", i, true);
 		mp_json_object_end(j);
 	}
 	mp_json_array_end(j);
+	return r;
 }
 
 static void json_rss(struct mp_json *j, const struct mp_profile *p)
@@ -702,6 +712,7 @@ static void json_drops(struct mp_json *j, const struct mp_profile *p)
 static int write_json(const struct mp_profile *p, FILE *f)
 {
 	struct mp_json j;
+	int r;
 
 	mp_json_init(&j, f, true);
 	mp_json_object_begin(&j, NULL);
@@ -741,6 +752,7 @@ static int write_json(const struct mp_profile *p, FILE *f)
 		mp_json_u64(&j, "peakBytesBiasBound", (uint64_t)llround(p->peak_bias_bound));
 	}
 	mp_json_u64(&j, "peakTensors", p->peak_tensors);
+	r = mp_peak_json_profile(&j, p);
 	json_mem(&j, "heap", &p->mem);
 	mp_maps_json_profile(&j, p);
 	mp_json_u64(&j, "unknownFrees", p->unknown_frees);
@@ -778,13 +790,18 @@ static int write_json(const struct mp_profile *p, FILE *f)
 	for (uint32_t i = 0; i < p->n_invocations; i++)
 		json_invocation(&j, p, i);
 	mp_json_array_end(&j);
-	json_phases(&j, p);
+	if (r == 0)
+		r = json_phases(&j, p);
 	json_pools(&j, p, "owners", p->owners, p->n_owners);
 	json_pools(&j, p, "tags", p->tags, p->n_tags);
 	json_mempools(&j, p);
 	json_rss(&j, p);
 	json_sites(&j, p);
 	mp_json_object_end(&j);
+	if (r < 0) {
+		(void)mp_json_finish(&j);
+		return r;
+	}
 	return mp_json_finish(&j);
 }
 
@@ -1309,6 +1326,7 @@ static int write_table(const struct mp_profile *p, FILE *f)
 	table_kernels(p, sampled, f);
 	table_phases(p, sampled, f);
 	table_owners_tags(p, sampled, f);
+	mp_peak_table(p, f);
 	mp_maps_table(p, f);
 	table_pools(p, f);
 	fprintf(f,

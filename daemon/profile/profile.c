@@ -233,6 +233,57 @@ const struct mp_kernel *mp_profile_kernel(const struct mp_profile *p, const char
 	return NULL;
 }
 
+static int part_cmp(const void *a, const void *b)
+{
+	const struct mp_peak_part *x = a, *y = b;
+
+	if (x->bytes != y->bytes)
+		return x->bytes > y->bytes ? -1 : 1;
+	return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int mp_profile_peak_parts(const struct mp_profile *p, uint32_t phase, bool tags,
+			  struct mp_peak_part **ret, uint32_t *ret_n, uint64_t *ret_peak)
+{
+	const struct mp_pool *v = tags ? p->tags : p->owners;
+	uint32_t nv = tags ? p->n_tags : p->n_owners, n = 0;
+	struct mp_peak_part *a;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (!p->peak_parts || (phase != MP_NONE && phase >= p->n_phases))
+		return -ENOENT;
+	if (phase != MP_NONE) {
+		const struct mp_phase *ph = &p->phases[phase];
+		const struct mp_peak_part *src = tags ? ph->peak_tags : ph->peak_owners;
+
+		n = tags ? ph->n_peak_tags : ph->n_peak_owners;
+		*ret_peak = ph->peak_bytes;
+		if (!n)
+			return 0;
+		a = malloc(n * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		memcpy(a, src, n * sizeof(*a));
+	} else {
+		*ret_peak = p->peak_bytes;
+		a = nv ? malloc(nv * sizeof(*a)) : NULL;
+		if (nv && !a)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < nv; i++)
+			if (v[i].peak_share)
+				a[n++] = (struct mp_peak_part){ .id = i, .bytes = v[i].peak_share };
+		if (!n) {
+			free(a);
+			return 0;
+		}
+	}
+	qsort(a, n, sizeof(*a), part_cmp);
+	*ret = a;
+	*ret_n = n;
+	return 0;
+}
+
 const struct mp_phase *mp_profile_phase(const struct mp_profile *p, const char *name)
 {
 	for (uint32_t i = 0; i < p->n_phases; i++)

@@ -735,6 +735,15 @@ const struct mp_location *mp_profile_location(const struct mp_profile *p, uint64
 /* Bucket @id of an invocation's or kernel's owner/tag breakdown, or NULL. */
 const struct mp_bucket *mp_bucket_find(const struct mp_bucket *b, uint32_t n, uint32_t id);
 
+/* Who held a peak (docs/PROFILE.md "Who held the peak"): the process's
+ * (@phase MP_NONE) or phase @phase's, by owner or by tag (@tags), the most
+ * bytes first (equal ones by index), those with none left out, in a new
+ * array *@ret (free() it; NULL when there are none) of *@ret_n parts
+ * summing to the peak, *@ret_peak. -ENOENT when the profile does not
+ * record them (p->peak_parts false) or there is no such phase, -ENOMEM. */
+int mp_profile_peak_parts(const struct mp_profile *p, uint32_t phase, bool tags,
+			  struct mp_peak_part **ret, uint32_t *ret_n, uint64_t *ret_peak);
+
 /* A region of the profile: the whole window, or one invocation and the
  * invocations nested in it. */
 struct mp_region {

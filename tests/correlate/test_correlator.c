@@ -1195,6 +1195,11 @@ Test(report, table_example2)
 		"(untagged)                                   32             32             32      "
 		"       32\n"
 		"\n"
+		"PEAK                             OWNER                                     BYTES   "
+		"SHARE\n"
+		"(process)                        (unknown)                                    32  "
+		"100.0%\n"
+		"\n"
 		"drops: ring 3, bpf 0, invocations beyond cap 0, markers 0; unmatched ends 0; "
 		"truncated: no\n");
 	free(txt);
@@ -1225,6 +1230,11 @@ Test(report, table_names_the_mode)
 		"NET_BYTES\n"
 		"(untagged)                                   32             32             32      "
 		"       32\n"
+		"\n"
+		"PEAK                             OWNER                                     BYTES   "
+		"SHARE\n"
+		"(process)                        (unknown)                                    32  "
+		"100.0%\n"
 		"\n"
 		"drops: ring 0, bpf 0, invocations beyond cap 0, markers 0; unmatched ends 0; "
 		"truncated: no\n";

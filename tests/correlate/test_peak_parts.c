@@ -9,6 +9,8 @@
 #include <inttypes.h>
 
 #include "../profile/helpers.h"
+#include "memprof.pb-c.h"
+#include "profile_pb.h"
 
 static const char *lib_of(void *ctx, uint64_t addr)
 {
@@ -62,14 +64,12 @@ static void parts_text(const struct mp_profile *p, const struct mp_pool *pools,
 /* The ExecuTorch questions on a small stream: a load phase whose peak is
  * held by the framework's weights and a temporary of the delegate, an
  * inference phase whose peak is held by weights, activations and the
- * delegate's scratch. Every figure is written out by hand. */
-Test(peak_parts, load_and_inference_by_hand)
+ * delegate's scratch. */
+static struct mp_profile *by_hand(void)
 {
 	struct mp_correlator_opts o = { .resolve_owner = lib_of };
 	struct stream s;
-	struct mp_profile *p;
 	struct block w, t, a, x, x2;
-	char buf[512];
 
 	stream_init(&s, &o);
 	cr_assert_eq(mp_correlator_add_owner_rule(s.c, "libtorch*=framework"), 0);
@@ -95,7 +95,14 @@ Test(peak_parts, load_and_inference_by_hand)
 	release(&s, 1, &w); /* 1500 */
 	phase(&s, "load");
 	alloc_from(&s, 1, 100, caller_in(3)); /* load re-entered below its peak */
-	p = finish(&s);
+	return finish(&s);
+}
+
+/* Every figure of by_hand() written out by hand. */
+Test(peak_parts, load_and_inference_by_hand)
+{
+	struct mp_profile *p = by_hand();
+	char buf[512];
 
 	cr_assert(p->peak_parts);
 	cr_assert_eq(p->peak_bytes, 11500);
@@ -152,6 +159,16 @@ Test(peak_parts, peak_at_phase_entry)
 	cr_expect_str_eq(buf, "libtorch_cpu.so.1.13=300 libXNNPACK.so.0=200");
 	cr_expect_eq(p->phases[0].peak_bytes, 500);
 	mp_profile_free(p);
+}
+
+/* 13 libraries, lib00.so to lib12.so, one per page. */
+static const char *many_libs(void *ctx, uint64_t addr)
+{
+	static char path[32];
+
+	(void)ctx;
+	snprintf(path, sizeof(path), "/lib/lib%02u.so", (unsigned)(addr / 0x1000 - 1));
+	return path;
 }
 
 /* A reference model: every owner's and tag's live bytes, copied at each new
@@ -473,5 +490,158 @@ Test(peak_parts, sampled_parts_sum_to_the_peak)
 		     p->phases[0].peak_bytes);
 	cr_expect_eq(p->phases[0].peak_bytes, p->peak_bytes);
 	cr_expect_gt(p->phases[0].n_peak_owners, 3);
+	mp_profile_free(p);
+}
+
+/* The table: a PEAK section by owner and one by tag, the process's peak
+ * and each phase's, the most bytes first, with each part's share. */
+Test(peak_parts, table_names_who_held_each_peak)
+{
+	struct mp_profile *p = by_hand();
+
+	assert_report_has(
+		p, MP_REPORT_TABLE,
+		"\nPEAK                             OWNER                                     BYTES   SHARE\n"
+		"(process)                        framework                                  7000   60.9%\n"
+		"(process)                        delegate:xnnpack                           4000   34.8%\n"
+		"(process)                        python3.11                                  500    4.3%\n"
+		"load                             framework                                  7000   70.0%\n"
+		"load                             delegate:xnnpack                           3000   30.0%\n"
+		"inference                        framework                                  7000   60.9%\n"
+		"inference                        delegate:xnnpack                           4000   34.8%\n"
+		"inference                        python3.11                                  500    4.3%\n"
+		"\nPEAK                             TAG                                       BYTES   SHARE\n"
+		"(process)                        weights                                    7000   60.9%\n"
+		"(process)                        activations                                4000   34.8%\n"
+		"(process)                        (untagged)                                  500    4.3%\n"
+		"load                             weights                                    7000   70.0%\n"
+		"load                             (untagged)                                 3000   30.0%\n");
+	mp_profile_free(p);
+}
+
+/* Past MP_PEAK_TABLE_ROWS parts, the rest is one "(N others)" row, so the
+ * rows still add up to the peak. */
+Test(peak_parts, table_sums_the_rest)
+{
+	struct mp_correlator_opts o = { .resolve_owner = many_libs };
+	struct stream s;
+	struct mp_profile *p;
+
+	stream_init(&s, &o);
+	for (uint32_t i = 0; i < 13; i++)
+		alloc_from(&s, 1, 100 * (13 - i), 0x1000 * (i + 1));
+	p = finish(&s);
+	assert_report_has(
+		p, MP_REPORT_TABLE,
+		"(process)                        lib09.so                                    400    4.4%\n"
+		"(process)                        (3 others)                                  600    6.6%\n");
+	mp_profile_free(p);
+}
+
+/* JSON: the profile's "peak" object, each owner's and tag's peakShare, each
+ * phase's peakOwners and peakTags. */
+Test(peak_parts, json_names_who_held_each_peak)
+{
+	struct mp_profile *p = by_hand();
+
+	assert_report_has(p, MP_REPORT_JSON,
+			  "  \"peak\": {\n"
+			  "    \"bytes\": 11500,\n"
+			  "    \"owners\": [\n"
+			  "      {\n"
+			  "        \"name\": \"framework\",\n"
+			  "        \"bytes\": 7000\n"
+			  "      },\n"
+			  "      {\n"
+			  "        \"name\": \"delegate:xnnpack\",\n"
+			  "        \"bytes\": 4000\n",
+			  "      \"peakOwners\": [\n"
+			  "        {\n"
+			  "          \"name\": \"framework\",\n"
+			  "          \"bytes\": 7000\n"
+			  "        },\n"
+			  "        {\n"
+			  "          \"name\": \"delegate:xnnpack\",\n"
+			  "          \"bytes\": 3000\n"
+			  "        }\n"
+			  "      ],\n",
+			  "\"name\": \"delegate:xnnpack\",", "\"peakShare\": 4000,",
+			  "\"name\": \"activations\",", "\"peakTags\": [");
+	mp_profile_free(p);
+}
+
+/* The file carries them: a round trip gives them back whole. */
+Test(peak_parts, proto_round_trip)
+{
+	struct mp_profile *p = by_hand(), *q = NULL;
+	const char *why = NULL;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+
+	cr_assert_eq(mp_profile_encode(p, &buf, &len), 0);
+	cr_assert_eq(mp_profile_decode(buf, len, &q, &why), 0, "%s", why ? why : "");
+	cr_assert(q->peak_parts);
+	expect_profile_eq(q, p);
+	cr_expect_eq(q->phases[1].n_peak_owners, 3);
+	free(buf);
+	mp_profile_free(q);
+	mp_profile_free(p);
+}
+
+static int decode_msg(const Memprof__Profile *m, const char **why)
+{
+	size_t len = memprof__profile__get_packed_size(m);
+	uint8_t *buf = malloc(len + 1);
+	struct mp_profile *q = NULL;
+	int r;
+
+	cr_assert_not_null(buf);
+	memprof__profile__pack(m, buf);
+	r = mp_profile_decode(buf, len, &q, why);
+	free(buf);
+	mp_profile_free(q);
+	return r;
+}
+
+/* A file's parts are a claim: one naming no owner, out of order, empty or
+ * summing past its peak is refused, and so are shares past the peak. */
+Test(peak_parts, hostile_parts_refused)
+{
+	struct mp_profile *p = by_hand();
+	Memprof__Profile *m;
+	Memprof__PeakPart **po;
+	const char *why = NULL;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	uint32_t id;
+	uint64_t bytes;
+
+	cr_assert_eq(mp_profile_encode(p, &buf, &len), 0);
+	m = memprof__profile__unpack(NULL, len, buf);
+	cr_assert_not_null(m);
+	cr_assert_eq(decode_msg(m, &why), 0, "%s", why ? why : "");
+	po = m->phases[1]->peak_owners;
+	cr_assert_eq(m->phases[1]->n_peak_owners, 3);
+	id = po[2]->id;
+	po[2]->id = 99;
+	cr_expect_eq(decode_msg(m, &why), -EBADMSG);
+	po[2]->id = po[0]->id;
+	cr_expect_eq(decode_msg(m, &why), -EBADMSG, "out of order");
+	po[2]->id = id;
+	bytes = po[2]->bytes;
+	po[2]->bytes += 1;
+	cr_expect_eq(decode_msg(m, &why), -EBADMSG, "past the peak");
+	po[2]->bytes = 0;
+	cr_expect_eq(decode_msg(m, &why), -EBADMSG, "empty");
+	po[2]->bytes = bytes;
+	cr_expect_eq(decode_msg(m, &why), 0);
+	m->owners[3]->peak_share += 1;
+	cr_expect_eq(decode_msg(m, &why), -EBADMSG, "shares past the peak");
+	m->owners[3]->peak_share -= 1;
+	/* a file from before: none recorded, nothing refused */
+	m->peak_parts = false;
+	cr_expect_eq(decode_msg(m, &why), 0);
+	memprof__profile__free_unpacked(m, NULL);
+	free(buf);
 	mp_profile_free(p);
 }
