@@ -248,6 +248,35 @@ static int cmd_env(int argc, char **argv)
 	return 0;
 }
 
+/* --torch: PyTorch's libraries as named parts (docs/PYTHON.md "Who held the
+ * peak"), each named after what Debian's PyTorch links: the framework
+ * (libtorch*, libc10, libshm, the torch._C extension), each delegate
+ * library (XNNPACK, oneDNN), the interpreter, the C/C++ runtime. */
+static const char *const torch_owner_groups[] = {
+	"libtorch*=framework",	    "libc10*=framework",       "libshm*=framework",
+	"libcaffe2*=framework",	    "_C.cpython-*=framework",  "libXNNPACK*=delegate:xnnpack",
+	"libdnnl*=delegate:onednn", "python3*=interpreter",    "libpython3*=interpreter",
+	"libc.so*=runtime:c/c++",   "libm.so*=runtime:c/c++",  "libstdc++*=runtime:c/c++",
+	"libgcc_s*=runtime:c/c++",  "ld-linux*=runtime:c/c++",
+};
+
+/* After the user's --owner rules: the first rule matching names the
+ * owner, so the user's override these. */
+static int add_torch_owner_groups(struct mp_session_opts *s)
+{
+	for (size_t i = 0; i < sizeof(torch_owner_groups) / sizeof(torch_owner_groups[0]); i++) {
+		if (s->n_owner_rules >= MP_SESSION_MAX_OWNER_RULES)
+			return log_error_errno(-E2BIG,
+					       "--torch: no room for its %zu owner groups after "
+					       "%zu --owner rules (at most %d in all)",
+					       sizeof(torch_owner_groups) /
+						       sizeof(torch_owner_groups[0]),
+					       s->n_owner_rules - i, MP_SESSION_MAX_OWNER_RULES);
+		s->owner_rules[s->n_owner_rules++] = torch_owner_groups[i];
+	}
+	return 0;
+}
+
 static int cmd_run(int argc, char **argv)
 {
 	struct mp_options o;
@@ -277,6 +306,8 @@ static int cmd_run(int argc, char **argv)
 		fprintf(stderr, "memprof run: setting LD_PRELOAD: out of memory\n");
 		return 1;
 	}
+	if (o.torch && add_torch_owner_groups(&o.session) < 0)
+		return 2;
 	r = set_pythonpath(o.torch);
 	if (r == -ENOMEM)
 		fprintf(stderr, "memprof run: setting PYTHONPATH: out of memory\n");

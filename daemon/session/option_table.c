@@ -182,8 +182,10 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	{ MP_OPT_ID_TORCH, "torch", 0, NULL, MP_OPT_FLAG, MP_OPT_RUN, 0, 1, NULL, NULL,
 	  "CMD is a Python script using PyTorch: make its\n"
 	  "modules and aten ops kernels, and its phases load\n"
-	  "and inference, with no change to the script\n"
-	  "(docs/PYTHON.md)" },
+	  "and inference, with no change to the script; owners\n"
+	  "in groups framework, delegate:xnnpack,\n"
+	  "delegate:onednn, interpreter, runtime:c/c++ (an\n"
+	  "--owner rule overrides them) (docs/PYTHON.md)" },
 	{ MP_OPT_ID_DUMP_EVENTS, "dump-events", 0, NULL, MP_OPT_FLAG, FG, 0, 1, NULL, NULL,
 	  "print every event as it is correlated" },
 	/* The merge watermark: for experiments, not in --help. */
