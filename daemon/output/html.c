@@ -477,6 +477,54 @@ static void data_phases(struct mp_json *j, const struct mp_profile *p)
 	mp_json_array_end(j);
 }
 
+/* One peak's parts by owner or tag: [name, bytes], the most bytes first. */
+static int data_peak_parts(struct mp_json *j, const struct mp_profile *p, const char *key,
+			   uint32_t phase, bool tags)
+{
+	const struct mp_pool *v = tags ? p->tags : p->owners;
+	struct mp_peak_part *a;
+	uint64_t total;
+	uint32_t n;
+	int r;
+
+	r = mp_profile_peak_parts(p, phase, tags, &a, &n, &total);
+	if (r < 0)
+		return r;
+	mp_json_array_begin(j, key);
+	for (uint32_t i = 0; i < n; i++) {
+		mp_json_array_begin(j, NULL);
+		mp_json_str(j, NULL, v[a[i].id].name);
+		mp_json_u64(j, NULL, a[i].bytes);
+		mp_json_array_end(j);
+	}
+	mp_json_array_end(j);
+	free(a);
+	return 0;
+}
+
+/* Who held the peak (docs/PROFILE.md "Who held the peak"): the process's
+ * peak, then each phase's, each with its parts by owner and by tag; none
+ * in a file that does not record them. */
+static int data_peaks(struct mp_json *j, const struct mp_profile *p)
+{
+	int r = 0;
+
+	mp_json_array_begin(j, "peaks");
+	for (uint32_t k = 0; p->peak_parts && r == 0 && k <= p->n_phases; k++) {
+		uint32_t i = k ? k - 1 : MP_NONE;
+
+		mp_json_object_begin(j, NULL);
+		mp_json_str(j, "name", i == MP_NONE ? "(process)" : p->phases[i].name);
+		mp_json_u64(j, "peakBytes", i == MP_NONE ? p->peak_bytes : p->phases[i].peak_bytes);
+		r = data_peak_parts(j, p, "owners", i, false);
+		if (r == 0)
+			r = data_peak_parts(j, p, "tags", i, true);
+		mp_json_object_end(j);
+	}
+	mp_json_array_end(j);
+	return r;
+}
+
 /* Owners or tags that allocated, freed, mapped or unmapped something, in
  * the order of @order (NULL: as they are): the page keeps it for equal
  * figures. */
@@ -638,8 +686,10 @@ int mp_html_write_data(const struct mp_profile *p, FILE *f)
 	data_invocations(&j, p);
 	data_rss(&j, p);
 	data_phases(&j, p);
+	r = data_peaks(&j, p);
 	/* owners by bytes allocated, equal ones by name (rank.h) */
-	r = mp_rank_pools(p->owners, p->n_owners, MP_RANK_ALLOC, &owners);
+	if (r == 0)
+		r = mp_rank_pools(p->owners, p->n_owners, MP_RANK_ALLOC, &owners);
 	data_buckets(&j, p, "owners", p->owners, p->n_owners, owners);
 	free(owners);
 	data_buckets(&j, p, "tags", p->tags, p->n_tags, NULL);

@@ -436,3 +436,87 @@ Test(html, mappings_beside_the_heap)
 	free(text);
 	mp_profile_free(p);
 }
+
+static const char *two_libs(void *ctx, uint64_t addr)
+{
+	(void)ctx;
+	return addr < 0x2000 ? "/usr/lib/libtorch_cpu.so.1" : "/usr/lib/libXNNPACK.so.0";
+}
+
+/* The bytes of every segment of the bar of peak @name (its parts), their
+ * count in *@ret_n; the bar's segment of @part in *@ret_part (0: none). */
+static uint64_t bar_sum(const char *dom, const char *name, const char *part, uint32_t *ret_n,
+			uint64_t *ret_part)
+{
+	char start[128], key[128];
+	char *bar, *s;
+	uint64_t sum = 0;
+
+	snprintf(start, sizeof(start), "<div class=\"peak-bar\" data-peak=\"%s\">", name);
+	bar = section(dom, start, "</div>");
+	snprintf(key, sizeof(key), "data-name=\"%s\" data-bytes=\"", part);
+	*ret_n = 0;
+	*ret_part = 0;
+	for (s = bar; (s = strstr(s, " data-bytes=\"")); s++) {
+		sum += strtoull(s + 13, NULL, 10);
+		(*ret_n)++;
+	}
+	s = strstr(bar, key);
+	if (s)
+		*ret_part = strtoull(s + strlen(key), NULL, 10);
+	free(bar);
+	return sum;
+}
+
+/* Who held the peak: a bar per peak (the process's, each phase's) whose
+ * segments are its parts by owner, adding up to it, and the table of the
+ * same parts. */
+Test(html, bars_of_who_held_each_peak)
+{
+	struct mp_correlator_opts o = { .resolve_owner = two_libs };
+	struct stream s;
+	struct mp_profile *p;
+	struct block w, t;
+	char *text, *dom, *pt;
+	const char *path;
+	uint64_t part;
+	uint32_t n;
+
+	stream_init(&s, &o);
+	cr_assert_eq(mp_correlator_add_owner_rule(s.c, "libtorch*=framework"), 0);
+	cr_assert_eq(mp_correlator_add_owner_rule(s.c, "libXNNPACK*=delegate:xnnpack"), 0);
+	phase(&s, "load");
+	w = alloc_from(&s, 1, 6000, 0x1100);
+	t = alloc_from(&s, 1, 3000, 0x3100); /* load peak 9000 */
+	release(&s, 1, &t);
+	phase(&s, "inference");
+	tag_begin(&s, 1, "activations");
+	alloc_from(&s, 1, 1500, 0x1100);
+	t = alloc_from(&s, 1, 2500, 0x3100); /* inference peak 10000 */
+	release(&s, 1, &t);
+	tag_end(&s, 1);
+	release(&s, 1, &w);
+	p = finish(&s);
+	path = write_page(p, "peaks.html", &text);
+	dom = html_dom(path);
+	html_expect_ran(dom);
+	cr_expect_eq(bar_sum(dom, "(process)", "delegate:xnnpack", &n, &part), 10000);
+	cr_expect_eq(n, 2);
+	cr_expect_eq(part, 2500);
+	cr_expect_eq(bar_sum(dom, "load", "delegate:xnnpack", &n, &part), 9000);
+	cr_expect_eq(part, 3000);
+	cr_expect_eq(bar_sum(dom, "inference", "framework", &n, &part), 10000);
+	cr_expect_eq(part, 7500);
+	/* by tag too: the program tagged something */
+	cr_expect_not_null(strstr(dom, "<div class=\"peaks\" id=\"mp-peaks-tags\">"));
+	pt = section(dom, "<table id=\"mp-peak-parts\">", "</table>");
+	cr_expect_not_null(
+		strstr(pt, "<td class=\"name\">inference</td><td class=\"name\">OWNER</td>"
+			   "<td class=\"name\">delegate:xnnpack</td><td class=\"n\">2,500</td>"
+			   "<td class=\"n\">25.0%</td>"),
+		"%s", pt);
+	free(pt);
+	free(dom);
+	free(text);
+	mp_profile_free(p);
+}

@@ -892,6 +892,39 @@
 
 	/* ---- phases, owners, tags, pools, execs ---- */
 
+	/* Who held the peak: a bar per peak (the process's, each phase's), its
+	 * parts stacked, by owner and, when the program tagged anything, by tag;
+	 * the same parts in a table. */
+	function peaks() {
+		if (!D.peaks.length) return;
+		add(app, el('h2', null, 'Who held the peak'));
+		add(app, el('div', { class: 'muted' }, 'The bytes each owner (and tag) held when the heap ' +
+			'first reached its peak: the whole run\'s and each phase\'s. The parts of a bar add up ' +
+			'to its peak.'));
+		var rows = [], byTag = D.tags.length > 1;
+		[['owners', 'OWNER'], ['tags', 'TAG']].forEach(function (kind) {
+			if (kind[0] === 'tags' && !byTag) return;
+			var box = add(app, el('div', { class: 'peaks', id: 'mp-peaks-' + kind[0] }));
+			D.peaks.forEach(function (pk) {
+				var row = add(box, el('div', { class: 'peak' }));
+				add(row, el('div', { class: 'peak-name' }, pk.name + ': ' + group(pk.peakBytes) + ' B'));
+				var bar = add(row, el('div', { class: 'peak-bar', 'data-peak': pk.name }));
+				pk[kind[0]].forEach(function (part) {
+					var share = pk.peakBytes ? 100 * part[1] / pk.peakBytes : 0;
+					var seg = add(bar, el('span', { class: 'seg', 'data-name': part[0], 'data-bytes': String(part[1]),
+						title: part[0] + ': ' + group(part[1]) + ' B (' + share.toFixed(1) + '%)' }));
+					seg.style.width = share.toFixed(4) + '%';
+					seg.style.background = hue(hashStr(part[0]));
+					if (share >= 8) seg.textContent = part[0];
+					rows.push({ peak: pk.name, by: kind[1], name: part[0], bytes: part[1], share: share });
+				});
+			});
+		});
+		table(app, 'mp-peak-parts', [['PEAK', 'peak', 's'], ['BY', 'by', 's'], ['NAME', 'name', 's'],
+			['BYTES', 'bytes'], ['SHARE', function (r) { return r.share.toFixed(1) + '%'; }, 'x',
+				function (r) { return r.share; }]], rows);
+	}
+
 	function others() {
 		var S = D.sampled;
 		if (D.phases.length) {
@@ -904,6 +937,7 @@
 			c.push(['RSS_PEAK', 'rssPeak']);
 			table(app, 'mp-phases', c, D.phases);
 		}
+		peaks();
 		[['Owners', 'OWNER', 'owners'], ['Tags', 'TAG', 'tags']].forEach(function (o) {
 			if (!D[o[2]].length) return;
 			add(app, el('h2', null, o[0]));
