@@ -37,7 +37,9 @@ static void diff_usage(FILE *f)
 	      "LIMIT is [SCOPE:NAME.]METRIC=VALUE:\n"
 	      "  SCOPE:NAME  kernel:NAME, phase:NAME, owner:NAME or tag:NAME; NAME is a\n"
 	      "              glob (kernel:conv*, kernel:*: every kernel). Without it the\n"
-	      "              limit is on the whole profile.\n"
+	      "              limit is on the whole profile. phase_owner:PHASE/OWNER and\n"
+	      "              phase_tag:PHASE/TAG: an owner's or tag's part of a phase's\n"
+	      "              peak (phase_owner:inference/delegate:*).\n"
 	      "  METRIC      alloc       bytes allocated (a kernel: with nested kernels)\n"
 	      "              peak        the whole profile's heap peak (peakBytes)\n"
 	      "              peak_added  a kernel's highest net bytes within one call\n"
@@ -50,10 +52,14 @@ static void diff_usage(FILE *f)
 	      "              maps_peak   the mappings' reserved bytes' peak (a kernel's,\n"
 	      "                          a phase's: the process's while it ran)\n"
 	      "              maps_live   the mappings' reserved bytes at the end\n"
+	      "              peak_share  bytes held when the heap reached its peak: an\n"
+	      "                          owner's or tag's at the whole profile's peak,\n"
+	      "                          phase_owner's, phase_tag's at the phase's\n"
 	      "              (profile: alloc, peak, rss, mapped, maps_peak, maps_live;\n"
 	      "              kernel: alloc, peak_added, peak_live, rss, mapped,\n"
 	      "              maps_peak; phase: alloc, peak_live, rss, mapped, maps_peak;\n"
-	      "              owner, tag: alloc, peak_live, mapped, maps_peak, maps_live)\n"
+	      "              owner, tag: alloc, peak_live, mapped, maps_peak, maps_live,\n"
+	      "              peak_share; phase_owner, phase_tag: peak_share)\n"
 	      "  VALUE       N% of the OLD figure (a figure that was 0 may not grow at\n"
 	      "              all), or bytes: 512, 64K, 1.5M, 2G (K, M, G: powers of 1024;\n"
 	      "              KiB, MiB, GiB and a B suffix are accepted)\n"
@@ -61,9 +67,9 @@ static void diff_usage(FILE *f)
 	      "sampled profiles only by more than that plus K standard errors of the\n"
 	      "difference, so a change within the noise never fails. Decreases never\n"
 	      "fail. A kernel, phase, owner or tag missing from one profile counts 0\n"
-	      "there. An RSS figure without samples, or a mapping figure of a file\n"
-	      "written before mappings were recorded, is not checked. A limit that names\n"
-	      "nothing in either profile is bad input.\n"
+	      "there. An RSS figure without samples, or a mapping figure (peak_share) of\n"
+	      "a file written before mappings (peak parts) were recorded, is not checked.\n"
+	      "A limit that names nothing in either profile is bad input.\n"
 	      "\n"
 	      "Exit status: 0 no limit exceeded, 1 a limit exceeded, 2 bad input.\n"
 	      "\n"
@@ -84,6 +90,10 @@ static const char *scope_noun(enum mp_diff_scope s)
 		return "owner";
 	case MP_DIFF_TAG:
 		return "tag";
+	case MP_DIFF_PHASE_OWNER:
+		return "owner at a phase's peak";
+	case MP_DIFF_PHASE_TAG:
+		return "tag at a phase's peak";
 	default:
 		return "figure";
 	}

@@ -27,11 +27,17 @@ static const char *const metric_names[MP_DIFF_N_METRICS] = {
 	[MP_DIFF_MAPPED] = "mapped",
 	[MP_DIFF_MAPPED_PEAK] = "maps_peak",
 	[MP_DIFF_MAPPED_LIVE] = "maps_live",
+	[MP_DIFF_PEAK_SHARE] = "peak_share",
 };
 
 static const char *const scope_names[MP_DIFF_N_SCOPES] = {
-	[MP_DIFF_PROFILE] = "profile", [MP_DIFF_KERNEL] = "kernel", [MP_DIFF_PHASE] = "phase",
-	[MP_DIFF_OWNER] = "owner",     [MP_DIFF_TAG] = "tag",
+	[MP_DIFF_PROFILE] = "profile",
+	[MP_DIFF_KERNEL] = "kernel",
+	[MP_DIFF_PHASE] = "phase",
+	[MP_DIFF_OWNER] = "owner",
+	[MP_DIFF_TAG] = "tag",
+	[MP_DIFF_PHASE_OWNER] = "phase_owner",
+	[MP_DIFF_PHASE_TAG] = "phase_tag",
 };
 
 #define M(x) (1u << (x))
@@ -43,8 +49,11 @@ static const unsigned scope_metrics[MP_DIFF_N_SCOPES] = {
 			   M(MP_DIFF_RSS) | M(MP_DIFF_MAPPED) | M(MP_DIFF_MAPPED_PEAK),
 	[MP_DIFF_PHASE] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_LIVE) | M(MP_DIFF_RSS) |
 			  M(MP_DIFF_MAPPED) | M(MP_DIFF_MAPPED_PEAK),
-	[MP_DIFF_OWNER] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_LIVE) | MAPS_ALL,
-	[MP_DIFF_TAG] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_LIVE) | MAPS_ALL,
+	[MP_DIFF_OWNER] =
+		M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_LIVE) | MAPS_ALL | M(MP_DIFF_PEAK_SHARE),
+	[MP_DIFF_TAG] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_LIVE) | MAPS_ALL | M(MP_DIFF_PEAK_SHARE),
+	[MP_DIFF_PHASE_OWNER] = M(MP_DIFF_PEAK_SHARE),
+	[MP_DIFF_PHASE_TAG] = M(MP_DIFF_PEAK_SHARE),
 };
 
 static const char *const scope_metrics_why[MP_DIFF_N_SCOPES] = {
@@ -54,10 +63,12 @@ static const char *const scope_metrics_why[MP_DIFF_N_SCOPES] = {
 	[MP_DIFF_KERNEL] = "a kernel's metrics are alloc, peak_added, peak_live, rss, mapped "
 			   "and maps_peak (peak is the whole profile's heap peak)",
 	[MP_DIFF_PHASE] = "a phase's metrics are alloc, peak_live, rss, mapped and maps_peak",
-	[MP_DIFF_OWNER] = "an owner's metrics are alloc, peak_live, mapped, maps_peak and "
-			  "maps_live",
-	[MP_DIFF_TAG] = "a tag's metrics are alloc, peak_live, mapped, maps_peak and "
-			"maps_live",
+	[MP_DIFF_OWNER] = "an owner's metrics are alloc, peak_live, mapped, maps_peak, "
+			  "maps_live and peak_share",
+	[MP_DIFF_TAG] = "a tag's metrics are alloc, peak_live, mapped, maps_peak, "
+			"maps_live and peak_share",
+	[MP_DIFF_PHASE_OWNER] = "a phase_owner:PHASE/OWNER's metric is peak_share",
+	[MP_DIFF_PHASE_TAG] = "a phase_tag:PHASE/TAG's metric is peak_share",
 };
 
 bool mp_diff_metric_is_maps(enum mp_diff_metric m)
@@ -170,8 +181,8 @@ static int parse_scope(const char *s, const char *end, struct mp_diff_limit *l,
 	const char *colon = memchr(s, ':', (size_t)(end - s));
 
 	if (!colon)
-		WHY("a scope is kernel:NAME, phase:NAME, owner:NAME or tag:NAME, "
-		    "as in kernel:matmul.alloc=10%");
+		WHY("a scope is kernel:NAME, phase:NAME, owner:NAME, tag:NAME, "
+		    "phase_owner:PHASE/OWNER or phase_tag:PHASE/TAG, as in kernel:matmul.alloc=10%");
 	for (unsigned i = MP_DIFF_KERNEL; i < MP_DIFF_N_SCOPES; i++) {
 		size_t n = strlen(scope_names[i]);
 
@@ -185,7 +196,8 @@ static int parse_scope(const char *s, const char *end, struct mp_diff_limit *l,
 			return 0;
 		}
 	}
-	WHY("unknown scope: kernel:NAME, phase:NAME, owner:NAME or tag:NAME");
+	WHY("unknown scope: kernel:NAME, phase:NAME, owner:NAME, tag:NAME, "
+	    "phase_owner:PHASE/OWNER or phase_tag:PHASE/TAG");
 }
 
 /* [SCOPE:NAME.]METRIC=VALUE. NAME may hold dots and '=' (the metric is
@@ -204,8 +216,8 @@ int mp_diff_limit_parse(const char *spec, struct mp_diff_limit *ret, const char 
 	if (dot)
 		metric = dot + 1;
 	if (parse_metric(metric, (size_t)(eq - metric), &l.metric) < 0)
-		WHY("unknown metric: alloc, peak, peak_added, peak_live, rss, mapped, maps_peak "
-		    "or maps_live");
+		WHY("unknown metric: alloc, peak, peak_added, peak_live, rss, mapped, maps_peak, "
+		    "maps_live or peak_share");
 	r = parse_value(eq + 1, &l, ret_why);
 	if (r < 0)
 		return r;
@@ -304,7 +316,37 @@ static bool pool_active(const struct mp_pool *o)
 	       o->maps.free_count || o->maps.peak_bytes;
 }
 
-static int ents_collect(struct ents *es, const struct mp_profile *p, int side)
+/* Phase @ph's parts (@n of @v, of @pools) as entities "PHASE/NAME" of
+ * @scope; a new name is kept in @d->names. */
+static int ents_parts(struct ents *es, struct mp_diff *d, enum mp_diff_scope scope,
+		      const struct mp_phase *ph, const struct mp_peak_part *v, uint32_t n,
+		      const struct mp_pool *pools, int side)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		char **names, *name;
+		uint32_t before = es->n;
+		int r;
+
+		names = reallocarray(d->names, d->n_names + 1, sizeof(*names));
+		if (!names)
+			return -ENOMEM;
+		d->names = names;
+		if (asprintf(&name, "%s/%s", ph->name ? ph->name : "",
+			     pools[v[i].id].name ? pools[v[i].id].name : "") < 0)
+			return -ENOMEM;
+		r = ents_add(es, scope, name, &v[i], side);
+		if (r < 0 || es->n == before) {
+			free(name);
+			if (r < 0)
+				return r;
+			continue;
+		}
+		d->names[d->n_names++] = name;
+	}
+	return 0;
+}
+
+static int ents_collect(struct ents *es, struct mp_diff *d, const struct mp_profile *p, int side)
 {
 	int r = 0;
 
@@ -322,6 +364,15 @@ static int ents_collect(struct ents *es, const struct mp_profile *p, int side)
 	for (uint32_t i = 0; i < p->n_tags && r >= 0; i++)
 		if (pool_active(&p->tags[i]))
 			r = ents_add(es, MP_DIFF_TAG, p->tags[i].name, &p->tags[i], side);
+	for (uint32_t i = 0; i < p->n_phases && p->peak_parts && r >= 0; i++) {
+		const struct mp_phase *ph = &p->phases[i];
+
+		r = ents_parts(es, d, MP_DIFF_PHASE_OWNER, ph, ph->peak_owners, ph->n_peak_owners,
+			       p->owners, side);
+		if (r >= 0)
+			r = ents_parts(es, d, MP_DIFF_PHASE_TAG, ph, ph->peak_tags, ph->n_peak_tags,
+				       p->tags, side);
+	}
 	return r;
 }
 
@@ -430,6 +481,8 @@ static struct fig fig_pool(const struct mp_pool *o, enum mp_diff_metric m)
 		return fig_u(o->mem.alloc_bytes, o->mem.alloc_var);
 	case MP_DIFF_PEAK_LIVE:
 		return fig_u(o->peak_bytes, o->peak_var);
+	case MP_DIFF_PEAK_SHARE:
+		return fig_u(o->peak_share, 0);
 	default:
 		return (struct fig){ 0 };
 	}
@@ -443,6 +496,8 @@ static struct fig figure(const struct mp_profile *p, enum mp_diff_scope s, const
 {
 	if (mp_diff_metric_is_maps(m) && !p->maps_recorded)
 		return (struct fig){ 0 };
+	if (m == MP_DIFF_PEAK_SHARE && !p->peak_parts)
+		return (struct fig){ 0 };
 	if (!x)
 		return (struct fig){ 0, 0, true };
 	switch (s) {
@@ -455,6 +510,9 @@ static struct fig figure(const struct mp_profile *p, enum mp_diff_scope s, const
 	case MP_DIFF_OWNER:
 	case MP_DIFF_TAG:
 		return fig_pool(x, m);
+	case MP_DIFF_PHASE_OWNER:
+	case MP_DIFF_PHASE_TAG:
+		return fig_u(((const struct mp_peak_part *)x)->bytes, 0);
 	default:
 		return (struct fig){ 0 };
 	}
@@ -518,7 +576,8 @@ static int row_cmp(const void *pa, const void *pb)
  * recorded mappings. */
 static unsigned metrics_of(const struct mp_diff *d, enum mp_diff_scope s)
 {
-	return scope_metrics[s] & (d->maps ? ~0u : ~MAPS_ALL);
+	return scope_metrics[s] & (d->maps ? ~0u : ~MAPS_ALL) &
+	       (d->parts ? ~0u : ~M(MP_DIFF_PEAK_SHARE));
 }
 
 static int rows_build(struct mp_diff *d, const struct ents *es)
@@ -600,12 +659,15 @@ int mp_diff_new(const struct mp_profile *old, const struct mp_profile *new_,
 			       .new_ = new_,
 			       .sigmas = isfinite(sigmas) && sigmas > 0 ? sigmas : 0,
 			       .maps = old->maps_recorded || new_->maps_recorded,
+			       .parts = old->peak_parts || new_->peak_parts,
 			       .limits = limits,
 			       .n_limits = n_limits };
 	/* a limit on a mapping figure is checked, or said to be unknown */
 	for (uint32_t i = 0; i < n_limits; i++)
 		if (mp_diff_metric_is_maps(limits[i].metric))
 			d->maps = true;
+		else if (limits[i].metric == MP_DIFF_PEAK_SHARE)
+			d->parts = true;
 	d->checks = calloc(n_limits ? n_limits : 1, sizeof(*d->checks));
 	r = d->checks ? 0 : -ENOMEM;
 	if (r >= 0)
@@ -613,9 +675,9 @@ int mp_diff_new(const struct mp_profile *old, const struct mp_profile *new_,
 	if (r >= 0)
 		r = ents_add(&es, MP_DIFF_PROFILE, NULL, new_, 1);
 	if (r >= 0)
-		r = ents_collect(&es, old, 0);
+		r = ents_collect(&es, d, old, 0);
 	if (r >= 0)
-		r = ents_collect(&es, new_, 1);
+		r = ents_collect(&es, d, new_, 1);
 	if (r >= 0)
 		r = rows_build(d, &es);
 	free(es.v);
@@ -636,5 +698,8 @@ void mp_diff_free(struct mp_diff *d)
 		return;
 	free(d->rows);
 	free(d->checks);
+	for (uint32_t i = 0; i < d->n_names; i++)
+		free(d->names[i]);
+	free(d->names);
 	free(d);
 }

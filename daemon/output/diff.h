@@ -25,6 +25,10 @@ enum mp_diff_scope {
 	MP_DIFF_PHASE,
 	MP_DIFF_OWNER,
 	MP_DIFF_TAG,
+	/* An owner's or a tag's part of a phase's peak, named "PHASE/NAME"
+	 * (docs/PROFILE.md "Who held the peak"). */
+	MP_DIFF_PHASE_OWNER,
+	MP_DIFF_PHASE_TAG,
 	MP_DIFF_N_SCOPES,
 };
 
@@ -39,6 +43,10 @@ enum mp_diff_metric {
 	MP_DIFF_MAPPED, /* bytes mapped (a kernel: inclusive) */
 	MP_DIFF_MAPPED_PEAK, /* reserved peak: own (profile, owner, tag), else the process's */
 	MP_DIFF_MAPPED_LIVE, /* reserved at the end: profile, owner, tag */
+	/* Bytes held at a peak (docs/PROFILE.md "Who held the peak"): an
+	 * owner's or tag's at the process's, a phase_owner's or phase_tag's at
+	 * its phase's; unknown in a file written before they were recorded. */
+	MP_DIFF_PEAK_SHARE,
 	MP_DIFF_N_METRICS,
 };
 
@@ -100,6 +108,11 @@ struct mp_diff {
 	/* Mapping figures are compared: at least one profile recorded them
 	 * (else no mapping rows). */
 	bool maps;
+	/* The same for who held the peaks (peak_share rows). */
+	bool parts;
+	/* The names of the phase_owner and phase_tag rows ("PHASE/NAME"). */
+	uint32_t n_names;
+	char **names;
 	uint32_t n_rows;
 	struct mp_diff_row *rows; /* by decreasing |delta|, unknown ones last */
 	uint32_t n_limits;

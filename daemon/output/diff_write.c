@@ -40,7 +40,7 @@ static uint64_t stderr_bytes(double sd)
 
 /* ---- warnings: what makes a comparison less than exact ---- */
 
-#define MAX_WARNINGS 8
+#define MAX_WARNINGS 12
 
 struct warnings {
 	unsigned n;
@@ -98,6 +98,10 @@ static void collect_warnings(const struct mp_diff *d, struct warnings *w)
 	if (d->maps && !d->new_->maps_recorded)
 		warn(w, "NEW was written before mappings were recorded: its mapping figures are "
 			"unknown, and its heap figures may include mappings");
+	if (d->parts && !d->old->peak_parts)
+		warn(w, "OLD was written before peaks were broken down: who held them is unknown");
+	if (d->parts && !d->new_->peak_parts)
+		warn(w, "NEW was written before peaks were broken down: who held them is unknown");
 	if (d->old->trace_mode != d->new_->trace_mode)
 		warn(w,
 		     "OLD was traced in mode %s and NEW in mode %s: their heap figures are not "
@@ -191,16 +195,23 @@ static void table_row(const struct mp_diff_row *r, bool sampled, FILE *f)
 	fputc('\n', f);
 }
 
+/* One row per entity: its alloc row, or a peak part's only one. */
+static bool entity_row(const struct mp_diff_row *r)
+{
+	if (r->scope == MP_DIFF_PHASE_OWNER || r->scope == MP_DIFF_PHASE_TAG)
+		return r->metric == MP_DIFF_PEAK_SHARE;
+	return r->metric == MP_DIFF_ALLOC;
+}
+
 static void table_presence(const struct mp_diff *d, enum mp_diff_presence which, const char *title,
 			   FILE *f)
 {
 	bool any = false;
 
-	/* every scope has alloc: one row per entity */
 	for (uint32_t i = 0; i < d->n_rows; i++) {
 		const struct mp_diff_row *r = &d->rows[i];
 
-		if (r->metric != MP_DIFF_ALLOC || r->presence != which)
+		if (!entity_row(r) || r->presence != which)
 			continue;
 		fputs(any ? ", " : title, f);
 		put_where(f, r);
@@ -238,6 +249,7 @@ static void table_limit(const struct mp_diff *d, uint32_t i, FILE *f)
 	if (c->unknown)
 		fprintf(f, "; %" PRIu32 " not checked (%s)", c->unknown,
 			mp_diff_metric_is_maps(d->limits[i].metric) ? "mappings not recorded" :
+			d->limits[i].metric == MP_DIFF_PEAK_SHARE   ? "peak parts not recorded" :
 								      "RSS unknown");
 	fputc('\n', f);
 }
@@ -295,15 +307,17 @@ static void table_totals(const struct mp_diff *d, FILE *f)
 }
 
 /* Why the unknown figures are unknown. */
-static void put_unknown(FILE *f, uint32_t rss, uint32_t maps)
+static void put_unknown(FILE *f, uint32_t rss, uint32_t maps, uint32_t parts)
 {
-	if (!rss && !maps)
+	if (!rss && !maps && !parts)
 		return;
-	fprintf(f, ", %" PRIu32 " unknown (", rss + maps);
+	fprintf(f, ", %" PRIu32 " unknown (", rss + maps + parts);
 	if (rss)
 		fputs("RSS without samples", f);
 	if (maps)
 		fprintf(f, "%smappings not recorded", rss ? ", " : "");
+	if (parts)
+		fprintf(f, "%speak parts not recorded", rss || maps ? ", " : "");
 	fputc(')', f);
 }
 
@@ -311,7 +325,7 @@ static int write_table(const struct mp_diff *d, const char *old_label, const cha
 		       FILE *f)
 {
 	bool sampled = diff_sampled(d);
-	uint32_t unchanged = 0, unknown = 0, unknown_maps = 0, shown = 0;
+	uint32_t unchanged = 0, unknown = 0, unknown_maps = 0, unknown_parts = 0, shown = 0;
 	struct warnings w;
 
 	table_header("old", old_label, d->old, f);
@@ -336,13 +350,15 @@ static int write_table(const struct mp_diff *d, const char *old_label, const cha
 			unchanged++;
 		} else if (mp_diff_metric_is_maps(r->metric)) {
 			unknown_maps++;
+		} else if (r->metric == MP_DIFF_PEAK_SHARE) {
+			unknown_parts++;
 		} else {
 			unknown++;
 		}
 	}
 	fprintf(f, "\n%" PRIu32 " figure%s changed, %" PRIu32 " unchanged", shown,
 		shown == 1 ? "" : "s", unchanged);
-	put_unknown(f, unknown, unknown_maps);
+	put_unknown(f, unknown, unknown_maps, unknown_parts);
 	fputs("\n", f);
 	if (sampled)
 		fprintf(f,
@@ -440,7 +456,7 @@ static void json_presence(struct mp_json *j, const struct mp_diff *d, const char
 	for (uint32_t i = 0; i < d->n_rows; i++) {
 		const struct mp_diff_row *r = &d->rows[i];
 
-		if (r->metric != MP_DIFF_ALLOC || r->presence != which)
+		if (!entity_row(r) || r->presence != which)
 			continue;
 		mp_json_object_begin(j, NULL);
 		json_where(j, r);

@@ -404,7 +404,7 @@ Test(diff_real, bad_input_exits_2)
 	expect_bad(bad, base, NULL, want);
 	expect_bad(base, base, (const char *const[]){ "--max-increase", "kernel:matmul=5%", NULL },
 		   "memprof diff: --max-increase 'kernel:matmul=5%': unknown metric: alloc, peak, "
-		   "peak_added, peak_live, rss, mapped, maps_peak or maps_live\n");
+		   "peak_added, peak_live, rss, mapped, maps_peak, maps_live or peak_share\n");
 	expect_bad(base, base,
 		   (const char *const[]){ "--max-increase", "kernel:matmull.alloc=5%", NULL },
 		   "memprof diff: --max-increase 'kernel:matmull.alloc=5%': no kernel 'matmull' "

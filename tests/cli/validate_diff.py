@@ -13,14 +13,16 @@ import json
 import math
 import sys
 
-SCOPES = {"profile", "kernel", "phase", "owner", "tag"}
+SCOPES = {"profile", "kernel", "phase", "owner", "tag", "phase_owner", "phase_tag"}
 MAPS = {"mapped", "maps_peak", "maps_live"}
 METRICS = {
     "profile": {"alloc", "peak", "rss"} | MAPS,
     "kernel": {"alloc", "peak_added", "peak_live", "rss", "mapped", "maps_peak"},
     "phase": {"alloc", "peak_live", "rss", "mapped", "maps_peak"},
-    "owner": {"alloc", "peak_live"} | MAPS,
-    "tag": {"alloc", "peak_live"} | MAPS,
+    "owner": {"alloc", "peak_live", "peak_share"} | MAPS,
+    "tag": {"alloc", "peak_live", "peak_share"} | MAPS,
+    "phase_owner": {"peak_share"},
+    "phase_tag": {"peak_share"},
 }
 PRESENCE = {"both", "appeared", "vanished"}
 STATUS = {"unchanged", "changed", "unknown", "noise", "ok", "fail"}

@@ -475,6 +475,12 @@ Test(diff, limit_grammar_accepts)
 		{ "owner:libv8*.maps_live=10%", MP_DIFF_OWNER, "libv8*", MP_DIFF_MAPPED_LIVE, true,
 		  10 },
 		{ "tag:weights.peak_live=0", MP_DIFF_TAG, "weights", MP_DIFF_PEAK_LIVE, false, 0 },
+		{ "owner:libXNNPACK.so.0.peak_share=1M", MP_DIFF_OWNER, "libXNNPACK.so.0",
+		  MP_DIFF_PEAK_SHARE, false, 1 << 20 },
+		{ "phase_owner:inference/delegate:*.peak_share=10%", MP_DIFF_PHASE_OWNER,
+		  "inference/delegate:*", MP_DIFF_PEAK_SHARE, true, 10 },
+		{ "phase_tag:load/weights.peak_share=0", MP_DIFF_PHASE_TAG, "load/weights",
+		  MP_DIFF_PEAK_SHARE, false, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
@@ -527,8 +533,12 @@ Test(diff, limit_grammar_refuses_with_reason)
 		  "a kernel's metrics are alloc, peak_added, peak_live, "
 		  "rss, mapped and maps_peak" },
 		{ "phase:load.maps_live=1M", "a phase's metrics" },
+		{ "phase:load.peak_share=1M", "a phase's metrics" },
+		{ "phase_owner:load/framework.alloc=1M", "a phase_owner:PHASE/OWNER's metric is "
+							 "peak_share" },
+		{ "phase_tag:load/weights.peak_live=0", "a phase_tag:PHASE/TAG's metric" },
 		{ "mapped_peak=1M", "unknown metric: alloc, peak, peak_added, peak_live, rss, "
-				    "mapped, maps_peak or maps_live" },
+				    "mapped, maps_peak, maps_live or peak_share" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -1056,6 +1066,108 @@ Test(diff, mappings_unknown_in_an_older_file)
 	free(text);
 	mp_diff_free(d);
 	limits_free(l, 1);
+	mp_profile_free(a);
+	mp_profile_free(b);
+}
+
+/* ---- who held the peak ---- */
+
+static void parts_set(struct mp_peak_part **v, uint32_t *n, uint32_t a_id, uint64_t a,
+		      uint32_t b_id, uint64_t b)
+{
+	*v = calloc(2, sizeof(**v));
+	cr_assert_not_null(*v);
+	(*v)[0] = (struct mp_peak_part){ a_id, a };
+	(*v)[1] = (struct mp_peak_part){ b_id, b };
+	*n = 2;
+}
+
+/* OLD: the inference peak of 10000 B held by framework 7000 and
+ * delegate:xnnpack 3000 (the process's peak, too); NEW: the delegate's
+ * part grown to 5000. */
+static void delegate_grows(struct mp_profile **ret_old, struct mp_profile **ret_new)
+{
+	struct mp_profile *p[2];
+
+	for (int i = 0; i < 2; i++) {
+		uint64_t xnn = i ? 5000 : 3000;
+		struct mp_phase *ph;
+
+		p[i] = prof(20000, 7000 + xnn, 0);
+		p[i]->peak_parts = true;
+		pool(&p[i]->owners, &p[i]->n_owners, "(unknown)", 0, 0);
+		pool(&p[i]->owners, &p[i]->n_owners, "framework", 10000, 7000)->peak_share = 7000;
+		pool(&p[i]->owners, &p[i]->n_owners, "delegate:xnnpack", 10000, xnn)->peak_share =
+			xnn;
+		pool(&p[i]->tags, &p[i]->n_tags, "(untagged)", 20000, 7000 + xnn)->peak_share =
+			7000 + xnn;
+		ph = phase(p[i], "inference", 20000, 7000 + xnn, 0);
+		parts_set(&ph->peak_owners, &ph->n_peak_owners, 1, 7000, 2, xnn);
+	}
+	*ret_old = p[0];
+	*ret_new = p[1];
+}
+
+/* A delegate's part of the inference peak is a figure of its own, gated
+ * like any other: phase_owner:PHASE/OWNER.peak_share, and the owner's part
+ * of the process's peak, owner:NAME.peak_share. */
+Test(diff, who_held_the_peak_gated)
+{
+	static const char *const specs[] = { "phase_owner:inference/delegate:*.peak_share=10%",
+					     "owner:framework.peak_share=0" };
+	const struct mp_diff_row *r;
+	struct mp_profile *a, *b;
+	struct mp_diff_limit *l = limits(specs, 2);
+	struct mp_diff *d;
+	char *text;
+
+	delegate_grows(&a, &b);
+	cr_assert_eq(mp_diff_new(a, b, l, 2, 3, &d), 0);
+	cr_expect_eq(d->exceeded, 1);
+	r = row(d, MP_DIFF_PHASE_OWNER, "inference/delegate:xnnpack", MP_DIFF_PEAK_SHARE);
+	cr_expect(r->known && r->old_v == 3000 && r->new_v == 5000 && r->status == MP_DIFF_FAIL);
+	r = row(d, MP_DIFF_PHASE_OWNER, "inference/framework", MP_DIFF_PEAK_SHARE);
+	cr_expect(r->known && r->delta == 0);
+	r = row(d, MP_DIFF_OWNER, "delegate:xnnpack", MP_DIFF_PEAK_SHARE);
+	cr_expect(r->known && r->delta == 2000 && r->status == MP_DIFF_CHANGED);
+	cr_expect_eq(row(d, MP_DIFF_OWNER, "framework", MP_DIFF_PEAK_SHARE)->status, MP_DIFF_OK);
+	text = render(d, MP_DIFF_TABLE);
+	cr_expect(strstr(text, "FAIL             +2000    +66.7%            3000            5000  "
+			       "peak_share phase_owner:inference/delegate:xnnpack\n"),
+		  "%s", text);
+	cr_expect(strstr(text, "                 +2000    +66.7%            3000            5000  "
+			       "peak_share owner:delegate:xnnpack\n"),
+		  "%s", text);
+	cr_expect(strstr(text, "  FAIL  phase_owner:inference/delegate:*.peak_share=10%: "
+			       "phase_owner:inference/delegate:xnnpack +2000 B (+66.7%), allows "
+			       "+300 B\n"),
+		  "%s", text);
+	cr_expect(strstr(text, "  ok    owner:framework.peak_share=0: held over 1 figure\n"), "%s",
+		  text);
+	free(text);
+	text = render(d, MP_DIFF_JSON);
+	cr_expect(strstr(text, "\"phase_owner\""), "%s", text);
+	cr_expect(strstr(text, "\"inference/delegate:xnnpack\""), "%s", text);
+	free(text);
+	mp_diff_free(d);
+
+	/* a file from before: its parts are unknown, never 0 */
+	a->peak_parts = false;
+	cr_assert_eq(mp_diff_new(a, b, l, 2, 3, &d), 0);
+	cr_expect_eq(d->exceeded, 0);
+	cr_expect_eq(row(d, MP_DIFF_OWNER, "framework", MP_DIFF_PEAK_SHARE)->status,
+		     MP_DIFF_UNKNOWN);
+	cr_expect_eq(row(d, MP_DIFF_PHASE_OWNER, "inference/delegate:xnnpack", MP_DIFF_PEAK_SHARE)
+			     ->status,
+		     MP_DIFF_UNKNOWN);
+	text = render(d, MP_DIFF_TABLE);
+	cr_expect(strstr(text, "warning: OLD was written before peaks were broken down: who held "
+			       "them is unknown\n"),
+		  "%s", text);
+	cr_expect(strstr(text, "not checked (peak parts not recorded)\n"), "%s", text);
+	free(text);
+	mp_diff_free(d);
+	limits_free(l, 2);
 	mp_profile_free(a);
 	mp_profile_free(b);
 }
