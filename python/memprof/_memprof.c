@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "binding.h"
+
 #define MAX_RANK 8 /* MEMPROF_MAX_RANK */
 #define MAX_SHAPES 16 /* shapes per side of one kernel */
 
@@ -40,6 +42,15 @@ static struct lib {
 } lib;
 
 static PyObject *memprof_error; /* memprof.Error, an OSError */
+
+/* A library older than 0.3 cannot say: markers always written. */
+static int attached_unknown(void)
+{
+	return 1;
+}
+
+/* For memprof._ops (binding.h), filled once the library is bound. */
+static struct mp_py_binding binding;
 
 /* A record the ring had no room for is dropped and counted (the profile's
  * drops): never an exception in the program being profiled. */
@@ -163,6 +174,13 @@ static int bind_library(const char *fallback)
 	return -1;
 out:
 	note_path();
+	binding = (struct mp_py_binding){
+		.size = sizeof(binding),
+		.kernel_begin = lib.kernel_begin,
+		.kernel_end = lib.kernel_end,
+		.input_shape = lib.input_shape,
+		.attached = lib.attached ? lib.attached : attached_unknown,
+	};
 	return 0;
 }
 
@@ -558,7 +576,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__memprof(void);
 PyMODINIT_FUNC PyInit__memprof(void)
 {
-	PyObject *m;
+	PyObject *m, *cap;
 
 	if (bind_library(MP_LIBDIR "/libmemprof.so.0") < 0)
 		return NULL;
@@ -582,6 +600,11 @@ PyMODINIT_FUNC PyInit__memprof(void)
 	if (PyModule_AddStringConstant(m, "library", lib.path) < 0 ||
 	    PyModule_AddStringConstant(m, "library_version", lib.version()) < 0)
 		goto fail;
+	cap = PyCapsule_New(&binding, MP_PY_BINDING_NAME, NULL);
+	if (!cap || PyModule_AddObject(m, MP_PY_BINDING_ATTR, cap) < 0) {
+		Py_XDECREF(cap);
+		goto fail;
+	}
 	return m;
 fail:
 	Py_DECREF(m);

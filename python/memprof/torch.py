@@ -10,31 +10,45 @@
 
 Module kernels are named by the module's path in its model and its class
 (`layer1.0.conv1:Conv2d`; the model itself by its class) and nest as the
-modules nest. Op kernels are named as torch.profiler names them
-(`aten::native_batch_norm`) and carry their tensors' shapes, which makes
-the tf.profile view. Forward passes under no_grad or inference_mode run in
-the phase "inference".
+modules nest. Op kernels come from PyTorch's RecordFunction callbacks (in
+C++, memprof._ops): every aten op, nested ones included, named as
+torch.profiler names it (`aten::convolution` inside `aten::conv2d`), with
+its tensors' input shapes when asked. Forward passes under no_grad or
+inference_mode run in the phase "inference".
 
 While no profiler is attached every hook returns after one check, so a
 service can keep them installed and be attached to later by pid.
 `memprof run --torch` installs all of it in an unmodified script
 (docs/PYTHON.md).
 """
+import os
 import threading
+import warnings
 import weakref
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import _memprof, kernel
+from . import _build, _memprof, kernel
 
-__all__ = ["instrument", "ops", "uninstrument"]
+__all__ = ["instrument", "ops", "uninstrument", "ops_unavailable"]
+
+try:
+    from . import _ops
+    ops_unavailable = None
+except ImportError as e:  # built without libtorch-dev, or another PyTorch
+    _ops = None
+    ops_unavailable = _build.OPS_MISSING or str(e)
+    warnings.warn("memprof.torch: op kernels are unavailable (%s); module kernels still work"
+                  % ops_unavailable, RuntimeWarning, stacklevel=2)
 
 _attached = _memprof.attached
 _module_kernels = weakref.WeakKeyDictionary()  # module -> memprof.kernel
-_op_names = {}  # OpOverload -> "aten::name"
 _tls = threading.local()
-_state = {"handles": None, "phases": True, "ops_in_forward": False, "phase": None}
+# auto: the ops of every thread are kernels while a profiler is attached
+# (memprof run --torch); blocks, shape_blocks: ops() blocks open, and those
+# that asked for shapes
+_state = {"handles": None, "phases": True, "auto": False, "auto_shapes": False,
+          "blocks": 0, "shape_blocks": 0, "phase": None}
 
 
 def _stack():
@@ -54,50 +68,47 @@ def _name_tree(root):
     return _module_kernels[root]
 
 
-def _tensor_shapes(values, out):
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            out.append(v.shape)
-        elif isinstance(v, (list, tuple)):
-            for w in v:
-                if isinstance(w, torch.Tensor):
-                    out.append(w.shape)
-        if len(out) >= 16:
-            del out[16:]
-            break
-    return out
+def _sync():
+    """Registers the op callback while op kernels are wanted (an ops()
+    block is open, or --torch's ops with a profiler attached), with the
+    ops' inputs if any of them asked for shapes, and removes it when none
+    is: PyTorch then runs no callback of ours at all."""
+    if _ops is None:
+        return
+    st = _state
+    shapes = st["shape_blocks"] > 0 or (st["auto"] and st["auto_shapes"])
+    if st["blocks"] or (st["auto"] and _attached()):
+        _ops.register(shapes)
+    elif _ops.registered():
+        _ops.unregister()
 
 
-class _Ops(TorchDispatchMode):
-    """Each aten op that reaches the dispatcher's Python key, as a kernel."""
+class ops:
+    """ops(shapes=False): a context manager: every aten op this thread runs
+    inside the block, nested ones included, is a kernel (while a profiler
+    is attached). With SHAPES, kernels carry their ops' input shapes
+    (PyTorch then boxes every op's arguments: it costs)."""
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if kwargs is None:
-            kwargs = {}
-        if not _attached():
-            return func(*args, **kwargs)
-        name = _op_names.get(func)
-        if name is None:
-            name = _op_names[func] = func._schema.name
-        k = kernel(name)
-        k.__enter__()
-        try:
-            ins = _tensor_shapes(args, [])
-            if ins:
-                _memprof.input_shapes(ins)
-            res = func(*args, **kwargs)
-            outs = _tensor_shapes(res if isinstance(res, (list, tuple)) else (res,), [])
-            if outs:
-                _memprof.output_shapes(outs)
-        finally:
-            k.__exit__(None, None, None)
-        return res
+    __slots__ = ("shapes",)
 
+    def __init__(self, shapes=False):
+        self.shapes = bool(shapes)
 
-def ops():
-    """A context manager: every aten op dispatched inside the block on this
-    thread is a kernel (when a profiler is attached)."""
-    return _Ops()
+    def __enter__(self):
+        if _ops is not None:
+            _state["blocks"] += 1
+            _state["shape_blocks"] += self.shapes
+            _ops.thread_enter()
+            _sync()
+        return self
+
+    def __exit__(self, *exc):
+        if _ops is not None:
+            _ops.thread_exit()
+            _state["blocks"] -= 1
+            _state["shape_blocks"] -= self.shapes
+            _sync()
+        return False
 
 
 def _set_phase(name):
@@ -114,6 +125,8 @@ def _pre(module, inputs):
     _tls.depth = depth + 1
     if not depth:
         _tls.top = module
+        if _state["auto"]:
+            _sync()
     if not _attached():
         return
     stack = _stack()
@@ -126,10 +139,6 @@ def _pre(module, inputs):
     if not stack:
         if _state["phases"] and (not torch.is_grad_enabled() or torch.is_inference_mode_enabled()):
             _set_phase("inference")
-        if _state["ops_in_forward"]:
-            mode = _Ops()
-            mode.__enter__()
-            _tls.mode = mode
     k.__enter__()
     stack.append(module)
 
@@ -147,11 +156,6 @@ def _post(module, inputs, output):
         _memprof_end()
         if m is module:
             break
-    if not stack:
-        mode = getattr(_tls, "mode", None)
-        if mode is not None:
-            _tls.mode = None
-            mode.__exit__(None, None, None)
 
 
 def _memprof_end():
@@ -191,7 +195,14 @@ def uninstrument():
 
 def _auto():
     """What `memprof run --torch` installs (memprof/_boot/sitecustomize.py):
-    module kernels, op kernels inside top-level forward passes, the phase
-    "load" until the first inference forward."""
-    _state["ops_in_forward"] = True
+    module kernels, the phase "load" until the first inference forward, and
+    op kernels of every thread while a profiler is attached: from now if
+    one is, else from the first forward pass that starts at the top after
+    it attached; the callback is removed by the first one after it
+    detached. MEMPROF_TORCH_SHAPES=1 adds the ops' input shapes."""
+    _state["auto"] = True
+    _state["auto_shapes"] = os.environ.get("MEMPROF_TORCH_SHAPES", "") not in ("", "0")
+    if _ops is not None:
+        _ops.all_threads(True)
     instrument(phases=True)
+    _sync()
