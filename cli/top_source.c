@@ -140,7 +140,7 @@ static void direct_options(struct top_source *s)
 	else if (a->sample_bytes)
 		s->sopts.mode = MP_TRACE_SAMPLED; /* --sample-bytes implies it */
 	if (s->sopts.mode == MP_TRACE_SAMPLED)
-		s->sopts.sample_bytes = a->sample_bytes ? a->sample_bytes : 4096;
+		s->sopts.sample_bytes = a->sample_bytes ? a->sample_bytes : MP_SAMPLE_BYTES_DEFAULT;
 	if (a->tracer &&
 	    mp_opt_parse(&mp_options_table[MP_OPT_ID_TRACER], MP_OPT_CLI, a->tracer, &v) == 0)
 		s->sopts.tracer = (uint32_t)v.u;

@@ -28,7 +28,7 @@ int mp_config_new(struct mp_config **ret)
 	c->buffer_bytes = 64ull << 20;
 	/* Always-on profiling must be cheap: no allocator uprobes by default. */
 	c->mode = MP_TRACE_RSS;
-	c->sample_bytes = 4096;
+	c->sample_bytes = MP_SAMPLE_BYTES_DEFAULT;
 	c->stream_per_uid = 4;
 	c->stream_total_bytes = 256ull << 20;
 	*ret = c;

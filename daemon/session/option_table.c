@@ -121,7 +121,7 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	{ MP_OPT_ID_SAMPLE_BYTES, "sample-bytes", 0, "sample_bytes", MP_OPT_SIZE,
 	  FG | MP_OPT_ATTACH | MP_OPT_CONFIG, 1, 1ull << 40, NULL, "N",
 	  "mean sampling interval of --mode sampled in bytes\n"
-	  "(default 4096, K/M/G suffixes; allocations >= N\n"
+	  "(default 512K, K/M/G suffixes; allocations >= N\n"
 	  "always exact; implies --mode sampled)" },
 	{ MP_OPT_ID_MAX_WAIT, "max-wait", 0, NULL, MP_OPT_SECONDS, FG, 1, 3600 * NS_PER_S, NULL,
 	  "SECONDS",

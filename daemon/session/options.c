@@ -263,7 +263,7 @@ static int apply(struct mp_options *o, const struct mp_option *opt, const char *
 static int options_check(struct mp_session_opts *s, bool with_pid)
 {
 	if (s->mode == MP_TRACE_SAMPLED && !s->sample_bytes)
-		s->sample_bytes = 4096;
+		s->sample_bytes = MP_SAMPLE_BYTES_DEFAULT;
 	if (s->duty_period_ns && s->mode == MP_TRACE_RSS)
 		return log_error_errno(-EINVAL, "invalid --duty with --mode rss (see --help)");
 	if (with_pid && !s->pid)

@@ -96,6 +96,12 @@ struct mp_tracer_opts {
 /* The ring buffer size of a target of @mode: @configured, or the default
  * of the mode when it is 0. */
 uint32_t mp_tracer_ring_bytes(uint32_t mode, uint32_t configured);
+/* The mean sampling interval of sampled mode unless one is given: Go's
+ * and jemalloc's default (tcmalloc's is 2 MiB). A fleet profile gets a
+ * sample per 512 KiB allocated, and the cost of a sample and of its
+ * sampled-block entry stays out of the program's way (docs/TRACER.md,
+ * "Sampled mode"). */
+#define MP_SAMPLE_BYTES_DEFAULT (512ull << 10)
 #define MP_TRACER_SAMPLED_MAX (1u << 20)
 /* In-process path, sampled mode: the --alloc functions' blocks alone
  * (libmemprof samples the malloc family itself). */
