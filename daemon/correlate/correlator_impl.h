@@ -167,13 +167,12 @@ struct mp_correlator {
 	 * peak_ver is not this one has not changed since that peak
 	 * (site_keep_peak()). */
 	uint64_t peak_ver;
-	/* The same for the current phase's peak (p->phases[cur_phase].
-	 * peak_bytes) and the owners' and tags' ph_share: bumped at each new
-	 * peak of the phase; ph_reached: the phase reached a new peak since it
-	 * was entered (a bump since then: no figures of another phase's peak
-	 * are read), so its breakdown is to be written when it is left
+	/* Who held the peaks (pool_keep_peak()): bumped at each new peak of
+	 * the process or of the current phase, and its values at the last new
+	 * peak of each; ph_reached: the current phase reached a new peak since
+	 * it was entered, so its breakdown is to be written when it is left
 	 * (corr_peak_parts_phase()). */
-	uint64_t ph_ver;
+	uint64_t epoch, peak_epoch, ph_epoch;
 	bool ph_reached;
 
 	uint32_t names_cap, kernels_cap, invs_cap, phases_cap, owners_cap, tags_cap, rss_cap;
@@ -465,27 +464,32 @@ static inline __attribute__((always_inline)) void site_keep_peak(const struct mp
 }
 
 /* Who held the peak (docs/PROFILE.md "Who held the peak"), before the live
- * bytes of owner or tag @pl change: the figures it holds while nothing
+ * bytes of owner or tag @pl change: the bytes it holds, when nothing
  * changed them since the current process peak, or the current phase's,
- * are kept as its figures there. A new peak only bumps a version
- * (c->peak_ver, c->ph_ver), so reaching one costs nothing per owner. */
+ * are its bytes there. A new peak only bumps the epoch, so reaching one
+ * costs nothing per owner, and a change costs one compare. */
 static inline __attribute__((always_inline)) void pool_keep_peak(const struct mp_correlator *c,
 								 struct mp_pool *pl)
 {
-	if (pl->peak_ver != c->peak_ver) {
-		pl->peak_ver = c->peak_ver;
-		pl->peak_share = pl->live_bytes;
+	if (__builtin_expect(pl->epoch != c->epoch, 0)) {
+		if (pl->epoch < c->peak_epoch)
+			pl->peak_share = pl->live_bytes;
+		if (pl->epoch < c->ph_epoch)
+			pl->ph_share = pl->live_bytes;
+		pl->epoch = c->epoch;
 	}
-	if (pl->ph_ver != c->ph_ver) {
-		pl->ph_ver = c->ph_ver;
-		pl->ph_share = pl->live_bytes;
-	}
+}
+
+/* A new process peak, reached with live_bytes as they are. */
+static inline __attribute__((always_inline)) void process_new_peak(struct mp_correlator *c)
+{
+	c->peak_epoch = ++c->epoch;
 }
 
 /* A new peak of the current phase, reached with live_bytes as they are. */
 static inline __attribute__((always_inline)) void phase_new_peak(struct mp_correlator *c)
 {
-	c->ph_ver++;
+	c->ph_epoch = ++c->epoch;
 	c->ph_reached = true;
 }
 

@@ -196,6 +196,7 @@ static inline __attribute__((always_inline)) uint64_t alloc_charge_(struct mp_co
 		p->peak_bytes = c->live_bytes;
 		p->peak_var = c->live_var;
 		site_new_peak(c, site, ev->size);
+		process_new_peak(c);
 	}
 	if (c->live_count > p->peak_tensors)
 		p->peak_tensors = c->live_count;

@@ -9,8 +9,8 @@
 static uint64_t share_at(const struct mp_correlator *c, const struct mp_pool *pl, bool phase)
 {
 	if (phase)
-		return pl->ph_ver == c->ph_ver ? pl->ph_share : pl->live_bytes;
-	return pl->peak_ver == c->peak_ver ? pl->peak_share : pl->live_bytes;
+		return pl->epoch < c->ph_epoch ? pl->live_bytes : pl->ph_share;
+	return pl->epoch < c->peak_epoch ? pl->live_bytes : pl->peak_share;
 }
 
 /* *@parts (*@n of them) := the pools of @v (@nv) with bytes at the current
@@ -64,7 +64,7 @@ void corr_peak_parts_settle(const struct mp_correlator *c, struct mp_profile *p)
 			struct mp_pool *pl = &v[k][i];
 
 			pl->peak_share = share_at(c, pl, false);
-			pl->peak_ver = pl->ph_ver = pl->ph_share = 0;
+			pl->epoch = pl->ph_share = 0;
 		}
 	}
 	p->peak_parts = true;

@@ -21,21 +21,27 @@ static inline __attribute__((always_inline)) void pool_temp(struct mp_pool *pl, 
 		pl->peak_bytes = pl->live_bytes + size;
 }
 
-/* A new peak (version @ver of the process's, or of the phase's: @phase)
- * reached by a temporary block of @size of owner @o and tag @t: live there,
- * though their live bytes never hold it. */
-static inline __attribute__((always_inline)) void
-pool_temp_peak(uint64_t ver, struct mp_pool *o, struct mp_pool *t, uint64_t size, bool phase)
+/* A new peak, the process's or the phase's (@phase), reached by a
+ * temporary block of @size of owner @o and tag @t: live there, though
+ * their live bytes never hold it. */
+static inline __attribute__((always_inline)) void pool_temp_peak(struct mp_correlator *c,
+								 struct mp_pool *o,
+								 struct mp_pool *t, uint64_t size,
+								 bool phase)
 {
+	/* what they hold is theirs at the earlier peaks */
+	pool_keep_peak(c, o);
+	pool_keep_peak(c, t);
 	if (phase) {
-		o->ph_ver = t->ph_ver = ver;
+		phase_new_peak(c);
 		o->ph_share = o->live_bytes + size;
 		t->ph_share = t->live_bytes + size;
 	} else {
-		o->peak_ver = t->peak_ver = ver;
+		process_new_peak(c);
 		o->peak_share = o->live_bytes + size;
 		t->peak_share = t->live_bytes + size;
 	}
+	o->epoch = t->epoch = c->epoch;
 }
 
 static inline void bucket_temp(struct mp_bucket **v, uint32_t *n, uint32_t *hint, uint32_t id,
@@ -104,7 +110,7 @@ temp_charge_(struct mp_correlator *c, uint64_t size, const struct alloc_at *a)
 		p->peak_bytes = level;
 		p->peak_var = c->live_var;
 		site_new_peak(c, a->site, size);
-		pool_temp_peak(c->peak_ver, &p->owners[a->owner], &p->tags[a->tag], size, false);
+		pool_temp_peak(c, &p->owners[a->owner], &p->tags[a->tag], size, false);
 	}
 	if (c->live_count + 1 > p->peak_tensors)
 		p->peak_tensors = c->live_count + 1;
@@ -115,9 +121,7 @@ temp_charge_(struct mp_correlator *c, uint64_t size, const struct alloc_at *a)
 		if (level > ph->peak_bytes) {
 			ph->peak_bytes = level;
 			ph->peak_var = c->live_var;
-			phase_new_peak(c);
-			pool_temp_peak(c->ph_ver, &p->owners[a->owner], &p->tags[a->tag], size,
-				       true);
+			pool_temp_peak(c, &p->owners[a->owner], &p->tags[a->tag], size, true);
 		}
 	}
 	pool_temp(&p->owners[a->owner], size);

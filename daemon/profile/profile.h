@@ -347,9 +347,10 @@ struct mp_pool {
 	 * owners' sum, and the tags', is that peak. */
 	uint64_t peak_share;
 	/* Correlator state (not in the file; 0 in a finished profile), beside
-	 * live_bytes: the process peak and the current phase's peak whose
-	 * figures peak_share and ph_share hold while each is the current one. */
-	uint64_t peak_ver, ph_ver, ph_share;
+	 * live_bytes: the correlator's peak epoch at its last change, and its
+	 * live bytes at the current phase's peak (as peak_share at the
+	 * process's). */
+	uint64_t epoch, ph_share;
 	/* Sampled mode: the variance of live_bytes (at the end), and at
 	 * peak_bytes, the bound on peak_bytes' upward bias, and the highest
 	 * live_var reached (correlator state; not in the file). */
