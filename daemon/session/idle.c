@@ -237,6 +237,10 @@ int mp_sess_idle_tick(struct session *s)
 	d->drains_seen = s->drains;
 	d->events_seen = events;
 	d->rss_changed = false;
+	/* a look for objects past what is traced is due (unseen.c): its
+	 * second sighting must come while the process lives */
+	if (mp_sess_unseen_pending(s))
+		quiet = false;
 	/* a ring without a doorbell (an older libmemprof) is polled */
 	if (s->ring && !mp_consumer_bell(s->ring))
 		quiet = false;

@@ -253,6 +253,9 @@ void mp_sess_unseen_free(struct mp_unseen *u);
 /* The loader mapped an object: the next look is at it (none is taken
  * while nothing changed). */
 void mp_sess_unseen_changed(struct session *s);
+/* Whether a look is still due (an object loaded and not looked at, or one
+ * to confirm): the session keeps its tick until it was made. */
+bool mp_sess_unseen_pending(const struct session *s);
 uint32_t mp_sess_corruption_of(uint32_t consumer_flags);
 /* What ring reader @c refused and found stuck, added to @rejected (enum
  * mp_reject) and *@stuck; its MP_CORRUPT_* bits. */

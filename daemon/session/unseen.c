@@ -157,13 +157,20 @@ void mp_sess_unseen_step(struct session *s, bool final)
 		close(memfd);
 	mp_procmaps_free(maps);
 	s->unseen->next_ns = mp_now_ns() + (left ? UNSEEN_SOON_NS : UNSEEN_EVERY_NS);
-	s->unseen->clean = memfd >= 0 && !left;
+	/* without /proc/PID/mem (gone, or not ours to read) the next look
+	 * waits for the next object loaded, not the next tick */
+	s->unseen->clean = !left;
 }
 
 void mp_sess_unseen_changed(struct session *s)
 {
 	if (s->unseen)
 		s->unseen->clean = false;
+}
+
+bool mp_sess_unseen_pending(const struct session *s)
+{
+	return s->unseen && !s->unseen->clean && !s->exited;
 }
 
 void mp_sess_unseen_fill(const struct session *s, struct mp_profile *p)
