@@ -28,7 +28,8 @@
 #include <string.h>
 
 struct worker {
-	pthread_t tid;
+	pthread_t *tids; /* one per generation, each written once */
+	int gen;
 	char **slots;
 	uint32_t *sizes;
 	uint32_t first, chunks, rounds, min, max;
@@ -94,8 +95,8 @@ static void *work(void *arg)
 		w->pairs++;
 	}
 	/* the successor runs on the same slice; the main thread joins it
-	 * after this one, through w->tid */
-	if (--w->generations_left > 0 && pthread_create(&w->tid, NULL, work, w) != 0)
+	 * after this one, through the next tid */
+	if (--w->generations_left > 0 && pthread_create(&w->tids[++w->gen], NULL, work, w) != 0)
 		w->failed = 1;
 	return NULL;
 }
@@ -117,9 +118,10 @@ int main(int argc, char **argv)
 	char **slots = malloc((size_t)threads * chunks * sizeof(char *));
 	uint32_t *sizes = malloc((size_t)threads * chunks * sizeof(uint32_t));
 	struct worker *w = calloc(threads, sizeof(*w));
+	pthread_t *tids = calloc((size_t)threads * (size_t)a[1], sizeof(pthread_t));
 	uint64_t rng = 4141;
 
-	if (!slots || !sizes || !w) {
+	if (!slots || !sizes || !w || !tids) {
 		fprintf(stderr, "larson-like: out of memory\n");
 		return 1;
 	}
@@ -133,7 +135,8 @@ int main(int argc, char **argv)
 		}
 	}
 	for (uint32_t t = 0; t < threads; t++) {
-		w[t] = (struct worker){ .slots = slots,
+		w[t] = (struct worker){ .tids = tids + (size_t)t * (size_t)a[1],
+					.slots = slots,
 					.sizes = sizes,
 					.first = t * chunks,
 					.chunks = chunks,
@@ -142,7 +145,7 @@ int main(int argc, char **argv)
 					.max = (uint32_t)a[5],
 					.generations_left = (int)a[1],
 					.rng = next_rand(&rng) | 1 };
-		if (pthread_create(&w[t].tid, NULL, work, &w[t]) != 0) {
+		if (pthread_create(&w[t].tids[0], NULL, work, &w[t]) != 0) {
 			fprintf(stderr, "larson-like: pthread_create failed\n");
 			return 1;
 		}
@@ -150,7 +153,7 @@ int main(int argc, char **argv)
 	for (uint32_t t = 0; t < threads; t++) {
 		/* each generation has set the next one's tid before it returned */
 		for (int g = 0; g < a[1]; g++) {
-			pthread_join(w[t].tid, NULL);
+			pthread_join(w[t].tids[g], NULL);
 			if (w[t].failed)
 				break;
 		}
@@ -164,6 +167,7 @@ int main(int argc, char **argv)
 	}
 	free(slots);
 	free(sizes);
+	free(tids);
 	free(w);
 	if (failed || pairs != (unsigned long long)threads * a[1] * a[3] * chunks) {
 		fprintf(stderr,
