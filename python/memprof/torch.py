@@ -70,14 +70,16 @@ def _name_tree(root):
 
 def _sync():
     """Registers the op callback while op kernels are wanted (an ops()
-    block is open, or --torch's ops with a profiler attached), with the
-    ops' inputs if any of them asked for shapes, and removes it when none
-    is: PyTorch then runs no callback of ours at all."""
+    block is open, or --torch) and a profiler is attached, with the ops'
+    inputs if any of them asked for shapes, and removes it otherwise:
+    while dormant PyTorch runs no callback of ours at all. Called where a
+    few Python operations do not count: an ops() block's entry and exit, a
+    top-level forward pass's start."""
     if _ops is None:
         return
     st = _state
     shapes = st["shape_blocks"] > 0 or (st["auto"] and st["auto_shapes"])
-    if st["blocks"] or (st["auto"] and _attached()):
+    if (st["blocks"] or st["auto"]) and _attached():
         _ops.register(shapes)
     elif _ops.registered():
         _ops.unregister()
@@ -85,9 +87,11 @@ def _sync():
 
 class ops:
     """ops(shapes=False): a context manager: every aten op this thread runs
-    inside the block, nested ones included, is a kernel (while a profiler
-    is attached). With SHAPES, kernels carry their ops' input shapes
-    (PyTorch then boxes every op's arguments: it costs)."""
+    inside the block, nested ones included, is a kernel, when a profiler
+    is attached at the block's entry (or, with instrument(), at the start
+    of a top-level forward pass inside it). With SHAPES, kernels carry
+    their ops' input shapes (PyTorch then boxes every op's arguments: it
+    costs)."""
 
     __slots__ = ("shapes",)
 
@@ -125,7 +129,7 @@ def _pre(module, inputs):
     _tls.depth = depth + 1
     if not depth:
         _tls.top = module
-        if _state["auto"]:
+        if _state["auto"] or _state["blocks"]:
             _sync()
     if not _attached():
         return
