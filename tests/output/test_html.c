@@ -452,7 +452,7 @@ static uint64_t bar_sum(const char *dom, const char *name, const char *part, uin
 	char *bar, *s;
 	uint64_t sum = 0;
 
-	snprintf(start, sizeof(start), "<div class=\"peak-bar\" data-peak=\"%s\">", name);
+	snprintf(start, sizeof(start), "<div class=\"peak-bar\" data-peak=\"%s\"", name);
 	bar = section(dom, start, "</div>");
 	snprintf(key, sizeof(key), "data-name=\"%s\" data-bytes=\"", part);
 	*ret_n = 0;

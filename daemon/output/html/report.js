@@ -900,15 +900,20 @@
 		add(app, el('h2', null, 'Who held the peak'));
 		add(app, el('div', { class: 'muted' }, 'The bytes each owner (and tag) held when the heap ' +
 			'first reached its peak: the whole run\'s and each phase\'s. The parts of a bar add up ' +
-			'to its peak.'));
-		var rows = [], byTag = D.tags.length > 1;
+			'to its peak; a bar\'s length is its peak against the highest.'));
+		var rows = [], byTag = D.tags.length > 1, top = 0;
+		D.peaks.forEach(function (pk) { top = Math.max(top, pk.peakBytes); });
 		[['owners', 'OWNER'], ['tags', 'TAG']].forEach(function (kind) {
 			if (kind[0] === 'tags' && !byTag) return;
 			var box = add(app, el('div', { class: 'peaks', id: 'mp-peaks-' + kind[0] }));
+			add(box, el('div', { class: 'muted' }, kind[0] === 'owners' ? 'By owner' : 'By tag'));
 			D.peaks.forEach(function (pk) {
 				var row = add(box, el('div', { class: 'peak' }));
 				add(row, el('div', { class: 'peak-name' }, pk.name + ': ' + group(pk.peakBytes) + ' B'));
-				var bar = add(row, el('div', { class: 'peak-bar', 'data-peak': pk.name }));
+				/* a bar as long as its peak against the highest one */
+				var bar = add(add(row, el('div', { class: 'peak-track' })),
+					el('div', { class: 'peak-bar', 'data-peak': pk.name }));
+				bar.style.width = (top ? 100 * pk.peakBytes / top : 0).toFixed(4) + '%';
 				pk[kind[0]].forEach(function (part) {
 					var share = pk.peakBytes ? 100 * part[1] / pk.peakBytes : 0;
 					var seg = add(bar, el('span', { class: 'seg', 'data-name': part[0], 'data-bytes': String(part[1]),
