@@ -408,6 +408,55 @@ Test(interpose, sampled_estimate_unbiased_and_only_sampled_frees)
 	sampled_estimate_unbiased(false);
 }
 
+#define SET_THREADS 4
+#define SET_LIVE 400
+#define SET_LAPS 5
+
+static void *set_blocks[SET_THREADS][SET_LIVE];
+
+static void *set_churn(void *arg)
+{
+	void **b = arg;
+
+	for (int lap = 0; lap < SET_LAPS; lap++) {
+		for (int i = 0; i < SET_LIVE; i++)
+			b[i] = ip_malloc(16 + (size_t)(i % 7) * 16);
+		for (int i = 0; i < SET_LIVE; i++)
+			ip_free(b[i]);
+	}
+	return NULL;
+}
+
+/* Every block sampled (interval 1), threads inserting and removing
+ * sampled blocks side by side, each a bucket's count going to 0 and back
+ * while others' do: every free of a sampled block is recorded (the bit a
+ * free reads is never left clear with its count nonzero). */
+Test(interpose, every_sampled_free_recorded_across_threads)
+{
+	struct mp_consumer *c = setup();
+	pthread_t th[SET_THREADS];
+	struct mp_record r;
+	uint64_t allocs = 0, frees = 0;
+
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_SAMPLED, 1), 0);
+	for (int i = 0; i < SET_THREADS; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, set_churn, set_blocks[i]), 0);
+	for (int i = 0; i < SET_THREADS; i++)
+		cr_assert_eq(pthread_join(th[i], NULL), 0);
+	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
+	cr_assert_eq(mp_consumer_alloc_drops(c), 0);
+	/* the blocks of set_churn()'s malloc calls (pthread_create's own are
+	 * calloc'd, and freed after the mode is off) */
+	while (read_one(c, &r) == 1) {
+		allocs += r.type == MP_REC_ALLOC && r.fn == 0;
+		frees += r.type == MP_REC_FREE;
+	}
+	cr_assert_eq(allocs, SET_THREADS * SET_LIVE * SET_LAPS);
+	cr_assert_eq(frees, allocs, "%lu frees recorded for %lu sampled blocks",
+		     (unsigned long)frees, (unsigned long)allocs);
+	mp_consumer_free(c);
+}
+
 /* Heap records are stamped with the TSC where the machine trusts it
  * (docs/RING.md "Clocks"), markers with CLOCK_MONOTONIC: converted by the
  * consumer, an allocation lies between the markers written 10 ms before
