@@ -583,6 +583,7 @@ Test(python, torch_ops_match_torch_profiler, .timeout = 300)
 	mp_test_need_root("memprof run");
 	p = run_torch_script("torch_vs_profiler.py", true, NULL, "torch_vs_profiler.py: done");
 	cr_assert_eq(kernel(p, "ResNet")->calls, 5);
+	cr_assert_eq(p->invocations_dropped, 0, "every invocation in the profile");
 	warm = nth_invocation(p, "ResNet", 0);
 	last = nth_invocation(p, "ResNet", 4);
 	n_ops = torch_profiler_ops(ops, 256);
