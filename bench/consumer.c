@@ -9,7 +9,8 @@
  * (every allocation is a temporary one: the text said "keeps 4096 blocks
  * live" until session 7, the code never did), with a kernel begin/end pair
  * every 512 records, one record every 33 ns of timestamp (30 M/s).
- * BENCH_FILL=live keeps 4096 blocks live instead, freeing the oldest and
+ * BENCH_FILL=live keeps 4096 blocks live (BENCH_LIVE=N: N, at most 65536)
+ * per ring instead, freeing the oldest and
  * allocating a new one (no temporary allocations); BENCH_FILL=loop is the
  * alloc loop of bench-workload (malloc(32), the same address each time as
  * glibc's tcache hands it back, and its free). BENCH_PAIRING=0 applies
@@ -59,7 +60,8 @@
 #include "ringq.h"
 
 #define SLOTS 32768u
-#define LIVE 4096u
+#define LIVE 4096u /* BENCH_LIVE=N: N blocks (at most LIVE_MAX) */
+#define LIVE_MAX 65536u
 #define KERNEL_EVERY 512u
 #define TS_STEP 33u /* ns between records: 30 M/s */
 #define LAG_NS (10u * 1000 * 1000) /* the session's merge lag */
@@ -72,7 +74,7 @@ struct ring {
 	uint32_t rings, threads;
 	uint64_t pos[MAX_RINGS];
 	/* the synthetic program, per ring */
-	uint64_t live[MAX_RINGS][LIVE];
+	uint64_t live[MAX_RINGS][LIVE_MAX];
 	uint32_t next[MAX_RINGS], since_kernel[MAX_RINGS], tseq[MAX_RINGS];
 	uint8_t freed[MAX_RINGS]; /* BENCH_FILL=live: the oldest is freed */
 	uint64_t addr, ts;
@@ -127,6 +129,7 @@ static int ring_init(struct ring *g, uint32_t rings, uint32_t threads)
 static uint8_t heap_clock = MP_TS_TSC;
 static uint32_t chunk = SLOTS;
 enum { FILL_TEMP, FILL_LIVE, FILL_LOOP };
+static uint32_t live_n = LIVE;
 static int fill_kind = FILL_TEMP; /* BENCH_FILL */
 static int pairing = 1; /* BENCH_PAIRING */
 
@@ -157,7 +160,7 @@ static void fill(struct ring *g, uint64_t *n)
 {
 	for (uint32_t k = 0; k < chunk; k++) {
 		for (uint32_t r = 0; r < g->rings; r++) {
-			uint64_t *slot = &g->live[r][g->next[r] % LIVE];
+			uint64_t *slot = &g->live[r][g->next[r] % live_n];
 
 			if (g->since_kernel[r]++ >= KERNEL_EVERY) {
 				g->since_kernel[r] = 0;
@@ -223,11 +226,23 @@ static inline __attribute__((always_inline)) int on_rec(void *ctx, const struct 
 							const struct mp_record *marker, void *ref);
 static int on_idle(void *ctx);
 
+/* The session's prefetch of a heap record's live-table slot, shown the
+ * record a few ahead of its release (daemon/session/flow.c). */
+static void on_prefetch(void *ctx, const struct mp_ringq_rec *rec)
+{
+	const struct pipe *p = ctx;
+
+	if (p->full)
+		mp_correlator_prefetch_heap(p->corr, rec->addr, rec->old_addr);
+}
+
 static int pipe_new(struct pipe *p, struct ring *g, int full)
 {
 	struct mp_correlator_opts co = { .begin_ns = 1, .resolve_owner = owner };
 	const struct mp_order_opts oo = { .lag_ns = LAG_NS, .fast_release = true };
-	const struct mp_order_sink sink = { .ctx = p, .ring = on_rec, .idle = on_idle };
+	const struct mp_order_sink sink = {
+		.ctx = p, .ring = on_rec, .idle = on_idle, .prefetch = on_prefetch
+	};
 
 	memset(p, 0, sizeof(*p));
 	p->full = full;
@@ -454,6 +469,11 @@ int main(int argc, char **argv)
 		heap_clock = MP_TS_MONOTONIC;
 	if (chunk_env)
 		chunk = (uint32_t)atoi(chunk_env);
+	if (getenv("BENCH_LIVE")) {
+		unsigned long v = strtoul(getenv("BENCH_LIVE"), NULL, 10);
+
+		live_n = v && v <= LIVE_MAX ? (uint32_t)v : LIVE;
+	}
 	if (getenv("BENCH_FILL"))
 		fill_kind = !strcmp(getenv("BENCH_FILL"), "live") ? FILL_LIVE :
 			    !strcmp(getenv("BENCH_FILL"), "loop") ? FILL_LOOP :
@@ -493,7 +513,7 @@ int main(int argc, char **argv)
 	       "fastest of 3 passes; heap records stamped with %s; %s, %s\n",
 	       rings, SLOTS, threads, rounds, (unsigned long long)recs, KERNEL_EVERY, chunk,
 	       heap_clock == MP_TS_TSC ? "the TSC (converted)" : "CLOCK_MONOTONIC (BENCH_TSC=0)",
-	       fill_kind == FILL_LIVE ? "4096 blocks live (BENCH_FILL=live)" :
+	       fill_kind == FILL_LIVE ? "blocks live per ring (BENCH_FILL=live, BENCH_LIVE)" :
 	       fill_kind == FILL_LOOP ? "the alloc loop's malloc(32)+free (BENCH_FILL=loop)" :
 					"each block freed after its allocation",
 	       pairing ? "paired" : "every record alone (BENCH_PAIRING=0)");
