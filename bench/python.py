@@ -156,7 +156,7 @@ def _run_json(cmd, env=None):
     return json.loads(lines[-1]), wall
 
 
-def transformer(memprof, rounds=3):
+def transformer(memprof, rounds=5):
     """Section 6's transformer rows (markdown on stdout)."""
     py = sys.executable if sys.executable.startswith("/usr/bin/") else "/usr/bin/python3"
     here = os.path.dirname(os.path.abspath(__file__))
@@ -177,6 +177,8 @@ def transformer(memprof, rounds=3):
         cost[name] = json.load(open(f))
         os.unlink(f)
     runs = [("untraced", [py, tt, "steps"], env),
+            ("`memprof run` (allocations only, no kernels)",
+             [memprof, "run", "--print", "none", "--", py, tt, "steps"], None),
             ("`memprof run --torch`",
              [memprof, "run", "--print", "none", "--torch", "--", py, tt, "steps"], None),
             ("torch.profiler (`profile_memory=True`)", [py, tt, "steps", "--profiler"], env)]
@@ -199,7 +201,7 @@ def transformer(memprof, rounds=3):
              "pre-norm blocks of causal self-attention and an MLP, width 64, random weights, "
              "one sequence of 32 tokens, inference on one thread; %d aten ops a step, nested ones "
              "included, as torch.profiler counts them). Per-op costs are from alternating rounds "
-             "in one process (fastest of 10): steps without op kernels against steps inside "
+             "in one process (fastest of 20, the order rotated each round): steps without op kernels against steps inside "
              "`memprof.torch.ops()`, and a loop of one tiny op (`torch.neg(a, out=b)` on one "
              "element) likewise; `attached` runs under `memprof run`, `dormant` without a "
              "profiler.\n" % n,

@@ -121,25 +121,27 @@ def tiny(n):
 
 
 def op_cost(out):
+    import contextlib
+
     import memprof.torch as mt
 
     m, x = build()
     n_ops = ops_per_step(m, x)
-    t = {"plain": [], "ops": [], "ops_shapes": []}
-    tt = {"plain": [], "ops": [], "ops_shapes": []}
-    n_tiny = 20000
+    variants = (("plain", contextlib.nullcontext), ("ops", mt.ops),
+                ("ops_shapes", lambda: mt.ops(shapes=True)))
+    t = {k: [] for k, _ in variants}
+    tt = {k: [] for k, _ in variants}
+    n_tiny = 5000
     with torch.no_grad():
         for _ in range(2):
             m(x)
-        for _ in range(ROUNDS * 2):
-            t["plain"].append(timed(m, x, STEPS))
-            tt["plain"].append(tiny(n_tiny))
-            with mt.ops():
-                t["ops"].append(timed(m, x, STEPS))
-                tt["ops"].append(tiny(n_tiny))
-            with mt.ops(shapes=True):
-                t["ops_shapes"].append(timed(m, x, STEPS))
-                tt["ops_shapes"].append(tiny(n_tiny))
+        # the order rotated every round, so that none is always first
+        for r in range(ROUNDS * 4):
+            for k in range(len(variants)):
+                name, ctx = variants[(k + r) % len(variants)]
+                with ctx():
+                    t[name].append(timed(m, x, STEPS))
+                    tt[name].append(tiny(n_tiny))
     r = {k: min(v) for k, v in t.items()}
     r.update({"tiny_" + k: min(v) for k, v in tt.items()})
     r["n_ops"] = n_ops
