@@ -47,8 +47,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
  * itself, with a limit on every scope, in both formats. */
 static void exercise_diff(const struct mp_profile *p, FILE *f)
 {
-	static const char *const specs[] = { "peak=5%", "kernel:*.peak_added=0", "phase:*.rss=1M",
-					     "owner:*.alloc=1%", "tag:*.peak_live=0" };
+	static const char *const specs[] = { "peak=5%",
+					     "kernel:*.peak_added=0",
+					     "phase:*.rss=1M",
+					     "owner:*.alloc=1%",
+					     "tag:*.peak_live=0",
+					     "owner:*.peak_share=0",
+					     "phase_owner:*.peak_share=1%",
+					     "phase_tag:*/weights.peak_share=0" };
 	struct mp_diff_limit l[sizeof(specs) / sizeof(specs[0])];
 	struct mp_profile *empty = mp_profile_new();
 	const char *why;

@@ -13,12 +13,27 @@ static uint64_t share_at(const struct mp_correlator *c, const struct mp_pool *pl
 	return pl->epoch < c->peak_epoch ? pl->live_bytes : pl->peak_share;
 }
 
+/* @b bytes of a part, capped so that the parts so far (*@sum) never pass
+ * @peak. Every block is one owner's and one tag's, so they sum to the peak
+ * exactly; only a free charged elsewhere than its allocation (a stored
+ * value the live table did not give, or a free larger than what its owner
+ * holds: clamped there) could make them pass it, and a file must never
+ * claim more than its peak. */
+static uint64_t capped(uint64_t b, uint64_t peak, uint64_t *sum)
+{
+	if (b > peak - *sum)
+		b = peak - *sum;
+	*sum += b;
+	return b;
+}
+
 /* *@parts (*@n of them) := the pools of @v (@nv) with bytes at the current
- * phase's peak, in index order. */
+ * phase's peak @peak, in index order. */
 static int parts_write(const struct mp_correlator *c, const struct mp_pool *v, uint32_t nv,
-		       struct mp_peak_part **parts, uint32_t *n)
+		       uint64_t peak, struct mp_peak_part **parts, uint32_t *n)
 {
 	struct mp_peak_part *a = *parts;
+	uint64_t sum = 0;
 	uint32_t k = 0;
 
 	for (uint32_t i = 0; i < nv; i++)
@@ -31,7 +46,7 @@ static int parts_write(const struct mp_correlator *c, const struct mp_pool *v, u
 	}
 	*n = 0;
 	for (uint32_t i = 0; i < nv; i++) {
-		uint64_t b = share_at(c, &v[i], true);
+		uint64_t b = capped(share_at(c, &v[i], true), peak, &sum);
 
 		if (b)
 			a[(*n)++] = (struct mp_peak_part){ .id = i, .bytes = b };
@@ -46,8 +61,10 @@ int corr_peak_parts_phase(const struct mp_correlator *c, struct mp_profile *p, s
 {
 	if (!c->ph_reached)
 		return 0;
-	if (parts_write(c, p->owners, p->n_owners, &ph->peak_owners, &ph->n_peak_owners) < 0 ||
-	    parts_write(c, p->tags, p->n_tags, &ph->peak_tags, &ph->n_peak_tags) < 0)
+	if (parts_write(c, p->owners, p->n_owners, ph->peak_bytes, &ph->peak_owners,
+			&ph->n_peak_owners) < 0 ||
+	    parts_write(c, p->tags, p->n_tags, ph->peak_bytes, &ph->peak_tags, &ph->n_peak_tags) <
+		    0)
 		return -ENOMEM;
 	return 0;
 }
@@ -60,10 +77,12 @@ void corr_peak_parts_settle(const struct mp_correlator *c, struct mp_profile *p)
 	uint32_t n[2] = { p->n_owners, p->n_tags };
 
 	for (int k = 0; k < 2; k++) {
+		uint64_t sum = 0;
+
 		for (uint32_t i = 0; i < n[k]; i++) {
 			struct mp_pool *pl = &v[k][i];
 
-			pl->peak_share = share_at(c, pl, false);
+			pl->peak_share = capped(share_at(c, pl, false), p->peak_bytes, &sum);
 			pl->epoch = pl->ph_share = 0;
 		}
 	}

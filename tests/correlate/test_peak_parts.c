@@ -645,3 +645,34 @@ Test(peak_parts, hostile_parts_refused)
 	free(buf);
 	mp_profile_free(p);
 }
+
+/* A free charged elsewhere than its allocation (a stored value the live
+ * table did not give) leaves an owner holding bytes the process freed: the
+ * parts are capped so that they never claim more than the peak, and the
+ * profile reads back. */
+Test(peak_parts, inconsistent_charges_capped_at_the_peak)
+{
+	struct mp_correlator_opts o = { .resolve_owner = lib_of };
+	struct mp_profile *p, *q = NULL;
+	const char *why = NULL;
+	struct stream s;
+	struct block a;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+
+	stream_init(&s, &o);
+	phase(&s, "inference");
+	a = alloc_from(&s, 1, 1000, caller_in(0));
+	a.user = 0; /* charged to (unknown), which holds nothing */
+	release(&s, 1, &a);
+	alloc_from(&s, 1, 1500, caller_in(1)); /* the peak: 1500 */
+	p = finish(&s);
+	cr_assert_eq(p->peak_bytes, 1500);
+	cr_expect_eq(shares_sum(p->owners, p->n_owners), 1500);
+	cr_expect_eq(parts_sum(p->phases[0].peak_owners, p->phases[0].n_peak_owners), 1500);
+	cr_assert_eq(mp_profile_encode(p, &buf, &len), 0);
+	cr_expect_eq(mp_profile_decode(buf, len, &q, &why), 0, "%s", why ? why : "");
+	free(buf);
+	mp_profile_free(q);
+	mp_profile_free(p);
+}
