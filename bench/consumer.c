@@ -236,6 +236,16 @@ static void on_prefetch(void *ctx, const struct mp_ringq_rec *rec)
 		mp_correlator_prefetch_heap(p->corr, rec->addr, rec->old_addr);
 }
 
+/* The same, from the ring reader (daemon/session/flow.c ring_prefetch()):
+ * with one ring, records are applied as they are read. */
+static void on_ring_prefetch(void *ctx, uint64_t addr, uint64_t old_addr)
+{
+	const struct pipe *p = ctx;
+
+	if (p->full)
+		mp_correlator_prefetch_heap(p->corr, addr, old_addr);
+}
+
 static int pipe_new(struct pipe *p, struct ring *g, int full)
 {
 	struct mp_correlator_opts co = { .begin_ns = 1, .resolve_owner = owner };
@@ -249,6 +259,8 @@ static int pipe_new(struct pipe *p, struct ring *g, int full)
 	if (mp_consumer_open_mem(g->mem, ((struct mp_ring_hdr *)g->mem)->total_size, &p->c) ||
 	    mp_order_new(&oo, &sink, &p->order) || mp_correlator_new(&co, &p->corr))
 		return -1;
+	if (!getenv("BENCH_NO_RING_PF"))
+		mp_consumer_set_prefetch(p->c, on_ring_prefetch, p);
 	/* one tick a nanosecond: the conversion is paid, the stamps stay */
 	mp_consumer_set_tsc_cal(p->c,
 				&(struct mp_tsc_cal){ .tsc = 0, .ns = 0, .mult = 1ull << 32 });

@@ -23,6 +23,14 @@ static volatile unsigned fuzz_sink;
 
 /* A heap record names a builtin function and carries no name, even in the
  * record the reader reuses after a marker's. */
+/* The ring reader's look-ahead (mp_consumer_set_prefetch()): any value
+ * the image holds comes here, to be used as a hint only. */
+static void fuzz_prefetch(void *ctx, uint64_t addr, uint64_t old_addr)
+{
+	(void)ctx;
+	fuzz_sink += (unsigned)(addr ^ old_addr);
+}
+
 static int check_ring_rec(void *ctx, uint32_t ring, const struct mp_record *rec)
 {
 	(void)ring;
@@ -166,6 +174,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		/* turning the interposer on or off only writes the header */
 		(void)mp_consumer_set_alloc_mode(c, shrink % 4, flags & 32 ? 0 : 4096);
 		(void)mp_consumer_set_alloc_stacks(c, shrink & 64 ? 16384 : 0);
+		if (flags & 16)
+			mp_consumer_set_prefetch(c, fuzz_prefetch, NULL);
 		/* TSC records (docs/RING.md "Clocks"): a forged calibration
 		 * (any rate, any base: the conversion saturates), none (TSC
 		 * records are corrupt), or now and then the consumer's own

@@ -825,6 +825,17 @@ static int before_attach(void *ctx, struct mp_consumer *c)
 	return mp_consumer_set_wrappers(c, NULL, 0, 0);
 }
 
+/* The live table's slots of a heap record the ring reader sees ahead:
+ * with one busy ring, records are applied as they are read, and the
+ * ordering stage's own prefetch (mp_sess_prefetch_heap()) never has a
+ * queue to look into. */
+static void ring_prefetch(void *ctx, uint64_t addr, uint64_t old_addr)
+{
+	const struct session *s = ctx;
+
+	mp_correlator_prefetch_heap(s->corr, addr, old_addr);
+}
+
 /* Opens the target's ring; on the in-process path the interposer goes on
  * with the attach, before its snapshot of the open kernels (docs/RING.md
  * "Per-thread state and late attach"): turned on after it, a kernel begun
@@ -834,6 +845,7 @@ static int ring_open(struct session *s)
 {
 	uint64_t lag = s->o->lag_ns ? s->o->lag_ns : DEFAULT_LAG_NS;
 	struct mp_consumer_opts o = { .stall_ns = RING_STALL_LAGS * lag };
+	int r;
 
 	if (s->path == MP_PATH_INPROCESS) {
 		o.alloc_mode = s->o->mode == MP_TRACE_SAMPLED ? MP_ALLOC_SAMPLED : MP_ALLOC_PRECISE;
@@ -845,7 +857,10 @@ static int ring_open(struct session *s)
 		o.before_attach = before_attach;
 		o.ctx = s;
 	}
-	return mp_consumer_open_pid_opts(s->o->pid, &o, &s->ring);
+	r = mp_consumer_open_pid_opts(s->o->pid, &o, &s->ring);
+	if (r == 0)
+		mp_consumer_set_prefetch(s->ring, ring_prefetch, s);
+	return r;
 }
 
 int mp_sess_drain_ring(struct session *s)

@@ -1320,6 +1320,30 @@ static uint32_t look(struct mp_consumer *c, uint64_t now_ns, size_t *scanned)
 	return nact;
 }
 
+void mp_consumer_set_prefetch(struct mp_consumer *c, mp_consumer_pf pf, void *ctx)
+{
+	c->pf = pf;
+	c->pf_ctx = ctx;
+}
+
+/* The heap record MP_CONSUMER_PF_AHEAD slots past ring @t's position, if
+ * published, shown to the prefetch hook (its fields are read once each,
+ * and only as hints). */
+static inline __attribute__((always_inline)) void peek_ahead(const struct mp_consumer *c,
+							     const struct tstate *t)
+{
+	const struct mp_slot *s = t->slots + ((t->pos + MP_CONSUMER_PF_AHEAD) & c->mask);
+	uint8_t type;
+
+	if (LOAD(&s->seq, ACQUIRE) != t->pos + MP_CONSUMER_PF_AHEAD + 1)
+		return;
+	type = LOAD(&s->type, RELAXED);
+	if (!mp_record_is_heap(type))
+		return;
+	c->pf(c->pf_ctx, (uint64_t)LOAD(&s->dims[0], RELAXED),
+	      type == MP_REC_REALLOC ? (uint64_t)LOAD(&s->dims[3], RELAXED) : 0);
+}
+
 /*
  * Hands ring @i's records to @cb in the ring's order, straight from the
  * slots into @rec (one record, reused), until the ring has none ready, the
@@ -1354,6 +1378,8 @@ static inline __attribute__((always_inline)) int read_ring(struct mp_consumer *c
 		 * (one thread's clock, TSC stamps clamped) */
 		if (rec->ts_ns > t->done_ns)
 			t->done_ns = rec->ts_ns;
+		if (c->pf)
+			peek_ahead(c, t);
 		r = cb(ctx, i, rec);
 		(*n)++;
 		if (r < 0) {

@@ -134,6 +134,15 @@ int mp_consumer_open_mem_opts(void *mem, size_t len, const struct mp_consumer_op
 			      struct mp_consumer **ret);
 void mp_consumer_free(struct mp_consumer *c);
 
+/* A hint, while the rings are read, of the heap records some way ahead of
+ * the one handed over: @pf(@ctx, address, realloc's old address or 0) for
+ * a published heap record MP_CONSUMER_PF_AHEAD slots on, so that the live
+ * table's slots it will touch are in the cache by then. The addresses are
+ * the target's, unchecked: for a prefetch only. NULL: none. */
+#define MP_CONSUMER_PF_AHEAD 8u
+typedef void (*mp_consumer_pf)(void *ctx, uint64_t addr, uint64_t old_addr);
+void mp_consumer_set_prefetch(struct mp_consumer *c, mp_consumer_pf pf, void *ctx);
+
 /* mp_consumer_read_rings_at(): @ring of the records synthesised at attach
  * (open kernels and tags, the phase), which belong to no ring. */
 #define MP_CONSUMER_RING_SYNTH UINT32_MAX

@@ -136,6 +136,8 @@ struct mp_consumer {
 	uint64_t rejected[MP_CONSUMER_REJECT_N];
 	uint64_t stuck_rings, heads_ns; /* heads_ns: last check_heads() */
 	unsigned yield_budget;
+	mp_consumer_pf pf; /* mp_consumer_set_prefetch() */
+	void *pf_ctx;
 	struct tstate *ts; /* per thread slot */
 	uint32_t scan_start;
 	/* the rings a read found with records, in the order it reads them */
