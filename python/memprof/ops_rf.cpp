@@ -27,13 +27,18 @@ struct mp_py_binding lib;
 at::CallbackHandle handle = at::INVALID_CALLBACK_HANDLE;
 bool handle_shapes;
 std::atomic<bool> all_threads{ false };
+// the ops' inputs are there when any callback asked for them (torch.profiler
+// with record_shapes too): shapes only when ours did
+std::atomic<bool> shapes_on{ false };
 
 /*
  * A thread's record of the ops it is inside: bit d of began says whether
  * the op at nesting depth d began a kernel, so that its end ends one only
  * then (the profiler may attach or detach while an op runs; an op deeper
- * than 64 begins none). ops counts the thread's memprof.torch.ops()
- * blocks. initial-exec: no __tls_get_addr, which may allocate.
+ * than 64 begins none). An op's start and end run on its thread, in
+ * nesting order (PyTorch's async RPC ops excepted, which end elsewhere).
+ * ops counts the thread's memprof.torch.ops() blocks. initial-exec: no
+ * __tls_get_addr, which may allocate.
  */
 struct rf_tls {
 	uint64_t began;
@@ -98,7 +103,7 @@ std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction &fn)
 	if (r < 0 && r != -ENOSPC)
 		return nullptr;
 	tls.began |= bit;
-	if (fn.needsInputs())
+	if (shapes_on.load(std::memory_order_relaxed) && fn.needsInputs())
 		input_shapes(fn);
 	return nullptr;
 }
@@ -141,6 +146,7 @@ int mp_ops_register(int shapes, char *err, size_t len)
 	mp_ops_unregister();
 	handle = h;
 	handle_shapes = !!shapes;
+	shapes_on.store(handle_shapes, std::memory_order_relaxed);
 	return 0;
 }
 
