@@ -43,6 +43,10 @@ static void curl_init(void)
 
 int mp_backend_multi_new(CURLM **ret)
 {
+	int r = mp_curl_load();
+
+	if (r < 0)
+		return log_error_errno(r, "%s", mp_curl_error());
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc != CURLE_OK)
 		return -ENOMEM;
@@ -75,8 +79,10 @@ static int check_ca(const char *url, const char *path)
 int mp_backend_new(const char *url, struct mp_backend **ret)
 {
 	struct mp_backend *b;
-	int r;
+	int r = mp_curl_load();
 
+	if (r < 0)
+		return log_error_errno(r, "collector %s: %s", url, mp_curl_error());
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc != CURLE_OK)
 		return log_error_errno(-ENOMEM, "collector %s: libcurl: %s", url,

@@ -18,7 +18,7 @@
 #ifndef MP_STREAM_BACKEND_H
 #define MP_STREAM_BACKEND_H
 
-#include <curl/curl.h>
+#include "curl_dl.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -185,6 +185,9 @@ static int parse_url(const char *url, struct collector *c)
 	if (mp_backend_url_is(url)) {
 		struct mp_backend_url u;
 
+		r = mp_curl_load();
+		if (r < 0)
+			return log_error_errno(r, "collector %s: %s", url, mp_curl_error());
 		r = mp_backend_url_parse(url, &u);
 		if (r < 0)
 			return r;

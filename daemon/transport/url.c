@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
 
+#include "curl_dl.h"
 #include "url.h"
 #include "util.h"
 
@@ -218,9 +218,13 @@ static int parse_with_curl(const struct scheme *sc, const char *rest, struct mp_
 {
 	char buf[1100], host[260], port[8], path[1024], query[1024], scratch[8];
 	bool absent, no_frag, no_port, no_query;
-	CURLU *h = curl_url();
-	int r = -EINVAL;
+	CURLU *h;
+	int r = mp_curl_load();
 
+	if (r < 0)
+		return r;
+	h = curl_url();
+	r = -EINVAL;
 	if (!h)
 		return -ENOMEM;
 	snprintf(buf, sizeof(buf), "http://%s", rest);
