@@ -20,7 +20,6 @@
 #include <sys/syscall.h>
 #include <linux/capability.h>
 #include <sys/timerfd.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +28,7 @@
 #include "hub.h"
 #include "memprof.skel.h"
 #include "memprof_probe.h"
+#include "release.h"
 #include "symbols.h"
 #include "util.h"
 
@@ -239,79 +239,15 @@ static size_t link_fds(const struct mp_tracer *t, int *fds, size_t max)
 	return n;
 }
 
-static int cmp_int(const void *a, const void *b)
-{
-	int x = *(const int *)a, y = *(const int *)b;
-
-	return (x > y) - (x < y);
-}
-
-/*
- * The kernel releases a uprobe link in the task that drops its last
- * reference, and waits there for RCU grace periods (40-60 ms for the two
- * links of the in-process path here, far more for perf-event links): a
- * process that exits with links open waits for that before its parent
- * sees it exit. Handed to a grandchild instead: it keeps its copies of the
- * link fds and closes every other fd (so no pipe or socket of ours stays
- * open after we exit: it says so by closing @ready), we close ours, and it
- * exits when @go says we did, releasing them on its own time. Its parent
- * exits at once, so it is reparented: nobody waits for it and no zombie of
- * ours is left. False when it could not be started: the caller closes the
- * links itself.
- */
+/* The links handed to a grandchild that releases them
+ * (mp_release_in_child()): false when that could not be done. */
 static bool release_in_child(struct mp_tracer *t)
 {
-	int keep[MP_MAX_MULTI + 2 * MP_MAX_PROBES + 4], go[2], ready[2];
-	size_t n = link_fds(t, keep, ARRAY_SIZE(keep) - 2);
-	pid_t mid;
-	char c;
+	int fds[MP_MAX_MULTI + 2 * MP_MAX_PROBES + 2];
+	size_t n = link_fds(t, fds, ARRAY_SIZE(fds));
 
-	if (!n || pipe2(go, O_CLOEXEC) < 0)
-		return false;
-	if (pipe2(ready, O_CLOEXEC) < 0) {
-		close(go[0]);
-		close(go[1]);
-		return false;
-	}
-	keep[n++] = go[0];
-	keep[n++] = ready[1];
-	qsort(keep, n, sizeof(*keep), cmp_int);
-	mid = fork();
-	if (mid == 0) {
-		/* async-signal-safe calls only: the daemon has threads */
-		unsigned int lo = 0;
-
-		if (fork() != 0)
-			_exit(0);
-		for (size_t i = 0; i < n; i++) {
-			if ((unsigned int)keep[i] > lo)
-				syscall(SYS_close_range, lo, (unsigned int)keep[i] - 1, 0);
-			lo = (unsigned int)keep[i] + 1;
-		}
-		syscall(SYS_close_range, lo, ~0u, 0);
-		close(ready[1]);
-		while (read(go[0], &c, 1) < 0 && errno == EINTR)
-			;
-		_exit(0);
-	}
-	close(go[0]);
-	close(ready[1]);
-	if (mid > 0) {
-		while (waitpid(mid, NULL, 0) < 0 && errno == EINTR)
-			;
-		/* EOF once the grandchild holds nothing but the links */
-		while (read(ready[0], &c, 1) < 0 && errno == EINTR)
-			;
-	}
-	close(ready[0]);
-	if (mid < 0) {
-		close(go[1]);
-		return false;
-	}
-	/* A grandchild that failed to start took its copies with it: ours
-	 * are then the last, and closing them costs what it always did. */
-	t->release_go = go[1];
-	return true;
+	t->release_go = n ? mp_release_in_child(fds, n) : -1;
+	return t->release_go >= 0;
 }
 
 static void detach_probes(struct mp_tracer *t)
