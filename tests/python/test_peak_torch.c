@@ -143,8 +143,9 @@ Test(peak_torch, xnnpack_delegate_named_at_the_inference_peak, .timeout = 300)
 	/* the table names it too, in the inference peak's rows */
 	snprintf(pb, sizeof(pb), "%s/t.pb", dir);
 	{
-		char *argv[] = { mp_test_build_path("cli/memprof"), "report", pb, "--format",
-				 "table", NULL };
+		char *argv[] = {
+			mp_test_build_path("cli/memprof"), "report", pb, "--format", "table", NULL
+		};
 
 		cr_assert_eq(mp_test_run_capture(argv, out, sizeof(out)), 0, "%s", out);
 		txt = strstr(out, "\ninference ");
