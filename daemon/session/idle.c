@@ -178,7 +178,7 @@ static int idle_wake(struct session *s)
 		waiter_set(d->waiter, NULL);
 	if (!asleep)
 		return 0;
-	s->tick_ns = s->path == MP_PATH_INPROCESS ? TICK_INPROCESS_NS : TICK_NS;
+	s->tick_ns = mp_sess_busy_tick(s);
 	s->idle_ticks = 0;
 	r = mp_timer_arm(s->tickfd, s->tick_ns, s->tick_ns);
 	if (r == 0)

@@ -356,7 +356,7 @@ static int setup_loop(struct session *s)
 	const struct mp_session_opts *o = s->o;
 	int r;
 
-	s->tick_ns = s->path == MP_PATH_INPROCESS ? TICK_INPROCESS_NS : TICK_NS;
+	s->tick_ns = mp_sess_busy_tick(s);
 	r = mp_timer_arm(s->tickfd, s->tick_ns, s->tick_ns);
 	if (r < 0)
 		return log_error_errno(r, "timerfd: %m");
@@ -548,7 +548,7 @@ static int tick_adapt(struct session *s)
 		return 0;
 	if (s->ring_busy) {
 		s->idle_ticks = 0;
-		want = TICK_INPROCESS_NS;
+		want = mp_sess_busy_tick(s);
 	} else if (++s->idle_ticks >= TICK_IDLE_AFTER) {
 		s->idle_ticks = 0;
 		want = s->tick_ns * 2 < TICK_NS ? s->tick_ns * 2 : TICK_NS;

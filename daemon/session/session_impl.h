@@ -36,6 +36,13 @@
  * The period doubles after this many empty ticks (about 0.5 s from 0.5 ms
  * to 5 ms). */
 #define TICK_IDLE_AFTER 64
+/* Sampled mode at an interval of this much or more writes a record per
+ * that many bytes allocated: 10 GB/s is 160k records/s, 800 a TICK_NS,
+ * far from a ring's 32k slots, so its ring is read every TICK_NS (a
+ * target's 2,000 wake-ups a second of the daemon were ~12% of a CPU beside
+ * an allocation-bound program, perf on cfrac-like). Finer intervals record
+ * as often as precise mode, and never wait: read as often. */
+#define TICK_SAMPLED_SLOW_BYTES (64u << 10)
 /* How often to look for the target's marker ring until it has one: first
  * after RING_RETRY_NS, then twice as long each time up to RING_RETRY_MAX_NS
  * (idle.c mp_sess_ring_retry_ns()); from RING_RETRY_NS again after an exec
@@ -247,6 +254,16 @@ void mp_sess_ring_ref_free(struct ring_ref *ref);
 /* unseen.c: a look at the objects loaded since the last (at most every
  * 250 ms, a few ms at most; all of them when @final), and its result in a
  * profile. */
+/* The tick's period while the rings have records: TICK_INPROCESS_NS on the
+ * in-process path but in sampled mode at a coarse interval. */
+static inline uint64_t mp_sess_busy_tick(const struct session *s)
+{
+	if (s->path != MP_PATH_INPROCESS ||
+	    (s->o->mode == MP_TRACE_SAMPLED && s->o->sample_bytes >= TICK_SAMPLED_SLOW_BYTES))
+		return TICK_NS;
+	return TICK_INPROCESS_NS;
+}
+
 void mp_sess_unseen_step(struct session *s, bool final);
 void mp_sess_unseen_fill(const struct session *s, struct mp_profile *p);
 void mp_sess_unseen_free(struct mp_unseen *u);
