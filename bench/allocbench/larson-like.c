@@ -15,7 +15,7 @@
  * live on. Each block carries its slot, checked when it is freed.
  *
  *   larson-like [THREADS [GENERATIONS [CHUNKS [ROUNDS [MIN [MAX]]]]]]
- *               default 2 threads, 10 generations, 5000 chunks, 100 rounds,
+ *               default 2 threads, 30 generations, 5000 chunks, 100 rounds,
  *               8-1000 bytes
  *
  * Prints "larson-like: ok ..." and exits 0, or says what was wrong and
@@ -103,7 +103,7 @@ static void *work(void *arg)
 
 int main(int argc, char **argv)
 {
-	long a[6] = { 2, 10, 5000, 100, 8, 1000 };
+	long a[6] = { 2, 30, 5000, 100, 8, 1000 };
 	unsigned long long pairs = 0;
 	int failed = 0;
 

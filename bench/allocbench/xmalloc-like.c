@@ -13,7 +13,7 @@
  * batches, check the pattern and free every block: every block is freed by
  * another thread than the one that allocated it.
  *
- *   xmalloc-like [WORKERS [BATCHES [SIZE]]]    default 2 workers, 600
+ *   xmalloc-like [WORKERS [BATCHES [SIZE]]]    default 2 workers, 1200
  *                                              batches each, 64 bytes
  *
  * Prints "xmalloc-like: ok ..." and exits 0, or says what was wrong and
@@ -137,7 +137,7 @@ int main(int argc, char **argv)
 	unsigned long long freed = 0;
 	int bad = 0;
 
-	batches_per_producer = argc > 2 ? atol(argv[2]) : 600;
+	batches_per_producer = argc > 2 ? atol(argv[2]) : 1200;
 	fixed_size = argc > 3 ? atoi(argv[3]) : 64;
 	if (workers < 1 || workers > 256 || batches_per_producer < 1 || fixed_size < 0) {
 		fprintf(stderr, "usage: xmalloc-like [WORKERS 1-256 [BATCHES [SIZE, 0: mixed]]]\n");
