@@ -15,11 +15,7 @@
  *
  *   bench-peaks [EVENTS [PASSES]]   (default 2000000, 5)
  *
- * Built from the correlator's static library, e.g. in a build directory B:
- *   cc -O2 -D_GNU_SOURCE -Idaemon/correlate -Idaemon/profile -Idaemon/sources
- *      -Ilibclient -Ibpf -Idaemon/util -IB/proto bench/peaks.c
- *      B/daemon/correlate/libmp_correlate.a B/daemon/profile/libmp_profile.a
- *      B/proto/libmemprof-proto.a B/daemon/util/libmp_util.a -lprotobuf-c -lm
+ * Built as build/bench/bench-peaks (bench/meson.build).
  *
  * Times are the thread's CPU time, the fastest pass of each; the machine
  * may be shared. Reports ns/event and M events/s.
