@@ -1035,8 +1035,7 @@ Test(tracer, release_in_child_leaves_nothing, .timeout = 60)
 	pfd = (struct pollfd){ .fd = pipefd[0], .events = POLLIN };
 	cr_assert_eq(poll(&pfd, 1, 0), 1, "another process holds the pipe's write end");
 	cr_assert(pfd.revents & POLLHUP);
-	cr_assert(mp_test_wait_until(reaped_other, &f.pid, 30000),
-		  "no process released the links");
+	cr_assert(mp_test_wait_until(reaped_other, &f.pid, 30000), "no process released the links");
 	cr_assert(mp_test_wait_until(bpf_made_gone, &ours, 30000),
 		  "BPF objects of the tracer still alive 30 s after the release");
 	close(pipefd[0]);
