@@ -329,11 +329,13 @@ static int sample(uint64_t size, uint64_t mean)
  * Sampled blocks, so that only their frees are recorded: an open-addressing
  * set of SET_SIZE addresses (lock-free; an entry is claimed by CAS and freed
  * to a tombstone), probed at most SET_PROBES slots, in front of it a filter
- * of per-bucket counts, and a bit per bucket (count nonzero) that a free of
- * an unsampled block (nearly every free) reads alone: 8 KiB, which stays
- * in the cache where the counts' 64 KiB did not. Private anonymous memory
- * mapped at the first sample and kept (2 MiB + 72 KiB of address space,
- * touched as used). A sampled block that
+ * of per-bucket counts that a free of an unsampled block (nearly every
+ * free) reads alone: 4 bits a bucket, 16 buckets to a 64-bit word updated
+ * as one (a count and whether it is zero cannot disagree), 32 KiB where
+ * byte counts took 64 KiB and missed the cache more. A count that reaches
+ * 15 stays there (the bucket then only costs a probe). Private anonymous
+ * memory mapped at the first sample and kept (2 MiB + 32 KiB of address
+ * space, touched as used). A sampled block that
  * finds no room is not recorded and counted as a drop: its free could not
  * be matched. docs/TRACER.md gives the cost and error.
  */
@@ -343,10 +345,11 @@ static int sample(uint64_t size, uint64_t mean)
 #define FILTER_BITS 16
 #define TOMB 1ull
 
+#define NIB_MAX 15u
+
 struct sampled_set {
 	uint64_t keys[SET_SIZE];
-	uint8_t filter[1u << FILTER_BITS];
-	uint64_t bits[(1u << FILTER_BITS) / 64];
+	uint64_t filter[(1u << FILTER_BITS) / 16];
 };
 static struct sampled_set *set;
 static uint64_t set_epoch;
@@ -361,25 +364,40 @@ static uint32_t bucket_of(uint64_t p)
 	return (uint32_t)(mix(p) >> (64 - FILTER_BITS));
 }
 
-/* Bucket @b's bit set while its count is nonzero. A remove that takes a
- * count to 0 clears the bit and looks again: an insert in between sets it
- * after its increment, or is seen then; a bit left set is a false
- * positive (a probe), never a sampled free missed. */
-static void bit_set(struct sampled_set *s, uint32_t b)
+/* Bucket @b's count (0-15). */
+static inline __attribute__((always_inline)) unsigned int count_of(const struct sampled_set *s,
+								   uint32_t b)
 {
-	__atomic_fetch_or(&s->bits[b / 64], 1ull << (b % 64), __ATOMIC_SEQ_CST);
+	return (unsigned int)(LOAD(&s->filter[b / 16], ACQUIRE) >> (b % 16 * 4)) & NIB_MAX;
 }
 
-static void bit_settle(struct sampled_set *s, uint32_t b)
+/* Bucket @b's count moved by @up (+1 or -1) in its word, but for a count
+ * at 15 (it stays) or a decrement of 0. */
+static void count_add(struct sampled_set *s, uint32_t b, bool up)
 {
-	__atomic_fetch_and(&s->bits[b / 64], ~(1ull << (b % 64)), __ATOMIC_SEQ_CST);
-	if (__atomic_load_n(&s->filter[b], __ATOMIC_SEQ_CST))
-		bit_set(s, b);
+	uint64_t *w = &s->filter[b / 16], v = LOAD(w, RELAXED), one = 1ull << (b % 16 * 4);
+
+	for (;;) {
+		unsigned int n = (unsigned int)(v >> (b % 16 * 4)) & NIB_MAX;
+
+		if (n == NIB_MAX || (!up && n == 0))
+			return;
+		if (__atomic_compare_exchange_n(w, &v, up ? v + one : v - one, true,
+						__ATOMIC_SEQ_CST, __ATOMIC_RELAXED))
+			return;
+	}
 }
 
+/* set_epoch while the set is being emptied for a new session */
+#define EPOCH_WIPING UINT64_MAX
+
+/* The set of the session of @epoch; NULL when it cannot be had (no memory,
+ * or emptied right now for a new session by another thread: the block at
+ * hand is then not sampled, and counted). */
 static struct sampled_set *set_get(uint64_t epoch)
 {
 	struct sampled_set *s = LOAD(&set, ACQUIRE), *fresh;
+	uint64_t e;
 
 	if (unlikely(!s)) {
 		/* Our memory, not the program's: the tracepoints must not
@@ -392,32 +410,40 @@ static struct sampled_set *set_get(uint64_t epoch)
 		fresh = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		errno = saved;
+		/* The epoch before the set: a thread that finds the set must
+		 * find its epoch too, or it would take the set for the last
+		 * session's and empty it under the first inserts (every thread
+		 * of a session writes the same epoch here). */
+		if (fresh != MAP_FAILED)
+			STORE(&set_epoch, epoch, RELEASE);
 		if (fresh != MAP_FAILED &&
 		    !__atomic_compare_exchange_n(&set, &s, fresh, false, __ATOMIC_ACQ_REL,
 						 __ATOMIC_ACQUIRE)) {
 			munmap(fresh, sizeof(*fresh));
 			fresh = s;
-		} else if (fresh != MAP_FAILED) {
-			STORE(&set_epoch, epoch, RELEASE);
 		}
 		atomic_signal_fence(memory_order_seq_cst);
 		mp_alloc_tls.in_alloc = 0;
 		return fresh == MAP_FAILED ? NULL : fresh;
 	}
+	e = LOAD(&set_epoch, ACQUIRE);
+	if (likely(e == epoch))
+		return s;
 	/* A new session: blocks sampled by the last one are unknown to it.
-	 * Threads still inserting for the old session may leave an entry,
-	 * which at worst makes one free an unknown free. */
-	if (unlikely(LOAD(&set_epoch, ACQUIRE) != epoch)) {
-		uint64_t old = LOAD(&set_epoch, RELAXED);
+	 * One thread empties the set; while it does, the others sample
+	 * nothing (an insert then would be emptied too). Threads still
+	 * inserting for the old session may leave an entry, which at worst
+	 * makes one free an unknown free. */
+	if (e == EPOCH_WIPING || !__atomic_compare_exchange_n(&set_epoch, &e, EPOCH_WIPING, false,
+							      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return NULL;
+	{
+		int saved = errno;
 
-		if (__atomic_compare_exchange_n(&set_epoch, &old, epoch, false, __ATOMIC_ACQ_REL,
-						__ATOMIC_RELAXED)) {
-			int saved = errno;
-
-			madvise(s, sizeof(*s), MADV_DONTNEED);
-			errno = saved;
-		}
+		madvise(s, sizeof(*s), MADV_DONTNEED);
+		errno = saved;
 	}
+	STORE(&set_epoch, epoch, RELEASE);
 	return s;
 }
 
@@ -425,7 +451,6 @@ static bool set_insert(uint64_t p, uint64_t epoch)
 {
 	struct sampled_set *s = set_get(epoch);
 	uint64_t h, *free_slot = NULL;
-	uint8_t *f;
 
 	if (!s)
 		return false;
@@ -447,11 +472,7 @@ static bool set_insert(uint64_t p, uint64_t epoch)
 	}
 	if (!free_slot)
 		return false;
-	f = &s->filter[bucket_of(p)];
-	/* saturated counts stay: the filter then only costs a probe */
-	if (LOAD(f, RELAXED) != 255)
-		__atomic_fetch_add(f, 1, __ATOMIC_SEQ_CST);
-	bit_set(s, bucket_of(p));
+	count_add(s, bucket_of(p), true);
 	return true;
 }
 
@@ -460,12 +481,10 @@ static bool set_remove(uint64_t p)
 {
 	struct sampled_set *s = LOAD(&set, ACQUIRE);
 	uint64_t h;
-	uint8_t *f;
 
 	if (!s)
 		return false;
-	f = &s->filter[bucket_of(p)];
-	if (likely(!LOAD(f, ACQUIRE)))
+	if (likely(!count_of(s, bucket_of(p))))
 		return false;
 	h = mix(p) >> (64 - SET_BITS);
 	for (unsigned i = 0; i < SET_PROBES; i++) {
@@ -476,14 +495,7 @@ static bool set_remove(uint64_t p)
 			return false;
 		if (v == p && __atomic_compare_exchange_n(k, &v, TOMB, false, __ATOMIC_RELAXED,
 							  __ATOMIC_RELAXED)) {
-			uint8_t c = LOAD(f, RELAXED);
-
-			while (c && c != 255 &&
-			       !__atomic_compare_exchange_n(f, &c, c - 1, true, __ATOMIC_SEQ_CST,
-							    __ATOMIC_RELAXED))
-				;
-			if (c == 1)
-				bit_settle(s, bucket_of(p));
+			count_add(s, bucket_of(p), false);
 			return true;
 		}
 	}
@@ -630,14 +642,13 @@ static inline __attribute__((always_inline)) bool unsampled(const struct mp_ring
 }
 
 /* Sampled mode, inlined into free(): false when @p is certainly not a
- * sampled block (its bucket's bit is clear: the filter's count is 0),
- * which is what set_remove() would find first. */
+ * sampled block (the filter's count for its bucket is 0), which is what
+ * set_remove() would find first. */
 static inline __attribute__((always_inline)) bool maybe_sampled(uint64_t p)
 {
 	struct sampled_set *s = LOAD(&set, ACQUIRE);
-	uint32_t b = bucket_of(p);
 
-	return s && (LOAD(&s->bits[b / 64], ACQUIRE) & (1ull << (b % 64)));
+	return s && count_of(s, bucket_of(p));
 }
 
 /* realloc family, after the call: @old (0: none) resized to @size bytes
@@ -798,8 +809,15 @@ EXPORT void free(void *p)
 {
 	uint32_t m = mode_now();
 
-	if (unlikely(in_arena(p)))
+	/* A bootstrap block is never released, but its allocation was
+	 * recorded (a traced call served before the next allocator was
+	 * found: threads racing into their first malloc), so its free is. */
+	if (unlikely(in_arena(p))) {
+		if (m && !mp_alloc_tls.in_alloc &&
+		    (m != MP_ALLOC_SAMPLED || maybe_sampled((uintptr_t)p)))
+			on_free(m, p, CALLER);
 		return;
+	}
 	if (likely(!m)) {
 		next.free(p);
 		return;
