@@ -2,6 +2,7 @@
 /* Anonymous mappings in the table and JSON reports. */
 #include "maps_report.h"
 #include "rank.h"
+#include "text.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -36,27 +37,9 @@ void mp_maps_table_head(const struct mp_profile *p, FILE *f)
 		fprintf(f, "<= %" PRIu64 " B\n", p->maps_resident_peak);
 }
 
-/* Names may hold anything: as report.c prints them. */
-static void put_name(FILE *f, const char *s, int width)
-{
-	int n = 0;
-
-	for (; s && *s; s++, n++)
-		fputc(*s >= 0x20 && *s < 0x7f ? *s : '?', f);
-	for (; n < width; n++)
-		fputc(' ', f);
-}
-
-static int name_col(int w, const char *s)
-{
-	size_t n = s ? strnlen(s, 256) : 0;
-
-	return (int)n > w ? (int)n : w;
-}
-
 static void put_row(FILE *f, const char *name, int w, const struct mp_map_stats *m)
 {
-	put_name(f, name, w);
+	mp_text_put_name(f, name, w);
 	fprintf(f, " %14" PRIu64 " %14" PRIu64 " %14" PRId64 " %14" PRIu64 " %14" PRIu64 "\n",
 		m->alloc_bytes, m->free_bytes, net_of(m), m->live_bytes, m->peak_bytes);
 }
@@ -78,7 +61,7 @@ static void put_section(FILE *f, const char *title, const struct mp_profile *p, 
 
 	for (uint32_t i = 0; i < n; i++) {
 		if (mp_maps_any(at(p, i))) {
-			w = name_col(w, name_at(p, i));
+			w = mp_text_name_col(w, name_at(p, i));
 			any = true;
 		}
 	}

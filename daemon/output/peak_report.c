@@ -1,36 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* Who held the peak in the table and JSON reports. */
 #include "peak_report.h"
+#include "text.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Names may hold anything: as report.c prints them. */
-static void put_name(FILE *f, const char *s, int width)
-{
-	int n = 0;
-
-	for (; s && *s; s++, n++)
-		fputc(*s >= 0x20 && *s < 0x7f ? *s : '?', f);
-	for (; n < width; n++)
-		fputc(' ', f);
-}
-
-static int name_col(int w, const char *s)
-{
-	size_t n = s ? strnlen(s, 256) : 0;
-
-	return (int)n > w ? (int)n : w;
-}
-
 static void put_row(FILE *f, const char *peak, int wp, const char *name, int wn, uint64_t bytes,
 		    uint64_t total)
 {
-	put_name(f, peak, wp);
+	mp_text_put_name(f, peak, wp);
 	fputc(' ', f);
-	put_name(f, name, wn);
+	mp_text_put_name(f, name, wn);
 	fprintf(f, " %14" PRIu64 " %6.1f%%\n", bytes, total ? 100.0 * (double)bytes / total : 0.0);
 }
 
@@ -76,10 +59,10 @@ void mp_peak_table(const struct mp_profile *p, FILE *f)
 		if (t && nv < 2)
 			return;
 		for (uint32_t i = 0; i < p->n_phases; i++)
-			wp = name_col(wp, p->phases[i].name);
+			wp = mp_text_name_col(wp, p->phases[i].name);
 		for (uint32_t i = 0; i < nv; i++)
 			if (v[i].peak_share || v[i].mem.alloc_count)
-				wn = name_col(wn, v[i].name);
+				wn = mp_text_name_col(wn, v[i].name);
 		fprintf(f, "\n%-*s %-*s %14s %7s\n", wp, "PEAK", wn, t ? "TAG" : "OWNER", "BYTES",
 			"SHARE");
 		if (table_peak(p, MP_NONE, t, wp, wn, f) < 0)

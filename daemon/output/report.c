@@ -11,6 +11,7 @@
 #include "peak_report.h"
 #include "rank.h"
 #include "report.h"
+#include "text.h"
 
 int mp_report_format_parse(const char *s, enum mp_report_format *ret)
 {
@@ -807,28 +808,6 @@ static int write_json(const struct mp_profile *p, FILE *f)
 
 /* ---- table ---- */
 
-/* Names may hold anything: print them so they cannot drive a terminal. */
-/* @s in full (names are never cut), padded to @width. */
-static void put_name(FILE *f, const char *s, int width)
-{
-	int n = 0;
-
-	for (; s && *s; s++, n++)
-		fputc(*s >= 0x20 && *s < 0x7f ? *s : '?', f);
-	for (; n < width; n++)
-		fputc(' ', f);
-}
-
-/* The name column of a table: 32, or wider for a longer name, so that
- * the other columns stay aligned under full names (at most 256: names are
- * bounded by the ring's string table). */
-static int name_col(int w, const char *s)
-{
-	size_t n = s ? strnlen(s, 256) : 0;
-
-	return (int)n > w ? (int)n : w;
-}
-
 static void put_bytes(FILE *f, int64_t v)
 {
 	fprintf(f, " %14" PRId64, v);
@@ -986,9 +965,9 @@ static const char *mempool_name(const struct mp_profile *p, uint32_t id)
 static void put_pool_row(FILE *f, const char *a, const char *b, int64_t v0, int64_t v1, int64_t v2,
 			 int64_t v3)
 {
-	put_name(f, a, 32);
+	mp_text_put_name(f, a, 32);
 	fputc(' ', f);
-	put_name(f, b, 16);
+	mp_text_put_name(f, b, 16);
 	put_bytes(f, v0);
 	put_bytes(f, v1);
 	put_bytes(f, v2);
@@ -1009,7 +988,7 @@ static void table_unused_pools(const struct mp_profile *p, FILE *f, uint32_t use
 		if (mp_mempool_used(&p->mempools[i]))
 			continue;
 		fputs(first ? " " : ", ", f);
-		put_name(f, p->mempools[i].name, 0);
+		mp_text_put_name(f, p->mempools[i].name, 0);
 		first = false;
 	}
 	fputc('\n', f);
@@ -1068,7 +1047,7 @@ static void table_pools(const struct mp_profile *p, FILE *f)
 
 		if (!mp_mempool_used(mp))
 			continue;
-		put_name(f, mp->name, 32);
+		mp_text_put_name(f, mp->name, 32);
 		fprintf(f, " %6s", mp_pool_kind_name(mp->kind));
 		put_bytes(f, (int64_t)mp->mem.alloc_bytes);
 		put_bytes(f, (int64_t)mp->live_bytes);
@@ -1136,7 +1115,7 @@ static void put_hardening(FILE *f, const struct mp_profile *p)
 			p->execs[i].ts_ns > p->begin_ns ? (p->execs[i].ts_ns - p->begin_ns) / 1e9 :
 							  0.0,
 			p->execs[i].tid);
-		put_name(f, p->execs[i].path ? p->execs[i].path : "?", 0);
+		mp_text_put_name(f, p->execs[i].path ? p->execs[i].path : "?", 0);
 		fprintf(f,
 			", %" PRIu32 " open kernels closed, %" PRIu64 " B in %" PRIu64
 			" live blocks released\n",
@@ -1168,7 +1147,7 @@ static void table_kernels(const struct mp_profile *p, bool sampled, FILE *f)
 	int w = 32;
 
 	for (uint32_t i = 0; i < p->n_kernels; i++)
-		w = name_col(w, name_of(p, p->kernels[i].name));
+		w = mp_text_name_col(w, name_of(p, p->kernels[i].name));
 	fprintf(f, "\n%-*s %8s %14s %14s%s %14s%s %14s%s %14s %12s\n", w, "KERNEL", "CALLS",
 		"BYTES_ADDED", "ALLOC_BYTES", sampled ? "    ±ALLOC_BYTES" : "", "PEAK_ADDED",
 		sampled ? "     ±PEAK_ADDED   BIAS_ADDED<=" : "", "PEAK_LIVE",
@@ -1176,7 +1155,7 @@ static void table_kernels(const struct mp_profile *p, bool sampled, FILE *f)
 	for (uint32_t i = 0; i < p->n_kernels; i++) {
 		const struct mp_kernel *k = &p->kernels[i];
 
-		put_name(f, name_of(p, k->name), w);
+		mp_text_put_name(f, name_of(p, k->name), w);
 		fprintf(f, " %8" PRIu64, k->calls);
 		put_bytes(f, k->incl.bytes_added);
 		put_bytes(f, (int64_t)k->incl.alloc_bytes);
@@ -1209,13 +1188,13 @@ static void table_phases(const struct mp_profile *p, bool sampled, FILE *f)
 	if (!p->n_phases)
 		return;
 	for (uint32_t i = 0; i < p->n_phases; i++)
-		w = name_col(w, p->phases[i].name);
+		w = mp_text_name_col(w, p->phases[i].name);
 	fprintf(f, "\n%-*s %12s %14s %14s%s %14s\n", w, "PHASE", "TIME_MS", "NET_BYTES",
 		"PEAK_BYTES", sampled ? "     ±PEAK_BYTES" : "", "RSS_PEAK");
 	for (uint32_t i = 0; i < p->n_phases; i++) {
 		const struct mp_phase *ph = &p->phases[i];
 
-		put_name(f, ph->name, w);
+		mp_text_put_name(f, ph->name, w);
 		fprintf(f, " %12.3f", ph->duration_ns / 1e6);
 		put_bytes(f, ph->mem.bytes_added);
 		put_bytes(f, (int64_t)ph->peak_bytes);
@@ -1240,7 +1219,7 @@ static void table_owners_tags(const struct mp_profile *p, bool sampled, FILE *f)
 
 		for (uint32_t i = 0; i < n; i++)
 			if (v[i].mem.alloc_count)
-				w = name_col(w, v[i].name);
+				w = mp_text_name_col(w, v[i].name);
 		fprintf(f, "\n%-*s %14s %14s %14s%s %14s\n", w, t ? "TAG" : "OWNER", "ALLOC_BYTES",
 			"LIVE_BYTES", "PEAK_BYTES",
 			sampled ? "     ±PEAK_BYTES         BIAS<=" : "", "NET_BYTES");
@@ -1249,7 +1228,7 @@ static void table_owners_tags(const struct mp_profile *p, bool sampled, FILE *f)
 
 			if (!o->mem.alloc_count)
 				continue;
-			put_name(f, o->name, w);
+			mp_text_put_name(f, o->name, w);
 			put_bytes(f, (int64_t)o->mem.alloc_bytes);
 			put_bytes(f, (int64_t)o->live_bytes);
 			put_bytes(f, (int64_t)o->peak_bytes);
@@ -1297,7 +1276,7 @@ static int write_table(const struct mp_profile *p, FILE *f)
 	bool sampled = has_stderr(p);
 
 	fprintf(f, "memprofd profile: pid %" PRId32 " ", p->pid);
-	put_name(f, p->exe ? p->exe : "?", 0);
+	mp_text_put_name(f, p->exe ? p->exe : "?", 0);
 	fprintf(f, "\nwindow: %.3f s%s\n", win / 1e9, p->truncated ? " (truncated)" : "");
 	put_corruption_head(f, p);
 	put_mode(f, p);
