@@ -191,10 +191,38 @@ void mp_live_special_added_(struct mp_live *l, const struct mp_live_block *b)
 		l->spans = n;
 		l->spans_cap = cap;
 	}
-	i = span_after(l, s.addr);
+	/* sorted by their ends even where a hostile stream overlaps them */
+	i = span_after(l, s.end);
 	memmove(&l->spans[i + 1], &l->spans[i], (l->n_spans - i) * sizeof(s));
 	l->spans[i] = s;
 	l->n_spans++;
+}
+
+/* The span of @addr ending at @end (n_spans: none). Spans may overlap
+ * in a hostile stream (a block named a mapping without the release of
+ * what it covers): only the exact one is its block's. */
+static size_t span_exact(const struct mp_live *l, uint64_t addr, uint64_t end)
+{
+	size_t lo = 0, hi = l->n_spans;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (l->spans[mid].end < end)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < l->n_spans && l->spans[lo].end == end; lo++)
+		if (l->spans[lo].addr == addr)
+			return lo;
+	return l->n_spans;
+}
+
+static void span_drop(struct mp_live *l, size_t i)
+{
+	memmove(&l->spans[i], &l->spans[i + 1], (l->n_spans - i - 1) * sizeof(l->spans[0]));
+	l->n_spans--;
 }
 
 void mp_live_special_removed_(struct mp_live *l, const struct mp_live_block *b)
@@ -205,11 +233,9 @@ void mp_live_special_removed_(struct mp_live *l, const struct mp_live_block *b)
 		l->brk_blocks--;
 		return;
 	}
-	i = span_after(l, b->addr);
-	if (i < l->n_spans && l->spans[i].addr == b->addr) {
-		memmove(&l->spans[i], &l->spans[i + 1], (l->n_spans - i - 1) * sizeof(l->spans[0]));
-		l->n_spans--;
-	}
+	i = span_exact(l, b->addr, page_end(b->addr, b->size));
+	if (i < l->n_spans)
+		span_drop(l, i);
 }
 
 /* What a partial release leaves of a mapping: a mapping of its own. */
@@ -249,11 +275,12 @@ int mp_live_unmap_(struct mp_live *l, const struct mp_raw_event *ev, uint64_t ad
 		if (i == l->n_spans || l->spans[i].addr >= end)
 			break;
 		b = mp_live_find_(l, l->spans[i].addr);
-		if (!b || !mp_live_is_mapping_fn_(b->fn)) {
-			/* not a mapping's any more: the span is stale */
-			memmove(&l->spans[i], &l->spans[i + 1],
-				(l->n_spans - i - 1) * sizeof(l->spans[0]));
-			l->n_spans--;
+		if (!b || !mp_live_is_mapping_fn_(b->fn) ||
+		    page_end(b->addr, b->size) != l->spans[i].end) {
+			/* not its block's any more: the span is stale (each
+			 * turn drops a span in the range or releases the one
+			 * block it is exactly, what is left added outside) */
+			span_drop(l, i);
 			continue;
 		}
 		old = *b;

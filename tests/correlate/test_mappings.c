@@ -245,3 +245,30 @@ Test(mappings, fixed_and_ranges)
 	cr_expect_eq(b.size, 4096);
 	mp_live_free(l);
 }
+
+/* A hostile stream: a block recorded as a mapping without the release of
+ * what it covers (an ALLOC named munmap) leaves mappings that overlap, and
+ * one span outlives its block. A munmap over them ends, and releases only
+ * the mapping that is there. */
+Test(mappings, overlapping_spans_end, .timeout = 10)
+{
+	struct mp_live_block b;
+	struct mp_live_stats st;
+	struct mp_live *l;
+
+	cr_assert_eq(mp_live_new(&l), 0);
+	live_apply(l, MP_RAW_ALLOC, MP_FN_MMAP, A, 8192, 0);
+	/* over the first's start, not releasing it */
+	live_apply(l, MP_RAW_ALLOC, MP_FN_MUNMAP, A - 4096, 8192, 0);
+	/* a smaller one where the first was, its span found by neither */
+	live_apply(l, MP_RAW_ALLOC, MP_FN_MUNMAP, A, 4096, 0);
+	/* the first's second page, where no block is any more */
+	live_apply(l, MP_RAW_FREE, MP_FN_MUNMAP, A + 4096, 4096, 0);
+	cr_expect_eq(mp_live_lookup(l, A, &b), 0);
+	cr_expect_eq(b.size, 4096);
+	live_apply(l, MP_RAW_FREE, MP_FN_MUNMAP, A - 4096, 3 * 4096, 0);
+	mp_live_stats(l, &st);
+	cr_expect_eq(st.live_blocks, 0);
+	cr_expect_eq(st.live_bytes, 0);
+	mp_live_free(l);
+}
