@@ -138,8 +138,11 @@ static int set_preload(void)
 
 /* The memprof Python package for `import memprof` in the command: the
  * build tree next to this executable (cli/ -> python/), else the installed
- * one, appended to PYTHONPATH (the user's own entries come first). */
-static int set_pythonpath(bool torch)
+ * one, appended to PYTHONPATH (the user's own entries come first). With
+ * @boot (libmemprof preloaded, or --torch), its startup hook first: a
+ * Python program's stacks get Python frames, and with @torch (which sets
+ * MEMPROF_TORCH=1) PyTorch is instrumented. */
+static int set_pythonpath(bool torch, bool boot)
 {
 	char dir[PATH_MAX], real[PATH_MAX], probe[PATH_MAX + 32], *val, *slash;
 	const char *old = getenv("PYTHONPATH"), *path;
@@ -166,8 +169,10 @@ static int set_pythonpath(bool torch)
 		}
 	}
 	path = realpath(dir, real) ? real : dir;
-	/* --torch: the startup hook first, so that it runs (docs/PYTHON.md) */
-	if (torch)
+	if (torch && setenv("MEMPROF_TORCH", "1", 1) < 0)
+		return -errno;
+	/* the startup hook first, so that it runs (docs/PYTHON.md) */
+	if (boot || torch)
 		r = asprintf(&val, "%s/memprof/_boot:%s%s%s", path, old && old[0] ? old : "",
 			     old && old[0] ? ":" : "", path);
 	else if (old && old[0])
@@ -200,7 +205,7 @@ static void print_quoted(const char *s)
  * instrumented), as shell export lines (docs/PYTHON.md). */
 static int cmd_env(int argc, char **argv)
 {
-	const char *names[] = { "LD_PRELOAD", "PYTHONPATH" };
+	const char *names[] = { "LD_PRELOAD", "PYTHONPATH", "MEMPROF_TORCH" };
 	bool torch = false;
 	int i, r;
 
@@ -231,12 +236,12 @@ static int cmd_env(int argc, char **argv)
 	}
 	r = set_preload();
 	if (r >= 0)
-		r = set_pythonpath(torch);
+		r = set_pythonpath(torch, true);
 	if (r < 0) {
 		log_error("%s", strerror(-r));
 		return 1;
 	}
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < (int)(sizeof(names) / sizeof(names[0])); i++) {
 		const char *v = getenv(names[i]);
 
 		if (!v || !v[0])
@@ -308,7 +313,7 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (o.torch && add_torch_owner_groups(&o.session) < 0)
 		return 2;
-	r = set_pythonpath(o.torch);
+	r = set_pythonpath(o.torch, !o.no_preload && MP_PRELOAD_DEFAULT);
 	if (r == -ENOMEM)
 		fprintf(stderr, "memprof run: setting PYTHONPATH: out of memory\n");
 	if (r < 0)

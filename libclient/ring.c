@@ -25,6 +25,7 @@
 
 #include "ring_abi.h"
 #include "ring_clock.h"
+#include "expand.h"
 #include "ring_state.h"
 #include "ring_writer.h"
 
@@ -39,8 +40,10 @@
  * full and be dropped. 1/64 of the ring, at most 256. */
 #define MARKER_RESERVE(slots) ((slots) / 64 < 256 ? (slots) / 64 : 256)
 #define DEFAULT_THREADS 512u
-#define DEFAULT_STRINGS 8192u
-#define DEFAULT_BLOB (512u << 10)
+/* Kernel names and, with a Python extension registered, the names of the
+ * Python code on call stacks (expand.h); address space, touched as used. */
+#define DEFAULT_STRINGS 65536u
+#define DEFAULT_BLOB (4u << 20)
 
 MP_HIDDEN struct mp_rw mp_rw;
 static const struct mp_ring_hdr dormant_hdr;
@@ -438,12 +441,12 @@ static uint32_t fnv1a(const char *s, uint32_t len)
 	return h;
 }
 
-MP_HIDDEN uint32_t mp_rw_intern_slow(const char *name, struct cache_ent *e)
+/* The id of @name (@len bytes) in the string table, added unless @add is
+ * false; 0 when it is not there and cannot be. */
+static uint32_t intern_probe(const char *name, uint32_t len, bool add)
 {
-	uint32_t len = (uint32_t)strnlen(name, MP_NAME_MAX);
-	bool trunc = len == MP_NAME_MAX && name[len] != '\0';
 	uint32_t h = fnv1a(name, len);
-	uint32_t new_id = 0, id = 0;
+	uint32_t new_id = 0;
 
 	for (uint32_t probe = 0; probe <= mp_rw.hash_mask; probe++) {
 		uint32_t *b = &mp_rw.hash[(h + probe) & mp_rw.hash_mask];
@@ -452,23 +455,30 @@ MP_HIDDEN uint32_t mp_rw_intern_slow(const char *name, struct cache_ent *e)
 		const char *s;
 
 		if (!v) {
+			if (!add)
+				return 0;
 			if (!new_id)
 				new_id = string_add(name, len);
 			if (!new_id)
 				return 0;
 			if (__atomic_compare_exchange_n(b, &v, new_id, false, __ATOMIC_ACQ_REL,
-							__ATOMIC_ACQUIRE)) {
-				id = new_id;
-				break;
-			}
+							__ATOMIC_ACQUIRE))
+				return new_id;
 		}
 		s = string_get(v, &slen);
-		if (slen == len && !memcmp(s, name, len)) {
-			/* a racing thread interned it first; new_id is wasted */
-			id = v;
-			break;
-		}
+		/* a racing thread interned it first; new_id is wasted */
+		if (slen == len && !memcmp(s, name, len))
+			return v;
 	}
+	return 0;
+}
+
+MP_HIDDEN uint32_t mp_rw_intern_slow(const char *name, struct cache_ent *e)
+{
+	uint32_t len = (uint32_t)strnlen(name, MP_NAME_MAX);
+	bool trunc = len == MP_NAME_MAX && name[len] != '\0';
+	uint32_t id = intern_probe(name, len, true);
+
 	if (!id)
 		return 0;
 	/* A signal handler's marker may look at this entry meanwhile: it
@@ -481,6 +491,17 @@ MP_HIDDEN uint32_t mp_rw_intern_slow(const char *name, struct cache_ent *e)
 	word_key(e, name, trunc);
 	atomic_signal_fence(memory_order_seq_cst);
 	e->ptr = name;
+	return id;
+}
+
+MP_EXPAND_API uint32_t memprof__intern(const char *s, uint32_t len)
+{
+	uint32_t id;
+
+	if (LOAD(&mp_rw_state, ACQUIRE) != ST_READY || !s || !len || len > MP_NAME_MAX)
+		return 0;
+	/* a quarter of the table kept for the markers' names */
+	id = intern_probe(s, len, LOAD(&mp_rw.hdr->str_count, RELAXED) < mp_rw.str_max / 4 * 3);
 	return id;
 }
 

@@ -42,6 +42,17 @@
 #define MP_FRAMES_MAX 256u
 #define MP_FRAMES_PER_SLOT (MP_STACK_SLOT_BYTES / 8u)
 #define MP_FRAMES_OWN_MAX 8u
+/* A frame of a FRAMES record that is not a return address but a Python
+ * frame (libclient/expand.h): MP_PYFRAME_TAG in the top byte, the string
+ * id of its code's "qualname@filename" (the ring's string table) in the
+ * next 32 bits, its line in the low 24 (0: unknown). No user-space
+ * address has this top byte. */
+#define MP_PYFRAME_TAG (0xfaull << 56)
+#define MP_PYFRAME(name_id, line) \
+	(MP_PYFRAME_TAG | (uint64_t)(uint32_t)(name_id) << 24 | ((uint64_t)(line)&0xffffffu))
+#define MP_PYFRAME_IS(v) (((uint64_t)(v) >> 56) == 0xfau)
+#define MP_PYFRAME_NAME(v) ((uint32_t)((uint64_t)(v) >> 24))
+#define MP_PYFRAME_LINE(v) ((uint32_t)((uint64_t)(v)&0xffffffu))
 #define MP_TSTACK_MAX 16u
 /* Address ranges of allocator wrappers in the header (wrap). */
 #define MP_RING_WRAP_MAX 16u

@@ -12,8 +12,55 @@
  */
 #include <stdint.h>
 
+#include <errno.h>
+
+#include "expand.h"
 #include "stack_capture.h"
 #include "local_unwind.h"
+
+/* The frame expander (expand.h): fn is stored last, with lo and hi
+ * before it. */
+static struct {
+	uint64_t lo, hi;
+	memprof_expand_fn fn;
+} expander;
+
+MP_EXPAND_API int memprof__frame_expander(uint64_t lo, uint64_t hi, memprof_expand_fn fn)
+{
+	if (fn && lo >= hi)
+		return -EINVAL;
+	__atomic_store_n(&expander.fn, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&expander.lo, lo, __ATOMIC_RELAXED);
+	__atomic_store_n(&expander.hi, hi, __ATOMIC_RELAXED);
+	__atomic_store_n(&expander.fn, fn, __ATOMIC_RELEASE);
+	return 0;
+}
+
+/* @frames (@n of them) with the expander's frames for those in its range,
+ * at most @depth: in @out, their number returned (*@trunc set when some
+ * were cut); 0 when there is no expander or nothing for it. */
+static int expand(const uint64_t *frames, int n, uint32_t depth, uint64_t *out, bool *trunc)
+{
+	memprof_expand_fn fn = __atomic_load_n(&expander.fn, __ATOMIC_ACQUIRE);
+	uint64_t lo, hi;
+	int i, m, max = (int)(depth < MP_FRAMES_MAX ? depth : MP_FRAMES_MAX);
+
+	if (__builtin_expect(!fn, 1))
+		return 0;
+	lo = __atomic_load_n(&expander.lo, __ATOMIC_RELAXED);
+	hi = __atomic_load_n(&expander.hi, __ATOMIC_RELAXED);
+	for (i = 0; i < n && (frames[i] < lo || frames[i] >= hi); i++)
+		;
+	if (i == n)
+		return 0;
+	m = fn(frames, n, out, max);
+	if (m <= 0 || m > max)
+		return 0;
+	/* cut where the expanded stack would have gone on */
+	if (m == max)
+		*trunc = true;
+	return m;
+}
 
 /* The registers of the caller's frame from the interposed function's
  * frame record @entry_fp (its caller's rbp, the return address): false
@@ -97,9 +144,13 @@ mp_stack_put(uint8_t type, uint8_t flags, uint32_t name_id, const uint64_t *w, u
 			return mp_ring_write(type, flags | MP_REC_F_PAST_WRAPPER, name_id, cw, nw,
 					     wait);
 		}
-		if (n > 0)
-			return mp_ring_write_frames(type, flags, name_id, w, nw, wait, frames,
-						    (uint32_t)n, trunc);
+		if (n > 0) {
+			uint64_t ex[MP_FRAMES_MAX];
+			int m = expand(frames, n, depth, ex, &trunc);
+
+			return mp_ring_write_frames(type, flags, name_id, w, nw, wait,
+						    m ? ex : frames, (uint32_t)(m ? m : n), trunc);
+		}
 	}
 	if (len > max)
 		len = max;

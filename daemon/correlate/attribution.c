@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "correlator_impl.h"
+#include "ring_abi.h"
 
 int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
 {
@@ -19,6 +20,9 @@ int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
 	} else if (spec && !strncmp(spec, "src:", 4)) {
 		kind = RULE_SRC;
 		spec += 4;
+	} else if (spec && !strncmp(spec, "py:", 3)) {
+		kind = RULE_PY;
+		spec += 3;
 	} else if (spec && !strncmp(spec, "dso:", 4)) {
 		spec += 4;
 	}
@@ -40,6 +44,7 @@ int mp_correlator_add_owner_rule(struct mp_correlator *c, const char *spec)
 	}
 	c->n_rules++;
 	c->frame_rules |= kind != RULE_DSO;
+	c->native_frame_rules |= kind == RULE_FN || kind == RULE_SRC;
 	/* Owners already cached were named without this rule. */
 	mp_hashmap_reset(&c->owner_map);
 	c->owner_cache_used = 0;
@@ -86,17 +91,20 @@ static const char *rule_at(struct mp_correlator *c, uint64_t addr)
 		c->opts.resolve_owner ? c->opts.resolve_owner(c->opts.resolve_ctx, addr) : NULL);
 	int n = 0;
 
-	if (c->frame_rules && c->opts.resolve_frames)
+	/* py: rules alone look at Python frames only */
+	if (c->frame_rules && c->opts.resolve_frames &&
+	    (c->native_frame_rules || MP_PYFRAME_IS(addr)))
 		n = c->opts.resolve_frames(c->opts.resolve_ctx, addr, sf, MAX_SRC_FRAMES);
 	if (n < 0)
 		n = 0;
 	for (int j = 0; j < (n ? n : 1); j++) {
 		for (uint32_t i = 0; i < c->n_rules; i++) {
 			const struct owner_rule *r = &c->rules[i];
-			const char *s = r->kind == RULE_DSO ? base :
-					j >= n		    ? NULL :
-					r->kind == RULE_FN  ? sf[j].function :
-							      sf[j].file;
+			const char *s = r->kind == RULE_DSO		    ? base :
+					j >= n				    ? NULL :
+					r->kind == RULE_FN		    ? sf[j].function :
+					r->kind == RULE_PY && !sf[j].python ? NULL :
+									      sf[j].file;
 
 			if (s && fnmatch(r->glob, s, 0) == 0)
 				return r->name;

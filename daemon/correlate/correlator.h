@@ -34,6 +34,7 @@ typedef const char *(*mp_resolve_owner_fn)(void *ctx, uint64_t caller_addr);
  * them. Strings valid until the call returns; @file a full path. */
 struct mp_src_frame {
 	const char *function, *file;
+	bool python; /* a Python frame's code (py: rules) */
 };
 typedef int (*mp_resolve_frames_fn)(void *ctx, uint64_t addr, struct mp_src_frame *ret, int max);
 /* The frames (return addresses, innermost first) of stack @id of
@@ -84,7 +85,9 @@ void mp_correlator_free(struct mp_correlator *c);
 /* An owner rule (--owner), fnmatch(3) globs:
  *   "GLOB=NAME" or "dso:GLOB=NAME"  object files whose basename matches
  *   "fn:GLOB=NAME"                  functions (inlined ones too)
- *   "src:GLOB=NAME"                 source files (full path)
+ *   "src:GLOB=NAME"                 source files (full path), Python's too
+ *   "py:GLOB=NAME"                  Python source files (full path) of the
+ *                                   Python frames of a stack
  * An allocation's frames are tried innermost first (the caller, then its
  * callers when the allocation has a stack; within a frame its inlined
  * functions first); at each, the rules in the order added; the first

@@ -140,7 +140,7 @@ struct pending {
 	bool lost; /* MP_INV_F_MARKERS_LOST: no kernel figures */
 };
 
-enum { RULE_DSO, RULE_FN, RULE_SRC };
+enum { RULE_DSO, RULE_FN, RULE_SRC, RULE_PY };
 
 struct owner_rule {
 	char *glob, *name;
@@ -194,7 +194,8 @@ struct mp_correlator {
 	uint32_t n_rules;
 	struct owner_slot *owner_cache; /* OWNER_CACHE_SIZE, in order cached */
 	struct mp_hashmap owner_map; /* caller -> index in owner_cache */
-	bool frame_rules; /* some fn: or src: rule */
+	bool frame_rules; /* some fn:, src: or py: rule */
+	bool native_frame_rules; /* some fn: or src: rule (native frames resolved) */
 	uint32_t *stack_owner; /* per stack id: owner + 1, 0 unknown */
 	uint32_t stack_owner_cap;
 	uint32_t owner_cache_used;

@@ -7,6 +7,7 @@
 #include "chrome.h"
 #include "hashmap.h"
 #include "json.h"
+#include "text.h"
 
 struct out {
 	const struct mp_profile *p;
@@ -537,9 +538,12 @@ static int frames_add_addr(struct frames *fr, const struct mp_profile *p, uint64
 {
 	const struct mp_location *l = mp_profile_location(p, addr);
 	const char *cat = "";
-	char buf[48];
+	char buf[48], py[512];
 	int r;
 
+	if (l && l->python)
+		return frames_intern(fr, *parent, mp_text_python_frame(l, py, sizeof(py)), "python",
+				     parent);
 	if (l && l->object < p->n_objects)
 		cat = base_name(p->objects[l->object].path);
 	if (!l || !l->function) {

@@ -9,6 +9,7 @@
 #include "html.h"
 #include "json.h"
 #include "rank.h"
+#include "text.h"
 
 /* daemon/output/html/report.{js,css}, embedded by embed.py at build time. */
 extern const char mp_html_js[];
@@ -599,8 +600,12 @@ static void data_execs(struct mp_json *j, const struct mp_profile *p)
 static void frame_names(struct mp_json *j, const struct mp_profile *p, uint64_t addr)
 {
 	const struct mp_location *l = mp_profile_location(p, addr);
-	char hex[24];
+	char hex[24], py[512];
 
+	if (l && l->python) {
+		mp_json_str(j, NULL, mp_text_python_frame(l, py, sizeof(py)));
+		return;
+	}
 	if (!l || (!l->function && !l->n_inlined)) {
 		snprintf(hex, sizeof(hex), "0x%" PRIx64, addr);
 		mp_json_str(j, NULL, hex);

@@ -107,6 +107,9 @@ struct build {
 	uint64_t maps_loc;
 	Perftools__Profiles__Line maps_line, *maps_linep;
 	Perftools__Profiles__Function maps_func;
+	/* Python functions' names as pprof shows them (py_name()), owned */
+	char **py_names;
+	uint32_t n_py_names;
 };
 
 static bool has_maps(const struct mp_profile *p)
@@ -135,6 +138,32 @@ static void build_free(struct build *b)
 	free(b->funcp);
 	free(b->maps);
 	free(b->mapp);
+	for (uint32_t i = 0; i < b->n_py_names; i++)
+		free(b->py_names[i]);
+	free(b->py_names);
+}
+
+/* A Python function's name with "<" and ">" as "(" and ")": pprof takes
+ * what is between angle brackets for C++ template arguments and drops it
+ * ("<module>", "<lambda>", "f.<locals>.g"). Kept until @b is freed; NULL
+ * when out of memory. */
+static const char *py_name(struct build *b, const char *name)
+{
+	char **t, *s;
+
+	if (!strpbrk(name, "<>"))
+		return name;
+	t = reallocarray(b->py_names, b->n_py_names + 1, sizeof(*t));
+	if (!t)
+		return NULL;
+	b->py_names = t;
+	s = strdup(name);
+	if (!s)
+		return NULL;
+	for (char *c = s; *c; c++)
+		*c = *c == '<' ? '(' : *c == '>' ? ')' : *c;
+	b->py_names[b->n_py_names++] = s;
+	return s;
 }
 
 #define S(str)                                        \
@@ -395,9 +424,12 @@ static int build_locations(struct build *b, const struct mp_profile *p,
 			li++;
 		}
 		if (ml->function || ml->n_inlined) {
+			const char *fname = ml->function ? ml->function : "??";
+
+			if (ml->python && !(fname = py_name(b, fname)))
+				return -ENOMEM;
 			perftools__profiles__line__init(&b->lines[li]);
-			r = function_id(b, ml->function ? ml->function : "??", ml->file, &nf,
-					&b->lines[li].function_id);
+			r = function_id(b, fname, ml->file, &nf, &b->lines[li].function_id);
 			if (r < 0)
 				return r;
 			b->lines[li].line = ml->line;

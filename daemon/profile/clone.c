@@ -288,6 +288,7 @@ static void clear_pointers(struct mp_profile *q)
 	q->site_vars = NULL;
 	q->objects = NULL;
 	q->locations = NULL;
+	q->python_tids = NULL;
 	q->mempools = NULL;
 	q->execs = NULL;
 	q->stacks = NULL;
@@ -315,6 +316,8 @@ static void clear_counts(struct mp_profile *q)
 		q->n_objects = 0;
 	if (!q->locations)
 		q->n_locations = 0;
+	if (!q->python_tids)
+		q->n_python_tids = 0;
 	if (!q->mempools)
 		q->n_mempools = 0;
 	if (!q->execs)
@@ -342,7 +345,9 @@ int mp_profile_clone(const struct mp_profile *p, struct mp_profile **ret)
 	    dup_exact(p->sites, p->n_sites, sizeof(*p->sites), (void **)&q->sites) < 0 ||
 	    (p->site_vars && dup_exact(p->site_vars, p->n_sites, sizeof(*p->site_vars),
 				       (void **)&q->site_vars) < 0) ||
-	    clone_symbols(p, q) < 0 || clone_mempools_execs(p, q) < 0 || clone_stacks(p, q) < 0) {
+	    clone_symbols(p, q) < 0 || clone_mempools_execs(p, q) < 0 || clone_stacks(p, q) < 0 ||
+	    dup_exact(p->python_tids, p->n_python_tids, sizeof(*p->python_tids),
+		      (void **)&q->python_tids) < 0) {
 		clear_counts(q);
 		mp_profile_free(q);
 		return -ENOMEM;

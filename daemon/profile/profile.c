@@ -139,6 +139,7 @@ void mp_profile_free(struct mp_profile *p)
 		free(p->locations[i].inlined);
 	}
 	free(p->locations);
+	free(p->python_tids);
 	mp_profile_stacks_free(p);
 	for (uint32_t i = 0; i < p->n_mempools; i++) {
 		free(p->mempools[i].name);

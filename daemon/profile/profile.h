@@ -561,6 +561,10 @@ struct mp_profile {
 	 * records) and those it sent as copies memprofd unwound (STACK
 	 * records, where its unwinder could not give memprofd's walk). */
 	uint64_t stacks_unwound, stacks_copied;
+	/* Threads whose stacks had Python frames (docs/PROFILE.md "Python
+	 * frames"), ascending, at most MP_PROFILE_MAX_PY_TIDS. */
+	uint32_t n_python_tids;
+	uint32_t *python_tids;
 	/* Limits: the bounds of the run's tables and what passed them. */
 	struct mp_limits limits;
 	/* Anonymous mappings (docs/PROFILE.md "Mappings"): the whole
@@ -594,6 +598,7 @@ struct mp_profile {
 #define MP_PROFILE_MAX_STACK_NODES (1u << 28)
 #define MP_PROFILE_MAX_DEPTH 256
 #define MP_PROFILE_MAX_INLINE 16
+#define MP_PROFILE_MAX_PY_TIDS 4096
 
 /* mp_stack.flags */
 #define MP_STACK_F_TRUNCATED \
@@ -688,6 +693,10 @@ struct mp_location {
 	 * the outermost inlined call in it. */
 	uint32_t n_inlined;
 	struct mp_inline_frame *inlined;
+	/* A Python frame (docs/PROFILE.md "Python frames"): @function, @file
+	 * and @line are the Python code's, @addr memprofd's key for them, in
+	 * no object. */
+	bool python;
 };
 
 /* p->stacks for @n stacks (zeroed) and p->stack_frames for @n_frames

@@ -545,6 +545,8 @@ static void enc_stacks(struct arena *a, const struct mp_profile *p, Memprof__Pro
 	o->stacks_dropped = p->stacks_dropped;
 	o->stacks_unwound = p->stacks_unwound;
 	o->stacks_copied = p->stacks_copied;
+	o->n_python_tids = p->n_python_tids;
+	o->python_tids = p->python_tids;
 	if (!p->n_stacks)
 		return;
 	if (p->stack_tree) {
@@ -594,6 +596,7 @@ static void enc_symbols(struct arena *a, const struct mp_profile *p, Memprof__Pr
 		lo[i].function = str_or_empty(l->function);
 		lo[i].file = str_or_empty(l->file);
 		lo[i].line = l->line;
+		lo[i].python = l->python;
 		if (l->n_inlined) {
 			Memprof__InlineFrame *in = arena_alloc(a, l->n_inlined, sizeof(*in));
 

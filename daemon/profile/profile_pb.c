@@ -613,6 +613,18 @@ static int dec_stacks(const Memprof__Profile *o, struct mp_profile *p, uint64_t 
 	p->stacks_dropped = o->stacks_dropped;
 	p->stacks_unwound = o->stacks_unwound;
 	p->stacks_copied = o->stacks_copied;
+	if (r == 0 && o->n_python_tids) {
+		if (o->n_python_tids > MP_PROFILE_MAX_PY_TIDS)
+			BAD("more Python threads than memprofd writes");
+		for (size_t i = 1; i < o->n_python_tids; i++)
+			if (o->python_tids[i] <= o->python_tids[i - 1])
+				BAD("Python threads not ascending");
+		p->python_tids = malloc(o->n_python_tids * sizeof(*p->python_tids));
+		if (!p->python_tids)
+			return -ENOMEM;
+		memcpy(p->python_tids, o->python_tids, o->n_python_tids * sizeof(*p->python_tids));
+		p->n_python_tids = (uint32_t)o->n_python_tids;
+	}
 	return r;
 }
 
@@ -719,6 +731,9 @@ static int dec_locations(const Memprof__Profile *o, struct mp_profile *p, const 
 		lc->object = l->mapping;
 		lc->rel_addr = l->rel_address;
 		lc->line = l->line;
+		lc->python = l->python;
+		if (l->python && l->mapping != MP_NONE)
+			BAD("a Python frame in a mapping");
 		if (l->n_inlined > MP_PROFILE_MAX_INLINE)
 			BAD("more inlined frames than memprofd writes");
 		if (l->n_inlined) {

@@ -38,6 +38,9 @@ static const char *resolve_owner(void *ctx, uint64_t addr)
 	struct session *s = ctx;
 	const struct mp_mapping *m = NULL;
 
+	/* a Python frame is in no object */
+	if (MP_PYFRAME_IS(addr))
+		return NULL;
 	if (s->maps)
 		m = mp_procmaps_find(s->maps, addr);
 	/* Also when the event is younger than our copy: a library dlopen'd
@@ -648,8 +651,23 @@ static int resolve_frames(void *ctx, uint64_t addr, struct mp_src_frame *ret, in
 {
 	struct mp_sym_frame f[MP_MAX_INLINE];
 	struct session *s = ctx;
-	struct mp_collect_target t = target(s);
-	int n = mp_stack_collect_src_frames(s->collect, &t, addr, f, max);
+	struct mp_collect_target t;
+	int n;
+
+	if (MP_PYFRAME_IS(addr)) {
+		/* the Python code's function and file (py: rules) */
+		static char fn[MP_NAME_MAX + 1];
+		const char *name = mp_stack_collect_pyname(s->collect, MP_PYFRAME_NAME(addr));
+		const char *at = name ? strchr(name, '@') : NULL;
+
+		if (!at || max < 1)
+			return 0;
+		snprintf(fn, sizeof(fn), "%.*s", (int)(at - name), name);
+		ret[0] = (struct mp_src_frame){ .function = fn, .file = at + 1, .python = true };
+		return 1;
+	}
+	t = target(s);
+	n = mp_stack_collect_src_frames(s->collect, &t, addr, f, max);
 
 	for (int i = 0; i < n; i++)
 		ret[i] = (struct mp_src_frame){ .function = f[i].function, .file = f[i].file };
@@ -754,6 +772,52 @@ int mp_sess_drain_tracer(struct session *s)
 _Static_assert(MP_COLLECT_RING_SKIP == MP_FRAMES_OWN_MAX && MP_UNWIND_MAX_DEPTH == MP_FRAMES_MAX,
 	       "libmemprof's unwinder walks as the daemon's");
 
+/* Thread @tid's stacks have Python frames: in the profile's list (sorted,
+ * bounded). */
+static void py_tid_note(struct session *s, uint32_t tid)
+{
+	uint32_t lo = 0, hi = s->n_py_tids;
+
+	s->py_tid_last = tid;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (s->py_tids[mid] < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < s->n_py_tids && s->py_tids[lo] == tid)
+		return;
+	if (s->n_py_tids >= MP_PROFILE_MAX_PY_TIDS)
+		return;
+	if (s->n_py_tids == s->py_tids_cap) {
+		uint32_t cap = s->py_tids_cap ? s->py_tids_cap * 2 : 16;
+		uint32_t *t = reallocarray(s->py_tids, cap, sizeof(*t));
+
+		if (!t)
+			return;
+		s->py_tids = t;
+		s->py_tids_cap = cap;
+	}
+	memmove(&s->py_tids[lo + 1], &s->py_tids[lo], (s->n_py_tids - lo) * sizeof(*s->py_tids));
+	s->py_tids[lo] = tid;
+	s->n_py_tids++;
+}
+
+/* The name of a Python frame's code, from the target's string table. */
+static const char *ring_pyname(void *ctx, uint32_t id)
+{
+	struct session *s = ctx;
+
+	return s->ring ? mp_consumer_string(s->ring, id) : NULL;
+}
+
+void mp_sess_pynames_init(struct session *s)
+{
+	mp_stack_collect_set_pynames(s->collect, ring_pyname, s);
+}
+
 /* A record read from the ring, to the ordering stage. A stack is unwound
  * now: the consumer's copy of its bytes ends when this callback returns.
  * A marker held keeps the reader (its name's owner) alive. */
@@ -769,10 +833,13 @@ static int on_ring_read(void *ctx, uint32_t ring, const struct mp_record *rec)
 		const struct mp_rec_stack *st = rec->stack;
 		struct mp_collect_target t = target(s);
 
-		if (st->frames)
+		mp_stack_collect_set_bytes(s->collect, rec->heap.size);
+		if (st->frames) {
 			stack = mp_stack_collect_given(s->collect, &t, st->frames, st->n_frames,
 						       st->truncated);
-		else
+			if (mp_stack_collect_last_python(s->collect) && rec->tid != s->py_tid_last)
+				py_tid_note(s, rec->tid);
+		} else
 			stack = mp_stack_collect_ring(s->collect, &t,
 						      &(struct mp_unwind_regs){ .ip = st->ip,
 										.sp = st->sp,

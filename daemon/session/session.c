@@ -313,6 +313,7 @@ static int setup_pipeline(struct session *s)
 				       o->stack_depth);
 	if (r < 0)
 		return log_error_errno(r, "pid %d: stack table: %m", (int)o->pid);
+	mp_sess_pynames_init(s);
 	{
 		struct mp_session_limits lim;
 
@@ -490,6 +491,14 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 		p->stacks_unwound = s->stacks_unwound_closed + unwound;
 		p->stacks_copied = s->stacks_copied_closed + copied;
 		p->stack_depth = o->stack_depth ? o->stack_depth : MP_UNWIND_DEFAULT_DEPTH;
+		if (s->n_py_tids) {
+			free(p->python_tids);
+			p->python_tids = malloc(s->n_py_tids * sizeof(*p->python_tids));
+			if (!p->python_tids)
+				return -ENOMEM;
+			memcpy(p->python_tids, s->py_tids, s->n_py_tids * sizeof(*p->python_tids));
+			p->n_python_tids = s->n_py_tids;
+		}
 		r = mp_stack_collect_export(s->collect, p);
 		if (r < 0)
 			return r;
@@ -504,7 +513,8 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 	mp_sess_unseen_step(s, final);
 	mp_sess_unseen_fill(s, p);
 	/* Best effort: a profile without symbols is still a profile. */
-	r = mp_symbolize(p, s->maps, mp_stack_collect_maps(s->collect), o->pid, &st);
+	r = mp_symbolize_python(p, s->maps, mp_stack_collect_maps(s->collect), o->pid,
+				mp_stack_collect_pyname, s->collect, &st);
 	if (r < 0)
 		log_warning_errno(r, "pid %d: symbolizing allocation sites: %m", (int)o->pid);
 	else if (final && st.unsymbolized)
@@ -704,6 +714,7 @@ static void teardown(struct session *s)
 	mp_procmaps_free(s->maps);
 	mp_freecheck_free(s->freecheck);
 	mp_stack_collector_free(s->collect);
+	free(s->py_tids);
 	mp_wrappers_free(s->wrappers);
 	mp_sess_unseen_free(s->unseen);
 	free(s->cmdline);

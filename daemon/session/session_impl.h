@@ -186,6 +186,9 @@ struct session {
 	uint64_t ring_drops_closed; /* drops of rings closed at exec */
 	uint64_t heap_drops_closed, heap_waits_closed; /* the same, heap records */
 	uint64_t stacks_unwound_closed, stacks_copied_closed; /* and stacks */
+	/* threads whose stacks had Python frames (the profile's python_tids),
+	 * the last one apart so that a thread's stacks look it up once */
+	uint32_t *py_tids, n_py_tids, py_tids_cap, py_tid_last;
 	uint32_t path; /* enum mp_tracer_path */
 	bool injected; /* libmemprof injected (path.c) */
 	char path_reason[MP_PROFILE_REASON_MAX];
@@ -216,6 +219,8 @@ struct session {
 /* idle.c: an event of the loop's (EP_*) before it is handled, a tick's
  * end, an RSS sample, the delay before the next marker ring search, and
  * the waiter's end. */
+/* flow.c: the stack collector's source of Python frame names. */
+void mp_sess_pynames_init(struct session *s);
 int mp_sess_idle_event(struct session *s, uint32_t ep);
 int mp_sess_idle_tick(struct session *s);
 int mp_sess_idle_rss(struct session *s);

@@ -129,6 +129,11 @@ static const char *name_get(struct mp_consumer *c, uint32_t id)
 	return s;
 }
 
+const char *mp_consumer_string(struct mp_consumer *c, uint32_t id)
+{
+	return c && id ? name_get(c, id) : NULL;
+}
+
 /* Copies @n 8-byte words another process may be writing (fast enough to fit
  * between two markers of a thread running them flat out). */
 static void copy_words(void *dst, const void *src, size_t n)

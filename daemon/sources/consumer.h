@@ -133,6 +133,10 @@ int mp_consumer_open_mem(void *mem, size_t len, struct mp_consumer **ret);
 int mp_consumer_open_mem_opts(void *mem, size_t len, const struct mp_consumer_opts *o,
 			      struct mp_consumer **ret);
 void mp_consumer_free(struct mp_consumer *c);
+/* String @id of the ring's string table, sanitised (printable ASCII, at
+ * most MP_NAME_MAX bytes) and kept until the consumer is freed; NULL when
+ * the entry is invalid or @id 0. */
+const char *mp_consumer_string(struct mp_consumer *c, uint32_t id);
 
 /* A hint, while the rings are read, of the heap records some way ahead of
  * the one handed over: @pf(@ctx, address, realloc's old address or 0) for

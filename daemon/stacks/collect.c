@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "ring_abi.h"
 #include "stacks.h"
 #include "util.h"
 
@@ -24,6 +25,15 @@ struct mp_stack_collector {
 	struct mp_procmaps *maps; /* the last read for the unwinder */
 	struct mp_stack_table *stacks;
 	uint64_t *frames;
+	/* Python frames (MP_PYFRAME): the names of their code, by string id,
+	 * copied from the target's string table as the frames are first
+	 * stored, so that they outlive the ring */
+	mp_pyname_src_fn pyname_src;
+	void *pyname_ctx;
+	char **py_names;
+	uint32_t py_names_cap;
+	bool last_python;
+	uint64_t next_bytes; /* mp_stack_collect_set_bytes() */
 };
 
 int mp_stack_collector_new(pid_t pid, bool stacks, uint32_t depth, struct mp_stack_collector **ret)
@@ -40,6 +50,7 @@ int mp_stack_collector_new(pid_t pid, bool stacks, uint32_t depth, struct mp_sta
 		return -ENOMEM;
 	c->pid = pid;
 	c->depth = depth;
+	c->next_bytes = UINT64_MAX;
 	if (stacks) {
 		c->frames = calloc(depth + MP_COLLECT_RING_SKIP, sizeof(*c->frames));
 		r = c->frames ? mp_stack_table_new(&c->stacks) : -ENOMEM;
@@ -56,6 +67,9 @@ void mp_stack_collector_free(struct mp_stack_collector *c)
 {
 	if (!c)
 		return;
+	for (uint32_t i = 0; i < c->py_names_cap; i++)
+		free(c->py_names[i]);
+	free(c->py_names);
 	if (c->unwinder && c->stacks) {
 		uint64_t fast, slow;
 
@@ -121,9 +135,9 @@ static void note_frames(struct mp_stack_collector *c, const struct mp_collect_ta
 	if (t->exited || mp_now_ns() - c->unwind_maps_ns < MP_COLLECT_MAPS_REREAD_NS)
 		return;
 	for (i = 0; i < n; i++)
-		if (!(c->maps ? mp_procmaps_find(c->maps, frames[i]) :
-		      t->maps ? mp_procmaps_find(t->maps, frames[i]) :
-				NULL))
+		if (!MP_PYFRAME_IS(frames[i]) && !(c->maps ? mp_procmaps_find(c->maps, frames[i]) :
+						   t->maps ? mp_procmaps_find(t->maps, frames[i]) :
+							     NULL))
 			break;
 	if (i == n)
 		return;
@@ -137,15 +151,49 @@ static void note_frames(struct mp_stack_collector *c, const struct mp_collect_ta
 /* The id of c->frames[0..n); the frames the table stores for the first
  * time are looked up in the maps (the others were when they were new),
  * and of a stack the table has no room for, the caller its site keeps. */
+/* The name of Python frame @f's code kept, if the source has it. */
+static void py_name_keep(struct mp_stack_collector *c, uint64_t f)
+{
+	uint32_t id = MP_PYFRAME_NAME(f);
+	const char *name;
+
+	if (!c->pyname_src || id >= MP_RING_MAX_STRINGS)
+		return;
+	if (id >= c->py_names_cap) {
+		uint32_t cap = c->py_names_cap ? c->py_names_cap : 1024;
+		char **t;
+
+		while (cap <= id)
+			cap *= 2;
+		t = reallocarray(c->py_names, cap, sizeof(*t));
+		if (!t)
+			return;
+		memset(t + c->py_names_cap, 0, (cap - c->py_names_cap) * sizeof(*t));
+		c->py_names = t;
+		c->py_names_cap = cap;
+	}
+	if (c->py_names[id])
+		return;
+	name = c->pyname_src(c->pyname_ctx, id);
+	if (name)
+		c->py_names[id] = strdup(name);
+}
+
 static uint32_t intern(struct mp_stack_collector *c, const struct mp_collect_target *t, uint32_t n,
 		       bool trunc)
 {
-	uint32_t id =
-		mp_stack_table_intern(c->stacks, c->frames, n, trunc ? MP_STACK_F_TRUNCATED : 0);
+	uint32_t id = mp_stack_table_intern(
+		c->stacks, c->frames, n,
+		(trunc ? MP_STACK_F_TRUNCATED : 0) |
+			(c->next_bytes >= MP_STACKS_LARGE_BYTES ? MP_STACKS_F_LARGE : 0));
 	uint32_t fresh = id ? mp_stack_table_last_new(c->stacks) : 1;
 
 	if (fresh)
 		note_frames(c, t, c->frames, (int)fresh);
+	if (c->last_python)
+		for (uint32_t i = 0; i < fresh && i < n; i++)
+			if (MP_PYFRAME_IS(c->frames[i]))
+				py_name_keep(c, c->frames[i]);
 	return id;
 }
 
@@ -216,7 +264,11 @@ uint32_t mp_stack_collect_given(struct mp_stack_collector *c, const struct mp_co
 		n = c->depth;
 		truncated = true;
 	}
-	memcpy(c->frames, frames, (size_t)n * sizeof(*c->frames));
+	c->last_python = false;
+	for (uint32_t i = 0; i < n; i++) {
+		c->frames[i] = frames[i];
+		c->last_python |= MP_PYFRAME_IS(frames[i]);
+	}
 	return intern(c, t, n, truncated);
 }
 
@@ -280,6 +332,29 @@ void mp_stack_collector_set_max(struct mp_stack_collector *c, uint32_t max_stack
 {
 	if (c->stacks)
 		mp_stack_table_set_max(c->stacks, max_stacks, max_frames);
+}
+
+void mp_stack_collect_set_bytes(struct mp_stack_collector *c, uint64_t bytes)
+{
+	c->next_bytes = bytes;
+}
+
+void mp_stack_collect_set_pynames(struct mp_stack_collector *c, mp_pyname_src_fn fn, void *ctx)
+{
+	c->pyname_src = fn;
+	c->pyname_ctx = ctx;
+}
+
+bool mp_stack_collect_last_python(const struct mp_stack_collector *c)
+{
+	return c->last_python;
+}
+
+const char *mp_stack_collect_pyname(void *collector, uint32_t id)
+{
+	const struct mp_stack_collector *c = collector;
+
+	return c && id < c->py_names_cap ? c->py_names[id] : NULL;
 }
 
 int mp_stack_collect_export(const struct mp_stack_collector *c, struct mp_profile *p)

@@ -67,6 +67,22 @@ uint32_t mp_stack_collect_ring(struct mp_stack_collector *c, const struct mp_col
 uint32_t mp_stack_collect_given(struct mp_stack_collector *c, const struct mp_collect_target *t,
 				const uint64_t *frames, uint32_t n, bool truncated);
 
+/* The bytes of the allocation whose stack is interned next, and of every
+ * later one until set again (UINT64_MAX at first: as large): past seven
+ * eighths of the stack table, only large ones' stacks are added
+ * (MP_STACKS_LARGE_BYTES, stacks.h). */
+void mp_stack_collect_set_bytes(struct mp_stack_collector *c, uint64_t bytes);
+/* Where the names of Python frames' code come from (the target's string
+ * table, by id; NULL when it has none): asked once per name as stacks
+ * holding it are first stored. */
+typedef const char *(*mp_pyname_src_fn)(void *ctx, uint32_t id);
+void mp_stack_collect_set_pynames(struct mp_stack_collector *c, mp_pyname_src_fn fn, void *ctx);
+/* Whether the last mp_stack_collect_given() had Python frames. */
+bool mp_stack_collect_last_python(const struct mp_stack_collector *c);
+/* "qualname@file" of Python frame code @id (MP_PYFRAME_NAME()), NULL when
+ * unknown; @collector is a struct mp_stack_collector (NULL: none). */
+const char *mp_stack_collect_pyname(void *collector, uint32_t id);
+
 /* The frames of a capture without interning them (allocator wrappers:
  * the first caller outside them), into @ret, at most @max, innermost
  * first; for an in-process capture (@caller nonzero) from the frame

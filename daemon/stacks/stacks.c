@@ -284,7 +284,12 @@ uint32_t mp_stack_table_intern(struct mp_stack_table *t, const uint64_t *frames,
 		if (*slot)
 			return *slot;
 	}
-	/* a stack not seen before */
+	/* a stack not seen before; a small allocation's only while the
+	 * table is below seven eighths of each bound */
+	if (!(flags & MP_STACKS_F_LARGE) &&
+	    (t->n >= t->max_stacks / 8 * 7 || t->frames_total + n > t->max_frames / 8 * 7 ||
+	     t->n_nodes + (uint64_t)(n - d) > t->max_nodes / 8 * 7))
+		goto drop;
 	if (t->n >= t->max_stacks || t->frames_total + n > t->max_frames ||
 	    t->n_nodes + (uint64_t)(n - d) > t->max_nodes)
 		goto drop;

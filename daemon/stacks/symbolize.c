@@ -15,6 +15,7 @@
 #include "modules.h"
 #include "symtab.h"
 #include "symbolize.h"
+#include "ring_abi.h"
 
 /* Objects reported to one Dwfl: distinct file mappings holding callers. */
 struct object {
@@ -183,7 +184,27 @@ struct symbolization {
 	uint32_t n_mobjs;
 	struct mp_procmaps *fresh; /* maps reread for callers the snapshot lacks */
 	Dwfl *dwfl;
+	mp_symbolize_pyname_fn pyname;
+	void *pyctx;
 };
+
+/* Python frame @addr's location: its code's function and file, its line. */
+static int sym_python(const struct symbolization *y, uint64_t addr, struct mp_location *loc)
+{
+	const char *name = y->pyname ? y->pyname(y->pyctx, MP_PYFRAME_NAME(addr)) : NULL;
+	const char *at = name ? strchr(name, '@') : NULL;
+
+	*loc = (struct mp_location){
+		.addr = addr, .object = MP_NONE, .line = MP_PYFRAME_LINE(addr), .python = true
+	};
+	if (!at) {
+		loc->function = strdup("(Python code not named)");
+		return loc->function ? 0 : -ENOMEM;
+	}
+	loc->function = strndup(name, (size_t)(at - name));
+	loc->file = at[1] ? strdup(at + 1) : NULL;
+	return loc->function && (loc->file || !at[1]) ? 0 : -ENOMEM;
+}
 
 /* A set of addresses while they are collected (open addressing, at most
  * half full; 0 is kept apart, as the empty slot's mark). */
@@ -278,8 +299,15 @@ static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *ma
 	if (!y->locs || !y->objs || !y->obj_of)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < n; i++) {
-		const struct mp_mapping *m = maps ? mp_procmaps_find(maps, y->callers[i]) : NULL;
+		const struct mp_mapping *m;
 
+		y->obj_of[i] = MP_NONE;
+		if (MP_PYFRAME_IS(y->callers[i])) {
+			if (sym_python(y, y->callers[i], &y->locs[i]) < 0)
+				return -ENOMEM;
+			continue;
+		}
+		m = maps ? mp_procmaps_find(maps, y->callers[i]) : NULL;
 		if (!m && later)
 			m = mp_procmaps_find(later, y->callers[i]);
 
@@ -392,7 +420,14 @@ static void sym_count(const struct symbolization *y, struct mp_symbolize_stats *
 int mp_symbolize(struct mp_profile *p, const struct mp_procmaps *maps,
 		 const struct mp_procmaps *later, pid_t pid, struct mp_symbolize_stats *ret_stats)
 {
-	struct symbolization y = { 0 };
+	return mp_symbolize_python(p, maps, later, pid, NULL, NULL, ret_stats);
+}
+
+int mp_symbolize_python(struct mp_profile *p, const struct mp_procmaps *maps,
+			const struct mp_procmaps *later, pid_t pid, mp_symbolize_pyname_fn pyname,
+			void *ctx, struct mp_symbolize_stats *ret_stats)
+{
+	struct symbolization y = { .pyname = pyname, .pyctx = ctx };
 	int r;
 
 	r = sym_callers(&y, p);

@@ -45,5 +45,12 @@ struct mp_symbolize_stats {
  * in *@ret_stats (may be NULL; set when 0 is returned). */
 int mp_symbolize(struct mp_profile *p, const struct mp_procmaps *maps,
 		 const struct mp_procmaps *later, pid_t pid, struct mp_symbolize_stats *ret_stats);
+/* mp_symbolize(), Python frames (MP_PYFRAME) named by @pyname: the
+ * "qualname@file" of their code's string id, NULL when unknown (the
+ * location then says so). */
+typedef const char *(*mp_symbolize_pyname_fn)(void *ctx, uint32_t id);
+int mp_symbolize_python(struct mp_profile *p, const struct mp_procmaps *maps,
+			const struct mp_procmaps *later, pid_t pid, mp_symbolize_pyname_fn pyname,
+			void *ctx, struct mp_symbolize_stats *ret_stats);
 
 #endif /* MP_SYMBOLIZE_H */

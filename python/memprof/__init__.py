@@ -18,14 +18,16 @@ process that has libmemprof) attributes every allocation made inside a
 kernel to it. With no profiler attached, a marker costs about as much as a
 Python function call and records nothing. See docs/PYTHON.md.
 """
+import atexit as _atexit
 import functools as _functools
+import os as _os
 import threading as _threading
 
 from . import _memprof
 
 __all__ = [
     "Error", "kernel", "tag", "phase", "Pool", "attached", "dropped",
-    "library", "library_version",
+    "library", "library_version", "python_frames",
 ]
 
 Error = _memprof.Error
@@ -35,6 +37,21 @@ library = _memprof.library
 library_version = _memprof.library_version
 attached = _memprof.attached
 dropped = _memprof.dropped
+
+
+def python_frames(on=True):
+    """Python frames in the call stacks of --stacks profiles (on by default
+    from the first `import memprof`, off with MEMPROF_PYTHON_FRAMES=0):
+    each eval-loop frame of an allocating thread is replaced by the Python
+    frames it runs, function, file and line. Returns whether they are on;
+    _memprof.python_frames_reason() says why not."""
+    return _memprof.python_frames(bool(on))
+
+
+if _os.environ.get("MEMPROF_PYTHON_FRAMES", "1") != "0":
+    python_frames(True)
+    # off before the interpreter tears its threads' state down
+    _atexit.register(_memprof.python_frames, False)
 
 
 def _decorate(marker, fn):

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "binding.h"
+#include "pyframes.h"
 
 #define MAX_RANK 8 /* MEMPROF_MAX_RANK */
 #define MAX_SHAPES 16 /* shapes per side of one kernel */
@@ -38,8 +39,12 @@ static struct lib {
 	uint64_t (*dropped)(void);
 	const char *(*version)(void);
 	const char *(*strerror)(int);
+	void *handle; /* where they were found (NULL: the global scope) */
 	char path[4096];
 } lib;
+
+/* Why the Python frames walker is not registered ("" when it is). */
+static char pyframes_reason[256];
 
 static PyObject *memprof_error; /* memprof.Error, an OSError */
 
@@ -108,7 +113,13 @@ static int resolve(void *h)
 		if (!*t[i].slot && t[i].required)
 			return -1;
 	}
+	lib.handle = h;
 	return 0;
+}
+
+static void *lib_sym(const char *name)
+{
+	return sym(lib.handle, name);
 }
 
 /* Where the bound copy lives, for memprof.library. */
@@ -549,6 +560,25 @@ static PyObject *fn_output_shapes(PyObject *self, PyObject *arg)
 	return shape_common(arg, 1);
 }
 
+/* python_frames(on): the walker registered with libmemprof or not. */
+static PyObject *fn_python_frames(PyObject *self, PyObject *on)
+{
+	int v = PyObject_IsTrue(on);
+
+	if (v < 0)
+		return NULL;
+	if (!v)
+		mp_pyframes_unregister();
+	else if (mp_pyframes_register(lib_sym, pyframes_reason, sizeof(pyframes_reason)) == 0)
+		pyframes_reason[0] = '\0';
+	return PyBool_FromLong(mp_pyframes_registered());
+}
+
+static PyObject *fn_python_frames_reason(PyObject *self, PyObject *unused)
+{
+	return PyUnicode_FromString(pyframes_reason);
+}
+
 static PyMethodDef functions[] = {
 	{ "input_shapes", fn_input_shapes, METH_O,
 	  "Input shapes (a tuple of ints, or a sequence of them) of the innermost open kernel." },
@@ -562,6 +592,10 @@ static PyMethodDef functions[] = {
 	{ "pool_alloc", fn_pool_alloc, METH_VARARGS, "A slice of a pool handed out." },
 	{ "pool_free", fn_pool_free, METH_VARARGS, "A slice of a pool given back." },
 	{ "pool_reset", fn_pool_reset, METH_VARARGS, "Every live slice of a pool given back." },
+	{ "python_frames", fn_python_frames, METH_O,
+	  "Python frames in call stacks on (True) or off (False); returns whether they are." },
+	{ "python_frames_reason", fn_python_frames_reason, METH_NOARGS,
+	  "Why Python frames are off (\"\" when they are on or were never asked for)." },
 	{ NULL, NULL, 0, NULL },
 };
 

@@ -61,14 +61,14 @@ static struct mp_profile *sample_profile(void)
 					    NULL,   MP_OBJ_F_FUNCTIONS };
 	p->n_locations = 4;
 	p->locations = calloc(4, sizeof(*p->locations));
-	p->locations[0] = (struct mp_location){ 0x1100,		  0,  0x4100, strdup("gemm"),
-						strdup("/s/g.c"), 12, 0,      NULL };
+	p->locations[0] = (struct mp_location){ 0x1100, 0, 0x4100, strdup("gemm"), strdup("/s/g.c"),
+						12,	0, NULL,   false };
 	/* Same function as 0x1100: one Function, two Locations. */
-	p->locations[1] = (struct mp_location){ 0x1200,		  0,  0x4200, strdup("gemm"),
-						strdup("/s/g.c"), 30, 0,      NULL };
+	p->locations[1] = (struct mp_location){ 0x1200, 0, 0x4200, strdup("gemm"), strdup("/s/g.c"),
+						30,	0, NULL,   false };
 	p->locations[2] =
-		(struct mp_location){ 0x2100, 1, 0x100, strdup("main"), NULL, 0, 0, NULL };
-	p->locations[3] = (struct mp_location){ 0x9000, MP_NONE, 0, NULL, NULL, 0, 0, NULL };
+		(struct mp_location){ 0x2100, 1, 0x100, strdup("main"), NULL, 0, 0, NULL, false };
+	p->locations[3] = (struct mp_location){ 0x9000, MP_NONE, 0, NULL, NULL, 0, 0, NULL, false };
 	return p;
 }
 

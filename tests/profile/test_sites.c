@@ -127,9 +127,10 @@ static void add_symbols(struct mp_profile *p)
 	p->n_locations = 2;
 	p->locations = calloc(2, sizeof(*p->locations));
 	cr_assert_not_null(p->locations);
-	p->locations[0] = (struct mp_location){ 0x1100,		  0,  0x4100, strdup("conv_im2col"),
-						strdup("conv.c"), 42, 0,      NULL };
-	p->locations[1] = (struct mp_location){ 0x2200, 1, 0x1200, NULL, NULL, 0, 0, NULL };
+	p->locations[0] = (struct mp_location){
+		0x1100, 0, 0x4100, strdup("conv_im2col"), strdup("conv.c"), 42, 0, NULL, false
+	};
+	p->locations[1] = (struct mp_location){ 0x2200, 1, 0x1200, NULL, NULL, 0, 0, NULL, false };
 }
 
 /* Sites and symbols survive write → read, and a snapshot carries them. */

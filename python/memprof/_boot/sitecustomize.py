@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: MIT
-# `memprof run --torch` puts this directory first on the child's PYTHONPATH:
-# the interpreter runs it at startup (its sitecustomize hook), before the
-# script. It starts the phase "load", ends the phase at exit (so teardown
-# belongs to no phase), and instruments PyTorch as soon as the script
-# imports it (memprof.torch: module and op kernels, the "inference" phase).
-# A sitecustomize of the user's own, further on the path, still runs.
+# `memprof run` (libmemprof preloaded, or --torch) puts this directory first
+# on the child's PYTHONPATH: the interpreter runs it at startup (its
+# sitecustomize hook), before the script. It imports memprof, whose import
+# puts Python frames into the call stacks libmemprof unwinds. With
+# MEMPROF_TORCH=1 (--torch) it also starts the phase "load", ends the phase
+# at exit (so teardown belongs to no phase), and instruments PyTorch as soon
+# as the script imports it (memprof.torch: module and op kernels, the
+# "inference" phase). A sitecustomize of the user's own, further on the
+# path, still runs.
 import atexit
 import importlib.machinery
 import importlib.util
@@ -39,10 +42,13 @@ class _WatchTorch:
 
 
 def _boot():
+    torch = os.environ.get("MEMPROF_TORCH") == "1"
     try:
         import memprof
     except ImportError as e:
-        sys.stderr.write("memprof --torch: %s\n" % e)
+        sys.stderr.write("memprof%s: %s\n" % (" --torch" if torch else "", e))
+        return
+    if not torch:
         return
     memprof._memprof.phase_begin("load")
     atexit.register(memprof._memprof.phase_end)

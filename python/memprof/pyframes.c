@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Python frames in the call stacks libmemprof unwinds (docs/PYTHON.md
+ * "Python lines"): registered with libmemprof as its frame expander
+ * (libclient/expand.h), this walks the allocating thread's own chain of
+ * interpreter frames and puts each eval-loop frame's Python frames in its
+ * place, innermost first: the frame of the code's name ("qualname@file",
+ * interned once per code object in the ring's string table) and its line.
+ *
+ * It runs inside an allocator call, GIL held or not (PyTorch releases it
+ * around its ops): it reads, and never writes, what the interpreter owns.
+ * The chain is the calling thread's own, and while the thread is in this
+ * call no frame of it is pushed or popped; each frame holds a reference to
+ * its code object, and a code object's names and line table never change.
+ * The interpreter's layout is that of the headers this file was compiled
+ * with: an interpreter of another minor version registers nothing.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define Py_BUILD_CORE 1
+#include <internal/pycore_frame.h>
+#undef Py_BUILD_CORE
+
+#include <dlfcn.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../../libclient/expand.h"
+#include "../../libclient/ring_abi.h"
+#include "pyframes.h"
+
+/* The Python frames of one walk, innermost first. */
+#define PY_FRAMES_MAX 256
+/* Code objects named at once (a new one past them is named each time). */
+#define CODE_CACHE 16384u
+#define CODE_PROBES 8u
+
+/*
+ * One code object's name id. seq is even when the entry is whole (0:
+ * empty), odd while a thread fills it; the fields are what the code object
+ * held when named: a code object freed and another made at its address
+ * differs from it in them (both its names would have to be new objects at
+ * the old ones' addresses too).
+ */
+struct code_ent {
+	_Atomic uint32_t seq;
+	uint32_t id;
+	_Atomic(const void *) code;
+	const void *qualname, *filename;
+	int firstlineno;
+};
+
+static struct code_ent *cache;
+static int (*expander_set)(uint64_t lo, uint64_t hi, memprof_expand_fn fn);
+static uint32_t (*intern)(const char *s, uint32_t len);
+static uint64_t eval_lo, eval_hi;
+static bool registered;
+
+/* @s's characters into @out (at most @max), others than printable ASCII
+ * as '?'; the number written. Reads the string in place. */
+static size_t put_str(PyObject *s, char *out, size_t max)
+{
+	Py_ssize_t n;
+	unsigned int kind;
+	const void *data;
+	size_t k = 0;
+
+	if (!s || Py_TYPE(s) != &PyUnicode_Type || !PyUnicode_IS_READY(s))
+		return 0;
+	n = PyUnicode_GET_LENGTH(s);
+	kind = PyUnicode_KIND(s);
+	data = PyUnicode_DATA(s);
+	for (Py_ssize_t i = 0; i < n && k < max; i++) {
+		Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+
+		out[k++] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+	}
+	return k;
+}
+
+/* The string id of @co's "qualname@filename" (a long file name keeps its
+ * end), 0 when it could not be interned. */
+static uint32_t name_code(PyCodeObject *co)
+{
+	char buf[MP_NAME_MAX], file[PATH_MAX];
+	size_t q = put_str(co->co_qualname, buf, 160), f;
+
+	if (!q)
+		buf[q++] = '?';
+	buf[q++] = '@';
+	f = put_str(co->co_filename, file, sizeof(file));
+	if (q + f > sizeof(buf)) {
+		size_t keep = sizeof(buf) - q - 3;
+
+		memcpy(buf + q, "...", 3);
+		memcpy(buf + q + 3, file + f - keep, keep);
+		q = sizeof(buf);
+	} else {
+		memcpy(buf + q, file, f);
+		q += f;
+	}
+	return intern(buf, (uint32_t)q);
+}
+
+static size_t code_slot(const void *co)
+{
+	return (size_t)(((uintptr_t)co >> 4) * 0x9e3779b97f4a7c15ull >> 40) & (CODE_CACHE - 1);
+}
+
+/* @co's name id: the one named before, else named now and kept. */
+static uint32_t code_id(PyCodeObject *co)
+{
+	size_t home = code_slot(co);
+	struct code_ent *free_ent = NULL;
+	uint32_t id;
+
+	for (uint32_t p = 0; p < CODE_PROBES; p++) {
+		struct code_ent *e = &cache[(home + p) & (CODE_CACHE - 1)];
+		uint32_t s1 = atomic_load_explicit(&e->seq, memory_order_acquire);
+		const void *c = atomic_load_explicit(&e->code, memory_order_relaxed);
+
+		if (!s1) {
+			if (!free_ent)
+				free_ent = e;
+			break;
+		}
+		if (c != co || (s1 & 1))
+			continue;
+		id = e->id;
+		if (e->qualname == co->co_qualname && e->filename == co->co_filename &&
+		    e->firstlineno == co->co_firstlineno) {
+			atomic_thread_fence(memory_order_acquire);
+			if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s1)
+				return id;
+		} else if (!free_ent) {
+			/* another code object once at this address */
+			free_ent = e;
+		}
+	}
+	id = name_code(co);
+	if (id && free_ent) {
+		uint32_t s = atomic_load_explicit(&free_ent->seq, memory_order_relaxed);
+
+		/* claimed by one thread at a time; a loser keeps its id unkept */
+		if (!(s & 1) && atomic_compare_exchange_strong_explicit(&free_ent->seq, &s, s + 1,
+									memory_order_acquire,
+									memory_order_relaxed)) {
+			atomic_store_explicit(&free_ent->code, NULL, memory_order_relaxed);
+			free_ent->id = id;
+			free_ent->qualname = co->co_qualname;
+			free_ent->filename = co->co_filename;
+			free_ent->firstlineno = co->co_firstlineno;
+			atomic_store_explicit(&free_ent->code, (const void *)co,
+					      memory_order_relaxed);
+			atomic_store_explicit(&free_ent->seq, s + 2, memory_order_release);
+		}
+	}
+	return id;
+}
+
+/* The line @f is at, 0 when it cannot say. */
+static int frame_line(_PyInterpreterFrame *f)
+{
+	PyCodeObject *co = f->f_code;
+	Py_ssize_t lasti = f->prev_instr - _PyCode_CODE(co);
+
+	if (lasti < 0 || lasti >= Py_SIZE(co))
+		return 0;
+	return PyCode_Addr2Line(co, (int)(lasti * (Py_ssize_t)sizeof(_Py_CODEUNIT)));
+}
+
+/* The expander (expand.h): each eval-loop frame of @in replaced by the
+ * Python frames it runs, the innermost eval-loop frame by the innermost
+ * Python frames; an eval-loop frame past the Python frames stays. */
+static int expand(const uint64_t *in, int n, uint64_t *out, int max)
+{
+	uint64_t py[PY_FRAMES_MAX];
+	bool entry[PY_FRAMES_MAX];
+	PyThreadState *ts = PyGILState_GetThisThreadState();
+	_PyInterpreterFrame *f;
+	int np = 0, g = 0, m = 0;
+
+	if (!ts || !ts->cframe)
+		return 0;
+	for (f = ts->cframe->current_frame; f && np < PY_FRAMES_MAX; f = f->previous) {
+		PyCodeObject *co = f->f_code;
+
+		if (!co || Py_TYPE(co) != &PyCode_Type)
+			break;
+		if (_PyFrame_IsIncomplete(f)) {
+			/* not begun: no line, but it may end a C call's run */
+			if (np && f->is_entry)
+				entry[np - 1] = true;
+			continue;
+		}
+		py[np] = MP_PYFRAME(code_id(co), frame_line(f));
+		entry[np++] = f->is_entry;
+	}
+	if (!np)
+		return 0;
+	for (int i = 0; i < n && m < max; i++) {
+		if (in[i] < eval_lo || in[i] >= eval_hi || g == np) {
+			out[m++] = in[i];
+			continue;
+		}
+		/* this eval loop's run: up to the frame it was entered with */
+		do {
+			out[m++] = py[g];
+		} while (!entry[g++] && g < np && m < max);
+	}
+	return m;
+}
+
+int mp_pyframes_register(void *(*sym)(const char *name), char *err, size_t len)
+{
+	const ElfW(Sym) *es = NULL;
+	Dl_info info;
+
+	if (registered)
+		return 0;
+	expander_set =
+		(int (*)(uint64_t, uint64_t, memprof_expand_fn))sym("memprof__frame_expander");
+	intern = (uint32_t(*)(const char *, uint32_t))sym("memprof__intern");
+	if (!expander_set || !intern) {
+		snprintf(err, len, "libmemprof %s has no frame expander", "in use");
+		return -1;
+	}
+	/* the interpreter this module was built for, its layout as here */
+	if ((Py_Version >> 16) != (PY_VERSION_HEX >> 16)) {
+		snprintf(err, len, "built for Python %d.%d, running in %lu.%lu", PY_MAJOR_VERSION,
+			 PY_MINOR_VERSION, Py_Version >> 24, (Py_Version >> 16) & 0xff);
+		return -1;
+	}
+	if (!dladdr1((void *)_PyEval_EvalFrameDefault, &info, (void **)&es, RTLD_DL_SYMENT) ||
+	    !es || !es->st_size || !info.dli_saddr) {
+		snprintf(err, len, "the interpreter's eval loop has no symbol size");
+		return -1;
+	}
+	if (!cache) {
+		/* the profiler's own memory, as libmemprof's ring: straight
+		 * from the kernel, not through the allocator it watches */
+		long p = syscall(SYS_mmap, NULL, CODE_CACHE * sizeof(*cache),
+				 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == -1) {
+			snprintf(err, len, "out of memory");
+			return -1;
+		}
+		cache = (struct code_ent *)p;
+	}
+	eval_lo = (uint64_t)(uintptr_t)info.dli_saddr;
+	eval_hi = eval_lo + es->st_size;
+	if (expander_set(eval_lo, eval_hi, expand) < 0) {
+		snprintf(err, len, "libmemprof refused the frame expander");
+		return -1;
+	}
+	registered = true;
+	return 0;
+}
+
+void mp_pyframes_unregister(void)
+{
+	if (!registered)
+		return;
+	/* the cache stays: a thread may be walking still */
+	expander_set(0, 0, NULL);
+	registered = false;
+}
+
+bool mp_pyframes_registered(void)
+{
+	return registered;
+}
