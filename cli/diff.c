@@ -39,7 +39,9 @@ static void diff_usage(FILE *f)
 	      "              glob (kernel:conv*, kernel:*: every kernel). Without it the\n"
 	      "              limit is on the whole profile. phase_owner:PHASE/OWNER and\n"
 	      "              phase_tag:PHASE/TAG: an owner's or tag's part of a phase's\n"
-	      "              peak (phase_owner:inference/delegate:*).\n"
+	      "              peak (phase_owner:inference/delegate:*). line:'FUNC FILE:LINE':\n"
+	      "              the heap sites whose innermost Python frame is that line\n"
+	      "              (--stacks; line:'* */model.py:*').\n"
 	      "  METRIC      alloc       bytes allocated (a kernel: with nested kernels)\n"
 	      "              peak        the whole profile's heap peak (peakBytes)\n"
 	      "              peak_added  a kernel's highest net bytes within one call\n"
@@ -59,7 +61,8 @@ static void diff_usage(FILE *f)
 	      "              kernel: alloc, peak_added, peak_live, rss, mapped,\n"
 	      "              maps_peak; phase: alloc, peak_live, rss, mapped, maps_peak;\n"
 	      "              owner, tag: alloc, peak_live, mapped, maps_peak, maps_live,\n"
-	      "              peak_share; phase_owner, phase_tag: peak_share)\n"
+	      "              peak_share; phase_owner, phase_tag: peak_share;\n"
+	      "              line: alloc, peak_share)\n"
 	      "  VALUE       N% of the OLD figure (a figure that was 0 may not grow at\n"
 	      "              all), or bytes: 512, 64K, 1.5M, 2G (K, M, G: powers of 1024;\n"
 	      "              KiB, MiB, GiB and a B suffix are accepted)\n"
@@ -94,6 +97,8 @@ static const char *scope_noun(enum mp_diff_scope s)
 		return "owner at a phase's peak";
 	case MP_DIFF_PHASE_TAG:
 		return "tag at a phase's peak";
+	case MP_DIFF_LINE:
+		return "Python line";
 	default:
 		return "figure";
 	}

@@ -38,6 +38,7 @@ static const char *const scope_names[MP_DIFF_N_SCOPES] = {
 	[MP_DIFF_TAG] = "tag",
 	[MP_DIFF_PHASE_OWNER] = "phase_owner",
 	[MP_DIFF_PHASE_TAG] = "phase_tag",
+	[MP_DIFF_LINE] = "line",
 };
 
 #define M(x) (1u << (x))
@@ -54,6 +55,7 @@ static const unsigned scope_metrics[MP_DIFF_N_SCOPES] = {
 	[MP_DIFF_TAG] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_LIVE) | MAPS_ALL | M(MP_DIFF_PEAK_SHARE),
 	[MP_DIFF_PHASE_OWNER] = M(MP_DIFF_PEAK_SHARE),
 	[MP_DIFF_PHASE_TAG] = M(MP_DIFF_PEAK_SHARE),
+	[MP_DIFF_LINE] = M(MP_DIFF_ALLOC) | M(MP_DIFF_PEAK_SHARE),
 };
 
 static const char *const scope_metrics_why[MP_DIFF_N_SCOPES] = {
@@ -69,6 +71,7 @@ static const char *const scope_metrics_why[MP_DIFF_N_SCOPES] = {
 			"maps_live and peak_share",
 	[MP_DIFF_PHASE_OWNER] = "a phase_owner:PHASE/OWNER's metric is peak_share",
 	[MP_DIFF_PHASE_TAG] = "a phase_tag:PHASE/TAG's metric is peak_share",
+	[MP_DIFF_LINE] = "a line:'FUNCTION FILE:LINE''s metrics are alloc and peak_share",
 };
 
 bool mp_diff_metric_is_maps(enum mp_diff_metric m)
@@ -182,7 +185,8 @@ static int parse_scope(const char *s, const char *end, struct mp_diff_limit *l,
 
 	if (!colon)
 		WHY("a scope is kernel:NAME, phase:NAME, owner:NAME, tag:NAME, "
-		    "phase_owner:PHASE/OWNER or phase_tag:PHASE/TAG, as in kernel:matmul.alloc=10%");
+		    "phase_owner:PHASE/OWNER, phase_tag:PHASE/TAG or line:'FUNCTION FILE:LINE', "
+		    "as in kernel:matmul.alloc=10%");
 	for (unsigned i = MP_DIFF_KERNEL; i < MP_DIFF_N_SCOPES; i++) {
 		size_t n = strlen(scope_names[i]);
 
@@ -197,7 +201,7 @@ static int parse_scope(const char *s, const char *end, struct mp_diff_limit *l,
 		}
 	}
 	WHY("unknown scope: kernel:NAME, phase:NAME, owner:NAME, tag:NAME, "
-	    "phase_owner:PHASE/OWNER or phase_tag:PHASE/TAG");
+	    "phase_owner:PHASE/OWNER, phase_tag:PHASE/TAG or line:'FUNCTION FILE:LINE'");
 }
 
 /* [SCOPE:NAME.]METRIC=VALUE. NAME may hold dots and '=' (the metric is
@@ -282,8 +286,8 @@ static bool ent_eq(const void *ctx, uint32_t id, const void *key)
 
 /* Entity @x of profile @side (0 OLD, 1 NEW) named @name. A name twice in
  * one profile (only a damaged file has that) keeps the first. */
-static int ents_add(struct ents *es, enum mp_diff_scope scope, const char *name, const void *x,
-		    int side)
+static int ents_add_id(struct ents *es, enum mp_diff_scope scope, const char *name, const void *x,
+		       int side, uint32_t *ret_id)
 {
 	struct ent_key key = { scope, name ? name : "" };
 	uint32_t id;
@@ -305,6 +309,85 @@ static int ents_add(struct ents *es, enum mp_diff_scope scope, const char *name,
 		es->v[es->n++] = (struct ent){ .scope = scope, .name = key.name };
 	if (!es->v[id].x[side])
 		es->v[id].x[side] = x;
+	if (ret_id)
+		*ret_id = id;
+	return r;
+}
+
+static int ents_add(struct ents *es, enum mp_diff_scope scope, const char *name, const void *x,
+		    int side)
+{
+	int r = ents_add_id(es, scope, name, x, side, NULL);
+
+	return r < 0 ? r : 0;
+}
+
+/* The innermost Python frame of heap site @s's stack, NULL: none. */
+static const struct mp_location *site_line(const struct mp_profile *p, const struct mp_site *s)
+{
+	uint64_t buf[MP_PROFILE_MAX_DEPTH];
+	const uint64_t *frames;
+
+	if (!s->stack || s->stack > p->n_stacks || s->pool || (s->flags & MP_SITE_F_OTHER))
+		return NULL;
+	frames = mp_profile_stack_frames(p, s->stack - 1, buf);
+	for (uint32_t i = 0; i < p->stacks[s->stack - 1].n_frames; i++) {
+		const struct mp_location *l = mp_profile_location(p, frames[i]);
+
+		if (l && l->python)
+			return l;
+	}
+	return NULL;
+}
+
+/* The Python lines of @p's heap sites (docs/PROFILE.md "Python frames"),
+ * their figures in d->lines[@side]; a new name is kept in @d->names. */
+static int ents_lines(struct ents *es, struct mp_diff *d, const struct mp_profile *p, int side)
+{
+	struct mp_diff_line *v;
+	uint32_t n = 0;
+
+	if (!p->n_locations || !p->n_stacks)
+		return 0;
+	v = calloc(p->n_sites ? p->n_sites : 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	d->lines[side] = v;
+	for (uint32_t i = 0; i < p->n_sites; i++) {
+		const struct mp_site *s = &p->sites[i];
+		const struct mp_location *l = site_line(p, s);
+		struct mp_diff_line *f;
+		char **names, *name;
+		uint32_t id;
+		int r;
+
+		if (!l)
+			continue;
+		names = reallocarray(d->names, d->n_names + 1, sizeof(*names));
+		if (!names)
+			return -ENOMEM;
+		d->names = names;
+		if (asprintf(&name, "%s %s:%u", l->function ? l->function : "??",
+			     l->file ? l->file : "??", l->line) < 0)
+			return -ENOMEM;
+		r = ents_add_id(es, MP_DIFF_LINE, name, &v[n], side, &id);
+		if (r < 0) {
+			free(name);
+			return r;
+		}
+		if (r == 1)
+			d->names[d->n_names++] = name;
+		else
+			free(name);
+		f = (struct mp_diff_line *)es->v[id].x[side];
+		if (f == &v[n])
+			*f = (struct mp_diff_line){ .peak_known = true }, n++;
+		f->alloc += s->alloc_space;
+		if (s->peak_space == MP_UNKNOWN)
+			f->peak_known = false;
+		else
+			f->peak += s->peak_space;
+	}
 	return 0;
 }
 
@@ -373,6 +456,8 @@ static int ents_collect(struct ents *es, struct mp_diff *d, const struct mp_prof
 			r = ents_parts(es, d, MP_DIFF_PHASE_TAG, ph, ph->peak_tags, ph->n_peak_tags,
 				       p->tags, side);
 	}
+	if (r >= 0)
+		r = ents_lines(es, d, p, side);
 	return r;
 }
 
@@ -513,6 +598,13 @@ static struct fig figure(const struct mp_profile *p, enum mp_diff_scope s, const
 	case MP_DIFF_PHASE_OWNER:
 	case MP_DIFF_PHASE_TAG:
 		return fig_u(((const struct mp_peak_part *)x)->bytes, 0);
+	case MP_DIFF_LINE: {
+		const struct mp_diff_line *l = x;
+
+		if (m == MP_DIFF_PEAK_SHARE)
+			return l->peak_known ? fig_u(l->peak, 0) : (struct fig){ 0 };
+		return fig_u(l->alloc, 0);
+	}
 	default:
 		return (struct fig){ 0 };
 	}
@@ -701,5 +793,7 @@ void mp_diff_free(struct mp_diff *d)
 	for (uint32_t i = 0; i < d->n_names; i++)
 		free(d->names[i]);
 	free(d->names);
+	free(d->lines[0]);
+	free(d->lines[1]);
 	free(d);
 }

@@ -29,6 +29,10 @@ enum mp_diff_scope {
 	 * (docs/PROFILE.md "Who held the peak"). */
 	MP_DIFF_PHASE_OWNER,
 	MP_DIFF_PHASE_TAG,
+	/* A Python line: the heap sites whose stacks' innermost Python frame
+	 * is there, named "FUNCTION FILE:LINE" (docs/PROFILE.md "Python
+	 * frames"). */
+	MP_DIFF_LINE,
 	MP_DIFF_N_SCOPES,
 };
 
@@ -102,6 +106,13 @@ struct mp_diff_check {
 	uint32_t first_failed; /* index into rows of the largest, if failed */
 };
 
+/* A Python line's figures in one profile: its sites' allocated bytes and
+ * the bytes they held at the process's heap peak. */
+struct mp_diff_line {
+	uint64_t alloc, peak;
+	bool peak_known;
+};
+
 struct mp_diff {
 	const struct mp_profile *old, *new_;
 	double sigmas;
@@ -110,9 +121,11 @@ struct mp_diff {
 	bool maps;
 	/* The same for who held the peaks (peak_share rows). */
 	bool parts;
-	/* The names of the phase_owner and phase_tag rows ("PHASE/NAME"). */
+	/* The names of the phase_owner, phase_tag and line rows. */
 	uint32_t n_names;
 	char **names;
+	/* The line rows' figures, per profile (OLD, NEW). */
+	struct mp_diff_line *lines[2];
 	uint32_t n_rows;
 	struct mp_diff_row *rows; /* by decreasing |delta|, unknown ones last */
 	uint32_t n_limits;

@@ -200,6 +200,7 @@ static bool entity_row(const struct mp_diff_row *r)
 {
 	if (r->scope == MP_DIFF_PHASE_OWNER || r->scope == MP_DIFF_PHASE_TAG)
 		return r->metric == MP_DIFF_PEAK_SHARE;
+	/* a line: its alloc row (peak_share needs the peak recorded) */
 	return r->metric == MP_DIFF_ALLOC;
 }
 

@@ -564,6 +564,8 @@ static void json_sites(struct mp_json *j, const struct mp_profile *p)
 			mp_json_u64(j, "line", l->line);
 		else
 			mp_json_null(j, "line");
+		if (l->python)
+			mp_json_bool(j, "python", true);
 		mp_json_object_end(j);
 	}
 	mp_json_array_end(j);
@@ -666,6 +668,10 @@ static void json_stacks(struct mp_json *j, const struct mp_profile *p)
 	mp_json_object_begin(j, "stackCapture");
 	mp_json_u64(j, "unwoundInProcess", p->stacks_unwound);
 	mp_json_u64(j, "copied", p->stacks_copied);
+	mp_json_array_begin(j, "pythonThreads");
+	for (uint32_t i = 0; i < p->n_python_tids; i++)
+		mp_json_u64(j, NULL, p->python_tids[i]);
+	mp_json_array_end(j);
 	mp_json_object_end(j);
 }
 
@@ -935,6 +941,14 @@ static void put_stacks(FILE *f, const struct mp_profile *p)
 		"stacks: %" PRIu64 " unwound in process, %" PRIu64
 		" copied and unwound by memprofd\n",
 		p->stacks_unwound, p->stacks_copied);
+	if (!p->n_python_tids)
+		return;
+	fprintf(f, "python frames: in the stacks of %" PRIu32 " thread%s (", p->n_python_tids,
+		p->n_python_tids == 1 ? "" : "s");
+	for (uint32_t i = 0; i < p->n_python_tids && i < 8; i++)
+		fprintf(f, "%s%" PRIu32, i ? ", " : "", p->python_tids[i]);
+	fprintf(f, "%s); the others' are native frames only\n",
+		p->n_python_tids > 8 ? ", ..." : "");
 }
 
 /* Allocator wrappers: owners and sites are the first caller beyond them. */

@@ -77,7 +77,10 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "GLOB=NAME",
 	  "report allocations whose caller is in an object\n"
 	  "whose file name matches GLOB as owner NAME\n"
-	  "(e.g. 'libxnnpack*=xnnpack'); repeatable" },
+	  "(e.g. 'libxnnpack*=xnnpack'); fn:GLOB, src:GLOB and\n"
+	  "(Python files, with --stacks) py:GLOB match the\n"
+	  "frames' functions and source files\n"
+	  "('py:*/transformers/*=hf'); repeatable" },
 	{ MP_OPT_ID_WRAPPER, "wrapper", 0, "wrapper", MP_OPT_TEXT, FG | MP_OPT_ATTACH | MP_OPT_CONFIG, 0, 0, NULL,
 	  "GLOB",
 	  "every function of the objects whose file name\n"

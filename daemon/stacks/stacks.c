@@ -285,10 +285,11 @@ uint32_t mp_stack_table_intern(struct mp_stack_table *t, const uint64_t *frames,
 			return *slot;
 	}
 	/* a stack not seen before; a small allocation's only while the
-	 * table is below seven eighths of each bound */
+	 * table is below the reserve of each bound */
 	if (!(flags & MP_STACKS_F_LARGE) &&
-	    (t->n >= t->max_stacks / 8 * 7 || t->frames_total + n > t->max_frames / 8 * 7 ||
-	     t->n_nodes + (uint64_t)(n - d) > t->max_nodes / 8 * 7))
+	    (t->n >= t->max_stacks - t->max_stacks / MP_STACKS_RESERVE ||
+	     t->frames_total + n > t->max_frames - t->max_frames / MP_STACKS_RESERVE ||
+	     t->n_nodes + (uint64_t)(n - d) > t->max_nodes - t->max_nodes / MP_STACKS_RESERVE))
 		goto drop;
 	if (t->n >= t->max_stacks || t->frames_total + n > t->max_frames ||
 	    t->n_nodes + (uint64_t)(n - d) > t->max_nodes)

@@ -49,10 +49,11 @@ void mp_stack_table_free(struct mp_stack_table *t);
  * (<= MP_STACKS_MAX; 0: @max_frames / MP_STACKS_FRAMES_PER_STACK). */
 void mp_stack_table_set_max(struct mp_stack_table *t, uint32_t max_stacks, uint64_t max_frames);
 
-/* The last eighth of each bound is kept for the stacks of large
- * allocations (MP_STACKS_F_LARGE, at least MP_STACKS_LARGE_BYTES): a table
- * filled by a program's start (import torch) still takes the stacks of
- * the tensors it allocates later. */
+/* The last 1/MP_STACKS_RESERVE of each bound is kept for the stacks of
+ * large allocations (MP_STACKS_F_LARGE, at least MP_STACKS_LARGE_BYTES): a
+ * table filled by a program's start (import torch) still takes the stacks
+ * of the tensors it allocates later. */
+#define MP_STACKS_RESERVE 32
 #define MP_STACKS_F_LARGE 0x100u
 #define MP_STACKS_LARGE_BYTES (64u << 10)
 /* The id (>= 1) of @frames[0..n) with @flags (MP_STACK_F_*,

@@ -14,6 +14,12 @@
  * its code object, and a code object's names and line table never change.
  * The interpreter's layout is that of the headers this file was compiled
  * with: an interpreter of another minor version registers nothing.
+ *
+ * Past the innermost Python frame, the interpreter's own frames (the calls
+ * between one Python frame and the next, its main) are left out, as py-spy
+ * leaves them out of its native stacks: they say nothing the Python frames
+ * do not, and they would make stacks twice as deep. Below it, the
+ * interpreter's functions that allocated stay.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -59,6 +65,8 @@ static struct code_ent *cache;
 static int (*expander_set)(uint64_t lo, uint64_t hi, memprof_expand_fn fn);
 static uint32_t (*intern)(const char *s, uint32_t len);
 static uint64_t eval_lo, eval_hi;
+/* the interpreter's code: the executable segment holding the eval loop */
+static uint64_t interp_lo, interp_hi;
 static bool registered;
 
 /* @s's characters into @out (at most @max), others than printable ASCII
@@ -205,6 +213,9 @@ static int expand(const uint64_t *in, int n, uint64_t *out, int max)
 		return 0;
 	for (int i = 0; i < n && m < max; i++) {
 		if (in[i] < eval_lo || in[i] >= eval_hi || g == np) {
+			/* the interpreter's calls between Python frames */
+			if (g && in[i] >= interp_lo && in[i] < interp_hi)
+				continue;
 			out[m++] = in[i];
 			continue;
 		}
@@ -214,6 +225,26 @@ static int expand(const uint64_t *in, int n, uint64_t *out, int max)
 		} while (!entry[g++] && g < np && m < max);
 	}
 	return m;
+}
+
+/* dl_iterate_phdr(): the executable segment holding the eval loop. */
+static int find_interp(struct dl_phdr_info *info, size_t size, void *ctx)
+{
+	uint64_t pc = *(const uint64_t *)ctx;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uint64_t lo = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && pc >= lo &&
+		    pc - lo < ph->p_memsz) {
+			interp_lo = lo;
+			interp_hi = lo + ph->p_memsz;
+			return 1;
+		}
+	}
+	return 0;
 }
 
 int mp_pyframes_register(void *(*sym)(const char *name), char *err, size_t len)
@@ -255,6 +286,11 @@ int mp_pyframes_register(void *(*sym)(const char *name), char *err, size_t len)
 	}
 	eval_lo = (uint64_t)(uintptr_t)info.dli_saddr;
 	eval_hi = eval_lo + es->st_size;
+	if (!dl_iterate_phdr(find_interp, &eval_lo)) {
+		/* then only the eval loop's frames go */
+		interp_lo = eval_lo;
+		interp_hi = eval_hi;
+	}
 	if (expander_set(eval_lo, eval_hi, expand) < 0) {
 		snprintf(err, len, "libmemprof refused the frame expander");
 		return -1;

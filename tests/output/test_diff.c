@@ -1171,3 +1171,91 @@ Test(diff, who_held_the_peak_gated)
 	mp_profile_free(a);
 	mp_profile_free(b);
 }
+
+/* A profile whose heap sites' stacks hold Python frames: site 0 allocates
+ * @a bytes under forward() (model.py:12, called from <module> run.py:3),
+ * site 1 @b bytes under the same forward() line through a native frame,
+ * site 2 64 bytes with native frames only. */
+static struct mp_profile *python_prof(uint64_t a, uint64_t b)
+{
+	struct mp_profile *p = prof(a + b + 64, a + b, 0);
+	static const uint64_t fwd = 0xfa0000000100000cull, mod = 0xfa00000002000003ull;
+
+	p->n_locations = 3;
+	p->locations = calloc(3, sizeof(*p->locations));
+	cr_assert_not_null(p->locations);
+	p->locations[0] = (struct mp_location){ .addr = 0x1000, .object = MP_NONE };
+	p->locations[1] = (struct mp_location){ .addr = fwd,
+						.object = MP_NONE,
+						.function = strdup("forward"),
+						.file = strdup("/src/model.py"),
+						.line = 12,
+						.python = true };
+	p->locations[2] = (struct mp_location){ .addr = mod,
+						.object = MP_NONE,
+						.function = strdup("<module>"),
+						.file = strdup("/src/run.py"),
+						.line = 3,
+						.python = true };
+	cr_assert_eq(mp_profile_stacks_alloc(p, 3, 7), 0);
+	p->n_stacks = 3;
+	p->stacks[0] = (struct mp_stack){ 2, 0, p->stack_frames };
+	p->stacks[0].frames[0] = fwd;
+	p->stacks[0].frames[1] = mod;
+	p->stacks[1] = (struct mp_stack){ 3, 0, p->stack_frames + 2 };
+	p->stacks[1].frames[0] = 0x1000;
+	p->stacks[1].frames[1] = fwd;
+	p->stacks[1].frames[2] = mod;
+	p->stacks[2] = (struct mp_stack){ 2, 0, p->stack_frames + 5 };
+	p->stacks[2].frames[0] = 0x1000;
+	p->stacks[2].frames[1] = 0x1000;
+	p->n_sites = 3;
+	p->sites = calloc(3, sizeof(*p->sites));
+	cr_assert_not_null(p->sites);
+	p->sites[0] = (struct mp_site){
+		.caller = 0x1000, .alloc_space = a, .alloc_objects = 1, .peak_space = a, .stack = 1
+	};
+	p->sites[1] = (struct mp_site){
+		.caller = 0x1000, .alloc_space = b, .alloc_objects = 1, .peak_space = 0, .stack = 2
+	};
+	p->sites[2] = (struct mp_site){ .caller = 0x1000,
+					.alloc_space = 64,
+					.alloc_objects = 1,
+					.peak_space = 64,
+					.stack = 3 };
+	p->peak_parts = true;
+	return p;
+}
+
+/* A Python line's rows: its sites' bytes together (the innermost Python
+ * frame names the line), a limit on it, and native-only sites in none. */
+Test(diff, python_lines)
+{
+	static const char *const specs[] = { "line:forward */model.py:12.alloc=1M" };
+	struct mp_profile *a = python_prof(1000, 24), *b = python_prof(3u << 20, 24);
+	struct mp_diff_limit *l = limits(specs, 1);
+	const struct mp_diff_row *r;
+	struct mp_diff *d;
+	char *out;
+
+	cr_assert_eq(mp_diff_new(a, b, l, 1, 3, &d), 0);
+	r = row(d, MP_DIFF_LINE, "forward /src/model.py:12", MP_DIFF_ALLOC);
+	cr_expect_eq(r->old_v, 1024);
+	cr_expect_eq(r->new_v, (3 << 20) + 24);
+	cr_expect_eq(r->status, MP_DIFF_FAIL);
+	r = row(d, MP_DIFF_LINE, "forward /src/model.py:12", MP_DIFF_PEAK_SHARE);
+	cr_expect_eq(r->old_v, 1000);
+	cr_expect_eq(r->new_v, 3 << 20);
+	for (uint32_t i = 0; i < d->n_rows; i++)
+		cr_expect(d->rows[i].scope != MP_DIFF_LINE ||
+				  !strcmp(d->rows[i].name, "forward /src/model.py:12"),
+			  "%s", d->rows[i].name);
+	cr_expect_eq(d->exceeded, 1);
+	out = render(d, MP_DIFF_TABLE);
+	cr_expect(strstr(out, "line:forward /src/model.py:12"), "%s", out);
+	free(out);
+	mp_diff_free(d);
+	limits_free(l, 1);
+	mp_profile_free(a);
+	mp_profile_free(b);
+}

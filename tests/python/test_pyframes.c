@@ -225,6 +225,16 @@ Test(pyframes, call_chains_in_process, .timeout = 300)
 	cr_assert(has_tid(p, main_tid), "main thread %u not among the Python threads", main_tid);
 	cr_assert(has_tid(p, worker_tid), "worker %u not among the Python threads", worker_tid);
 	cr_assert_eq(s->tid, worker_tid);
+	{
+		char *report[] = { mp_test_build_path("cli/memprof"), "report", pb, NULL };
+		char want[64];
+
+		st = mp_test_run_capture(report, out, sizeof(out));
+		cr_assert_eq(st, 0);
+		cr_assert(strstr(out, "python frames: in the stacks of "), "%s", out);
+		snprintf(want, sizeof(want), "%u", worker_tid);
+		cr_assert(strstr(strstr(out, "python frames: "), want), "%s", out);
+	}
 
 	/* pprof: function, file and line, as go tool pprof shows them */
 	snprintf(trf, sizeof(trf), "%s/traces", dir);

@@ -167,14 +167,42 @@ Test(stack_table, bound_in_stacks)
 	mp_stack_table_set_max(t, 1000, 0);
 	for (uint32_t i = 0; i < 1000; i++) {
 		f = 0x1000 + i;
-		cr_assert_eq(mp_stack_table_intern(t, &f, 1, 0), i + 1);
+		cr_assert_eq(mp_stack_table_intern(t, &f, 1, MP_STACKS_F_LARGE), i + 1);
 	}
 	f = 0x9000;
-	cr_assert_eq(mp_stack_table_intern(t, &f, 1, 0), 0);
+	cr_assert_eq(mp_stack_table_intern(t, &f, 1, MP_STACKS_F_LARGE), 0);
 	cr_assert_eq(mp_stack_table_intern(t, &f, 1, 0), 0);
 	f = 0x1007;
 	cr_assert_eq(mp_stack_table_intern(t, &f, 1, 0), 8);
 	expect_dropped(t, 1000, 2);
+}
+
+/* The last 1/MP_STACKS_RESERVE of a bound is for large allocations' new
+ * stacks: a small one's is dropped there, a large one's still added. */
+Test(stack_table, reserve_for_large_allocations)
+{
+	const uint32_t max = 1024, small = max - max / MP_STACKS_RESERVE;
+	struct mp_stack_table *t;
+	uint64_t f;
+
+	cr_assert_eq(mp_stack_table_new(&t), 0);
+	mp_stack_table_set_max(t, max, 0);
+	for (uint32_t i = 0; i < small; i++) {
+		f = 0x1000 + i;
+		cr_assert_eq(mp_stack_table_intern(t, &f, 1, 0), i + 1);
+	}
+	f = 0x9000;
+	cr_assert_eq(mp_stack_table_intern(t, &f, 1, 0), 0);
+	/* known stacks are found whatever the size */
+	f = 0x1000;
+	cr_assert_eq(mp_stack_table_intern(t, &f, 1, 0), 1);
+	for (uint32_t i = small; i < max; i++) {
+		f = 0x9000 + i;
+		cr_assert_eq(mp_stack_table_intern(t, &f, 1, MP_STACKS_F_LARGE), i + 1);
+	}
+	f = 0x20000;
+	cr_assert_eq(mp_stack_table_intern(t, &f, 1, MP_STACKS_F_LARGE), 0);
+	expect_dropped(t, max, 2);
 }
 
 /* The memory bound: stacks sharing nothing reach the bound on stored
@@ -192,18 +220,18 @@ Test(stack_table, bound_in_frames)
 	for (i = 0; i < 100; i++) {
 		for (uint32_t j = 0; j < DEPTH; j++)
 			f[j] = (uint64_t)i << 16 | j;
-		if (!mp_stack_table_intern(t, f, DEPTH, 0))
+		if (!mp_stack_table_intern(t, f, DEPTH, MP_STACKS_F_LARGE))
 			break;
 	}
 	cr_assert_eq(i, max / MP_STACKS_FRAMES_PER_NODE / DEPTH, "%u stacks sharing nothing", i);
-	cr_assert_eq(mp_stack_table_intern(t, f, DEPTH, 0), 0);
+	cr_assert_eq(mp_stack_table_intern(t, f, DEPTH, MP_STACKS_F_LARGE), 0);
 	expect_dropped(t, i, 2);
 
 	cr_assert_eq(mp_stack_table_new(&t), 0);
 	mp_stack_table_set_max(t, 1000, max);
 	for (i = 0; i < 1000; i++) {
 		program_stack(i, f);
-		if (!mp_stack_table_intern(t, f, DEPTH, 0))
+		if (!mp_stack_table_intern(t, f, DEPTH, MP_STACKS_F_LARGE))
 			break;
 	}
 	cr_assert_eq(i, 100, "%u stacks sharing their callers", i);
