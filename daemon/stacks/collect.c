@@ -157,7 +157,13 @@ static void py_name_keep(struct mp_stack_collector *c, uint64_t f)
 	uint32_t id = MP_PYFRAME_NAME(f);
 	const char *name;
 
-	if (!c->pyname_src || id >= MP_RING_MAX_STRINGS)
+	if (!c->pyname_src || id >= MP_RING_MAX_STRINGS ||
+	    (id < c->py_names_cap && c->py_names[id]))
+		return;
+	/* the source bounds the ids (the ring's table) before the array
+	 * grows to hold one */
+	name = c->pyname_src(c->pyname_ctx, id);
+	if (!name)
 		return;
 	if (id >= c->py_names_cap) {
 		uint32_t cap = c->py_names_cap ? c->py_names_cap : 1024;
@@ -172,11 +178,7 @@ static void py_name_keep(struct mp_stack_collector *c, uint64_t f)
 		c->py_names = t;
 		c->py_names_cap = cap;
 	}
-	if (c->py_names[id])
-		return;
-	name = c->pyname_src(c->pyname_ctx, id);
-	if (name)
-		c->py_names[id] = strdup(name);
+	c->py_names[id] = strdup(name);
 }
 
 static uint32_t intern(struct mp_stack_collector *c, const struct mp_collect_target *t, uint32_t n,

@@ -61,7 +61,21 @@ struct code_ent {
 	int firstlineno;
 };
 
+/* The line of an instruction of a code object, found by the code object
+ * and the instruction's offset, checked as code_ent's (the line table is
+ * read from its start each time: on a big module's code, microseconds). */
+#define LINE_CACHE 32768u
+
+struct line_ent {
+	_Atomic uint32_t seq;
+	int line;
+	_Atomic(const void *) code;
+	const void *qualname, *filename;
+	Py_ssize_t lasti;
+};
+
 static struct code_ent *cache;
+static struct line_ent *lines;
 static int (*expander_set)(uint64_t lo, uint64_t hi, memprof_expand_fn fn);
 static uint32_t (*intern)(const char *s, uint32_t len);
 static uint64_t eval_lo, eval_hi;
@@ -176,10 +190,36 @@ static int frame_line(_PyInterpreterFrame *f)
 {
 	PyCodeObject *co = f->f_code;
 	Py_ssize_t lasti = f->prev_instr - _PyCode_CODE(co);
+	struct line_ent *e;
+	uint32_t s;
+	int line;
 
 	if (lasti < 0 || lasti >= Py_SIZE(co))
 		return 0;
-	return PyCode_Addr2Line(co, (int)(lasti * (Py_ssize_t)sizeof(_Py_CODEUNIT)));
+	e = &lines[(((uintptr_t)co >> 4) * 0x9e3779b97f4a7c15ull +
+		    (uint64_t)lasti * 0xff51afd7ed558ccdull) >>
+			   40 &
+		   (LINE_CACHE - 1)];
+	s = atomic_load_explicit(&e->seq, memory_order_acquire);
+	if (s && !(s & 1) && atomic_load_explicit(&e->code, memory_order_relaxed) == co &&
+	    e->lasti == lasti && e->qualname == co->co_qualname && e->filename == co->co_filename) {
+		line = e->line;
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s)
+			return line;
+	}
+	line = PyCode_Addr2Line(co, (int)(lasti * (Py_ssize_t)sizeof(_Py_CODEUNIT)));
+	/* kept by one thread at a time; another's stays unkept */
+	if (!(s & 1) && atomic_compare_exchange_strong_explicit(
+				&e->seq, &s, s + 1, memory_order_acquire, memory_order_relaxed)) {
+		atomic_store_explicit(&e->code, (const void *)co, memory_order_relaxed);
+		e->lasti = lasti;
+		e->qualname = co->co_qualname;
+		e->filename = co->co_filename;
+		e->line = line;
+		atomic_store_explicit(&e->seq, s + 2, memory_order_release);
+	}
+	return line;
 }
 
 /* The expander (expand.h): each eval-loop frame of @in replaced by the
@@ -275,13 +315,15 @@ int mp_pyframes_register(void *(*sym)(const char *name), char *err, size_t len)
 	if (!cache) {
 		/* the profiler's own memory, as libmemprof's ring: straight
 		 * from the kernel, not through the allocator it watches */
-		long p = syscall(SYS_mmap, NULL, CODE_CACHE * sizeof(*cache),
-				 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		size_t n = CODE_CACHE * sizeof(*cache) + LINE_CACHE * sizeof(*lines);
+		long p = syscall(SYS_mmap, NULL, n, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (p == -1) {
 			snprintf(err, len, "out of memory");
 			return -1;
 		}
+		lines = (struct line_ent *)(p + CODE_CACHE * sizeof(*cache));
 		cache = (struct code_ent *)p;
 	}
 	eval_lo = (uint64_t)(uintptr_t)info.dli_saddr;
