@@ -19,6 +19,12 @@
 
 /* Holes (SITE_F_HOLE) at least allowed: each is a site's entry, 96 bytes. */
 #define SS_MIN_SPARE 64u
+/* And at least one for every SS_SLOTS_PER_HOLE slots of the live table,
+ * so that its walk (ss_reclaim()) costs at most that many slots an
+ * eviction: 112 bytes (an entry and its variances) for 64 slots of 48
+ * bytes, at most 1/50 of the memory bound (half of which is the live
+ * table's). */
+#define SS_SLOTS_PER_HOLE 64u
 
 static uint64_t ss_key(const struct mp_site *st)
 {
@@ -162,6 +168,29 @@ static void ss_reclaim(struct mp_correlator *c)
 	}
 }
 
+/* More holes allowed, as the live table grew (SS_SLOTS_PER_HOLE). */
+static void ss_more_spare(struct mp_correlator *c)
+{
+	const struct mp_live *l = c->values ? c->values : c->live;
+	uint64_t want = mp_live_bytes(l) / sizeof(struct mp_live_block) / SS_SLOTS_PER_HOLE;
+	uint32_t cap, *f;
+
+	if (want > MAX_SITES)
+		want = MAX_SITES;
+	if (c->users_outside || want <= c->ss_spare)
+		return;
+	cap = c->sites_cap + ((uint32_t)want - c->ss_spare);
+	f = reallocarray(c->ss_free, want, sizeof(*f));
+	if (!f)
+		return;
+	c->ss_free = f;
+	if ((c->opts.sample_bytes && grow_exact((void **)&c->p->site_vars, &c->site_vars_cap, cap,
+						sizeof(*c->p->site_vars)) < 0) ||
+	    grow_exact((void **)&c->p->sites, &c->sites_cap, cap, sizeof(*c->p->sites)) < 0)
+		return;
+	c->ss_spare = (uint32_t)want;
+}
+
 /* An entry for a new site while the evicted one is retired: a free hole,
  * or a new entry while there are fewer holes than allowed. MP_NONE: none. */
 static uint32_t ss_entry(struct mp_correlator *c)
@@ -169,12 +198,15 @@ static uint32_t ss_entry(struct mp_correlator *c)
 	struct mp_profile *p = c->p;
 
 	if (!c->ss_n_free && c->ss_holes >= c->ss_spare)
+		ss_more_spare(c);
+	if (!c->ss_n_free && c->ss_holes >= c->ss_spare)
 		ss_reclaim(c);
 	if (c->ss_n_free) {
 		c->ss_holes--;
 		return c->ss_free[--c->ss_n_free];
 	}
-	if (c->ss_holes >= c->ss_spare || p->n_sites >= c->sites_cap)
+	if (c->ss_holes >= c->ss_spare || p->n_sites >= c->sites_cap ||
+	    (p->site_vars && p->n_sites >= c->site_vars_cap))
 		return MP_NONE;
 	p->sites[p->n_sites] = (struct mp_site){ 0 };
 	return p->n_sites++;
