@@ -231,7 +231,7 @@ uint32_t corr_owner_of(struct mp_correlator *c, uint64_t caller)
 /* ---- allocation sites ---- */
 
 /* A new entry at the end of p->sites (MP_NONE when out of memory). */
-static uint32_t site_append(struct mp_correlator *c, const struct mp_site *st)
+uint32_t corr_site_append(struct mp_correlator *c, const struct mp_site *st)
 {
 	struct mp_profile *p = c->p;
 
@@ -251,12 +251,11 @@ static uint32_t site_append(struct mp_correlator *c, const struct mp_site *st)
 
 /* Limits: the "(other sites)" entry of pool @pool (0: the heap), added
  * after the sites when the table is first full; never in the site map, so
- * no lookup finds it. The allocation is counted in sites_dropped. */
-static uint32_t site_other(struct mp_correlator *c, uint32_t pool)
+ * no lookup finds it. MP_NONE when out of memory. */
+uint32_t corr_site_other(struct mp_correlator *c, uint32_t pool)
 {
 	uint32_t *o = &c->other_site[pool <= MAX_MEMPOOLS ? pool : 0];
 
-	c->p->sites_dropped++;
 	c->p->limits.reached |= MP_LIMIT_SITES;
 	if (!*o) {
 		const struct mp_site st = { .name = MP_NONE,
@@ -264,7 +263,7 @@ static uint32_t site_other(struct mp_correlator *c, uint32_t pool)
 					    .owner = MP_OWNER_UNKNOWN,
 					    .pool = pool,
 					    .flags = MP_SITE_F_OTHER };
-		uint32_t id = site_append(c, &st);
+		uint32_t id = corr_site_append(c, &st);
 
 		if (id == MP_NONE)
 			return MP_NONE;
@@ -273,8 +272,17 @@ static uint32_t site_other(struct mp_correlator *c, uint32_t pool)
 	return *o - 1;
 }
 
-/* A new site of pool @pool (0: the heap); beyond the cap the pool's
- * "(other sites)" entry; MP_NONE when out of memory. */
+/* An allocation no site of the table can take: counted in "(other
+ * sites)" and in sites_dropped. */
+uint32_t corr_site_dropped(struct mp_correlator *c, uint32_t pool)
+{
+	c->p->sites_dropped++;
+	return corr_site_other(c, pool);
+}
+
+/* A new site of pool @pool (0: the heap); the table full, in place of the
+ * site with the fewest bytes (sites.c), else the pool's "(other sites)"
+ * entry; MP_NONE when out of memory. */
 uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
 		       uint32_t owner, uint32_t tid, uint32_t stack, uint32_t pool)
 {
@@ -289,16 +297,16 @@ uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, 
 	struct mp_profile *p = c->p;
 	int r;
 
-	if (p->n_sites >= c->opts.max_sites)
-		return site_other(c, pool);
+	if (mp_hashmap_count(&c->site_map) >= c->opts.max_sites)
+		return corr_site_evict(c, &st, site_hash(&k));
 	r = mp_hashmap_insert(&c->site_map, site_hash(&k), p->n_sites);
 	if (r == -ENOSPC)
-		return site_other(c, pool);
+		return corr_site_dropped(c, pool);
 	if (r < 0) {
 		c->oom = true;
 		return MP_NONE;
 	}
-	if (site_append(c, &st) == MP_NONE) {
+	if (corr_site_append(c, &st) == MP_NONE) {
 		mp_hashmap_remove(&c->site_map, site_hash(&k), p->n_sites);
 		return MP_NONE;
 	}
@@ -319,10 +327,16 @@ void corr_limits_fill(const struct mp_correlator *c, struct mp_profile *p)
 	if (ls.untracked)
 		p->limits.reached |= MP_LIMIT_LIVE;
 	p->limits.sites = c->opts.max_sites;
+	p->limits.sites_evicted = c->sites_evicted;
+	p->limits.site_error_bytes = 0;
+	for (uint32_t i = 0; c->sites_evicted && i < p->n_sites; i++)
+		if (!(p->sites[i].flags & SITE_F_HOLE) &&
+		    p->sites[i].error_space > p->limits.site_error_bytes)
+			p->limits.site_error_bytes = p->sites[i].error_space;
 }
 
-/* The site of an allocation, created if new; MP_NONE beyond the cap (the
- * allocation is counted in sites_dropped) or when out of memory. With call
+/* The site of an allocation, created if new (the table full: see
+ * corr_site_new()); MP_NONE when out of memory. With call
  * stacks, allocations from one caller on different paths are different
  * sites. */
 uint32_t corr_site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,

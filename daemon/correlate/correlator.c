@@ -132,6 +132,7 @@ void mp_correlator_free(struct mp_correlator *c)
 	free(c->stack_owner);
 	free(c->pending);
 	mp_hashmap_free(&c->site_map);
+	corr_sites_free(c);
 	free(c->pool_head);
 	free(c->slices);
 	mp_hashmap_free(&c->slice_map);
@@ -158,6 +159,7 @@ int mp_correlator_finish(struct mp_correlator *c, uint64_t end_ns, struct mp_pro
 	p->end_ns = end_ns;
 	corr_sampled_settle(c, p);
 	corr_limits_fill(c, p);
+	corr_sites_compact(c, p);
 	corr_sites_settle(c, p);
 	corr_peak_parts_settle(c, p);
 	if (c->oom)
@@ -214,6 +216,7 @@ int mp_correlator_snapshot(struct mp_correlator *c, uint64_t now_ns, struct mp_p
 	}
 	/* after the open kernels joined their aggregates */
 	corr_sampled_settle(c, q);
+	corr_sites_compact(c, q);
 	corr_sites_settle(c, q);
 	if (c->cur_phase != MP_NONE && now_ns > c->phase_entered)
 		q->phases[c->cur_phase].duration_ns += now_ns - c->phase_entered;

@@ -139,9 +139,16 @@ int mp_correlator_apply_heap(struct mp_correlator *c, const struct mp_raw_event 
  */
 int mp_correlator_apply_temporary(struct mp_correlator *c, const struct mp_raw_event *al,
 				  uint32_t stack, const struct mp_raw_event *fr);
+/* The blocks' values that mp_correlator_on_heap() returns are kept in
+ * live table @l of the caller's, which applies its events with it as the
+ * callback: when the site table is past its bound the correlator may
+ * rewrite them there (docs/PROFILE.md "Limits"), as it does in its own.
+ * Without it, values held outside are never rewritten, and an evicted
+ * site's entry is taken again only once its blocks are freed. */
+struct mp_live;
+void mp_correlator_values_in(struct mp_correlator *c, struct mp_live *l);
 /* The correlator's live table, to read (live.h: mp_live_stats(),
  * mp_live_lookup(), mp_live_foreach()); valid until mp_correlator_free(). */
-struct mp_live;
 const struct mp_live *mp_correlator_live(const struct mp_correlator *c);
 /* A heap record at @addr (and a realloc's @old_addr, 0: none) is applied
  * soon: its live-table slots are fetched into the cache. */

@@ -68,6 +68,21 @@
 #define MAX_SLICES (1u << 24)
 #define FN_POOL_MAX 64 /* MP_LIVE_FN_MAX */
 
+/* Limits (sites.c): entries of p->sites that are no site. A site evicted
+ * from the full table while blocks of it are live: their values still
+ * name its index, so it stays, retired, until they are freed (its
+ * inuse_objects counts them, its owner and name are theirs; its other
+ * figures are in "(other sites)", where their frees go) or rewritten;
+ * then free, for a new site. Never in a profile handed out. */
+#define SITE_F_RETIRED 0x8000u
+#define SITE_F_FREE 0x4000u
+#define SITE_F_HOLE (SITE_F_RETIRED | SITE_F_FREE)
+
+struct ss_node {
+	uint64_t key;
+	uint32_t site;
+};
+
 /* A live slice of a pool; indices are 1-based, 0 ends a list. */
 struct slice {
 	uint64_t addr, size;
@@ -216,6 +231,21 @@ struct mp_correlator {
 	/* Limits: per pool (heap: 0) its "(other sites)" entry's index + 1,
 	 * 0: none yet. */
 	uint32_t other_site[MAX_MEMPOOLS + 1];
+	/* The site table past its bound (space-saving, sites.c), from the
+	 * first site that finds it full on: the listed sites in a min-heap
+	 * by key (error_space + alloc_space; a key only grows, so the heap
+	 * holds each as it was when last looked at, refreshed when it comes
+	 * to the top); the holes of p->sites (SITE_F_RETIRED or
+	 * SITE_F_FREE), at most ss_spare, and the free ones' indices. */
+	struct ss_node *ss_heap;
+	uint32_t ss_n, ss_holes, ss_spare, ss_n_free;
+	uint32_t *ss_free;
+	uint64_t sites_evicted;
+	/* Where the blocks' values are kept (mp_correlator_values_in()),
+	 * and whether mp_correlator_on_heap() returned some to a caller that
+	 * keeps them elsewhere, where they cannot be rewritten. */
+	struct mp_live *values;
+	bool users_outside;
 
 	/* pools */
 	uint32_t mempools_cap;
@@ -251,6 +281,16 @@ void corr_limits_fill(const struct mp_correlator *c, struct mp_profile *p);
 uint32_t corr_site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
 		      uint32_t owner, uint32_t tid, uint32_t stack);
 void corr_sites_settle(const struct mp_correlator *c, struct mp_profile *p);
+
+uint32_t corr_site_append(struct mp_correlator *c, const struct mp_site *st);
+uint32_t corr_site_other(struct mp_correlator *c, uint32_t pool);
+uint32_t corr_site_dropped(struct mp_correlator *c, uint32_t pool);
+
+/* sites.c: the site table past its bound */
+uint32_t corr_site_evict(struct mp_correlator *c, const struct mp_site *st, uint64_t hash);
+struct mp_site *corr_site_retired_free(struct mp_correlator *c, struct mp_site *st);
+void corr_sites_compact(const struct mp_correlator *c, struct mp_profile *p);
+void corr_sites_free(struct mp_correlator *c);
 
 /* sampled.c */
 double corr_sampled_alloc(struct mp_correlator *c, const struct mp_heap_event *ev);

@@ -39,6 +39,9 @@ on_free_(struct mp_correlator *c, const struct mp_heap_event *ev, const bool sam
 			st = &p->sites[site];
 			owner = st->owner;
 			name = st->name;
+			/* limits: its site was evicted (sites.c) */
+			if (__builtin_expect(st->flags & SITE_F_HOLE, 0))
+				st = corr_site_retired_free(c, st);
 		}
 	} else if (__builtin_expect(ev->user & U_OTHER_FLAG, 0) && c->other_site[0]) {
 		st = &p->sites[c->other_site[0] - 1]; /* limits: "(other sites)" */
@@ -198,7 +201,12 @@ static inline __attribute__((always_inline)) uint64_t on_heap(struct mp_correlat
 
 uint64_t mp_correlator_on_heap(void *ctx, const struct mp_heap_event *ev)
 {
-	return on_heap(ctx, ev);
+	struct mp_correlator *c = ctx;
+
+	/* the blocks' values are the caller's to keep (sites.c) */
+	if (!c->values)
+		c->users_outside = true;
+	return on_heap(c, ev);
 }
 
 /* mp_correlator_apply_heap()'s callback: the stack id of the event being
@@ -230,9 +238,9 @@ static uint64_t on_heap_observed(void *ctx, const struct mp_heap_event *ev)
 		struct mp_heap_event with = *ev;
 
 		with.stack = c->apply_stack;
-		return mp_correlator_on_heap(c, &with);
+		return on_heap(c, &with);
 	}
-	return mp_correlator_on_heap(c, ev);
+	return on_heap(c, ev);
 }
 
 int mp_correlator_apply_heap(struct mp_correlator *c, const struct mp_raw_event *ev, uint32_t stack)
@@ -263,6 +271,11 @@ void mp_correlator_prefetch_heap(const struct mp_correlator *c, uint64_t addr, u
 		__builtin_prefetch(&l->slots[mp_live_slot_of_(l, addr)]);
 	if (old_addr)
 		__builtin_prefetch(&l->slots[mp_live_slot_of_(l, old_addr)]);
+}
+
+void mp_correlator_values_in(struct mp_correlator *c, struct mp_live *l)
+{
+	c->values = l;
 }
 
 const struct mp_live *mp_correlator_live(const struct mp_correlator *c)

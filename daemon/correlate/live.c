@@ -385,3 +385,10 @@ int mp_live_foreach(const struct mp_live *l, int (*cb)(void *ctx, const struct m
 	}
 	return 0;
 }
+
+void mp_live_map_user(struct mp_live *l, uint64_t (*fn)(void *ctx, uint64_t user), void *ctx)
+{
+	for (size_t i = 0; i <= l->mask; i++)
+		if (l->slots[i].addr)
+			l->slots[i].user = fn(ctx, l->slots[i].user);
+}

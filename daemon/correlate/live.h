@@ -83,4 +83,9 @@ int mp_live_lookup(const struct mp_live *l, uint64_t addr, struct mp_live_block 
 int mp_live_foreach(const struct mp_live *l, int (*cb)(void *ctx, const struct mp_live_block *b),
 		    void *ctx);
 
+/* Replaces the value stored with every live block by @fn(@ctx, value):
+ * the correlator's, when what values named is gone (a site's entry,
+ * attribution.c). Nothing else changes. */
+void mp_live_map_user(struct mp_live *l, uint64_t (*fn)(void *ctx, uint64_t user), void *ctx);
+
 #endif /* MP_LIVE_H */

@@ -386,6 +386,12 @@ static void slice_site_free(struct mp_correlator *c, uint32_t i)
 	if (!c->slices[i].site || c->slices[i].site > c->p->n_sites)
 		return;
 	st = &c->p->sites[c->slices[i].site - 1];
+	/* limits: its site was evicted (sites.c) */
+	if (st->flags & SITE_F_HOLE) {
+		st = corr_site_retired_free(c, st);
+		if (!st)
+			return;
+	}
 	site_keep_peak(c, st);
 	sub_clamped(&st->inuse_space, c->slices[i].size);
 	sub_clamped(&st->inuse_objects, 1);

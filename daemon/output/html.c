@@ -126,8 +126,9 @@ static void flags_drops(struct mp_json *j, const struct mp_profile *p)
 		     p->dropped_markers);
 	if (p->sites_dropped)
 		flag(j, "warn",
-		     "%" PRIu64 " allocations came after the limit of allocation sites: they are "
-		     "missing from the flame graphs but count in every other figure.",
+		     "%" PRIu64 " allocations are in \"(other sites)\", from the sites with the "
+		     "fewest bytes, evicted at the limit of allocation sites: they are missing "
+		     "from the flame graphs but count in every other figure.",
 		     p->sites_dropped);
 	if (p->stacks_dropped)
 		flag(j, "warn",

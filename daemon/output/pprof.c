@@ -102,7 +102,7 @@ struct build {
 	uint64_t other_loc;
 	Perftools__Profiles__Line other_line, *other_linep;
 	Perftools__Profiles__Function other_func;
-	char limit_note[3][192];
+	char limit_note[3][256];
 	/* The mapping samples' location id (0: none) and its function. */
 	uint64_t maps_loc;
 	Perftools__Profiles__Line maps_line, *maps_linep;
@@ -655,8 +655,11 @@ static int limit_comments(struct build *b, const struct mp_profile *p,
 	if (p->sites_dropped)
 		snprintf(b->limit_note[k++], sizeof(b->limit_note[0]),
 			 "memprofd: limit reached: sites (max_sites %u): %llu allocations are in "
-			 "the \"(other sites)\" samples",
-			 l->sites, (unsigned long long)p->sites_dropped);
+			 "the \"(other sites)\" samples (%llu sites evicted); a site listed lacks "
+			 "at most %llu bytes",
+			 l->sites, (unsigned long long)p->sites_dropped,
+			 (unsigned long long)l->sites_evicted,
+			 (unsigned long long)l->site_error_bytes);
 	if (l->reached & MP_LIMIT_LIVE)
 		snprintf(b->limit_note[k++], sizeof(b->limit_note[0]),
 			 "memprofd: limit reached: live table (%llu blocks, max_memory %llu MiB): "

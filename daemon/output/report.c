@@ -518,9 +518,12 @@ static void json_sites(struct mp_json *j, const struct mp_profile *p)
 			mp_json_u64(j, "allocSpaceStderr", stderr_of(p->site_vars[i].alloc_space));
 			mp_json_u64(j, "inuseSpaceStderr", stderr_of(p->site_vars[i].inuse_space));
 		}
-		/* limits: the "(other sites)" entry past the site table */
+		/* limits: the "(other sites)" entry past the site table, and
+		 * what a site admitted past it may lack */
 		if (st->flags & MP_SITE_F_OTHER)
 			mp_json_bool(j, "other", true);
+		if (st->error_space)
+			mp_json_u64(j, "errorSpace", st->error_space);
 		/* pool slices: a view apart from the heap sites (only in
 		 * profiles with pools) */
 		if (p->n_mempools) {
@@ -655,6 +658,8 @@ static void json_limits(struct mp_json *j, const struct mp_profile *p)
 	mp_json_u64(j, "untrackedAllocs", l->untracked_allocs);
 	mp_json_u64(j, "untrackedBytes", l->untracked_bytes);
 	mp_json_u64(j, "otherSiteAllocs", p->sites_dropped);
+	mp_json_u64(j, "sitesEvicted", l->sites_evicted);
+	mp_json_u64(j, "siteErrorBytes", l->site_error_bytes);
 	mp_json_u64(j, "stacksDropped", p->stacks_dropped);
 	mp_json_bool(j, "heapLowerBounds", (l->reached & MP_LIMIT_LIVE) != 0);
 	mp_json_object_end(j);
@@ -921,8 +926,11 @@ static void put_limits(FILE *f, const struct mp_profile *p)
 	if (l->reached & MP_LIMIT_SITES)
 		fprintf(f,
 			"limit reached: sites (max_sites %" PRIu32 "): %" PRIu64
-			" allocations counted in \"(other sites)\"\n",
-			l->sites, p->sites_dropped);
+			" sites with the fewest bytes evicted, their %" PRIu64
+			" allocations counted in \"(other sites)\"; a site listed lacks at most %" PRIu64
+			" B, and every site with more than 1/%" PRIu32 " of the bytes is listed\n",
+			l->sites, l->sites_evicted, p->sites_dropped, l->site_error_bytes,
+			l->sites);
 	if (l->reached & MP_LIMIT_STACKS)
 		fprintf(f,
 			"limit reached: stacks (max_stacks %" PRIu32 ", %" PRIu64

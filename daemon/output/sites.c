@@ -16,6 +16,7 @@ struct row {
 	uint32_t owner;
 	bool other; /* limits: the "(other sites)" entry */
 	uint64_t alloc_objects, alloc_space, inuse_space;
+	uint64_t error_space; /* limits: bytes it may lack (mp_site.error_space) */
 	/* sampled mode: variances of the two (independent sites: they add) */
 	double alloc_var, inuse_var;
 };
@@ -87,7 +88,8 @@ int mp_report_sites(const struct mp_profile *p, uint32_t n, FILE *f)
 					.other = (s->flags & MP_SITE_F_OTHER) != 0,
 					.alloc_objects = s->alloc_objects,
 					.alloc_space = s->alloc_space,
-					.inuse_space = s->inuse_space };
+					.inuse_space = s->inuse_space,
+					.error_space = s->error_space };
 		if (p->site_vars) {
 			rows[i].alloc_var = p->site_vars[i].alloc_space;
 			rows[i].inuse_var = p->site_vars[i].inuse_space;
@@ -100,6 +102,7 @@ int mp_report_sites(const struct mp_profile *p, uint32_t n, FILE *f)
 			rows[nr - 1].alloc_objects += rows[i].alloc_objects;
 			rows[nr - 1].alloc_space += rows[i].alloc_space;
 			rows[nr - 1].inuse_space += rows[i].inuse_space;
+			rows[nr - 1].error_space += rows[i].error_space;
 			rows[nr - 1].alloc_var += rows[i].alloc_var;
 			rows[nr - 1].inuse_var += rows[i].inuse_var;
 		} else {
@@ -133,10 +136,15 @@ int mp_report_sites(const struct mp_profile *p, uint32_t n, FILE *f)
 				k, r->alloc_space, r->alloc_objects, r->inuse_space,
 				r->owner < p->n_owners ? p->owners[r->owner].name : "?");
 		if (r->other) {
-			fprintf(f, "      (other sites: beyond max_sites %" PRIu32 ")\n",
+			fprintf(f, "      (other sites: evicted past max_sites %" PRIu32 ")\n",
 				p->limits.sites);
 			continue;
 		}
+		if (r->error_space)
+			fprintf(f,
+				"      (listed past max_sites %" PRIu32 ": may lack up to %" PRIu64
+				" bytes allocated before, counted in \"(other sites)\")\n",
+				p->limits.sites, r->error_space);
 		if (!st) {
 			frame(p, r->caller, f);
 			continue;

@@ -397,7 +397,7 @@ struct mp_mempool {
  * very many live blocks, sites or stacks reaches (a hostile one on
  * purpose), and what went past them. mp_limits.reached: */
 #define MP_LIMIT_LIVE 0x1u /* live table full: new blocks counted, not tracked */
-#define MP_LIMIT_SITES 0x2u /* site table full: the rest in "(other sites)" */
+#define MP_LIMIT_SITES 0x2u /* site table full: the smallest folded into "(other sites)" */
 #define MP_LIMIT_STACKS 0x4u /* stack table full: the rest with their caller alone */
 #define MP_LIMIT_NAMES 0x8u /* kernel names full: the rest named "(other)" */
 
@@ -411,6 +411,11 @@ struct mp_limits {
 	uint32_t sites; /* the site table's bound (0: not recorded) */
 	uint32_t stacks; /* the stack table's bound in stacks (0: no stacks) */
 	uint64_t stack_frames; /* and in frames */
+	/* The site table past its bound (space-saving): sites whose figures
+	 * were folded into "(other sites)" to admit a new one, and the
+	 * largest mp_site.error_space of a site listed, the most bytes any
+	 * listed site's alloc_space may lack. */
+	uint64_t sites_evicted, site_error_bytes;
 };
 
 struct mp_rss_point {
@@ -503,9 +508,11 @@ struct mp_profile {
 	uint64_t rss_peak; /* max VmRSS sampled */
 	uint64_t vm_hwm; /* last VmHWM sampled, MP_UNKNOWN if none */
 
-	/* Allocation sites, in order of first allocation. Bounded: the
-	 * allocations of sites beyond the cap are counted in sites_dropped
-	 * and in the "(other sites)" entry of their pool (MP_SITE_F_OTHER). */
+	/* Allocation sites, in order of first allocation. Bounded: past the
+	 * cap the site with the fewest bytes is folded into the "(other
+	 * sites)" entry of its pool (MP_SITE_F_OTHER) to admit a new one
+	 * (docs/PROFILE.md "Limits"); sites_dropped counts the allocations
+	 * that entry holds. */
 	uint32_t n_sites;
 	struct mp_site *sites;
 	uint64_t sites_dropped;
@@ -651,6 +658,12 @@ struct mp_site {
 	/* Correlator state (not in the file; 0 in a finished profile): the
 	 * process peak whose figures peak_* hold while it is the current one. */
 	uint64_t peak_ver;
+	/* Limits: the site was admitted in place of one evicted from a full
+	 * table (docs/PROFILE.md "Limits"); its figures are exact since then,
+	 * and it may have allocated up to error_space bytes more before
+	 * (which "(other sites)" holds). 0: admitted before the table was
+	 * full. */
+	uint64_t error_space;
 };
 
 #define MP_SITE_F_OTHER 0x1u

@@ -663,6 +663,8 @@ static void enc_limits(struct arena *a, const struct mp_profile *p, Memprof__Pro
 	lo->sites = l->sites;
 	lo->stacks = l->stacks;
 	lo->stack_frames = l->stack_frames;
+	lo->sites_evicted = l->sites_evicted;
+	lo->site_error_bytes = l->site_error_bytes;
 	o->limits = lo;
 }
 
@@ -881,7 +883,7 @@ enum { PB_VARINT = 0, PB_FIXED64 = 1, PB_LEN = 2, PB_FIXED32 = 5 };
 
 #define PB_SITES 21 /* memprof.Profile.sites */
 /* The bytes of the largest site: its key, its length and its fields. */
-#define PB_SITE_MAX (2 + 2 + 138)
+#define PB_SITE_MAX (2 + 2 + 150)
 
 static uint8_t *put_varint(uint8_t *b, uint64_t v)
 {
@@ -933,7 +935,7 @@ static uint8_t *put_double(uint8_t *b, uint32_t field, double v)
 
 /* The fields of site @st (@var: its variances, or NULL) as the protobuf-c
  * encoder before wrote them (peak_* only when known): site_len() bytes,
- * which put_site() writes, field for field (at most 138). */
+ * which put_site() writes, field for field (at most 150). */
 static size_t site_len(const struct mp_site *st, const struct mp_site_var *var)
 {
 	bool peak = st->peak_space != MP_UNKNOWN;
@@ -947,7 +949,7 @@ static size_t site_len(const struct mp_site *st, const struct mp_site_var *var)
 	if (var)
 		n += double_len(40, var->alloc_space) + double_len(41, var->inuse_space);
 	return n + uint_len(50, st->pool) + uint_len(60, st->stack) +
-	       uint_len(80, !!(st->flags & MP_SITE_F_OTHER));
+	       uint_len(80, !!(st->flags & MP_SITE_F_OTHER)) + uint_len(81, st->error_space);
 }
 
 static uint8_t *put_site(uint8_t *b, const struct mp_site *st, const struct mp_site_var *var)
@@ -972,7 +974,8 @@ static uint8_t *put_site(uint8_t *b, const struct mp_site *st, const struct mp_s
 	}
 	b = put_uint(b, 50, st->pool);
 	b = put_uint(b, 60, st->stack);
-	return put_uint(b, 80, !!(st->flags & MP_SITE_F_OTHER)); /* limits */
+	b = put_uint(b, 80, !!(st->flags & MP_SITE_F_OTHER)); /* limits */
+	return put_uint(b, 81, st->error_space);
 }
 
 /* Profile.sites: each site a key, a length and its fields. */

@@ -665,6 +665,7 @@ static int dec_site_list(const Memprof__Profile *o, struct mp_profile *p, const 
 			.flags = st->other ? MP_SITE_F_OTHER : 0, /* limits */
 			.peak_objects = st->peak_recorded ? st->peak_objects : MP_UNKNOWN,
 			.peak_space = st->peak_recorded ? st->peak_space : MP_UNKNOWN,
+			.error_space = st->error_space, /* limits */
 		};
 		p->n_sites = i + 1;
 		if (!p->site_vars && (st->alloc_space_var != 0 || st->inuse_space_var != 0)) {
@@ -1078,7 +1079,9 @@ static void dec_limits(const Memprof__Limits *o, struct mp_profile *p)
 					.untracked_bytes = o->untracked_bytes,
 					.sites = o->sites,
 					.stacks = o->stacks,
-					.stack_frames = o->stack_frames };
+					.stack_frames = o->stack_frames,
+					.sites_evicted = o->sites_evicted,
+					.site_error_bytes = o->site_error_bytes };
 }
 
 static int dec_profile(const Memprof__Profile *o, struct mp_profile *p, const char **ret_why)

@@ -159,11 +159,14 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "memory for this target's tables: live blocks,\n"
 	  "sites, stacks (default 512M, K/M/G suffixes);\n"
 	  "past it new blocks are counted but not tracked,\n"
-	  "new sites go to \"(other sites)\" and the profile's\n"
-	  "limits say so (docs/PROFILE.md \"Limits\")" },
+	  "the sites with the fewest bytes are folded into\n"
+	  "\"(other sites)\" and the profile's limits say so\n"
+	  "(docs/PROFILE.md \"Limits\")" },
 	{ MP_OPT_ID_MAX_SITES, "max-sites", 0, "max_sites", MP_OPT_UINT, FG | MP_OPT_CONFIG, 1, MP_SESSION_MAX_SITES, NULL, "N",
 	  "allocation sites kept (default: from --max-memory);\n"
-	  "the rest are counted in \"(other sites)\"" },
+	  "past it the site with the fewest bytes is folded\n"
+	  "into \"(other sites)\" for a new one: a site with\n"
+	  "more than 1/N of the bytes is always listed" },
 	{ MP_OPT_ID_MAX_STACKS, "max-stacks", 0, "max_stacks", MP_OPT_UINT, FG | MP_OPT_CONFIG, 1, MP_PROFILE_MAX_STACKS, NULL, "N",
 	  "distinct call stacks kept with --stacks, up to\n"
 	  "16777216 (default: from --max-memory, 838860 for\n"

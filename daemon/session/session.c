@@ -179,7 +179,11 @@ static int setup_wrappers(struct session *s)
 void mp_session_limits(uint64_t max_memory, uint32_t max_sites, struct mp_session_limits *ret)
 {
 	uint64_t m = max_memory ? max_memory : MP_SESSION_DEFAULT_MEMORY;
-	uint64_t sites = max_sites ? max_sites : m / 8 / 128;
+	/* 160 bytes a site: its entry (96), its sampled variances (16), its
+	 * place in the site map and in the eviction heap (16 each), and an
+	 * eighth more entries for evicted sites whose blocks are live
+	 * (docs/PROFILE.md "Limits") */
+	uint64_t sites = max_sites ? max_sites : m / 8 / 160;
 
 	*ret = (struct mp_session_limits){
 		.memory = m,

@@ -100,8 +100,10 @@ static void side_new(struct side *s, uint64_t sample_bytes, bool own, bool obser
 
 	*s = (struct side){ 0 };
 	cr_assert_eq(mp_correlator_new(&o, &s->c), 0);
-	if (own)
+	if (own) {
 		cr_assert_eq(mp_live_new(&s->own), 0);
+		mp_correlator_values_in(s->c, s->own);
+	}
 	s->l = own ? s->own : mp_correlator_live(s->c);
 	cr_assert_eq(mp_correlator_add_owner_rule(s->c, "libb*=B"), 0);
 	cr_assert_eq(mp_correlator_set_fn_pool(s->c, MP_FN_CUSTOM + 1, "arena", MP_POOL_KIND_HOST),

@@ -127,8 +127,8 @@ Test(tfjs, example1_model)
 		.n_sites = 2,
 		.sites =
 			(struct mp_site[]){
-				{ 0, MP_NONE, MP_NONE, 0, 1, 1, 12, 1, 12, 0, 0, 0, 1, 12, 0 },
-				{ 0, 0, MP_NONE, 0, 1, 2, 24, 0, 0, 0, 0, 0, 1, 12, 0 } },
+				{ 0, MP_NONE, MP_NONE, 0, 1, 1, 12, 1, 12, 0, 0, 0, 1, 12, 0, 0 },
+				{ 0, 0, MP_NONE, 0, 1, 2, 24, 0, 0, 0, 0, 0, 1, 12, 0, 0 } },
 	};
 
 	expect_profile_eq(p, &want);
@@ -260,8 +260,8 @@ Test(tfjs, example2_model)
 		.n_sites = 2,
 		.sites =
 			(struct mp_site[]){
-				{ 0, MP_NONE, MP_NONE, 0, 1, 2, 24, 2, 24, 0, 0, 0, 2, 24, 0 },
-				{ 0, 0, MP_NONE, 0, 1, 1, 8, 1, 8, 0, 0, 0, 1, 8, 0 } },
+				{ 0, MP_NONE, MP_NONE, 0, 1, 2, 24, 2, 24, 0, 0, 0, 2, 24, 0, 0 },
+				{ 0, 0, MP_NONE, 0, 1, 1, 8, 1, 8, 0, 0, 0, 1, 8, 0, 0 } },
 	};
 
 	expect_profile_eq(p, &want);

@@ -116,6 +116,9 @@ Test(limits, other_sites_hold_every_byte_past_max_sites, .init = setup, .fini = 
 	snprintf(pb, sizeof(pb), "%s/p.pb.gz", tmpdir);
 	cr_assert_eq(mp_test_run_capture(argv, out, sizeof(out)), 0);
 	cr_assert_not_null(strstr(out, "limit reached: sites (max_sites 50): "), "%s", out);
+	/* the smallest evicted, and the bound on what a listed site lacks */
+	cr_assert_not_null(strstr(out, " sites with the fewest bytes evicted, their "), "%s", out);
+	cr_assert_not_null(strstr(out, "; a site listed lacks at most "), "%s", out);
 	h = strstr(out, ", allocated ");
 	cr_assert_not_null(h, "%s", out);
 	allocated = strtoull(h + strlen(", allocated "), NULL, 10);
@@ -151,4 +154,7 @@ Test(limits, other_sites_hold_every_byte_past_max_sites, .init = setup, .fini = 
 	cr_assert_not_null(strstr(h, "\"sites\": 50,"), "%.3000s", h);
 	cr_assert_not_null(strstr(h, "\"sites\"\n"), "%.3000s", h);
 	cr_assert_not_null(strstr(json, "\"other\": true"));
+	cr_assert_not_null(strstr(h, "\"sitesEvicted\": "), "%.3000s", h);
+	cr_assert_not_null(strstr(h, "\"siteErrorBytes\": "), "%.3000s", h);
+	cr_assert_not_null(strstr(json, "\"errorSpace\": "));
 }

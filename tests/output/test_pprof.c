@@ -281,6 +281,8 @@ Test(pprof, save_writes_gzip_and_dropped_sites_are_noted)
 	long len;
 
 	p->sites_dropped = 9;
+	p->limits.sites_evicted = 3;
+	p->limits.site_error_bytes = 4096;
 	cr_assert_not_null(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/p.pb.gz", dir);
 	cr_assert_eq(mp_pprof_save(p, path), 0);
@@ -299,7 +301,8 @@ Test(pprof, save_writes_gzip_and_dropped_sites_are_noted)
 	cr_assert_eq(m->n_comment, 2);
 	cr_expect_str_eq(str_at(m, m->comment[1]),
 			 "memprofd: limit reached: sites (max_sites 65536): 9 allocations are in "
-			 "the \"(other sites)\" samples");
+			 "the \"(other sites)\" samples (3 sites evicted); a site listed lacks at "
+			 "most 4096 bytes");
 	cr_expect_eq(m->n_sample, 5);
 	perftools__profiles__profile__free_unpacked(m, NULL);
 	free(raw);

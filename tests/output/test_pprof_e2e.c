@@ -379,10 +379,10 @@ static void check_symbols(const char *fixture, enum symbols level)
 	cr_expect_str_eq(p->phases[0].name, "inference");
 	uint64_t a = p->locations[0].addr, b = p->locations[1].addr;
 	const struct mp_site want[] = {
-		{ a, 0, 0, owner, pid, 2, 2000, 1, 1000, 0, 0, 0, 2, 2000, 0 },
-		{ b, 0, 0, owner, pid, 1, 3000, 0, 0, 0, 0, 0, 1, 3000, 0 },
-		{ a, 1, 0, owner, pid, 1, 200, 1, 200, 0, 0, 0, 0, 0, 0 },
-		{ b, 1, 0, owner, pid, 2, 1000, 0, 0, 0, 0, 0, 0, 0, 0 },
+		{ a, 0, 0, owner, pid, 2, 2000, 1, 1000, 0, 0, 0, 2, 2000, 0, 0 },
+		{ b, 0, 0, owner, pid, 1, 3000, 0, 0, 0, 0, 0, 1, 3000, 0, 0 },
+		{ a, 1, 0, owner, pid, 1, 200, 1, 200, 0, 0, 0, 0, 0, 0, 0 },
+		{ b, 1, 0, owner, pid, 2, 1000, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
 	};
 	EXPECT_ARRAY("sites", p->sites, p->n_sites, want, 4, expect_site_peak_eq);
 	cr_expect_eq(p->sites_dropped, 0);

@@ -444,6 +444,7 @@ static UNUSED void expect_site_eq(const char *path, const struct mp_site *g,
 	EQ(path, inuse_space, g, w);
 	EQ(path, pool, g, w);
 	EQ(path, flags, g, w);
+	EQ(path, error_space, g, w);
 }
 
 /* expect_site_eq() and the figures at the peak. */

@@ -44,11 +44,11 @@ Test(sites, aggregated_per_caller_kernel_phase_owner_thread)
 
 	/* owners: [0] (unknown), [1] libxnnpack.so.1, [2] runner */
 	const struct mp_site want[] = {
-		{ 0x1100, N, 0, 1, 1, 1, 100, 1, 100, 0, 0, 0, 1, 100, 0 },
-		{ 0x1100, 0, 0, 1, 1, 2, 2000, 1, 1000, 0, 0, 0, 2, 2000, 0 },
-		{ 0x2200, 0, 0, 2, 1, 1, 2000, 0, 0, 0, 0, 0, 1, 2000, 0 },
-		{ 0x1100, 0, 0, 1, 2, 1, 64, 1, 64, 0, 0, 0, 0, 0, 0 },
-		{ 0x1100, 1, 1, 1, 1, 1, 300, 1, 300, 0, 0, 0, 0, 0, 0 },
+		{ 0x1100, N, 0, 1, 1, 1, 100, 1, 100, 0, 0, 0, 1, 100, 0, 0 },
+		{ 0x1100, 0, 0, 1, 1, 2, 2000, 1, 1000, 0, 0, 0, 2, 2000, 0, 0 },
+		{ 0x2200, 0, 0, 2, 1, 1, 2000, 0, 0, 0, 0, 0, 1, 2000, 0, 0 },
+		{ 0x1100, 0, 0, 1, 2, 1, 64, 1, 64, 0, 0, 0, 0, 0, 0, 0 },
+		{ 0x1100, 1, 1, 1, 1, 1, 300, 1, 300, 0, 0, 0, 0, 0, 0, 0 },
 	};
 	EXPECT_ARRAY("sites", p->sites, p->n_sites, want, 5, expect_site_peak_eq);
 	cr_expect_eq(p->sites_dropped, 0);
@@ -83,23 +83,29 @@ Test(sites, table_is_bounded_and_overflow_counted)
 	kbegin(&s, 1, "k");
 	a = alloc_from(&s, 1, 10, 0x1100);
 	b = alloc_from(&s, 1, 20, 0x1200);
-	c = alloc_from(&s, 1, 40, 0x2300); /* third site: over the cap */
+	/* third site: over the cap, in place of 0x1100 (10 bytes, the
+	 * fewest), whose block stays live */
+	c = alloc_from(&s, 1, 40, 0x2300);
 	alloc_from(&s, 1, 80, 0x2300);
-	alloc_from(&s, 1, 5, 0x1100); /* existing site: still counted */
+	/* 0x1100 again: a new site now, in place of 0x1200 (20 bytes) */
+	alloc_from(&s, 1, 5, 0x1100);
 	release(&s, 1, &c);
-	release(&s, 1, &b);
+	release(&s, 1, &b); /* an evicted site's blocks: "(other sites)" */
 	kend(&s, 1);
 	release(&s, 1, &a);
 	p = finish(&s);
 
 	const struct mp_site want[] = {
-		{ 0x1100, 0, N, 1, 1, 2, 15, 1, 5, 0, 0, 0, 2, 15, 0 },
-		{ 0x1200, 0, N, 1, 1, 1, 20, 0, 0, 0, 0, 0, 1, 20, 0 },
-		/* the rest: "(other sites)" (docs/PROFILE.md "Limits") */
-		{ 0, N, N, 0, 0, 2, 120, 1, 80, 0, MP_SITE_F_OTHER, 0, 2, 120, 0 },
+		/* the evicted: "(other sites)" (docs/PROFILE.md "Limits") */
+		{ 0, N, N, 0, 0, 2, 30, 0, 0, 0, MP_SITE_F_OTHER, 0, 2, 30, 0, 0 },
+		/* each may lack the bytes of the site it replaced */
+		{ 0x2300, 0, N, 2, 1, 2, 120, 1, 80, 0, 0, 0, 2, 120, 0, 10 },
+		{ 0x1100, 0, N, 1, 1, 1, 5, 1, 5, 0, 0, 0, 1, 5, 0, 20 },
 	};
 	EXPECT_ARRAY("sites", p->sites, p->n_sites, want, 3, expect_site_peak_eq);
 	cr_expect_eq(p->sites_dropped, 2);
+	cr_expect_eq(p->limits.sites_evicted, 2);
+	cr_expect_eq(p->limits.site_error_bytes, 20);
 	/* The dropped site's free still finds its owner and kernel. */
 	const struct mp_pool runner = { .name = "runner",
 					.mem = { 80, 1, 120, 2, 40, 1 },
@@ -149,8 +155,8 @@ Test(sites, round_trip_and_snapshot)
 	alloc_from(&s, 7, 8, 0x2200);
 	cr_assert_eq(mp_correlator_snapshot(s.c, s.ts + 1, &snap), 0);
 	const struct mp_site want[] = {
-		{ 0x1100, 0, N, 1, 7, 1, 4096, 1, 4096, 0, 0, 0, 1, 4096, 0 },
-		{ 0x2200, 0, N, 2, 7, 1, 8, 1, 8, 0, 0, 0, 1, 8, 0 },
+		{ 0x1100, 0, N, 1, 7, 1, 4096, 1, 4096, 0, 0, 0, 1, 4096, 0, 0 },
+		{ 0x2200, 0, N, 2, 7, 1, 8, 1, 8, 0, 0, 0, 1, 8, 0, 0 },
 	};
 	EXPECT_ARRAY("snapshot.sites", snap->sites, snap->n_sites, want, 2, expect_site_peak_eq);
 	kend(&s, 7);
