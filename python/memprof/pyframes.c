@@ -61,9 +61,10 @@ struct code_ent {
 	int firstlineno;
 };
 
-/* The line of an instruction of a code object, found by the code object
- * and the instruction's offset, checked as code_ent's (the line table is
- * read from its start each time: on a big module's code, microseconds). */
+/* The frame of an instruction of a code object (its name id and line),
+ * found by the code object and the instruction's offset, checked as
+ * code_ent's: one lookup a frame, where the line table is read from its
+ * start (on a big module's code, microseconds). */
 #define LINE_CACHE 32768u
 
 struct line_ent {
@@ -72,6 +73,7 @@ struct line_ent {
 	_Atomic(const void *) code;
 	const void *qualname, *filename;
 	Py_ssize_t lasti;
+	uint32_t id;
 };
 
 static struct code_ent *cache;
@@ -185,17 +187,17 @@ static uint32_t code_id(PyCodeObject *co)
 	return id;
 }
 
-/* The line @f is at, 0 when it cannot say. */
-static int frame_line(_PyInterpreterFrame *f)
+/* Frame @f as MP_PYFRAME(): its code's name id, its line (0: unknown). */
+static uint64_t frame_of(_PyInterpreterFrame *f)
 {
 	PyCodeObject *co = f->f_code;
 	Py_ssize_t lasti = f->prev_instr - _PyCode_CODE(co);
 	struct line_ent *e;
-	uint32_t s;
+	uint32_t s, id;
 	int line;
 
 	if (lasti < 0 || lasti >= Py_SIZE(co))
-		return 0;
+		return MP_PYFRAME(code_id(co), 0);
 	e = &lines[(((uintptr_t)co >> 4) * 0x9e3779b97f4a7c15ull +
 		    (uint64_t)lasti * 0xff51afd7ed558ccdull) >>
 			   40 &
@@ -204,22 +206,27 @@ static int frame_line(_PyInterpreterFrame *f)
 	if (s && !(s & 1) && atomic_load_explicit(&e->code, memory_order_relaxed) == co &&
 	    e->lasti == lasti && e->qualname == co->co_qualname && e->filename == co->co_filename) {
 		line = e->line;
+		id = e->id;
 		atomic_thread_fence(memory_order_acquire);
 		if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s)
-			return line;
+			return MP_PYFRAME(id, line);
 	}
+	id = code_id(co);
 	line = PyCode_Addr2Line(co, (int)(lasti * (Py_ssize_t)sizeof(_Py_CODEUNIT)));
-	/* kept by one thread at a time; another's stays unkept */
-	if (!(s & 1) && atomic_compare_exchange_strong_explicit(
-				&e->seq, &s, s + 1, memory_order_acquire, memory_order_relaxed)) {
+	/* kept by one thread at a time (another's stays unkept), and only
+	 * with a name */
+	if (id && !(s & 1) &&
+	    atomic_compare_exchange_strong_explicit(&e->seq, &s, s + 1, memory_order_acquire,
+						    memory_order_relaxed)) {
 		atomic_store_explicit(&e->code, (const void *)co, memory_order_relaxed);
 		e->lasti = lasti;
 		e->qualname = co->co_qualname;
 		e->filename = co->co_filename;
 		e->line = line;
+		e->id = id;
 		atomic_store_explicit(&e->seq, s + 2, memory_order_release);
 	}
-	return line;
+	return MP_PYFRAME(id, line);
 }
 
 /* The expander (expand.h): each eval-loop frame of @in replaced by the
@@ -246,7 +253,7 @@ static int expand(const uint64_t *in, int n, uint64_t *out, int max)
 				entry[np - 1] = true;
 			continue;
 		}
-		py[np] = MP_PYFRAME(code_id(co), frame_line(f));
+		py[np] = frame_of(f);
 		entry[np++] = f->is_entry;
 	}
 	if (!np)
