@@ -238,11 +238,16 @@ static int expand(const uint64_t *in, int n, uint64_t *out, int max)
 	bool entry[PY_FRAMES_MAX];
 	PyThreadState *ts = PyGILState_GetThisThreadState();
 	_PyInterpreterFrame *f;
-	int np = 0, g = 0, m = 0;
+	int np = 0, g = 0, m = 0, first = 0, limit;
 
 	if (!ts || !ts->cframe)
 		return 0;
-	for (f = ts->cframe->current_frame; f && np < PY_FRAMES_MAX; f = f->previous) {
+	/* as many as fit after the native frames before the first eval loop
+	 * (a deep import's dozens of frames past the depth are not read) */
+	while (first < n && (in[first] < eval_lo || in[first] >= eval_hi))
+		first++;
+	limit = max - first < PY_FRAMES_MAX ? max - first : PY_FRAMES_MAX;
+	for (f = ts->cframe->current_frame; f && np < limit; f = f->previous) {
 		PyCodeObject *co = f->f_code;
 
 		if (!co || Py_TYPE(co) != &PyCode_Type)
