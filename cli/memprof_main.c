@@ -169,7 +169,8 @@ static int set_pythonpath(bool torch, bool boot)
 		}
 	}
 	path = realpath(dir, real) ? real : dir;
-	if (torch && setenv("MEMPROF_TORCH", "1", 1) < 0)
+	/* the hook's switch is --torch's alone, not an inherited one */
+	if (torch ? setenv("MEMPROF_TORCH", "1", 1) < 0 : unsetenv("MEMPROF_TORCH") < 0)
 		return -errno;
 	/* the startup hook first, so that it runs (docs/PYTHON.md) */
 	if (boot || torch)
