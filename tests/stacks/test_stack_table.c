@@ -6,6 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "collect.h"
+#include "ring_abi.h"
 #include "stacks.h"
 
 Test(stack_table, ids_and_export)
@@ -307,4 +311,44 @@ Test(stack_table, random_stacks_as_a_list_says, .timeout = 60)
 	}
 	mp_profile_stacks_free(&p);
 	mp_stack_table_free(t);
+}
+
+/* What a target that lies in its FRAMES records' Python frames (ids the
+ * ring's table never had, far past it) does to the collector: no name,
+ * no array sized by the id; a name the ring has is asked for once. */
+static unsigned asked;
+
+static const char *ring_names(void *ctx, uint32_t id)
+{
+	(void)ctx;
+	asked++;
+	return id == 3 ? "forward@/src/model.py" : NULL;
+}
+
+Test(stack_table, python_frames_of_a_lying_target)
+{
+	const struct mp_collect_target t = { .maps = NULL, .exited = true };
+	const uint64_t frames[] = { 0x401000, MP_PYFRAME(3, 12), MP_PYFRAME(0xffffffffu, 1),
+				    MP_PYFRAME(900000, 7), MP_PYFRAME(3, 14) };
+	struct mp_stack_collector *c;
+	uint32_t id;
+
+	cr_assert_eq(mp_stack_collector_new(getpid(), true, 64, &c), 0);
+	mp_stack_collect_set_pynames(c, ring_names, NULL);
+	id = mp_stack_collect_given(c, &t, frames, 5, false);
+	cr_assert_neq(id, 0);
+	cr_assert(mp_stack_collect_last_python(c));
+	cr_assert_str_eq(mp_stack_collect_pyname(c, 3), "forward@/src/model.py");
+	cr_assert_null(mp_stack_collect_pyname(c, 0xffffffffu));
+	cr_assert_null(mp_stack_collect_pyname(c, 900000));
+	/* 3 once (two frames of it), 900000 asked and refused by the ring,
+	 * 0xffffffff never asked (past any ring) */
+	cr_assert_eq(asked, 2, "%u names asked", asked);
+	/* the same stack again: known, nothing asked */
+	cr_assert_eq(mp_stack_collect_given(c, &t, frames, 5, false), id);
+	cr_assert_eq(asked, 2);
+	/* a native stack is no Python one */
+	mp_stack_collect_given(c, &t, frames, 1, false);
+	cr_assert_not(mp_stack_collect_last_python(c));
+	mp_stack_collector_free(c);
 }
