@@ -4,6 +4,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <capstone/capstone.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -890,13 +891,22 @@ static __u32 btf_enum_value(const struct btf *btf, const char *name, __u32 dflt)
 
 static struct kernel_facts facts;
 
+/*
+ * vmlinux's BTF, in place of libbpf's own btf__load_vmlinux_btf(). Debian
+ * 12's libbpf (1.1) reads /sys/kernel/btf/vmlinux 4 KiB a read(): 1,340
+ * reads of 5.4 MB, 13-27 ms here, once per BPF object it loads (the
+ * tracer's and the hub's) and once for the kernel facts, all before the
+ * target runs. Since 6.16 the kernel lets the file be mapped (libbpf 1.5
+ * maps it itself): mapped and parsed, it takes 5-6 ms. libbpf calls this
+ * function through its PLT, so the executable's definition takes the place
+ * of its own; where the file cannot be mapped (an older kernel), libbpf's
+ * own runs (RTLD_NEXT). The caller owns the result (btf__free()).
+ */
 #define MP_VMLINUX_BTF "/sys/kernel/btf/vmlinux"
 
-/* vmlinux's BTF for the kernel facts: mapped where the kernel lets its
- * sysfs file be mapped (6.16 and later), a copy made from its memory in
- * ~1 ms; else libbpf's read of it, 4 KiB a read(), 3-10 ms here. */
-static struct btf *vmlinux_btf(void)
+struct btf *btf__load_vmlinux_btf(void)
 {
+	struct btf *(*libbpf_own)(void);
 	struct btf *btf = NULL;
 	struct stat st;
 	void *m = MAP_FAILED;
@@ -904,23 +914,28 @@ static struct btf *vmlinux_btf(void)
 
 	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (1 << 30))
 		m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (fd >= 0)
+		close(fd);
 	if (m != MAP_FAILED) {
 		btf = btf__new(m, (uint32_t)st.st_size);
 		munmap(m, (size_t)st.st_size);
-		if (libbpf_get_error(btf))
-			btf = NULL;
+		if (!libbpf_get_error(btf))
+			return btf;
 	}
-	if (fd >= 0)
-		close(fd);
-	return btf ? btf : btf__load_vmlinux_btf();
+	libbpf_own = (struct btf * (*)(void)) dlsym(RTLD_NEXT, "btf__load_vmlinux_btf");
+	if (!libbpf_own || libbpf_own == btf__load_vmlinux_btf) {
+		errno = ESRCH;
+		return NULL;
+	}
+	return libbpf_own();
 }
 
 static void read_kernel_facts(void)
 {
-	struct btf *btf = vmlinux_btf();
+	struct btf *btf = btf__load_vmlinux_btf();
 
 	facts.nr_mm_counters = 4;
-	if (!btf)
+	if (libbpf_get_error(btf) || !btf)
 		return;
 	facts.uprobe_multi =
 		btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
