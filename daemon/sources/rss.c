@@ -327,7 +327,7 @@ static int open_live_thread(struct mp_rss_sampler *s)
 		struct mp_rss_sample sample;
 		char *end;
 		long tid = strtol(de->d_name, &end, 10);
-		size_t len;
+		size_t len = 0;
 		int fd, smaps_fd = -1;
 
 		if (*end || tid <= 0 || tid == s->pid)
@@ -368,7 +368,7 @@ static int read_status(struct mp_rss_sampler *s, struct mp_rss_sample *ret)
 	for (int attempt = 0; attempt < 3; attempt++) {
 		int fd = s->thread_fd >= 0 ? s->thread_fd : s->status_fd;
 		uint64_t t0, t1;
-		size_t len;
+		size_t len = 0;
 		int r;
 
 		t0 = mp_now_ns();
@@ -403,7 +403,7 @@ int mp_rss_sampler_read(struct mp_rss_sampler *s, bool with_pss, struct mp_rss_s
 {
 	struct mp_rss_sample sample;
 	uint64_t pss;
-	size_t len;
+	size_t len = 0;
 	int r;
 
 	if (!s || !ret)

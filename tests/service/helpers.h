@@ -113,10 +113,14 @@ static __attribute__((unused)) int run_capture(char *const argv[], char *out, si
 static __attribute__((unused)) bool can_connect(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	size_t n = strlen(path);
+	int s;
 	bool ok;
 
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (n >= sizeof(sa.sun_path))
+		return false;
+	memcpy(sa.sun_path, path, n + 1);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ok = connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0;
 	close(s);
 	return ok;
