@@ -719,6 +719,11 @@ int mp_profile_stacks_alloc(struct mp_profile *p, uint32_t n, uint64_t n_frames)
 void mp_stack_tree_free(struct mp_stack_tree *t);
 /* Frees p->stacks and their frames (or tree); none are left. */
 void mp_profile_stacks_free(struct mp_profile *p);
+/* Of the prefix tree of stacks (p->stack_tree), only the stacks a site
+ * names kept, renumbered in their order (site.stack rewritten), and only
+ * the nodes on their paths; a profile with stacks as lists is left as it
+ * is. 0 or -ENOMEM (the profile unchanged). */
+int mp_profile_stacks_prune(struct mp_profile *p);
 /* The frames of p->stacks[@i] (p->stacks[i].n_frames of them, at most
  * MP_PROFILE_MAX_DEPTH): its own, or laid out from p->stack_tree into
  * @buf. */

@@ -504,6 +504,8 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 			p->n_python_tids = s->n_py_tids;
 		}
 		r = mp_stack_collect_export(s->collect, p);
+		if (r == 0)
+			r = mp_profile_stacks_prune(p);
 		if (r < 0)
 			return r;
 	}

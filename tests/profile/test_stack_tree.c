@@ -142,6 +142,82 @@ Test(stack_tree, table_tree_written_as_it_is, .timeout = 120)
 	mp_stack_table_free(tab);
 }
 
+/* Only the stacks sites name are kept, renumbered, with only the nodes on
+ * their paths: every site keeps its frames, a site without a stack (or
+ * naming none the profile has) has none, and the file reads back. */
+Test(stack_tree, prune_to_the_sites_stacks, .timeout = 120)
+{
+	struct mp_profile *p = many_stacks(), *t = mp_profile_new(), *q = NULL;
+	uint64_t buf[MP_PROFILE_MAX_DEPTH];
+	struct mp_stack_table *tab;
+	const uint32_t n_sites = N_STACKS / 3 + 3;
+	uint32_t nodes, kept = 0, *seen = calloc(N_STACKS, sizeof(*seen));
+	const char *why = NULL;
+	uint8_t *file;
+	size_t len;
+
+	cr_assert(t && seen);
+	cr_assert_eq(mp_stack_table_new(&tab), 0);
+	for (uint32_t i = 0; i < p->n_stacks; i++)
+		mp_stack_table_intern(tab, p->stacks[i].frames, p->stacks[i].n_frames,
+				      p->stacks[i].flags);
+	cr_assert_eq(mp_stack_table_export(tab, t), 0);
+	nodes = t->stack_tree->n_nodes;
+	t->sites = calloc(n_sites, sizeof(*t->sites));
+	t->owners = calloc(1, sizeof(*t->owners));
+	cr_assert(t->sites && t->owners);
+	t->owners[0].name = strdup("(unknown)");
+	t->n_owners = 1;
+	t->n_sites = n_sites;
+	for (uint32_t i = 0; i < n_sites; i++)
+		t->sites[i].name = t->sites[i].phase = MP_NONE;
+	/* every 7th stack but the odd ones among them, twice each; a site
+	 * without a stack, and one naming none the profile has */
+	for (uint32_t i = 0; i + 3 < n_sites; i++) {
+		uint32_t k = (i / 2) * 7 % N_STACKS;
+
+		if (k % 2)
+			k--;
+		t->sites[i].stack = k + 1;
+		t->sites[i].caller = k;
+		kept += !seen[k]++;
+	}
+	t->sites[n_sites - 3].stack = 0;
+	t->sites[n_sites - 2].stack = N_STACKS + 1;
+	t->sites[n_sites - 1].stack = 1;
+	t->sites[n_sites - 1].caller = 0;
+	kept += !seen[0]++;
+	cr_assert_eq(mp_profile_stacks_prune(t), 0);
+	cr_assert_eq(t->n_stacks, kept);
+	cr_assert_lt(t->stack_tree->n_nodes, nodes);
+	for (uint32_t v = 1; v <= t->stack_tree->n_nodes; v++)
+		cr_assert_lt(t->stack_tree->parent[v - 1], v, "node %u", v);
+	cr_assert_eq(t->sites[n_sites - 3].stack, 0);
+	cr_assert_eq(t->sites[n_sites - 2].stack, 0);
+	for (uint32_t i = 0; i < n_sites; i++) {
+		const struct mp_site *st = &t->sites[i];
+		const struct mp_stack *want;
+
+		if (i == n_sites - 3 || i == n_sites - 2)
+			continue;
+		want = &p->stacks[st->caller];
+		cr_assert(st->stack && st->stack <= t->n_stacks, "site %u", i);
+		cr_assert_eq(t->stacks[st->stack - 1].n_frames, want->n_frames, "site %u", i);
+		cr_assert_eq(t->stacks[st->stack - 1].flags, want->flags, "site %u", i);
+		cr_assert_arr_eq(mp_profile_stack_frames(t, st->stack - 1, buf), want->frames,
+				 want->n_frames * sizeof(uint64_t), "site %u", i);
+	}
+	cr_assert_eq(mp_profile_file_encode(t, &file, &len), 0);
+	cr_assert_eq(mp_profile_file_decode(file, len, &q, &why), 0, "%s", why ? why : "?");
+	cr_assert_eq(q->n_stacks, kept);
+	free(file);
+	free(seen);
+	mp_profile_free(q);
+	mp_profile_free(t);
+	mp_profile_free(p);
+	mp_stack_table_free(tab);
+}
+
 /* A bare message; the decoder's verdict and its reason. */
 static int decode_msg(const Memprof__Profile *m, const char **why)
 {
