@@ -234,39 +234,50 @@ static uint64_t frame_of(_PyInterpreterFrame *f)
  * Python frames; an eval-loop frame past the Python frames stays. */
 static int expand(const uint64_t *in, int n, uint64_t *out, int max)
 {
+	const uint64_t elo = eval_lo, ehi = eval_hi, ilo = interp_lo, ihi = interp_hi;
 	uint64_t py[PY_FRAMES_MAX];
 	bool entry[PY_FRAMES_MAX];
 	PyThreadState *ts = PyGILState_GetThisThreadState();
 	_PyInterpreterFrame *f;
-	int np = 0, g = 0, m = 0, first = 0, limit;
+	int np = 0, g = 0, m = 0, first = 0, limit, evals = 0, runs = 0;
 
 	if (!ts || !ts->cframe)
 		return 0;
 	/* as many as fit after the native frames before the first eval loop
-	 * (a deep import's dozens of frames past the depth are not read) */
-	while (first < n && (in[first] < eval_lo || in[first] >= eval_hi))
-		first++;
+	 * (a deep import's dozens of frames past the depth are not read),
+	 * and no more runs of them than @in has eval loops: the native
+	 * frames end (at the depth) before the outer loops, whose frames
+	 * would be read for nothing */
+	first = n;
+	for (int i = n - 1; i >= 0; i--)
+		if (in[i] - elo < ehi - elo) {
+			evals++;
+			first = i;
+		}
 	limit = max - first < PY_FRAMES_MAX ? max - first : PY_FRAMES_MAX;
-	for (f = ts->cframe->current_frame; f && np < limit; f = f->previous) {
+	for (f = ts->cframe->current_frame; f && np < limit && runs < evals; f = f->previous) {
 		PyCodeObject *co = f->f_code;
 
 		if (!co || Py_TYPE(co) != &PyCode_Type)
 			break;
 		if (_PyFrame_IsIncomplete(f)) {
 			/* not begun: no line, but it may end a C call's run */
-			if (np && f->is_entry)
+			if (np && f->is_entry && !entry[np - 1]) {
 				entry[np - 1] = true;
+				runs++;
+			}
 			continue;
 		}
 		py[np] = frame_of(f);
 		entry[np++] = f->is_entry;
+		runs += f->is_entry;
 	}
 	if (!np)
 		return 0;
 	for (int i = 0; i < n && m < max; i++) {
-		if (in[i] < eval_lo || in[i] >= eval_hi || g == np) {
+		if (in[i] < elo || in[i] >= ehi || g == np) {
 			/* the interpreter's calls between Python frames */
-			if (g && in[i] >= interp_lo && in[i] < interp_hi)
+			if (g && in[i] >= ilo && in[i] < ihi)
 				continue;
 			out[m++] = in[i];
 			continue;
