@@ -4,11 +4,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <capstone/capstone.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
-#include <bpf/btf.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,6 +24,7 @@
 
 #include "duty.h"
 #include "heap_event.h"
+#include "kernel_btf.h"
 #include "hub.h"
 #include "memprof.skel.h"
 #include "memprof_probe.h"
@@ -862,96 +861,6 @@ static int own_pidns(uint64_t *ret_dev, uint64_t *ret_ino)
 }
 
 /* What the running kernel offers, read once from its BTF. */
-struct kernel_facts {
-	/* Multi-uprobe links (kernel 6.6+): attach in one call per object
-	 * and, above all, detach in milliseconds instead of 0.1-0.2 s per
-	 * probe. */
-	bool uprobe_multi;
-	bool rss_stat; /* the rss_stat tracepoint (5.5+) */
-	__u32 nr_mm_counters; /* enum NR_MM_COUNTERS, for rss_stat members */
-};
-
-static __u32 btf_enum_value(const struct btf *btf, const char *name, __u32 dflt)
-{
-	__u32 n = btf__type_cnt(btf);
-
-	for (__u32 id = 1; id < n; id++) {
-		const struct btf_type *t = btf__type_by_id(btf, id);
-		const struct btf_enum *e;
-
-		if (!btf_is_enum(t))
-			continue;
-		e = btf_enum(t);
-		for (__u16 i = 0; i < btf_vlen(t); i++)
-			if (!strcmp(btf__name_by_offset(btf, e[i].name_off), name))
-				return (__u32)e[i].val;
-	}
-	return dflt;
-}
-
-static struct kernel_facts facts;
-
-/*
- * vmlinux's BTF, in place of libbpf's own btf__load_vmlinux_btf(). Debian
- * 12's libbpf (1.1) reads /sys/kernel/btf/vmlinux 4 KiB a read(): 1,340
- * reads of 5.4 MB, 13-27 ms here, once per BPF object it loads (the
- * tracer's and the hub's) and once for the kernel facts, all before the
- * target runs. Since 6.16 the kernel lets the file be mapped (libbpf 1.5
- * maps it itself): mapped and parsed, it takes 5-6 ms. libbpf calls this
- * function through its PLT, so the executable's definition takes the place
- * of its own; where the file cannot be mapped (an older kernel), libbpf's
- * own runs (RTLD_NEXT). The caller owns the result (btf__free()).
- */
-#define MP_VMLINUX_BTF "/sys/kernel/btf/vmlinux"
-
-struct btf *btf__load_vmlinux_btf(void)
-{
-	struct btf *(*libbpf_own)(void);
-	struct btf *btf = NULL;
-	struct stat st;
-	void *m = MAP_FAILED;
-	int fd = open(MP_VMLINUX_BTF, O_RDONLY | O_CLOEXEC);
-
-	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0 && st.st_size < (1 << 30))
-		m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	if (fd >= 0)
-		close(fd);
-	if (m != MAP_FAILED) {
-		btf = btf__new(m, (uint32_t)st.st_size);
-		munmap(m, (size_t)st.st_size);
-		if (!libbpf_get_error(btf))
-			return btf;
-	}
-	libbpf_own = (struct btf * (*)(void)) dlsym(RTLD_NEXT, "btf__load_vmlinux_btf");
-	if (!libbpf_own || libbpf_own == btf__load_vmlinux_btf) {
-		errno = ESRCH;
-		return NULL;
-	}
-	return libbpf_own();
-}
-
-static void read_kernel_facts(void)
-{
-	struct btf *btf = btf__load_vmlinux_btf();
-
-	facts.nr_mm_counters = 4;
-	if (libbpf_get_error(btf) || !btf)
-		return;
-	facts.uprobe_multi =
-		btf__find_by_name_kind(btf, "bpf_uprobe_multi_link", BTF_KIND_STRUCT) >= 0;
-	facts.rss_stat = btf__find_by_name_kind(btf, "btf_trace_rss_stat", BTF_KIND_TYPEDEF) >= 0;
-	facts.nr_mm_counters = btf_enum_value(btf, "NR_MM_COUNTERS", 4);
-	btf__free(btf);
-}
-
-static const struct kernel_facts *kernel_facts(void)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-	pthread_once(&once, read_kernel_facts);
-	return &facts;
-}
-
 /* The duty timer expired: switch the allocator probes off or on. Frees of
  * blocks allocated in an ON window are missed while OFF (see TRACER.md). */
 static int duty_toggle(struct mp_tracer *t)
@@ -1058,10 +967,10 @@ static int tracer_open(struct mp_tracer *t)
 	t->skel->rodata->page_size = (__u32)getpagesize();
 	/* The members userspace names (enum mp_rss_member) are the first 4. */
 	t->skel->rodata->nr_mm_counters =
-		kernel_facts()->nr_mm_counters < 4 ? kernel_facts()->nr_mm_counters : 4;
-	if (t->opts.rss_exact && !kernel_facts()->rss_stat)
+		mp_kernel_facts()->nr_mm_counters < 4 ? mp_kernel_facts()->nr_mm_counters : 4;
+	if (t->opts.rss_exact && !mp_kernel_facts()->rss_stat)
 		return -EOPNOTSUPP;
-	t->multi = !opts->perf_uprobes && kernel_facts()->uprobe_multi;
+	t->multi = !opts->perf_uprobes && mp_kernel_facts()->uprobe_multi;
 	if (t->multi) {
 		struct bpf_program *up[] = {
 			t->skel->progs.mp_entry,      t->skel->progs.mp_return,
@@ -1110,7 +1019,7 @@ static int hub_opts(struct mp_hub_load_opts *lo)
 
 	*lo = (struct mp_hub_load_opts){
 		.btf_custom_path = core_btf_path(),
-		.rss_stat = kernel_facts()->rss_stat,
+		.rss_stat = mp_kernel_facts()->rss_stat,
 		.pidns_dev = ns_dev,
 		.pidns_ino = ns_ino,
 	};

@@ -9,7 +9,6 @@
 #include <bpf/btf.h>
 #include <criterion/criterion.h>
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
@@ -606,32 +605,6 @@ Test(tracer, attach_errors, .timeout = 60)
 	waitpid(pid, NULL, 0);
 	cr_assert_null(t);
 	mp_tracer_free(NULL);
-}
-
-/* libbpf's own reading of vmlinux's BTF (4 KiB a read()) is replaced by
- * the daemon's mapped one (tracer.c), for libbpf's own calls too: the
- * definition its PLT finds is the executable's, and what it returns is the
- * BTF libbpf's own returns. */
-Test(tracer, vmlinux_btf_mapped, .timeout = 60)
-{
-	struct btf *(*own)(void) =
-		(struct btf * (*)(void)) dlsym(RTLD_NEXT, "btf__load_vmlinux_btf");
-	struct btf *ours, *theirs;
-
-	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0)
-		cr_skip_test("no /sys/kernel/btf/vmlinux: the kernel has no BTF");
-	cr_assert_eq((void *)dlsym(RTLD_DEFAULT, "btf__load_vmlinux_btf"),
-		     (void *)btf__load_vmlinux_btf, "libbpf's calls would not reach the daemon's");
-	cr_assert(own && own != btf__load_vmlinux_btf, "libbpf's own is not found past ours");
-	ours = btf__load_vmlinux_btf();
-	theirs = own();
-	cr_assert(ours && !libbpf_get_error(ours));
-	cr_assert(theirs && !libbpf_get_error(theirs));
-	cr_assert_gt(btf__type_cnt(ours), 1000);
-	cr_assert_eq(btf__type_cnt(ours), btf__type_cnt(theirs));
-	cr_assert_geq(btf__find_by_name_kind(ours, "task_struct", BTF_KIND_STRUCT), 1);
-	btf__free(ours);
-	btf__free(theirs);
 }
 
 Test(tracer, jemalloc_link_order, .timeout = 60)
