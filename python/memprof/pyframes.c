@@ -59,6 +59,17 @@ struct code_ent {
 	_Atomic(const void *) code;
 	const void *qualname, *filename;
 	int firstlineno;
+	/* Where the last line looked up was found in the code's line table
+	 * (lines_of()): the next lookup goes on from there, a few entries
+	 * away in a body that runs from top to bottom, where
+	 * PyCode_Addr2Line() reads the table from its start (on a module of
+	 * thousands of lines, the most of a frame's cost). The table it is
+	 * of (lt, lt_len: another code object's once at this address is
+	 * another table), taken by one thread at a time (busy). */
+	_Atomic uint32_t busy;
+	const char *lt;
+	Py_ssize_t lt_len;
+	PyCodeAddressRange range;
 };
 
 /* The frame of an instruction of a code object (its name id and line),
@@ -136,8 +147,9 @@ static size_t code_slot(const void *co)
 	return (size_t)(((uintptr_t)co >> 4) * 0x9e3779b97f4a7c15ull >> 40) & (CODE_CACHE - 1);
 }
 
-/* @co's name id: the one named before, else named now and kept. */
-static uint32_t code_id(PyCodeObject *co)
+/* @co's name id in *@id: the one named before, else named now and kept;
+ * its entry, or NULL when it is not kept. */
+static struct code_ent *code_ent_of(PyCodeObject *co, uint32_t *ret_id)
 {
 	size_t home = code_slot(co);
 	struct code_ent *free_ent = NULL;
@@ -159,14 +171,16 @@ static uint32_t code_id(PyCodeObject *co)
 		if (e->qualname == co->co_qualname && e->filename == co->co_filename &&
 		    e->firstlineno == co->co_firstlineno) {
 			atomic_thread_fence(memory_order_acquire);
-			if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s1)
-				return id;
+			if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s1) {
+				*ret_id = id;
+				return e;
+			}
 		} else if (!free_ent) {
 			/* another code object once at this address */
 			free_ent = e;
 		}
 	}
-	id = name_code(co);
+	*ret_id = id = name_code(co);
 	if (id && free_ent) {
 		uint32_t s = atomic_load_explicit(&free_ent->seq, memory_order_relaxed);
 
@@ -182,9 +196,47 @@ static uint32_t code_id(PyCodeObject *co)
 			atomic_store_explicit(&free_ent->code, (const void *)co,
 					      memory_order_relaxed);
 			atomic_store_explicit(&free_ent->seq, s + 2, memory_order_release);
+			return free_ent;
 		}
 	}
+	return NULL;
+}
+
+static uint32_t code_id(PyCodeObject *co)
+{
+	uint32_t id;
+
+	code_ent_of(co, &id);
 	return id;
+}
+
+/* The line of the instruction at byte @addr of @co (entry @e, NULL: not
+ * kept), from where the entry's last lookup left the line table; as
+ * PyCode_Addr2Line() where the entry is another thread's right now. The
+ * range is used only for the table it was made from, so that its reads
+ * stay within @co's own table. */
+static int line_of(struct code_ent *e, PyCodeObject *co, int addr)
+{
+	const char *lt = PyBytes_AS_STRING(co->co_linetable);
+	Py_ssize_t n = PyBytes_GET_SIZE(co->co_linetable);
+	int line;
+
+	if (!e || atomic_exchange_explicit(&e->busy, 1, memory_order_acquire))
+		return PyCode_Addr2Line(co, addr);
+	if (e->lt != lt || e->lt_len != n) {
+		/* CPython's _PyCode_InitAddressRange() */
+		e->range = (PyCodeAddressRange){ .ar_start = -1,
+						 .ar_end = 0,
+						 .ar_line = -1,
+						 .opaque = { .computed_line = co->co_firstlineno,
+							     .lo_next = (const uint8_t *)lt,
+							     .limit = (const uint8_t *)lt + n } };
+		e->lt = lt;
+		e->lt_len = n;
+	}
+	line = _PyCode_CheckLineNumber(addr, &e->range);
+	atomic_store_explicit(&e->busy, 0, memory_order_release);
+	return line;
 }
 
 /* Frame @f as MP_PYFRAME(): its code's name id, its line (0: unknown). */
@@ -211,8 +263,7 @@ static uint64_t frame_of(_PyInterpreterFrame *f)
 		if (atomic_load_explicit(&e->seq, memory_order_relaxed) == s)
 			return MP_PYFRAME(id, line);
 	}
-	id = code_id(co);
-	line = PyCode_Addr2Line(co, (int)(lasti * (Py_ssize_t)sizeof(_Py_CODEUNIT)));
+	line = line_of(code_ent_of(co, &id), co, (int)(lasti * (Py_ssize_t)sizeof(_Py_CODEUNIT)));
 	/* kept by one thread at a time (another's stays unkept), and only
 	 * with a name */
 	if (id && !(s & 1) &&
