@@ -434,6 +434,8 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t
 		mp_procmaps_free(s->maps);
 		s->maps = NULL;
 		s->maps_read_ns = 0;
+		/* the next look at the objects reads the new image's maps */
+		mp_sess_unseen_changed(s);
 		mp_freecheck_exec(s->freecheck);
 		s->alloc_text_known = false;
 		s->alloc_text_n = 0;
