@@ -504,10 +504,12 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 			p->n_python_tids = s->n_py_tids;
 		}
 		r = mp_stack_collect_export(s->collect, p);
-		if (r == 0)
-			r = mp_profile_stacks_prune(p);
 		if (r < 0)
 			return r;
+		/* best effort: unpruned, the profile is only larger */
+		if (mp_profile_stacks_prune(p) < 0)
+			log_warning("pid %d: out of memory pruning the stacks no site names",
+				    (int)o->pid);
 	}
 	if (s->wrappers) {
 		p->wrappers.on = true;

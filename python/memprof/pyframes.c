@@ -60,7 +60,7 @@ struct code_ent {
 	const void *qualname, *filename;
 	int firstlineno;
 	/* Where the last line looked up was found in the code's line table
-	 * (lines_of()): the next lookup goes on from there, a few entries
+	 * (line_of()): the next lookup goes on from there, a few entries
 	 * away in a body that runs from top to bottom, where
 	 * PyCode_Addr2Line() reads the table from its start (on a module of
 	 * thousands of lines, the most of a frame's cost). The table it is
