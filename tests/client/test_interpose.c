@@ -451,7 +451,9 @@ Test(interpose, every_sampled_free_recorded_across_threads)
 		allocs += r.type == MP_REC_ALLOC && r.fn == 0;
 		frees += r.type == MP_REC_FREE;
 	}
-	cr_assert_eq(allocs, SET_THREADS * SET_LIVE * SET_LAPS);
+	cr_assert_eq(allocs, SET_THREADS * SET_LIVE * SET_LAPS,
+		     "%lu allocations recorded, %lu frees", (unsigned long)allocs,
+		     (unsigned long)frees);
 	cr_assert_eq(frees, allocs, "%lu frees recorded for %lu sampled blocks",
 		     (unsigned long)frees, (unsigned long)allocs);
 	mp_consumer_free(c);
