@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -214,6 +215,14 @@ static bool resolve(void)
 	next.valloc = same_object(m, NEXT_SYM("valloc"));
 	next.pvalloc = same_object(m, NEXT_SYM("pvalloc"));
 	next.malloc_usable_size = same_object(m, NEXT_SYM("malloc_usable_size"));
+	/* The next allocator's first call, here while the other threads are
+	 * still served by the arena: glibc's malloc initializes itself at its
+	 * first call, unlocked (ptmalloc_init), so threads racing into it
+	 * would each take its main arena unattached and reset it under each
+	 * other. It was initialized already where the process's own startup
+	 * allocated; not where every call of the process went to another
+	 * allocator first (a sanitizer's) and ours come from threads. */
+	((void (*)(void *))f)(((void *(*)(size_t))m)(1));
 	STORE(&next.free, (void (*)(void *))f, RELEASE);
 	STORE(&next.malloc, (void *(*)(size_t))m, RELEASE);
 	resolving = false;
@@ -244,36 +253,79 @@ MP_HIDDEN int mp_interpose_inject(void)
 	return (void *)LOAD(&next.malloc, ACQUIRE) == m ? 0 : -EBUSY;
 }
 
+/* Yields a thread that finds the next allocator being resolved gives the
+ * resolver before it takes the arena instead. */
+#define BOOT_YIELDS 1000
+
+/* True once the next allocator is known; false when the caller must take
+ * the arena. A thread that finds another one resolving waits for it, a
+ * while (@full false) or for as long as it takes (@full: the arena has no
+ * room for the call), rather than fill the arena: a program's threads
+ * racing into their first calls would exhaust its 64 KiB, and a call the
+ * arena cannot serve fails, an ENOMEM the program would not get without
+ * us. The wait is bounded first because the resolver's dlsym takes the
+ * loader's lock, which a thread inside dlopen may hold while it allocates:
+ * that thread gets the arena, which holds dlopen's few blocks. */
+static bool resolved_or_waited(bool full)
+{
+	for (unsigned i = 0; !resolve(); i++) {
+		if (resolving || LOAD(&resolve_state, ACQUIRE) != RES_BUSY ||
+		    (!full && i >= BOOT_YIELDS))
+			return false;
+		sched_yield();
+	}
+	return true;
+}
+
 static void *boot_malloc(size_t n)
 {
-	return resolve() ? next.malloc(n) : arena_alloc(n, 16);
+	void *p;
+
+	if (resolved_or_waited(false))
+		return next.malloc(n);
+	p = arena_alloc(n, 16);
+	if (!p && resolved_or_waited(true))
+		return next.malloc(n);
+	return p;
 }
 
 static void boot_free(void *p)
 {
-	if (p && !in_arena(p) && resolve())
+	/* a block of the next allocator: it is known, or being resolved */
+	if (p && !in_arena(p) && resolved_or_waited(true))
 		next.free(p);
 }
 
 static void *boot_calloc(size_t n, size_t m)
 {
 	size_t size;
+	void *p;
 
-	if (resolve() && next.calloc != boot_calloc)
+	if (resolved_or_waited(false) && next.calloc != boot_calloc)
 		return next.calloc(n, m);
 	if (__builtin_mul_overflow(n, m, &size)) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	/* the arena is zero and never reused */
-	return arena_alloc(size, 16);
+	p = arena_alloc(size, 16);
+	if (!p && resolved_or_waited(true) && next.calloc != boot_calloc)
+		return next.calloc(n, m);
+	return p;
 }
 
 static void *boot_realloc(void *p, size_t n)
 {
-	if (resolve() && next.realloc != boot_realloc)
+	void *q;
+
+	if (resolved_or_waited(false) && next.realloc != boot_realloc)
 		return next.realloc(p, n);
-	return p ? NULL : arena_alloc(n, 16);
+	/* @p (never the arena's: realloc() copies those) is the next
+	 * allocator's */
+	q = p ? NULL : arena_alloc(n, 16);
+	if (!q && resolved_or_waited(true) && next.realloc != boot_realloc)
+		return next.realloc(p, n);
+	return q;
 }
 
 /* ---- sampled mode: the per-thread countdown and the sampled-block set ---- */
@@ -909,7 +961,7 @@ EXPORT void *reallocarray(void *p, size_t n, size_t size)
 	}
 	if (unlikely(in_arena(p)))
 		return realloc_arena(p, total);
-	if (!next.reallocarray && !resolve())
+	if (!next.reallocarray && !resolved_or_waited(true))
 		return NULL;
 	m = mp_alloc_tls.in_alloc ? 0 : mode_now();
 	if (m)
@@ -929,8 +981,11 @@ static void *aligned_next(uint32_t fn, size_t align, size_t n)
 	void *p = NULL;
 	int r;
 
-	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolve())
-		return arena_alloc(n, align);
+	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolved_or_waited(false)) {
+		p = arena_alloc(n, align);
+		if (p || !resolved_or_waited(true))
+			return p;
+	}
 	switch (fn) {
 	case FN_ALIGNED_ALLOC:
 		if (next.aligned_alloc)
@@ -993,9 +1048,10 @@ EXPORT int posix_memalign(void **ret, size_t align, size_t n)
 {
 	uint32_t m;
 
-	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolve()) {
+	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolved_or_waited(false)) {
 		*ret = arena_alloc(n, align);
-		return *ret ? 0 : ENOMEM;
+		if (*ret || !resolved_or_waited(true))
+			return *ret ? 0 : ENOMEM;
 	}
 	if (!next.posix_memalign)
 		return ENOMEM;
@@ -1033,7 +1089,7 @@ EXPORT size_t malloc_usable_size(void *p)
 		return 0;
 	if (in_arena(p))
 		return arena_size(p);
-	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolve())
+	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolved_or_waited(true))
 		return 0;
 	return next.malloc_usable_size ? next.malloc_usable_size(p) : 0;
 }

@@ -31,9 +31,10 @@ static void *(*ip_realloc)(void *, size_t);
 static void *(*ip_calloc)(size_t, size_t);
 static void (*ip_free)(void *);
 
-static struct mp_consumer *setup(void)
+/* libmemprof's own allocator functions (the program's calls may reach
+ * another allocator first: ASan's) */
+static void setup_fns(void)
 {
-	struct mp_consumer *c = NULL;
 	void *h = dlopen("libmemprof.so.0", RTLD_NOW | RTLD_NOLOAD);
 
 	cr_assert_not_null(h, "libmemprof not loaded: %s", dlerror());
@@ -42,6 +43,13 @@ static struct mp_consumer *setup(void)
 	ip_free = (void (*)(void *))dlsym(h, "free");
 	ip_calloc = (void *(*)(size_t, size_t))dlsym(h, "calloc");
 	cr_assert(ip_malloc && ip_realloc && ip_free && ip_calloc);
+}
+
+static struct mp_consumer *setup(void)
+{
+	struct mp_consumer *c = NULL;
+
+	setup_fns();
 	/* the ring exists from the first marker on (MEMPROF_RING_LAZY=1) */
 	cr_assert_eq(memprof_kernel_begin("k"), 0);
 	cr_assert_eq(memprof_kernel_end(), 0);
@@ -413,18 +421,62 @@ Test(interpose, sampled_estimate_unbiased_and_only_sampled_frees)
 #define SET_LAPS 5
 
 static void *set_blocks[SET_THREADS][SET_LIVE];
+static unsigned int set_failed;
 
 static void *set_churn(void *arg)
 {
 	void **b = arg;
 
 	for (int lap = 0; lap < SET_LAPS; lap++) {
-		for (int i = 0; i < SET_LIVE; i++)
+		for (int i = 0; i < SET_LIVE; i++) {
 			b[i] = ip_malloc(16 + (size_t)(i % 7) * 16);
+			if (!b[i])
+				__atomic_fetch_add(&set_failed, 1, __ATOMIC_RELAXED);
+		}
 		for (int i = 0; i < SET_LIVE; i++)
 			ip_free(b[i]);
 	}
 	return NULL;
+}
+
+#define RACE_THREADS 8
+#define RACE_BLOCKS 1000
+
+static pthread_barrier_t race_start;
+static unsigned int race_failed;
+
+static void *race_first_calls(void *arg)
+{
+	void *b[RACE_BLOCKS];
+
+	(void)arg;
+	pthread_barrier_wait(&race_start);
+	for (int i = 0; i < RACE_BLOCKS; i++)
+		if (!(b[i] = ip_malloc(256)))
+			__atomic_fetch_add(&race_failed, 1, __ATOMIC_RELAXED);
+	for (int i = 0; i < RACE_BLOCKS; i++)
+		ip_free(b[i]);
+	return NULL;
+}
+
+/* Threads racing into their first calls while one of them resolves the
+ * next allocator (libmemprof's first malloc in this process is theirs
+ * under ASan, whose malloc the program's own calls reach first; elsewhere
+ * it was resolved at startup): the others wait for it, and none gets a
+ * NULL the next allocator would not have given, however much they ask
+ * meanwhile (8 threads, 256 KiB each: four times the bootstrap arena). */
+Test(interpose, first_calls_racing_the_resolution_never_fail)
+{
+	pthread_t th[RACE_THREADS];
+
+	setup_fns();
+	cr_assert_eq(pthread_barrier_init(&race_start, NULL, RACE_THREADS), 0);
+	for (int i = 0; i < RACE_THREADS; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, race_first_calls, NULL), 0);
+	for (int i = 0; i < RACE_THREADS; i++)
+		cr_assert_eq(pthread_join(th[i], NULL), 0);
+	cr_assert_eq(race_failed, 0, "%u of %d malloc calls failed", race_failed,
+		     RACE_THREADS * RACE_BLOCKS);
 }
 
 /* Every block sampled (interval 1), threads inserting and removing
@@ -444,6 +496,11 @@ Test(interpose, every_sampled_free_recorded_across_threads)
 	for (int i = 0; i < SET_THREADS; i++)
 		cr_assert_eq(pthread_join(th[i], NULL), 0);
 	cr_assert_eq(mp_consumer_set_alloc_mode(c, MP_ALLOC_OFF, 0), 0);
+	/* none failed: not even where the threads' first calls are the
+	 * process's first of libmemprof's malloc (under ASan, the program's
+	 * calls go to ASan's), racing the one that resolves the next
+	 * allocator */
+	cr_assert_eq(set_failed, 0, "%u of the threads' malloc calls failed", set_failed);
 	cr_assert_eq(mp_consumer_alloc_drops(c), 0);
 	/* the blocks of set_churn()'s malloc calls (pthread_create's own are
 	 * calloc'd, and freed after the mode is off) */
