@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ring_abi.h"
@@ -256,22 +257,45 @@ MP_HIDDEN int mp_interpose_inject(void)
 /* Yields a thread that finds the next allocator being resolved gives the
  * resolver before it takes the arena instead. */
 #define BOOT_YIELDS 1000
+/* How long a call the arena cannot serve waits for the resolver. */
+#define BOOT_WAIT_NS (2 * 1000 * 1000 * 1000ll)
+
+static int64_t boot_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
 
 /* True once the next allocator is known; false when the caller must take
  * the arena. A thread that finds another one resolving waits for it, a
- * while (@full false) or for as long as it takes (@full: the arena has no
- * room for the call), rather than fill the arena: a program's threads
- * racing into their first calls would exhaust its 64 KiB, and a call the
- * arena cannot serve fails, an ENOMEM the program would not get without
- * us. The wait is bounded first because the resolver's dlsym takes the
- * loader's lock, which a thread inside dlopen may hold while it allocates:
- * that thread gets the arena, which holds dlopen's few blocks. */
+ * while (@full false) or up to 2 s (@full: the arena has no room for the
+ * call), rather than fill the arena: a program's threads racing into
+ * their first calls would exhaust its 64 KiB, and a call the arena cannot
+ * serve fails, an ENOMEM the program would not get without us. The wait
+ * is bounded because the resolver's dlsym takes the loader's lock, which
+ * a thread inside dlopen may hold while it allocates: that thread gets
+ * the arena, which holds dlopen's few blocks (and past 2 s of a full
+ * arena, the failure it got before rather than a deadlock). */
 static bool resolved_or_waited(bool full)
 {
+	int64_t t0 = 0;
+
 	for (unsigned i = 0; !resolve(); i++) {
 		if (resolving || LOAD(&resolve_state, ACQUIRE) != RES_BUSY ||
 		    (!full && i >= BOOT_YIELDS))
 			return false;
+		if (full && i >= BOOT_YIELDS) {
+			int saved = errno;
+			int64_t now = boot_now_ns();
+
+			errno = saved;
+			if (!t0)
+				t0 = now;
+			else if (now - t0 > BOOT_WAIT_NS)
+				return false;
+		}
 		sched_yield();
 	}
 	return true;
