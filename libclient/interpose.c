@@ -301,16 +301,25 @@ static bool resolved_or_waited(bool full)
 	return true;
 }
 
+/* A call made before the next allocator is known: the arena's block of
+ * @n bytes at @align, or NULL with *@ret_next set when the next allocator
+ * became known meanwhile (the caller then calls it instead). */
+static void *boot_block(size_t n, size_t align, bool *ret_next)
+{
+	void *p = NULL;
+
+	*ret_next = resolved_or_waited(false);
+	if (!*ret_next && !(p = arena_alloc(n, align)))
+		*ret_next = resolved_or_waited(true);
+	return p;
+}
+
 static void *boot_malloc(size_t n)
 {
-	void *p;
+	bool nx;
+	void *p = boot_block(n, 16, &nx);
 
-	if (resolved_or_waited(false))
-		return next.malloc(n);
-	p = arena_alloc(n, 16);
-	if (!p && resolved_or_waited(true))
-		return next.malloc(n);
-	return p;
+	return nx ? next.malloc(n) : p;
 }
 
 static void boot_free(void *p)
@@ -323,19 +332,16 @@ static void boot_free(void *p)
 static void *boot_calloc(size_t n, size_t m)
 {
 	size_t size;
+	bool nx;
 	void *p;
 
-	if (resolved_or_waited(false) && next.calloc != boot_calloc)
-		return next.calloc(n, m);
 	if (__builtin_mul_overflow(n, m, &size)) {
 		errno = ENOMEM;
 		return NULL;
 	}
 	/* the arena is zero and never reused */
-	p = arena_alloc(size, 16);
-	if (!p && resolved_or_waited(true) && next.calloc != boot_calloc)
-		return next.calloc(n, m);
-	return p;
+	p = boot_block(size, 16, &nx);
+	return nx && next.calloc != boot_calloc ? next.calloc(n, m) : p;
 }
 
 static void *boot_realloc(void *p, size_t n)
@@ -1005,9 +1011,11 @@ static void *aligned_next(uint32_t fn, size_t align, size_t n)
 	void *p = NULL;
 	int r;
 
-	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolved_or_waited(false)) {
-		p = arena_alloc(n, align);
-		if (p || !resolved_or_waited(true))
+	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE) {
+		bool nx;
+
+		p = boot_block(n, align, &nx);
+		if (!nx)
 			return p;
 	}
 	switch (fn) {
@@ -1072,9 +1080,11 @@ EXPORT int posix_memalign(void **ret, size_t align, size_t n)
 {
 	uint32_t m;
 
-	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE && !resolved_or_waited(false)) {
-		*ret = arena_alloc(n, align);
-		if (*ret || !resolved_or_waited(true))
+	if (LOAD(&resolve_state, ACQUIRE) != RES_DONE) {
+		bool nx;
+
+		*ret = boot_block(n, align, &nx);
+		if (!nx)
 			return *ret ? 0 : ENOMEM;
 	}
 	if (!next.posix_memalign)
