@@ -21,4 +21,22 @@
  */
 int mp_release_in_child(const int *fds, size_t n);
 
+/*
+ * The same hand-off without a fork at release time: a fork then copies
+ * the caller's page tables, and a profiler that has built its tables is
+ * large (~20 ms here at the end of a PyTorch run with call stacks, on the
+ * path to the profile). mp_release_holder_start() forks the holder early,
+ * while the caller is small: a grandchild in a session of its own (no
+ * terminal signal reaches it) that closes every fd but its end of a
+ * socket, before this returns, and waits there. mp_release_to_holder()
+ * sends it @fds (SCM_RIGHTS: in flight they are references already, so
+ * the caller may close its copies at once) and closes the socket: the
+ * holder exits once it has them all, releasing them on its own time. One
+ * hand-off per holder: 0 when @fds were handed, -1 when there is no holder
+ * (never started, gone, or already used): then mp_release_in_child().
+ * Thread-safe; the holder exits by itself when the caller exits first.
+ */
+int mp_release_holder_start(void);
+int mp_release_to_holder(const int *fds, size_t n);
+
 #endif

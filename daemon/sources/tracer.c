@@ -239,14 +239,19 @@ static size_t link_fds(const struct mp_tracer *t, int *fds, size_t max)
 	return n;
 }
 
-/* The links handed to a grandchild that releases them
- * (mp_release_in_child()): false when that could not be done. */
+/* The links handed to a process that releases them: the holder started
+ * early (mp_release_to_holder()), else a grandchild forked now
+ * (mp_release_in_child()); false when neither could be done. */
 static bool release_in_child(struct mp_tracer *t)
 {
 	int fds[MP_MAX_MULTI + 2 * MP_MAX_PROBES + 2];
 	size_t n = link_fds(t, fds, ARRAY_SIZE(fds));
 
-	t->release_go = n ? mp_release_in_child(fds, n) : -1;
+	if (!n)
+		return false;
+	if (mp_release_to_holder(fds, n) == 0)
+		return true;
+	t->release_go = mp_release_in_child(fds, n);
 	return t->release_go >= 0;
 }
 
@@ -270,7 +275,8 @@ static bool hand_off_links(struct mp_tracer *t)
 	if (!t->opts.release_in_child || !release_in_child(t))
 		return false;
 	close_links(t);
-	close(t->release_go);
+	if (t->release_go >= 0)
+		close(t->release_go);
 	t->release_go = -1;
 	t->handed_off = true;
 	return true;
@@ -1143,6 +1149,9 @@ int mp_tracer_new(const struct mp_tracer_opts *opts, struct mp_tracer **ret)
 	for (size_t i = 0; i < MP_MAX_MULTI; i++)
 		t->multi_fds[i] = -1;
 	t->opts = *opts;
+	/* best effort: without it, the release forks at detach */
+	if (opts->release_in_child)
+		mp_release_holder_start();
 	mp_duty_init(&t->duty, opts->duty_on_ns, opts->duty_period_ns);
 	if (opts->n_extra)
 		memcpy(t->extra, opts->extra, opts->n_extra * sizeof(*opts->extra));

@@ -71,7 +71,9 @@ struct mp_tracer_opts {
 	/* The uprobe links are released by a short-lived child process of
 	 * their own, which nobody waits for (mp_tracer_detach_begin()): for a
 	 * caller that exits after the session, whose exit would otherwise
-	 * wait for the kernel's release (tens of ms). */
+	 * wait for the kernel's release (tens of ms). That process is forked
+	 * by mp_tracer_new(), while the caller is small
+	 * (mp_release_holder_start()). */
 	bool release_in_child;
 	/* BPF ring buffer size: a power of two, at least one page; 0 means
 	 * mp_tracer_ring_bytes(mode, 0). */
