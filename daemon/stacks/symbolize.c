@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,7 @@ struct object {
 	uint64_t bias; /* process address - ELF virtual address, in this mapping */
 	uint64_t mod_bias; /* the module's: its address of A is A - bias + mod_bias */
 	uint32_t same; /* an earlier object of the same file, or MP_NONE */
+	uint32_t lo, hi; /* its callers: [lo, hi) of the sorted callers */
 	int err; /* why the file could not be used */
 };
 
@@ -40,11 +43,11 @@ static bool same_file(const struct mp_mapping *a, const struct mp_mapping *b)
 	       a->dev_minor == b->dev_minor && !strcmp(a->path, b->path);
 }
 
-/* Reports each file once: every mapping of a file (one load has several;
- * dlmopen loads it again elsewhere; V8 maps node's builtins a second time
- * from the executable) is looked up in the one module, through its own
- * bias. */
-static void report(Dwfl *dwfl, struct object *objs, uint32_t i, pid_t pid)
+/* Each file is reported once: every mapping of a file (one load has
+ * several; dlmopen loads it again elsewhere; V8 maps node's builtins a
+ * second time from the executable) is looked up in the one module, through
+ * its own bias. Object @i's earlier object of the same file, if any. */
+static void find_same(struct object *objs, uint32_t i)
 {
 	struct object *ob = &objs[i];
 
@@ -52,8 +55,12 @@ static void report(Dwfl *dwfl, struct object *objs, uint32_t i, pid_t pid)
 	for (uint32_t j = 0; j < i && ob->same == MP_NONE; j++)
 		if (objs[j].same == MP_NONE && same_file(objs[j].map, ob->map))
 			ob->same = j;
-	if (ob->same != MP_NONE)
-		return;
+}
+
+static void report(Dwfl *dwfl, struct object *objs, uint32_t i, pid_t pid)
+{
+	struct object *ob = &objs[i];
+
 	ob->err = mp_dwfl_report_file(dwfl, ob->map, pid, i, &ob->mod, &ob->mod_bias, &ob->bias);
 	if (ob->err < 0)
 		ob->mod = NULL;
@@ -183,7 +190,11 @@ struct symbolization {
 	struct mp_object *mobjs; /* the model's objects */
 	uint32_t n_mobjs;
 	struct mp_procmaps *fresh; /* maps reread for callers the snapshot lacks */
-	Dwfl *dwfl;
+	Dwfl **dwfls; /* one per file: [i] for object i that has no same */
+	/* sym_dwfl(): the files in the order they are taken, the next one */
+	uint32_t *order;
+	uint32_t n_order, next;
+	pid_t pid;
 	mp_symbolize_pyname_fn pyname;
 	void *pyctx;
 };
@@ -320,33 +331,106 @@ static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *ma
 		if (!m || m->path[0] != '/')
 			continue;
 		if (!y->n_objs || y->objs[y->n_objs - 1].map != m)
-			y->objs[y->n_objs++] = (struct object){ .map = m };
+			y->objs[y->n_objs++] = (struct object){ .map = m, .lo = i };
 		y->obj_of[i] = y->n_objs - 1;
+		y->objs[y->n_objs - 1].hi = i + 1;
 	}
 	return 0;
 }
 
-/* libdwfl over the objects: function, file and line of each caller. */
-static int sym_dwfl(struct symbolization *y, pid_t pid)
+/* File @f (an object without same) in a Dwfl of its own: function, file
+ * and line of the callers of every object of the file. */
+static int sym_file(struct symbolization *y, uint32_t f)
 {
-	y->dwfl = dwfl_begin(&mp_dwfl_callbacks);
-	if (!y->dwfl)
-		return -ENOMEM;
-	dwfl_report_begin(y->dwfl);
-	for (uint32_t i = 0; i < y->n_objs; i++)
-		report(y->dwfl, y->objs, i, pid);
-	dwfl_report_end(y->dwfl, NULL, NULL);
-	for (uint32_t i = 0; i < y->n_objs; i++)
-		share(y->objs, i);
-	for (uint32_t i = 0; i < y->n; i++) {
-		struct object *ob = y->obj_of[i] != MP_NONE ? &y->objs[y->obj_of[i]] : NULL;
+	Dwfl *dwfl = dwfl_begin(&mp_dwfl_callbacks);
 
-		if (!ob || !ob->mod)
+	if (!dwfl)
+		return -ENOMEM;
+	y->dwfls[f] = dwfl;
+	dwfl_report_begin(dwfl);
+	report(dwfl, y->objs, f, y->pid);
+	dwfl_report_end(dwfl, NULL, NULL);
+	for (uint32_t i = f; i < y->n_objs; i++) {
+		struct object *ob = &y->objs[i];
+
+		if (i != f && ob->same != f)
 			continue;
-		if (symbolize_one(ob, y->callers[i], &y->locs[i]) < 0)
-			return -ENOMEM;
+		share(y->objs, i);
+		if (!ob->mod)
+			continue;
+		for (uint32_t j = ob->lo; j < ob->hi; j++)
+			if (y->obj_of[j] == i && symbolize_one(ob, y->callers[j], &y->locs[j]) < 0)
+				return -ENOMEM;
 	}
 	return 0;
+}
+
+/* Files taken one at a time until none is left (or one failed). */
+static int sym_files(struct symbolization *y)
+{
+	uint32_t k;
+	int r = 0;
+
+	while (r == 0 && (k = __atomic_fetch_add(&y->next, 1, __ATOMIC_RELAXED)) < y->n_order)
+		if ((r = sym_file(y, y->order[k])) < 0)
+			__atomic_store_n(&y->next, y->n_order, __ATOMIC_RELAXED);
+	return r;
+}
+
+static void *sym_files_thread(void *arg)
+{
+	return (void *)(intptr_t)sym_files(arg);
+}
+
+static int cmp_callers_desc(const void *a, const void *b, void *ctx)
+{
+	const uint32_t *w = ctx;
+	uint32_t x = w[*(const uint32_t *)a], v = w[*(const uint32_t *)b];
+
+	return x < v ? 1 : x > v ? -1 : 0;
+}
+
+/*
+ * libdwfl over the objects: function, file and line of each caller. The
+ * files are independent (a Dwfl each), so two threads take them, the
+ * files with the most callers first: one file can cost far more than its
+ * callers say (libc's DWARF from libc6-dbg, inflated first: ~50 ms here
+ * for 90 callers, as long as every other file of a PyTorch process
+ * together), and both CPUs are free once the target is gone.
+ */
+static int sym_dwfl(struct symbolization *y, pid_t pid)
+{
+	uint32_t *weight;
+	pthread_t th;
+	bool threaded;
+	void *tr = NULL;
+	int r;
+
+	y->pid = pid;
+	y->dwfls = calloc(y->n_objs ? y->n_objs : 1, sizeof(*y->dwfls));
+	y->order = malloc((y->n_objs ? y->n_objs : 1) * sizeof(*y->order));
+	weight = calloc(y->n_objs ? y->n_objs : 1, sizeof(*weight));
+	if (!y->dwfls || !y->order || !weight) {
+		free(weight);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < y->n_objs; i++) {
+		find_same(y->objs, i);
+		weight[y->objs[i].same == MP_NONE ? i : y->objs[i].same] +=
+			y->objs[i].hi - y->objs[i].lo;
+		if (y->objs[i].same == MP_NONE)
+			y->order[y->n_order++] = i;
+	}
+	qsort_r(y->order, y->n_order, sizeof(*y->order), cmp_callers_desc, weight);
+	free(weight);
+	threaded = y->n_order > 1 && pthread_create(&th, NULL, sym_files_thread, y) == 0;
+	r = sym_files(y);
+	if (threaded) {
+		pthread_join(th, &tr);
+		if (r == 0)
+			r = (int)(intptr_t)tr;
+	}
+	return r;
 }
 
 /* The model's objects: the mappings that hold callers. */
@@ -378,30 +462,36 @@ static int sym_objects(struct symbolization *y)
 }
 
 /* Locations point at their objects; per-object flags count the
- * locations of that mapping only. */
-static void sym_link(struct symbolization *y)
+ * locations of that mapping only. One pass over the callers: a big
+ * program has ~100 objects and ~100,000 callers. */
+static int sym_link(struct symbolization *y)
 {
-	for (uint32_t i = 0; i < y->n_objs; i++) {
-		uint32_t nl = 0, nf = 0, nln = 0;
+	uint32_t(*cnt)[3] = calloc(y->n_objs ? y->n_objs : 1, sizeof(*cnt));
 
-		for (uint32_t j = 0; j < y->n; j++) {
-			if (y->obj_of[j] != i)
-				continue;
-			y->locs[j].object = i;
-			/* In a file that cannot be read, the offset in the
-			 * file (what the mapping says) */
-			if (y->objs[i].mod)
-				y->locs[j].rel_addr = y->callers[j] - y->objs[i].bias;
-			else
-				y->locs[j].rel_addr = y->callers[j] - y->objs[i].map->start +
-						      y->objs[i].map->offset;
-			nl++;
-			nf += y->locs[j].function != NULL;
-			nln += y->locs[j].file != NULL;
-		}
-		y->mobjs[i].flags = (nl && nf == nl ? MP_OBJ_F_FUNCTIONS : 0) |
-				    (nl && nln == nl ? MP_OBJ_F_LINES : 0);
+	if (!cnt)
+		return -ENOMEM;
+	for (uint32_t j = 0; j < y->n; j++) {
+		uint32_t i = y->obj_of[j];
+
+		if (i == MP_NONE)
+			continue;
+		y->locs[j].object = i;
+		/* In a file that cannot be read, the offset in the file
+		 * (what the mapping says) */
+		if (y->objs[i].mod)
+			y->locs[j].rel_addr = y->callers[j] - y->objs[i].bias;
+		else
+			y->locs[j].rel_addr =
+				y->callers[j] - y->objs[i].map->start + y->objs[i].map->offset;
+		cnt[i][0]++;
+		cnt[i][1] += y->locs[j].function != NULL;
+		cnt[i][2] += y->locs[j].file != NULL;
 	}
+	for (uint32_t i = 0; i < y->n_objs; i++)
+		y->mobjs[i].flags = (cnt[i][0] && cnt[i][1] == cnt[i][0] ? MP_OBJ_F_FUNCTIONS : 0) |
+				    (cnt[i][0] && cnt[i][2] == cnt[i][0] ? MP_OBJ_F_LINES : 0);
+	free(cnt);
+	return 0;
 }
 
 static void sym_count(const struct symbolization *y, struct mp_symbolize_stats *st)
@@ -437,8 +527,9 @@ int mp_symbolize_python(struct mp_profile *p, const struct mp_procmaps *maps,
 		r = sym_dwfl(&y, pid);
 	if (r == 0)
 		r = sym_objects(&y);
+	if (r == 0)
+		r = sym_link(&y);
 	if (r == 0) {
-		sym_link(&y);
 		if (ret_stats)
 			sym_count(&y, ret_stats);
 		locations_free(p->locations, p->n_locations);
@@ -451,8 +542,10 @@ int mp_symbolize_python(struct mp_profile *p, const struct mp_procmaps *maps,
 		y.mobjs = NULL;
 		y.n_mobjs = 0;
 	}
-	if (y.dwfl)
-		mp_dwfl_end(y.dwfl);
+	for (uint32_t i = 0; y.dwfls && i < y.n_objs; i++)
+		mp_dwfl_end(y.dwfls[i]);
+	free(y.dwfls);
+	free(y.order);
 	locations_free(y.locs, y.locs ? y.n : 0);
 	objects_free(y.mobjs, y.n_mobjs);
 	free(y.objs);

@@ -214,6 +214,57 @@ Test(symbolize, two_exec_files_one_name)
 	mp_test_rmtree(dir);
 }
 
+/* Many files, several mappings of some (each file is symbolized in a
+ * Dwfl of its own, by whichever of two threads takes it): every caller is
+ * named, at its file's offset, in the object of its own mapping. */
+Test(symbolize, many_files_each_caller_in_its_own)
+{
+	const char *pie = fixture("tests/stacks/symfix-pie");
+	struct text t = text_of(pie);
+	uint64_t a = nm_value(pie, "symfix_alpha"), b = nm_value(pie, "symfix_beta");
+	enum { FILES = 24, MAPS = 2 * FILES };
+	static char path[FILES][256];
+	static uint64_t callers[2 * MAPS];
+	struct mp_symbolize_stats st;
+	char dir[128], cmd[1024];
+	char *txt = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	mp_test_tmpdir(dir, sizeof(dir), "symbolize");
+	f = open_memstream(&txt, &cap);
+	for (int i = 0; i < FILES; i++) {
+		snprintf(path[i], sizeof(path[i]), "%s/lib%02d.so", dir, i);
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", pie, path[i]);
+		cr_assert_eq(system(cmd), 0);
+	}
+	/* file i at two places: the second mapping after every first one */
+	for (int m = 0; m < MAPS; m++) {
+		uint64_t base = 0x7f0000000000 + (uint64_t)m * 0x1000000;
+
+		map_line(f, base, t.size, t.offset, path[m % FILES], 0);
+		callers[2 * m] = base + (a - t.vaddr) + 2;
+		callers[2 * m + 1] = base + (b - t.vaddr) + 2;
+	}
+	fclose(f);
+	struct mp_profile *p = symbolize(txt, callers, 2 * MAPS, &st);
+
+	for (int m = 0; m < MAPS; m++) {
+		const struct mp_location *l = loc(p, callers[2 * m]);
+
+		expect_named(p, callers[2 * m], "symfix_alpha", a + 2, path[m % FILES]);
+		expect_named(p, callers[2 * m + 1], "symfix_beta", b + 2, path[m % FILES]);
+		cr_expect_eq(p->objects[l->object].start, 0x7f0000000000 + (uint64_t)m * 0x1000000);
+	}
+	cr_expect_eq(p->n_objects, MAPS);
+	cr_expect_eq(st.frames, 2 * MAPS);
+	cr_expect_eq(st.unsymbolized, 0);
+	cr_expect_eq(st.objects_unreadable, 0);
+	mp_profile_free(p);
+	free(txt);
+	mp_test_rmtree(dir);
+}
+
 static void write_file(const char *path, const void *data, size_t n)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
