@@ -87,9 +87,9 @@ int mp_release_in_child(const int *fds, size_t n)
 }
 
 /* The holder: every fd but @sock closed, out of the caller's session (a
- * terminal's ^C or ^Z reaches the caller's process group, not it), then
- * a byte on @ready; then it receives fds until the socket's EOF, keeps
- * them, and exits, releasing them. */
+ * terminal's ^C or ^Z reaches the caller's process group, not it) and
+ * its working directory, then a byte on @ready; then it receives fds
+ * until the socket's EOF, keeps them, and exits, releasing them. */
 static void __attribute__((noreturn)) holder_main(int sock, int ready)
 {
 	unsigned int lo = (unsigned int)(sock < ready ? sock : ready),
@@ -106,6 +106,9 @@ static void __attribute__((noreturn)) holder_main(int sock, int ready)
 		syscall(SYS_close_range, lo + 1, hi - 1, 0);
 	syscall(SYS_close_range, hi + 1, ~0u, 0);
 	setsid();
+	/* it may live as long as the session: no directory kept busy */
+	if (chdir("/") < 0)
+		_exit(0);
 	while (write(ready, &c, 1) < 0 && errno == EINTR)
 		;
 	close(ready);
@@ -207,7 +210,6 @@ int mp_release_to_holder(const int *fds, size_t n)
 		}
 		done += k;
 	}
-	/* its EOF once it has read them all */
-	close(sock);
-	return 0;
+	/* its EOF, once the caller closed its copies */
+	return sock;
 }

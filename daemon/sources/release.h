@@ -29,10 +29,12 @@ int mp_release_in_child(const int *fds, size_t n);
  * while the caller is small: a grandchild in a session of its own (no
  * terminal signal reaches it) that closes every fd but its end of a
  * socket, before this returns, and waits there. mp_release_to_holder()
- * sends it @fds (SCM_RIGHTS: in flight they are references already, so
- * the caller may close its copies at once) and closes the socket: the
- * holder exits once it has them all, releasing them on its own time. One
- * hand-off per holder: 0 when @fds were handed, -1 when there is no holder
+ * sends it @fds (SCM_RIGHTS: in flight they are references already) and
+ * returns the socket, as mp_release_in_child() its fd: the caller closes
+ * its copies of @fds, then the socket, and the holder exits once it has
+ * read them all, releasing them on its own time. Closed in the other
+ * order, the holder may be gone first, and the caller's copies would be
+ * the last ones. One hand-off per holder: -1 when there is no holder
  * (never started, gone, or already used): then mp_release_in_child().
  * Thread-safe; the holder exits by itself when the caller exits first.
  */

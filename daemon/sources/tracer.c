@@ -249,9 +249,9 @@ static bool release_in_child(struct mp_tracer *t)
 
 	if (!n)
 		return false;
-	if (mp_release_to_holder(fds, n) == 0)
-		return true;
-	t->release_go = mp_release_in_child(fds, n);
+	t->release_go = mp_release_to_holder(fds, n);
+	if (t->release_go < 0)
+		t->release_go = mp_release_in_child(fds, n);
 	return t->release_go >= 0;
 }
 
@@ -275,8 +275,7 @@ static bool hand_off_links(struct mp_tracer *t)
 	if (!t->opts.release_in_child || !release_in_child(t))
 		return false;
 	close_links(t);
-	if (t->release_go >= 0)
-		close(t->release_go);
+	close(t->release_go);
 	t->release_go = -1;
 	t->handed_off = true;
 	return true;

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -96,13 +97,16 @@ static pid_t holder_pid(void)
 
 /*
  * Started before the pipes exist, the holder holds nothing of this
- * process's but its socket, in a session of its own; handed a pipe's write
- * end, it keeps it (held in flight while it is stopped) until it has read
- * every message, then exits and the pipe sees EOF. A holder is used once.
+ * process's but its socket (not even its working directory), in a
+ * session of its own; handed a pipe's write end, it keeps it (held in
+ * flight while it is stopped) until the socket is closed, so that the
+ * caller's copy is never the last one; then it exits and the pipe sees
+ * EOF. A holder is used once.
  */
 Test(release, holder_holds_what_it_is_handed_and_exits)
 {
-	int early[2], p[2];
+	char cwd[64], link[PATH_MAX] = { 0 };
+	int early[2], p[2], sock;
 	pid_t h;
 
 	cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
@@ -113,6 +117,9 @@ Test(release, holder_holds_what_it_is_handed_and_exits)
 	cr_assert_eq(fd_count(h), 1, "the holder has %d fds open, not its socket alone",
 		     fd_count(h));
 	cr_assert_neq(getsid(h), getsid(0), "the holder is in this process's session");
+	snprintf(cwd, sizeof(cwd), "/proc/%d/cwd", (int)h);
+	cr_assert_eq(readlink(cwd, link, sizeof(link) - 1), 1, "the holder keeps a directory");
+	cr_assert_eq(link[0], '/');
 	close(early[1]);
 	cr_assert(eof_within(early[0], 1000), "the holder holds a pipe made before it");
 	close(early[0]);
@@ -121,10 +128,15 @@ Test(release, holder_holds_what_it_is_handed_and_exits)
 	 * the message in flight */
 	cr_assert_eq(kill(h, SIGSTOP), 0);
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
-	cr_assert_eq(mp_release_to_holder(&p[1], 1), 0);
+	sock = mp_release_to_holder(&p[1], 1);
+	cr_assert_geq(sock, 0);
 	close(p[1]);
 	cr_assert_not(eof_within(p[0], 200), "the write end was not handed");
+	/* running, it holds the write end until this closes the socket:
+	 * its copy outlives this process's */
 	cr_assert_eq(kill(h, SIGCONT), 0);
+	cr_assert_not(eof_within(p[0], 200), "the holder let go before the socket was closed");
+	close(sock);
 	cr_assert(eof_within(p[0], 10000), "the handed write end is still held 10 s later");
 	cr_assert(mp_test_wait_until(reaped, &h, 10000), "the holder did not exit");
 	close(p[0]);
@@ -136,6 +148,7 @@ Test(release, holder_takes_many)
 {
 	enum { N = 300 };
 	static int r[N], w[N];
+	int sock;
 	pid_t h;
 
 	cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
@@ -148,9 +161,11 @@ Test(release, holder_takes_many)
 		r[i] = p[0];
 		w[i] = p[1];
 	}
-	cr_assert_eq(mp_release_to_holder(w, N), 0);
+	sock = mp_release_to_holder(w, N);
+	cr_assert_geq(sock, 0);
 	for (int i = 0; i < N; i++)
 		close(w[i]);
+	close(sock);
 	for (int i = 0; i < N; i++) {
 		cr_assert(eof_within(r[i], 10000), "pipe %d still held", i);
 		close(r[i]);
