@@ -417,6 +417,13 @@ static int setup(struct session *s, sigset_t *blocked)
 		       "attached to pid %d (%s path, %zu allocator probes)", (int)o->pid,
 		       s->path == MP_PATH_INPROCESS ? "in-process" : "eBPF",
 		       mp_tracer_probes(s->tracer, &(const struct mp_probe_info *){ NULL }));
+	/* The RSS timeline begins with the window, not one period into it:
+	 * a command shorter than the period still has its RSS. */
+	if (s->rss) {
+		r = mp_sess_idle_rss(s);
+		if (r < 0)
+			return r;
+	}
 	if (o->on_attached) {
 		r = o->on_attached(o->on_attached_ctx);
 		if (r < 0)
