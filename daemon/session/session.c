@@ -407,9 +407,11 @@ static int setup(struct session *s, sigset_t *blocked)
 	if (r < 0)
 		return r;
 
-	/* The ring may already exist (memprof run stops the target after
-	 * libmemprof's constructor): open it before the target runs on. */
+	/* The ring may exist (memprof run stops the target after libmemprof's
+	 * constructor), and the RSS timeline begins here: before the target runs on. */
 	r = mp_sess_drain_ring(s);
+	if (r == 0 && s->rss)
+		r = mp_sess_idle_rss(s);
 	if (r < 0)
 		return r;
 	/* --dump-events announces it: a consumer of the dump waits for it. */
@@ -417,13 +419,6 @@ static int setup(struct session *s, sigset_t *blocked)
 		       "attached to pid %d (%s path, %zu allocator probes)", (int)o->pid,
 		       s->path == MP_PATH_INPROCESS ? "in-process" : "eBPF",
 		       mp_tracer_probes(s->tracer, &(const struct mp_probe_info *){ NULL }));
-	/* The RSS timeline begins with the window, not one period into it:
-	 * a command shorter than the period still has its RSS. */
-	if (s->rss) {
-		r = mp_sess_idle_rss(s);
-		if (r < 0)
-			return r;
-	}
 	if (o->on_attached) {
 		r = o->on_attached(o->on_attached_ctx);
 		if (r < 0)
