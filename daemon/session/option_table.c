@@ -112,15 +112,15 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "kernel's rss_stat tracepoint" },
 	{ MP_OPT_ID_MODE, "mode", 0, "mode", MP_OPT_MODE, FG | MP_OPT_ATTACH | MP_OPT_CONFIG, 0, 0,
 	  "precise, sampled or rss", "MODE",
-	  "precise (default): every allocation, exact figures;\n"
-	  "costs ~4 uprobe hits per malloc+free pair.\n"
-	  "sampled: byte-weighted Poisson sampling in BPF\n"
-	  "(see --sample-bytes); heap figures are unbiased\n"
-	  "estimates, block counts are of sampled blocks;\n"
-	  "the probes still fire on every call, only the\n"
-	  "event cost is saved. rss: no allocator probes;\n"
+	  "precise (default): every allocation, exact figures.\n"
+	  "sampled: byte-weighted Poisson sampling (see\n"
+	  "--sample-bytes); heap figures are unbiased\n"
+	  "estimates, block counts are of sampled blocks; an\n"
+	  "unsampled call records nothing (with --tracer bpf\n"
+	  "its uprobes still fire). rss: no allocator tracing;\n"
 	  "per-kernel RSS (exact rss_stat attribution),\n"
-	  "anonymous mmap and brk growth at near-zero cost" },
+	  "anonymous mmap and brk growth at near-zero cost\n"
+	  "(costs: docs/TRACER.md, docs/BENCHMARKS.md)" },
 	{ MP_OPT_ID_SAMPLE_BYTES, "sample-bytes", 0, "sample_bytes", MP_OPT_SIZE,
 	  FG | MP_OPT_ATTACH | MP_OPT_CONFIG, 1, 1ull << 40, NULL, "N",
 	  "mean sampling interval of --mode sampled in bytes\n"
