@@ -885,13 +885,13 @@ static long child_ticks(pid_t pid)
 }
 
 /* `memprof run [--max-wait @max_wait] -- fixture-inproc temps 0 N`,
- * stopped (SIGSTOP) for 2.5 s once the fixture has run 50 ms of CPU
+ * stopped (SIGSTOP) for 3 s once the fixture has run 50 ms of CPU
  * (attached: memprof run resumes it then), so that it fills its ring
  * while its daemon is stopped: the profile. */
 static struct mp_profile *stopped_for_long(const char *max_wait, long n)
 {
 	struct timespec poll = { .tv_nsec = 5 * 1000 * 1000 },
-			stop = { .tv_sec = 2, .tv_nsec = 500 * 1000 * 1000 };
+			stop = { .tv_sec = 3 };
 	long hz = sysconf(_SC_CLK_TCK);
 	char path[] = "/tmp/mp-inproc-XXXXXX", nbuf[32];
 	char *argv[16];
