@@ -4,6 +4,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,26 @@
 #define READ_BUF_INITIAL 4096
 #define READ_BUF_MAX (1u << 20)
 
+/*
+ * The timed Pss reads on a thread of their own (the default): a walk of a
+ * big target's page tables takes milliseconds (8 ms for 440 MB of RSS
+ * here, growing with it), which the thread that samples, the session's
+ * event loop, would otherwise spend away from the rings it drains. One
+ * read at a time, of a dup of smaps_fd that the job closes; its result
+ * goes out with the next sample. The worker sleeps on @cv between reads.
+ */
+struct pss_job {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t th;
+	bool started, want, busy, done, quit;
+	int fd; /* the read asked for (want), or -1 */
+	int err;
+	uint64_t pss, cost_ns;
+	char *buf; /* the worker's own */
+	size_t buf_size;
+};
+
 struct mp_rss_sampler {
 	pid_t pid;
 	int status_fd;
@@ -31,6 +53,8 @@ struct mp_rss_sampler {
 	uint64_t missed, pss_deferred;
 	char *buf;
 	size_t buf_size;
+	bool async_pss;
+	struct pss_job job;
 };
 
 static int open_live_thread(struct mp_rss_sampler *s);
@@ -178,10 +202,30 @@ static int open_proc(pid_t pid, const char *name, int *ret_fd)
 	return 0;
 }
 
+static void pss_job_stop(struct pss_job *j)
+{
+	if (!j->started)
+		return;
+	pthread_mutex_lock(&j->mu);
+	j->quit = true;
+	pthread_cond_signal(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	/* at most the one read in flight to wait for */
+	pthread_join(j->th, NULL);
+	if (j->fd >= 0)
+		close(j->fd);
+	j->fd = -1;
+	j->started = false;
+}
+
 void mp_rss_sampler_free(struct mp_rss_sampler *s)
 {
 	if (!s)
 		return;
+	pss_job_stop(&s->job);
+	pthread_mutex_destroy(&s->job.mu);
+	pthread_cond_destroy(&s->job.cv);
+	free(s->job.buf);
 	if (s->status_fd >= 0)
 		close(s->status_fd);
 	if (s->thread_fd >= 0)
@@ -206,7 +250,10 @@ int mp_rss_sampler_new(pid_t pid, unsigned hz, unsigned pss_every_n, struct mp_r
 	if (!s)
 		return -ENOMEM;
 	s->pid = pid;
-	s->status_fd = s->thread_fd = s->smaps_fd = s->timer_fd = -1;
+	s->status_fd = s->thread_fd = s->smaps_fd = s->timer_fd = s->job.fd = -1;
+	s->async_pss = true;
+	pthread_mutex_init(&s->job.mu, NULL);
+	pthread_cond_init(&s->job.cv, NULL);
 	s->pss_every_n = pss_every_n;
 	s->pss_cost_ratio = MP_RSS_PSS_COST_RATIO;
 	s->buf_size = READ_BUF_INITIAL;
@@ -260,28 +307,34 @@ uint64_t mp_rss_sampler_missed(const struct mp_rss_sampler *s)
 
 /* One pread at offset 0 regenerates the whole seq_file; reading it in pieces
  * would splice two different snapshots, so the buffer must hold all of it. */
-static int read_whole(struct mp_rss_sampler *s, int fd, size_t *ret_len)
+static int read_whole_into(int fd, char **buf, size_t *size, size_t *ret_len)
 {
 	for (;;) {
-		ssize_t n = pread(fd, s->buf, s->buf_size, 0);
+		ssize_t n = *buf ? pread(fd, *buf, *size, 0) : 0;
 
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		if ((size_t)n < s->buf_size) {
+		if (*buf && (size_t)n < *size) {
 			*ret_len = (size_t)n;
 			return 0;
 		}
-		if (s->buf_size >= READ_BUF_MAX)
+		if (*buf && *size >= READ_BUF_MAX)
 			return -EFBIG;
-		char *nb = realloc(s->buf, s->buf_size * 2);
+		size_t nsize = *buf ? *size * 2 : READ_BUF_INITIAL;
+		char *nb = realloc(*buf, nsize);
 		if (!nb)
 			return -ENOMEM;
-		s->buf = nb;
-		s->buf_size *= 2;
+		*buf = nb;
+		*size = nsize;
 	}
+}
+
+static int read_whole(struct mp_rss_sampler *s, int fd, size_t *ret_len)
+{
+	return read_whole_into(fd, &s->buf, &s->buf_size, ret_len);
 }
 
 /* "Threads:" of a status text; 0 when absent or malformed. */
@@ -430,6 +483,128 @@ int mp_rss_sampler_read(struct mp_rss_sampler *s, bool with_pss, struct mp_rss_s
 	return 0;
 }
 
+void (*mp_rss_pss_read_hook)(void);
+
+static void *pss_main(void *arg)
+{
+	struct pss_job *j = arg;
+
+	pthread_mutex_lock(&j->mu);
+	for (;;) {
+		uint64_t a, b, pss = UINT64_MAX;
+		size_t len = 0;
+		int fd, r;
+
+		while (!j->want && !j->quit)
+			pthread_cond_wait(&j->cv, &j->mu);
+		if (j->quit)
+			break;
+		fd = j->fd;
+		j->fd = -1;
+		j->want = false;
+		pthread_mutex_unlock(&j->mu);
+		if (mp_rss_pss_read_hook)
+			mp_rss_pss_read_hook();
+		a = mp_now_ns();
+		r = read_whole_into(fd, &j->buf, &j->buf_size, &len);
+		if (r == 0)
+			r = mp_rss_parse_smaps_rollup(j->buf, len, &pss);
+		b = mp_now_ns();
+		close(fd);
+		pthread_mutex_lock(&j->mu);
+		j->err = r;
+		j->pss = pss;
+		j->cost_ns = b - a;
+		j->busy = false;
+		j->done = true;
+	}
+	pthread_mutex_unlock(&j->mu);
+	return NULL;
+}
+
+static int pss_job_start(struct pss_job *j)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	int r;
+
+	r = -pthread_attr_init(&attr);
+	if (r < 0)
+		return r;
+	/* a few frames; a sanitizer's own need included */
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	/* signals stay the sampling thread's business */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = -pthread_create(&j->th, &attr, pss_main, j);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (r == 0)
+		j->started = true;
+	return r;
+}
+
+/* The result of the read done since the last sample, if any, into @ret;
+ * the next read is not asked for before MP_RSS_PSS_COST_RATIO times its
+ * cost has passed. */
+static void pss_collect(struct mp_rss_sampler *s, struct mp_rss_sample *ret)
+{
+	struct pss_job *j = &s->job;
+	bool done;
+	int err;
+
+	if (!j->started)
+		return;
+	pthread_mutex_lock(&j->mu);
+	done = j->done;
+	j->done = false;
+	err = j->err;
+	if (done && err == 0)
+		ret->pss = j->pss;
+	if (done && s->pss_cost_ratio)
+		s->pss_not_before = mp_now_ns() + j->cost_ns * s->pss_cost_ratio;
+	pthread_mutex_unlock(&j->mu);
+	/* the status was just read, so the process lives: the thread whose
+	 * smaps_rollup we hold has exited */
+	if (done && (err == -ESRCH || err == -ENODATA))
+		open_live_thread(s);
+}
+
+/* Asks the worker for a read, started on first use; false when none can
+ * be asked for now (one in flight, the bound, no thread, no fd). */
+static bool pss_request(struct mp_rss_sampler *s)
+{
+	struct pss_job *j = &s->job;
+	int fd;
+
+	if (s->smaps_fd < 0 || (s->pss_cost_ratio && mp_now_ns() < s->pss_not_before))
+		return false;
+	pthread_mutex_lock(&j->mu);
+	if (j->busy) {
+		pthread_mutex_unlock(&j->mu);
+		return false;
+	}
+	pthread_mutex_unlock(&j->mu);
+	if (!j->started && pss_job_start(j) < 0)
+		return false;
+	fd = fcntl(s->smaps_fd, F_DUPFD_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	pthread_mutex_lock(&j->mu);
+	j->fd = fd;
+	j->want = j->busy = true;
+	pthread_cond_signal(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	return true;
+}
+
+void mp_rss_sampler_set_async_pss(struct mp_rss_sampler *s, bool async)
+{
+	if (!async)
+		pss_job_stop(&s->job);
+	s->async_pss = async;
+}
+
 int mp_rss_sampler_sample(struct mp_rss_sampler *s, struct mp_rss_sample *ret)
 {
 	uint64_t expirations = 0;
@@ -444,6 +619,16 @@ int mp_rss_sampler_sample(struct mp_rss_sampler *s, struct mp_rss_sample *ret)
 		s->missed += expirations - 1;
 	with_pss = s->pss_every_n && s->tick % s->pss_every_n == 0;
 	s->tick++;
+	if (s->async_pss) {
+		int r = mp_rss_sampler_read(s, false, ret);
+
+		if (r < 0)
+			return r;
+		pss_collect(s, ret);
+		if (with_pss && !pss_request(s))
+			s->pss_deferred++;
+		return 0;
+	}
 	if (with_pss && s->pss_cost_ratio) {
 		uint64_t a = mp_now_ns(), b;
 		int r;

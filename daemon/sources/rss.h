@@ -47,9 +47,13 @@ struct mp_rss_sampler;
 /*
  * Open /proc/@pid/status (and smaps_rollup unless @pss_every_n is 0) and arm
  * a CLOCK_MONOTONIC timerfd at @hz (1..MP_RSS_MAX_HZ). Every @pss_every_n-th
- * timer sample, starting with the first, also reads Pss, unless the last
- * timed Pss read was less than MP_RSS_PSS_COST_RATIO times its own cost
- * ago (counted: mp_rss_sampler_pss_deferred()).
+ * timer sample, starting with the first, also asks for Pss, unless the last
+ * timed Pss read ended less than MP_RSS_PSS_COST_RATIO times its own cost
+ * ago or is still running (counted: mp_rss_sampler_pss_deferred()). The
+ * read runs on a thread of the sampler's own, started on first use, and
+ * its Pss goes out with the first timed sample after it ended: the caller's
+ * thread never walks the target's page tables (see
+ * mp_rss_sampler_set_async_pss()).
  * Returns 0, -EINVAL, -ESRCH (no such process), -EACCES (smaps_rollup needs
  * ptrace read access), -ENOMEM, or the errno of open/timerfd_create.
  */
@@ -82,6 +86,13 @@ uint64_t mp_rss_sampler_missed(const struct mp_rss_sampler *s);
  * MP_RSS_PSS_COST_RATIO; 0: none, every @pss_every_n-th sample), and the
  * timed samples that went without Pss because of it. */
 void mp_rss_sampler_set_pss_cost_ratio(struct mp_rss_sampler *s, unsigned ratio);
+/* false: timed Pss reads in mp_rss_sampler_sample() itself, reported with
+ * the sample that asked for them (the worker, if started, is stopped). */
+void mp_rss_sampler_set_async_pss(struct mp_rss_sampler *s, bool async);
+
+/* Tests only: called on the Pss thread before each of its reads (NULL:
+ * nothing), so that a test can hold a read in flight. */
+extern void (*mp_rss_pss_read_hook)(void);
 uint64_t mp_rss_sampler_pss_deferred(const struct mp_rss_sampler *s);
 
 #endif /* MP_RSS_H */

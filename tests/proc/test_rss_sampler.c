@@ -2,12 +2,15 @@
 /* The sampler on a real child that faults in 64 MiB of fresh anonymous pages. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,6 +143,7 @@ Test(rss_sampler, touch_64mib)
 	int status;
 
 	cr_assert(eq(int, mp_rss_sampler_new(c.pid, MP_RSS_DEFAULT_HZ, 1, &s), 0));
+	mp_rss_sampler_set_async_pss(s, false);
 	before = timed_sample(s, 1);
 	command(&c, 't');
 	after = timed_sample(s, 1);
@@ -179,6 +183,7 @@ Test(rss_sampler, main_thread_exited)
 	MP_TEST_WAIT_FOR(proc_state(c.pid) == 'Z', 30000);
 	cr_assert(eq(chr, proc_state(c.pid), 'Z'), "the main thread did not exit");
 	cr_assert(eq(int, mp_rss_sampler_new(c.pid, MP_RSS_DEFAULT_HZ, 1, &s), 0));
+	mp_rss_sampler_set_async_pss(s, false);
 	before = timed_sample(s, 1);
 	command(&c, 't');
 	after = timed_sample(s, 1);
@@ -207,6 +212,7 @@ Test(rss_sampler, pss_cadence_and_on_demand)
 	int status;
 
 	cr_assert(eq(int, mp_rss_sampler_new(c.pid, 200, 3, &s), 0));
+	mp_rss_sampler_set_async_pss(s, false);
 	mp_rss_sampler_set_pss_cost_ratio(s, 0);
 	/* Pss on samples 0 and 3 of the timer cadence, never on others */
 	for (int i = 0; i < 7; i++)
@@ -247,6 +253,7 @@ Test(rss_sampler, pss_bounded_by_its_cost)
 	int status;
 
 	cr_assert(eq(int, mp_rss_sampler_new(c.pid, 1000, 1, &s), 0));
+	mp_rss_sampler_set_async_pss(s, false);
 	for (int i = 0; i < 100; i++) {
 		cr_assert(eq(int, mp_rss_sampler_sample(s, &got), 0));
 		with += got.pss != UINT64_MAX;
@@ -257,6 +264,136 @@ Test(rss_sampler, pss_bounded_by_its_cost)
 	cr_expect(eq(u64, mp_rss_sampler_pss_deferred(s), 100 - with));
 
 	command(&c, 'q');
+	cr_assert(eq(int, waitpid(c.pid, &status, 0), c.pid));
+	mp_rss_sampler_free(s);
+	close(c.cmd);
+	close(c.done);
+}
+
+/* ---- timed Pss reads on the sampler's own thread (the default) ---- */
+
+static atomic_bool hold;
+static sem_t entered;
+
+/* mp_rss_pss_read_hook: the read in flight stays there while @hold. */
+static void held_read(void)
+{
+	sem_post(&entered);
+	while (atomic_load(&hold))
+		usleep(1000);
+}
+
+static int open_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+
+	cr_assert_not_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static void *release_later(void *arg)
+{
+	(void)arg;
+	usleep(100 * 1000);
+	atomic_store(&hold, false);
+	return NULL;
+}
+
+/* The timed Pss read is the sampler's thread's: a sample that asks for it
+ * returns while the read is held in flight (were it read by the caller,
+ * the hook would hold the test itself until its timeout), and the samples
+ * that follow carry no Pss and ask for none (one read at a time) until it
+ * ends; its Pss then goes out with the next sample, read after the touch.
+ * Freeing the sampler waits for a read in flight and leaves no fd. */
+Test(rss_sampler, pss_read_on_a_thread_of_its_own, .timeout = 120)
+{
+	struct child c = start_child();
+	struct mp_rss_sampler *s = NULL;
+	struct mp_rss_sample before, got;
+	pthread_t th;
+	int status, fds = open_fds(), i;
+
+	cr_assert(eq(int, sem_init(&entered, 0, 0), 0));
+	atomic_store(&hold, true);
+	mp_rss_pss_read_hook = held_read;
+	cr_assert(eq(int, mp_rss_sampler_new(c.pid, 1000, 1, &s), 0));
+	mp_rss_sampler_set_pss_cost_ratio(s, 0);
+	/* the on-demand read stays the caller's */
+	cr_assert(eq(int, mp_rss_sampler_read(s, true, &before), 0));
+	cr_assert(ne(u64, before.pss, UINT64_MAX));
+
+	got = timed_sample(s, 0);
+	cr_assert(eq(int, sem_wait(&entered), 0), "the Pss thread did not start its read");
+	for (i = 0; i < 3; i++)
+		got = timed_sample(s, 0);
+	cr_expect(eq(u64, mp_rss_sampler_pss_deferred(s), 3), "asked again with one in flight");
+
+	command(&c, 't');
+	atomic_store(&hold, false);
+	/* the first sample after the read ended has its Pss */
+	for (i = 0; i < 30000; i++) {
+		struct pollfd pfd = { .fd = mp_rss_sampler_fd(s), .events = POLLIN };
+
+		cr_assert(eq(int, poll(&pfd, 1, 30000), 1));
+		cr_assert(eq(int, mp_rss_sampler_sample(s, &got), 0));
+		if (got.pss != UINT64_MAX)
+			break;
+	}
+	cr_assert(ne(u64, got.pss, UINT64_MAX), "no Pss came back");
+	cr_expect(le(u64, dist(got.pss - before.pss, TOUCH_BYTES), TOUCH_BYTES / 20),
+		  "Pss grew by %llu bytes, want 64 MiB +- 5%%",
+		  (unsigned long long)(got.pss - before.pss));
+	cr_expect(le(u64, got.pss, got.vm_rss));
+
+	/* a read in flight when the sampler goes */
+	atomic_store(&hold, true);
+	for (i = 0; i < 30000 && sem_trywait(&entered) < 0; i++) {
+		struct pollfd pfd = { .fd = mp_rss_sampler_fd(s), .events = POLLIN };
+
+		cr_assert(eq(int, poll(&pfd, 1, 30000), 1));
+		cr_assert(eq(int, mp_rss_sampler_sample(s, &got), 0));
+	}
+	cr_assert(eq(int, pthread_create(&th, NULL, release_later, NULL), 0));
+	mp_rss_sampler_free(s);
+	cr_assert(eq(int, pthread_join(th, NULL), 0));
+	mp_rss_pss_read_hook = NULL;
+	sem_destroy(&entered);
+	cr_expect(eq(int, open_fds(), fds), "the sampler left an fd open");
+
+	command(&c, 'q');
+	cr_assert(eq(int, waitpid(c.pid, &status, 0), c.pid));
+	close(c.cmd);
+	close(c.done);
+}
+
+/* pthread_exit() in main, on the Pss thread: its Pss still comes back,
+ * from the live thread's smaps_rollup. */
+Test(rss_sampler, pss_thread_after_main_thread_exited, .timeout = 120)
+{
+	struct child c = start_child_ex(1);
+	struct mp_rss_sampler *s = NULL;
+	struct mp_rss_sample got = { .pss = UINT64_MAX };
+	int status;
+
+	MP_TEST_WAIT_FOR(proc_state(c.pid) == 'Z', 30000);
+	cr_assert(eq(chr, proc_state(c.pid), 'Z'), "the main thread did not exit");
+	cr_assert(eq(int, mp_rss_sampler_new(c.pid, 1000, 1, &s), 0));
+	mp_rss_sampler_set_pss_cost_ratio(s, 0);
+	for (int i = 0; i < 30000 && got.pss == UINT64_MAX; i++) {
+		struct pollfd pfd = { .fd = mp_rss_sampler_fd(s), .events = POLLIN };
+
+		cr_assert(eq(int, poll(&pfd, 1, 30000), 1));
+		cr_assert(eq(int, mp_rss_sampler_sample(s, &got), 0));
+	}
+	cr_expect(ne(u64, got.pss, UINT64_MAX), "no Pss came back");
+	cr_expect(le(u64, got.pss, got.vm_rss));
+	command(&c, 'q');
+	cr_assert(eq(int, waitid(P_PID, (id_t)c.pid, NULL, WEXITED | WNOWAIT), 0));
+	cr_expect(eq(int, mp_rss_sampler_sample(s, &got), -ESRCH));
 	cr_assert(eq(int, waitpid(c.pid, &status, 0), c.pid));
 	mp_rss_sampler_free(s);
 	close(c.cmd);
