@@ -21,6 +21,7 @@
 #include "diff_cmd.h"
 #include "launch.h"
 #include "log.h"
+#include "modules.h"
 #include "options.h"
 #include "outfile.h"
 #include "pprof.h"
@@ -314,6 +315,7 @@ static int cmd_run(int argc, char **argv)
 	}
 	if (o.torch && add_torch_owner_groups(&o.session) < 0)
 		return 2;
+	mp_dwfl_set_net(o.debuginfod);
 	r = set_pythonpath(o.torch, !o.no_preload && MP_PRELOAD_DEFAULT);
 	if (r == -ENOMEM)
 		fprintf(stderr, "memprof run: setting PYTHONPATH: out of memory\n");

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "control.h"
 #include "log.h"
+#include "modules.h"
 #include "options.h"
 #include "profile.h"
 #include "service.h"
@@ -224,6 +225,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	o.session.release_detached = true;
+	mp_dwfl_set_net(o.debuginfod);
 	r = o.n_streams ? run_streaming(&o, &p) : mp_session_run(&o.session, &p);
 	if (r < 0)
 		return 1;

@@ -154,6 +154,12 @@ const struct mp_option mp_options_table[MP_OPT_N] = {
 	  "bytes of the thread's stack copied for the daemon to\n"
 	  "unwind (eBPF path, and code libmemprof cannot unwind\n"
 	  "itself; default 16384, max 32768)" },
+	{ MP_OPT_ID_DEBUGINFOD, "debuginfod", 0, NULL, MP_OPT_FLAG, FG, 0, 1, NULL, NULL,
+	  "name the frames of objects without local debug info\n"
+	  "from the debuginfod servers DEBUGINFOD_URLS names\n"
+	  "(by build-id, after the target exits; cached in\n"
+	  "DEBUGINFOD_CACHE_PATH, else ~/.cache/debuginfod_client;\n"
+	  "a big library's first fetch takes long)" },
 	{ MP_OPT_ID_MAX_MEMORY, "max-memory", 0, "max_memory", MP_OPT_SIZE,
 	  FG | MP_OPT_ATTACH | MP_OPT_CONFIG, MP_SESSION_MIN_MEMORY, 1ull << 44, NULL, "N",
 	  "memory for this target's tables: live blocks,\n"

@@ -67,6 +67,7 @@ enum mp_opt_id {
 	MP_OPT_ID_NO_STACKS,
 	MP_OPT_ID_STACK_DEPTH,
 	MP_OPT_ID_STACK_BYTES,
+	MP_OPT_ID_DEBUGINFOD,
 	/* Limits: the bounds of a target's tables (docs/PROFILE.md "Limits"). */
 	MP_OPT_ID_MAX_MEMORY,
 	MP_OPT_ID_MAX_SITES,

@@ -134,6 +134,7 @@ static const struct {
 	FIELD(MAX_STACKS, session.max_stacks),
 	FIELD(NO_PRELOAD, no_preload),
 	FIELD(TORCH, torch),
+	FIELD(DEBUGINFOD, debuginfod),
 	FIELD(MERGE_LAG, session.lag_ns),
 	FIELD(VERBOSE, session.verbose),
 };

@@ -18,6 +18,7 @@ struct mp_options {
 	struct mp_emit out; /* -o, --format, --print, --region, --pool */
 	bool no_preload; /* memprof run --no-preload */
 	bool torch; /* memprof run --torch */
+	bool debuginfod; /* --debuginfod: mp_dwfl_set_net() */
 	/* memprofd --pid only: collectors to stream chunks to, and how often. */
 	char *streams[MP_OPTIONS_MAX_STREAMS];
 	size_t n_streams;

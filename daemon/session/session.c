@@ -530,9 +530,9 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 	else if (final && st.unsymbolized)
 		log_notice("pid %d: %" PRIu32 " of %" PRIu32 " frames without a symbol (%" PRIu32
 			   " in anonymous memory such as JIT code; %" PRIu32 " of %" PRIu32
-			   " file mappings unreadable): shown as addresses",
+			   " file mappings unreadable): shown as addresses%s",
 			   (int)o->pid, st.unsymbolized, st.frames, st.anonymous,
-			   st.objects_unreadable, st.objects);
+			   st.objects_unreadable, st.objects, mp_symbolize_net_hint());
 	return 0;
 }
 

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+#include <elfutils/debuginfod.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -134,6 +135,85 @@ const Dwfl_Callbacks mp_dwfl_callbacks = {
 	.find_elf = dwfl_build_id_find_elf,
 	.find_debuginfo = find_debuginfo,
 };
+
+/* The calling thread's debuginfod client, made at its first lookup. */
+static __thread debuginfod_client *net;
+static __thread bool net_tried;
+
+static bool net_on;
+
+void mp_dwfl_set_net(bool on)
+{
+	__atomic_store_n(&net_on, on, __ATOMIC_RELAXED);
+}
+
+/* Whether the front-end asked for the network (--debuginfod) and the
+ * environment names debuginfod servers (as gdb and perf read it). */
+bool mp_dwfl_net_enabled(void)
+{
+	const char *urls = getenv("DEBUGINFOD_URLS");
+
+	return __atomic_load_n(&net_on, __ATOMIC_RELAXED) && urls && *urls;
+}
+
+/* The debug file of @mod's build-id from the servers of DEBUGINFOD_URLS,
+ * into (or from) the client's cache; -1 when none. */
+static int find_debuginfo_net(Dwfl_Module *mod, char **ret_path)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	struct stat st;
+	char *path = NULL;
+	int n, fd;
+
+	n = dwfl_module_build_id(mod, &bits, &vaddr);
+	if (n < 2 || n > 64)
+		return -1;
+	if (!net_tried) {
+		net_tried = true;
+		net = debuginfod_begin();
+	}
+	if (!net)
+		return -1;
+	fd = debuginfod_find_debuginfo(net, bits, n, &path);
+	if (fd < 0) {
+		free(path);
+		return -1;
+	}
+	/* a file of the client's cache: only a regular one of sane size */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > MAX_DEBUG_FILE) {
+		close(fd);
+		free(path);
+		return -1;
+	}
+	*ret_path = path;
+	return fd;
+}
+
+static int find_debuginfo_or_net(Dwfl_Module *mod, void **userdata, const char *modname,
+				 Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+				 GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+	int fd = find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+				debuglink_crc, debuginfo_file_name);
+
+	if (fd >= 0 || !mp_dwfl_net_enabled())
+		return fd;
+	return find_debuginfo_net(mod, debuginfo_file_name);
+}
+
+const Dwfl_Callbacks mp_dwfl_symbolize_callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = find_debuginfo_or_net,
+};
+
+void mp_dwfl_net_end(void)
+{
+	if (net)
+		debuginfod_end(net);
+	net = NULL;
+	net_tried = false;
+}
 
 bool mp_mapping_is_code(const struct mp_mapping *m)
 {

@@ -5,7 +5,9 @@
  * /proc/PID/root while it lives, so other mount namespaces work; by the same
  * path, checked by inode, afterwards) and placed at the load bias its
  * mapping implies. Separate debug info comes from the local build-id tree
- * or the file's .gnu_debuglink, never from the network.
+ * or the file's .gnu_debuglink; for symbolization only, and only when
+ * asked (--debuginfod), from the servers of DEBUGINFOD_URLS by build-id
+ * (never for the unwinder, which runs while the target waits).
  */
 #ifndef MP_UNWIND_MODULES_H
 #define MP_UNWIND_MODULES_H
@@ -19,6 +21,15 @@
 
 /* Callbacks for dwfl_begin() that find ELF and debug files locally only. */
 extern const Dwfl_Callbacks mp_dwfl_callbacks;
+/* The same, then, once mp_dwfl_set_net(true) was called (--debuginfod)
+ * and DEBUGINFOD_URLS names servers, debug files from them by build-id
+ * (each thread its own client, the client's cache as DEBUGINFOD_CACHE_PATH
+ * says); mp_dwfl_net_end() ends the calling thread's client. Off by
+ * default: a fetch can take long, and the files it brings are parsed. */
+extern const Dwfl_Callbacks mp_dwfl_symbolize_callbacks;
+void mp_dwfl_set_net(bool on);
+bool mp_dwfl_net_enabled(void);
+void mp_dwfl_net_end(void);
 
 /*
  * Reports the file of mapping @m of process @pid to @dwfl (between

@@ -342,7 +342,7 @@ static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *ma
  * and line of the callers of every object of the file. */
 static int sym_file(struct symbolization *y, uint32_t f)
 {
-	Dwfl *dwfl = dwfl_begin(&mp_dwfl_callbacks);
+	Dwfl *dwfl = dwfl_begin(&mp_dwfl_symbolize_callbacks);
 
 	if (!dwfl)
 		return -ENOMEM;
@@ -374,7 +374,13 @@ static int sym_files(struct symbolization *y)
 	while (r == 0 && (k = __atomic_fetch_add(&y->next, 1, __ATOMIC_RELAXED)) < y->n_order)
 		if ((r = sym_file(y, y->order[k])) < 0)
 			__atomic_store_n(&y->next, y->n_order, __ATOMIC_RELAXED);
+	mp_dwfl_net_end();
 	return r;
+}
+
+const char *mp_symbolize_net_hint(void)
+{
+	return mp_dwfl_net_enabled() ? "" : " (debug files by build-id: --debuginfod)";
 }
 
 static void *sym_files_thread(void *arg)

@@ -40,6 +40,11 @@ struct mp_symbolize_stats {
 	uint32_t objects, objects_unreadable;
 };
 
+/* For a message about frames left without a symbol: "" when debug files
+ * were asked for from debuginfod servers (mp_dwfl_net_enabled()), else a
+ * pointer to --debuginfod. */
+const char *mp_symbolize_net_hint(void);
+
 /* mp_symbolize_profile(), with callers @maps lacks looked up in @later
  * (another read of the maps, may be NULL) before /proc, and what it found
  * in *@ret_stats (may be NULL; set when 0 is returned). */

@@ -9,6 +9,7 @@
  * readable frames keep their names, the others their addresses and file
  * offsets, and the counts say which is which.
  */
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -16,12 +17,17 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../common/helpers.h"
+#include "modules.h"
 #include "procmaps.h"
 #include "profile.h"
 #include "symbolize.h"
@@ -401,4 +407,185 @@ Test(symbolize, unwinder_exec_mapped_twice)
 	mp_unwinder_free(u);
 	mp_procmaps_free(maps);
 	free(txt);
+}
+
+/* ---- debug files from a debuginfod server ---- */
+
+extern char **environ;
+
+/* The GNU build-id of @elf in hex (readelf -n). */
+static void build_id_of(const char *elf, char *out, size_t size)
+{
+	char cmd[4400], line[512];
+	FILE *f;
+
+	out[0] = '\0';
+	snprintf(cmd, sizeof(cmd), "readelf -n '%s'", elf);
+	cr_assert_not_null(f = popen(cmd, "r"));
+	while (fgets(line, sizeof(line), f)) {
+		const char *k = strstr(line, "Build ID: ");
+
+		if (k)
+			snprintf(out, size, "%.*s", (int)strcspn(k + 10, " \n"), k + 10);
+	}
+	cr_assert_eq(pclose(f), 0);
+	cr_assert_neq(out[0], '\0', "%s has no build-id", elf);
+}
+
+/* The HTTP status of GET @path on 127.0.0.1:@port, 0 when none came. */
+static int http_status(int port, const char *path)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	char req[512], resp[64] = { 0 };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), code = 0;
+	size_t got = 0;
+	ssize_t n;
+
+	cr_assert_geq(fd, 0);
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0) {
+		snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+		if (write(fd, req, strlen(req)) == (ssize_t)strlen(req))
+			while (got < sizeof(resp) - 1 &&
+			       (n = read(fd, resp + got, sizeof(resp) - 1 - got)) > 0)
+				got += (size_t)n;
+		sscanf(resp, "HTTP/%*s %d", &code);
+	}
+	close(fd);
+	return code;
+}
+
+/* elfutils' debuginfod serving the ELF/DWARF files of @srv on a loopback
+ * port (its database and log in @dir), once it serves @build_id's
+ * debuginfo: its pid, the port in *@ret_port. */
+static pid_t debuginfod_start(const char *srv, const char *dir, const char *build_id, int *ret_port)
+{
+	char db[512], log_path[512], port_s[16], path[256];
+
+	cr_assert_neq(DEBUGINFOD[0], '\0',
+		      "no debuginfod program: install the Debian package debuginfod "
+		      "(scripts/install-deps)");
+	snprintf(db, sizeof(db), "%s/db.sqlite", dir);
+	snprintf(log_path, sizeof(log_path), "%s/debuginfod.log", dir);
+	snprintf(path, sizeof(path), "/buildid/%s/debuginfo", build_id);
+	for (int attempt = 0; attempt < 20; attempt++) {
+		int port = 20000 + (int)((getpid() * 7 + attempt * 131) % 30000), status;
+		char *argv[] = { DEBUGINFOD, "-F", (char *)srv, "-p", port_s, "-d", db, NULL };
+		pid_t pid;
+
+		snprintf(port_s, sizeof(port_s), "%d", port);
+		pid = fork();
+		cr_assert_geq(pid, 0);
+		if (pid == 0) {
+			/* gone with the test, however it ends; its output in
+			 * @dir, not on the test's pipes */
+			int log = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (log < 0 || dup2(log, 1) < 0 || dup2(log, 2) < 0)
+				_exit(127);
+			execve(DEBUGINFOD, argv, environ);
+			_exit(127);
+		}
+		/* its first scan of @dir; a port taken ends it at once */
+		for (int i = 0; i < 600; i++) {
+			if (waitpid(pid, &status, WNOHANG) == pid) {
+				pid = 0;
+				break;
+			}
+			if (http_status(port, path) == 200) {
+				*ret_port = port;
+				return pid;
+			}
+			usleep(50 * 1000);
+		}
+		if (pid) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			cr_assert_fail("debuginfod on port %d did not serve %s in 30 s", port,
+				       path);
+		}
+	}
+	cr_assert_fail("debuginfod did not start on any of 20 ports");
+	return 0;
+}
+
+/* A file stripped of its symbols and debug info, without a debuglink:
+ * its frames are addresses, unless debuginfod was asked for
+ * (mp_dwfl_set_net(), --debuginfod) and DEBUGINFOD_URLS names a server
+ * that has its debug file (by build-id); then they have function, file
+ * and line. DEBUGINFOD_URLS alone (a login shell may set it) fetches
+ * nothing, and a server that does not answer leaves them addresses. */
+Test(symbolize, debug_file_from_debuginfod, .timeout = 120)
+{
+	const char *exe = fixture("tests/stacks/symfix-net");
+	const char *debug = fixture("tests/stacks/symfix-net.debug");
+	struct text t = text_of(exe);
+	uint64_t a = nm_value(debug, "symfix_alpha"), b = nm_value(debug, "symfix_beta");
+	char dir[128], srv[200], cache[200], cache_dead[200], url[64], id[128], cmd[1024];
+	struct mp_symbolize_stats st;
+	const struct mp_location *l;
+	char *txt = NULL;
+	size_t cap = 0;
+	int port, status;
+	pid_t pid;
+	FILE *f = open_memstream(&txt, &cap);
+
+	map_line(f, t.vaddr, t.size, t.offset, exe, 0);
+	fclose(f);
+	const uint64_t callers[] = { a + 2, b + 2 };
+	struct mp_profile *p;
+
+	build_id_of(exe, id, sizeof(id));
+	mp_test_tmpdir(dir, sizeof(dir), "debuginfod");
+	snprintf(srv, sizeof(srv), "%s/srv", dir);
+	snprintf(cache, sizeof(cache), "%s/cache", dir);
+	snprintf(cache_dead, sizeof(cache_dead), "%s/cache-dead", dir);
+	snprintf(cmd, sizeof(cmd), "mkdir '%s' && cp '%s' '%s/'", srv, debug, srv);
+	cr_assert_eq(system(cmd), 0);
+
+	unsetenv("DEBUGINFOD_URLS");
+	setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
+	mp_dwfl_set_net(true);
+	p = symbolize(txt, callers, 2, &st);
+	cr_expect_null(loc(p, callers[0])->function, "named without its debug file");
+	cr_expect_eq(st.unsymbolized, 2);
+	mp_profile_free(p);
+
+	pid = debuginfod_start(srv, dir, id, &port);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+	setenv("DEBUGINFOD_URLS", url, 1);
+	mp_dwfl_set_net(false);
+	p = symbolize(txt, callers, 2, &st);
+	cr_expect_eq(st.unsymbolized, 2, "fetched without --debuginfod");
+	mp_profile_free(p);
+
+	/* nothing listens there (its misses cached apart) */
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port == 65000 ? 65001 : 65000);
+	setenv("DEBUGINFOD_URLS", url, 1);
+	setenv("DEBUGINFOD_CACHE_PATH", cache_dead, 1);
+	mp_dwfl_set_net(true);
+	p = symbolize(txt, callers, 2, &st);
+	cr_expect_eq(st.unsymbolized, 2);
+	mp_profile_free(p);
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", port);
+	setenv("DEBUGINFOD_URLS", url, 1);
+	setenv("DEBUGINFOD_CACHE_PATH", cache, 1);
+	p = symbolize(txt, callers, 2, &st);
+	expect_named(p, callers[0], "symfix_alpha", a + 2, exe);
+	expect_named(p, callers[1], "symfix_beta", b + 2, exe);
+	l = loc(p, callers[0]);
+	cr_expect(l->file && strstr(l->file, "symfix.c"), "file %s", l->file ? l->file : "(none)");
+	cr_expect_gt(l->line, 0);
+	cr_expect_eq(st.unsymbolized, 0);
+	mp_profile_free(p);
+
+	mp_dwfl_set_net(false);
+	unsetenv("DEBUGINFOD_URLS");
+	unsetenv("DEBUGINFOD_CACHE_PATH");
+	kill(pid, SIGTERM);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	free(txt);
+	mp_test_rmtree(dir);
 }
