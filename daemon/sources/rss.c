@@ -25,18 +25,19 @@
  * big target's page tables takes milliseconds (8 ms for 440 MB of RSS
  * here, growing with it), which the thread that samples, the session's
  * event loop, would otherwise spend away from the rings it drains. One
- * read at a time, of a dup of smaps_fd that the job closes; its result
- * goes out with the next sample. The worker sleeps on @cv between reads.
+ * read at a time, each on a thread made for it (no thread lives between
+ * reads: a service with hundreds of targets keeps its task count), of a
+ * dup of smaps_fd that the thread closes; the result goes out with the
+ * first sample after the thread is done, which joins it.
  */
 struct pss_job {
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
 	pthread_t th;
-	bool started, want, busy, done, quit;
-	int fd; /* the read asked for (want), or -1 */
+	bool running; /* a thread to join (the sampling thread's field) */
+	bool done; /* atomic: the thread has set the fields below */
+	int fd;
 	int err;
 	uint64_t pss, cost_ns;
-	char *buf; /* the worker's own */
+	char *buf; /* one read's at a time */
 	size_t buf_size;
 };
 
@@ -202,20 +203,14 @@ static int open_proc(pid_t pid, const char *name, int *ret_fd)
 	return 0;
 }
 
+/* Waits for the read in flight, if any, and drops its result. */
 static void pss_job_stop(struct pss_job *j)
 {
-	if (!j->started)
+	if (!j->running)
 		return;
-	pthread_mutex_lock(&j->mu);
-	j->quit = true;
-	pthread_cond_signal(&j->cv);
-	pthread_mutex_unlock(&j->mu);
-	/* at most the one read in flight to wait for */
 	pthread_join(j->th, NULL);
-	if (j->fd >= 0)
-		close(j->fd);
-	j->fd = -1;
-	j->started = false;
+	j->running = false;
+	__atomic_store_n(&j->done, false, __ATOMIC_RELAXED);
 }
 
 void mp_rss_sampler_free(struct mp_rss_sampler *s)
@@ -223,8 +218,6 @@ void mp_rss_sampler_free(struct mp_rss_sampler *s)
 	if (!s)
 		return;
 	pss_job_stop(&s->job);
-	pthread_mutex_destroy(&s->job.mu);
-	pthread_cond_destroy(&s->job.cv);
 	free(s->job.buf);
 	if (s->status_fd >= 0)
 		close(s->status_fd);
@@ -252,8 +245,6 @@ int mp_rss_sampler_new(pid_t pid, unsigned hz, unsigned pss_every_n, struct mp_r
 	s->pid = pid;
 	s->status_fd = s->thread_fd = s->smaps_fd = s->timer_fd = s->job.fd = -1;
 	s->async_pss = true;
-	pthread_mutex_init(&s->job.mu, NULL);
-	pthread_cond_init(&s->job.cv, NULL);
 	s->pss_every_n = pss_every_n;
 	s->pss_cost_ratio = MP_RSS_PSS_COST_RATIO;
 	s->buf_size = READ_BUF_INITIAL;
@@ -488,113 +479,79 @@ void (*mp_rss_pss_read_hook)(void);
 static void *pss_main(void *arg)
 {
 	struct pss_job *j = arg;
+	uint64_t a, b, pss = UINT64_MAX;
+	size_t len = 0;
+	int r;
 
-	pthread_mutex_lock(&j->mu);
-	for (;;) {
-		uint64_t a, b, pss = UINT64_MAX;
-		size_t len = 0;
-		int fd, r;
-
-		while (!j->want && !j->quit)
-			pthread_cond_wait(&j->cv, &j->mu);
-		if (j->quit)
-			break;
-		fd = j->fd;
-		j->fd = -1;
-		j->want = false;
-		pthread_mutex_unlock(&j->mu);
-		if (mp_rss_pss_read_hook)
-			mp_rss_pss_read_hook();
-		a = mp_now_ns();
-		r = read_whole_into(fd, &j->buf, &j->buf_size, &len);
-		if (r == 0)
-			r = mp_rss_parse_smaps_rollup(j->buf, len, &pss);
-		b = mp_now_ns();
-		close(fd);
-		pthread_mutex_lock(&j->mu);
-		j->err = r;
-		j->pss = pss;
-		j->cost_ns = b - a;
-		j->busy = false;
-		j->done = true;
-	}
-	pthread_mutex_unlock(&j->mu);
+	if (mp_rss_pss_read_hook)
+		mp_rss_pss_read_hook();
+	a = mp_now_ns();
+	r = read_whole_into(j->fd, &j->buf, &j->buf_size, &len);
+	if (r == 0)
+		r = mp_rss_parse_smaps_rollup(j->buf, len, &pss);
+	b = mp_now_ns();
+	close(j->fd);
+	j->fd = -1;
+	j->err = r;
+	j->pss = pss;
+	j->cost_ns = b - a;
+	__atomic_store_n(&j->done, true, __ATOMIC_RELEASE);
 	return NULL;
 }
 
-static int pss_job_start(struct pss_job *j)
+/* The result of the read that ended since the last sample, if any, into
+ * @ret; the next read is not asked for before MP_RSS_PSS_COST_RATIO times
+ * its cost has passed. */
+static void pss_collect(struct mp_rss_sampler *s, struct mp_rss_sample *ret)
 {
+	struct pss_job *j = &s->job;
+
+	if (!j->running || !__atomic_load_n(&j->done, __ATOMIC_ACQUIRE))
+		return;
+	pss_job_stop(j);
+	if (j->err == 0)
+		ret->pss = j->pss;
+	if (s->pss_cost_ratio)
+		s->pss_not_before = mp_now_ns() + j->cost_ns * s->pss_cost_ratio;
+	/* the status was just read, so the process lives: the thread whose
+	 * smaps_rollup we hold has exited */
+	if (j->err == -ESRCH || j->err == -ENODATA)
+		open_live_thread(s);
+}
+
+/* Starts a read on a thread of its own; false when none can be started
+ * now (one in flight, the bound, no fd, no thread). */
+static bool pss_request(struct mp_rss_sampler *s)
+{
+	struct pss_job *j = &s->job;
 	pthread_attr_t attr;
 	sigset_t all, old;
 	int r;
 
-	r = -pthread_attr_init(&attr);
-	if (r < 0)
-		return r;
+	if (j->running || s->smaps_fd < 0 || (s->pss_cost_ratio && mp_now_ns() < s->pss_not_before))
+		return false;
+	j->fd = fcntl(s->smaps_fd, F_DUPFD_CLOEXEC, 0);
+	if (j->fd < 0)
+		return false;
+	if (pthread_attr_init(&attr) != 0) {
+		close(j->fd);
+		j->fd = -1;
+		return false;
+	}
 	/* a few frames; a sanitizer's own need included */
 	pthread_attr_setstacksize(&attr, 256 << 10);
 	/* signals stay the sampling thread's business */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = -pthread_create(&j->th, &attr, pss_main, j);
+	r = pthread_create(&j->th, &attr, pss_main, j);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
-	if (r == 0)
-		j->started = true;
-	return r;
-}
-
-/* The result of the read done since the last sample, if any, into @ret;
- * the next read is not asked for before MP_RSS_PSS_COST_RATIO times its
- * cost has passed. */
-static void pss_collect(struct mp_rss_sampler *s, struct mp_rss_sample *ret)
-{
-	struct pss_job *j = &s->job;
-	bool done;
-	int err;
-
-	if (!j->started)
-		return;
-	pthread_mutex_lock(&j->mu);
-	done = j->done;
-	j->done = false;
-	err = j->err;
-	if (done && err == 0)
-		ret->pss = j->pss;
-	if (done && s->pss_cost_ratio)
-		s->pss_not_before = mp_now_ns() + j->cost_ns * s->pss_cost_ratio;
-	pthread_mutex_unlock(&j->mu);
-	/* the status was just read, so the process lives: the thread whose
-	 * smaps_rollup we hold has exited */
-	if (done && (err == -ESRCH || err == -ENODATA))
-		open_live_thread(s);
-}
-
-/* Asks the worker for a read, started on first use; false when none can
- * be asked for now (one in flight, the bound, no thread, no fd). */
-static bool pss_request(struct mp_rss_sampler *s)
-{
-	struct pss_job *j = &s->job;
-	int fd;
-
-	if (s->smaps_fd < 0 || (s->pss_cost_ratio && mp_now_ns() < s->pss_not_before))
-		return false;
-	pthread_mutex_lock(&j->mu);
-	if (j->busy) {
-		pthread_mutex_unlock(&j->mu);
+	if (r != 0) {
+		close(j->fd);
+		j->fd = -1;
 		return false;
 	}
-	pthread_mutex_unlock(&j->mu);
-	if (!j->started && pss_job_start(j) < 0)
-		return false;
-	fd = fcntl(s->smaps_fd, F_DUPFD_CLOEXEC, 0);
-	if (fd < 0)
-		return false;
-	pthread_mutex_lock(&j->mu);
-	j->fd = fd;
-	j->want = j->busy = true;
-	pthread_cond_signal(&j->cv);
-	pthread_mutex_unlock(&j->mu);
+	j->running = true;
 	return true;
 }
 

@@ -50,8 +50,8 @@ struct mp_rss_sampler;
  * timer sample, starting with the first, also asks for Pss, unless the last
  * timed Pss read ended less than MP_RSS_PSS_COST_RATIO times its own cost
  * ago or is still running (counted: mp_rss_sampler_pss_deferred()). The
- * read runs on a thread of the sampler's own, started on first use, and
- * its Pss goes out with the first timed sample after it ended: the caller's
+ * read runs on a thread made for it (none lives between reads), and its
+ * Pss goes out with the first timed sample after it ended: the caller's
  * thread never walks the target's page tables (see
  * mp_rss_sampler_set_async_pss()).
  * Returns 0, -EINVAL, -ESRCH (no such process), -EACCES (smaps_rollup needs
@@ -87,7 +87,8 @@ uint64_t mp_rss_sampler_missed(const struct mp_rss_sampler *s);
  * timed samples that went without Pss because of it. */
 void mp_rss_sampler_set_pss_cost_ratio(struct mp_rss_sampler *s, unsigned ratio);
 /* false: timed Pss reads in mp_rss_sampler_sample() itself, reported with
- * the sample that asked for them (the worker, if started, is stopped). */
+ * the sample that asked for them (a read in flight is waited for and its
+ * result dropped). */
 void mp_rss_sampler_set_async_pss(struct mp_rss_sampler *s, bool async);
 
 /* Tests only: called on the Pss thread before each of its reads (NULL:
