@@ -890,8 +890,7 @@ static long child_ticks(pid_t pid)
  * while its daemon is stopped: the profile. */
 static struct mp_profile *stopped_for_long(const char *max_wait, long n)
 {
-	struct timespec poll = { .tv_nsec = 5 * 1000 * 1000 },
-			stop = { .tv_sec = 3 };
+	struct timespec poll = { .tv_nsec = 5 * 1000 * 1000 }, stop = { .tv_sec = 3 };
 	long hz = sysconf(_SC_CLK_TCK);
 	char path[] = "/tmp/mp-inproc-XXXXXX", nbuf[32];
 	char *argv[16];
