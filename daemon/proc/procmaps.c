@@ -296,17 +296,22 @@ void mp_procmaps_free(struct mp_procmaps *m)
 
 const struct mp_mapping *mp_procmaps_find(const struct mp_procmaps *m, uint64_t addr)
 {
-	size_t lo = 0, hi = m->n;
+	size_t lo = 0, hi = m->n, h = __atomic_load_n(&m->hint, __ATOMIC_RELAXED);
 
+	if (h < m->n && addr >= m->maps[h].start && addr < m->maps[h].end)
+		return &m->maps[h];
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 
-		if (addr < m->maps[mid].start)
+		if (addr < m->maps[mid].start) {
 			hi = mid;
-		else if (addr >= m->maps[mid].end)
+		} else if (addr >= m->maps[mid].end) {
 			lo = mid + 1;
-		else
+		} else {
+			/* the struct is the caller's, never const itself */
+			__atomic_store_n((size_t *)&m->hint, mid, __ATOMIC_RELAXED);
 			return &m->maps[mid];
+		}
 	}
 	return NULL;
 }

@@ -32,6 +32,11 @@ struct mp_procmaps {
 	struct mp_mapping *maps; /* sorted by start, non-overlapping */
 	size_t n;
 	char *strings;
+	/* The index mp_procmaps_find() found last, tried first: lookups come
+	 * in runs in one object (a stack's frames, libtorch's callers).
+	 * Written by lookups through a const pointer, atomically: the
+	 * symbolizer's threads share one snapshot. */
+	size_t hint;
 };
 
 /* Parse the text of a maps file. Malformed lines and lines longer than

@@ -129,17 +129,17 @@ static struct mp_unwinder *unwinder_for(struct mp_stack_collector *c,
 static void note_frames(struct mp_stack_collector *c, const struct mp_collect_target *t,
 			const uint64_t *frames, int n)
 {
+	const struct mp_procmaps *maps = c->maps ? c->maps : t->maps;
 	struct mp_procmaps *fresh;
 	int i;
 
-	if (t->exited || mp_now_ns() - c->unwind_maps_ns < MP_COLLECT_MAPS_REREAD_NS)
+	if (t->exited)
 		return;
+	/* the clock read only for a frame the maps lack */
 	for (i = 0; i < n; i++)
-		if (!MP_PYFRAME_IS(frames[i]) && !(c->maps ? mp_procmaps_find(c->maps, frames[i]) :
-						   t->maps ? mp_procmaps_find(t->maps, frames[i]) :
-							     NULL))
+		if (!MP_PYFRAME_IS(frames[i]) && !(maps && mp_procmaps_find(maps, frames[i])))
 			break;
-	if (i == n)
+	if (i == n || mp_now_ns() - c->unwind_maps_ns < MP_COLLECT_MAPS_REREAD_NS)
 		return;
 	c->unwind_maps_ns = mp_now_ns();
 	if (mp_procmaps_read(c->pid, &fresh) < 0)

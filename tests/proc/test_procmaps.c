@@ -62,6 +62,34 @@ Test(procmaps, parses_whole_file)
 	mp_procmaps_free(NULL);
 }
 
+/* The last mapping found is tried first (a stack's frames come in runs
+ * in one object): every lookup still answers by the current ranges, the
+ * hint's mapping, another one, a gap right after it, and a hint left by
+ * a larger table than the one the maps were merged down to. */
+Test(procmaps, lookups_after_a_hit_answer_by_the_ranges)
+{
+	struct mp_procmaps *pm;
+
+	cr_assert_eq(mp_procmaps_parse(sample, strlen(sample), &pm), 0);
+	for (int round = 0; round < 2; round++) {
+		cr_assert_eq(mp_procmaps_find(pm, 0x7f3a4c200010), &pm->maps[5]);
+		cr_assert_eq(mp_procmaps_find(pm, 0x7f3a4c227fff), &pm->maps[5]);
+		cr_assert_null(mp_procmaps_find(pm, 0x7f3a4c228000));
+		cr_assert_null(mp_procmaps_find(pm, 0x7f3a4c1fffff + 0x28001));
+		cr_assert_eq(mp_procmaps_find(pm, 0x7f3a4c1fffff), &pm->maps[4]);
+		cr_assert_eq(mp_procmaps_find(pm, 0x55d0c0a00000), &pm->maps[0]);
+		cr_assert_eq(mp_procmaps_find(pm, 0x55d0c0a02000), &pm->maps[1]);
+		cr_assert_null(mp_procmaps_find(pm, 0x55d0c1c6cfff));
+	}
+	/* the hint past the table's end after it shrank */
+	cr_assert_eq(mp_procmaps_find(pm, 0xffffffffff600000), &pm->maps[6]);
+	pm->n = 3;
+	cr_assert_null(mp_procmaps_find(pm, 0xffffffffff600000));
+	cr_assert_eq(mp_procmaps_find(pm, 0x55d0c1c6d000), &pm->maps[2]);
+	pm->n = 7;
+	mp_procmaps_free(pm);
+}
+
 Test(procmaps, rejects_hostile_input)
 {
 	static const char *const bad[] = {
