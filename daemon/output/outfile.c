@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -222,26 +223,31 @@ static int write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
-static int write_atomic(const struct spot *s, const void *buf, size_t len)
+/* A new file beside @s's, named into @tmp: its fd, or -errno. */
+static int tmp_open(const struct spot *s, char tmp[NAME_MAX + 1])
 {
-	mode_t mode = s->exists ? (s->st.st_mode & 0777) : 0644;
-	char tmp[NAME_MAX + 1];
-	int fd = -1, r;
+	int fd = -1;
 
 	for (int i = 0; i < 100 && fd < 0; i++) {
 		uint32_t rnd;
 
 		if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
 			rnd = (uint32_t)time(NULL) ^ (uint32_t)getpid() ^ (uint32_t)i * 2654435761u;
-		snprintf(tmp, sizeof(tmp), "%.200s.tmp%06x", s->base, rnd & 0xffffff);
-		fd = openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		snprintf(tmp, NAME_MAX + 1, "%.200s.tmp%06x", s->base, rnd & 0xffffff);
+		fd = openat(s->dirfd, tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 			    0600);
 		if (fd < 0 && errno != EEXIST)
 			return -errno;
 	}
-	if (fd < 0)
-		return -EEXIST;
-	r = write_all(fd, buf, len);
+	return fd < 0 ? -EEXIST : fd;
+}
+
+/* The new file @fd (@tmp) written (@r: 0) replaces @s's, with its mode;
+ * else it is removed. Returns @r, or the error that finishing met. */
+static int tmp_finish(const struct spot *s, int fd, const char *tmp, int r)
+{
+	mode_t mode = s->exists ? (s->st.st_mode & 0777) : 0644;
+
 	if (r == 0 && (fchmod(fd, mode) < 0 || fsync(fd) < 0))
 		r = -errno;
 	if (close(fd) < 0 && r == 0)
@@ -253,6 +259,16 @@ static int write_atomic(const struct spot *s, const void *buf, size_t len)
 	if (r < 0)
 		unlinkat(s->dirfd, tmp, 0);
 	return r;
+}
+
+static int write_atomic(const struct spot *s, const void *buf, size_t len)
+{
+	char tmp[NAME_MAX + 1];
+	int fd = tmp_open(s, tmp);
+
+	if (fd < 0)
+		return fd;
+	return tmp_finish(s, fd, tmp, write_all(fd, buf, len));
 }
 
 static int write_in_place(const struct spot *s, const void *buf, size_t len)
@@ -359,16 +375,85 @@ const char *mp_output_strerror(int r)
 	}
 }
 
+/* The buffer a profile is encoded into: the new file's own pages where
+ * its blocks could be reserved (no copy through write(), which cost more
+ * than the encoding for a 27 MB profile here), else the heap's. */
+struct room {
+	int fd; /* the new file, -1: none */
+	uint8_t *map;
+	size_t map_len;
+};
+
+static int room_get(void *ctx, size_t len, size_t slack, uint8_t **ret)
+{
+	struct room *o = ctx;
+	size_t n = len + slack;
+
+	*ret = NULL;
+	/* reserved, so that a full disk is an error here and not a SIGBUS
+	 * at a store into the mapping */
+	if (o->fd >= 0 && n <= (size_t)INT64_MAX && fallocate(o->fd, 0, 0, (off_t)n) == 0) {
+		void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, o->fd, 0);
+
+		if (m != MAP_FAILED) {
+			/* the page cache's pages at once, not a fault each */
+			(void)madvise(m, n, MADV_POPULATE_WRITE);
+			o->map = m;
+			o->map_len = n;
+			*ret = m;
+			return 0;
+		}
+	} else if (o->fd >= 0 && (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)) {
+		return -errno;
+	}
+	*ret = malloc(n);
+	return *ret ? 0 : -ENOMEM;
+}
+
 int mp_profile_save(const struct mp_profile *p, const char *path)
 {
+	struct room o = { .fd = -1 };
+	char tmp[NAME_MAX + 1];
+	struct spot s;
 	uint8_t *buf;
 	size_t len;
 	int r;
 
-	r = mp_profile_file_encode(p, &buf, &len);
+	r = resolve(path, &s);
 	if (r < 0)
 		return r;
-	r = mp_output_write(path, buf, len);
-	free(buf);
+	if (s.exists && !s.magic && S_ISDIR(s.st.st_mode)) {
+		r = -EISDIR;
+		goto out;
+	}
+	if (!s.magic && (!s.exists || S_ISREG(s.st.st_mode))) {
+		o.fd = tmp_open(&s, tmp);
+		if (o.fd < 0) {
+			r = o.fd;
+			goto out;
+		}
+	} else if (!s.magic && !S_ISCHR(s.st.st_mode) && !S_ISFIFO(s.st.st_mode)) {
+		r = -EINVAL;
+		goto out;
+	}
+	r = mp_profile_encode_with(p, MP_PROFILE_FILE_HEADER, room_get, &o, &buf, &len);
+	if (r == 0) {
+		mp_profile_file_header(buf + MP_PROFILE_FILE_HEADER, len, buf);
+		len += MP_PROFILE_FILE_HEADER;
+	}
+	if (o.map) {
+		munmap(o.map, o.map_len);
+		/* the slack past the message goes */
+		if (r == 0 && ftruncate(o.fd, (off_t)len) < 0)
+			r = -errno;
+	} else {
+		if (r == 0)
+			r = o.fd >= 0 ? write_all(o.fd, buf, len) : write_in_place(&s, buf, len);
+		free(buf);
+	}
+	if (o.fd >= 0)
+		r = tmp_finish(&s, o.fd, tmp, r);
+out:
+	close(s.dirfd);
 	return r;
 }

@@ -1072,8 +1072,8 @@ static int field_offset(const uint8_t *m, size_t len, uint32_t field, size_t *re
 
 /* protobuf-c packs the profile without its sites at the end of the buffer;
  * the fields before the sites move down to make room for them. */
-int mp_profile_encode_room(const struct mp_profile *p, size_t room, uint8_t **ret_buf,
-			   size_t *ret_len)
+int mp_profile_encode_with(const struct mp_profile *p, size_t room, mp_profile_room_fn get,
+			   void *ctx, uint8_t **ret_buf, size_t *ret_len)
 {
 	struct arena a = { 0 };
 	Memprof__Profile *o;
@@ -1081,6 +1081,7 @@ int mp_profile_encode_room(const struct mp_profile *p, size_t room, uint8_t **re
 	size_t len, sites, at;
 	int r = -ENOMEM;
 
+	*ret_buf = NULL;
 	o = enc_profile(&a, p);
 	if (!o)
 		goto out;
@@ -1088,8 +1089,10 @@ int mp_profile_encode_room(const struct mp_profile *p, size_t room, uint8_t **re
 	sites = sites_len(p);
 	if (sites > SIZE_MAX - PB_SITE_MAX - room || len > SIZE_MAX - PB_SITE_MAX - room - sites)
 		goto out;
-	buf = malloc(room + sites + len + PB_SITE_MAX); /* see put_sites() */
-	if (!buf)
+	/* see put_sites() for the slack past the end */
+	r = get(ctx, room + sites + len, PB_SITE_MAX, &buf);
+	*ret_buf = buf;
+	if (r < 0)
 		goto out;
 	m = buf + room;
 	memprof__profile__pack(o, m + sites);
@@ -1103,13 +1106,31 @@ int mp_profile_encode_room(const struct mp_profile *p, size_t room, uint8_t **re
 			goto out;
 		}
 	}
-	*ret_buf = buf;
 	*ret_len = sites + len;
-	buf = NULL;
 out:
-	free(buf);
 	arena_free(&a);
 	return r;
+}
+
+static int room_malloc(void *ctx, size_t len, size_t slack, uint8_t **ret)
+{
+	(void)ctx;
+	*ret = malloc(len + slack);
+	return *ret ? 0 : -ENOMEM;
+}
+
+int mp_profile_encode_room(const struct mp_profile *p, size_t room, uint8_t **ret_buf,
+			   size_t *ret_len)
+{
+	uint8_t *buf = NULL;
+	int r = mp_profile_encode_with(p, room, room_malloc, NULL, &buf, ret_len);
+
+	if (r < 0) {
+		free(buf);
+		return r;
+	}
+	*ret_buf = buf;
+	return 0;
 }
 
 int mp_profile_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret_len)

@@ -37,6 +37,16 @@ int mp_profile_encode(const struct mp_profile *p, uint8_t **ret_buf, size_t *ret
  * the message is *@ret_len bytes at *@ret_buf + @room. */
 int mp_profile_encode_room(const struct mp_profile *p, size_t room, uint8_t **ret_buf,
 			   size_t *ret_len);
+/* The buffer mp_profile_encode_with() writes into, asked for once: @len
+ * bytes and @slack writable past them (which it may scribble on), in
+ * *@ret; 0 or a negative errno (*@ret then NULL, or the caller's to
+ * release as after a failed encode). */
+typedef int (*mp_profile_room_fn)(void *ctx, size_t len, size_t slack, uint8_t **ret);
+/* mp_profile_encode_room() into a buffer @get gives (a file's mapping):
+ * the message is *@ret_len bytes at *@ret_buf + @room. On failure
+ * *@ret_buf is the buffer @get gave, if any, for the caller to release. */
+int mp_profile_encode_with(const struct mp_profile *p, size_t room, mp_profile_room_fn get,
+			   void *ctx, uint8_t **ret_buf, size_t *ret_len);
 /* Parses a bare message; on failure *@ret_why (if not NULL) explains. */
 int mp_profile_decode(const void *buf, size_t len, struct mp_profile **ret, const char **ret_why);
 

@@ -4,23 +4,29 @@
  * place every output file is written: regular files are replaced
  * atomically, device nodes and FIFOs are written in place and stay what
  * they were, other node types are refused, and a symlink planted by
- * another user in a directory others can write is never followed. The
- * device nodes are made here with mknod (never /dev/null or /dev/full
- * themselves); another user's symlink is made with lchown. Needs root.
+ * another user in a directory others can write is never followed; a
+ * profile is encoded into its file's own pages. The device nodes are made
+ * here with mknod (never /dev/null or /dev/full themselves); another
+ * user's symlink is made with lchown; a full file system is a small tmpfs
+ * mounted here. Needs root.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "outfile.h"
+#include "profile.h"
+#include "profile_pb.h"
 
 #define NOBODY 65534
 
@@ -310,4 +316,157 @@ Test(outfile, proc_magic_link_to_a_pipe_is_written)
 	cr_assert_eq(read(p[0], buf, sizeof(buf) - 1), 5);
 	cr_assert_str_eq(buf, "piped");
 	close(p[0]);
+}
+
+/* A profile of @n sites, each with figures of its own: some hundreds of
+ * KB encoded, more than the encoder's slack past the end. */
+static struct mp_profile *profile_of(uint32_t n)
+{
+	struct mp_profile *p = mp_profile_new();
+
+	cr_assert_not_null(p);
+	p->sites = calloc(n, sizeof(*p->sites));
+	cr_assert_not_null(p->sites);
+	p->n_sites = n;
+	p->owners = calloc(1, sizeof(*p->owners));
+	cr_assert_not_null(p->owners);
+	p->owners[0].name = strdup("(unknown)");
+	p->n_owners = 1;
+	for (uint32_t i = 0; i < n; i++) {
+		struct mp_site *st = &p->sites[i];
+
+		st->caller = 0x400000 + 16 * (uint64_t)i;
+		st->name = MP_NONE;
+		st->phase = MP_NONE;
+		st->owner = MP_OWNER_UNKNOWN;
+		st->alloc_objects = st->peak_objects = 1 + i % 7;
+		st->alloc_space = st->peak_space = 4096 + (uint64_t)i * 24;
+	}
+	return p;
+}
+
+/* The whole of @path, *@len bytes (malloc'd). */
+static uint8_t *slurp_all(const char *path, size_t *len)
+{
+	struct stat st;
+	uint8_t *b;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+	cr_assert_eq(fstat(fd, &st), 0);
+	b = malloc((size_t)st.st_size + 1);
+	cr_assert_not_null(b);
+	cr_assert_eq(read(fd, b, (size_t)st.st_size), st.st_size);
+	close(fd);
+	*len = (size_t)st.st_size;
+	return b;
+}
+
+struct fifo_read {
+	const char *path;
+	uint8_t *buf;
+	size_t len, cap;
+};
+
+static void *read_fifo_all(void *arg)
+{
+	struct fifo_read *f = arg;
+	int fd = open(f->path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	while (fd >= 0 && f->len < f->cap && (n = read(fd, f->buf + f->len, f->cap - f->len)) > 0)
+		f->len += (size_t)n;
+	if (fd >= 0)
+		close(fd);
+	return NULL;
+}
+
+/* mp_profile_save() lays the profile out in the new file's own pages:
+ * the file holds exactly what mp_profile_file_encode() gives (no slack
+ * left past the message), decodes, keeps the mode of the file it
+ * replaces, and leaves no temporary file; a FIFO gets the same bytes. */
+Test(outfile, profile_saved_in_place_is_the_encoding)
+{
+	struct mp_profile *p = profile_of(20000), *back = NULL;
+	struct fifo_read fr = { 0 };
+	char fifo[512];
+	uint8_t *want, *got;
+	size_t want_len, got_len;
+	struct stat st;
+	pthread_t th;
+
+	cr_assert_eq(mp_profile_file_encode(p, &want, &want_len), 0);
+	cr_assert_gt(want_len, 256 << 10);
+	cr_assert_eq(mp_profile_save(p, at("new.pb")), 0);
+	got = slurp_all(at("new.pb"), &got_len);
+	cr_assert_eq(got_len, want_len);
+	cr_assert(!memcmp(got, want, want_len), "the file differs from the encoding");
+	{
+		const char *why = NULL;
+
+		cr_assert_eq(mp_profile_file_decode(got, got_len, &back, &why), 0, "%s", why);
+	}
+	cr_assert_eq(back->n_sites, 20000);
+	mp_profile_free(back);
+	free(got);
+	cr_assert_eq(stat(at("new.pb"), &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0644);
+	/* replacing a longer file of another mode */
+	put(at("old.pb"), "x");
+	cr_assert_eq(truncate(at("old.pb"), (off_t)want_len * 2), 0);
+	chmod(at("old.pb"), 0640);
+	cr_assert_eq(mp_profile_save(p, at("old.pb")), 0);
+	got = slurp_all(at("old.pb"), &got_len);
+	cr_assert_eq(got_len, want_len);
+	cr_assert(!memcmp(got, want, want_len));
+	free(got);
+	cr_assert_eq(stat(at("old.pb"), &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0640);
+	assert_entries(dir, 2);
+	/* a FIFO: written in place, from the heap */
+	snprintf(fifo, sizeof(fifo), "%s", at("fifo"));
+	fr.path = fifo;
+	fr.cap = want_len + 1;
+	fr.buf = malloc(fr.cap);
+	cr_assert_not_null(fr.buf);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	cr_assert_eq(pthread_create(&th, NULL, read_fifo_all, &fr), 0);
+	cr_assert_eq(mp_profile_save(p, fifo), 0);
+	cr_assert_eq(pthread_join(th, NULL), 0);
+	cr_assert_eq(fr.len, want_len);
+	cr_assert(!memcmp(fr.buf, want, want_len));
+	cr_assert_eq(lstat(fifo, &st), 0);
+	cr_assert(S_ISFIFO(st.st_mode));
+	cr_assert_eq(mp_profile_save(p, dir), -EISDIR);
+	assert_entries(dir, 3);
+	free(fr.buf);
+	free(want);
+	mp_profile_free(p);
+}
+
+/* A file system without room for the profile: an error (its blocks are
+ * reserved before the encoder writes into the file's pages, where a full
+ * disk would be a SIGBUS), the file replaced stays as it was, and no
+ * temporary file is left. A 64 KiB tmpfs, mounted here. */
+Test(outfile, profile_save_on_a_full_file_system_fails_cleanly)
+{
+	struct mp_profile *p = profile_of(20000);
+	char mnt[512];
+
+	need_root();
+	snprintf(mnt, sizeof(mnt), "%s", at("small"));
+	cr_assert_eq(mkdir(mnt, 0755), 0);
+	/* in a mount namespace of this test's own, which a crash takes
+	 * away with the mount */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("memprof-test", mnt, "tmpfs", 0, "size=64k") < 0)
+		cr_skip_test("cannot mount a tmpfs here: %s", strerror(errno));
+	put(at("small/kept.pb"), "old");
+	cr_assert_eq(mp_profile_save(p, at("small/kept.pb")), -ENOSPC);
+	cr_assert_str_eq(slurp(at("small/kept.pb")), "old");
+	cr_assert_eq(mp_profile_save(p, at("small/new.pb")), -ENOSPC);
+	cr_assert_eq(access(at("small/new.pb"), F_OK), -1);
+	assert_entries(mnt, 1);
+	cr_assert_eq(umount(mnt), 0);
+	mp_profile_free(p);
 }
