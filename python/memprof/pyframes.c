@@ -20,6 +20,10 @@
  * leaves them out of its native stacks: they say nothing the Python frames
  * do not, and they would make stacks twice as deep. Below it, the
  * interpreter's functions that allocated stay.
+ *
+ * Between two allocations of a thread its outer Python frames rarely
+ * change: each thread keeps what its walks found frame by frame (the
+ * memo, below), in front of the process-wide caches.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -82,13 +86,69 @@ struct line_ent {
 	_Atomic uint32_t seq;
 	int line;
 	_Atomic(const void *) code;
-	const void *qualname, *filename;
+	/* and its line table: exec() of one file name's source again makes a
+	 * code object at a freed one's address with the same names */
+	const void *qualname, *filename, *linetable;
 	Py_ssize_t lasti;
 	uint32_t id;
 };
 
+/*
+ * The memo: the Python frames of a thread's last walks, by the frame's
+ * address, each with what frame_of() found it to be. A frame whose code
+ * object, instruction and owner are its entry's is that frame again,
+ * without the code object's instructions or the line cache (a miss in its
+ * 1.8 MB, the most of a frame's cost before), in no more time than it
+ * takes to check it.
+ *
+ * A value is that of a code object and an instruction, never of the
+ * activation that ran them: one at the frame's address since (the frame
+ * popped, another pushed there) has the same value when it runs the same
+ * code object at the same instruction, and differs in its code or
+ * prev_instr otherwise. A code object freed and another made at its
+ * address (a module's code after its import, exec()'s) differs from the
+ * entry in its line table object, its own, unless the new one's was made
+ * at the old one's address too; and in its qualname and filename objects,
+ * the line cache's guard, unless those are shared (interned names, one
+ * file name object for both) or new at the old ones' addresses as well: a
+ * hit is never staler than the line cache's. A frame is kept only when
+ * complete, and so is its frame again: completeness is a matter of its
+ * owner, instruction and code object. And only when its value has a name:
+ * an unnamed one is named again the next time, as frame_of() does.
+ *
+ * A thread has one of MEMO_SLOTS memos, the entries in the caches'
+ * mapping and only the memo's index in initial-exec TLS: a dlopen()ed
+ * module's initial-exec TLS comes out of a surplus of the static TLS block
+ * that holds less than 2 KB for all of them (glibc 2.36, 1 KB measured to
+ * fit into a python3, 2 KB not), and libgomp and others need their part.
+ * Threads past MEMO_SLOTS share one. A walk holds its memo (busy) from its
+ * start to its end; one that finds it held (a signal handler's walk
+ * interrupting this thread's, another thread's on a shared memo) neither
+ * reads nor writes it.
+ */
+#define MEMO_ENTS 1024u
+#define MEMO_SLOTS 32u
+
+struct memo_ent {
+	const _PyInterpreterFrame *frame;
+	const PyCodeObject *code;
+	const _Py_CODEUNIT *prev_instr;
+	const void *qualname, *filename, *linetable;
+	uint64_t value;
+	char owner;
+} __attribute__((aligned(64)));
+
+struct memo {
+	_Atomic uint32_t busy;
+	struct memo_ent ent[MEMO_ENTS];
+};
+
 static struct code_ent *cache;
 static struct line_ent *lines;
+static struct memo *memos;
+static _Atomic uint32_t memo_next;
+/* this thread's memo, 1-based (0: none chosen yet) */
+static __thread uint32_t memo_slot __attribute__((tls_model("initial-exec")));
 static int (*expander_set)(uint64_t lo, uint64_t hi, memprof_expand_fn fn);
 static uint32_t (*intern)(const char *s, uint32_t len);
 static uint64_t eval_lo, eval_hi;
@@ -239,11 +299,11 @@ static int line_of(struct code_ent *e, PyCodeObject *co, int addr)
 	return line;
 }
 
-/* Frame @f as MP_PYFRAME(): its code's name id, its line (0: unknown). */
-static uint64_t frame_of(_PyInterpreterFrame *f)
+/* The frame running @co at @prev_instr as MP_PYFRAME(): its code's name
+ * id, its line (0: unknown). */
+static uint64_t frame_of(PyCodeObject *co, const _Py_CODEUNIT *prev_instr)
 {
-	PyCodeObject *co = f->f_code;
-	Py_ssize_t lasti = f->prev_instr - _PyCode_CODE(co);
+	Py_ssize_t lasti = prev_instr - _PyCode_CODE(co);
 	struct line_ent *e;
 	uint32_t s, id;
 	int line;
@@ -256,7 +316,8 @@ static uint64_t frame_of(_PyInterpreterFrame *f)
 		   (LINE_CACHE - 1)];
 	s = atomic_load_explicit(&e->seq, memory_order_acquire);
 	if (s && !(s & 1) && atomic_load_explicit(&e->code, memory_order_relaxed) == co &&
-	    e->lasti == lasti && e->qualname == co->co_qualname && e->filename == co->co_filename) {
+	    e->lasti == lasti && e->qualname == co->co_qualname && e->filename == co->co_filename &&
+	    e->linetable == co->co_linetable) {
 		line = e->line;
 		id = e->id;
 		atomic_thread_fence(memory_order_acquire);
@@ -273,11 +334,46 @@ static uint64_t frame_of(_PyInterpreterFrame *f)
 		e->lasti = lasti;
 		e->qualname = co->co_qualname;
 		e->filename = co->co_filename;
+		e->linetable = co->co_linetable;
 		e->line = line;
 		e->id = id;
 		atomic_store_explicit(&e->seq, s + 2, memory_order_release);
 	}
 	return MP_PYFRAME(id, line);
+}
+
+/* This thread's memo, held until memo_end(); NULL: none (a walk this one
+ * interrupts holds it, or another thread's walk). */
+static struct memo *memo_begin(void)
+{
+	uint32_t i = memo_slot;
+	struct memo *m;
+
+	if (!memos)
+		return NULL;
+	if (!i) {
+		/* a handler's walk between the two lines takes a slot too:
+		 * either is this thread's */
+		i = atomic_fetch_add_explicit(&memo_next, 1, memory_order_relaxed) % MEMO_SLOTS + 1;
+		memo_slot = i;
+	}
+	m = &memos[i - 1];
+	if (atomic_exchange_explicit(&m->busy, 1, memory_order_acquire))
+		return NULL;
+	return m;
+}
+
+static void memo_end(struct memo *m)
+{
+	if (m)
+		atomic_store_explicit(&m->busy, 0, memory_order_release);
+}
+
+/* The entry of the frame at @f (frames in one data stack chunk, 16 KB,
+ * each in an entry of its own). */
+static struct memo_ent *memo_ent(struct memo *m, const _PyInterpreterFrame *f)
+{
+	return &m->ent[((uintptr_t)f >> 4) & (MEMO_ENTS - 1)];
 }
 
 /* The expander (expand.h): each eval-loop frame of @in replaced by the
@@ -290,6 +386,7 @@ static int expand(const uint64_t *in, int n, uint64_t *out, int max)
 	bool entry[PY_FRAMES_MAX];
 	PyThreadState *ts = PyGILState_GetThisThreadState();
 	_PyInterpreterFrame *f;
+	struct memo *mo;
 	int np = 0, g = 0, m = 0, first = 0, limit, evals = 0, runs = 0;
 
 	if (!ts || !ts->cframe)
@@ -306,11 +403,25 @@ static int expand(const uint64_t *in, int n, uint64_t *out, int max)
 			first = i;
 		}
 	limit = max - first < PY_FRAMES_MAX ? max - first : PY_FRAMES_MAX;
+	mo = memo_begin();
 	for (f = ts->cframe->current_frame; f && np < limit && runs < evals; f = f->previous) {
 		PyCodeObject *co = f->f_code;
+		const _Py_CODEUNIT *pi = f->prev_instr;
+		struct memo_ent *me = NULL;
 
 		if (!co || Py_TYPE(co) != &PyCode_Type)
 			break;
+		if (mo) {
+			me = memo_ent(mo, f);
+			if (me->frame == f && me->code == co && me->prev_instr == pi &&
+			    me->owner == f->owner && me->qualname == co->co_qualname &&
+			    me->filename == co->co_filename && me->linetable == co->co_linetable) {
+				py[np] = me->value;
+				entry[np++] = f->is_entry;
+				runs += f->is_entry;
+				continue;
+			}
+		}
 		if (_PyFrame_IsIncomplete(f)) {
 			/* not begun: no line, but it may end a C call's run */
 			if (np && f->is_entry && !entry[np - 1]) {
@@ -319,10 +430,21 @@ static int expand(const uint64_t *in, int n, uint64_t *out, int max)
 			}
 			continue;
 		}
-		py[np] = frame_of(f);
+		py[np] = frame_of(co, pi);
+		if (me && MP_PYFRAME_NAME(py[np])) {
+			me->frame = f;
+			me->code = co;
+			me->prev_instr = pi;
+			me->owner = f->owner;
+			me->qualname = co->co_qualname;
+			me->filename = co->co_filename;
+			me->linetable = co->co_linetable;
+			me->value = py[np];
+		}
 		entry[np++] = f->is_entry;
 		runs += f->is_entry;
 	}
+	memo_end(mo);
 	if (!np)
 		return 0;
 	for (int i = 0; i < n && m < max; i++) {
@@ -389,7 +511,8 @@ int mp_pyframes_register(void *(*sym)(const char *name), char *err, size_t len)
 	if (!cache) {
 		/* the profiler's own memory, as libmemprof's ring: straight
 		 * from the kernel, not through the allocator it watches */
-		size_t n = CODE_CACHE * sizeof(*cache) + LINE_CACHE * sizeof(*lines);
+		size_t mn = MEMO_SLOTS * sizeof(*memos);
+		size_t n = mn + CODE_CACHE * sizeof(*cache) + LINE_CACHE * sizeof(*lines);
 		long p = syscall(SYS_mmap, NULL, n, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
@@ -397,8 +520,10 @@ int mp_pyframes_register(void *(*sym)(const char *name), char *err, size_t len)
 			snprintf(err, len, "out of memory");
 			return -1;
 		}
-		lines = (struct line_ent *)(p + CODE_CACHE * sizeof(*cache));
-		cache = (struct code_ent *)p;
+		/* first, the memos' entries on lines of their own */
+		memos = (struct memo *)p;
+		lines = (struct line_ent *)(p + mn + CODE_CACHE * sizeof(*cache));
+		cache = (struct code_ent *)(p + mn);
 	}
 	eval_lo = (uint64_t)(uintptr_t)info.dli_saddr;
 	eval_hi = eval_lo + es->st_size;

@@ -28,6 +28,7 @@
 #define MIB (1u << 20)
 #define MAIN PY_SRC_DIR "/pyframes_main.py"
 #define LIB PY_SRC_DIR "/pyframes_lib.py"
+#define MEMO PY_SRC_DIR "/pyframes_memo.py"
 
 static char out[1 << 16], script_out[1 << 16];
 
@@ -57,7 +58,13 @@ static unsigned marked_line(const char *file, const char *tag)
 struct pyframe {
 	const char *function, *file, *tag;
 	const char *pprof; /* the function as pprof shows it, if not as it is */
+	unsigned line; /* the line, for a file that is not one (no tag) */
 };
+
+static unsigned line_of(const struct pyframe *f)
+{
+	return f->tag ? marked_line(f->file, f->tag) : f->line;
+}
 
 /* The site allocating [@lo, @hi) bytes in one block. */
 static const struct mp_site *site_of(const struct mp_profile *p, uint64_t lo, uint64_t hi)
@@ -93,8 +100,8 @@ static void expect_chain(const struct mp_profile *p, const struct mp_site *s,
 		cr_assert_str_eq(l->function, want[k].function, "frame %u of %s", k,
 				 want[0].function);
 		cr_assert_str_eq(l->file, want[k].file, "frame %u of %s", k, want[0].function);
-		cr_assert_eq(l->line, marked_line(want[k].file, want[k].tag), "%s:%u, not @%s",
-			     l->file, l->line, want[k].tag);
+		cr_assert_eq(l->line, line_of(&want[k]), "%s:%u, not @%s", l->file, l->line,
+			     want[k].tag ? want[k].tag : "the line given");
 		cr_assert_eq(l->object, MP_NONE);
 		k++;
 	}
@@ -104,23 +111,23 @@ static void expect_chain(const struct mp_profile *p, const struct mp_site *s,
 }
 
 static const struct pyframe lib_tensor[] = {
-	{ "lib_tensor", LIB, "lib_tensor", NULL },
-	{ "outer", MAIN, "outer_lib_tensor", NULL },
-	{ "<module>", MAIN, "module_outer", "(module)" },
+	{ "lib_tensor", LIB, "lib_tensor", NULL, 0 },
+	{ "outer", MAIN, "outer_lib_tensor", NULL, 0 },
+	{ "<module>", MAIN, "module_outer", "(module)", 0 },
 };
 static const struct pyframe lib_bytes[] = {
-	{ "lib_bytes", LIB, "lib_bytes", NULL },
-	{ "outer", MAIN, "outer_lib_bytes", NULL },
-	{ "<module>", MAIN, "module_outer", "(module)" },
+	{ "lib_bytes", LIB, "lib_bytes", NULL, 0 },
+	{ "outer", MAIN, "outer_lib_bytes", NULL, 0 },
+	{ "<module>", MAIN, "module_outer", "(module)", 0 },
 };
 static const struct pyframe called_back[] = {
-	{ "main_tensor", MAIN, "main_tensor", NULL },
-	{ "lib_calls_back", LIB, "lib_calls_back", NULL },
-	{ "outer", MAIN, "outer_calls_back", NULL },
-	{ "<module>", MAIN, "module_outer", "(module)" },
+	{ "main_tensor", MAIN, "main_tensor", NULL, 0 },
+	{ "lib_calls_back", LIB, "lib_calls_back", NULL, 0 },
+	{ "outer", MAIN, "outer_calls_back", NULL, 0 },
+	{ "<module>", MAIN, "module_outer", "(module)", 0 },
 };
 static const struct pyframe in_thread[] = {
-	{ "in_thread", MAIN, "in_thread", NULL },
+	{ "in_thread", MAIN, "in_thread", NULL, 0 },
 };
 
 /* `memprof run --stacks` of pyframes_main.py with a py: rule, written as
@@ -253,6 +260,102 @@ Test(pyframes, call_chains_in_process, .timeout = 300)
 	expect_in_traces(tr, called_back, 4);
 	expect_in_traces(tr, in_thread, 1);
 	free(tr);
+	mp_profile_free(p);
+	mp_test_rmtree(dir);
+}
+
+/* The frames of one allocation after another of the same thread that
+ * differ in one thing only (pyframes_memo.py): none has the frame the
+ * walker kept from the one before. */
+static const struct pyframe memo_line_a[] = {
+	{ "two_lines", MEMO, "memo_line_a", NULL, 0 },
+	{ "<module>", MEMO, "memo_two_lines", NULL, 0 },
+};
+static const struct pyframe memo_line_b[] = {
+	{ "two_lines", MEMO, "memo_line_b", NULL, 0 },
+	{ "<module>", MEMO, "memo_two_lines", NULL, 0 },
+};
+static const struct pyframe memo_first[] = {
+	{ "first", MEMO, "memo_first", NULL, 0 },
+	{ "in_turn", MEMO, "memo_in_turn_first", NULL, 0 },
+	{ "<module>", MEMO, "memo_in_turn", NULL, 0 },
+};
+static const struct pyframe memo_second[] = {
+	{ "second", MEMO, "memo_second", NULL, 0 },
+	{ "in_turn", MEMO, "memo_in_turn_second", NULL, 0 },
+	{ "<module>", MEMO, "memo_in_turn", NULL, 0 },
+};
+static const struct pyframe memo_code_one[] = {
+	{ "<module>", "<memo-one>", NULL, NULL, 1 },
+	{ "run_code", MEMO, "memo_exec", NULL, 0 },
+	{ "fresh_code", MEMO, "memo_fresh_one", NULL, 0 },
+	{ "<module>", MEMO, "memo_fresh_code", NULL, 0 },
+};
+static const struct pyframe memo_code_two[] = {
+	{ "<module>", "<memo-two>", NULL, NULL, 2 },
+	{ "run_code", MEMO, "memo_exec", NULL, 0 },
+	{ "fresh_code", MEMO, "memo_fresh_two", NULL, 0 },
+	{ "<module>", MEMO, "memo_fresh_code", NULL, 0 },
+};
+
+static const struct pyframe memo_same_one[] = {
+	{ "<module>", "<memo-same>", NULL, NULL, 1 },
+	{ "run_code", MEMO, "memo_exec", NULL, 0 },
+	{ "same_name", MEMO, "memo_same_one", NULL, 0 },
+	{ "<module>", MEMO, "memo_same_name", NULL, 0 },
+};
+static const struct pyframe memo_same_two[] = {
+	{ "<module>", "<memo-same>", NULL, NULL, 2 },
+	{ "run_code", MEMO, "memo_exec", NULL, 0 },
+	{ "same_name", MEMO, "memo_same_two", NULL, 0 },
+	{ "<module>", MEMO, "memo_same_name", NULL, 0 },
+};
+
+Test(pyframes, memo_never_stale, .timeout = 120)
+{
+	char dir[256], pb[300];
+	char *argv[] = { mp_test_build_path("cli/memprof"),
+			 "run",
+			 "--stacks",
+			 "-o",
+			 pb,
+			 "--print",
+			 "none",
+			 "--",
+			 PYTHON,
+			 MEMO,
+			 NULL };
+	struct mp_profile *p = NULL;
+	const char *why = NULL;
+	int st;
+
+	mp_test_tmpdir(dir, sizeof(dir), "pyframes-memo");
+	snprintf(pb, sizeof(pb), "%s/t.memprof", dir);
+	cr_assert_eq(unsetenv("PYTHONPATH"), 0);
+	st = mp_test_run_capture(argv, out, sizeof(out));
+	cr_assert_eq(st, 0, "memprof run exited %d:\n%s", st, out);
+	cr_assert(strstr(out, "memo done"), "%s", out);
+	cr_assert_eq(mp_profile_load(pb, &p, &why), 0, "%s: %s", pb, why ? why : "?");
+	cr_assert_eq(p->tracer_path, MP_PATH_INPROCESS);
+
+	/* the same frame, code and instruction, another line */
+	expect_chain(p, site_of(p, 11 * MIB, 11 * MIB + 4096), memo_line_a, 2);
+	expect_chain(p, site_of(p, 12 * MIB, 12 * MIB + 4096), memo_line_b, 2);
+	/* the same frame slot, another function */
+	expect_chain(p, site_of(p, 13 * MIB, 13 * MIB + 4096), memo_first, 3);
+	expect_chain(p, site_of(p, 14 * MIB, 14 * MIB + 4096), memo_second, 3);
+	/* the same frame slot, code address and instruction, another code
+	 * object (when malloc() gave the freed one's address again: the
+	 * script says) */
+	expect_chain(p, site_of(p, 15 * MIB, 15 * MIB + 4096), memo_code_one, 4);
+	expect_chain(p, site_of(p, 16 * MIB, 16 * MIB + 4096), memo_code_two, 4);
+	if (!strstr(out, "code at the same address: True"))
+		cr_log_warn("the second code object is not at the first's address: %s", out);
+	/* the same again under one file name object: the names are the
+	 * same objects, only the line table tells the code objects apart
+	 * (the line cache's guard as well as the memo's) */
+	expect_chain(p, site_of(p, 17 * MIB, 17 * MIB + 4096), memo_same_one, 4);
+	expect_chain(p, site_of(p, 18 * MIB, 18 * MIB + 4096), memo_same_two, 4);
 	mp_profile_free(p);
 	mp_test_rmtree(dir);
 }
