@@ -470,3 +470,41 @@ Test(outfile, profile_save_on_a_full_file_system_fails_cleanly)
 	cr_assert_eq(umount(mnt), 0);
 	mp_profile_free(p);
 }
+
+/* A file system without fallocate (ramfs, mounted here): the profile is
+ * encoded in memory and written, the same bytes. */
+Test(outfile, profile_save_without_fallocate_writes_from_memory)
+{
+	struct mp_profile *p = profile_of(20000);
+	uint8_t *want, *got;
+	size_t want_len, got_len;
+	char mnt[512], file[600];
+
+	need_root();
+	snprintf(mnt, sizeof(mnt), "%s", at("ram"));
+	snprintf(file, sizeof(file), "%s/p.pb", mnt);
+	cr_assert_eq(mkdir(mnt, 0755), 0);
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("memprof-test", mnt, "ramfs", 0, NULL) < 0)
+		cr_skip_test("cannot mount a ramfs here: %s", strerror(errno));
+	{
+		/* the premise: ramfs has no fallocate */
+		int fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+		cr_assert_geq(fd, 0);
+		cr_assert_eq(fallocate(fd, 0, 0, 4096), -1);
+		cr_assert_eq(errno, EOPNOTSUPP);
+		close(fd);
+		cr_assert_eq(unlink(file), 0);
+	}
+	cr_assert_eq(mp_profile_file_encode(p, &want, &want_len), 0);
+	cr_assert_eq(mp_profile_save(p, file), 0);
+	got = slurp_all(file, &got_len);
+	cr_assert_eq(got_len, want_len);
+	cr_assert(!memcmp(got, want, want_len));
+	assert_entries(mnt, 1);
+	cr_assert_eq(umount(mnt), 0);
+	free(got);
+	free(want);
+	mp_profile_free(p);
+}
