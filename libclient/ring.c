@@ -55,6 +55,9 @@ MP_HIDDEN uint8_t mp_rw_heap_clock;
 static pthread_key_t g_key;
 static bool g_key_ok;
 static bool g_atfork_done;
+/* The ring was made at load (not MEMPROF_RING_LAZY): a forked child makes
+ * its own at once too. */
+static bool g_eager;
 MP_HIDDEN __thread struct mp_rw_tls mp_rw_tls __attribute__((tls_model("initial-exec")));
 MP_HIDDEN __thread struct mp_alloc_tls mp_alloc_tls __attribute__((tls_model("initial-exec")));
 
@@ -233,6 +236,8 @@ fail_errno:
 	return err;
 }
 
+static int ensure_ring(void);
+
 static void atfork_child(void)
 {
 	/* Only the forking thread exists here. The parent's ring is still
@@ -244,6 +249,11 @@ static void atfork_child(void)
 	memset(&mp_rw_tls, 0, sizeof(mp_rw_tls));
 	g_err = 0;
 	STORE(&mp_rw_state, ST_NONE, RELEASE);
+	/* As at load: a profiler attaching to the child (a preforked
+	 * server's worker) finds its ring, though the child never marks;
+	 * its allocations are dormant until then. */
+	if (g_eager)
+		(void)ensure_ring();
 }
 
 static void thread_exit(void *arg);
@@ -535,6 +545,7 @@ __attribute__((constructor)) static void memprof_load(void)
 
 	if (lazy && lazy[0] == '1')
 		return;
+	g_eager = true;
 	(void)ensure_ring();
 }
 

@@ -429,6 +429,8 @@ static int handle_bpf(struct session *s, const struct mp_raw_event *ev, uint32_t
 		/* The new image gets a new ring and a new address space. */
 		ring_retire(s);
 		s->ring_retry_ns = 0;
+		s->ring_missing_ns = 0;
+		s->ring_missing_told = false;
 		/* the new image's interposer word, if any, is elsewhere */
 		mp_tracer_set_inproc_tls(s->tracer, 0);
 		mp_procmaps_free(s->maps);
@@ -932,6 +934,24 @@ static int ring_open(struct session *s)
 	return r;
 }
 
+/* The in-process path without a ring: libmemprof makes it at load, and in
+ * a forked child at the fork, unless MEMPROF_RING_LAZY=1 (then at the
+ * first marker); an image exec'd without libmemprof has none. The
+ * allocations are not seen: told once an image, when it has lasted
+ * RING_MISSING_NS. */
+static void ring_missing(struct session *s, uint64_t now)
+{
+	if (!s->ring_missing_ns)
+		s->ring_missing_ns = now;
+	if (s->ring_missing_told || now - s->ring_missing_ns < RING_MISSING_NS)
+		return;
+	s->ring_missing_told = true;
+	log_warning("pid %d: no libmemprof ring to read after 1 s: allocations are not seen until "
+		    "the process makes one (with MEMPROF_RING_LAZY=1, at its first marker; an "
+		    "image exec'd without libmemprof has none)",
+		    (int)s->o->pid);
+}
+
 int mp_sess_drain_ring(struct session *s)
 {
 	int r;
@@ -944,8 +964,11 @@ int mp_sess_drain_ring(struct session *s)
 			return 0;
 		s->ring_retry_ns = now + mp_sess_ring_retry_ns(s);
 		r = ring_open(s);
+		if (r == -ENOENT && s->path == MP_PATH_INPROCESS)
+			ring_missing(s, now);
 		if (r == -ENOENT || r == -ESRCH)
 			return 0;
+		s->ring_missing_ns = 0;
 		if (r == -EINVAL) /* our own settings: the interposer's mode */
 			return log_error_errno(r, "pid %d: turning the interposer on: %m",
 					       (int)s->o->pid);

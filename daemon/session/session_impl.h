@@ -49,6 +49,8 @@
  * and when an idle target wakes up. */
 #define RING_RETRY_NS (50 * 1000 * 1000ull)
 #define RING_RETRY_MAX_NS (1600 * 1000 * 1000ull)
+/* A ring missing this long on the in-process path is told (flow.c). */
+#define RING_MISSING_NS (1000 * 1000 * 1000ull)
 /* idle.c: empty ticks at TICK_NS before the session sleeps without a tick,
  * and the RSS sampling period of a sleeping session whose RSS changes wake
  * no event (the rss_stat tracepoint off). */
@@ -183,6 +185,10 @@ struct session {
 	 * changes). */
 	uint32_t hold_misses, hold_skip;
 	uint64_t ring_retry_ns;
+	/* On the in-process path, when the ring was first found missing
+	 * (0: found, or not looked for yet), and whether that was told */
+	uint64_t ring_missing_ns;
+	bool ring_missing_told;
 	uint64_t ring_drops_closed; /* drops of rings closed at exec */
 	uint64_t heap_drops_closed, heap_waits_closed; /* the same, heap records */
 	uint64_t stacks_unwound_closed, stacks_copied_closed; /* and stacks */

@@ -957,3 +957,54 @@ Test(inproc, precise_waits_for_a_stopped_daemon, .timeout = 120)
 	cr_assert_eq(mp_profile_heap_bound(p), MP_BOUND_NONE);
 	mp_profile_free(p);
 }
+
+/* A process whose libmemprof has made no ring (MEMPROF_RING_LAZY=1 and no
+ * marker: sleep(1) never marks), attached on the in-process path: its
+ * allocations cannot be seen, and memprofd says so once instead of
+ * writing an empty heap profile in silence. */
+Test(inproc, a_target_without_a_ring_is_told, .timeout = 60)
+{
+	char lib[4096], pidbuf[32], line[1024], lazy[] = "MEMPROF_RING_LAZY=1";
+	char path[] = "/tmp/mp-inproc-XXXXXX";
+	char *sargv[] = { "/bin/sleep", "4", NULL };
+	char **env;
+	unsigned told = 0;
+	pid_t fix, prof;
+	FILE *f;
+	int fd, st, n = 0;
+
+	need_root();
+	fd = mkstemp(path);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	snprintf(lib, sizeof(lib), "%s", path_of("libclient/libmemprof.so.0"));
+	env = env_with(lib);
+	while (env[n])
+		n++;
+	env[n++] = lazy;
+	env[n] = NULL;
+	cr_assert_eq(posix_spawn(&fix, sargv[0], NULL, NULL, sargv, env), 0);
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)fix);
+	{
+		char *pargv[] = { path_of("cli/memprofd"),
+				  "--pid",
+				  pidbuf,
+				  "--tracer",
+				  "inprocess",
+				  "-o",
+				  path,
+				  "--print",
+				  "none",
+				  NULL };
+
+		f = mp_test_spawn_stderr(pargv, environ, &prof);
+	}
+	while (fgets(line, sizeof(line), f))
+		told += strstr(line, "no libmemprof ring to read after 1 s") != NULL;
+	fclose(f);
+	cr_assert_eq(waitpid(prof, &st, 0), prof);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "memprofd status %d", st);
+	cr_assert_eq(wait_exit(fix, "sleep"), 0);
+	cr_assert_eq(told, 1, "the missing ring told %u times", told);
+	unlink(path);
+}
