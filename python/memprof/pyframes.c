@@ -33,6 +33,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -145,6 +146,9 @@ struct memo {
 
 static struct code_ent *cache;
 static struct line_ent *lines;
+/* the mapping that holds the memos and both caches */
+static void *caches_map;
+static size_t caches_len;
 static struct memo *memos;
 static _Atomic uint32_t memo_next;
 /* this thread's memo, 1-based (0: none chosen yet) */
@@ -483,6 +487,16 @@ static int find_interp(struct dl_phdr_info *info, size_t size, void *ctx)
 	return 0;
 }
 
+/* A forked child: its ring is new (libclient/ring.c), and the names the
+ * caches hold are ids into the parent's string table. Its copies of the
+ * caches' pages go (zero: empty), the parent's stay. Only the forking
+ * thread lives here, and it is in no walk. */
+static void caches_drop(void)
+{
+	if (caches_map)
+		syscall(SYS_madvise, caches_map, caches_len, MADV_DONTNEED);
+}
+
 int mp_pyframes_register(void *(*sym)(const char *name), char *err, size_t len)
 {
 	const ElfW(Sym) *es = NULL;
@@ -517,6 +531,14 @@ int mp_pyframes_register(void *(*sym)(const char *name), char *err, size_t len)
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 		if (p == -1) {
+			snprintf(err, len, "out of memory");
+			return -1;
+		}
+		caches_map = (void *)p;
+		caches_len = n;
+		if (pthread_atfork(NULL, NULL, caches_drop) != 0) {
+			syscall(SYS_munmap, p, n);
+			caches_map = NULL;
 			snprintf(err, len, "out of memory");
 			return -1;
 		}

@@ -29,6 +29,7 @@
 #define MAIN PY_SRC_DIR "/pyframes_main.py"
 #define LIB PY_SRC_DIR "/pyframes_lib.py"
 #define MEMO PY_SRC_DIR "/pyframes_memo.py"
+#define FORK PY_SRC_DIR "/pyframes_fork.py"
 
 static char out[1 << 16], script_out[1 << 16];
 
@@ -356,6 +357,75 @@ Test(pyframes, memo_never_stale, .timeout = 120)
 	 * (the line cache's guard as well as the memo's) */
 	expect_chain(p, site_of(p, 17 * MIB, 17 * MIB + 4096), memo_same_one, 4);
 	expect_chain(p, site_of(p, 18 * MIB, 18 * MIB + 4096), memo_same_two, 4);
+	mp_profile_free(p);
+	mp_test_rmtree(dir);
+}
+
+/* A worker forked by a Python process profiled with stacks (a preforked
+ * server's), attached by pid with --stacks: the worker made a ring of its
+ * own at the fork (libclient/ring.c), so its allocations are seen though
+ * it never marks, and its Python frames are named in its own ring's
+ * string table: the frame caches the parent filled, which hold ids into
+ * the parent's, are dropped in the child (pyframes.c). */
+static const struct pyframe fork_worker[] = {
+	{ "child_alloc", FORK, "fork_child_alloc", NULL, 0 },
+	{ "worker", FORK, "fork_worker", NULL, 0 },
+	{ "<module>", FORK, "fork_module", NULL, 0 },
+};
+
+Test(pyframes, forked_worker_attached_by_pid, .timeout = 180)
+{
+	char dir[256], pb[300], wpb[300], pidf[300], wpid[32] = { 0 };
+	char *run[] = { mp_test_build_path("cli/memprof"),
+			"run",
+			"--stacks",
+			"-o",
+			pb,
+			"--print",
+			"none",
+			"--",
+			PYTHON,
+			FORK,
+			pidf,
+			NULL };
+	char *attach[] = { mp_test_build_path("cli/memprofd"),
+			   "--pid",
+			   wpid,
+			   "--stacks",
+			   "-o",
+			   wpb,
+			   "--print",
+			   "none",
+			   NULL };
+	struct mp_profile *p = NULL;
+	const char *why = NULL;
+	int pipefd[2], st;
+	pid_t parent;
+	FILE *f;
+
+	mp_test_tmpdir(dir, sizeof(dir), "pyframes-fork");
+	snprintf(pb, sizeof(pb), "%s/parent.memprof", dir);
+	snprintf(wpb, sizeof(wpb), "%s/worker.memprof", dir);
+	snprintf(pidf, sizeof(pidf), "%s/worker.pid", dir);
+	cr_assert_eq(unsetenv("PYTHONPATH"), 0);
+	cr_assert_eq(pipe2(pipefd, O_CLOEXEC), 0);
+	parent = mp_test_spawn(run, pipefd[1], -1);
+	close(pipefd[1]);
+	for (int i = 0; i < 600 && !(f = fopen(pidf, "r")); i++)
+		usleep(100 * 1000);
+	cr_assert_not_null(f, "no worker pid in %s after 60 s", pidf);
+	cr_assert_not_null(fgets(wpid, sizeof(wpid), f));
+	fclose(f);
+	/* until the worker exits */
+	st = mp_test_run_capture(attach, out, sizeof(out));
+	cr_assert_eq(st, 0, "memprofd --pid %s exited %d:\n%s", wpid, st, out);
+	st = mp_test_collect(parent, pipefd[0], script_out, sizeof(script_out));
+	cr_assert_eq(st, 0, "memprof run exited %d:\n%s", st, script_out);
+	cr_assert(strstr(script_out, "worker status 0"), "%s", script_out);
+
+	cr_assert_eq(mp_profile_load(wpb, &p, &why), 0, "%s: %s", wpb, why ? why : "?");
+	cr_assert_eq(p->tracer_path, MP_PATH_INPROCESS);
+	expect_chain(p, site_of(p, 21 * MIB, 21 * MIB + 4096), fork_worker, 3);
 	mp_profile_free(p);
 	mp_test_rmtree(dir);
 }
