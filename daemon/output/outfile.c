@@ -449,6 +449,9 @@ int mp_profile_save(const struct mp_profile *p, const char *path)
 	} else {
 		if (r == 0)
 			r = o.fd >= 0 ? write_all(o.fd, buf, len) : write_in_place(&s, buf, len);
+		/* blocks reserved for a mapping that failed: not the file's */
+		if (r == 0 && o.fd >= 0 && ftruncate(o.fd, (off_t)len) < 0)
+			r = -errno;
 		free(buf);
 	}
 	if (o.fd >= 0)
