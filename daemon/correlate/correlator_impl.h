@@ -136,13 +136,13 @@ struct thread {
 	uint64_t last_ts;
 };
 
-/* A site allocated at lately, by thread and caller: the owner and the site
- * of the next allocation of the same caller on the same thread in the same
- * kernel name and phase, while the owner cache holds what it held then
- * (site_gen). */
+/* A site allocated at lately, by thread, caller and stack (0: none): the
+ * owner and the site of the next allocation of the same caller and stack
+ * on the same thread in the same kernel name and phase, while the owner
+ * cache holds what it held then (site_gen). */
 struct site_hint {
 	uint64_t caller;
-	uint32_t tid, name, phase, gen, owner, site;
+	uint32_t tid, stack, name, phase, gen, owner, site;
 };
 
 /* An ended kernel whose RSS readings may still be improved by the next

@@ -115,13 +115,20 @@ static inline __attribute__((always_inline)) void charge(struct mp_correlator *c
 	}
 }
 
-/* The hint slot for @ev's thread and caller; NULL when the site and owner
- * must be looked up each time: an allocation with a stack (its owner may
- * come from any frame), or no owner cache (owners resolved anew at each
- * call). */
+/* The hint slot for @ev's thread and caller, or thread and stack; NULL
+ * when the site and owner must be looked up each time: no owner cache
+ * (owners resolved anew at each call), unless the owner comes from the
+ * stack's frames (rules: kept per stack). A stack's slot is its thread's
+ * stack's: an allocation with the stack of one shortly before it (a
+ * loop's) finds its site there, in a line still in cache. */
 static struct site_hint *site_hint_of(struct mp_correlator *c, const struct mp_heap_event *ev)
 {
-	if (ev->stack || !c->owner_cache)
+	if (ev->stack)
+		return c->owner_cache || c->n_rules ?
+			       &c->site_hint[(ev->stack * 0x9e3779b1u ^ ev->tid) &
+					     (SITE_HINTS - 1)] :
+			       NULL;
+	if (!c->owner_cache)
 		return NULL;
 	return &c->site_hint[(ev->caller ^ ev->caller >> 9 ^ ev->tid * 0x9e3779b1u) &
 			     (SITE_HINTS - 1)];
@@ -147,8 +154,9 @@ alloc_at_(struct mp_correlator *c, const struct mp_heap_event *ev, struct alloc_
 	a->name = a->f ? a->f->name : MP_NONE;
 	/* With a stack and rules, every frame can name the owner. */
 	hint = site_hint_of(c, ev);
-	if (hint && hint->caller == ev->caller && hint->tid == ev->tid && hint->name == a->name &&
-	    hint->phase == c->cur_phase && hint->gen == c->site_gen) {
+	if (hint && hint->caller == ev->caller && hint->tid == ev->tid &&
+	    hint->stack == ev->stack && hint->name == a->name && hint->phase == c->cur_phase &&
+	    hint->gen == c->site_gen) {
 		a->owner = hint->owner;
 		a->site = hint->site;
 	} else {
@@ -161,6 +169,7 @@ alloc_at_(struct mp_correlator *c, const struct mp_heap_event *ev, struct alloc_
 		if (hint && a->site != MP_NONE && !(c->p->sites[a->site].flags & MP_SITE_F_OTHER))
 			*hint = (struct site_hint){ .caller = ev->caller,
 						    .tid = ev->tid,
+						    .stack = ev->stack,
 						    .name = a->name,
 						    .phase = c->cur_phase,
 						    .gen = c->site_gen,
