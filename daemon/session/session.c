@@ -176,14 +176,13 @@ static int setup_wrappers(struct session *s)
 	return 0;
 }
 
-void mp_session_limits(uint64_t max_memory, uint32_t max_sites, struct mp_session_limits *ret)
+void mp_session_limits(uint64_t max_memory, uint32_t max_sites, bool stacks,
+		       struct mp_session_limits *ret)
 {
 	uint64_t m = max_memory ? max_memory : MP_SESSION_DEFAULT_MEMORY;
-	/* 160 bytes a site: its entry (96), its sampled variances (16), its
-	 * place in the site map and in the eviction heap (16 each), and an
-	 * eighth more entries for evicted sites whose blocks are live
-	 * (docs/PROFILE.md "Limits") */
-	uint64_t sites = max_sites ? max_sites : m / 8 / 160;
+	/* an eighth, with stacks a quarter (as many sites as stacks), at 160
+	 * bytes a site (docs/PROFILE.md "Limits") */
+	uint64_t sites = max_sites ? max_sites : m / (stacks ? 4 : 8) / 160;
 
 	*ret = (struct mp_session_limits){
 		.memory = m,
@@ -208,7 +207,7 @@ static int setup_correlator(struct session *s)
 	};
 	int r;
 
-	mp_session_limits(o->max_memory, o->max_sites, &lim);
+	mp_session_limits(o->max_memory, o->max_sites, o->stacks, &lim);
 	copts.max_live_bytes = lim.live_bytes;
 	copts.max_sites = lim.sites;
 
@@ -321,7 +320,7 @@ static int setup_pipeline(struct session *s)
 	{
 		struct mp_session_limits lim;
 
-		mp_session_limits(o->max_memory, o->max_sites, &lim);
+		mp_session_limits(o->max_memory, o->max_sites, o->stacks, &lim);
 		mp_stack_collector_set_max(s->collect, o->max_stacks, lim.stack_frames);
 	}
 

@@ -120,18 +120,21 @@ struct mp_session_opts {
 #define MP_SESSION_MAX_SITES (1u << 24)
 
 /* How the memory bound @max_memory (0: the default) is shared out: half
- * to the live-allocation table's slots, an eighth to the sites (128 bytes
- * each, with their map and their growth), and to the stack table a bound
- * in frames whose stacks laid out take half of it (8 bytes a frame), the
- * table itself a quarter at most (daemon/stacks/stacks.h); @max_sites,
- * when set, replaces the sites' share. */
+ * to the live-allocation table's slots, an eighth to the sites (160 bytes
+ * each: the entry, its variances, its map and heap slots and an eighth
+ * more for evicted sites' live blocks), a quarter with @stacks (as many
+ * sites as stacks), and to the stack table a bound in frames whose stacks
+ * laid out take half of it (8 bytes a frame), the table itself a quarter
+ * at most (daemon/stacks/stacks.h); @max_sites, when set, replaces the
+ * sites' share. */
 struct mp_session_limits {
 	uint64_t memory;
 	uint64_t live_bytes;
 	uint32_t sites;
 	uint64_t stack_frames;
 };
-void mp_session_limits(uint64_t max_memory, uint32_t max_sites, struct mp_session_limits *ret);
+void mp_session_limits(uint64_t max_memory, uint32_t max_sites, bool stacks,
+		       struct mp_session_limits *ret);
 
 /* Without a ctl, blocks SIGINT and SIGTERM in the calling thread (they end
  * the session cleanly) and runs until the duration elapses, the target

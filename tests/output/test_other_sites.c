@@ -158,3 +158,37 @@ Test(limits, other_sites_hold_every_byte_past_max_sites, .init = setup, .fini = 
 	cr_assert_not_null(strstr(h, "\"siteErrorBytes\": "), "%.3000s", h);
 	cr_assert_not_null(strstr(json, "\"errorSpace\": "));
 }
+
+/* The site table's default bound (docs/PROFILE.md "Limits"): an eighth
+ * of --max-memory at 160 bytes a site, a quarter with --stacks, so that
+ * every stack the stack table holds can be a site of its own. */
+Test(limits, sites_by_default_as_many_as_stacks, .init = setup, .fini = cleanup, .timeout = 120)
+{
+	static char json[8 << 20];
+	char *fixture = mp_test_build_path("tests/output/fixture-sites");
+	char *argv[] = { mp_test_build_path("cli/memprof"),
+			 "run",
+			 "--stacks",
+			 "--max-memory",
+			 "64M",
+			 "--print",
+			 "json",
+			 "--",
+			 fixture,
+			 NULL };
+	char *argv_plain[] = { argv[0], "run", "--max-memory", "64M", "--print",
+			       "json",	"--",  fixture,	       NULL };
+	const char *h;
+
+	cr_assert_eq(mp_test_run_capture(argv, json, sizeof(json)), 0);
+	h = strstr(json, "\"limits\": {");
+	cr_assert_not_null(h, "%.3000s", json);
+	/* 64 MiB / 4 / 160; 64 MiB / 2 / 8 frames, one stack for 40 */
+	cr_assert_not_null(strstr(h, "\"sites\": 104857,"), "%.600s", h);
+	cr_assert_not_null(strstr(h, "\"stacks\": 104857,"), "%.600s", h);
+	/* without stacks, an eighth */
+	cr_assert_eq(mp_test_run_capture(argv_plain, json, sizeof(json)), 0);
+	h = strstr(json, "\"limits\": {");
+	cr_assert_not_null(h, "%.3000s", json);
+	cr_assert_not_null(strstr(h, "\"sites\": 52428,"), "%.600s", h);
+}

@@ -6,9 +6,10 @@
  * in-process path. Each allocation's stack holds its chain's Python frames
  * (function, file, line), innermost first, in the profile, in `go tool
  * pprof -traces` of the pprof file, and in a py: owner rule; the profile
- * names the threads that had them. With the default bounds `import torch`
- * fills the site table, and the script's own tensors still have sites of
- * their own (space-saving, docs/PROFILE.md "Limits") with their stacks. */
+ * names the threads that had them. With a site table that `import torch`
+ * fills (--max-sites 100000; the default with --stacks holds as many sites
+ * as stacks), the script's own tensors still have sites of their own
+ * (space-saving, docs/PROFILE.md "Limits") with their stacks. */
 #include <criterion/criterion.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -131,13 +132,15 @@ static const struct pyframe in_thread[] = {
 	{ "in_thread", MAIN, "in_thread", NULL, 0 },
 };
 
-/* `memprof run --stacks` of pyframes_main.py with a py: rule, written as
- * memprof.proto at @pb and as pprof at @gz. */
+/* `memprof run --stacks` of pyframes_main.py with a py: rule and a site
+ * table it fills, written as memprof.proto at @pb and as pprof at @gz. */
 static struct mp_profile *run_chains(const char *dir, char *pb, char *gz, size_t len)
 {
 	char *argv[] = { mp_test_build_path("cli/memprof"),
 			 "run",
 			 "--stacks",
+			 "--max-sites",
+			 "100000",
 			 "--owner",
 			 "py:*/pyframes_lib.py=pylib",
 			 "-o",
