@@ -280,6 +280,76 @@ uint32_t corr_site_dropped(struct mp_correlator *c, uint32_t pool)
 	return corr_site_other(c, pool);
 }
 
+/*
+ * Sites by stack. A heap site with a stack is most often the only site of
+ * its stack: its stack id finds it, in c->stack_site, and the site map
+ * holds it not (an allocation with a new stack, most of a PyTorch import's,
+ * then misses in neither the map's lookup nor its insert: the new ids' end
+ * of the array is in cache). The other sites of a stack (other threads,
+ * kernels, phases or owners) go to the map, and the stack's entry says so.
+ */
+#define STACK_SITE_MORE 0x80000000u
+#define STACK_SITE_MAX (1u << 25)
+
+/* Stack @stack's entry in c->stack_site, grown to hold it when @grow;
+ * NULL when out of memory or past STACK_SITE_MAX (its sites all in the
+ * map). */
+static uint32_t *stack_site_of(struct mp_correlator *c, uint32_t stack, bool grow)
+{
+	uint32_t cap, *t;
+
+	if (stack < c->stack_site_cap)
+		return &c->stack_site[stack];
+	if (!grow || stack >= STACK_SITE_MAX)
+		return NULL;
+	for (cap = c->stack_site_cap ? c->stack_site_cap : 4096; cap <= stack;)
+		cap *= 2;
+	t = reallocarray(c->stack_site, cap, sizeof(*t));
+	if (!t) {
+		/* the stacks' sites go to the map: once the array grows
+		 * again, a stack's entry no longer says where they are */
+		c->stack_site_lost = true;
+		return NULL;
+	}
+	memset(t + c->stack_site_cap, 0, (size_t)(cap - c->stack_site_cap) * sizeof(*t));
+	c->stack_site = t;
+	c->stack_site_cap = cap;
+	return &c->stack_site[stack];
+}
+
+/* Site @id of key @k (@hash: site_hash()) made findable: by its stack
+ * when it is the first of it, else in the map. 0, -ENOSPC (the map's
+ * bound), -ENOMEM. */
+int corr_site_key_add(struct mp_correlator *c, const struct site_key *k, uint64_t hash, uint32_t id)
+{
+	uint32_t *e = k->stack && !k->pool ? stack_site_of(c, k->stack, true) : NULL;
+	int r;
+
+	if (e && !(*e & ~STACK_SITE_MORE)) {
+		*e |= id + 1;
+		c->n_stack_sites++;
+		return 0;
+	}
+	r = mp_hashmap_insert(&c->site_map, hash, id);
+	if (r == 0 && e)
+		*e |= STACK_SITE_MORE;
+	return r;
+}
+
+/* Site @id of key @k no longer findable. */
+void corr_site_key_remove(struct mp_correlator *c, const struct site_key *k, uint64_t hash,
+			  uint32_t id)
+{
+	uint32_t *e = k->stack && !k->pool ? stack_site_of(c, k->stack, false) : NULL;
+
+	if (e && (*e & ~STACK_SITE_MORE) == id + 1) {
+		*e &= STACK_SITE_MORE;
+		c->n_stack_sites--;
+		return;
+	}
+	mp_hashmap_remove(&c->site_map, hash, id);
+}
+
 /* A new site of pool @pool (0: the heap); the table full, in place of the
  * site with the fewest bytes (sites.c), else the pool's "(other sites)"
  * entry; MP_NONE when out of memory. */
@@ -295,11 +365,12 @@ uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, 
 				    .stack = stack,
 				    .pool = pool };
 	struct mp_profile *p = c->p;
+	uint64_t h = site_hash(&k);
 	int r;
 
-	if (mp_hashmap_count(&c->site_map) >= c->opts.max_sites)
-		return corr_site_evict(c, &st, site_hash(&k));
-	r = mp_hashmap_insert(&c->site_map, site_hash(&k), p->n_sites);
+	if (mp_hashmap_count(&c->site_map) + c->n_stack_sites >= c->opts.max_sites)
+		return corr_site_evict(c, &st, h);
+	r = corr_site_key_add(c, &k, h, p->n_sites);
 	if (r == -ENOSPC)
 		return corr_site_dropped(c, pool);
 	if (r < 0) {
@@ -307,7 +378,7 @@ uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, 
 		return MP_NONE;
 	}
 	if (corr_site_append(c, &st) == MP_NONE) {
-		mp_hashmap_remove(&c->site_map, site_hash(&k), p->n_sites);
+		corr_site_key_remove(c, &k, h, p->n_sites);
 		return MP_NONE;
 	}
 	return p->n_sites - 1;
@@ -343,8 +414,17 @@ uint32_t corr_site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, u
 		      uint32_t owner, uint32_t tid, uint32_t stack)
 {
 	const struct site_key k = { caller, name, phase, owner, tid, stack, 0 };
+	const uint32_t *e = stack ? stack_site_of(c, stack, false) : NULL;
 	uint32_t id;
 
+	if (e) {
+		id = *e & ~STACK_SITE_MORE;
+		if (id && site_eq(c->p, id - 1, &k))
+			return id - 1;
+		/* no other site of this stack */
+		if (!(*e & STACK_SITE_MORE) && !c->stack_site_lost)
+			return corr_site_new(c, caller, name, phase, owner, tid, stack, 0);
+	}
 	if (mp_hashmap_find(&c->site_map, site_hash(&k), site_eq, c->p, &k, &id) == 0)
 		return id;
 	return corr_site_new(c, caller, name, phase, owner, tid, stack, 0);

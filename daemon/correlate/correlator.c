@@ -132,6 +132,7 @@ void mp_correlator_free(struct mp_correlator *c)
 	free(c->stack_owner);
 	free(c->pending);
 	mp_hashmap_free(&c->site_map);
+	free(c->stack_site);
 	corr_sites_free(c);
 	free(c->pool_head);
 	free(c->slices);

@@ -228,6 +228,14 @@ struct mp_correlator {
 
 	uint32_t sites_cap, site_vars_cap;
 	struct mp_hashmap site_map; /* struct site_key -> index in p->sites */
+	/* Heap sites with a stack: per stack id, the index + 1 of the first
+	 * site of that stack still listed (0: none), which the site map does
+	 * not hold, and STACK_SITE_MORE when the map holds others of it
+	 * (another thread, kernel, phase or owner); n_stack_sites: those
+	 * first sites (attribution.c "Sites by stack"). */
+	uint32_t *stack_site;
+	uint32_t stack_site_cap, n_stack_sites;
+	bool stack_site_lost; /* the array failed to grow once */
 	/* Limits: per pool (heap: 0) its "(other sites)" entry's index + 1,
 	 * 0: none yet. */
 	uint32_t other_site[MAX_MEMPOOLS + 1];
@@ -273,6 +281,7 @@ struct thread *corr_thread_find_slow(struct mp_correlator *c, uint32_t tid);
 int corr_thread_get(struct mp_correlator *c, uint32_t tid, struct thread **ret);
 
 /* attribution.c */
+struct site_key;
 uint32_t corr_owner_of(struct mp_correlator *c, uint64_t caller);
 uint32_t corr_owner_of_stack(struct mp_correlator *c, uint64_t caller, uint32_t stack);
 uint32_t corr_site_new(struct mp_correlator *c, uint64_t caller, uint32_t name, uint32_t phase,
@@ -283,6 +292,10 @@ uint32_t corr_site_of(struct mp_correlator *c, uint64_t caller, uint32_t name, u
 void corr_sites_settle(const struct mp_correlator *c, struct mp_profile *p);
 
 uint32_t corr_site_append(struct mp_correlator *c, const struct mp_site *st);
+int corr_site_key_add(struct mp_correlator *c, const struct site_key *k, uint64_t hash,
+		      uint32_t id);
+void corr_site_key_remove(struct mp_correlator *c, const struct site_key *k, uint64_t hash,
+			  uint32_t id);
 uint32_t corr_site_other(struct mp_correlator *c, uint32_t pool);
 uint32_t corr_site_dropped(struct mp_correlator *c, uint32_t pool);
 

@@ -259,7 +259,7 @@ uint32_t corr_site_evict(struct mp_correlator *c, const struct mp_site *st, uint
 	vs = &p->sites[v];
 	vk = (struct site_key){ vs->caller, vs->name,  vs->phase, vs->owner,
 				vs->tid,    vs->stack, vs->pool };
-	mp_hashmap_remove(&c->site_map, site_hash(&vk), v);
+	corr_site_key_remove(c, &vk, site_hash(&vk), v);
 	ss_fold(c, v, o);
 	if (live) {
 		/* its blocks' frees: owner and name are theirs (heap.c) */
@@ -278,7 +278,10 @@ uint32_t corr_site_evict(struct mp_correlator *c, const struct mp_site *st, uint
 	if (p->site_vars)
 		p->site_vars[id] = (struct mp_site_var){ 0 };
 	/* one out, one in: the map has the room */
-	if (mp_hashmap_insert(&c->site_map, hash, id) < 0)
+	if (corr_site_key_add(c,
+			      &(struct site_key){ st->caller, st->name, st->phase, st->owner,
+						  st->tid, st->stack, st->pool },
+			      hash, id) < 0)
 		c->oom = true;
 	/* the key is the smallest: the top still */
 	c->ss_heap[0].site = id;

@@ -245,33 +245,37 @@ static struct mp_correlator *sites_new(uint32_t max_sites, struct truth **ret)
 	return c;
 }
 
-/* Sites by stack: one caller of one thread allocating under four stacks
- * whose site hints share a slot (ids 256 apart), in turn and in runs of
- * one stack, makes four sites, each with exactly its stack's bytes; and
- * as many past a bound of 2 sites, where each site kept holds its stack's
- * bytes within its error and the sites add up to the heap. */
+/* Sites by stack: one caller allocating under four stacks whose site
+ * hints share a slot (ids 256 apart), in turn and in runs of one stack,
+ * on one thread and then on two (a stack's first site is found by its id,
+ * the second thread's in the site map), makes eight sites, each with
+ * exactly its stack's and thread's bytes; and as many past a bound of 2
+ * sites, where each site kept holds its stack's and thread's bytes
+ * within its error and the sites add up to the heap. */
 static void stack_sites(uint32_t max_sites)
 {
 	static const uint32_t stacks[4] = { 1, 257, 513, 769 };
 	struct mp_correlator *c;
 	struct truth *t;
 	struct mp_profile *p;
-	uint64_t bytes[4] = { 0 }, addr = 0x10000, sum = 0;
+	uint64_t bytes[4][2] = { { 0 } }, addr = 0x10000, sum = 0;
 
 	c = sites_new(max_sites, &t);
-	for (uint32_t i = 0; i < 4000; i++) {
-		/* in turn for the first half, then runs of 10 */
-		uint32_t k = i < 2000 ? i % 4 : (i / 10) % 4;
+	for (uint32_t i = 0; i < 6000; i++) {
+		/* in turn for the first third, then runs of 10, then the
+		 * second thread beside the first */
+		uint32_t k = i < 2000 ? i % 4 : (i / 10) % 4, th = i >= 4000 && i % 3 == 0;
 		struct mp_raw_event e = ev(MP_RAW_ALLOC, t->ts++, addr, 100 + k, 0, caller_of(0));
 
+		e.tid = 7 + th;
 		addr += 256;
 		cr_assert_eq(mp_correlator_apply_heap(c, &e, stacks[k]), 0);
-		bytes[k] += 100 + k;
+		bytes[k][th] += 100 + k;
 	}
 	cr_assert_eq(mp_correlator_finish(c, t->ts, &p), 0);
 	for (uint32_t i = 0; i < p->n_sites; i++) {
 		const struct mp_site *st = &p->sites[i];
-		uint32_t k = 0;
+		uint32_t k = 0, th;
 
 		sum += st->alloc_space;
 		if (st->flags & MP_SITE_F_OTHER)
@@ -279,15 +283,19 @@ static void stack_sites(uint32_t max_sites)
 		while (k < 4 && stacks[k] != st->stack)
 			k++;
 		cr_assert_lt(k, 4, "site %u: stack %u", i, st->stack);
+		cr_assert(st->tid == 7 || st->tid == 8, "site %u: thread %u", i, st->tid);
+		th = st->tid - 7;
 		cr_assert_eq(st->caller, caller_of(0));
-		cr_assert_leq(st->alloc_space, bytes[k], "stack %u", st->stack);
-		cr_assert_geq(st->alloc_space + st->error_space, bytes[k], "stack %u", st->stack);
-		if (max_sites >= 4)
-			cr_assert_eq(st->alloc_space, bytes[k], "stack %u", st->stack);
+		cr_assert_leq(st->alloc_space, bytes[k][th], "stack %u", st->stack);
+		cr_assert_geq(st->alloc_space + st->error_space, bytes[k][th], "stack %u",
+			      st->stack);
+		if (max_sites >= 8)
+			cr_assert_eq(st->alloc_space, bytes[k][th], "stack %u thread %u", st->stack,
+				     st->tid);
 	}
 	cr_assert_eq(sum, p->mem.alloc_bytes);
-	if (max_sites >= 4)
-		cr_assert_eq(p->n_sites, 4);
+	if (max_sites >= 8)
+		cr_assert_eq(p->n_sites, 8);
 	else
 		cr_assert_gt(p->limits.sites_evicted, 0);
 	mp_profile_free(p);
