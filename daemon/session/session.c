@@ -504,6 +504,7 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 			memcpy(p->python_tids, s->py_tids, s->n_py_tids * sizeof(*p->python_tids));
 			p->n_python_tids = s->n_py_tids;
 		}
+		mp_sess_warm_start(s, final);
 		r = mp_stack_collect_export(s->collect, p);
 		if (r < 0)
 			return r;
@@ -522,8 +523,7 @@ static int fill_profile(struct session *s, struct mp_profile *p, bool final)
 	mp_sess_unseen_step(s, final);
 	mp_sess_unseen_fill(s, p);
 	/* Best effort: a profile without symbols is still a profile. */
-	r = mp_symbolize_python(p, s->maps, mp_stack_collect_maps(s->collect), o->pid,
-				mp_stack_collect_pyname, s->collect, &st);
+	r = mp_sess_symbolize(s, p, &st);
 	if (r < 0)
 		log_warning_errno(r, "pid %d: symbolizing allocation sites: %m", (int)o->pid);
 	else if (final && st.unsymbolized)
@@ -688,6 +688,7 @@ static void dump_summary(struct session *s)
 
 static void teardown(struct session *s)
 {
+	mp_symbolize_warm_free(s->warm);
 	mp_sess_idle_free(s);
 	if (s->drains)
 		log_debug("pid %d: %" PRIu64 " ring drains, %" PRIu64

@@ -20,6 +20,7 @@
 #include "procmaps.h"
 #include "rss.h"
 #include "session.h"
+#include "symbolize.h"
 #include "wrappers.h"
 
 #define DEFAULT_LAG_NS (10 * 1000 * 1000ull)
@@ -195,6 +196,9 @@ struct session {
 	/* threads whose stacks had Python frames (the profile's python_tids),
 	 * the last one apart so that a thread's stacks look it up once */
 	uint32_t *py_tids, n_py_tids, py_tids_cap, py_tid_last;
+	/* the debug files opened while the final profile's stacks are laid
+	 * out (symbols.c); NULL: none */
+	struct mp_symbolize_warm *warm;
 	uint32_t path; /* enum mp_tracer_path */
 	bool injected; /* libmemprof injected (path.c) */
 	char path_reason[MP_PROFILE_REASON_MAX];
@@ -232,6 +236,12 @@ int mp_sess_idle_tick(struct session *s);
 int mp_sess_idle_rss(struct session *s);
 uint64_t mp_sess_ring_retry_ns(struct session *s);
 void mp_sess_idle_free(struct session *s);
+
+/* symbols.c: for the @final profile of a session with stacks, the debug
+ * files opened ahead (mp_symbolize_warm_start()); the profile's symbols,
+ * with what was opened, which then goes (mp_symbolize_warmed()). */
+void mp_sess_warm_start(struct session *s, bool final);
+int mp_sess_symbolize(struct session *s, struct mp_profile *p, struct mp_symbolize_stats *st);
 
 /* flow.c: the per-event path. */
 /* One pass: the tracer's events, the rings' records and an RSS sample

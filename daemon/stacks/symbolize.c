@@ -197,6 +197,7 @@ struct symbolization {
 	pid_t pid;
 	mp_symbolize_pyname_fn pyname;
 	void *pyctx;
+	struct mp_symbolize_warm *warm; /* NULL: none */
 };
 
 /* Python frame @addr's location: its code's function and file, its line. */
@@ -338,18 +339,165 @@ static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *ma
 	return 0;
 }
 
+/* ---- debug files opened ahead (mp_symbolize_warm_start()) ---- */
+
+/* A code mapping's file in a Dwfl of its own, as sym_file() reports it,
+ * its DWARF and symbol table loaded; taken by sym_file() (dwfl NULL). */
+struct warm_ent {
+	struct mp_mapping map;
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	uint64_t mod_bias, bias;
+	int err;
+};
+
+struct mp_symbolize_warm {
+	pthread_t th;
+	bool running;
+	pid_t pid;
+	struct warm_ent *ents;
+	uint32_t n;
+	char *strings; /* the paths */
+};
+
+static void *warm_thread(void *arg)
+{
+	struct mp_symbolize_warm *w = arg;
+
+	for (uint32_t i = 0; i < w->n; i++) {
+		struct warm_ent *e = &w->ents[i];
+		Dwarf_Addr b;
+
+		if (!(e->dwfl = dwfl_begin(&mp_dwfl_symbolize_callbacks)))
+			break;
+		dwfl_report_begin(e->dwfl);
+		e->err = mp_dwfl_report_file(e->dwfl, &e->map, w->pid, 0, &e->mod, &e->mod_bias,
+					     &e->bias);
+		if (e->err < 0)
+			e->mod = NULL;
+		dwfl_report_end(e->dwfl, NULL, NULL);
+		/* what the lookups would load: the debug file found and its
+		 * sections inflated, the symbol table read */
+		if (e->mod) {
+			(void)dwfl_module_getdwarf(e->mod, &b);
+			(void)dwfl_module_getsymtab(e->mod);
+		}
+	}
+	mp_dwfl_net_end();
+	return NULL;
+}
+
+/* The code mappings of @pm not in @w yet (one per file and start), with
+ * their paths copied after @at bytes of w->strings. */
+static int warm_add(struct mp_symbolize_warm *w, const struct mp_procmaps *pm, size_t *at)
+{
+	for (size_t i = 0; pm && i < pm->n; i++) {
+		const struct mp_mapping *m = &pm->maps[i];
+		size_t len = strlen(m->path) + 1;
+		uint32_t j = 0;
+		char *st;
+
+		if (!mp_mapping_is_code(m))
+			continue;
+		/* (paths are offsets into w->strings until all are in) */
+		while (j < w->n &&
+		       !(w->ents[j].map.start == m->start && w->ents[j].map.inode == m->inode &&
+			 !strcmp(w->strings + (uintptr_t)w->ents[j].map.path, m->path)))
+			j++;
+		if (j < w->n)
+			continue;
+		st = realloc(w->strings, *at + len);
+		if (!st)
+			return -ENOMEM;
+		w->strings = st;
+		memcpy(st + *at, m->path, len);
+		w->ents[w->n] = (struct warm_ent){ .map = *m };
+		w->ents[w->n++].map.path = (const char *)(uintptr_t)*at;
+		*at += len;
+	}
+	return 0;
+}
+
+int mp_symbolize_warm_start(const struct mp_procmaps *maps, const struct mp_procmaps *later,
+			    pid_t pid, struct mp_symbolize_warm **ret)
+{
+	struct mp_symbolize_warm *w = calloc(1, sizeof(*w));
+	size_t at = 0, cap = (maps ? maps->n : 0) + (later ? later->n : 0);
+
+	*ret = NULL;
+	if (!w || !(w->ents = calloc(cap ? cap : 1, sizeof(*w->ents))) ||
+	    warm_add(w, maps, &at) < 0 || warm_add(w, later, &at) < 0) {
+		mp_symbolize_warm_free(w);
+		return -ENOMEM;
+	}
+	/* the paths where they are now */
+	for (uint32_t i = 0; i < w->n; i++)
+		w->ents[i].map.path = w->strings + (uintptr_t)w->ents[i].map.path;
+	w->pid = pid;
+	w->running = w->n && pthread_create(&w->th, NULL, warm_thread, w) == 0;
+	if (!w->running) {
+		mp_symbolize_warm_free(w);
+		return -EAGAIN;
+	}
+	*ret = w;
+	return 0;
+}
+
+void mp_symbolize_warm_wait(struct mp_symbolize_warm *w)
+{
+	if (w && w->running) {
+		pthread_join(w->th, NULL);
+		w->running = false;
+	}
+}
+
+void mp_symbolize_warm_free(struct mp_symbolize_warm *w)
+{
+	if (!w)
+		return;
+	mp_symbolize_warm_wait(w);
+	for (uint32_t i = 0; w->ents && i < w->n; i++)
+		mp_dwfl_end(w->ents[i].dwfl);
+	free(w->ents);
+	free(w->strings);
+	free(w);
+}
+
+/* Object @ob's file as opened ahead for its mapping, into @ob; NULL when
+ * it was not. */
+static Dwfl *warm_take(struct mp_symbolize_warm *w, struct object *ob)
+{
+	for (uint32_t i = 0; w && i < w->n; i++) {
+		struct warm_ent *e = &w->ents[i];
+		Dwfl *d = e->dwfl;
+
+		if (!d || e->map.start != ob->map->start || e->map.end != ob->map->end ||
+		    e->map.offset != ob->map->offset || !same_file(&e->map, ob->map))
+			continue;
+		ob->mod = e->mod;
+		ob->mod_bias = e->mod_bias;
+		ob->bias = e->bias;
+		ob->err = e->err;
+		e->dwfl = NULL;
+		return d;
+	}
+	return NULL;
+}
+
 /* File @f (an object without same) in a Dwfl of its own: function, file
  * and line of the callers of every object of the file. */
 static int sym_file(struct symbolization *y, uint32_t f)
 {
-	Dwfl *dwfl = dwfl_begin(&mp_dwfl_symbolize_callbacks);
+	Dwfl *dwfl = warm_take(y->warm, &y->objs[f]);
 
-	if (!dwfl)
-		return -ENOMEM;
+	if (!dwfl) {
+		if (!(dwfl = dwfl_begin(&mp_dwfl_symbolize_callbacks)))
+			return -ENOMEM;
+		dwfl_report_begin(dwfl);
+		report(dwfl, y->objs, f, y->pid);
+		dwfl_report_end(dwfl, NULL, NULL);
+	}
 	y->dwfls[f] = dwfl;
-	dwfl_report_begin(dwfl);
-	report(dwfl, y->objs, f, y->pid);
-	dwfl_report_end(dwfl, NULL, NULL);
 	for (uint32_t i = f; i < y->n_objs; i++) {
 		struct object *ob = &y->objs[i];
 
@@ -413,6 +561,7 @@ static int sym_dwfl(struct symbolization *y, pid_t pid)
 	int r;
 
 	y->pid = pid;
+	mp_symbolize_warm_wait(y->warm);
 	y->dwfls = calloc(y->n_objs ? y->n_objs : 1, sizeof(*y->dwfls));
 	y->order = malloc((y->n_objs ? y->n_objs : 1) * sizeof(*y->order));
 	weight = calloc(y->n_objs ? y->n_objs : 1, sizeof(*weight));
@@ -523,7 +672,15 @@ int mp_symbolize_python(struct mp_profile *p, const struct mp_procmaps *maps,
 			const struct mp_procmaps *later, pid_t pid, mp_symbolize_pyname_fn pyname,
 			void *ctx, struct mp_symbolize_stats *ret_stats)
 {
-	struct symbolization y = { .pyname = pyname, .pyctx = ctx };
+	return mp_symbolize_warmed(p, maps, later, pid, pyname, ctx, NULL, ret_stats);
+}
+
+int mp_symbolize_warmed(struct mp_profile *p, const struct mp_procmaps *maps,
+			const struct mp_procmaps *later, pid_t pid, mp_symbolize_pyname_fn pyname,
+			void *ctx, struct mp_symbolize_warm *warm,
+			struct mp_symbolize_stats *ret_stats)
+{
+	struct symbolization y = { .pyname = pyname, .pyctx = ctx, .warm = warm };
 	int r;
 
 	r = sym_callers(&y, p);

@@ -271,6 +271,101 @@ Test(symbolize, many_files_each_caller_in_its_own)
 	mp_test_rmtree(dir);
 }
 
+/* Debug files opened ahead (mp_symbolize_warm_start()): a symbolization
+ * takes each file opened for its very mapping, also when the file is gone
+ * from disk since, and opens the others itself; every caller is named as
+ * without them. */
+Test(symbolize, files_opened_ahead_are_the_ones_looked_up)
+{
+	const char *pie = fixture("tests/stacks/symfix-pie");
+	struct text t = text_of(pie);
+	uint64_t a = nm_value(pie, "symfix_alpha"), b = nm_value(pie, "symfix_beta");
+	const uint64_t base[3] = { 0x7f0000000000, 0x7f0001000000, 0x7f0002000000 };
+	char dir[128], path[3][256], cmd[1024];
+	struct mp_procmaps *maps, *later, *ahead;
+	struct mp_symbolize_stats st;
+	struct mp_symbolize_warm *w;
+	uint64_t callers[6];
+	char *txt[3] = { NULL, NULL, NULL };
+	size_t cap;
+	FILE *f;
+
+	mp_test_tmpdir(dir, sizeof(dir), "symbolize");
+	for (int i = 0; i < 3; i++) {
+		snprintf(path[i], sizeof(path[i]), "%s/lib%d.so", dir, i);
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", pie, path[i]);
+		cr_assert_eq(system(cmd), 0);
+		callers[2 * i] = base[i] + (a - t.vaddr) + 2;
+		callers[2 * i + 1] = base[i] + (b - t.vaddr) + 2;
+	}
+	/* the snapshots: file 0 at first, file 1 later; opened ahead: both,
+	 * and file 2 at another address than it is looked up at */
+	f = open_memstream(&txt[0], &cap);
+	map_line(f, base[0], t.size, t.offset, path[0], 0);
+	fclose(f);
+	f = open_memstream(&txt[1], &cap);
+	map_line(f, base[0], t.size, t.offset, path[0], 0);
+	map_line(f, base[1], t.size, t.offset, path[1], 0);
+	map_line(f, base[2], t.size, t.offset, path[2], 0);
+	fclose(f);
+	f = open_memstream(&txt[2], &cap);
+	map_line(f, base[1] - 0x100000, t.size, t.offset, path[2], 0);
+	fclose(f);
+	cr_assert_eq(mp_procmaps_parse(txt[0], strlen(txt[0]), &maps), 0);
+	cr_assert_eq(mp_procmaps_parse(txt[1], strlen(txt[1]), &later), 0);
+	cr_assert_eq(mp_procmaps_parse(txt[2], strlen(txt[2]), &ahead), 0);
+	{
+		/* files 0 and 1 ahead from the snapshots, file 2 elsewhere
+		 * (and once freed at once: its thread joined) */
+		struct mp_procmaps one = { .maps = later->maps, .n = 2 };
+
+		cr_assert_eq(mp_symbolize_warm_start(maps, &one, 0, &w), 0);
+		mp_symbolize_warm_free(w);
+		cr_assert_eq(mp_symbolize_warm_start(&one, ahead, 0, &w), 0);
+	}
+	mp_symbolize_warm_wait(w);
+	/* file 1 replaced since it was opened: only its opened copy names it */
+	cr_assert_eq(unlink(path[1]), 0);
+	{
+		struct mp_profile *p = mp_profile_new();
+
+		cr_assert_not_null(p);
+		p->n_sites = 6;
+		cr_assert_not_null(p->sites = calloc(6, sizeof(*p->sites)));
+		for (uint32_t i = 0; i < 6; i++)
+			p->sites[i] = (struct mp_site){ .caller = callers[i], .alloc_objects = 1 };
+		cr_assert_eq(mp_symbolize_warmed(p, maps, later, 0, NULL, NULL, w, &st), 0);
+		for (int i = 0; i < 3; i++) {
+			expect_named(p, callers[2 * i], "symfix_alpha", a + 2, path[i]);
+			expect_named(p, callers[2 * i + 1], "symfix_beta", b + 2, path[i]);
+		}
+		cr_expect_eq(st.unsymbolized, 0);
+		cr_expect_eq(st.objects_unreadable, 0);
+		mp_profile_free(p);
+	}
+	mp_symbolize_warm_free(w);
+	{
+		/* without them, file 1 is gone */
+		struct mp_profile *p = mp_profile_new();
+
+		cr_assert_not_null(p);
+		p->n_sites = 6;
+		cr_assert_not_null(p->sites = calloc(6, sizeof(*p->sites)));
+		for (uint32_t i = 0; i < 6; i++)
+			p->sites[i] = (struct mp_site){ .caller = callers[i], .alloc_objects = 1 };
+		cr_assert_eq(mp_symbolize(p, maps, later, 0, &st), 0);
+		cr_expect_eq(st.objects_unreadable, 1);
+		cr_expect_eq(st.unsymbolized, 2);
+		mp_profile_free(p);
+	}
+	mp_procmaps_free(maps);
+	mp_procmaps_free(later);
+	mp_procmaps_free(ahead);
+	for (int i = 0; i < 3; i++)
+		free(txt[i]);
+	mp_test_rmtree(dir);
+}
+
 static void write_file(const char *path, const void *data, size_t n)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
