@@ -109,20 +109,28 @@ static void map_line(FILE *f, uint64_t start, uint64_t size, uint64_t offset, co
 		start + size, offset, ma, mi, ino, path);
 }
 
+/* A profile whose sites' callers are @callers. */
+static struct mp_profile *profile_of(const uint64_t *callers, uint32_t n)
+{
+	struct mp_profile *p = mp_profile_new();
+
+	cr_assert_not_null(p);
+	p->n_sites = n;
+	cr_assert_not_null(p->sites = calloc(n, sizeof(*p->sites)));
+	for (uint32_t i = 0; i < n; i++)
+		p->sites[i] = (struct mp_site){ .caller = callers[i], .alloc_objects = 1 };
+	return p;
+}
+
 /* A profile whose sites' callers are @callers, symbolized against @maps
  * as after the process exited. */
 static struct mp_profile *symbolize(const char *maps_txt, const uint64_t *callers, uint32_t n,
 				    struct mp_symbolize_stats *st)
 {
-	struct mp_profile *p = mp_profile_new();
+	struct mp_profile *p = profile_of(callers, n);
 	struct mp_procmaps *maps;
 
-	cr_assert_not_null(p);
 	cr_assert_eq(mp_procmaps_parse(maps_txt, strlen(maps_txt), &maps), 0, "%s", maps_txt);
-	p->n_sites = n;
-	cr_assert_not_null(p->sites = calloc(n, sizeof(*p->sites)));
-	for (uint32_t i = 0; i < n; i++)
-		p->sites[i] = (struct mp_site){ .caller = callers[i], .alloc_objects = 1 };
 	/* pid 0 has no /proc entry: as if the process were gone. */
 	cr_assert_eq(mp_symbolize(p, maps, NULL, 0, st), 0);
 	mp_procmaps_free(maps);
@@ -327,13 +335,8 @@ Test(symbolize, files_opened_ahead_are_the_ones_looked_up)
 	/* file 1 replaced since it was opened: only its opened copy names it */
 	cr_assert_eq(unlink(path[1]), 0);
 	{
-		struct mp_profile *p = mp_profile_new();
+		struct mp_profile *p = profile_of(callers, 6);
 
-		cr_assert_not_null(p);
-		p->n_sites = 6;
-		cr_assert_not_null(p->sites = calloc(6, sizeof(*p->sites)));
-		for (uint32_t i = 0; i < 6; i++)
-			p->sites[i] = (struct mp_site){ .caller = callers[i], .alloc_objects = 1 };
 		cr_assert_eq(mp_symbolize_warmed(p, maps, later, 0, NULL, NULL, w, &st), 0);
 		for (int i = 0; i < 3; i++) {
 			expect_named(p, callers[2 * i], "symfix_alpha", a + 2, path[i]);
@@ -346,13 +349,8 @@ Test(symbolize, files_opened_ahead_are_the_ones_looked_up)
 	mp_symbolize_warm_free(w);
 	{
 		/* without them, file 1 is gone */
-		struct mp_profile *p = mp_profile_new();
+		struct mp_profile *p = profile_of(callers, 6);
 
-		cr_assert_not_null(p);
-		p->n_sites = 6;
-		cr_assert_not_null(p->sites = calloc(6, sizeof(*p->sites)));
-		for (uint32_t i = 0; i < 6; i++)
-			p->sites[i] = (struct mp_site){ .caller = callers[i], .alloc_objects = 1 };
 		cr_assert_eq(mp_symbolize(p, maps, later, 0, &st), 0);
 		cr_expect_eq(st.objects_unreadable, 1);
 		cr_expect_eq(st.unsymbolized, 2);
