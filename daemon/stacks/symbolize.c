@@ -341,6 +341,13 @@ static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *ma
 
 /* ---- debug files opened ahead (mp_symbolize_warm_start()) ---- */
 
+/* Files opened ahead at most: a PyTorch process maps ~90 with code. A
+ * target's maps are its own to make: one with thousands of code mappings
+ * would have the daemon hold as many files open (and their debug info
+ * loaded) for mappings that may hold no frame; past these, files are
+ * opened when looked up, as without. */
+#define WARM_MAX 256u
+
 /* A code mapping's file in a Dwfl of its own, as sym_file() reports it,
  * its DWARF and symbol table loaded; taken by sym_file() (dwfl NULL). */
 struct warm_ent {
@@ -399,6 +406,8 @@ static int warm_add(struct mp_symbolize_warm *w, const struct mp_procmaps *pm, s
 
 		if (!mp_mapping_is_code(m))
 			continue;
+		if (w->n >= WARM_MAX)
+			break;
 		/* (paths are offsets into w->strings until all are in) */
 		while (j < w->n &&
 		       !(w->ents[j].map.start == m->start && w->ents[j].map.inode == m->inode &&
@@ -422,7 +431,7 @@ int mp_symbolize_warm_start(const struct mp_procmaps *maps, const struct mp_proc
 			    pid_t pid, struct mp_symbolize_warm **ret)
 {
 	struct mp_symbolize_warm *w = calloc(1, sizeof(*w));
-	size_t at = 0, cap = (maps ? maps->n : 0) + (later ? later->n : 0);
+	size_t at = 0, cap = WARM_MAX;
 
 	*ret = NULL;
 	if (!w || !(w->ents = calloc(cap ? cap : 1, sizeof(*w->ents))) ||

@@ -60,7 +60,7 @@ int mp_symbolize_python(struct mp_profile *p, const struct mp_procmaps *maps,
 
 /*
  * The debug files of the code mappings of @maps and @later (either may be
- * NULL) opened ahead, in a thread of its own, while the caller goes on
+ * NULL; the first 256 files) opened ahead, in a thread of its own, while the caller goes on
  * (the profile's stacks laid out): a file's DWARF is loaded at its first
  * lookup, libc's from libc6-dbg inflated first (~60 ms here, the most of a
  * PyTorch profile's symbolization). mp_symbolize_warmed() takes what it

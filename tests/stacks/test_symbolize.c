@@ -11,6 +11,7 @@
  */
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -362,6 +363,46 @@ Test(symbolize, files_opened_ahead_are_the_ones_looked_up)
 	for (int i = 0; i < 3; i++)
 		free(txt[i]);
 	mp_test_rmtree(dir);
+}
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* A target's maps are its own to make: of 400 code mappings, the files
+ * of at most 256 are opened ahead (and held open until symbolized). */
+Test(symbolize, files_opened_ahead_are_bounded)
+{
+	const char *pie = fixture("tests/stacks/symfix-pie");
+	struct text t = text_of(pie);
+	struct mp_symbolize_warm *w;
+	struct mp_procmaps *maps;
+	char *txt = NULL;
+	size_t cap = 0;
+	int before;
+	FILE *f = open_memstream(&txt, &cap);
+
+	for (int m = 0; m < 400; m++)
+		map_line(f, 0x7f0000000000 + (uint64_t)m * 0x1000000, t.size, t.offset, pie, 0);
+	fclose(f);
+	cr_assert_eq(mp_procmaps_parse(txt, strlen(txt), &maps), 0);
+	before = open_fds();
+	cr_assert_eq(mp_symbolize_warm_start(maps, NULL, 0, &w), 0);
+	mp_symbolize_warm_wait(w);
+	cr_expect_gt(open_fds() - before, 200, "the files are held open until symbolized");
+	cr_expect_leq(open_fds() - before, 256, "%d files open", open_fds() - before);
+	mp_symbolize_warm_free(w);
+	cr_expect_eq(open_fds(), before);
+	mp_procmaps_free(maps);
+	free(txt);
 }
 
 static void write_file(const char *path, const void *data, size_t n)
