@@ -87,15 +87,25 @@ int mp_profile_stacks_prune(struct mp_profile *p)
 	old_n = p->n_stacks;
 	old_nodes = t->n_nodes;
 	id = calloc(old_n, sizeof(*id));
-	node = calloc((size_t)old_nodes + 1, sizeof(*node));
-	if (!id || !node) {
+	if (!id)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < p->n_sites; i++)
+		if (p->sites[i].stack && p->sites[i].stack <= old_n && !id[p->sites[i].stack - 1]) {
+			id[p->sites[i].stack - 1] = 1;
+			n++;
+		}
+	/* every stack named and every node on a stack's path (with --stacks
+	 * the site table holds as many sites as stacks): nothing to prune */
+	if (n == old_n && t->complete) {
 		free(id);
-		free(node);
+		return 0;
+	}
+	n = 0;
+	node = calloc((size_t)old_nodes + 1, sizeof(*node));
+	if (!node) {
+		free(id);
 		return -ENOMEM;
 	}
-	for (uint32_t i = 0; i < p->n_sites; i++)
-		if (p->sites[i].stack && p->sites[i].stack <= old_n)
-			id[p->sites[i].stack - 1] = 1;
 	/* the kept stacks' paths, up to the first node already on one */
 	for (uint32_t k = 0; k < old_n; k++)
 		if (id[k]) {

@@ -630,6 +630,8 @@ struct mp_stack_tree {
 	uint64_t *frame;
 	uint32_t *parent;
 	uint32_t *leaf;
+	/* every node is on some stack's path (false: not known) */
+	bool complete;
 };
 
 /* An allocation site: allocations with the same caller address charged

@@ -46,6 +46,9 @@ struct mp_stack_table {
 	uint32_t root_stack[2]; /* the ids of the stacks without frames */
 	uint64_t frames_total; /* sum of the stacks' depths */
 	uint64_t dropped;
+	/* a stack was dropped after some of its nodes were added: they may
+	 * be on no stack's path */
+	bool orphans;
 	uint32_t last_new; /* frames of the last stack interned that had no node */
 	uint32_t max_stacks; /* bounds (mp_stack_table_set_max()) */
 	uint64_t max_frames; /* on frames_total */
@@ -296,15 +299,17 @@ uint32_t mp_stack_table_intern(struct mp_stack_table *t, const uint64_t *frames,
 		goto drop;
 	t->last_new = n - d;
 	if (!add_path(t, frames, n, d))
-		goto drop;
+		goto orphaned;
 	leaf = n ? t->path_nodes[n - 1] : 0;
 	if (chunk_room(t, (void ***)&t->stacks, &t->stack_chunks, &t->stack_dir, t->n,
 		       sizeof(uint32_t)) < 0)
-		goto drop;
+		goto orphaned;
 	t->stacks[t->n >> CHUNK_BITS][t->n & (CHUNK - 1)] = leaf << 1 | trunc;
 	t->frames_total += n;
 	*stack_slot(t, leaf, trunc) = ++t->n;
 	return t->n;
+orphaned:
+	t->orphans |= n > d;
 drop:
 	t->dropped++;
 	return 0;
@@ -373,6 +378,7 @@ int mp_stack_table_export(const struct mp_stack_table *t, struct mp_profile *p)
 		return -ENOMEM;
 	}
 	tr->n_nodes = nn;
+	tr->complete = !t->orphans;
 	/* the nodes' depths laid out as they are read: a stack's depth is
 	 * then a read of 4 bytes, not of its leaf's node, a cache miss each
 	 * (~600,000 stacks on PyTorch) */

@@ -364,3 +364,72 @@ Test(stack_tree, malformed_tree_refused)
 	m.format_version = MP_PROFILE_FORMAT_STACK_TREE + 1;
 	cr_expect_eq(decode_msg(&m, &why), -EPROTONOSUPPORT);
 }
+
+/* A profile of one stack (frames 0xb then 0xa) in a tree of @nodes nodes:
+ * 1 = 0xa, 2 = 0xb under it, 3 = 0xc under 1 (on no stack's path), its
+ * site naming it. */
+static struct mp_profile *one_named_stack(uint32_t nodes, bool complete)
+{
+	static const uint64_t frame[3] = { 0xa, 0xb, 0xc };
+	static const uint32_t parent[3] = { 0, 1, 1 };
+	struct mp_profile *p = mp_profile_new();
+	struct mp_stack_tree *t = calloc(1, sizeof(*t));
+
+	cr_assert(p && t);
+	t->n_nodes = nodes;
+	t->frame = malloc(sizeof(frame));
+	t->parent = malloc(sizeof(parent));
+	t->leaf = malloc(sizeof(uint32_t));
+	cr_assert(t->frame && t->parent && t->leaf);
+	memcpy(t->frame, frame, sizeof(frame));
+	memcpy(t->parent, parent, sizeof(parent));
+	t->leaf[0] = 2;
+	t->complete = complete;
+	p->stack_tree = t;
+	p->stacks = calloc(1, sizeof(*p->stacks));
+	p->sites = calloc(1, sizeof(*p->sites));
+	cr_assert(p->stacks && p->sites);
+	p->stacks[0].n_frames = 2;
+	p->n_stacks = 1;
+	p->sites[0].stack = 1;
+	p->sites[0].name = p->sites[0].phase = MP_NONE;
+	p->n_sites = 1;
+	return p;
+}
+
+/* Every stack named by a site: a tree the stack table made whole (every
+ * node on a stack's path, as its export says) is left as it is; a tree
+ * not known to be whole (one read from a file) still loses a node on no
+ * stack's path. */
+Test(stack_tree, prune_with_every_stack_named)
+{
+	/* nodes, whole, nodes after: the orphan stays only in a tree that
+	 * says it has none, which is what the flag means */
+	static const struct {
+		uint32_t nodes;
+		bool complete;
+		uint32_t after;
+	} cases[] = { { 2, true, 2 }, { 3, false, 2 }, { 3, true, 3 } };
+	uint64_t buf[MP_PROFILE_MAX_DEPTH];
+	const uint64_t want[2] = { 0xb, 0xa };
+	struct mp_stack_table *tab;
+	struct mp_profile *p;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		p = one_named_stack(cases[i].nodes, cases[i].complete);
+		cr_assert_eq(mp_profile_stacks_prune(p), 0);
+		cr_assert_eq(p->n_stacks, 1);
+		cr_assert_eq(p->sites[0].stack, 1);
+		cr_assert_eq(p->stack_tree->n_nodes, cases[i].after, "case %zu: %u nodes", i,
+			     p->stack_tree->n_nodes);
+		cr_assert_arr_eq(mp_profile_stack_frames(p, 0, buf), want, sizeof(want));
+		mp_profile_free(p);
+	}
+	p = mp_profile_new();
+	cr_assert_eq(mp_stack_table_new(&tab), 0);
+	cr_assert(mp_stack_table_intern(tab, want, 2, 0));
+	cr_assert_eq(mp_stack_table_export(tab, p), 0);
+	cr_assert(p->stack_tree->complete, "a table that dropped no stack makes a whole tree");
+	mp_profile_free(p);
+	mp_stack_table_free(tab);
+}
