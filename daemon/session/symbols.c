@@ -13,7 +13,7 @@ void mp_sess_warm_start(struct session *s, bool final)
 		return;
 	/* best effort: without it, the files are opened when looked up */
 	(void)mp_symbolize_warm_start(s->maps, mp_stack_collect_maps(s->collect), s->o->pid,
-				      &s->warm);
+				      mp_stack_collect_holds_frames, s->collect, &s->warm);
 }
 
 int mp_sess_symbolize(struct session *s, struct mp_profile *p, struct mp_symbolize_stats *st)

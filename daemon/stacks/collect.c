@@ -34,7 +34,54 @@ struct mp_stack_collector {
 	uint32_t py_names_cap;
 	bool last_python;
 	uint64_t next_bytes; /* mp_stack_collect_set_bytes() */
+	/* The mappings (start, inode) that frames were found in, open
+	 * addressing (HELD_SLOTS, made at the first), up to HELD_MAX of
+	 * them; held_last: the one marked last. */
+	struct held {
+		uint64_t start, inode;
+	} * held;
+	uint32_t n_held;
+	struct held held_last;
 };
+
+#define HELD_SLOTS 4096u
+#define HELD_MAX (HELD_SLOTS / 2)
+
+static size_t held_slot(uint64_t start)
+{
+	return (size_t)((start >> 12) * 0x9e3779b97f4a7c15ull >> 52) & (HELD_SLOTS - 1);
+}
+
+/* Mapping @m holds a frame (as many as fit are remembered). */
+static void held_mark(struct mp_stack_collector *c, const struct mp_mapping *m)
+{
+	size_t i;
+
+	/* (start 0, no code there, is the empty slot's) */
+	if (!m->start || (m->start == c->held_last.start && m->inode == c->held_last.inode) ||
+	    c->n_held >= HELD_MAX)
+		return;
+	c->held_last = (struct held){ .start = m->start, .inode = m->inode };
+	if (!c->held && !(c->held = calloc(HELD_SLOTS, sizeof(*c->held))))
+		return;
+	for (i = held_slot(m->start); c->held[i].start; i = (i + 1) & (HELD_SLOTS - 1))
+		if (c->held[i].start == m->start && c->held[i].inode == m->inode)
+			return;
+	c->held[i] = (struct held){ .start = m->start, .inode = m->inode };
+	c->n_held++;
+}
+
+bool mp_stack_collect_holds_frames(const void *collector, const struct mp_mapping *m)
+{
+	const struct mp_stack_collector *c = collector;
+
+	if (!c || !c->held)
+		return false;
+	for (size_t i = held_slot(m->start); c->held[i].start; i = (i + 1) & (HELD_SLOTS - 1))
+		if (c->held[i].start == m->start && c->held[i].inode == m->inode)
+			return true;
+	return false;
+}
 
 int mp_stack_collector_new(pid_t pid, bool stacks, uint32_t depth, struct mp_stack_collector **ret)
 {
@@ -70,6 +117,7 @@ void mp_stack_collector_free(struct mp_stack_collector *c)
 	for (uint32_t i = 0; i < c->py_names_cap; i++)
 		free(c->py_names[i]);
 	free(c->py_names);
+	free(c->held);
 	if (c->unwinder && c->stacks) {
 		uint64_t fast, slow;
 
@@ -135,10 +183,17 @@ static void note_frames(struct mp_stack_collector *c, const struct mp_collect_ta
 
 	if (t->exited)
 		return;
-	/* the clock read only for a frame the maps lack */
-	for (i = 0; i < n; i++)
-		if (!MP_PYFRAME_IS(frames[i]) && !(maps && mp_procmaps_find(maps, frames[i])))
+	/* the clock read only for a frame the maps lack; the mappings of
+	 * the others remembered, for the symbolizer's files opened ahead */
+	for (i = 0; i < n; i++) {
+		const struct mp_mapping *m;
+
+		if (MP_PYFRAME_IS(frames[i]))
+			continue;
+		if (!maps || !(m = mp_procmaps_find(maps, frames[i])))
 			break;
+		held_mark(c, m);
+	}
 	if (i == n || mp_now_ns() - c->unwind_maps_ns < MP_COLLECT_MAPS_REREAD_NS)
 		return;
 	c->unwind_maps_ns = mp_now_ns();

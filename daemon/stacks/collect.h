@@ -104,5 +104,10 @@ int mp_stack_collect_export(const struct mp_stack_collector *c, struct mp_profil
 /* The last /proc/PID/maps the unwinder was built from (NULL when none was
  * read): it can hold code mapped after the caller's own snapshot. */
 const struct mp_procmaps *mp_stack_collect_maps(const struct mp_stack_collector *c);
+/* Whether a frame of the stacks stored so far was found in mapping @m
+ * (the same start and inode) while the target ran (@collector: a struct
+ * mp_stack_collector; the first 2,048 such mappings are remembered):
+ * mp_symbolize_warm_want_fn. */
+bool mp_stack_collect_holds_frames(const void *collector, const struct mp_mapping *m);
 
 #endif /* MP_COLLECT_H */

@@ -384,27 +384,30 @@ static void *warm_thread(void *arg)
 			e->mod = NULL;
 		dwfl_report_end(e->dwfl, NULL, NULL);
 		/* what the lookups would load: the debug file found and its
-		 * sections inflated, the symbol table read */
+		 * sections inflated, the symbol table read and indexed */
 		if (e->mod) {
 			(void)dwfl_module_getdwarf(e->mod, &b);
 			(void)dwfl_module_getsymtab(e->mod);
+			mp_symtab_prepare(e->mod);
 		}
 	}
 	mp_dwfl_net_end();
 	return NULL;
 }
 
-/* The code mappings of @pm not in @w yet (one per file and start), with
- * their paths copied after @at bytes of w->strings. */
-static int warm_add(struct mp_symbolize_warm *w, const struct mp_procmaps *pm, size_t *at)
+/* The code mappings of @pm that @want wants and @w has not yet (one per
+ * file and start), from the highest, with their paths copied after @at
+ * bytes of w->strings. */
+static int warm_add(struct mp_symbolize_warm *w, const struct mp_procmaps *pm,
+		    mp_symbolize_warm_want_fn want, const void *ctx, size_t *at)
 {
-	for (size_t i = 0; pm && i < pm->n; i++) {
-		const struct mp_mapping *m = &pm->maps[i];
+	for (size_t k = pm ? pm->n : 0; k > 0; k--) {
+		const struct mp_mapping *m = &pm->maps[k - 1];
 		size_t len = strlen(m->path) + 1;
 		uint32_t j = 0;
 		char *st;
 
-		if (!mp_mapping_is_code(m))
+		if (!mp_mapping_is_code(m) || (want && !want(ctx, m)))
 			continue;
 		if (w->n >= WARM_MAX)
 			break;
@@ -428,14 +431,15 @@ static int warm_add(struct mp_symbolize_warm *w, const struct mp_procmaps *pm, s
 }
 
 int mp_symbolize_warm_start(const struct mp_procmaps *maps, const struct mp_procmaps *later,
-			    pid_t pid, struct mp_symbolize_warm **ret)
+			    pid_t pid, mp_symbolize_warm_want_fn want, const void *ctx,
+			    struct mp_symbolize_warm **ret)
 {
 	struct mp_symbolize_warm *w = calloc(1, sizeof(*w));
 	size_t at = 0, cap = WARM_MAX;
 
 	*ret = NULL;
 	if (!w || !(w->ents = calloc(cap ? cap : 1, sizeof(*w->ents))) ||
-	    warm_add(w, maps, &at) < 0 || warm_add(w, later, &at) < 0) {
+	    warm_add(w, maps, want, ctx, &at) < 0 || warm_add(w, later, want, ctx, &at) < 0) {
 		mp_symbolize_warm_free(w);
 		return -ENOMEM;
 	}

@@ -60,17 +60,22 @@ int mp_symbolize_python(struct mp_profile *p, const struct mp_procmaps *maps,
 
 /*
  * The debug files of the code mappings of @maps and @later (either may be
- * NULL; the first 256 files) opened ahead, in a thread of its own, while the caller goes on
- * (the profile's stacks laid out): a file's DWARF is loaded at its first
- * lookup, libc's from libc6-dbg inflated first (~60 ms here, the most of a
- * PyTorch profile's symbolization). mp_symbolize_warmed() takes what it
- * finds there for the same mapping, after the thread is done;
- * mp_symbolize_warm_free() (NULL: nothing) ends the rest. 0, -ENOMEM, or
- * -EAGAIN (no mapping, no thread: *@ret NULL).
+ * NULL) that @want says hold frames (NULL: all of them) opened ahead, at
+ * most 256 files, the highest mappings first (a process's first
+ * libraries: libc, the dynamic linker), in a thread of its own, while the
+ * caller goes on (the profile's stacks laid out): their DWARF loaded (libc's
+ * from libc6-dbg inflated first, ~60 ms here) and their symbols indexed
+ * (~40 ms for that libc's), which made most of a PyTorch profile's
+ * symbolization. mp_symbolize_warmed() takes what it finds there for the
+ * same mapping, after the thread is done; mp_symbolize_warm_free() (NULL:
+ * nothing) ends the rest. 0, -ENOMEM, or -EAGAIN (no mapping, no thread:
+ * *@ret NULL).
  */
 struct mp_symbolize_warm;
+typedef bool (*mp_symbolize_warm_want_fn)(const void *ctx, const struct mp_mapping *m);
 int mp_symbolize_warm_start(const struct mp_procmaps *maps, const struct mp_procmaps *later,
-			    pid_t pid, struct mp_symbolize_warm **ret);
+			    pid_t pid, mp_symbolize_warm_want_fn want, const void *ctx,
+			    struct mp_symbolize_warm **ret);
 void mp_symbolize_warm_free(struct mp_symbolize_warm *w);
 /* Until every file of @w is opened (mp_symbolize_warmed() waits so). */
 void mp_symbolize_warm_wait(struct mp_symbolize_warm *w);

@@ -203,6 +203,11 @@ static struct index *index_of(Dwfl_Module *mod)
 	return x;
 }
 
+void mp_symtab_prepare(Dwfl_Module *mod)
+{
+	(void)index_of(mod);
+}
+
 /* The number of entries at or below @addr. */
 static uint32_t upto(const struct part *p, uint64_t addr)
 {

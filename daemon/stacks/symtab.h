@@ -25,6 +25,10 @@
 const char *mp_symtab_lookup(Dwfl_Module *mod, uint64_t addr, uint64_t *ret_off,
 			     uint64_t *ret_size);
 
+/* The index of @mod's symbols built now, not at its first lookup (a
+ * thread that opens files ahead of their lookups). */
+void mp_symtab_prepare(Dwfl_Module *mod);
+
 /* dwfl_end() after freeing the modules' symbol indexes; NULL is a no-op. */
 void mp_dwfl_end(Dwfl *dwfl);
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "collect.h"
+#include "procmaps.h"
 #include "ring_abi.h"
 #include "stacks.h"
 
@@ -351,4 +352,44 @@ Test(stack_table, python_frames_of_a_lying_target)
 	mp_stack_collect_given(c, &t, frames, 1, false);
 	cr_assert_not(mp_stack_collect_last_python(c));
 	mp_stack_collector_free(c);
+}
+
+/* The mappings the frames of stored stacks were found in, while the
+ * target ran, are remembered (the symbolizer opens their files ahead):
+ * by start and inode, Python frames in none, and none once it exited. */
+Test(stack_table, mappings_holding_frames)
+{
+	static const char txt[] =
+		"7f0000000000-7f0000100000 r-xp 00000000 08:01 11 /usr/lib/liba.so\n"
+		"7f0001000000-7f0001100000 r-xp 00000000 08:01 12 /usr/lib/libb.so\n"
+		"7f0002000000-7f0002100000 r-xp 00000000 08:01 13 /usr/lib/libc.so\n";
+	const uint64_t outer[] = { 0x7f0002000100, MP_PYFRAME(3, 12), 0x7f0000000200 };
+	const uint64_t inner[] = { 0x7f0000000300, 0x7f0002000100, MP_PYFRAME(3, 12),
+				   0x7f0000000200 };
+	const uint64_t late[] = { 0x7f0001000400 };
+	struct mp_collect_target t = { .exited = false };
+	struct mp_stack_collector *c;
+	struct mp_procmaps *maps;
+	struct mp_mapping other;
+
+	cr_assert_eq(mp_procmaps_parse(txt, sizeof(txt) - 1, &maps), 0);
+	cr_assert_eq(maps->n, 3);
+	t.maps = maps;
+	cr_assert_eq(mp_stack_collector_new(getpid(), true, 64, &c), 0);
+	cr_assert_not(mp_stack_collect_holds_frames(c, &maps->maps[0]));
+	cr_assert_neq(mp_stack_collect_given(c, &t, outer, 3, false), 0);
+	cr_assert_neq(mp_stack_collect_given(c, &t, inner, 4, false), 0);
+	cr_assert(mp_stack_collect_holds_frames(c, &maps->maps[0]));
+	cr_assert_not(mp_stack_collect_holds_frames(c, &maps->maps[1]));
+	cr_assert(mp_stack_collect_holds_frames(c, &maps->maps[2]));
+	other = maps->maps[2];
+	other.inode = 99;
+	cr_assert_not(mp_stack_collect_holds_frames(c, &other), "another file at that start");
+	/* stored once the target is gone: not looked up */
+	t.exited = true;
+	cr_assert_neq(mp_stack_collect_given(c, &t, late, 1, false), 0);
+	cr_assert_not(mp_stack_collect_holds_frames(c, &maps->maps[1]));
+	cr_assert_not(mp_stack_collect_holds_frames(NULL, &maps->maps[0]));
+	mp_stack_collector_free(c);
+	mp_procmaps_free(maps);
 }

@@ -328,9 +328,9 @@ Test(symbolize, files_opened_ahead_are_the_ones_looked_up)
 		 * (and once freed at once: its thread joined) */
 		struct mp_procmaps one = { .maps = later->maps, .n = 2 };
 
-		cr_assert_eq(mp_symbolize_warm_start(maps, &one, 0, &w), 0);
+		cr_assert_eq(mp_symbolize_warm_start(maps, &one, 0, NULL, NULL, &w), 0);
 		mp_symbolize_warm_free(w);
-		cr_assert_eq(mp_symbolize_warm_start(&one, ahead, 0, &w), 0);
+		cr_assert_eq(mp_symbolize_warm_start(&one, ahead, 0, NULL, NULL, &w), 0);
 	}
 	mp_symbolize_warm_wait(w);
 	/* file 1 replaced since it was opened: only its opened copy names it */
@@ -395,7 +395,7 @@ Test(symbolize, files_opened_ahead_are_bounded)
 	fclose(f);
 	cr_assert_eq(mp_procmaps_parse(txt, strlen(txt), &maps), 0);
 	before = open_fds();
-	cr_assert_eq(mp_symbolize_warm_start(maps, NULL, 0, &w), 0);
+	cr_assert_eq(mp_symbolize_warm_start(maps, NULL, 0, NULL, NULL, &w), 0);
 	mp_symbolize_warm_wait(w);
 	cr_expect_gt(open_fds() - before, 200, "the files are held open until symbolized");
 	cr_expect_leq(open_fds() - before, 256, "%d files open", open_fds() - before);
@@ -403,6 +403,63 @@ Test(symbolize, files_opened_ahead_are_bounded)
 	cr_expect_eq(open_fds(), before);
 	mp_procmaps_free(maps);
 	free(txt);
+}
+
+/* Every mapping but the one starting at *@ctx. */
+static bool all_but(const void *ctx, const struct mp_mapping *m)
+{
+	return m->start != *(const uint64_t *)ctx;
+}
+
+/* Of more code mappings than are opened ahead, the highest (a process's
+ * first libraries: libc) are, and of them only those the caller says
+ * hold frames: a file deleted once opened ahead is still named through
+ * its opened copy, and only then. */
+Test(symbolize, files_opened_ahead_hold_frames_highest_first)
+{
+	const char *pie = fixture("tests/stacks/symfix-pie");
+	struct text t = text_of(pie);
+	const uint64_t a = nm_value(pie, "symfix_alpha"), top = 0x7f0000000000 + 399ull * 0x1000000;
+	uint64_t caller = top + (a - t.vaddr) + 2;
+	char dir[128], low[256], high[256], cmd[1024];
+	struct mp_symbolize_stats st;
+	struct mp_symbolize_warm *w;
+	struct mp_procmaps *maps;
+
+	mp_test_tmpdir(dir, sizeof(dir), "symbolize");
+	snprintf(low, sizeof(low), "%s/liblow.so", dir);
+	snprintf(high, sizeof(high), "%s/libhigh.so", dir);
+	for (int pass = 0; pass < 2; pass++) {
+		char *txt = NULL;
+		size_t cap = 0;
+		FILE *f = open_memstream(&txt, &cap);
+		struct mp_profile *p = profile_of(&caller, 1);
+
+		snprintf(cmd, sizeof(cmd), "cp '%s' '%s' && cp '%s' '%s'", pie, low, pie, high);
+		cr_assert_eq(system(cmd), 0);
+		/* 399 mappings of one file, the 400th (the highest) of another */
+		for (int m = 0; m < 400; m++)
+			map_line(f, 0x7f0000000000 + (uint64_t)m * 0x1000000, t.size, t.offset,
+				 m < 399 ? low : high, 0);
+		fclose(f);
+		cr_assert_eq(mp_procmaps_parse(txt, strlen(txt), &maps), 0);
+		cr_assert_eq(
+			mp_symbolize_warm_start(maps, NULL, 0, pass ? all_but : NULL, &top, &w), 0);
+		mp_symbolize_warm_wait(w);
+		cr_assert_eq(unlink(high), 0);
+		cr_assert_eq(mp_symbolize_warmed(p, maps, NULL, 0, NULL, NULL, w, &st), 0);
+		if (pass) {
+			cr_expect_eq(st.objects_unreadable, 1, "not wanted: not opened ahead");
+		} else {
+			expect_named(p, caller, "symfix_alpha", a + 2, high);
+			cr_expect_eq(st.objects_unreadable, 0);
+		}
+		mp_symbolize_warm_free(w);
+		mp_profile_free(p);
+		mp_procmaps_free(maps);
+		free(txt);
+	}
+	mp_test_rmtree(dir);
 }
 
 static void write_file(const char *path, const void *data, size_t n)
