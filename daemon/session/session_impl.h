@@ -239,7 +239,9 @@ void mp_sess_idle_free(struct session *s);
 
 /* symbols.c: for the @final profile of a session with stacks, the debug
  * files opened ahead (mp_symbolize_warm_start()); the profile's symbols,
- * with what was opened, which then goes (mp_symbolize_warmed()). */
+ * with what was opened (mp_symbolize_warmed()), whose files are then
+ * closed in a thread of their own while the profile is written
+ * (mp_symbolize_warm_retire(); the session's end joins it). */
 void mp_sess_warm_start(struct session *s, bool final);
 int mp_sess_symbolize(struct session *s, struct mp_profile *p, struct mp_symbolize_stats *st);
 

@@ -21,7 +21,8 @@ int mp_sess_symbolize(struct session *s, struct mp_profile *p, struct mp_symboli
 	int r = mp_symbolize_warmed(p, s->maps, mp_stack_collect_maps(s->collect), s->o->pid,
 				    mp_stack_collect_pyname, s->collect, s->warm, st);
 
-	mp_symbolize_warm_free(s->warm);
-	s->warm = NULL;
+	/* the files closed while the profile is written; the session's
+	 * end joins that */
+	mp_symbolize_warm_retire(s->warm);
 	return r;
 }

@@ -341,11 +341,11 @@ static int sym_map_callers(struct symbolization *y, const struct mp_procmaps *ma
 
 /* ---- debug files opened ahead (mp_symbolize_warm_start()) ---- */
 
-/* Files opened ahead at most: a PyTorch process maps ~90 with code. A
- * target's maps are its own to make: one with thousands of code mappings
- * would have the daemon hold as many files open (and their debug info
- * loaded) for mappings that may hold no frame; past these, files are
- * opened when looked up, as without. */
+/* Files opened ahead at most: a PyTorch process maps 324 with code, ~90
+ * of them holding frames. A target's maps are its own to make: one with
+ * thousands of code mappings would have the daemon hold as many files
+ * open (and their debug info loaded); past these, files are opened when
+ * looked up, as without. */
 #define WARM_MAX 256u
 
 /* A code mapping's file in a Dwfl of its own, as sym_file() reports it,
@@ -365,6 +365,12 @@ struct mp_symbolize_warm {
 	struct warm_ent *ents;
 	uint32_t n;
 	char *strings; /* the paths */
+	/* The symbolization's Dwfls, ended with the rest by the thread
+	 * mp_symbolize_warm_retire() starts (reaping: it runs). */
+	Dwfl **spent;
+	uint32_t n_spent;
+	pthread_t reaper;
+	bool reaping;
 };
 
 static void *warm_thread(void *arg)
@@ -464,13 +470,39 @@ void mp_symbolize_warm_wait(struct mp_symbolize_warm *w)
 	}
 }
 
+/* Every Dwfl @w holds, ended. */
+static void *warm_end(void *arg)
+{
+	struct mp_symbolize_warm *w = arg;
+
+	for (uint32_t i = 0; w->ents && i < w->n; i++) {
+		mp_dwfl_end(w->ents[i].dwfl);
+		w->ents[i].dwfl = NULL;
+	}
+	for (uint32_t i = 0; i < w->n_spent; i++)
+		mp_dwfl_end(w->spent[i]);
+	free(w->spent);
+	w->spent = NULL;
+	w->n_spent = 0;
+	return NULL;
+}
+
+void mp_symbolize_warm_retire(struct mp_symbolize_warm *w)
+{
+	if (!w || w->reaping)
+		return;
+	mp_symbolize_warm_wait(w);
+	w->reaping = pthread_create(&w->reaper, NULL, warm_end, w) == 0;
+}
+
 void mp_symbolize_warm_free(struct mp_symbolize_warm *w)
 {
 	if (!w)
 		return;
 	mp_symbolize_warm_wait(w);
-	for (uint32_t i = 0; w->ents && i < w->n; i++)
-		mp_dwfl_end(w->ents[i].dwfl);
+	if (w->reaping)
+		pthread_join(w->reaper, NULL);
+	warm_end(w);
 	free(w->ents);
 	free(w->strings);
 	free(w);
@@ -693,8 +725,13 @@ int mp_symbolize_warmed(struct mp_profile *p, const struct mp_procmaps *maps,
 			void *ctx, struct mp_symbolize_warm *warm,
 			struct mp_symbolize_stats *ret_stats)
 {
-	struct symbolization y = { .pyname = pyname, .pyctx = ctx, .warm = warm };
+	struct symbolization y = { .pyname = pyname, .pyctx = ctx };
 	int r;
+
+	/* files being closed are no one's */
+	if (warm && warm->reaping)
+		warm = NULL;
+	y.warm = warm;
 
 	r = sym_callers(&y, p);
 	if (r == 0)
@@ -717,6 +754,13 @@ int mp_symbolize_warmed(struct mp_profile *p, const struct mp_procmaps *maps,
 		y.locs = NULL;
 		y.mobjs = NULL;
 		y.n_mobjs = 0;
+	}
+	/* ended with the files opened ahead (mp_symbolize_warm_retire()):
+	 * libc's inflated DWARF is ~20 ms of munmap */
+	if (warm && !warm->reaping && !warm->spent && y.dwfls) {
+		warm->spent = y.dwfls;
+		warm->n_spent = y.n_objs;
+		y.dwfls = NULL;
 	}
 	for (uint32_t i = 0; y.dwfls && i < y.n_objs; i++)
 		mp_dwfl_end(y.dwfls[i]);

@@ -77,6 +77,10 @@ int mp_symbolize_warm_start(const struct mp_procmaps *maps, const struct mp_proc
 			    pid_t pid, mp_symbolize_warm_want_fn want, const void *ctx,
 			    struct mp_symbolize_warm **ret);
 void mp_symbolize_warm_free(struct mp_symbolize_warm *w);
+/* Once mp_symbolize_warmed() is done with @w: its files, and those the
+ * symbolization opened itself, closed in a thread of their own (NULL:
+ * nothing), which mp_symbolize_warm_free() joins. */
+void mp_symbolize_warm_retire(struct mp_symbolize_warm *w);
 /* Until every file of @w is opened (mp_symbolize_warmed() waits so). */
 void mp_symbolize_warm_wait(struct mp_symbolize_warm *w);
 /* mp_symbolize_python() with the files @warm opened (NULL: none). */

@@ -347,6 +347,16 @@ Test(symbolize, files_opened_ahead_are_the_ones_looked_up)
 		cr_expect_eq(st.objects_unreadable, 0);
 		mp_profile_free(p);
 	}
+	/* retired (its files being closed by a thread of its own), it is
+	 * used no more: file 1 is gone */
+	mp_symbolize_warm_retire(w);
+	{
+		struct mp_profile *p = profile_of(callers, 6);
+
+		cr_assert_eq(mp_symbolize_warmed(p, maps, later, 0, NULL, NULL, w, &st), 0);
+		cr_expect_eq(st.objects_unreadable, 1);
+		mp_profile_free(p);
+	}
 	mp_symbolize_warm_free(w);
 	{
 		/* without them, file 1 is gone */
@@ -399,6 +409,8 @@ Test(symbolize, files_opened_ahead_are_bounded)
 	mp_symbolize_warm_wait(w);
 	cr_expect_gt(open_fds() - before, 200, "the files are held open until symbolized");
 	cr_expect_leq(open_fds() - before, 256, "%d files open", open_fds() - before);
+	/* closed by the thread retiring them, joined by the free */
+	mp_symbolize_warm_retire(w);
 	mp_symbolize_warm_free(w);
 	cr_expect_eq(open_fds(), before);
 	mp_procmaps_free(maps);
