@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1159,7 +1160,7 @@ static uint64_t get_le(const uint8_t *d, int n)
 }
 
 /* zlib's crc32() takes a uInt length. */
-static uint32_t crc_of(const uint8_t *buf, size_t len)
+static uLong crc_run(const uint8_t *buf, size_t len)
 {
 	uLong crc = crc32(0, Z_NULL, 0);
 
@@ -1170,7 +1171,39 @@ static uint32_t crc_of(const uint8_t *buf, size_t len)
 		buf += n;
 		len -= n;
 	}
-	return (uint32_t)crc;
+	return crc;
+}
+
+/* Profiles from this size on are checksummed in two halves on two
+ * threads (~20 ms for the 43 MB of a PyTorch profile with stacks, after
+ * the target is gone and the other CPU is free). */
+#define CRC_SPLIT (8u << 20)
+
+struct crc_half {
+	const uint8_t *buf;
+	size_t len;
+	uLong crc;
+};
+
+static void *crc_thread(void *arg)
+{
+	struct crc_half *h = arg;
+
+	h->crc = crc_run(h->buf, h->len);
+	return NULL;
+}
+
+static uint32_t crc_of(const uint8_t *buf, size_t len)
+{
+	struct crc_half h = { .buf = buf + len / 2, .len = len - len / 2 };
+	pthread_t th;
+	uLong first;
+
+	if (len < CRC_SPLIT || pthread_create(&th, NULL, crc_thread, &h) != 0)
+		return (uint32_t)crc_run(buf, len);
+	first = crc_run(buf, len / 2);
+	pthread_join(th, NULL);
+	return (uint32_t)crc32_combine(first, h.crc, (z_off_t)h.len);
 }
 
 void mp_profile_file_header(const uint8_t *msg, size_t len, uint8_t *hdr)

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "helpers.h"
 #include "memprof.pb-c.h"
@@ -176,6 +177,34 @@ Test(profile_pb, save_load)
 }
 
 /* Every truncation and every single-bit corruption of a file is refused. */
+/* A message of 8 MiB or more is checksummed in two halves on two threads
+ * (the halves' CRCs combined): the header holds zlib's CRC-32 of the
+ * whole, as for a small one, also with a byte changed in either half. */
+Test(profile_pb, checksum_of_a_large_message)
+{
+	const size_t len = (9u << 20) + 12345;
+	uint8_t *m = malloc(len), hdr[MP_PROFILE_FILE_HEADER];
+	uint64_t x = 88172645463325252ull;
+	uint32_t got, want;
+
+	cr_assert_not_null(m);
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		m[i] = (uint8_t)x;
+	}
+	for (int k = 0; k < 3; k++) {
+		if (k)
+			m[k == 1 ? 100 : len - 100] ^= 0x20;
+		mp_profile_file_header(m, len, hdr);
+		memcpy(&got, hdr + 12, 4);
+		want = (uint32_t)crc32(crc32(0, Z_NULL, 0), m, (uInt)len);
+		cr_assert_eq(got, want, "case %d: %08x, zlib %08x", k, got, want);
+	}
+	free(m);
+}
+
 Test(profile_pb, corrupted_and_truncated_files_refused)
 {
 	struct mp_profile *p = rich_profile(), *q;
