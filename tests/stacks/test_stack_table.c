@@ -3,6 +3,7 @@
  * per distinct frames and flags), its bounds, its prefix sharing and its
  * export. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -392,4 +393,41 @@ Test(stack_table, mappings_holding_frames)
 	cr_assert_not(mp_stack_collect_holds_frames(NULL, &maps->maps[0]));
 	mp_stack_collector_free(c);
 	mp_procmaps_free(maps);
+}
+
+/* A target makes its own maps: of 2,100 code mappings each holding a
+ * frame, the first 2,048 are remembered and the rest not, the daemon's
+ * table staying its fixed size. */
+Test(stack_table, mappings_holding_frames_are_bounded)
+{
+	enum { N = 2100 };
+	struct mp_collect_target t = { .exited = false };
+	struct mp_stack_collector *c;
+	struct mp_procmaps *maps;
+	char *txt = NULL;
+	size_t cap = 0, held = 0;
+	FILE *f = open_memstream(&txt, &cap);
+
+	cr_assert_not_null(f);
+	for (int i = 0; i < N; i++)
+		fprintf(f, "%llx-%llx r-xp 00000000 08:01 %d /usr/lib/lib%d.so\n",
+			0x7f0000000000ull + (unsigned long long)i * 0x100000,
+			0x7f0000000000ull + (unsigned long long)i * 0x100000 + 0x1000, 100 + i, i);
+	fclose(f);
+	cr_assert_eq(mp_procmaps_parse(txt, strlen(txt), &maps), 0);
+	cr_assert_eq(maps->n, N);
+	t.maps = maps;
+	cr_assert_eq(mp_stack_collector_new(getpid(), true, 64, &c), 0);
+	for (int i = 0; i < N; i++) {
+		const uint64_t frame[2] = { maps->maps[i].start + 0x10, 0x7f0000000000ull + 0x20 };
+
+		cr_assert_neq(mp_stack_collect_given(c, &t, frame, 2, false), 0);
+	}
+	for (int i = 0; i < N; i++)
+		held += mp_stack_collect_holds_frames(c, &maps->maps[i]);
+	cr_assert_eq(held, 2048, "%zu mappings remembered", held);
+	cr_assert_not(mp_stack_collect_holds_frames(c, &maps->maps[N - 1]));
+	mp_stack_collector_free(c);
+	mp_procmaps_free(maps);
+	free(txt);
 }
